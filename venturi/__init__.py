@@ -1,0 +1,40 @@
+"""venturi: durable background jobs for Python on PostgreSQL.
+
+Declare jobs with ``@venturi.task``, enqueue them inside your own transactions, and run
+a ``venturi.Worker`` that claims, runs and settles them with at-least-once delivery.
+"""
+
+from venturi.backoff import Backoff
+from venturi.context import Context, JobMeta
+from venturi.errors import ConfigError, ConnectError, SchemaError, VenturiError
+from venturi.jobs import JobInfo, JournalEntry, get_job, get_journal
+from venturi.outcomes import Outcome, complete, dead, pause, retry
+from venturi.priority import Priority
+from venturi.registry import Task, enqueue_many, task
+from venturi.worker import Worker
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Backoff",
+    "ConfigError",
+    "ConnectError",
+    "Context",
+    "JobInfo",
+    "JobMeta",
+    "JournalEntry",
+    "Outcome",
+    "Priority",
+    "SchemaError",
+    "Task",
+    "VenturiError",
+    "Worker",
+    "complete",
+    "dead",
+    "enqueue_many",
+    "get_job",
+    "get_journal",
+    "pause",
+    "retry",
+    "task",
+]

@@ -1,0 +1,3 @@
+from venturi.cli import main
+
+main()

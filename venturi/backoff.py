@@ -1,0 +1,71 @@
+"""Retry delays: how long a failed job stays invisible before its next attempt."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+import msgspec
+
+from venturi.errors import ConfigError
+
+
+def seconds(value: timedelta | float | int, knob: str, *, allow_zero: bool = False) -> float:
+    """Turn a duration knob into seconds, refusing what cannot be a duration."""
+    if isinstance(value, bool) or not isinstance(value, timedelta | float | int):
+        raise ConfigError(f"{knob} must be a timedelta or a number of seconds, got {value!r}")
+    secs = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if secs != secs or secs in (float("inf"), float("-inf")):
+        raise ConfigError(f"{knob} must be finite, got {value!r}")
+    if secs < 0 or (secs == 0 and not allow_zero):
+        bound = "non-negative" if allow_zero else "positive"
+        raise ConfigError(f"{knob} must be {bound}, got {value!r}")
+    return secs
+
+
+class Backoff(msgspec.Struct, frozen=True):
+    """A retry delay policy. Build it with ``Backoff.fixed`` or ``Backoff.exponential``."""
+
+    base: float
+    factor: float = 2.0
+    cap: float = 3600.0
+    jitter: bool = True
+
+    @classmethod
+    def fixed(cls, delay: timedelta | float) -> Backoff:
+        """Every retry waits ``delay``."""
+        d = seconds(delay, "backoff delay", allow_zero=True)
+        return cls(base=d, factor=1.0, cap=d, jitter=False)
+
+    @classmethod
+    def exponential(
+        cls,
+        base: timedelta | float = 1.0,
+        factor: float = 2.0,
+        cap: timedelta | float = 3600.0,
+        jitter: bool = True,
+    ) -> Backoff:
+        """Retry n waits ``min(cap, base * factor**(n-1))``; jitter draws it from [d/2, d]."""
+        b = seconds(base, "backoff base")
+        c = seconds(cap, "backoff cap")
+        if isinstance(factor, bool) or not isinstance(factor, int | float) or factor < 1:
+            raise ConfigError(f"backoff factor must be a number >= 1, got {factor!r}")
+        if c < b:
+            raise ConfigError(f"backoff cap ({c}s) must not be below its base ({b}s)")
+        return cls(base=b, factor=float(factor), cap=c, jitter=bool(jitter))
+
+    def delay(self, failures: int) -> float:
+        """Seconds to wait after the ``failures``-th failed execution (1-based)."""
+        n = max(failures, 1) - 1
+        # min() before the power would overflow: factor**n grows past float range fast.
+        try:
+            d = min(self.cap, self.base * self.factor**n)
+        except OverflowError:
+            d = self.cap
+        if self.jitter:
+            # Half-jitter: never retries sooner than half the delay, spreads a herd.
+            d = d / 2 + random.random() * d / 2
+        return d
+
+
+DEFAULT_BACKOFF = Backoff.exponential(1.0, 2.0, 3600.0, True)

@@ -1,0 +1,74 @@
+"""msgspec codecs for carries and results, built once per task and reused."""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+C = TypeVar("C")
+
+# One encoder for everything: msgspec encoders are type-independent and thread-safe.
+_ENCODER = msgspec.json.Encoder()
+_ANY_DECODER: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
+
+
+def encode_any(value: Any, what: str = "value") -> str:
+    """JSON text for a msgspec-encodable ``value`` (a result, say)."""
+    try:
+        return _ENCODER.encode(value).decode()
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise TypeError(f"{what} is not msgspec-encodable: {exc}") from None
+
+
+def decode_any(text: str | None) -> Any:
+    """Plain Python values from JSON text (``None`` stays ``None``)."""
+    return None if text is None else _ANY_DECODER.decode(text)
+
+
+class CarryCodec(Generic[C]):
+    """Encodes and checks the carries of one task type."""
+
+    __slots__ = ("_decoder", "carry_type", "max_bytes", "owner")
+
+    def __init__(self, carry_type: Any, owner: str, max_bytes: int) -> None:
+        self.carry_type = carry_type
+        self.owner = owner
+        self.max_bytes = max_bytes
+        self._decoder: msgspec.json.Decoder[C] = msgspec.json.Decoder(carry_type)
+
+    def encode(self, carry: Any) -> str:
+        """Validated JSON text for ``carry``; ``TypeError`` when it is not a carry of this task.
+
+        The carry goes through the typed decoder once: msgspec Structs do not check their
+        field types on construction, and a bad carry must fail here, before any write,
+        not later in a worker.
+        """
+        try:
+            data = _ENCODER.encode(carry)
+        except (TypeError, msgspec.EncodeError) as exc:
+            raise TypeError(
+                f"carry of task {self.owner!r} must be {_name(self.carry_type)}, "
+                f"got {type(carry).__name__}: {exc}"
+            ) from None
+        try:
+            self._decoder.decode(data)
+        except msgspec.ValidationError as exc:
+            raise TypeError(
+                f"carry of task {self.owner!r} must be {_name(self.carry_type)}, "
+                f"got {type(carry).__name__} ({exc})"
+            ) from None
+        if len(data) > self.max_bytes:
+            raise ValueError(
+                f"carry of task {self.owner!r} is {len(data)} bytes encoded, over the "
+                f"limit of {self.max_bytes} (max_carry_bytes)"
+            )
+        return data.decode()
+
+    def decode(self, text: str | bytes) -> C:
+        """The carry from stored JSON; raises ``msgspec.DecodeError`` if it no longer fits."""
+        return self._decoder.decode(text)
+
+
+def _name(tp: Any) -> str:
+    return getattr(tp, "__qualname__", None) or repr(tp)

@@ -1,0 +1,55 @@
+"""What a handler sees of its job and its worker."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from venturi.priority import Priority
+
+S = TypeVar("S")
+
+_log = logging.getLogger("venturi.job")
+
+
+class JobMeta(msgspec.Struct, frozen=True):
+    """The claimed job's identity and counters."""
+
+    id: int
+    kind: str
+    priority: Priority
+    attempt: int
+    failures: int
+    created_at: datetime
+
+
+class _JobLogger(logging.LoggerAdapter[logging.Logger]):
+    """Adds job id, kind and attempt to every record as ``extra`` fields."""
+
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        kwargs["extra"] = {**(self.extra or {}), **kwargs.get("extra", {})}
+        return msg, kwargs
+
+
+class Context(Generic[S]):
+    """Passed to every handler: shared state, job metadata, cancellation and a logger."""
+
+    __slots__ = ("_cancel", "job", "log", "state")
+
+    def __init__(self, state: S, job: JobMeta, cancel: asyncio.Event | None = None) -> None:
+        self.state = state
+        self.job = job
+        self._cancel = cancel if cancel is not None else asyncio.Event()
+        self.log = _JobLogger(_log, {"job_id": job.id, "kind": job.kind, "attempt": job.attempt})
+
+    def is_cancelled(self) -> bool:
+        """True once the worker asks handlers to stop at a safe point (shutdown)."""
+        return self._cancel.is_set()
+
+    async def cancelled(self) -> None:
+        """Returns when cancellation is requested; race it against work with asyncio.wait."""
+        await self._cancel.wait()

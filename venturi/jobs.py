@@ -1,0 +1,103 @@
+"""Reading jobs back: ``get_job`` and ``get_journal``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from venturi import store
+from venturi.codecs import decode_any
+from venturi.priority import Priority
+from venturi.sql import DEFAULT_SCHEMA
+
+
+class JobInfo(msgspec.Struct, frozen=True):
+    """A job as stored; ``carry`` and ``result`` are decoded JSON (plain Python values)."""
+
+    id: int
+    kind: str
+    status: str
+    priority: Priority
+    carry: Any
+    attempt: int
+    failures: int
+    visible_at: datetime
+    created_at: datetime
+    finished_at: datetime | None
+    result: Any
+    last_error: str | None
+    key: str | None = None
+    max_failures: int = 0
+    claimed_by: str | None = None
+    claimed_at: datetime | None = None
+    claim_expires_at: datetime | None = None
+
+
+class JournalEntry(msgspec.Struct, frozen=True):
+    """One event of a job's history."""
+
+    at: datetime
+    event: str
+    attempt: int
+    worker: str | None
+    detail: str | None
+
+
+async def get_job(conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> JobInfo | None:
+    """The job with this id, or None."""
+    row = await store.get_job(conn, schema, job_id)
+    if row is None:
+        return None
+    return JobInfo(
+        id=row["id"],
+        kind=row["kind"],
+        status=row["status"],
+        priority=Priority(row["priority"]),
+        carry=decode_any(row["carry"]),
+        attempt=row["attempt"],
+        failures=row["failures"],
+        visible_at=row["visible_at"],
+        created_at=row["created_at"],
+        finished_at=row["finished_at"],
+        result=decode_any(row["result"]),
+        last_error=row["last_error"],
+        key=row["key"],
+        max_failures=row["max_failures"],
+        claimed_by=row["claimed_by"],
+        claimed_at=row["claimed_at"],
+        claim_expires_at=row["claim_expires_at"],
+    )
+
+
+async def get_journal(
+    conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA
+) -> list[JournalEntry]:
+    """The job's whole history, oldest first.
+
+    The routine entries (enqueued, the current claim, completed) are not written as
+    journal rows; they are read off the job row and merged here, so the common path
+    costs no extra writes.
+    """
+    row = await store.get_job(conn, schema, job_id)
+    if row is None:
+        return []
+    written = [
+        JournalEntry(r["at"], r["event"], r["attempt"], r["worker"], r["detail"])
+        for r in await store.get_journal(conn, schema, job_id)
+    ]
+    merged = [JournalEntry(row["created_at"], "enqueued", 0, None, None), *written]
+    # The current claim is on the row only while it is running or once it completed; a
+    # claim that ended any other way was written to the journal when it ended.
+    if row["status"] in ("claimed", "completed") and row["claimed_at"] is not None:
+        merged.append(
+            JournalEntry(row["claimed_at"], "claimed", row["attempt"], row["claimed_by"], None)
+        )
+    if row["status"] == "completed" and row["finished_at"] is not None:
+        merged.append(
+            JournalEntry(row["finished_at"], "completed", row["attempt"], row["claimed_by"], None)
+        )
+    # Stable sort: entries with one timestamp (one transaction) keep their written order.
+    merged.sort(key=lambda e: e.at)
+    return merged

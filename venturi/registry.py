@@ -1,0 +1,279 @@
+"""The ``@venturi.task`` decorator, the ``Task`` it returns, and the registry of kinds."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from venturi import store
+from venturi.backoff import DEFAULT_BACKOFF, Backoff, seconds
+from venturi.codecs import CarryCodec
+from venturi.context import Context
+from venturi.errors import ConfigError
+from venturi.outcomes import Outcome
+from venturi.priority import Priority
+from venturi.sql import DEFAULT_SCHEMA
+
+C = TypeVar("C")
+
+DEFAULT_MAX_FAILURES = 25
+DEFAULT_MAX_CARRY_BYTES = 1 << 20
+
+Handler = Callable[[Context[Any], Any], Awaitable[Outcome | None] | Outcome | None]
+
+_REGISTRY: dict[str, Task[Any]] = {}
+
+
+def registered() -> dict[str, Task[Any]]:
+    """A copy of the registry: kind -> task."""
+    return dict(_REGISTRY)
+
+
+def unregister(kind: str) -> None:
+    """Forget a kind (tests that declare throwaway tasks use this)."""
+    _REGISTRY.pop(kind, None)
+
+
+def _priority(value: object, knob: str = "priority") -> Priority:
+    if isinstance(value, Priority):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1, 2):
+        return Priority(value)
+    raise ConfigError(f"{knob} must be a venturi.Priority, got {value!r}")
+
+
+def _positive_int(value: object, knob: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{knob} must be an integer >= 1, got {value!r}")
+    return value
+
+
+class JobSpec(msgspec.Struct, frozen=True):
+    """One job to insert, built by ``Task.job`` for ``venturi.enqueue_many``."""
+
+    kind: str
+    carry: str
+    priority: int
+    at: datetime | None
+    after: float | None
+    key: str | None
+    max_failures: int
+
+
+class Task(Generic[C]):
+    """A registered job kind: its handler, carry codec and defaults.
+
+    Awaiting ``task(ctx, carry)`` calls the handler directly, which is how unit tests
+    exercise it without a worker.
+    """
+
+    def __init__(
+        self,
+        fn: Handler,
+        kind: str,
+        carry_type: Any,
+        priority: Priority,
+        lease: float | None,
+        cap: int | None,
+        timeout: float | None,
+        max_failures: int,
+        backoff: Backoff,
+        max_carry_bytes: int,
+    ) -> None:
+        self.fn = fn
+        self.kind = kind
+        self.carry_type = carry_type
+        self.priority = priority
+        self.lease = lease
+        self.cap = cap
+        self.timeout = timeout
+        self.max_failures = max_failures
+        self.backoff = backoff
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.codec: CarryCodec[C] = CarryCodec(carry_type, kind, max_carry_bytes)
+        self.__name__ = getattr(fn, "__name__", kind)
+        self.__doc__ = fn.__doc__
+
+    def __repr__(self) -> str:
+        return f"<venturi.Task {self.kind!r}>"
+
+    def __call__(self, ctx: Context[Any], carry: C) -> Any:
+        return self.fn(ctx, carry)
+
+    def job(
+        self,
+        carry: C,
+        *,
+        priority: Priority | None = None,
+        at: datetime | None = None,
+        after: timedelta | float | None = None,
+        key: str | None = None,
+    ) -> JobSpec:
+        """A job of this kind to pass to ``venturi.enqueue_many``; the carry is checked now."""
+        if at is not None and after is not None:
+            raise ConfigError("enqueue takes at or after, not both")
+        if at is not None and (not isinstance(at, datetime) or at.tzinfo is None):
+            raise ConfigError(f"at must be a timezone-aware datetime, got {at!r}")
+        if key is not None and not isinstance(key, str):
+            raise ConfigError(f"key must be a string, got {key!r}")
+        return JobSpec(
+            kind=self.kind,
+            carry=self.codec.encode(carry),
+            priority=int(self.priority if priority is None else _priority(priority)),
+            at=at,
+            after=None if after is None else seconds(after, "after", allow_zero=True),
+            key=key,
+            max_failures=self.max_failures,
+        )
+
+    async def enqueue(
+        self,
+        conn: Any,
+        carry: C,
+        *,
+        priority: Priority | None = None,
+        at: datetime | None = None,
+        after: timedelta | float | None = None,
+        key: str | None = None,
+        schema: str = DEFAULT_SCHEMA,
+    ) -> int:
+        """Insert one job and return its id (an unfinished job holding ``key`` wins).
+
+        ``conn`` is an asyncpg Connection, so the job commits or rolls back with the
+        caller's transaction, or a Pool. Nothing is written if the carry is invalid.
+        """
+        spec = self.job(carry, priority=priority, at=at, after=after, key=key)
+        return await store.insert_job(conn, schema, spec)
+
+
+async def enqueue_many(
+    conn: Any, jobs: Iterable[JobSpec], *, schema: str = DEFAULT_SCHEMA
+) -> list[int]:
+    """Insert many jobs (built with ``Task.job``) in one statement; ids in input order."""
+    specs = list(jobs)
+    for spec in specs:
+        if not isinstance(spec, JobSpec):
+            raise TypeError(f"enqueue_many takes jobs built with task.job(...), got {spec!r}")
+    if not specs:
+        return []
+    return await store.insert_jobs(conn, schema, specs)
+
+
+def _carry_type(fn: Callable[..., Any], kind: str) -> Any:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"task {kind!r}: the handler has no signature: {exc}") from None
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) < 2:
+        raise ConfigError(
+            f"task {kind!r}: the handler must take (ctx, carry), got {len(positional)} "
+            "positional parameter(s)"
+        )
+    param = positional[1]
+    annotation = param.annotation
+    if annotation is inspect.Parameter.empty:
+        raise ConfigError(
+            f"task {kind!r}: carry: the handler's second parameter {param.name!r} needs a "
+            "type annotation (a msgspec.Struct or any msgspec-supported type)"
+        )
+    if isinstance(annotation, str):
+        # `from __future__ import annotations`: resolve just this one name, since the
+        # context annotation may name a type that only exists under TYPE_CHECKING.
+        try:
+            annotation = typing.get_type_hints(fn).get(param.name, annotation)
+        except Exception:
+            try:
+                annotation = eval(annotation, getattr(fn, "__globals__", {}))
+            except Exception as exc:
+                raise ConfigError(
+                    f"task {kind!r}: carry: cannot resolve annotation {annotation!r}: {exc}"
+                ) from None
+    try:
+        msgspec.json.Decoder(annotation)
+    except TypeError as exc:
+        raise ConfigError(
+            f"task {kind!r}: carry: {annotation!r} is not a type msgspec can decode: {exc}"
+        ) from None
+    return annotation
+
+
+def task(
+    kind: str,
+    *,
+    priority: Priority = Priority.NORMAL,
+    lease: timedelta | float | None = None,
+    cap: int | None = None,
+    timeout: timedelta | float | None = None,
+    max_failures: int = DEFAULT_MAX_FAILURES,
+    backoff: Backoff = DEFAULT_BACKOFF,
+    max_carry_bytes: int = DEFAULT_MAX_CARRY_BYTES,
+) -> Callable[[Handler], Task[Any]]:
+    """Declare a job kind. Every argument is checked here; a bad one raises ConfigError.
+
+    ``lease`` overrides the worker's default lease, ``cap`` is the default per-kind
+    concurrency cap, ``timeout`` bounds one run, ``max_failures`` is the failure backstop
+    and ``backoff`` the retry delay policy.
+    """
+    if not isinstance(kind, str) or not kind or len(kind) > 200 or kind != kind.strip():
+        raise ConfigError(
+            f"kind must be a non-empty string of at most 200 characters, got {kind!r}"
+        )
+    if "," in kind:
+        # The notify payload lists kinds comma-separated.
+        raise ConfigError(f"kind must not contain a comma, got {kind!r}")
+    prio = _priority(priority)
+    lease_s = None if lease is None else seconds(lease, "lease")
+    cap_n = None if cap is None else _positive_int(cap, "cap")
+    timeout_s = None if timeout is None else seconds(timeout, "timeout")
+    failures_n = _positive_int(max_failures, "max_failures")
+    carry_limit = _positive_int(max_carry_bytes, "max_carry_bytes")
+    if not isinstance(backoff, Backoff):
+        raise ConfigError(
+            f"backoff must be a venturi.Backoff (Backoff.fixed or Backoff.exponential), "
+            f"got {backoff!r}"
+        )
+
+    def decorate(fn: Handler) -> Task[Any]:
+        if not callable(fn):
+            raise ConfigError(f"task {kind!r}: the handler must be callable, got {fn!r}")
+        carry_type = _carry_type(fn, kind)
+        existing = _REGISTRY.get(kind)
+        if existing is not None and _origin(existing.fn) != _origin(fn):
+            raise ConfigError(
+                f"kind {kind!r} is already declared by {'.'.join(_origin(existing.fn))}"
+            )
+        t: Task[Any] = Task(
+            fn,
+            kind,
+            carry_type,
+            prio,
+            lease_s,
+            cap_n,
+            timeout_s,
+            failures_n,
+            backoff,
+            carry_limit,
+        )
+        # The same function declared again (a module reloaded) replaces itself.
+        _REGISTRY[kind] = t
+        return t
+
+    return decorate
+
+
+def _origin(fn: Callable[..., Any]) -> tuple[str, str]:
+    return (getattr(fn, "__module__", "?") or "?", getattr(fn, "__qualname__", "?"))
+
+
+def tasks_in(names: Sequence[str]) -> list[Task[Any]]:
+    """The registered tasks of the given kinds; ConfigError for an unknown kind."""
+    missing = [n for n in names if n not in _REGISTRY]
+    if missing:
+        raise ConfigError(f"unknown task kind(s): {', '.join(missing)}")
+    return [_REGISTRY[n] for n in names]

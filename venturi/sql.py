@@ -1,0 +1,169 @@
+"""Renders venturi's SQL from the jinja2 templates in ``sql_templates/``.
+
+Every statement the runtime runs comes from here, rendered once per schema name and
+cached. Templates fill in identifiers only (the schema name, validated and quoted);
+values are always ``$n`` bind parameters. Rendering never touches a database.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from importlib import resources
+from typing import Literal
+
+import jinja2
+
+from venturi.errors import ConfigError
+
+DEFAULT_SCHEMA = "venturi"
+
+# Lower-case only, so the quoted and the unquoted spelling name the same schema, and short
+# enough that the derived notify channel ("<schema>_pending") stays within 63 bytes.
+_IDENT = re.compile(r"[a-z_][a-z0-9_]{0,54}")
+
+Part = Literal["all", "tables", "indexes", "claim"]
+PARTS: tuple[str, ...] = ("all", "tables", "indexes", "claim")
+
+# Statement headers declare their parameters as "-- $n <type> <name>: <what>"; the types
+# let `schema render` print each statement as a PREPARE that psql can check.
+_PARAM = re.compile(r"^-- \$(\d+) +(\S+) +\w+")
+
+
+def validate_schema(name: object) -> str:
+    """Return ``name`` if it can be a venturi schema name, else raise ``ConfigError``."""
+    if not isinstance(name, str) or not _IDENT.fullmatch(name):
+        raise ConfigError(
+            f"schema must be a lower-case SQL identifier ([a-z_][a-z0-9_]*, at most 55 "
+            f"characters), got {name!r}"
+        )
+    return name
+
+
+def channel(schema: str) -> str:
+    """The LISTEN/NOTIFY channel on which a schema announces claimable work."""
+    return f"{validate_schema(schema)}_pending"
+
+
+@functools.cache
+def _env() -> jinja2.Environment:
+    root = resources.files("venturi") / "sql_templates"
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(root)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def _render(template: str, schema: str) -> str:
+    validate_schema(schema)
+    text = _env().get_template(template).render(s=f'"{schema}"', channel=channel(schema))
+    # A marker that survived rendering means a template bug; refuse to hand it to Postgres.
+    if "{{" in text or "{%" in text or "{#" in text:
+        raise RuntimeError(f"unrendered template marker left in {template}")
+    return text
+
+
+def statement_names() -> list[str]:
+    """Names of every runtime statement, sorted (files starting with _ are fragments)."""
+    names = []
+    for tpl in _env().list_templates():
+        if tpl.startswith("statements/") and tpl.endswith(".sql.j2"):
+            base = tpl.removeprefix("statements/").removesuffix(".sql.j2")
+            if not base.startswith("_"):
+                names.append(base)
+    return sorted(names)
+
+
+@functools.cache
+def statement(name: str, schema: str = DEFAULT_SCHEMA) -> str:
+    """The rendered text of statement ``name`` (a file of ``sql_templates/statements``)."""
+    return _render(f"statements/{name}.sql.j2", schema)
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+@functools.cache
+def migrations(schema: str = DEFAULT_SCHEMA) -> tuple[Migration, ...]:
+    """Every versioned migration, oldest first."""
+    found = []
+    for tpl in _env().list_templates():
+        if tpl.startswith("migrations/") and tpl.endswith(".sql.j2"):
+            stem = tpl.removeprefix("migrations/").removesuffix(".sql.j2")
+            number, _, label = stem.partition("_")
+            found.append(Migration(int(number), label, _render(tpl, schema)))
+    return tuple(sorted(found, key=lambda m: m.version))
+
+
+@functools.cache
+def fresh_schema(schema: str = DEFAULT_SCHEMA) -> str:
+    """Tables, trigger and indexes of the current version, for an empty database."""
+    return _render("schema/tables.sql.j2", schema) + "\n" + _render("schema/indexes.sql.j2", schema)
+
+
+_DATABASE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def database_statement(name: str, database: str, **databases: str) -> str:
+    """A database-level statement (create, clone, drop) of ``sql_templates/database``.
+
+    Used by the test helpers; database names are validated identifiers, quoted.
+    """
+    names = {"database": database, **databases}
+    for knob, value in names.items():
+        if not _DATABASE.fullmatch(value):
+            raise ConfigError(f"{knob} must be a lower-case SQL identifier, got {value!r}")
+    quoted = {k: f'"{v}"' for k, v in names.items()}
+    return _env().get_template(f"database/{name}.sql.j2").render(**quoted)
+
+
+def _params(text: str) -> list[str]:
+    types: dict[int, str] = {}
+    for line in text.splitlines():
+        m = _PARAM.match(line)
+        if m:
+            types[int(m.group(1))] = m.group(2)
+    if sorted(types) != list(range(1, len(types) + 1)):
+        raise RuntimeError(f"statement header declares parameters {sorted(types)}")
+    return [types[i] for i in range(1, len(types) + 1)]
+
+
+def _as_prepare(name: str, schema: str) -> str:
+    text = statement(name, schema).rstrip().rstrip(";")
+    header, body = [], []
+    for line in text.splitlines():
+        (header if line.startswith("--") and not body else body).append(line)
+    types = _params(text)
+    args = f"({', '.join(types)})" if types else ""
+    return "\n".join([*header, f"PREPARE {schema}_{name}{args} AS", *body]) + ";\n"
+
+
+def render(schema: str = DEFAULT_SCHEMA, part: str = "all") -> str:
+    """The SQL a DBA reviews or applies by hand; deterministic and offline.
+
+    ``claim`` prints every runtime statement as a ``PREPARE`` so that psql checks it
+    against the tables without running it.
+    """
+    validate_schema(schema)
+    if part not in PARTS:
+        raise ConfigError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
+    chunks = []
+    if part in ("all", "tables"):
+        chunks.append(_render("schema/tables.sql.j2", schema))
+    if part in ("all", "indexes"):
+        chunks.append(_render("schema/indexes.sql.j2", schema))
+    if part in ("all", "claim"):
+        chunks.append(
+            "-- Runtime statements, as PREPAREd by the worker. Parameters are $n binds.\n"
+        )
+        chunks.extend(_as_prepare(name, schema) for name in statement_names())
+    return "\n".join(chunks)

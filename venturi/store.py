@@ -1,0 +1,271 @@
+"""All database work: every function runs one named statement from ``sql_templates``.
+
+No SQL text lives here; ``sql.statement(name, schema)`` hands over the rendered text and
+asyncpg prepares and caches it per connection. ``conn`` is anything with asyncpg's query
+methods: a Connection (the caller's transaction applies) or a Pool.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+
+from venturi import sql
+from venturi.backoff import Backoff
+from venturi.errors import ConnectError, SchemaError
+
+if TYPE_CHECKING:
+    from venturi.registry import JobSpec
+
+Record = Any  # asyncpg.Record: untyped
+
+
+def redact(dsn: str) -> str:
+    """The DSN with any password replaced, safe for logs and error messages."""
+    try:
+        parts = urllib.parse.urlsplit(dsn)
+    except ValueError:
+        return "<unparsable DSN>"
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, host = netloc.rpartition("@")
+        user = userinfo.split(":", 1)[0]
+        netloc = f"{user}:***@{host}" if ":" in userinfo else f"{user}@{host}"
+    query = re.sub(r"(?i)(password=)[^&]*", r"\1***", parts.query)
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+async def connect(dsn: str, **kwargs: Any) -> asyncpg.Connection:
+    """An asyncpg connection, or ``ConnectError`` with a one-line, password-free message."""
+    try:
+        return await asyncpg.connect(dsn, **kwargs)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
+        raise ConnectError(f"cannot connect to {redact(dsn)}: {_one_line(exc)}") from None
+
+
+async def create_pool(dsn: str, **kwargs: Any) -> asyncpg.Pool:
+    """An asyncpg pool, or ``ConnectError`` like ``connect``."""
+    try:
+        return await asyncpg.create_pool(dsn, **kwargs)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
+        raise ConnectError(f"cannot connect to {redact(dsn)}: {_one_line(exc)}") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]
+
+
+# --- schema -------------------------------------------------------------------------
+
+
+async def schema_version(conn: Any, schema: str) -> int:
+    """The applied schema version; ``SchemaError`` saying what to run when there is none."""
+    try:
+        version = await conn.fetchval(sql.statement("schema_version_get", schema))
+    except (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError):
+        version = None
+    if version is None:
+        raise SchemaError(
+            f"the venturi schema {schema!r} is not applied to this database: "
+            f"run `venturi schema apply --schema {schema}`"
+        )
+    latest = sql.migrations(schema)[-1].version
+    if version < latest:
+        raise SchemaError(
+            f"the venturi schema {schema!r} is at version {version}, this venturi needs "
+            f"{latest}: run `venturi schema apply --schema {schema}`"
+        )
+    return int(version)
+
+
+async def apply_schema(conn: asyncpg.Connection, schema: str) -> list[int]:
+    """Create or upgrade the schema; returns the migration versions it applied (none when
+    the database is current). Concurrent appliers wait for each other on a lock."""
+    async with conn.transaction():
+        await conn.execute(sql.statement("schema_lock", schema))
+        if not await conn.fetchval(sql.statement("schema_version_exists", schema)):
+            await conn.execute(sql.fresh_schema(schema))
+            return [m.version for m in sql.migrations(schema)]
+        done = {
+            r["version"] for r in await conn.fetch(sql.statement("schema_version_list", schema))
+        }
+        applied = []
+        for migration in sql.migrations(schema):
+            if migration.version not in done:
+                await conn.execute(migration.sql)
+                await conn.execute(
+                    sql.statement("schema_version_record", schema),
+                    migration.version,
+                    migration.name,
+                )
+                applied.append(migration.version)
+        return applied
+
+
+# --- enqueue ------------------------------------------------------------------------
+
+
+async def insert_job(conn: Any, schema: str, spec: JobSpec) -> int:
+    text = sql.statement("job_insert", schema)
+    args = (spec.kind, spec.carry, spec.priority, spec.at, spec.after, spec.key, spec.max_failures)
+    # A None answer means the key's holder committed after our snapshot; try again.
+    for _ in range(5):
+        job_id = await conn.fetchval(text, *args)
+        if job_id is not None:
+            return int(job_id)
+    raise RuntimeError(f"could not enqueue {spec.kind!r} with key {spec.key!r}: key kept changing")
+
+
+async def insert_jobs(conn: Any, schema: str, specs: Sequence[JobSpec]) -> list[int]:
+    rows = await conn.fetch(
+        sql.statement("job_insert_many", schema),
+        [s.kind for s in specs],
+        [s.carry for s in specs],
+        [s.priority for s in specs],
+        [s.at for s in specs],
+        [s.after for s in specs],
+        [s.key for s in specs],
+        [s.max_failures for s in specs],
+    )
+    return [int(r["id"]) for r in rows]
+
+
+# --- the worker's statements --------------------------------------------------------
+
+
+async def claim(
+    conn: Any,
+    schema: str,
+    worker: str,
+    kinds: Sequence[str],
+    leases: Sequence[float],
+    floor: int,
+    limit: int,
+    backoff: Backoff,
+) -> list[Record]:
+    return list(
+        await conn.fetch(
+            sql.statement("job_claim", schema),
+            worker,
+            kinds,
+            leases,
+            floor,
+            limit,
+            backoff.base,
+            backoff.factor,
+            backoff.cap,
+        )
+    )
+
+
+async def next_visible_at(conn: Any, schema: str, kinds: Sequence[str]) -> datetime | None:
+    value: datetime | None = await conn.fetchval(
+        sql.statement("job_next_visible_at", schema), kinds
+    )
+    return value
+
+
+async def complete_many(
+    conn: Any,
+    schema: str,
+    worker: str,
+    ids: Sequence[int],
+    attempts: Sequence[int],
+    results: Sequence[str | None],
+) -> set[int]:
+    rows = await conn.fetch(
+        sql.statement("job_complete_many_if_owned", schema), worker, ids, attempts, results
+    )
+    return {int(r["id"]) for r in rows}
+
+
+async def pause(
+    conn: Any,
+    schema: str,
+    worker: str,
+    job_id: int,
+    attempt: int,
+    carry: str,
+    at: datetime | None,
+    after: float | None,
+) -> bool:
+    row = await conn.fetchrow(
+        sql.statement("job_pause_if_owned", schema), worker, job_id, attempt, carry, at, after
+    )
+    return row is not None
+
+
+async def fail(
+    conn: Any,
+    schema: str,
+    worker: str,
+    job_id: int,
+    attempt: int,
+    event: str,
+    error: str,
+    carry: str | None,
+    delay: float,
+    force_dead: bool,
+) -> str | None:
+    """Settle a failed execution; returns the new status, or None if the claim was lost."""
+    row = await conn.fetchrow(
+        sql.statement("job_fail_if_owned", schema),
+        worker,
+        job_id,
+        attempt,
+        event,
+        error,
+        carry,
+        delay,
+        force_dead,
+    )
+    return None if row is None else str(row["status"])
+
+
+async def dead(conn: Any, schema: str, worker: str, job_id: int, attempt: int, reason: str) -> bool:
+    row = await conn.fetchrow(
+        sql.statement("job_dead_if_owned", schema), worker, job_id, attempt, reason
+    )
+    return row is not None
+
+
+async def release(
+    conn: Any, schema: str, worker: str, job_id: int, attempt: int, detail: str
+) -> bool:
+    row = await conn.fetchrow(
+        sql.statement("job_release_if_owned", schema), worker, job_id, attempt, detail
+    )
+    return row is not None
+
+
+async def recover_stale(conn: Any, schema: str, recoverer: str, backoff: Backoff) -> list[Record]:
+    return list(
+        await conn.fetch(
+            sql.statement("job_recover_stale", schema),
+            recoverer,
+            backoff.base,
+            backoff.factor,
+            backoff.cap,
+        )
+    )
+
+
+# --- reads --------------------------------------------------------------------------
+
+
+async def get_job(conn: Any, schema: str, job_id: int) -> Record | None:
+    return await conn.fetchrow(sql.statement("job_get", schema), job_id)
+
+
+async def get_journal(conn: Any, schema: str, job_id: int) -> list[Record]:
+    return list(await conn.fetch(sql.statement("journal_get", schema), job_id))
+
+
+async def job_counts(conn: Any, schema: str, ids: Sequence[int] | None = None) -> list[Record]:
+    return list(await conn.fetch(sql.statement("job_counts", schema), ids))

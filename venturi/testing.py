@@ -1,0 +1,239 @@
+"""Finding a PostgreSQL to test against, and one fresh database per test.
+
+The tiers, in order: a DSN from ``VENTURI_TEST_DSN``; a server already listening on
+127.0.0.1:5432 (user postgres); a throwaway cluster started from PostgreSQL binaries on
+the machine; the embedded PostgreSQL wheel. Each test then gets its own database cloned
+from a template that has the schema applied, which takes a few tens of milliseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import urllib.parse
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import asyncpg
+
+from venturi import sql, store
+from venturi.sql import DEFAULT_SCHEMA
+
+LOCAL_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def with_database(dsn: str, database: str) -> str:
+    """``dsn`` pointing at another database of the same server."""
+    parts = urllib.parse.urlsplit(dsn)
+    return urllib.parse.urlunsplit(parts._replace(path="/" + database))
+
+
+def _listening(host: str, port: int) -> bool:
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+async def _answers(dsn: str) -> bool:
+    try:
+        conn = await asyncpg.connect(dsn, timeout=5)
+    except Exception:
+        return False
+    await conn.close()
+    return True
+
+
+def _find_bindir() -> str | None:
+    candidates = []
+    pg_config = shutil.which("pg_config")
+    if pg_config:
+        out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True)
+        if out.returncode == 0:
+            candidates.append(out.stdout.strip())
+    candidates += sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
+    for d in candidates:
+        if os.path.exists(os.path.join(d, "initdb")) and os.path.exists(os.path.join(d, "pg_ctl")):
+            return d
+    return None
+
+
+def _free_port() -> int:
+    with contextlib.closing(socket.socket()) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Cluster:
+    """A throwaway PostgreSQL cluster started from the machine's binaries."""
+
+    bindir: str
+    root: str
+    port: int
+    user: str | None
+    dsn: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.dsn = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, *args: str) -> None:
+        # PostgreSQL refuses to run as root: run its tools as an unprivileged user.
+        subprocess.run(list(args), check=True, capture_output=True, user=self.user)
+
+    def start(self) -> None:
+        data = os.path.join(self.root, "data")
+        if not os.path.exists(data):
+            self._run(
+                os.path.join(self.bindir, "initdb"),
+                "-D",
+                data,
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--no-sync",
+                "-E",
+                "UTF8",
+            )
+        self._run(
+            os.path.join(self.bindir, "pg_ctl"),
+            "-D",
+            data,
+            "-w",
+            "-t",
+            "60",
+            "-l",
+            os.path.join(self.root, "log"),
+            "-o",
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off",
+            "start",
+        )
+
+    def stop(self, mode: str = "fast") -> None:
+        data = os.path.join(self.root, "data")
+        subprocess.run(
+            [os.path.join(self.bindir, "pg_ctl"), "-D", data, "-m", mode, "-w", "stop"],
+            capture_output=True,
+            user=self.user,
+        )
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def destroy(self) -> None:
+        self.stop("immediate")
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def start_cluster() -> Cluster | None:
+    """A throwaway cluster from the machine's binaries, or None where there are none."""
+    bindir = _find_bindir()
+    if bindir is None:
+        return None
+    user = None
+    if os.geteuid() == 0:
+        import pwd
+
+        for name in ("postgres", "nobody"):
+            with contextlib.suppress(KeyError):
+                pwd.getpwnam(name)
+                user = name
+                break
+    root = tempfile.mkdtemp(prefix="venturi-cluster-")
+    os.chmod(root, 0o755)
+    if user is not None:
+        shutil.chown(root, user=user)
+    cluster = Cluster(bindir, root, _free_port(), user)
+    try:
+        cluster.start()
+    except (subprocess.CalledProcessError, OSError):
+        shutil.rmtree(root, ignore_errors=True)
+        return None
+    return cluster
+
+
+@contextlib.contextmanager
+def postgres_server() -> Iterator[str]:
+    """Yield an admin DSN of a PostgreSQL server, starting one if none is reachable."""
+    env = os.environ.get("VENTURI_TEST_DSN")
+    if env:
+        yield env
+        return
+    if _listening("127.0.0.1", 5432) and asyncio.run(_answers(LOCAL_DSN)):
+        yield LOCAL_DSN
+        return
+    cluster = start_cluster()
+    if cluster is not None:
+        try:
+            yield cluster.dsn
+        finally:
+            cluster.destroy()
+        return
+    from venturi import embedded
+
+    server = embedded.start(prefix="venturi-test-pg-")
+    try:
+        yield server.dsn
+    finally:
+        server.stop()
+
+
+class DatabaseFactory:
+    """Makes one database per test, cloned from a template with the schema applied."""
+
+    def __init__(self, admin_dsn: str, schema: str = DEFAULT_SCHEMA) -> None:
+        self.admin_dsn = admin_dsn
+        self.schema = schema
+        self.template = f"venturi_tpl_{uuid.uuid4().hex[:12]}"
+
+    async def _admin(self) -> asyncpg.Connection:
+        return await asyncpg.connect(self.admin_dsn)
+
+    async def setup(self) -> None:
+        conn = await self._admin()
+        try:
+            await conn.execute(sql.database_statement("database_create", self.template))
+        finally:
+            await conn.close()
+        conn = await asyncpg.connect(with_database(self.admin_dsn, self.template))
+        try:
+            await store.apply_schema(conn, self.schema)
+        finally:
+            await conn.close()
+
+    async def create(self) -> str:
+        name = f"venturi_t_{uuid.uuid4().hex[:12]}"
+        conn = await self._admin()
+        try:
+            # Cloning can fail while another session briefly touches the template.
+            for attempt in range(20):
+                try:
+                    await conn.execute(
+                        sql.database_statement("database_clone", name, template=self.template)
+                    )
+                    break
+                except asyncpg.ObjectInUseError:
+                    if attempt == 19:
+                        raise
+                    await asyncio.sleep(0.05)
+        finally:
+            await conn.close()
+        return with_database(self.admin_dsn, name)
+
+    async def drop(self, dsn: str) -> None:
+        name = urllib.parse.urlsplit(dsn).path.lstrip("/")
+        conn = await self._admin()
+        try:
+            await conn.execute(sql.database_statement("database_drop", name))
+        finally:
+            await conn.close()
+
+    async def teardown(self) -> None:
+        await self.drop(with_database(self.admin_dsn, self.template))

@@ -1,0 +1,629 @@
+"""The worker: one claim-and-dispatch loop with an in-flight set of at most N handlers.
+
+Each iteration settles what finished, claims (which first recovers expired claims) into
+every free slot, and then sleeps until a handler finishes, a notification arrives, the
+next scheduled job becomes visible (bounded by ``poll_max``) or shutdown is asked for.
+The design document ``venturi-worker-runtime-model`` decides every behaviour here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+import traceback
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Generic, TypeVar
+
+import asyncpg
+import msgspec
+
+from venturi import sql, store
+from venturi.backoff import DEFAULT_BACKOFF, Backoff, seconds
+from venturi.codecs import encode_any
+from venturi.context import Context, JobMeta
+from venturi.errors import ConfigError
+from venturi.outcomes import Complete, Dead, Pause, Retry
+from venturi.priority import Priority
+from venturi.registry import Task
+
+S = TypeVar("S")
+
+log = logging.getLogger("venturi.worker")
+
+# What the loop survives: a lost connection, a restarting server, a terminated backend.
+TRANSIENT = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
+
+# How long the loop sleeps between attempts after a database error: doubling, capped.
+_ERROR_BACKOFF = Backoff.exponential(0.1, 2.0, 5.0, jitter=True)
+
+# With the LISTEN connection down, poll at least this often so pickup stays prompt.
+_POLL_WITHOUT_LISTENER = 1.0
+
+
+def default_concurrency() -> int:
+    """``max(1, min(8, cores // 2))``: a safe floor, not an optimum (ADR 20)."""
+    return max(1, min(8, (os.cpu_count() or 1) // 2))
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(eq=False)
+class _Run:
+    """One claimed job while its handler runs and until it is settled."""
+
+    task: Task[Any]
+    id: int
+    attempt: int
+    failures: int
+    carry_text: str
+    priority: int
+    created_at: datetime
+    cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    started: float = field(default_factory=time.monotonic)
+    # Filled when the handler ends: (kind of settle, payload).
+    outcome: tuple[str, Any] | None = None
+
+
+class Worker(Generic[S]):
+    """Claims, runs and settles jobs of its registered kinds until ``run``'s shutdown event.
+
+    Every knob is checked here and raises ``ConfigError`` naming it. ``pool_or_dsn`` is
+    an asyncpg Pool (the worker holds one of its connections for LISTEN, so give it at
+    least two) or a DSN, from which the worker opens its own small pool.
+    """
+
+    def __init__(
+        self,
+        state: S,
+        pool_or_dsn: Any,
+        tasks: Iterable[Task[Any]] = (),
+        *,
+        concurrency: int | None = None,
+        poll_max: timedelta | float = 30.0,
+        lease: timedelta | float = 900.0,
+        shutdown_timeout: timedelta | float = 30.0,
+        priority_ratio: int | None = 4,
+        claimed_by: str | None = None,
+        failures_to_dead: bool = False,
+        backoff: Backoff = DEFAULT_BACKOFF,
+        schema: str = sql.DEFAULT_SCHEMA,
+    ) -> None:
+        if isinstance(pool_or_dsn, str):
+            if not pool_or_dsn.strip():
+                raise ConfigError("pool_or_dsn must be an asyncpg Pool or a non-empty DSN")
+            self._dsn: str | None = pool_or_dsn
+            self._pool: Any = None
+        elif all(hasattr(pool_or_dsn, m) for m in ("acquire", "release", "fetch")):
+            self._dsn = None
+            self._pool = pool_or_dsn
+        else:
+            raise ConfigError(f"pool_or_dsn must be an asyncpg Pool or a DSN, got {pool_or_dsn!r}")
+        if concurrency is None:
+            concurrency = default_concurrency()
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ConfigError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+        if priority_ratio is not None and (
+            isinstance(priority_ratio, bool)
+            or not isinstance(priority_ratio, int)
+            or priority_ratio < 2
+        ):
+            raise ConfigError(
+                f"priority_ratio must be an integer >= 2, or None for strict priority, "
+                f"got {priority_ratio!r}"
+            )
+        if claimed_by is not None and (not isinstance(claimed_by, str) or not claimed_by):
+            raise ConfigError(f"claimed_by must be a non-empty string, got {claimed_by!r}")
+        if not isinstance(failures_to_dead, bool):
+            raise ConfigError(f"failures_to_dead must be a bool, got {failures_to_dead!r}")
+        if not isinstance(backoff, Backoff):
+            raise ConfigError(f"backoff must be a venturi.Backoff, got {backoff!r}")
+        self.state = state
+        self.concurrency = concurrency
+        self.poll_max = seconds(poll_max, "poll_max")
+        self.lease = seconds(lease, "lease")
+        self.shutdown_timeout = seconds(shutdown_timeout, "shutdown_timeout", allow_zero=True)
+        self.priority_ratio = priority_ratio
+        self.claimed_by = claimed_by or default_identity()
+        self.failures_to_dead = failures_to_dead
+        self.backoff = backoff
+        self.schema = sql.validate_schema(schema)
+        self._tasks: dict[str, Task[Any]] = {}
+        self._caps: dict[str, int | None] = {}
+        self._running = False
+        self.stats: Counter[str] = Counter()
+        for t in tasks:
+            self.register(t)
+        # Loop state, reset by run().
+        self._inflight: dict[asyncio.Task[None], _Run] = {}
+        self._per_kind: Counter[str] = Counter()
+        self._unsettled: list[_Run] = []
+        self._wake = asyncio.Event()
+        self._claims = 0
+        self._listening = False
+
+    def register(self, task: Task[Any], cap: int | None = None) -> Worker[S]:
+        """Teach the worker a kind; ``cap`` overrides the task's per-kind concurrency cap.
+
+        The registered kinds are exactly the claim filter.
+        """
+        if self._running:
+            raise ConfigError("register tasks before the worker runs")
+        if not isinstance(task, Task):
+            raise ConfigError(f"tasks must be declared with @venturi.task, got {task!r}")
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+            raise ConfigError(f"cap must be an integer >= 1, got {cap!r}")
+        self._tasks[task.kind] = task
+        self._caps[task.kind] = cap if cap is not None else task.cap
+        return self
+
+    @property
+    def kinds(self) -> list[str]:
+        """The registered kinds, sorted."""
+        return sorted(self._tasks)
+
+    # --- running -------------------------------------------------------------------
+
+    async def run(self, shutdown: asyncio.Event) -> None:
+        """Run until ``shutdown`` is set, then drain cooperatively and return.
+
+        Fails fast (``ConnectError``/``SchemaError``) if the database is unreachable or
+        the schema is not applied; after that, database errors are retried, never fatal.
+        """
+        if not self._tasks:
+            raise ConfigError("tasks: register at least one task before running the worker")
+        if self._running:
+            raise ConfigError("this worker is already running")
+        self._running = True
+        own_pool = self._pool is None
+        pool = self._pool
+        if pool is None:
+            assert self._dsn is not None
+            pool = await store.create_pool(self._dsn, min_size=1, max_size=2)
+        self._inflight, self._per_kind, self._unsettled = {}, Counter(), []
+        self._wake = asyncio.Event()
+        listener = _Listener(self, pool)
+        watcher = asyncio.create_task(self._watch(shutdown))
+        try:
+            await store.schema_version(pool, self.schema)
+            await listener.start()
+            log.info(
+                "worker %s started: kinds=%s concurrency=%d",
+                self.claimed_by,
+                ",".join(self.kinds),
+                self.concurrency,
+            )
+            await self._loop(pool, shutdown)
+            await self._drain(pool)
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            await listener.close()
+            if own_pool:
+                await pool.close()
+            self._running = False
+            log.info("worker %s stopped: %s", self.claimed_by, dict(self.stats))
+
+    async def _watch(self, shutdown: asyncio.Event) -> None:
+        await shutdown.wait()
+        self._wake.set()
+
+    def _on_notify(self, payload: str) -> None:
+        if not payload or any(k in self._tasks for k in payload.split(",")):
+            self._wake.set()
+
+    async def _loop(self, pool: Any, shutdown: asyncio.Event) -> None:
+        errors = 0
+        while not shutdown.is_set():
+            # Cleared before the work, so that anything arriving meanwhile (a finished
+            # handler, a notification) makes the wait below return at once.
+            self._wake.clear()
+            timeout: float | None = self.poll_max
+            try:
+                self._reap()
+                await self._settle(pool)
+                free = self.concurrency - len(self._inflight) - len(self._unsettled)
+                if free > 0:
+                    short = await self._fill(pool, free, shutdown)
+                    if short:
+                        # Idle slots: wake exactly when the next scheduled job is due.
+                        nxt = await store.next_visible_at(pool, self.schema, self.kinds)
+                        if nxt is not None:
+                            due = (nxt - datetime.now(nxt.tzinfo)).total_seconds()
+                            timeout = min(self.poll_max, max(due, 0.0))
+                    elif not self._claimable_kinds():
+                        timeout = None  # every kind at its cap: only a finish helps
+                    else:
+                        timeout = 0.0  # slots remain and the queue had more: go again
+                else:
+                    timeout = None  # all slots busy: only a finishing handler helps
+                errors = 0
+            except TRANSIENT as exc:
+                errors += 1
+                delay = _ERROR_BACKOFF.delay(errors)
+                self.stats["db_errors"] += 1
+                log.warning(
+                    "database error in the worker loop (retrying in %.2fs): %s",
+                    delay,
+                    store._one_line(exc),
+                )
+                timeout = delay
+            if not self._listening and timeout is not None:
+                timeout = min(timeout, _POLL_WITHOUT_LISTENER)
+            if self._unsettled and timeout is None:
+                timeout = _ERROR_BACKOFF.delay(max(errors, 1))
+            if timeout == 0.0 and not shutdown.is_set():
+                continue
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
+
+    # --- claiming ------------------------------------------------------------------
+
+    def _claimable_kinds(self) -> list[str]:
+        return [k for k in self.kinds if (cap := self._caps[k]) is None or self._per_kind[k] < cap]
+
+    def _next_floor(self) -> int:
+        """The priority floor of the next claim: weighted anti-starvation (ADR 22).
+
+        Every ``ratio``-th claim is reserved for NORMAL and LOW, every ``ratio**2``-th
+        for LOW, so each tier keeps a share while higher tiers get about ``ratio`` times
+        more. None means strict priority.
+        """
+        self._claims += 1
+        r = self.priority_ratio
+        if r is None:
+            return Priority.HIGH
+        if self._claims % (r * r) == 0:
+            return Priority.LOW
+        if self._claims % r == 0:
+            return Priority.NORMAL
+        return Priority.HIGH
+
+    async def _fill(self, pool: Any, free: int, shutdown: asyncio.Event) -> bool:
+        """Claim into the free slots; True when the queue had nothing more to give."""
+        while free > 0 and not shutdown.is_set():
+            kinds = self._claimable_kinds()
+            if not kinds:
+                return False
+            limit = free
+            for k in kinds:
+                cap = self._caps[k]
+                if cap is not None:
+                    # A batch must not overshoot a cap: size it to the tightest room.
+                    limit = min(limit, cap - self._per_kind[k])
+            leases = [self._tasks[k].lease or self.lease for k in kinds]
+            floor = self._next_floor()
+            rows = await store.claim(
+                pool, self.schema, self.claimed_by, kinds, leases, floor, limit, self.backoff
+            )
+            if floor and len(rows) < limit:
+                # A reserved tier that is empty does not waste the slot.
+                rows += await store.claim(
+                    pool,
+                    self.schema,
+                    self.claimed_by,
+                    kinds,
+                    leases,
+                    0,
+                    limit - len(rows),
+                    self.backoff,
+                )
+            for row in rows:
+                self._spawn(row)
+            self.stats["claimed"] += len(rows)
+            if not rows:
+                self.stats["empty_claims"] += 1
+            free -= len(rows)
+            if len(rows) < limit:
+                return True
+        return False
+
+    def _spawn(self, row: Any) -> None:
+        kind = row["kind"]
+        run = _Run(
+            task=self._tasks[kind],
+            id=row["id"],
+            attempt=row["attempt"],
+            failures=row["failures"],
+            carry_text=row["carry"],
+            priority=row["priority"],
+            created_at=row["created_at"],
+        )
+        handle = asyncio.create_task(self._execute(run), name=f"venturi job {run.id}")
+        handle.add_done_callback(lambda _: self._wake.set())
+        self._inflight[handle] = run
+        self._per_kind[kind] += 1
+
+    # --- running one handler -------------------------------------------------------
+
+    async def _execute(self, run: _Run) -> None:
+        """Run one handler and record its outcome on ``run``; never raises but for a
+        forced cancellation, which the loop turns into a release."""
+        task = run.task
+        try:
+            carry = task.codec.decode(run.carry_text)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            run.outcome = (
+                "undecodable",
+                f"carry no longer decodes as {task.codec.carry_type!r}: {exc}",
+            )
+            return
+        meta = JobMeta(
+            run.id, task.kind, Priority(run.priority), run.attempt, run.failures, run.created_at
+        )
+        ctx: Context[Any] = Context(self.state, meta, run.cancel)
+        try:
+            async with asyncio.timeout(task.timeout) as deadline:
+                if task.is_async:
+                    result = await task.fn(ctx, carry)
+                else:
+                    # A plain def handler runs in a thread: blocking-aware spawn.
+                    result = await asyncio.to_thread(task.fn, ctx, carry)
+                    if asyncio.iscoroutine(result):
+                        result = await result
+        except TimeoutError:
+            if deadline.expired():
+                run.outcome = ("timed-out", f"run exceeded its timeout of {task.timeout}s")
+            else:
+                run.outcome = ("failed", traceback.format_exc())
+            return
+        except Exception:
+            run.outcome = ("failed", traceback.format_exc())
+            return
+        run.outcome = self._check_outcome(run, result)
+
+    def _check_outcome(self, run: _Run, result: Any) -> tuple[str, Any]:
+        task = run.task
+        if result is None:
+            result = Complete()
+        try:
+            if isinstance(result, Complete):
+                return (
+                    "complete",
+                    None if result.result is None else encode_any(result.result, "result"),
+                )
+            if isinstance(result, Pause):
+                return ("pause", (task.codec.encode(result.carry), result.at, result.after))
+            if isinstance(result, Retry):
+                carry = task.codec.encode(result.carry) if result.has_carry else None
+                return ("retry", (carry, result.after, result.reason))
+            if isinstance(result, Dead):
+                return ("dead", result.reason)
+        except (TypeError, ValueError) as exc:
+            return ("failed", f"handler returned an outcome that cannot be stored: {exc}")
+        return (
+            "failed",
+            f"handler returned {type(result).__name__} {result!r:.200}, not an outcome: "
+            "return venturi.complete(), pause(), retry(), dead() or None",
+        )
+
+    # --- settling ------------------------------------------------------------------
+
+    def _reap(self) -> None:
+        """Move finished handlers from the in-flight set to the settle queue."""
+        for handle in [h for h in self._inflight if h.done()]:
+            run = self._inflight.pop(handle)
+            if handle.cancelled():
+                run.outcome = ("release", "shutdown_timeout elapsed; handler cancelled")
+            elif (exc := handle.exception()) is not None:
+                run.outcome = ("failed", "".join(traceback.format_exception(exc)))
+            elif run.outcome is None:
+                run.outcome = ("failed", "handler ended without an outcome")
+            self._unsettled.append(run)
+
+    async def _settle(self, pool: Any) -> None:
+        """Write every queued outcome; a run leaves the queue (and frees its slot) only
+        once its settlement is written or found to have lost its claim."""
+        if not self._unsettled:
+            return
+        completes = [r for r in self._unsettled if r.outcome and r.outcome[0] == "complete"]
+        if completes:
+            settled = await store.complete_many(
+                pool,
+                self.schema,
+                self.claimed_by,
+                [r.id for r in completes],
+                [r.attempt for r in completes],
+                [r.outcome[1] if r.outcome else None for r in completes],
+            )
+            for r in completes:
+                self._finish(r, "completed", r.id in settled)
+        for run in [r for r in self._unsettled if r.outcome and r.outcome[0] != "complete"]:
+            ok = await self._settle_one(pool, run)
+            self._finish(run, run.outcome[0] if run.outcome else "?", ok)
+
+    def _finish(self, run: _Run, what: str, applied: bool) -> None:
+        self._unsettled.remove(run)
+        self._per_kind[run.task.kind] -= 1
+        extra = {"job_id": run.id, "kind": run.task.kind, "attempt": run.attempt}
+        if applied:
+            self.stats[what] += 1
+            log.debug("settled job %d (%s) as %s", run.id, run.task.kind, what, extra=extra)
+        else:
+            self.stats["ownership_lost"] += 1
+            log.warning(
+                "skipped settling job %d (%s) as %s: this worker no longer holds its claim "
+                "(it was recovered or reclaimed)",
+                run.id,
+                run.task.kind,
+                what,
+                extra=extra,
+            )
+
+    async def _settle_one(self, pool: Any, run: _Run) -> bool:
+        assert run.outcome is not None
+        what, payload = run.outcome
+        me, sch = self.claimed_by, self.schema
+        if what == "pause":
+            carry, at, after = payload
+            return await store.pause(pool, sch, me, run.id, run.attempt, carry, at, after)
+        if what == "dead":
+            return await store.dead(pool, sch, me, run.id, run.attempt, payload)
+        if what == "undecodable":
+            # No retry loop: a carry that does not decode now will not decode later.
+            return await store.dead(pool, sch, me, run.id, run.attempt, payload)
+        if what == "release":
+            return await store.release(pool, sch, me, run.id, run.attempt, payload)
+        if what == "retry":
+            carry, after, reason = payload
+            delay = after if after is not None else run.task.backoff.delay(run.failures + 1)
+            status = await store.fail(
+                pool,
+                sch,
+                me,
+                run.id,
+                run.attempt,
+                "retried",
+                reason or "handler asked for a retry",
+                carry,
+                delay,
+                False,
+            )
+            return status is not None
+        # failed (an exception, a bad outcome) or timed-out
+        delay = run.task.backoff.delay(run.failures + 1)
+        force = self.failures_to_dead and what == "failed"
+        status = await store.fail(
+            pool, sch, me, run.id, run.attempt, what, payload, None, delay, force
+        )
+        if status is not None:
+            log.info(
+                "job %d (%s) attempt %d %s%s",
+                run.id,
+                run.task.kind,
+                run.attempt,
+                what,
+                " and is dead" if status == "dead" else "",
+                extra={"job_id": run.id, "kind": run.task.kind, "attempt": run.attempt},
+            )
+        return status is not None
+
+    # --- shutdown ------------------------------------------------------------------
+
+    async def _drain(self, pool: Any) -> None:
+        """Graceful shutdown (ADR 21): no more claims; ask handlers to stop, wait up to
+        ``shutdown_timeout`` settling as they finish; then cancel and release the rest."""
+        for run in self._inflight.values():
+            run.cancel.set()
+        deadline = time.monotonic() + self.shutdown_timeout
+        while self._inflight:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            await asyncio.wait(
+                list(self._inflight), timeout=left, return_when=asyncio.FIRST_COMPLETED
+            )
+            self._reap()
+            with contextlib.suppress(*TRANSIENT):
+                await self._settle(pool)
+        if self._inflight:
+            log.warning(
+                "shutdown_timeout (%.1fs) elapsed: cancelling %d handler(s) and releasing their jobs",
+                self.shutdown_timeout,
+                len(self._inflight),
+            )
+            for handle in self._inflight:
+                handle.cancel()
+            await asyncio.wait(list(self._inflight))
+            self._reap()
+        # Settle what is left; if the database stays away, lease expiry recovers it.
+        for attempt in range(1, 6):
+            try:
+                await self._settle(pool)
+                break
+            except TRANSIENT as exc:
+                log.warning("settling at shutdown failed (%s); retrying", store._one_line(exc))
+                await asyncio.sleep(_ERROR_BACKOFF.delay(attempt))
+
+
+class _Listener:
+    """The dedicated LISTEN connection; reconnects with backoff when it drops, while the
+    loop polls at least every second to cover the gap."""
+
+    def __init__(self, worker: Worker[Any], pool: Any) -> None:
+        self.worker = worker
+        self.pool = pool
+        self.conn: Any = None
+        self.channel = sql.channel(worker.schema)
+        self._closing = False
+        self._reconnect: asyncio.Task[None] | None = None
+
+    def _notified(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        self.worker._on_notify(payload)
+
+    def _terminated(self, _conn: Any) -> None:
+        self.worker._listening = False
+        if not self._closing:
+            log.warning("LISTEN connection lost; reconnecting (polling meanwhile)")
+            self.worker.stats["listen_reconnects"] += 1
+            self._spawn_reconnect()
+
+    def _spawn_reconnect(self) -> None:
+        if self._reconnect is None or self._reconnect.done():
+            self._reconnect = asyncio.create_task(self._reconnect_loop())
+
+    async def _connect(self) -> None:
+        conn = await self.pool.acquire()
+        try:
+            await conn.add_listener(self.channel, self._notified)
+            conn.add_termination_listener(self._terminated)
+        except BaseException:
+            await self._drop(conn)
+            raise
+        self.conn = conn
+        self.worker._listening = True
+        # Work may have arrived while we were not listening.
+        self.worker._wake.set()
+
+    async def start(self) -> None:
+        try:
+            await self._connect()
+        except TRANSIENT as exc:
+            log.warning(
+                "LISTEN connection failed (%s); polling until it is back", store._one_line(exc)
+            )
+            self._spawn_reconnect()
+
+    async def _reconnect_loop(self) -> None:
+        if self.conn is not None:
+            old, self.conn = self.conn, None
+            await self._drop(old)
+        attempt = 0
+        while not self._closing:
+            attempt += 1
+            await asyncio.sleep(_ERROR_BACKOFF.delay(attempt))
+            try:
+                await self._connect()
+                log.info("LISTEN connection restored")
+                return
+            except TRANSIENT as exc:
+                log.debug("LISTEN reconnect failed: %s", store._one_line(exc))
+
+    async def _drop(self, conn: Any) -> None:
+        # Releasing resets the connection (UNLISTEN included) or, if it is broken, lets
+        # the pool replace it.
+        with contextlib.suppress(*TRANSIENT):
+            await self.pool.release(conn, timeout=2)
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._reconnect is not None:
+            self._reconnect.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reconnect
+        if self.conn is not None:
+            conn, self.conn = self.conn, None
+            with contextlib.suppress(*TRANSIENT):
+                await conn.remove_listener(self.channel, self._notified)
+            await self._drop(conn)
+        self.worker._listening = False
