@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import types
 from typing import Any, Generic, TypeVar
 
 import msgspec
@@ -29,13 +31,20 @@ def decode_any(text: str | None) -> Any:
 class CarryCodec(Generic[C]):
     """Encodes and checks the carries of one task type."""
 
-    __slots__ = ("_decoder", "carry_type", "max_bytes", "owner")
+    __slots__ = ("_decoder", "_exact", "carry_type", "max_bytes", "owner")
 
     def __init__(self, carry_type: Any, owner: str, max_bytes: int) -> None:
         self.carry_type = carry_type
         self.owner = owner
         self.max_bytes = max_bytes
         self._decoder: msgspec.json.Decoder[C] = msgspec.json.Decoder(carry_type)
+        # A plain class (a Struct, str, int ...) also demands an instance of itself: a
+        # dict shaped like a Struct encodes the same but is not that carry.
+        self._exact = (
+            carry_type
+            if inspect.isclass(carry_type) and not isinstance(carry_type, types.GenericAlias)
+            else None
+        )
 
     def encode(self, carry: Any) -> str:
         """Validated JSON text for ``carry``; ``TypeError`` when it is not a carry of this task.
@@ -44,6 +53,11 @@ class CarryCodec(Generic[C]):
         field types on construction, and a bad carry must fail here, before any write,
         not later in a worker.
         """
+        if self._exact is not None and not isinstance(carry, self._exact):
+            raise TypeError(
+                f"carry of task {self.owner!r} must be {_name(self.carry_type)}, "
+                f"got {type(carry).__name__}"
+            )
         try:
             data = _ENCODER.encode(carry)
         except (TypeError, msgspec.EncodeError) as exc:

@@ -50,7 +50,7 @@ def start(prefix: str = "venturi-pg-") -> EmbeddedPostgres:
             ) from None
         root = tempfile.mkdtemp(prefix=prefix)
         try:
-            server = pgserver.get_server(f"{root}/data", cleanup_mode="stop")
+            server = pgserver.get_server(f"{root}/data", cleanup_mode="stop")  # type: ignore[attr-defined]
         except Exception as exc:
             shutil.rmtree(root, ignore_errors=True)
             raise ConnectError(f"the embedded PostgreSQL did not start: {exc}") from None

@@ -81,8 +81,11 @@ def statement_names() -> list[str]:
 
 @functools.cache
 def statement(name: str, schema: str = DEFAULT_SCHEMA) -> str:
-    """The rendered text of statement ``name`` (a file of ``sql_templates/statements``)."""
-    return _render(f"statements/{name}.sql.j2", schema)
+    """The rendered text of statement ``name``: a file of ``sql_templates/statements``, or
+    ``folder/name`` for the other folders (maintenance statements that are not runtime
+    statements and cannot be PREPAREd)."""
+    path = name if "/" in name else f"statements/{name}"
+    return _render(f"{path}.sql.j2", schema)
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,8 @@ def _params(text: str) -> list[str]:
 
 def _as_prepare(name: str, schema: str) -> str:
     text = statement(name, schema).rstrip().rstrip(";")
-    header, body = [], []
+    header: list[str] = []
+    body: list[str] = []
     for line in text.splitlines():
         (header if line.startswith("--") and not body else body).append(line)
     types = _params(text)

@@ -208,7 +208,18 @@ class DatabaseFactory:
         finally:
             await conn.close()
 
+    async def create_empty(self) -> str:
+        """A new database with nothing in it."""
+        name = f"venturi_e_{uuid.uuid4().hex[:12]}"
+        conn = await self._admin()
+        try:
+            await conn.execute(sql.database_statement("database_create", name))
+        finally:
+            await conn.close()
+        return with_database(self.admin_dsn, name)
+
     async def create(self) -> str:
+        """A new database cloned from the migrated template."""
         name = f"venturi_t_{uuid.uuid4().hex[:12]}"
         conn = await self._admin()
         try:

@@ -365,7 +365,7 @@ class Worker(Generic[S]):
         try:
             async with asyncio.timeout(task.timeout) as deadline:
                 if task.is_async:
-                    result = await task.fn(ctx, carry)
+                    result = await task.fn(ctx, carry)  # type: ignore[misc]
                 else:
                     # A plain def handler runs in a thread: blocking-aware spawn.
                     result = await asyncio.to_thread(task.fn, ctx, carry)

@@ -1,0 +1,27 @@
+-- venturi schema "billing_jobs": indexes. Each names the statements it backs.
+
+-- job_claim: an ordered scan of pending rows by (priority, created_at) stops at the first
+-- eligible rows; partial, so finished rows (the bulk of a busy table) never enter it.
+CREATE INDEX IF NOT EXISTS jobs_claim_idx
+    ON "billing_jobs".jobs (priority, created_at, id)
+    WHERE status = 'pending';
+
+-- job_next_visible_at: the nearest not-yet-eligible job of the worker's kinds.
+CREATE INDEX IF NOT EXISTS jobs_next_visible_idx
+    ON "billing_jobs".jobs (kind, visible_at)
+    WHERE status = 'pending';
+
+-- job_recover_stale (and the recovery inside job_claim): claims whose lease has expired.
+CREATE INDEX IF NOT EXISTS jobs_stale_idx
+    ON "billing_jobs".jobs (claim_expires_at)
+    WHERE status = 'claimed';
+
+-- job_insert / job_insert_many: de-duplication by key among unfinished jobs, and the
+-- ON CONFLICT arbiter.
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_key_idx
+    ON "billing_jobs".jobs (kind, key)
+    WHERE key IS NOT NULL AND status IN ('pending', 'claimed');
+
+-- journal_get: a job's history in order.
+CREATE INDEX IF NOT EXISTS journal_job_idx
+    ON "billing_jobs".journal (job_id, id);

@@ -1,0 +1,92 @@
+"""Fixtures: a real PostgreSQL (found or started once per session) and a fresh database
+per test, cloned from a migrated template; SQL snapshots in the top-level snapshots/."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
+
+from venturi import registry, testing
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class SQLSnapshot(SingleFileSnapshotExtension):
+    """One .sql file per snapshot, under the repository's top-level snapshots/ folder."""
+
+    _write_mode = WriteMode.TEXT
+    file_extension = "sql"
+
+    @classmethod
+    def dirname(cls, *, test_location: Any) -> str:
+        return str(ROOT / "snapshots" / test_location.basename)
+
+
+@pytest.fixture
+def sql_snapshot(snapshot: Any) -> Any:
+    return snapshot.use_extension(SQLSnapshot)
+
+
+@pytest.fixture(scope="session")
+def pg_admin_dsn() -> Iterator[str]:
+    """An admin DSN: VENTURI_TEST_DSN, 127.0.0.1:5432, a throwaway cluster, or embedded."""
+    with testing.postgres_server() as dsn:
+        yield dsn
+
+
+@pytest.fixture(scope="session")
+def db_factory(pg_admin_dsn: str) -> Iterator[testing.DatabaseFactory]:
+    factory = testing.DatabaseFactory(pg_admin_dsn)
+    asyncio.run(factory.setup())
+    yield factory
+    asyncio.run(factory.teardown())
+
+
+@pytest.fixture
+async def dsn(db_factory: testing.DatabaseFactory) -> AsyncIterator[str]:
+    """A DSN of a database of this test's own, schema applied."""
+    url = await db_factory.create()
+    yield url
+    await db_factory.drop(url)
+
+
+@pytest.fixture
+async def empty_dsn(pg_admin_dsn: str, db_factory: testing.DatabaseFactory) -> AsyncIterator[str]:
+    """A DSN of a database of this test's own with no schema at all."""
+    url = await db_factory.create_empty()
+    yield url
+    await db_factory.drop(url)
+
+
+@pytest.fixture
+async def conn(dsn: str) -> AsyncIterator[asyncpg.Connection]:
+    c = await asyncpg.connect(dsn)
+    yield c
+    await c.close()
+
+
+@pytest.fixture
+async def pool(dsn: str) -> AsyncIterator[asyncpg.Pool]:
+    p = await asyncpg.create_pool(dsn, min_size=1, max_size=4)
+    yield p
+    await p.close()
+
+
+@pytest.fixture
+def kinds() -> Iterator[list[str]]:
+    """Kinds a test declares: forgotten again after the test so names can repeat."""
+    before = set(registry.registered())
+    yield []
+    for k in set(registry.registered()) - before:
+        registry.unregister(k)
+
+
+def pytest_report_header(config: Any) -> str:
+    return f"venturi test database: VENTURI_TEST_DSN={'set' if os.environ.get('VENTURI_TEST_DSN') else 'unset'}"

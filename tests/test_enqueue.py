@@ -1,0 +1,199 @@
+"""Enqueueing and reading jobs back, against a real database."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import msgspec
+import pytest
+
+import venturi
+from venturi import Context, Priority, sql, store
+
+
+class Fetch(msgspec.Struct):
+    url: str
+    pages_done: int = 0
+
+
+@pytest.fixture
+def fetch(kinds: list[str]) -> venturi.Task[Fetch]:
+    @venturi.task(kind="fetch", priority=Priority.HIGH, max_failures=7)
+    async def handler(ctx: Context[Any], carry: Fetch) -> None:
+        return None
+
+    return handler
+
+
+@pytest.fixture
+def mail(kinds: list[str]) -> venturi.Task[Any]:
+    @venturi.task(kind="mail")
+    async def handler(ctx: Context[Any], carry: dict[str, str]) -> None:
+        return None
+
+    return handler
+
+
+async def test_enqueue_and_get_job(conn: asyncpg.Connection, fetch: venturi.Task[Fetch]) -> None:
+    job_id = await fetch.enqueue(conn, Fetch("https://a.test"))
+    job = await venturi.get_job(conn, job_id)
+    assert job is not None
+    assert (job.id, job.kind, job.status, job.priority) == (
+        job_id,
+        "fetch",
+        "pending",
+        Priority.HIGH,
+    )
+    assert job.carry == {"url": "https://a.test", "pages_done": 0}
+    assert (job.attempt, job.failures, job.max_failures) == (0, 0, 7)
+    assert job.visible_at <= datetime.now(UTC)
+    assert job.finished_at is None and job.result is None and job.last_error is None
+    assert await venturi.get_job(conn, job_id + 1000) is None
+
+
+async def test_enqueue_on_a_pool(pool: asyncpg.Pool, fetch: venturi.Task[Fetch]) -> None:
+    job_id = await fetch.enqueue(pool, Fetch("u"), priority=Priority.LOW)
+    job = await venturi.get_job(pool, job_id)
+    assert job is not None and job.priority is Priority.LOW
+
+
+async def test_enqueue_commits_with_the_callers_transaction(
+    conn: asyncpg.Connection, fetch: venturi.Task[Fetch]
+) -> None:
+    tr = conn.transaction()
+    await tr.start()
+    rolled_back = await fetch.enqueue(conn, Fetch("rolled back"))
+    await tr.rollback()
+    assert await venturi.get_job(conn, rolled_back) is None
+    async with conn.transaction():
+        kept = await fetch.enqueue(conn, Fetch("kept"))
+    assert (await venturi.get_job(conn, kept)) is not None
+
+
+async def test_scheduling_at_and_after(
+    conn: asyncpg.Connection, fetch: venturi.Task[Fetch]
+) -> None:
+    at = datetime.now(UTC) + timedelta(hours=2)
+    a = await venturi.get_job(conn, await fetch.enqueue(conn, Fetch("a"), at=at))
+    b = await venturi.get_job(
+        conn, await fetch.enqueue(conn, Fetch("b"), after=timedelta(minutes=10))
+    )
+    assert a is not None and b is not None
+    assert abs((a.visible_at - at).total_seconds()) < 0.01
+    assert timedelta(minutes=9) < b.visible_at - b.created_at < timedelta(minutes=11)
+    with pytest.raises(venturi.ConfigError, match="not both"):
+        await fetch.enqueue(conn, Fetch("c"), at=at, after=5)
+    with pytest.raises(venturi.ConfigError, match="timezone"):
+        await fetch.enqueue(conn, Fetch("c"), at=datetime(2030, 1, 1))
+
+
+async def _count(conn: asyncpg.Connection) -> int:
+    return sum(r["jobs"] for r in await store.job_counts(conn, sql.DEFAULT_SCHEMA))
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"url": "x"},  # a dict, not the Struct
+        "https://a.test",  # a string
+        Fetch(url=5),  # type: ignore[arg-type]  # wrong field type
+        None,
+    ],
+)
+async def test_wrong_carry_type_is_a_type_error_and_writes_nothing(
+    conn: asyncpg.Connection, fetch: venturi.Task[Fetch], bad: Any
+) -> None:
+    with pytest.raises(TypeError, match="carry of task 'fetch' must be Fetch"):
+        await fetch.enqueue(conn, bad)
+    assert await _count(conn) == 0
+
+
+async def test_oversized_carry_refused(conn: asyncpg.Connection, kinds: list[str]) -> None:
+    @venturi.task(kind="small", max_carry_bytes=100)
+    async def handler(ctx: Any, carry: str) -> None:
+        return None
+
+    await handler.enqueue(conn, "x" * 50)
+    with pytest.raises(ValueError, match="over the limit of 100"):
+        await handler.enqueue(conn, "x" * 200)
+    assert await _count(conn) == 1
+
+
+async def test_key_deduplicates_while_unfinished(
+    conn: asyncpg.Connection, fetch: venturi.Task[Fetch], mail: venturi.Task[Any]
+) -> None:
+    first = await fetch.enqueue(conn, Fetch("a"), key="user-1")
+    again = await fetch.enqueue(conn, Fetch("b"), key="user-1")
+    other_key = await fetch.enqueue(conn, Fetch("c"), key="user-2")
+    other_kind = await mail.enqueue(conn, {"to": "x"}, key="user-1")
+    assert again == first
+    assert len({first, other_key, other_kind}) == 3
+    job = await venturi.get_job(conn, first)
+    assert job is not None and job.carry["url"] == "a"  # the first carry is kept
+    # Once the holder is finished, the key is free again.
+    rows = await store.claim(
+        conn, "venturi", "w:1", ["fetch"], [60.0], 0, 10, venturi.Backoff.fixed(1)
+    )
+    done = [r for r in rows if r["id"] == first]
+    await store.complete_many(conn, "venturi", "w:1", [first], [done[0]["attempt"]], [None])
+    fresh = await fetch.enqueue(conn, Fetch("d"), key="user-1")
+    assert fresh not in (first, other_key)
+
+
+async def test_enqueue_many_in_order_with_keys(
+    conn: asyncpg.Connection, fetch: venturi.Task[Fetch], mail: venturi.Task[Any]
+) -> None:
+    existing = await fetch.enqueue(conn, Fetch("old"), key="k1")
+    ids = await venturi.enqueue_many(
+        conn,
+        [
+            fetch.job(Fetch("a")),
+            fetch.job(Fetch("b"), key="k1"),  # held by `existing`
+            mail.job({"to": "x"}, priority=Priority.HIGH, after=60),
+            fetch.job(Fetch("c"), key="k2"),
+            fetch.job(Fetch("d"), key="k2"),  # same batch, same key
+            fetch.job(Fetch("e")),
+        ],
+    )
+    assert len(ids) == 6
+    assert ids[1] == existing
+    assert ids[4] == ids[3]
+    assert len({ids[0], ids[2], ids[3], ids[5], existing}) == 5
+    jobs = [await venturi.get_job(conn, i) for i in ids]
+    assert [j.carry.get("url") if j else None for j in jobs] == ["a", "old", None, "c", "c", "e"]
+    assert jobs[2] is not None and jobs[2].priority is Priority.HIGH and jobs[2].kind == "mail"
+    assert await venturi.enqueue_many(conn, []) == []
+    with pytest.raises(TypeError, match=r"task\.job"):
+        await venturi.enqueue_many(conn, [Fetch("raw")])  # type: ignore[list-item]
+
+
+async def test_enqueue_many_bulk(conn: asyncpg.Connection, fetch: venturi.Task[Fetch]) -> None:
+    ids = await venturi.enqueue_many(conn, (fetch.job(Fetch(str(i))) for i in range(5000)))
+    assert ids == sorted(ids) and len(set(ids)) == 5000
+    assert await _count(conn) == 5000
+
+
+async def test_bad_carry_in_a_batch_writes_nothing(
+    conn: asyncpg.Connection, fetch: venturi.Task[Fetch]
+) -> None:
+    with pytest.raises(TypeError):
+        await venturi.enqueue_many(conn, [fetch.job(Fetch("ok")), fetch.job("bad")])  # type: ignore[arg-type]
+    assert await _count(conn) == 0
+
+
+async def test_journal_of_a_new_job(conn: asyncpg.Connection, fetch: venturi.Task[Fetch]) -> None:
+    job_id = await fetch.enqueue(conn, Fetch("a"))
+    journal = await venturi.get_journal(conn, job_id)
+    assert [(e.event, e.attempt) for e in journal] == [("enqueued", 0)]
+    assert await venturi.get_journal(conn, 10**9) == []
+
+
+async def test_unapplied_schema_is_a_clear_error(empty_dsn: str, kinds: list[str]) -> None:
+    conn = await asyncpg.connect(empty_dsn)
+    try:
+        with pytest.raises(venturi.SchemaError, match="venturi schema apply"):
+            await store.schema_version(conn, "venturi")
+    finally:
+        await conn.close()

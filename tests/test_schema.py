@@ -1,0 +1,75 @@
+"""Applying the schema: idempotent, versioned, and equal to the migrations' result."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+
+from venturi import sql, store
+
+
+async def _catalog(conn: asyncpg.Connection, schema: str) -> list[tuple[str, ...]]:
+    # Read-only catalog introspection for the comparison; not part of the library.
+    rows = await conn.fetch(
+        """
+        SELECT 'column', table_name, column_name, data_type, coalesce(column_default, ''),
+               is_nullable
+        FROM information_schema.columns WHERE table_schema = $1
+        UNION ALL
+        SELECT 'index', tablename, indexname, indexdef, '', '' FROM pg_indexes WHERE schemaname = $1
+        UNION ALL
+        SELECT 'trigger', event_object_table, trigger_name, event_manipulation, action_timing, ''
+        FROM information_schema.triggers WHERE trigger_schema = $1
+        ORDER BY 1, 2, 3, 4
+        """,
+        schema,
+    )
+    # Index definitions name their schema; compare shapes, not names.
+    return [tuple(str(v).replace(f"{schema}.", "<schema>.") for v in r) for r in rows]
+
+
+async def test_apply_twice_changes_nothing(empty_dsn: str) -> None:
+    conn = await asyncpg.connect(empty_dsn)
+    try:
+        assert await store.apply_schema(conn, "venturi") == [1]
+        before = await _catalog(conn, "venturi")
+        assert await store.apply_schema(conn, "venturi") == []
+        assert await _catalog(conn, "venturi") == before
+        assert await store.schema_version(conn, "venturi") == 1
+    finally:
+        await conn.close()
+
+
+async def test_concurrent_applies_serialize(empty_dsn: str) -> None:
+    conns = [await asyncpg.connect(empty_dsn) for _ in range(3)]
+    try:
+        results = await asyncio.gather(*(store.apply_schema(c, "venturi") for c in conns))
+        assert sorted(results) == [[], [], [1]]
+    finally:
+        for c in conns:
+            await c.close()
+
+
+async def test_fresh_schema_equals_migrations(empty_dsn: str) -> None:
+    conn = await asyncpg.connect(empty_dsn)
+    try:
+        await conn.execute(sql.fresh_schema("fresh"))
+        for migration in sql.migrations("migrated"):
+            await conn.execute(migration.sql)
+        assert await _catalog(conn, "fresh") == await _catalog(conn, "migrated")
+        assert await store.schema_version(conn, "fresh") == sql.migrations()[-1].version
+    finally:
+        await conn.close()
+
+
+async def test_custom_schema_is_independent(empty_dsn: str) -> None:
+    conn = await asyncpg.connect(empty_dsn)
+    try:
+        await store.apply_schema(conn, "tenant_a")
+        assert await store.schema_version(conn, "tenant_a") == 1
+        with pytest.raises(Exception, match="venturi schema apply --schema venturi"):
+            await store.schema_version(conn, "venturi")
+    finally:
+        await conn.close()

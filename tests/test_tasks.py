@@ -1,0 +1,209 @@
+"""The task decorator, priorities, backoff and outcomes: every knob checked up front."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import msgspec
+import pytest
+
+import venturi
+from venturi import Backoff, ConfigError, Context, Priority
+from venturi.outcomes import Complete, Dead, Pause, Retry
+from venturi.registry import registered
+
+
+class Carry(msgspec.Struct):
+    n: int
+
+
+def test_public_api_is_small_and_explicit() -> None:
+    assert sorted(venturi.__all__) == sorted(
+        [
+            "Backoff",
+            "ConfigError",
+            "ConnectError",
+            "Context",
+            "JobInfo",
+            "JobMeta",
+            "JournalEntry",
+            "Outcome",
+            "Priority",
+            "SchemaError",
+            "Task",
+            "VenturiError",
+            "Worker",
+            "complete",
+            "dead",
+            "enqueue_many",
+            "get_job",
+            "get_journal",
+            "pause",
+            "retry",
+            "task",
+        ]
+    )
+    for name in venturi.__all__:
+        assert hasattr(venturi, name), name
+
+
+def test_priority_tiers_are_stored_smallints() -> None:
+    assert [int(p) for p in (Priority.HIGH, Priority.NORMAL, Priority.LOW)] == [0, 1, 2]
+
+
+def test_task_registers_and_reads_carry_type(kinds: list[str]) -> None:
+    @venturi.task(
+        kind="t_reads",
+        priority=Priority.HIGH,
+        lease=timedelta(minutes=5),
+        cap=2,
+        timeout=10,
+        max_failures=3,
+    )
+    async def handler(ctx: Context[Any], carry: Carry) -> None:
+        return None
+
+    assert registered()["t_reads"] is handler
+    assert handler.carry_type is Carry
+    assert handler.priority is Priority.HIGH
+    assert handler.lease == 300.0 and handler.cap == 2 and handler.timeout == 10.0
+    assert handler.max_failures == 3
+    assert handler.is_async
+
+
+def test_task_is_still_callable_for_tests(kinds: list[str]) -> None:
+    @venturi.task(kind="t_callable")
+    async def handler(ctx: Context[Any], carry: Carry) -> venturi.Outcome:
+        return venturi.complete(carry.n * 2)
+
+    meta = venturi.JobMeta(1, "t_callable", Priority.NORMAL, 1, 0, datetime.now(UTC))
+    out = asyncio.run(handler(Context(None, meta), Carry(21)))
+    assert out == Complete(42)
+
+
+def test_string_annotations_resolve(kinds: list[str]) -> None:
+    ns: dict[str, Any] = {}
+    exec(
+        "from __future__ import annotations\n"
+        "import venturi, msgspec\n"
+        "class C(msgspec.Struct):\n    x: int\n"
+        "@venturi.task(kind='t_future')\n"
+        "async def h(ctx: venturi.Context[Missing], carry: C) -> None: ...\n",
+        ns,
+    )
+    assert ns["h"].carry_type is ns["C"]
+
+
+def test_generic_carry_types_allowed(kinds: list[str]) -> None:
+    @venturi.task(kind="t_generic")
+    def handler(ctx: Context[Any], carry: dict[str, int]) -> None:
+        return None
+
+    assert not handler.is_async
+    assert handler.codec.encode({"a": 1}) == '{"a":1}'
+    with pytest.raises(TypeError, match="carry of task 't_generic'"):
+        handler.codec.encode({"a": "x"})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "knob"),
+    [
+        ({"lease": 0}, "lease"),
+        ({"lease": -5}, "lease"),
+        ({"lease": "5m"}, "lease"),
+        ({"timeout": timedelta(0)}, "timeout"),
+        ({"cap": 0}, "cap"),
+        ({"cap": 1.5}, "cap"),
+        ({"max_failures": 0}, "max_failures"),
+        ({"priority": 7}, "priority"),
+        ({"priority": "high"}, "priority"),
+        ({"backoff": 5}, "backoff"),
+        ({"max_carry_bytes": 0}, "max_carry_bytes"),
+    ],
+)
+def test_bad_task_arguments_name_the_knob(kwargs: dict[str, Any], knob: str) -> None:
+    with pytest.raises(ConfigError, match=knob):
+        venturi.task(kind="t_bad", **kwargs)
+
+
+@pytest.mark.parametrize("kind", ["", "  x", "a,b", 5, "x" * 201])
+def test_bad_kind_refused(kind: Any) -> None:
+    with pytest.raises(ConfigError, match="kind"):
+        venturi.task(kind=kind)
+
+
+def test_missing_carry_annotation(kinds: list[str]) -> None:
+    with pytest.raises(ConfigError, match="carry"):
+
+        @venturi.task(kind="t_noann")
+        async def handler(ctx, carry):  # type: ignore[no-untyped-def]
+            return None
+
+    assert "t_noann" not in registered()
+
+
+def test_handler_needs_two_parameters(kinds: list[str]) -> None:
+    with pytest.raises(ConfigError, match=r"\(ctx, carry\)"):
+
+        @venturi.task(kind="t_onearg")
+        async def handler(ctx: Any) -> None:
+            return None
+
+
+def test_unsupported_carry_type(kinds: list[str]) -> None:
+    class NotMsgspec:
+        pass
+
+    with pytest.raises(ConfigError, match="carry"):
+
+        @venturi.task(kind="t_weird")
+        async def handler(ctx: Any, carry: NotMsgspec) -> None:
+            return None
+
+
+def test_duplicate_kind_is_an_error(kinds: list[str]) -> None:
+    @venturi.task(kind="t_dup")
+    async def first(ctx: Any, carry: Carry) -> None:
+        return None
+
+    with pytest.raises(ConfigError, match="already declared"):
+
+        @venturi.task(kind="t_dup")
+        async def second(ctx: Any, carry: Carry) -> None:
+            return None
+
+    assert registered()["t_dup"] is first
+
+
+def test_backoff_policies() -> None:
+    fixed = Backoff.fixed(timedelta(seconds=3))
+    assert [fixed.delay(n) for n in (1, 2, 10)] == [3.0, 3.0, 3.0]
+    exp = Backoff.exponential(1.0, factor=2.0, cap=10.0, jitter=False)
+    assert [exp.delay(n) for n in (1, 2, 3, 4, 5, 100, 10_000)] == [1, 2, 4, 8, 10, 10, 10]
+    jittered = Backoff.exponential(4.0, cap=100.0, jitter=True)
+    for _ in range(100):
+        assert 2.0 <= jittered.delay(1) <= 4.0
+    with pytest.raises(ConfigError, match="factor"):
+        Backoff.exponential(1.0, factor=0.5)
+    with pytest.raises(ConfigError, match="cap"):
+        Backoff.exponential(10.0, cap=1.0)
+    with pytest.raises(ConfigError, match="base"):
+        Backoff.exponential(0)
+
+
+def test_outcome_constructors() -> None:
+    assert venturi.complete() == Complete(None)
+    assert venturi.pause(Carry(1), after=timedelta(seconds=2)) == Pause(Carry(1), 2.0, None)
+    at = datetime.now(UTC)
+    assert venturi.pause(Carry(1), at=at).at == at
+    assert venturi.retry() == Retry(None, False, None, "")
+    assert venturi.retry(Carry(2), after=5, reason="busy") == Retry(Carry(2), True, 5.0, "busy")
+    assert venturi.dead("gone") == Dead("gone")
+    with pytest.raises(ConfigError, match="not both"):
+        venturi.pause(Carry(1), after=1, at=at)
+    with pytest.raises(ConfigError, match="timezone"):
+        venturi.pause(Carry(1), at=datetime(2026, 1, 1))
+    with pytest.raises(ConfigError, match="retry after"):
+        venturi.retry(after=-1)
