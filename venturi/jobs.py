@@ -33,6 +33,8 @@ class JobInfo(msgspec.Struct, frozen=True):
     claimed_by: str | None = None
     claimed_at: datetime | None = None
     claim_expires_at: datetime | None = None
+    # When an operator asked the running job to stop (`venturi jobs cancel`).
+    cancel_requested_at: datetime | None = None
 
 
 class JournalEntry(msgspec.Struct, frozen=True):
@@ -68,6 +70,7 @@ async def get_job(conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> Jo
         claimed_by=row["claimed_by"],
         claimed_at=row["claimed_at"],
         claim_expires_at=row["claim_expires_at"],
+        cancel_requested_at=row["cancel_requested_at"],
     )
 
 
