@@ -13,13 +13,13 @@ import venturi
 
 
 async def wait_for(
-    predicate: Callable[[], Awaitable[bool]], timeout: float = 15.0, every: float = 0.01
+    predicate: Callable[[], Awaitable[bool]], within: float = 15.0, every: float = 0.01
 ) -> None:
     """Poll an async predicate until it holds; fail the test at the deadline."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within
     while not await predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
+            raise AssertionError(f"condition not met within {within}s")
         await asyncio.sleep(every)
 
 
@@ -28,11 +28,11 @@ async def status_of(conn: Any, job_id: int) -> str | None:
     return None if job is None else job.status
 
 
-async def wait_status(conn: Any, job_id: int, status: str, timeout: float = 15.0) -> None:
+async def wait_status(conn: Any, job_id: int, status: str, within: float = 15.0) -> None:
     async def ok() -> bool:
         return await status_of(conn, job_id) == status
 
-    await wait_for(ok, timeout)
+    await wait_for(ok, within)
 
 
 @contextlib.asynccontextmanager

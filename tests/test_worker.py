@@ -124,7 +124,7 @@ async def test_delayed_job_invisible_until_due(
     job_id = await handler.enqueue(conn, N(1), after=0.6)
     # poll_max is long: only the next-visible timer can wake the worker in time.
     async with running(Worker(None, dsn, [handler], poll_max=30)):
-        await wait_status(conn, job_id, "completed", timeout=10)
+        await wait_status(conn, job_id, "completed", within=10)
     assert 0.55 <= started[0] - t0 < 3.0
 
 
@@ -836,7 +836,7 @@ def test_bad_cap_and_task(kinds: list[str]) -> None:
 
     with pytest.raises(ConfigError, match="cap"):
         Worker(None, "postgresql://x").register(handler, cap=0)
-    with pytest.raises(ConfigError, match="@venturi.task"):
+    with pytest.raises(ConfigError, match=r"@venturi\.task"):
         Worker(None, "postgresql://x").register(lambda c, x: None)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="pool_or_dsn"):
         Worker(None, 42)
