@@ -6,8 +6,13 @@ import subprocess
 import sys
 
 import asyncpg
+import msgspec
 
 from venturi import sql, store
+
+
+class C(msgspec.Struct):
+    n: int
 
 
 def venturi(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -61,12 +66,13 @@ def test_missing_dsn() -> None:
 async def test_schema_apply_via_cli(empty_dsn: str) -> None:
     first = venturi("schema", "apply", "--dsn", empty_dsn)
     assert first.returncode == 0, first.stderr
-    assert "applied migration(s) 1" in first.stdout
+    every = ", ".join(str(m.version) for m in sql.migrations())
+    assert f"applied migration(s) {every}" in first.stdout
     second = venturi("schema", "apply", env={"VENTURI_DSN": empty_dsn, "PATH": "/usr/bin:/bin"})
     assert second.returncode == 0 and "up to date" in second.stdout
     conn = await asyncpg.connect(empty_dsn)
     try:
-        assert await store.schema_version(conn, "venturi") == 1
+        assert await store.schema_version(conn, "venturi") == sql.migrations()[-1].version
     finally:
         await conn.close()
 
@@ -75,3 +81,58 @@ def test_redact() -> None:
     assert store.redact("postgresql://u:pw@h:5/d?sslmode=x") == "postgresql://u:***@h:5/d?sslmode=x"
     assert store.redact("postgresql://u@h/d?password=pw") == "postgresql://u@h/d?password=***"
     assert store.redact("postgresql://h/d") == "postgresql://h/d"
+
+
+async def test_demo_on_a_given_database(dsn: str) -> None:
+    import asyncio
+
+    out = await asyncio.to_thread(venturi, "demo", "--dsn", dsn, "--jobs", "40")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "enqueued 60 jobs (40 fetches, 20 emails)" in lines
+    table = {
+        tuple(line.split()[:2]): int(line.split()[2])
+        for line in lines
+        if line.startswith(("fetch_", "send_"))
+    }
+    assert table == {
+        ("fetch_bookmark", "completed"): 39,
+        ("fetch_bookmark", "dead"): 1,
+        ("send_email", "completed"): 20,
+    }
+    assert "emails in the outbox: 20; pages titled: 39" in lines
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await store.job_counts(conn, "venturi")
+        # Long pages paused and flaky pages retried on their way to completion.
+        assert sum(r["jobs"] for r in rows) == 60
+    finally:
+        await conn.close()
+
+
+def test_demo_on_the_embedded_database() -> None:
+    env = {k: v for k, v in __import__("os").environ.items() if k != "VENTURI_DSN"}
+    out = venturi("demo", "--jobs", "20", env=env)
+    assert out.returncode == 0, out.stderr
+    assert "starting the embedded PostgreSQL" in out.stderr
+    assert "fetch_bookmark  completed       19" in out.stdout
+
+
+async def test_recover_command(conn: asyncpg.Connection, dsn: str, kinds: list[str]) -> None:
+    import asyncio
+
+    import venturi as v
+
+    @v.task(kind="cli_recover")
+    async def handler(ctx: v.Context[object], carry: C) -> None:
+        return None
+
+    job_id = await handler.enqueue(conn, C(1))
+    await store.claim(conn, "venturi", "gone:1", ["cli_recover"], [0.001], 0, 1, v.Backoff.fixed(0))
+    await asyncio.sleep(0.01)
+    out = await asyncio.to_thread(venturi, "recover", "--dsn", dsn)
+    assert out.returncode == 0, out.stderr
+    assert f"job {job_id} (cli_recover): pending, claimed by gone:1" in out.stdout
+    assert "recovered 1 expired claim(s)" in out.stdout
+    journal = await v.get_journal(conn, job_id)
+    assert [e.event for e in journal][-1] == "stale-recovered"

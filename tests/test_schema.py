@@ -33,11 +33,11 @@ async def _catalog(conn: asyncpg.Connection, schema: str) -> list[tuple[str, ...
 async def test_apply_twice_changes_nothing(empty_dsn: str) -> None:
     conn = await asyncpg.connect(empty_dsn)
     try:
-        assert await store.apply_schema(conn, "venturi") == [1]
+        assert await store.apply_schema(conn, "venturi") == [m.version for m in sql.migrations()]
         before = await _catalog(conn, "venturi")
         assert await store.apply_schema(conn, "venturi") == []
         assert await _catalog(conn, "venturi") == before
-        assert await store.schema_version(conn, "venturi") == 1
+        assert await store.schema_version(conn, "venturi") == sql.migrations()[-1].version
     finally:
         await conn.close()
 
@@ -46,7 +46,7 @@ async def test_concurrent_applies_serialize(empty_dsn: str) -> None:
     conns = [await asyncpg.connect(empty_dsn) for _ in range(3)]
     try:
         results = await asyncio.gather(*(store.apply_schema(c, "venturi") for c in conns))
-        assert sorted(results) == [[], [], [1]]
+        assert sorted(results) == [[], [], [m.version for m in sql.migrations()]]
     finally:
         for c in conns:
             await c.close()
@@ -68,7 +68,7 @@ async def test_custom_schema_is_independent(empty_dsn: str) -> None:
     conn = await asyncpg.connect(empty_dsn)
     try:
         await store.apply_schema(conn, "tenant_a")
-        assert await store.schema_version(conn, "tenant_a") == 1
+        assert await store.schema_version(conn, "tenant_a") == sql.migrations()[-1].version
         with pytest.raises(Exception, match="venturi schema apply --schema venturi"):
             await store.schema_version(conn, "venturi")
     finally:

@@ -1,0 +1,207 @@
+"""Workers as separate processes: the CLI, a crash, scale-out, and database faults."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+import venturi
+from venturi import Backoff, sql, store, testing
+from venturi.worker import Worker
+
+from . import workertasks
+from .helpers import running, wait_for, wait_status
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def spawn_worker(dsn: str, runs: Path, *args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "VENTURI_DSN": dsn, "VENTURI_TEST_RUNS_DIR": str(runs)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "venturi", "worker", "tests.workertasks", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def read_runs(runs: Path) -> list[tuple[int, int, int]]:
+    rows = []
+    for f in runs.glob("runs-*.txt"):
+        for line in f.read_text().splitlines():
+            job, attempt, pid = map(int, line.split())
+            rows.append((job, attempt, pid))
+    return rows
+
+
+async def _completed(conn: Any, ids: list[int]) -> int:
+    counts = await store.job_counts(conn, "venturi", ids)
+    return sum(r["jobs"] for r in counts if r["status"] == "completed")
+
+
+async def test_cli_worker_runs_and_stops_on_sigterm(
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path
+) -> None:
+    ids = await venturi.enqueue_many(
+        conn, [workertasks.count.job(workertasks.Item(i)) for i in range(50)]
+    )
+    proc = spawn_worker(dsn, tmp_path, "--concurrency", "4", "--poll-max", "0.5")
+    try:
+        await wait_for(lambda: _eq(_completed(conn, ids), 50), within=30)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = await asyncio.to_thread(proc.communicate, timeout=30)
+    assert proc.returncode == 0, out
+    assert "worker" in out and "started" in out and "stopped" in out
+    assert sorted(j for j, _, _ in read_runs(tmp_path)) == sorted(ids)
+
+
+async def _eq(value: Any, expected: Any) -> bool:
+    return (await value) == expected
+
+
+def test_cli_worker_bad_module_is_one_line() -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "venturi",
+            "worker",
+            "no_such_module_xyz",
+            "--dsn",
+            "postgresql://x@127.0.0.1:1/x",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "cannot import" in out.stderr
+
+
+async def test_killed_worker_is_recovered_after_its_lease(
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VENTURI_TEST_RUNS_DIR", str(tmp_path))
+    job_id = await workertasks.block.enqueue(conn, workertasks.Item(1))
+    victim = spawn_worker(dsn, tmp_path, "--lease", "1", "--poll-max", "0.2")
+    try:
+        await wait_status(conn, job_id, "claimed", within=30)
+        await wait_for(lambda: _true(bool(read_runs(tmp_path))), within=30)
+    finally:
+        victim.kill()  # SIGKILL: no chance to release
+        await asyncio.to_thread(victim.communicate, timeout=30)
+    job = await venturi.get_job(conn, job_id)
+    assert job is not None and job.status == "claimed" and job.claimed_by is not None
+    dead_identity = job.claimed_by
+    assert dead_identity.endswith(f":{victim.pid}")
+    # Another worker (in this process) recovers it once the 1 s lease has expired.
+    rescuer = Worker(None, dsn, [workertasks.block], poll_max=0.2, backoff=Backoff.fixed(0))
+    async with running(rescuer):
+        await wait_status(conn, job_id, "completed", within=30)
+    journal = await venturi.get_journal(conn, job_id)
+    assert [e.event for e in journal] == [
+        "enqueued",
+        "claimed",
+        "stale-recovered",
+        "claimed",
+        "completed",
+    ]
+    assert journal[1].worker == dead_identity
+    assert f"{dead_identity} presumed dead" in (journal[2].detail or "")
+    job = await venturi.get_job(conn, job_id)
+    assert job is not None and job.failures == 1 and job.attempt == 2
+
+
+async def _true(v: bool) -> bool:
+    return v
+
+
+async def test_four_processes_drain_20000_exactly_once(
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path
+) -> None:
+    ids = await venturi.enqueue_many(
+        conn, [workertasks.count.job(workertasks.Item(i)) for i in range(20_000)]
+    )
+    procs = [spawn_worker(dsn, tmp_path, "--concurrency", "8", "--poll-max", "1") for _ in range(4)]
+    try:
+        await wait_for(lambda: _eq(_completed(conn, ids), 20_000), within=240, every=0.25)
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        outs = [await asyncio.to_thread(p.communicate, timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], outs
+    runs = read_runs(tmp_path)
+    per_job = Counter(job for job, _, _ in runs)
+    assert len(runs) == 20_000 and set(per_job) == set(ids) and max(per_job.values()) == 1
+    assert len({pid for _, _, pid in runs}) >= 2  # the work was shared
+
+
+async def test_survives_terminated_backends(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    ran: list[int] = []
+
+    @venturi.task(kind="p_terminate")
+    async def handler(ctx: venturi.Context[Any], carry: workertasks.Item) -> None:
+        ran.append(carry.n)
+
+    first = await handler.enqueue(conn, workertasks.Item(1))
+    worker = Worker(None, dsn, [handler], poll_max=30)
+    async with running(worker):
+        await wait_status(conn, first, "completed")
+        await wait_for(lambda: _true(worker._listening))
+        terminated = await conn.fetchval(sql.statement("maintenance/backends_terminate"))
+        assert terminated >= 1
+        # The LISTEN connection comes back; meanwhile polling covers the gap.
+        await wait_for(lambda: _true(worker.stats["listen_reconnects"] >= 1))
+        second = await handler.enqueue(conn, workertasks.Item(2))
+        await wait_status(conn, second, "completed", within=15)
+        await wait_for(lambda: _true(worker._listening))
+        again = await conn.fetchval(sql.statement("maintenance/backends_terminate"))
+        assert again >= 1
+        third = await handler.enqueue(conn, workertasks.Item(3))
+        await wait_status(conn, third, "completed", within=15)
+    assert sorted(ran) == [1, 2, 3]
+
+
+@pytest.fixture
+def cluster() -> Any:
+    c = testing.start_cluster()
+    if c is None:
+        pytest.skip("no PostgreSQL binaries on this machine to start a throwaway cluster")
+    yield c
+    c.destroy()
+
+
+async def test_survives_a_postgresql_restart(cluster: testing.Cluster, kinds: list[str]) -> None:
+    done: list[int] = []
+
+    @venturi.task(kind="p_restart")
+    async def handler(ctx: venturi.Context[Any], carry: workertasks.Item) -> None:
+        done.append(carry.n)
+
+    conn = await asyncpg.connect(cluster.dsn)
+    await store.apply_schema(conn, "venturi")
+    first = await handler.enqueue(conn, workertasks.Item(1))
+    worker = Worker(None, cluster.dsn, [handler], poll_max=30)
+    async with running(worker):
+        await wait_status(conn, first, "completed")
+        await conn.close()
+        await asyncio.to_thread(cluster.restart)
+        conn = await asyncpg.connect(cluster.dsn)
+        second = await handler.enqueue(conn, workertasks.Item(2))
+        await wait_status(conn, second, "completed", within=30)
+    await conn.close()
+    assert done == [1, 2]
+    assert worker.stats["listen_reconnects"] >= 1

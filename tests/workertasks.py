@@ -1,0 +1,39 @@
+"""Tasks for tests that run `venturi worker tests.workertasks` in subprocesses.
+
+Each run appends "<job id> <attempt> <pid>" to a file of its own process under
+$VENTURI_TEST_RUNS_DIR, so the test can check afterwards which jobs ran how often.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import msgspec
+
+import venturi
+
+
+class Item(msgspec.Struct):
+    n: int
+
+
+def _record(ctx: venturi.Context[Any]) -> None:
+    path = os.path.join(os.environ["VENTURI_TEST_RUNS_DIR"], f"runs-{os.getpid()}.txt")
+    with open(path, "a") as out:
+        out.write(f"{ctx.job.id} {ctx.job.attempt} {os.getpid()}\n")
+
+
+@venturi.task(kind="proc_count")
+async def count(ctx: venturi.Context[Any], carry: Item) -> None:
+    """A no-op that records that it ran."""
+    _record(ctx)
+
+
+@venturi.task(kind="proc_block")
+async def block(ctx: venturi.Context[Any], carry: Item) -> None:
+    """The first attempt hangs (until its process is killed); later attempts complete."""
+    _record(ctx)
+    if ctx.job.attempt == 1:
+        await asyncio.Event().wait()
