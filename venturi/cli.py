@@ -11,8 +11,10 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar
 
+import asyncpg
 import typer
 
 from venturi import registry, sql, store
@@ -234,6 +236,286 @@ def demo(
     if jobs < 1:
         raise fail(f"jobs must be >= 1, got {jobs}")
     _run(lambda: demo_module.main(dsn, jobs))
+
+
+# --- operator commands: jobs, stats, purge, top ------------------------------------------
+
+jobs_app = typer.Typer(help="Inspect and repair jobs.", no_args_is_help=True)
+app.add_typer(jobs_app, name="jobs")
+
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print JSON (for scripts) instead of a table.")
+]
+IdsArgument = Annotated[list[int], typer.Argument(help="Job ids.", show_default=False)]
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    # Piped output has no terminal width; rich's default of 80 columns would wrap tables.
+    wide = sys.stdout.isatty() or bool(os.environ.get("COLUMNS"))
+    return Console(width=None if wide else 160, highlight=False, soft_wrap=False)
+
+
+def _admin_run(target: str, schema: str, work: Callable[[Any], Awaitable[T]]) -> T:
+    """Connect, check the schema, run ``work(conn)``; every error is one line, exit 2."""
+
+    async def go() -> T:
+        conn = await store.connect(target)
+        try:
+            await store.schema_version(conn, schema)
+            return await work(conn)
+        finally:
+            await conn.close()
+
+    try:
+        return _run(go)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        raise fail(f"database error: {store._one_line(exc)}") from None
+
+
+def _echo_json(value: Any) -> None:
+    from venturi import views
+
+    sys.stdout.write(views.to_json(value) + "\n")
+
+
+@jobs_app.command("list")
+def jobs_list(
+    status: Annotated[
+        str | None, typer.Option(help="pending, claimed, completed, dead or cancelled.")
+    ] = None,
+    kind: Annotated[str | None, typer.Option(help="Only jobs of this kind.")] = None,
+    limit: Annotated[int, typer.Option(help="Most jobs to show, newest first.")] = 50,
+    as_json: JsonOption = False,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """List jobs, newest first."""
+    from venturi import admin, views
+
+    target = _need_dsn(dsn)
+    rows = _admin_run(
+        target,
+        schema,
+        lambda c: admin.list_jobs(c, status=status, kind=kind, limit=limit, schema=schema),
+    )
+    if as_json:
+        _echo_json(rows)
+        return
+    console = _console()
+    if not rows:
+        console.print("no jobs")
+        return
+    console.print(views.jobs_table(rows, datetime.now(UTC)))
+
+
+@jobs_app.command("show")
+def jobs_show(
+    job_id: Annotated[int, typer.Argument(metavar="ID", help="The job id.")],
+    as_json: JsonOption = False,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """Show one job: its row, decoded carry and result, journal and tracebacks."""
+    from venturi import admin, views
+
+    target = _need_dsn(dsn)
+    detail = _admin_run(target, schema, lambda c: admin.show_job(c, job_id, schema=schema))
+    if detail is None:
+        raise fail(f"job {job_id} does not exist")
+    if as_json:
+        _echo_json(detail)
+        return
+    _console().print(views.job_detail(detail, datetime.now(UTC)))
+
+
+def _report(changes: list[Any], as_json: bool, verb: str) -> None:
+    if as_json:
+        _echo_json(changes)
+    else:
+        for c in changes:
+            if c.done:
+                typer.echo(c.message)
+            else:
+                typer.echo(f"venturi: {c.message}", err=True)
+        done = sum(c.done for c in changes)
+        typer.echo(f"{verb} {done} of {len(changes)} job(s)")
+    if not all(c.done for c in changes):
+        raise typer.Exit(2)
+
+
+@jobs_app.command("retry")
+def jobs_retry(
+    ids: IdsArgument,
+    as_json: JsonOption = False,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """Send dead or cancelled jobs back to pending, visible now, with a fresh failure
+    budget (journaled as retried: manual retry). Exit 2 if any job was refused."""
+    from venturi import admin
+
+    target = _need_dsn(dsn)
+    changes = _admin_run(target, schema, lambda c: admin.retry_jobs(c, ids, schema=schema))
+    _report(changes, as_json, "retried")
+
+
+@jobs_app.command("cancel")
+def jobs_cancel(
+    ids: IdsArgument,
+    as_json: JsonOption = False,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """Cancel pending jobs; for a claimed job, ask its worker to stop it (the worker
+    settles it cancelled). Exit 2 if any job was refused."""
+    from venturi import admin
+
+    target = _need_dsn(dsn)
+    changes = _admin_run(target, schema, lambda c: admin.cancel_jobs(c, ids, schema=schema))
+    _report(changes, as_json, "cancelled or asked to cancel")
+
+
+@app.command("stats")
+def stats(
+    as_json: JsonOption = False,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """Per kind: jobs in each status, the oldest due job's wait, completions in the last
+    minute and failed executions in the last hour."""
+    from venturi import admin, views
+
+    target = _need_dsn(dsn)
+    result = _admin_run(target, schema, lambda c: admin.stats(c, schema=schema))
+    if as_json:
+        _echo_json(result)
+        return
+    console = _console()
+    if not result.kinds:
+        console.print("no jobs")
+        return
+    console.print(views.stats_table(result))
+
+
+@app.command("purge")
+def purge(
+    older_than: Annotated[
+        str,
+        typer.Option(
+            "--older-than", help="Finished longer ago than this: 90s, 15m, 12h, 7d, 2w, 1h30m."
+        ),
+    ],
+    status: Annotated[str, typer.Option(help="completed, dead or cancelled.")] = "completed",
+    kind: Annotated[str | None, typer.Option(help="Only jobs of this kind.")] = None,
+    batch: Annotated[int, typer.Option(help="Rows deleted per statement.")] = 1000,
+    dry_run: Annotated[bool, typer.Option(help="Count what would go; delete nothing.")] = False,
+    as_json: JsonOption = False,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """Retention: delete finished jobs (and their journal) in batches."""
+    from venturi import admin
+
+    target = _need_dsn(dsn)
+    try:
+        secs = admin.parse_duration(older_than)
+    except ConfigError as exc:
+        raise fail(f"older-than: {exc}") from None
+
+    async def work(conn: Any) -> int:
+        if dry_run:
+            return await admin.purge_count(
+                conn, status=status, older_than=secs, kind=kind, schema=schema
+            )
+        return await admin.purge(
+            conn, status=status, older_than=secs, kind=kind, batch=batch, schema=schema
+        )
+
+    n = _admin_run(target, schema, work)
+    if as_json:
+        _echo_json(
+            {
+                "status": status,
+                "older_than_seconds": secs,
+                "kind": kind,
+                "dry_run": dry_run,
+                "jobs": n,
+            }
+        )
+        return
+    which = f"{status} job(s)" + (f" of kind {kind}" if kind else "")
+    verb = "would purge" if dry_run else "purged"
+    typer.echo(f"{verb} {n} {which} finished more than {older_than} ago")
+
+
+@app.command("top")
+def top(
+    interval: Annotated[float, typer.Option(help="Seconds between frames.")] = 1.0,
+    window: Annotated[float, typer.Option(help="Seconds over which done/s is averaged.")] = 10.0,
+    once: Annotated[bool, typer.Option(help="Print one frame and exit.")] = False,
+    as_json: JsonOption = False,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """A live view: per kind pending / claimed / done per second / failed / dead and the
+    oldest due job's wait, and the workers holding claims. Ctrl-C quits."""
+    from venturi import admin, views
+
+    target = _need_dsn(dsn)
+    if not interval > 0 or not window > 0:
+        raise fail("interval and window must be positive numbers of seconds")
+
+    async def frame(conn: Any) -> admin.TopFrame:
+        return await admin.top_frame(conn, completed_window=window, schema=schema)
+
+    if once or as_json:
+        result = _admin_run(target, schema, frame)
+        if as_json:
+            _echo_json(result)
+        else:
+            _console().print(views.top(result))
+        return
+    with contextlib.suppress(KeyboardInterrupt):
+        _run(lambda: _top_live(target, schema, interval, frame))
+
+
+async def _top_live(
+    target: str, schema: str, interval: float, read: Callable[[Any], Awaitable[Any]]
+) -> None:
+    """Redraw every ``interval`` seconds; a lost connection is shown and retried, so the
+    view outlives a database restart."""
+    from rich.live import Live
+    from rich.text import Text
+
+    from venturi import views
+
+    conn = await store.connect(target)
+    await store.schema_version(conn, schema)
+    try:
+        with Live(console=_console(), auto_refresh=False, screen=False) as live:
+            while True:
+                try:
+                    if conn is None:
+                        conn = await store.connect(target)
+                    live.update(views.top(await read(conn)), refresh=True)
+                except (
+                    OSError,
+                    asyncpg.PostgresError,
+                    asyncpg.InterfaceError,
+                    VenturiError,
+                ) as exc:
+                    live.update(
+                        Text(f"database error, retrying: {store._one_line(exc)}"), refresh=True
+                    )
+                    if conn is not None:
+                        conn.terminate()
+                    conn = None
+                await asyncio.sleep(interval)
+    finally:
+        if conn is not None:
+            await conn.close()
 
 
 def main() -> None:

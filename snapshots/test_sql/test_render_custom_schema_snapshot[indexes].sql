@@ -25,3 +25,14 @@ CREATE UNIQUE INDEX IF NOT EXISTS jobs_key_idx
 -- journal_get: a job's history in order.
 CREATE INDEX IF NOT EXISTS journal_job_idx
     ON "billing_jobs".journal (job_id, id);
+
+-- job_purge_batch, job_stats, job_top: finished jobs by status and age (retention and
+-- recent throughput); kind is included so per-kind counts need not visit the table.
+-- Partial: pending and claimed rows, the ones the hot path touches, never enter it.
+CREATE INDEX IF NOT EXISTS jobs_finished_idx
+    ON "billing_jobs".jobs (status, finished_at) INCLUDE (kind)
+    WHERE finished_at IS NOT NULL;
+
+-- job_stats, job_top: failures journaled in a recent window.
+CREATE INDEX IF NOT EXISTS journal_at_idx
+    ON "billing_jobs".journal (at);

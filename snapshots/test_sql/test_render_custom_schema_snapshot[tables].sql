@@ -37,7 +37,10 @@ CREATE TABLE IF NOT EXISTS "billing_jobs".jobs (
     claim_expires_at timestamptz,
     finished_at      timestamptz,
     result           jsonb,
-    last_error       text
+    last_error       text,
+    -- When an operator asked a claimed job to stop (`venturi jobs cancel`); the worker
+    -- holding the claim observes it and settles the job cancelled. NULL: never asked.
+    cancel_requested_at timestamptz
 );
 
 -- Every state change that the row's own timestamps cannot tell. A job that is enqueued,
@@ -84,5 +87,7 @@ CREATE TRIGGER jobs_notify_update
     FOR EACH STATEMENT EXECUTE FUNCTION "billing_jobs".notify_pending();
 
 -- The migrations this fresh schema embodies.
-INSERT INTO "billing_jobs".schema_version (version, name) VALUES (1, 'initial')
+INSERT INTO "billing_jobs".schema_version (version, name) VALUES
+    (1, 'initial'),
+    (2, 'cancel_requested')
 ON CONFLICT (version) DO NOTHING;

@@ -1,5 +1,46 @@
 -- Runtime statements, as PREPAREd by the worker. Parameters are $n binds.
 
+-- job_cancel_many: an operator's cancel: pending jobs become cancelled now (journaled);
+-- for claimed jobs the request is recorded in cancel_requested_at, and the worker holding
+-- the claim settles them. Returns one row per distinct input id with what was done.
+-- $1 bigint[] ids: the jobs to cancel
+-- $2 text operator: who asked, for the journal's worker column
+-- $3 text detail: the journal entry's detail
+-- index: primary key.
+PREPARE venturi_job_cancel_many(bigint[], text, text) AS
+WITH input AS (
+    SELECT DISTINCT unnest($1::bigint[]) AS id
+),
+cancelled AS (
+    UPDATE "venturi".jobs j
+    SET status = 'cancelled', finished_at = now(), claim_expires_at = NULL
+    FROM input
+    WHERE j.id = input.id AND j.status = 'pending'
+    RETURNING j.id, j.attempt
+),
+-- A job claimed meanwhile fails the re-check above and is not matched here either (this
+-- CTE reads the snapshot, where it was pending): the caller sees action NULL and asks again.
+requested AS (
+    UPDATE "venturi".jobs j
+    SET cancel_requested_at = coalesce(j.cancel_requested_at, now())
+    FROM input
+    WHERE j.id = input.id AND j.status = 'claimed'
+    RETURNING j.id
+),
+journaled AS (
+    INSERT INTO "venturi".journal (job_id, at, event, attempt, worker, detail)
+    SELECT id, now(), 'cancelled', attempt, $2::text, $3::text FROM cancelled
+)
+SELECT input.id, j.kind, j.status AS was, j.claimed_by,
+       CASE WHEN c.id IS NOT NULL THEN 'cancelled'
+            WHEN r.id IS NOT NULL THEN 'requested'
+       END AS action
+FROM input
+LEFT JOIN "venturi".jobs j ON j.id = input.id
+LEFT JOIN cancelled c ON c.id = input.id
+LEFT JOIN requested r ON r.id = input.id
+ORDER BY input.id;
+
 -- job_claim: recover expired claims, then claim up to $5 eligible jobs (ADR 3).
 -- $1 text claimed_by: identity stamped on every claimed row (host:pid)
 -- $2 text[] kinds: the claim filter (registered kinds minus those at their cap)
@@ -25,7 +66,8 @@ recovered AS (
         failures = j.failures + 1,
         -- least() on the exponent too: power() overflows float8 long before 1000 failures.
         visible_at = now() + make_interval(
-            secs => least($8, $6 * power($7, least(j.failures, 64)))),
+            secs => least($8::float8,
+                         $6::float8 * power($7::float8, least(j.failures, 64)))),
         finished_at = CASE WHEN j.failures + 1 >= j.max_failures THEN now() END,
         claim_expires_at = NULL,
         last_error = 'lease expired at ' || j.claim_expires_at || '; worker '
@@ -70,6 +112,20 @@ FROM candidates, unnest($2::text[], $3::float8[]) AS lease(kind, seconds)
 WHERE j.id = candidates.id AND lease.kind = j.kind
 RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt, j.failures,
           j.max_failures, j.created_at, j.claim_expires_at;
+
+-- job_claims_by_worker: the workers holding claims now (from claimed_by), with how many,
+-- of which kinds, since when, and how many of those claims have expired (`venturi top`).
+-- index: jobs_stale_idx WHERE status = 'claimed'.
+PREPARE venturi_job_claims_by_worker AS
+SELECT claimed_by,
+       count(*) AS claims,
+       string_agg(DISTINCT kind, ',' ORDER BY kind) AS kinds,
+       min(claimed_at) AS oldest_claim_at,
+       count(*) FILTER (WHERE claim_expires_at < now()) AS expired
+FROM "venturi".jobs
+WHERE status = 'claimed'
+GROUP BY claimed_by
+ORDER BY claims DESC, claimed_by;
 
 -- job_complete_many_if_owned: settle finished jobs as completed, only where this worker
 -- still holds the same claim; returns the ids it settled (a missing id lost its claim).
@@ -122,6 +178,17 @@ journaled AS (
 )
 SELECT id FROM settled;
 
+-- job_due_count: jobs of these kinds still to run now: pending and visible, or claimed by
+-- the given worker (`venturi.testing.drain` stops its worker when this reaches zero).
+-- $1 text[] kinds: the kinds being drained
+-- $2 text claimed_by: the draining worker's identity
+-- index: jobs_claim_idx and jobs_stale_idx (partial), filtered by kind.
+PREPARE venturi_job_due_count(text[], text) AS
+SELECT count(*) AS jobs FROM "venturi".jobs
+WHERE kind = ANY($1::text[])
+  AND ((status = 'pending' AND visible_at <= now())
+       OR (status = 'claimed' AND claimed_by = $2::text));
+
 -- job_fail_if_owned: settle a failed execution (a raised exception, a retry outcome, a
 -- timeout): failures + 1, then pending after the delay, or dead at the backstop.
 -- $1 text claimed_by: this worker's identity
@@ -140,7 +207,7 @@ WITH settled AS (
         status = CASE WHEN $8 OR j.failures + 1 >= j.max_failures THEN 'dead' ELSE 'pending' END,
         finished_at = CASE WHEN $8 OR j.failures + 1 >= j.max_failures THEN now() END,
         carry = coalesce($6::jsonb, j.carry),
-        visible_at = now() + make_interval(secs => $7),
+        visible_at = now() + make_interval(secs => $7::float8),
         claim_expires_at = NULL,
         last_error = $5
     WHERE j.id = $2 AND j.status = 'claimed' AND j.claimed_by = $1 AND j.attempt = $3
@@ -166,7 +233,7 @@ SELECT id, status FROM settled;
 PREPARE venturi_job_get(bigint) AS
 SELECT id, kind, status, priority, carry::text AS carry, key, attempt, failures,
        max_failures, created_at, visible_at, claimed_at, claimed_by, claim_expires_at,
-       finished_at, result::text AS result, last_error
+       finished_at, result::text AS result, last_error, cancel_requested_at
 FROM "venturi".jobs
 WHERE id = $1;
 
@@ -182,8 +249,9 @@ WHERE id = $1;
 PREPARE venturi_job_insert(text, text, smallint, timestamptz, float8, text, integer) AS
 WITH inserted AS (
     INSERT INTO "venturi".jobs (kind, carry, priority, visible_at, key, max_failures)
-    VALUES ($1, $2::jsonb, $3, coalesce($4, now() + make_interval(secs => coalesce($5, 0))),
-            $6, $7)
+    VALUES ($1, $2::jsonb, $3::smallint,
+            coalesce($4::timestamptz, now() + make_interval(secs => coalesce($5::float8, 0))),
+            $6, $7::integer)
     ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed')
     DO NOTHING
     RETURNING id
@@ -238,6 +306,28 @@ LEFT JOIN LATERAL (
 ) existing ON true
 ORDER BY input.ord;
 
+-- job_list: the newest jobs, optionally of one status and one kind, for `venturi jobs list`.
+-- $1 text status: only this status (NULL: any)
+-- $2 text kind: only this kind (NULL: any)
+-- $3 integer max_rows: how many to return at most
+-- index: primary key, read backwards (newest first) and filtered; meant for operators.
+PREPARE venturi_job_list(text, text, integer) AS
+SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
+       visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
+       cancel_requested_at
+FROM "venturi".jobs
+WHERE ($1::text IS NULL OR status = $1::text)
+  AND ($2::text IS NULL OR kind = $2::text)
+ORDER BY id DESC
+LIMIT $3::integer;
+
+-- job_list_claimed_by: ids of the jobs whose latest claim is this worker's (the jobs a
+-- `venturi.testing.drain` ran), in id order.
+-- $1 text claimed_by: the worker's identity
+-- index: none (a sequential scan); for test databases.
+PREPARE venturi_job_list_claimed_by(text) AS
+SELECT id FROM "venturi".jobs WHERE claimed_by = $1::text ORDER BY id;
+
 -- job_next_visible_at: when the nearest not-yet-eligible job of these kinds becomes
 -- claimable (NULL: none scheduled), so an idle worker wakes exactly then.
 -- $1 text[] kinds: the worker's claim filter
@@ -265,7 +355,7 @@ WITH settled AS (
     UPDATE "venturi".jobs j
     SET status = 'pending',
         carry = $4::jsonb,
-        visible_at = coalesce($5, now() + make_interval(secs => coalesce($6, 0))),
+        visible_at = coalesce($5::timestamptz, now() + make_interval(secs => coalesce($6::float8, 0))),
         claim_expires_at = NULL
     WHERE j.id = $2 AND j.status = 'claimed' AND j.claimed_by = $1 AND j.attempt = $3
     RETURNING j.id, j.attempt, j.claimed_at, j.visible_at
@@ -277,6 +367,44 @@ journaled AS (
     SELECT id, now(), 'paused', attempt, $1, 'visible again at ' || visible_at FROM settled
 )
 SELECT id FROM settled;
+
+-- job_purge_batch: retention: delete up to $4 finished jobs of one status that finished
+-- more than $2 seconds ago, oldest first; their journal rows go too (ON DELETE CASCADE).
+-- Returns how many it deleted; the caller repeats until a batch comes back short.
+-- $1 text status: 'completed', 'dead' or 'cancelled'
+-- $2 float8 older_than: seconds since finished_at
+-- $3 text kind: only this kind (NULL: any)
+-- $4 integer batch: most rows to delete in this statement
+-- index: jobs_finished_idx (status, finished_at).
+PREPARE venturi_job_purge_batch(text, float8, text, integer) AS
+WITH doomed AS (
+    SELECT id FROM "venturi".jobs
+    WHERE status = $1::text
+      -- Never an unfinished job, whatever the caller passes.
+      AND status IN ('completed', 'dead', 'cancelled')
+      AND finished_at < now() - make_interval(secs => $2::float8)
+      AND ($3::text IS NULL OR kind = $3::text)
+    ORDER BY finished_at
+    LIMIT $4::integer
+    -- An operator retrying one of these right now keeps it.
+    FOR UPDATE SKIP LOCKED
+),
+deleted AS (
+    DELETE FROM "venturi".jobs j USING doomed WHERE j.id = doomed.id RETURNING j.id
+)
+SELECT count(*) AS deleted FROM deleted;
+
+-- job_purge_count: how many jobs job_purge_batch would delete (`venturi purge --dry-run`).
+-- $1 text status: 'completed', 'dead' or 'cancelled'
+-- $2 float8 older_than: seconds since finished_at
+-- $3 text kind: only this kind (NULL: any)
+-- index: jobs_finished_idx (status, finished_at).
+PREPARE venturi_job_purge_count(text, float8, text) AS
+SELECT count(*) AS jobs FROM "venturi".jobs
+WHERE status = $1::text
+  AND status IN ('completed', 'dead', 'cancelled')
+  AND finished_at < now() - make_interval(secs => $2::float8)
+  AND ($3::text IS NULL OR kind = $3::text);
 
 -- job_recover_stale: return expired claims to pending (or dead at the backstop). Run at
 -- the start of every claim (inside job_claim) and by `venturi recover`.
@@ -300,7 +428,8 @@ recovered AS (
         failures = j.failures + 1,
         -- least() on the exponent too: power() overflows float8 long before 1000 failures.
         visible_at = now() + make_interval(
-            secs => least($4, $2 * power($3, least(j.failures, 64)))),
+            secs => least($4::float8,
+                         $2::float8 * power($3::float8, least(j.failures, 64)))),
         finished_at = CASE WHEN j.failures + 1 >= j.max_failures THEN now() END,
         claim_expires_at = NULL,
         last_error = 'lease expired at ' || j.claim_expires_at || '; worker '
@@ -343,6 +472,205 @@ journaled AS (
     SELECT id, now(), 'released', attempt, $1, $4 FROM settled
 )
 SELECT id FROM settled;
+
+-- job_retry_many_if_dead_or_cancelled: an operator's retry: dead or cancelled jobs go back
+-- to pending, visible now, with a fresh failure budget, journaled as retried. Returns one
+-- row per distinct input id saying whether it was retried and, if not, why.
+-- $1 bigint[] ids: the jobs to retry
+-- $2 text operator: who asked, for the journal's worker column
+-- $3 text detail: the journal entry's detail ('manual retry')
+-- index: primary key; jobs_key_idx for the key check.
+PREPARE venturi_job_retry_many_if_dead_or_cancelled(bigint[], text, text) AS
+WITH input AS (
+    SELECT DISTINCT unnest($1::bigint[]) AS id
+),
+retried AS (
+    UPDATE "venturi".jobs j
+    SET status = 'pending',
+        visible_at = now(),
+        -- A fresh budget: a job dead at its backstop would otherwise die on its next
+        -- failure. The journal keeps the failures that came before.
+        failures = 0,
+        finished_at = NULL,
+        result = NULL,
+        claim_expires_at = NULL,
+        cancel_requested_at = NULL
+    FROM input
+    WHERE j.id = input.id
+      AND j.status IN ('dead', 'cancelled')
+      -- An unfinished job of the same kind may hold the key by now; pending again, this
+      -- one would break the key's uniqueness. Refused, and reported through key_holder.
+      AND (j.key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM "venturi".jobs o
+          WHERE o.kind = j.kind AND o.key = j.key AND o.status IN ('pending', 'claimed')))
+    RETURNING j.id, j.attempt
+),
+journaled AS (
+    INSERT INTO "venturi".journal (job_id, at, event, attempt, worker, detail)
+    SELECT id, now(), 'retried', attempt, $2::text, $3::text FROM retried
+)
+-- The jobs below are read from the statement's snapshot: status is the one before.
+SELECT input.id, j.kind, j.status AS was, r.id IS NOT NULL AS retried,
+       holder.id AS key_holder
+FROM input
+LEFT JOIN "venturi".jobs j ON j.id = input.id
+LEFT JOIN retried r ON r.id = input.id
+LEFT JOIN LATERAL (
+    SELECT o.id FROM "venturi".jobs o
+    WHERE j.key IS NOT NULL AND o.kind = j.kind AND o.key = j.key
+      AND o.status IN ('pending', 'claimed') AND o.id <> j.id
+    LIMIT 1
+) holder ON true
+ORDER BY input.id;
+
+-- job_stats: per kind: jobs in each status, the oldest due job's wait, completions in the
+-- last $2 seconds and failures journaled in the last $3 seconds (`venturi stats`).
+-- $1 text manual_detail: the journal detail of an operator's retry, not counted a failure
+-- $2 float8 completed_window: seconds of the recent-completions window
+-- $3 float8 failures_window: seconds of the recent-failures window
+-- index: jobs_next_visible_idx, jobs_stale_idx, jobs_finished_idx (index-only per kind),
+-- journal_at_idx.
+PREPARE venturi_job_stats(text, float8, float8) AS
+WITH pending AS (
+    -- jobs_next_visible_idx (kind, visible_at) WHERE status = 'pending'.
+    SELECT kind,
+           count(*) FILTER (WHERE visible_at <= now()) AS due,
+           count(*) FILTER (WHERE visible_at > now()) AS scheduled,
+           -- How long the longest-waiting due job has been claimable (not since it was
+           -- created: a job scheduled for later is not late before its time).
+           extract(epoch FROM now() - min(visible_at) FILTER (WHERE visible_at <= now()))::float8
+               AS oldest_due_seconds
+    FROM "venturi".jobs
+    WHERE status = 'pending'
+    GROUP BY kind
+),
+claimed AS (
+    -- jobs_stale_idx WHERE status = 'claimed'.
+    SELECT kind,
+           count(*) AS claimed,
+           count(*) FILTER (WHERE claim_expires_at < now()) AS expired
+    FROM "venturi".jobs
+    WHERE status = 'claimed'
+    GROUP BY kind
+),
+failures AS (
+    -- journal_at_idx. Failed executions only: an operator's manual retry is journaled
+    -- as retried too, with its own detail, and is not one.
+    SELECT j.kind, count(*) AS failures
+    FROM "venturi".journal l
+    JOIN "venturi".jobs j ON j.id = l.job_id
+    WHERE l.at >= now() - make_interval(secs => $3::float8)
+      AND l.event IN ('failed', 'retried', 'timed-out', 'stale-recovered')
+      AND l.detail IS DISTINCT FROM $1::text
+    GROUP BY j.kind
+),
+finished AS (
+    SELECT kind,
+           count(*) FILTER (WHERE status = 'completed') AS completed,
+           count(*) FILTER (WHERE status = 'dead') AS dead,
+           count(*) FILTER (WHERE status = 'cancelled') AS cancelled,
+           count(*) FILTER (WHERE status = 'completed'
+                              AND finished_at >= now() - make_interval(secs => $2::float8))
+               AS completed_recent
+    FROM "venturi".jobs
+    WHERE finished_at IS NOT NULL
+    GROUP BY kind
+),
+kinds AS (
+    SELECT kind FROM pending UNION SELECT kind FROM claimed UNION SELECT kind FROM finished
+)
+SELECT k.kind,
+       coalesce(p.due, 0) AS due,
+       coalesce(p.scheduled, 0) AS scheduled,
+       coalesce(c.claimed, 0) AS claimed,
+       coalesce(c.expired, 0) AS expired,
+       coalesce(f.completed, 0) AS completed,
+       coalesce(f.dead, 0) AS dead,
+       coalesce(f.cancelled, 0) AS cancelled,
+       p.oldest_due_seconds,
+       coalesce(f.completed_recent, 0) AS completed_recent,
+       coalesce(x.failures, 0) AS failures_recent
+FROM kinds k
+LEFT JOIN pending p ON p.kind = k.kind
+LEFT JOIN claimed c ON c.kind = k.kind
+LEFT JOIN finished f ON f.kind = k.kind
+LEFT JOIN failures x ON x.kind = k.kind
+ORDER BY k.kind;
+
+-- job_top: one frame of `venturi top`, per kind: due and scheduled pending, claimed (and
+-- expired), completions in the last $2 seconds, failures in the last $3 seconds, dead.
+-- Unlike job_stats it never counts all completed jobs, so it stays cheap every second.
+-- $1 text manual_detail: the journal detail of an operator's retry, not counted a failure
+-- $2 float8 completed_window: seconds of the recent-completions window
+-- $3 float8 failures_window: seconds of the recent-failures window
+-- index: jobs_next_visible_idx, jobs_stale_idx, jobs_finished_idx (two range scans),
+-- journal_at_idx.
+PREPARE venturi_job_top(text, float8, float8) AS
+WITH pending AS (
+    -- jobs_next_visible_idx (kind, visible_at) WHERE status = 'pending'.
+    SELECT kind,
+           count(*) FILTER (WHERE visible_at <= now()) AS due,
+           count(*) FILTER (WHERE visible_at > now()) AS scheduled,
+           -- How long the longest-waiting due job has been claimable (not since it was
+           -- created: a job scheduled for later is not late before its time).
+           extract(epoch FROM now() - min(visible_at) FILTER (WHERE visible_at <= now()))::float8
+               AS oldest_due_seconds
+    FROM "venturi".jobs
+    WHERE status = 'pending'
+    GROUP BY kind
+),
+claimed AS (
+    -- jobs_stale_idx WHERE status = 'claimed'.
+    SELECT kind,
+           count(*) AS claimed,
+           count(*) FILTER (WHERE claim_expires_at < now()) AS expired
+    FROM "venturi".jobs
+    WHERE status = 'claimed'
+    GROUP BY kind
+),
+failures AS (
+    -- journal_at_idx. Failed executions only: an operator's manual retry is journaled
+    -- as retried too, with its own detail, and is not one.
+    SELECT j.kind, count(*) AS failures
+    FROM "venturi".journal l
+    JOIN "venturi".jobs j ON j.id = l.job_id
+    WHERE l.at >= now() - make_interval(secs => $3::float8)
+      AND l.event IN ('failed', 'retried', 'timed-out', 'stale-recovered')
+      AND l.detail IS DISTINCT FROM $1::text
+    GROUP BY j.kind
+),
+recent AS (
+    SELECT kind, count(*) AS completed_recent
+    FROM "venturi".jobs
+    WHERE status = 'completed' AND finished_at >= now() - make_interval(secs => $2::float8)
+    GROUP BY kind
+),
+dead AS (
+    SELECT kind, count(*) AS dead
+    FROM "venturi".jobs
+    WHERE status = 'dead' AND finished_at IS NOT NULL
+    GROUP BY kind
+),
+kinds AS (
+    SELECT kind FROM pending UNION SELECT kind FROM claimed UNION SELECT kind FROM recent
+    UNION SELECT kind FROM dead UNION SELECT kind FROM failures
+)
+SELECT k.kind,
+       coalesce(p.due, 0) AS due,
+       coalesce(p.scheduled, 0) AS scheduled,
+       coalesce(c.claimed, 0) AS claimed,
+       coalesce(c.expired, 0) AS expired,
+       coalesce(r.completed_recent, 0) AS completed_recent,
+       coalesce(x.failures, 0) AS failures_recent,
+       coalesce(d.dead, 0) AS dead,
+       p.oldest_due_seconds
+FROM kinds k
+LEFT JOIN pending p ON p.kind = k.kind
+LEFT JOIN claimed c ON c.kind = k.kind
+LEFT JOIN recent r ON r.kind = k.kind
+LEFT JOIN dead d ON d.kind = k.kind
+LEFT JOIN failures x ON x.kind = k.kind
+ORDER BY k.kind;
 
 -- journal_get: a job's written history, oldest first; the routine enqueued / claimed /
 -- completed entries are read off the job row by the caller and merged in.

@@ -1,0 +1,446 @@
+"""Reads and repairs for operators: list, show, retry, cancel, statistics, retention.
+
+The command line (``venturi jobs ...``, ``venturi stats``, ``venturi purge``,
+``venturi top``) is a thin layer over these functions, and scripts may call them too.
+Each runs named statements from ``sql_templates/statements``; ``conn`` is an asyncpg
+Connection or Pool. Nothing here is on the worker's path.
+"""
+
+from __future__ import annotations
+
+import getpass
+import re
+import socket
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from venturi import sql
+from venturi.errors import ConfigError
+from venturi.jobs import JobInfo, JournalEntry, get_job, get_journal
+from venturi.sql import DEFAULT_SCHEMA
+
+STATUSES = ("pending", "claimed", "completed", "dead", "cancelled")
+FINISHED = ("completed", "dead", "cancelled")
+
+# The journal detail of an operator's retry. Statistics tell it apart from a handler's
+# retry outcome (also journaled as 'retried') by this text.
+MANUAL_RETRY = "manual retry"
+CANCEL_DETAIL = "cancelled by an operator"
+
+# Windows of the recent counts: `venturi stats` reports completions in the last minute,
+# `venturi top` a per-second rate over the last ten seconds; both count failures over
+# the last hour.
+STATS_COMPLETED_WINDOW = 60.0
+TOP_COMPLETED_WINDOW = 10.0
+FAILURES_WINDOW = 3600.0
+
+PURGE_BATCH = 1000
+
+
+def operator_identity() -> str:
+    """Who is acting, for the journal's worker column: ``operator:user@host``."""
+    try:
+        user = getpass.getuser()
+    except Exception:  # no login name in some containers
+        user = "?"
+    return f"operator:{user}@{socket.gethostname()}"
+
+
+def _status(value: str | None, allowed: Sequence[str] = STATUSES) -> str | None:
+    if value is not None and value not in allowed:
+        raise ConfigError(f"status must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def _ids(ids: Iterable[int]) -> list[int]:
+    out = []
+    for i in ids:
+        if isinstance(i, bool) or not isinstance(i, int) or i < 1:
+            raise ConfigError(f"job ids must be positive integers, got {i!r}")
+        out.append(i)
+    if not out:
+        raise ConfigError("give at least one job id")
+    return out
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from ``90s``, ``15m``, ``12h``, ``7d``, ``2w`` or combinations (``1h30m``)."""
+    cleaned = text.strip().lower()
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(cleaned):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT[m.group(2)]
+        pos = m.end()
+    if not cleaned or pos != len(cleaned):
+        raise ConfigError(
+            f"a duration is a number with a unit s, m, h, d or w (7d, 12h, 1h30m), got {text!r}"
+        )
+    return total
+
+
+# --- list and show --------------------------------------------------------------------
+
+
+class JobRow(msgspec.Struct, frozen=True):
+    """One line of ``venturi jobs list``: the row without its carry and result."""
+
+    id: int
+    kind: str
+    status: str
+    priority: int
+    key: str | None
+    attempt: int
+    failures: int
+    max_failures: int
+    created_at: datetime
+    visible_at: datetime
+    claimed_at: datetime | None
+    claimed_by: str | None
+    claim_expires_at: datetime | None
+    finished_at: datetime | None
+    last_error: str | None
+    cancel_requested_at: datetime | None
+
+
+async def list_jobs(
+    conn: Any,
+    *,
+    status: str | None = None,
+    kind: str | None = None,
+    limit: int = 50,
+    schema: str = DEFAULT_SCHEMA,
+) -> list[JobRow]:
+    """The newest jobs first, optionally of one status and one kind."""
+    _status(status)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ConfigError(f"limit must be an integer >= 1, got {limit!r}")
+    rows = await conn.fetch(sql.statement("job_list", schema), status, kind, limit)
+    return [JobRow(**dict(r)) for r in rows]
+
+
+class JobDetail(msgspec.Struct, frozen=True):
+    """``venturi jobs show``: the job (carry and result decoded) and its merged history."""
+
+    job: JobInfo
+    journal: list[JournalEntry]
+
+
+async def show_job(conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> JobDetail | None:
+    """The job and its journal (``venturi.get_journal``, oldest first), or None."""
+    job = await get_job(conn, job_id, schema=schema)
+    if job is None:
+        return None
+    return JobDetail(job, await get_journal(conn, job_id, schema=schema))
+
+
+# --- retry and cancel -----------------------------------------------------------------
+
+
+class Change(msgspec.Struct, frozen=True):
+    """What an operator's retry or cancel did to one job; ``done`` False is a refusal."""
+
+    id: int
+    done: bool
+    message: str
+    kind: str | None = None
+    was: str | None = None
+    now: str | None = None
+
+
+async def retry_jobs(
+    conn: Any,
+    ids: Iterable[int],
+    *,
+    operator: str | None = None,
+    schema: str = DEFAULT_SCHEMA,
+) -> list[Change]:
+    """Dead or cancelled jobs go back to pending, visible now, with a fresh failure budget,
+    journaled as ``retried`` (detail ``manual retry``). Other jobs are refused, each with
+    a message saying why; one result per distinct id, in id order."""
+    wanted = sorted(set(_ids(ids)))
+    who = operator or operator_identity()
+    try:
+        return await _retry(conn, wanted, who, schema)
+    except asyncpg.UniqueViolationError:
+        # Two of these jobs share a kind and key (or a job took the key meanwhile): only
+        # one of them can be unfinished. Go one by one so the others still go through.
+        out = []
+        for job_id in wanted:
+            try:
+                out += await _retry(conn, [job_id], who, schema)
+            except asyncpg.UniqueViolationError:
+                out.append(
+                    Change(
+                        job_id,
+                        False,
+                        f"job {job_id} cannot be retried: another unfinished job of its kind "
+                        "holds its key",
+                    )
+                )
+        return out
+
+
+async def _retry(conn: Any, ids: list[int], who: str, schema: str) -> list[Change]:
+    text = sql.statement("job_retry_many_if_dead_or_cancelled", schema)
+    results: dict[int, Change] = {}
+    todo = ids
+    # A job changed by someone else between the statement's snapshot and its update is
+    # reported as neither retried nor refused; ask again for those (rare, and bounded).
+    for _ in range(3):
+        again = []
+        for r in await conn.fetch(text, todo, who, MANUAL_RETRY):
+            job_id, kind, was = r["id"], r["kind"], r["was"]
+            if was is None:
+                results[job_id] = Change(job_id, False, f"job {job_id} does not exist")
+            elif r["retried"]:
+                results[job_id] = Change(
+                    job_id, True, f"job {job_id} ({kind}): {was} -> pending", kind, was, "pending"
+                )
+            elif r["key_holder"] is not None:
+                results[job_id] = Change(
+                    job_id,
+                    False,
+                    f"job {job_id} ({kind}) cannot be retried: unfinished job "
+                    f"{r['key_holder']} holds its key; wait for it or cancel it first",
+                    kind,
+                    was,
+                )
+            elif was not in ("dead", "cancelled"):
+                results[job_id] = Change(
+                    job_id,
+                    False,
+                    f"job {job_id} ({kind}) is {was}: only dead or cancelled jobs can be retried",
+                    kind,
+                    was,
+                )
+            else:
+                again.append(job_id)
+        if not again:
+            break
+        todo = again
+    for job_id in todo:
+        results.setdefault(
+            job_id, Change(job_id, False, f"job {job_id} kept changing while retrying it")
+        )
+    return [results[i] for i in sorted(results)]
+
+
+async def cancel_jobs(
+    conn: Any,
+    ids: Iterable[int],
+    *,
+    operator: str | None = None,
+    schema: str = DEFAULT_SCHEMA,
+) -> list[Change]:
+    """Pending jobs become cancelled now (journaled ``cancelled``). For a claimed job the
+    request is recorded (``cancel_requested_at``) and the worker holding it settles it;
+    finished jobs are refused. One result per distinct id, in id order."""
+    wanted = sorted(set(_ids(ids)))
+    who = operator or operator_identity()
+    text = sql.statement("job_cancel_many", schema)
+    results: dict[int, Change] = {}
+    todo = wanted
+    for _ in range(3):
+        again = []
+        for r in await conn.fetch(text, todo, who, CANCEL_DETAIL):
+            job_id, kind, was, action = r["id"], r["kind"], r["was"], r["action"]
+            if was is None:
+                results[job_id] = Change(job_id, False, f"job {job_id} does not exist")
+            elif action == "cancelled":
+                results[job_id] = Change(
+                    job_id,
+                    True,
+                    f"job {job_id} ({kind}): {was} -> cancelled",
+                    kind,
+                    was,
+                    "cancelled",
+                )
+            elif action == "requested":
+                results[job_id] = Change(
+                    job_id,
+                    True,
+                    f"job {job_id} ({kind}): claimed by {r['claimed_by']}; cancel requested, "
+                    "its worker settles it",
+                    kind,
+                    was,
+                    "claimed",
+                )
+            elif was in FINISHED:
+                results[job_id] = Change(
+                    job_id,
+                    False,
+                    f"job {job_id} ({kind}) is {was}: only pending or claimed jobs can be "
+                    "cancelled",
+                    kind,
+                    was,
+                )
+            else:
+                again.append(job_id)  # claimed or settled between snapshot and update
+        if not again:
+            break
+        todo = again
+    for job_id in todo:
+        results.setdefault(
+            job_id, Change(job_id, False, f"job {job_id} kept changing while cancelling it")
+        )
+    return [results[i] for i in sorted(results)]
+
+
+# --- statistics -----------------------------------------------------------------------
+
+
+class KindStats(msgspec.Struct, frozen=True):
+    """``venturi stats``, one kind. ``due`` pending jobs may run now, ``scheduled`` ones
+    later; ``oldest_due_seconds`` is how long the longest-waiting due job has been
+    claimable; ``expired`` claims await recovery."""
+
+    kind: str
+    due: int
+    scheduled: int
+    claimed: int
+    expired: int
+    completed: int
+    dead: int
+    cancelled: int
+    oldest_due_seconds: float | None
+    completed_recent: int
+    failures_recent: int
+
+
+class Stats(msgspec.Struct, frozen=True):
+    """Every kind's counts, and the windows of the recent counts in seconds."""
+
+    completed_window_seconds: float
+    failures_window_seconds: float
+    kinds: list[KindStats]
+
+
+async def stats(
+    conn: Any,
+    *,
+    completed_window: float = STATS_COMPLETED_WINDOW,
+    failures_window: float = FAILURES_WINDOW,
+    schema: str = DEFAULT_SCHEMA,
+) -> Stats:
+    """Counts per kind and status, the oldest due job's wait, completions in the last
+    ``completed_window`` seconds and failed executions in the last ``failures_window``."""
+    rows = await conn.fetch(
+        sql.statement("job_stats", schema), MANUAL_RETRY, completed_window, failures_window
+    )
+    return Stats(completed_window, failures_window, [KindStats(**dict(r)) for r in rows])
+
+
+class KindNow(msgspec.Struct, frozen=True):
+    """One kind in a ``venturi top`` frame."""
+
+    kind: str
+    due: int
+    scheduled: int
+    claimed: int
+    expired: int
+    completed_recent: int
+    failures_recent: int
+    dead: int
+    oldest_due_seconds: float | None
+
+
+class WorkerClaims(msgspec.Struct, frozen=True):
+    """A worker (its ``claimed_by``) holding claims now."""
+
+    claimed_by: str | None
+    claims: int
+    kinds: str
+    oldest_claim_at: datetime | None
+    expired: int
+
+
+class TopFrame(msgspec.Struct, frozen=True):
+    """Everything one frame of ``venturi top`` shows, read in one round of queries."""
+
+    at: datetime
+    completed_window_seconds: float
+    failures_window_seconds: float
+    kinds: list[KindNow]
+    workers: list[WorkerClaims]
+
+
+async def top_frame(
+    conn: Any,
+    *,
+    completed_window: float = TOP_COMPLETED_WINDOW,
+    failures_window: float = FAILURES_WINDOW,
+    schema: str = DEFAULT_SCHEMA,
+) -> TopFrame:
+    """Read one frame of ``venturi top``; it never counts all completed jobs."""
+    kinds = await conn.fetch(
+        sql.statement("job_top", schema), MANUAL_RETRY, completed_window, failures_window
+    )
+    workers = await conn.fetch(sql.statement("job_claims_by_worker", schema))
+    return TopFrame(
+        datetime.now(UTC),
+        completed_window,
+        failures_window,
+        [KindNow(**dict(r)) for r in kinds],
+        [WorkerClaims(**dict(r)) for r in workers],
+    )
+
+
+# --- retention ------------------------------------------------------------------------
+
+
+def _purge_args(status: str, older_than: float, kind: str | None) -> tuple[str, float]:
+    checked = _status(status, FINISHED)
+    assert checked is not None
+    if isinstance(older_than, bool) or not isinstance(older_than, int | float) or older_than < 0:
+        raise ConfigError(
+            f"older_than must be a non-negative number of seconds, got {older_than!r}"
+        )
+    if kind is not None and not kind:
+        raise ConfigError("kind must be a non-empty string")
+    return checked, float(older_than)
+
+
+async def purge_count(
+    conn: Any,
+    *,
+    status: str,
+    older_than: float,
+    kind: str | None = None,
+    schema: str = DEFAULT_SCHEMA,
+) -> int:
+    """How many jobs ``purge`` would delete now."""
+    st, secs = _purge_args(status, older_than, kind)
+    return int(await conn.fetchval(sql.statement("job_purge_count", schema), st, secs, kind))
+
+
+async def purge(
+    conn: Any,
+    *,
+    status: str,
+    older_than: float,
+    kind: str | None = None,
+    batch: int = PURGE_BATCH,
+    schema: str = DEFAULT_SCHEMA,
+) -> int:
+    """Delete finished jobs of ``status`` that finished more than ``older_than`` seconds
+    ago, ``batch`` rows per statement (each its own transaction, so locks stay short);
+    their journal goes with them. Returns how many were deleted."""
+    st, secs = _purge_args(status, older_than, kind)
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ConfigError(f"batch must be an integer >= 1, got {batch!r}")
+    text = sql.statement("job_purge_batch", schema)
+    total = 0
+    while True:
+        deleted = int(await conn.fetchval(text, st, secs, kind, batch))
+        total += deleted
+        if deleted < batch:
+            return total

@@ -1,0 +1,294 @@
+"""How the operator reads look in a terminal: rich renderables for ``venturi jobs``,
+``venturi stats`` and ``venturi top``, and the JSON form every read command offers.
+
+Pure functions of what ``venturi.admin`` read; nothing here touches a database, so a
+frame renders the same in a test as in a terminal.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import msgspec
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from venturi.admin import JobDetail, JobRow, Stats, TopFrame
+from venturi.priority import Priority
+
+# Journal events that end an execution badly; their detail may hold a traceback.
+_FAILURE_EVENTS = {"failed", "retried", "timed-out", "stale-recovered", "dead"}
+
+_STATUS_STYLE = {
+    "pending": "cyan",
+    "claimed": "yellow",
+    "completed": "green",
+    "dead": "bold red",
+    "cancelled": "magenta",
+}
+
+
+def to_json(value: Any) -> str:
+    """The ``--json`` output: msgspec's JSON (RFC 3339 times), indented, one document."""
+    return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
+
+
+def duration(seconds: float | None) -> str:
+    """``42s``, ``3m05s``, ``2h10m``, ``4d03h``; an em dash for None."""
+    if seconds is None:
+        return "—"
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def window_label(seconds: float) -> str:
+    """A window for a column header: ``1h``, ``1m``, ``10s``."""
+    s = round(seconds)
+    if s and s % 3600 == 0:
+        return f"{s // 3600}h"
+    if s and s % 60 == 0:
+        return f"{s // 60}m"
+    return f"{s}s"
+
+
+def ago(at: datetime | None, now: datetime) -> str:
+    """``12s ago`` / ``in 3m00s``, relative to ``now``."""
+    if at is None:
+        return "—"
+    delta = (now - at).total_seconds()
+    return f"{duration(delta)} ago" if delta >= 0 else f"in {duration(-delta)}"
+
+
+def _priority(value: int) -> str:
+    try:
+        return Priority(value).name.lower()
+    except ValueError:
+        return str(value)
+
+
+def _status(status: str) -> Text:
+    return Text(status, style=_STATUS_STYLE.get(status, ""))
+
+
+def _first_line(text: str | None, width: int = 60) -> str:
+    if not text:
+        return ""
+    lines = text.strip().splitlines()
+    # A traceback's last line names the exception; that is the line an operator wants.
+    line = lines[-1] if lines and lines[0].startswith("Traceback") else lines[0]
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def jobs_table(rows: list[JobRow], now: datetime) -> Table:
+    """``venturi jobs list``."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for name, justify in (
+        ("id", "right"),
+        ("kind", "left"),
+        ("status", "left"),
+        ("prio", "left"),
+        ("att", "right"),
+        ("fail", "right"),
+        ("created", "left"),
+        ("when", "left"),
+        ("worker / last error", "left"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for r in rows:
+        if r.status == "pending":
+            when = "due" if r.visible_at <= now else ago(r.visible_at, now)
+            note = _first_line(r.last_error)
+        elif r.status == "claimed":
+            when = f"since {ago(r.claimed_at, now)}"
+            note = r.claimed_by or ""
+            if r.cancel_requested_at is not None:
+                note += " (cancel requested)"
+        else:
+            when = ago(r.finished_at, now)
+            note = _first_line(r.last_error)
+        table.add_row(
+            str(r.id),
+            escape(r.kind),
+            _status(r.status),
+            _priority(r.priority),
+            str(r.attempt),
+            f"{r.failures}/{r.max_failures}",
+            ago(r.created_at, now),
+            when,
+            escape(note),
+        )
+    return table
+
+
+def job_detail(detail: JobDetail, now: datetime) -> Group:
+    """``venturi jobs show``: the row, the carry and result, the journal, the tracebacks."""
+    job = detail.job
+    fields = Table.grid(padding=(0, 2))
+    fields.add_column(style="bold")
+    fields.add_column()
+
+    def at(value: datetime | None) -> str:
+        return (
+            "—" if value is None else f"{value.isoformat(timespec='seconds')} ({ago(value, now)})"
+        )
+
+    fields.add_row("id", str(job.id))
+    fields.add_row("kind", escape(job.kind))
+    fields.add_row("status", _status(job.status))
+    fields.add_row("priority", _priority(job.priority))
+    fields.add_row("key", escape(job.key) if job.key is not None else "—")
+    fields.add_row("attempt", str(job.attempt))
+    fields.add_row("failures", f"{job.failures} of {job.max_failures}")
+    fields.add_row("created", at(job.created_at))
+    fields.add_row("visible", at(job.visible_at))
+    if job.claimed_by is not None:
+        fields.add_row("claimed by", escape(job.claimed_by))
+        fields.add_row("claimed", at(job.claimed_at))
+    if job.status == "claimed":
+        fields.add_row("lease until", at(job.claim_expires_at))
+    if job.cancel_requested_at is not None:
+        fields.add_row("cancel asked", at(job.cancel_requested_at))
+    fields.add_row("finished", at(job.finished_at))
+    parts: list[RenderableType] = [fields]
+    parts.append(_json_panel("carry", job.carry))
+    if job.result is not None:
+        parts.append(_json_panel("result", job.result))
+
+    journal = Table(title="journal", title_justify="left", box=None, header_style="bold")
+    for name in ("at", "event", "attempt", "worker", "detail"):
+        journal.add_column(name)
+    for e in detail.journal:
+        journal.add_row(
+            e.at.isoformat(timespec="milliseconds"),
+            Text(e.event, style="red" if e.event in _FAILURE_EVENTS else ""),
+            str(e.attempt),
+            escape(e.worker or ""),
+            escape(_first_line(e.detail)),
+        )
+    parts.append(journal)
+
+    # Full tracebacks: the journal keeps one per failed execution; show each once, and
+    # last_error when the journal does not already hold it.
+    shown: set[str] = set()
+    for e in detail.journal:
+        if e.detail and "\n" in e.detail.strip() and e.detail not in shown:
+            shown.add(e.detail)
+            parts.append(
+                Panel(
+                    Text(e.detail.rstrip()),
+                    title=f"{e.event} · attempt {e.attempt} · {e.at.isoformat(timespec='seconds')}",
+                    title_align="left",
+                    border_style="red",
+                    expand=False,
+                )
+            )
+    if job.last_error and job.last_error not in shown:
+        parts.append(
+            Panel(
+                Text(job.last_error.rstrip()), title="last error", title_align="left", expand=False
+            )
+        )
+    return Group(*parts)
+
+
+def _json_panel(title: str, value: Any) -> Panel:
+    text = to_json(value)
+    return Panel(Text(text), title=title, title_align="left", expand=False)
+
+
+def stats_table(stats: Stats) -> Table:
+    """``venturi stats``: one row per kind and a total."""
+    recent = f"done/{window_label(stats.completed_window_seconds)}"
+    failed = f"failed/{window_label(stats.failures_window_seconds)}"
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("kind")
+    for name in ("due", "scheduled", "claimed", "completed", "dead", "cancelled"):
+        table.add_column(name, justify="right")
+    table.add_column("oldest due", justify="right")
+    table.add_column(recent, justify="right")
+    table.add_column(failed, justify="right")
+    totals = [0] * 8
+    oldest: float | None = None
+    for k in stats.kinds:
+        nums = [k.due, k.scheduled, k.claimed, k.completed, k.dead, k.cancelled]
+        claimed = str(k.claimed) + (f" ({k.expired} expired)" if k.expired else "")
+        table.add_row(
+            escape(k.kind),
+            str(k.due),
+            str(k.scheduled),
+            claimed,
+            str(k.completed),
+            Text(str(k.dead), style="red" if k.dead else ""),
+            str(k.cancelled),
+            duration(k.oldest_due_seconds),
+            str(k.completed_recent),
+            Text(str(k.failures_recent), style="red" if k.failures_recent else ""),
+        )
+        for i, n in enumerate([*nums, k.completed_recent, k.failures_recent]):
+            totals[i] += n
+        if k.oldest_due_seconds is not None:
+            oldest = max(oldest or 0.0, k.oldest_due_seconds)
+    if len(stats.kinds) > 1:
+        table.add_section()
+        table.add_row(
+            Text("total", style="bold"),
+            *(str(n) for n in totals[:6]),
+            duration(oldest),
+            str(totals[6]),
+            str(totals[7]),
+        )
+    return table
+
+
+def top(frame: TopFrame, title: str = "venturi top") -> Group:
+    """One frame of ``venturi top``: per kind, then the workers holding claims."""
+    window = frame.completed_window_seconds
+    kinds = Table(box=None, header_style="bold", pad_edge=False, expand=False)
+    kinds.add_column("kind")
+    failed = f"failed/{window_label(frame.failures_window_seconds)}"
+    for name in ("pending", "scheduled", "claimed", "done/s", failed, "dead", "oldest due"):
+        kinds.add_column(name, justify="right")
+    for k in frame.kinds:
+        kinds.add_row(
+            escape(k.kind),
+            str(k.due),
+            str(k.scheduled),
+            str(k.claimed) + (f" ({k.expired} expired)" if k.expired else ""),
+            f"{k.completed_recent / window:.1f}",
+            Text(str(k.failures_recent), style="red" if k.failures_recent else ""),
+            Text(str(k.dead), style="red" if k.dead else ""),
+            duration(k.oldest_due_seconds),
+        )
+    if not frame.kinds:
+        kinds.add_row(Text("no jobs", style="dim"), *[""] * 7)
+    workers = Table(box=None, header_style="bold", pad_edge=False)
+    workers.add_column("worker (claimed_by)")
+    workers.add_column("claims", justify="right")
+    workers.add_column("kinds")
+    workers.add_column("oldest claim", justify="right")
+    for w in frame.workers:
+        claims = str(w.claims) + (f" ({w.expired} expired)" if w.expired else "")
+        workers.add_row(
+            escape(w.claimed_by or "?"),
+            claims,
+            escape(w.kinds),
+            ago(w.oldest_claim_at, frame.at),
+        )
+    if not frame.workers:
+        workers.add_row(Text("no claims held", style="dim"), "", "", "")
+    stamp = frame.at.astimezone().strftime("%H:%M:%S")
+    header = Text.assemble(
+        (title, "bold"),
+        f"  {stamp}  done/s over the last {window_label(window)}",
+    )
+    return Group(header, "", kinds, "", workers)
