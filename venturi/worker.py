@@ -24,11 +24,13 @@ from typing import Any, Generic, TypeVar
 import asyncpg
 import msgspec
 
+from venturi import maintenance as maintenance_tasks
 from venturi import sql, store
 from venturi.backoff import DEFAULT_BACKOFF, Backoff, seconds
 from venturi.codecs import encode_any
 from venturi.context import Context, JobMeta
 from venturi.errors import ConfigError
+from venturi.maintenance import MaintenanceTask
 from venturi.outcomes import Complete, Dead, Pause, Retry
 from venturi.priority import Priority
 from venturi.registry import Task
@@ -96,6 +98,7 @@ class Worker(Generic[S]):
         failures_to_dead: bool = False,
         backoff: Backoff = DEFAULT_BACKOFF,
         schema: str = sql.DEFAULT_SCHEMA,
+        maintenance: Iterable[MaintenanceTask] = (),
     ) -> None:
         if isinstance(pool_or_dsn, str):
             if not pool_or_dsn.strip():
@@ -136,6 +139,7 @@ class Worker(Generic[S]):
         self.failures_to_dead = failures_to_dead
         self.backoff = backoff
         self.schema = sql.validate_schema(schema)
+        self.maintenance = maintenance_tasks.check(list(maintenance))
         self._tasks: dict[str, Task[Any]] = {}
         self._caps: dict[str, int | None] = {}
         self._running = False
@@ -187,7 +191,8 @@ class Worker(Generic[S]):
         pool = self._pool
         if pool is None:
             assert self._dsn is not None
-            pool = await store.create_pool(self._dsn, min_size=1, max_size=2)
+            # One connection for the loop, one for LISTEN, one for maintenance.
+            pool = await store.create_pool(self._dsn, min_size=1, max_size=3)
         self._inflight, self._per_kind, self._unsettled = {}, Counter(), []
         self._wake = asyncio.Event()
         listener = _Listener(self, pool)
@@ -201,8 +206,9 @@ class Worker(Generic[S]):
                 ",".join(self.kinds),
                 self.concurrency,
             )
-            await self._loop(pool, shutdown)
-            await self._drain(pool)
+            async with maintenance_tasks.running(self.maintenance, pool, self):
+                await self._loop(pool, shutdown)
+                await self._drain(pool)
         finally:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):

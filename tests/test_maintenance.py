@@ -1,0 +1,80 @@
+"""Maintenance tasks run beside the claim loop, at their interval, and their failures stay
+theirs."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import asyncpg
+import msgspec
+import pytest
+
+import venturi
+from venturi import ConfigError, Context
+from venturi.worker import Worker
+
+from .helpers import running, wait_for, wait_status
+
+
+class Item(msgspec.Struct):
+    n: int
+
+
+class Counting:
+    name = "counting"
+    interval = 0.05
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self.seen_pool: Any = None
+
+    async def run(self, pool: Any, worker: Any) -> None:
+        self.runs += 1
+        self.seen_pool = pool
+
+
+class Broken:
+    name = "broken"
+    interval = 0.05
+
+    async def run(self, pool: Any, worker: Any) -> None:
+        raise RuntimeError("maintenance bug")
+
+
+async def test_maintenance_runs_at_its_interval_and_failures_do_not_stop_the_worker(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="m_job")
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        return None
+
+    counting = Counting()
+    worker = Worker(None, dsn, [handler], poll_max=0.1, maintenance=[counting, Broken()])
+    async with running(worker):
+        await wait_for(lambda: _at_least(counting, 3))
+        job_id = await handler.enqueue(conn, Item(1))
+        await wait_status(conn, job_id, "completed")
+    assert counting.seen_pool is not None
+    assert worker.stats["maintenance_errors:broken"] >= 1
+    runs = counting.runs
+    await asyncio.sleep(0.15)
+    assert counting.runs == runs  # stopped with the worker
+
+
+async def _at_least(task: Counting, n: int) -> bool:
+    return task.runs >= n
+
+
+@pytest.mark.parametrize("bad", [object(), "cleanup"])
+def test_bad_maintenance_task(bad: Any) -> None:
+    with pytest.raises(ConfigError, match="maintenance"):
+        Worker(None, "postgresql://x", maintenance=[bad])
+
+
+def test_bad_maintenance_interval() -> None:
+    class Zero(Counting):
+        interval = 0
+
+    with pytest.raises(ConfigError, match="interval must be positive"):
+        Worker(None, "postgresql://x", maintenance=[Zero()])

@@ -1,0 +1,85 @@
+"""Maintenance tasks: periodic work a worker runs beside its claim loop, never on it.
+
+A maintenance task is any object with a ``name``, an ``interval`` in seconds and an
+``async def run(pool, worker)``. The worker runs each one every ``interval`` on its own
+asyncio task; a failure is logged and retried at the next interval, and never touches
+the claim loop. Tasks must be safe to run in many workers at once (take an advisory
+lock, or use ``SKIP LOCKED``), since every worker may be configured with them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from venturi.errors import ConfigError
+
+log = logging.getLogger("venturi.maintenance")
+
+
+@runtime_checkable
+class MaintenanceTask(Protocol):
+    """What ``Worker(maintenance=[...])`` accepts."""
+
+    name: str
+    interval: float
+
+    async def run(self, pool: Any, worker: Any) -> None: ...
+
+
+def check(tasks: Sequence[Any]) -> list[MaintenanceTask]:
+    """Validate maintenance tasks when the worker is built; ``ConfigError`` names the bad one."""
+    checked = []
+    for t in tasks:
+        if not isinstance(t, MaintenanceTask):
+            raise ConfigError(
+                f"maintenance: {t!r} needs a name, an interval and an async run(pool, worker)"
+            )
+        interval = t.interval
+        if isinstance(interval, bool) or not isinstance(interval, int | float) or interval <= 0:
+            raise ConfigError(
+                f"maintenance {t.name!r}: interval must be positive, got {interval!r}"
+            )
+        checked.append(t)
+    return checked
+
+
+async def run_forever(tasks: Sequence[MaintenanceTask], pool: Any, worker: Any) -> None:
+    """Run every task at its interval until cancelled; the first run happens at once."""
+    if not tasks:
+        return
+    due = dict.fromkeys(range(len(tasks)), time.monotonic())
+    while True:
+        now = time.monotonic()
+        for i, task in enumerate(tasks):
+            if due[i] <= now:
+                due[i] = now + task.interval
+                started = time.monotonic()
+                try:
+                    await task.run(pool, worker)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    worker.stats[f"maintenance_errors:{task.name}"] += 1
+                    log.warning("maintenance %s failed: %s", task.name, exc, exc_info=True)
+                else:
+                    worker.stats[f"maintenance_runs:{task.name}"] += 1
+                    log.debug("maintenance %s ran in %.3fs", task.name, time.monotonic() - started)
+        await asyncio.sleep(max(0.0, min(due.values()) - time.monotonic()))
+
+
+@contextlib.asynccontextmanager
+async def running(tasks: Sequence[MaintenanceTask], pool: Any, worker: Any) -> Any:
+    """Run the maintenance tasks for the duration of the block."""
+    handle = asyncio.create_task(run_forever(tasks, pool, worker)) if tasks else None
+    try:
+        yield
+    finally:
+        if handle is not None:
+            handle.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await handle
