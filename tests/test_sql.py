@@ -139,7 +139,7 @@ async def test_claim_and_recovery_use_their_partial_indexes(conn: asyncpg.Connec
     )
     await conn.execute(sql.statement("maintenance/analyze"))
     claim = await _explain(
-        conn, "job_claim", "me:1", ["k1", "k2"], [60.0, 60.0], 0, 4, 1.0, 2.0, 3600.0
+        conn, "job_claim", "me:1", ["k1", "k2"], [60.0, 60.0], 0, 4, 1.0, 2.0, 3600.0, [], [], []
     )
     assert "jobs_claim_idx" in claim
     assert "jobs_stale_idx" in claim

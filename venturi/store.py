@@ -149,19 +149,44 @@ async def claim(
     limit: int,
     backoff: Backoff,
 ) -> list[Record]:
-    return list(
-        await conn.fetch(
-            sql.statement("job_claim", schema),
-            worker,
-            kinds,
-            leases,
-            floor,
-            limit,
-            backoff.base,
-            backoff.factor,
-            backoff.cap,
-        )
+    """Recover expired claims and claim up to ``limit`` jobs; the claimed rows."""
+    claimed, _ = await complete_and_claim(
+        conn, schema, worker, kinds, leases, floor, limit, backoff
     )
+    return claimed
+
+
+async def complete_and_claim(
+    conn: Any,
+    schema: str,
+    worker: str,
+    kinds: Sequence[str],
+    leases: Sequence[float],
+    floor: int,
+    limit: int,
+    backoff: Backoff,
+    done: Sequence[tuple[int, int, str | None]] = (),
+) -> tuple[list[Record], set[int]]:
+    """Settle ``done`` (id, attempt, result) as completed, recover expired claims and
+    claim up to ``limit`` jobs, in one statement and one commit. Returns the claimed rows
+    and the ids whose completion applied (the others lost their claim)."""
+    rows = await conn.fetch(
+        sql.statement("job_claim", schema),
+        worker,
+        kinds,
+        leases,
+        floor,
+        limit,
+        backoff.base,
+        backoff.factor,
+        backoff.cap,
+        [d[0] for d in done],
+        [d[1] for d in done],
+        [d[2] for d in done],
+    )
+    claimed = [r for r in rows if not r["settled"]]
+    settled = {int(r["id"]) for r in rows if r["settled"]}
+    return claimed, settled
 
 
 async def next_visible_at(conn: Any, schema: str, kinds: Sequence[str]) -> datetime | None:

@@ -75,6 +75,14 @@ class _Run:
     outcome: tuple[str, Any] | None = None
 
 
+def _is_complete(run: _Run) -> bool:
+    return run.outcome is not None and run.outcome[0] == "complete"
+
+
+def _result(run: _Run) -> str | None:
+    return run.outcome[1] if run.outcome is not None else None
+
+
 class Worker(Generic[S]):
     """Claims, runs and settles jobs of its registered kinds until ``run``'s shutdown event.
 
@@ -236,10 +244,13 @@ class Worker(Generic[S]):
             timeout: float | None = self.poll_max
             try:
                 self._reap()
-                await self._settle(pool)
-                free = self.concurrency - len(self._inflight) - len(self._unsettled)
+                await self._settle(pool, completes=False)
+                completes = [r for r in self._unsettled if _is_complete(r)]
+                # Completions ride the next claim: their slots count as free already.
+                busy = len(self._inflight) + len(self._unsettled) - len(completes)
+                free = self.concurrency - busy
                 if free > 0:
-                    short = await self._fill(pool, free, shutdown)
+                    short = await self._fill(pool, free, shutdown, completes)
                     if short:
                         # Idle slots: wake exactly when the next scheduled job is due.
                         nxt = await store.next_visible_at(pool, self.schema, self.kinds)
@@ -251,6 +262,7 @@ class Worker(Generic[S]):
                     else:
                         timeout = 0.0  # slots remain and the queue had more: go again
                 else:
+                    await self._settle(pool)
                     timeout = None  # all slots busy: only a finishing handler helps
                 errors = 0
             except TRANSIENT as exc:
@@ -275,8 +287,14 @@ class Worker(Generic[S]):
 
     # --- claiming ------------------------------------------------------------------
 
-    def _claimable_kinds(self) -> list[str]:
-        return [k for k in self.kinds if (cap := self._caps[k]) is None or self._per_kind[k] < cap]
+    def _claimable_kinds(self, releasing: Counter[str] | None = None) -> list[str]:
+        """Registered kinds under their cap, counting ``releasing`` runs as finished."""
+        rel = releasing or Counter()
+        return [
+            k
+            for k in self.kinds
+            if (cap := self._caps[k]) is None or self._per_kind[k] - rel[k] < cap
+        ]
 
     def _next_floor(self) -> int:
         """The priority floor of the next claim: weighted anti-starvation (ADR 22).
@@ -295,23 +313,40 @@ class Worker(Generic[S]):
             return Priority.NORMAL
         return Priority.HIGH
 
-    async def _fill(self, pool: Any, free: int, shutdown: asyncio.Event) -> bool:
-        """Claim into the free slots; True when the queue had nothing more to give."""
+    async def _fill(
+        self, pool: Any, free: int, shutdown: asyncio.Event, completes: list[_Run]
+    ) -> bool:
+        """Settle ``completes`` and claim into the free slots, in as few statements as
+        possible; True when the queue had nothing more to give."""
+        done = completes
+        short = False
         while free > 0 and not shutdown.is_set():
-            kinds = self._claimable_kinds()
+            releasing = Counter(r.task.kind for r in done)
+            kinds = self._claimable_kinds(releasing)
             if not kinds:
-                return False
+                break
             limit = free
             for k in kinds:
                 cap = self._caps[k]
                 if cap is not None:
                     # A batch must not overshoot a cap: size it to the tightest room.
-                    limit = min(limit, cap - self._per_kind[k])
+                    limit = min(limit, cap - (self._per_kind[k] - releasing[k]))
             leases = [self._tasks[k].lease or self.lease for k in kinds]
             floor = self._next_floor()
-            rows = await store.claim(
-                pool, self.schema, self.claimed_by, kinds, leases, floor, limit, self.backoff
+            rows, settled = await store.complete_and_claim(
+                pool,
+                self.schema,
+                self.claimed_by,
+                kinds,
+                leases,
+                floor,
+                limit,
+                self.backoff,
+                [(r.id, r.attempt, _result(r)) for r in done],
             )
+            for r in done:
+                self._finish(r, "completed", r.id in settled)
+            done = []
             if floor and len(rows) < limit:
                 # A reserved tier that is empty does not waste the slot.
                 rows += await store.claim(
@@ -331,8 +366,11 @@ class Worker(Generic[S]):
                 self.stats["empty_claims"] += 1
             free -= len(rows)
             if len(rows) < limit:
-                return True
-        return False
+                short = True
+                break
+        if done:
+            await self._settle(pool)
+        return short
 
     def _spawn(self, row: Any) -> None:
         kind = row["kind"]
@@ -427,24 +465,25 @@ class Worker(Generic[S]):
                 run.outcome = ("failed", "handler ended without an outcome")
             self._unsettled.append(run)
 
-    async def _settle(self, pool: Any) -> None:
-        """Write every queued outcome; a run leaves the queue (and frees its slot) only
+    async def _settle(self, pool: Any, completes: bool = True) -> None:
+        """Write queued outcomes (completions too, unless ``completes`` is False because
+        they will ride the next claim). A run leaves the queue, freeing its slot, only
         once its settlement is written or found to have lost its claim."""
         if not self._unsettled:
             return
-        completes = [r for r in self._unsettled if r.outcome and r.outcome[0] == "complete"]
-        if completes:
+        done = [r for r in self._unsettled if _is_complete(r)] if completes else []
+        if done:
             settled = await store.complete_many(
                 pool,
                 self.schema,
                 self.claimed_by,
-                [r.id for r in completes],
-                [r.attempt for r in completes],
-                [r.outcome[1] if r.outcome else None for r in completes],
+                [r.id for r in done],
+                [r.attempt for r in done],
+                [_result(r) for r in done],
             )
-            for r in completes:
+            for r in done:
                 self._finish(r, "completed", r.id in settled)
-        for run in [r for r in self._unsettled if r.outcome and r.outcome[0] != "complete"]:
+        for run in [r for r in self._unsettled if not _is_complete(r)]:
             ok = await self._settle_one(pool, run)
             self._finish(run, run.outcome[0] if run.outcome else "?", ok)
 

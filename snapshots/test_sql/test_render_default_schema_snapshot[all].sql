@@ -174,7 +174,10 @@ LEFT JOIN cancelled c ON c.id = input.id
 LEFT JOIN requested r ON r.id = input.id
 ORDER BY input.id;
 
--- job_claim: recover expired claims, then claim up to $5 eligible jobs (ADR 3).
+-- job_claim: settle finished jobs as completed, recover expired claims, then claim up to
+-- $5 eligible jobs (ADR 3): one round trip and one commit for a whole loop iteration.
+-- Rows with settled = true are the completions that applied (a job missing from them
+-- lost its claim); the others are the claimed jobs.
 -- $1 text claimed_by: identity stamped on every claimed row (host:pid)
 -- $2 text[] kinds: the claim filter (registered kinds minus those at their cap)
 -- $3 float8[] leases: lease in seconds of each kind in $2, same order
@@ -183,9 +186,23 @@ ORDER BY input.id;
 -- $6 float8 backoff_base: recovery backoff, seconds of the first
 -- $7 float8 backoff_factor: recovery backoff growth per failure
 -- $8 float8 backoff_cap: recovery backoff ceiling in seconds
--- index: jobs_claim_idx (pending rows by priority, created_at); jobs_stale_idx for recovery.
-PREPARE venturi_job_claim(text, text[], float8[], smallint, integer, float8, float8, float8) AS
-WITH stale AS (
+-- $9 bigint[] done_ids: jobs this worker finished, to settle as completed (may be empty)
+-- $10 integer[] done_attempts: the claim (attempt) each was run under
+-- $11 text[] done_results: msgspec-encoded JSON result of each (NULL: none)
+-- index: jobs_claim_idx (pending rows by priority, created_at); jobs_stale_idx for
+-- recovery; primary key for the completions.
+PREPARE venturi_job_claim(text, text[], float8[], smallint, integer, float8, float8, float8, bigint[], integer[], text[]) AS
+WITH completed AS (
+    UPDATE "venturi".jobs j
+    SET status = 'completed', finished_at = now(), claim_expires_at = NULL,
+        result = done.result::jsonb
+    FROM unnest($9::bigint[], $10::integer[], $11::text[]) AS done(id, attempt, result)
+    WHERE j.id = done.id
+      -- The ownership guard: a reclaimed job (new attempt or new owner) is left alone.
+      AND j.status = 'claimed' AND j.claimed_by = $1 AND j.attempt = done.attempt
+    RETURNING j.id
+),
+stale AS (
     SELECT id FROM "venturi".jobs
     WHERE status = 'claimed' AND claim_expires_at < now()
     ORDER BY claim_expires_at
@@ -226,25 +243,33 @@ candidates AS (
       -- Delayed work (backoff, paused resume, scheduled) stays invisible until its time.
       AND visible_at <= now()
       -- Only kinds this worker can run and that are under their cap.
-      AND kind = ANY($2)
+      AND kind = ANY($2::text[])
       -- Anti-starvation (ADR 22): a raised floor gives a lower tier this claim.
-      AND priority >= $4
+      AND priority >= $4::smallint
     ORDER BY priority, created_at, id
-    LIMIT $5
+    LIMIT $5::integer
     -- Concurrent claims take distinct rows without waiting on each other.
     FOR UPDATE SKIP LOCKED
+),
+claimed AS (
+    UPDATE "venturi".jobs j
+    SET status = 'claimed',
+        claimed_by = $1,
+        claimed_at = now(),
+        attempt = j.attempt + 1,
+        -- The lease begins now, when the work begins (the worker starts it at once).
+        claim_expires_at = now() + make_interval(secs => lease.seconds)
+    FROM candidates, unnest($2::text[], $3::float8[]) AS lease(kind, seconds)
+    WHERE j.id = candidates.id AND lease.kind = j.kind
+    RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt, j.failures,
+              j.max_failures, j.created_at, j.claim_expires_at
 )
-UPDATE "venturi".jobs j
-SET status = 'claimed',
-    claimed_by = $1,
-    claimed_at = now(),
-    attempt = j.attempt + 1,
-    -- The lease begins now, when the work begins (the worker starts it at once).
-    claim_expires_at = now() + make_interval(secs => lease.seconds)
-FROM candidates, unnest($2::text[], $3::float8[]) AS lease(kind, seconds)
-WHERE j.id = candidates.id AND lease.kind = j.kind
-RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt, j.failures,
-          j.max_failures, j.created_at, j.claim_expires_at;
+SELECT false AS settled, id, kind, priority, carry, attempt, failures, max_failures,
+       created_at, claim_expires_at
+FROM claimed
+UNION ALL
+SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM completed;
 
 -- job_claims_by_worker: the workers holding claims now (from claimed_by), with how many,
 -- of which kinds, since when, and how many of those claims have expired (`venturi top`).
