@@ -17,6 +17,7 @@ from venturi.context import Context
 from venturi.errors import ConfigError
 from venturi.outcomes import Outcome
 from venturi.priority import Priority
+from venturi.rate import Rate
 from venturi.sql import DEFAULT_SCHEMA
 
 C = TypeVar("C")
@@ -84,6 +85,8 @@ class Task(Generic[C]):
         max_failures: int,
         backoff: Backoff,
         max_carry_bytes: int,
+        renew_lease: bool = False,
+        rate: Rate | None = None,
     ) -> None:
         self.fn = fn
         self.kind = kind
@@ -94,6 +97,8 @@ class Task(Generic[C]):
         self.timeout = timeout
         self.max_failures = max_failures
         self.backoff = backoff
+        self.renew_lease = renew_lease
+        self.rate = rate
         self.is_async = inspect.iscoroutinefunction(fn)
         self.codec: CarryCodec[C] = CarryCodec(carry_type, kind, max_carry_bytes)
         self.__name__ = getattr(fn, "__name__", kind)
@@ -213,12 +218,16 @@ def task(
     max_failures: int = DEFAULT_MAX_FAILURES,
     backoff: Backoff = DEFAULT_BACKOFF,
     max_carry_bytes: int = DEFAULT_MAX_CARRY_BYTES,
+    renew_lease: bool = False,
+    rate: Rate | None = None,
 ) -> Callable[[Handler], Task[Any]]:
     """Declare a job kind. Every argument is checked here; a bad one raises ConfigError.
 
     ``lease`` overrides the worker's default lease, ``cap`` is the default per-kind
     concurrency cap, ``timeout`` bounds one run, ``max_failures`` is the failure backstop
-    and ``backoff`` the retry delay policy.
+    and ``backoff`` the retry delay policy. ``renew_lease`` keeps extending the claim
+    while the handler runs (a crash is still detected within one lease); ``rate`` is a
+    per-worker token bucket (``venturi.Rate``) on claims of this kind.
     """
     if not isinstance(kind, str) or not kind or len(kind) > 200 or kind != kind.strip():
         raise ConfigError(
@@ -238,6 +247,10 @@ def task(
             f"backoff must be a venturi.Backoff (Backoff.fixed or Backoff.exponential), "
             f"got {backoff!r}"
         )
+    if not isinstance(renew_lease, bool):
+        raise ConfigError(f"renew_lease must be a bool, got {renew_lease!r}")
+    if rate is not None and not isinstance(rate, Rate):
+        raise ConfigError(f"rate must be a venturi.Rate, got {rate!r}")
 
     def decorate(fn: Handler) -> Task[Any]:
         if not callable(fn):
@@ -259,6 +272,8 @@ def task(
             failures_n,
             backoff,
             carry_limit,
+            renew_lease,
+            rate,
         )
         # The same function declared again (a module reloaded) replaces itself.
         _REGISTRY[kind] = t

@@ -1,0 +1,56 @@
+"""Per-kind rate limits: a token bucket local to each worker."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import msgspec
+
+from venturi.errors import ConfigError
+
+
+class Rate(msgspec.Struct, frozen=True):
+    """At most ``per_second`` claims of a kind per second on average, with bursts of up
+    to ``burst``. The bucket is local to each worker: across W workers the kind's rate
+    is up to W times this."""
+
+    per_second: float
+    burst: int = 1
+
+    def __post_init__(self) -> None:
+        ps = self.per_second
+        if isinstance(ps, bool) or not isinstance(ps, int | float) or not ps > 0 or math.isinf(ps):
+            raise ConfigError(f"rate per_second must be a positive number, got {ps!r}")
+        b = self.burst
+        if isinstance(b, bool) or not isinstance(b, int) or b < 1:
+            raise ConfigError(f"rate burst must be an integer >= 1, got {b!r}")
+
+
+class TokenBucket:
+    """Tokens refill continuously at ``rate.per_second`` up to ``rate.burst``; a claim that
+    returns jobs spends one token per job, a claim that returns nothing spends none."""
+
+    __slots__ = ("_at", "rate", "tokens")
+
+    def __init__(self, rate: Rate, now: float | None = None) -> None:
+        self.rate = rate
+        self.tokens = float(rate.burst)
+        self._at = time.monotonic() if now is None else now
+
+    def available(self, now: float | None = None) -> int:
+        """Whole tokens available now."""
+        t = time.monotonic() if now is None else now
+        self.tokens = min(
+            float(self.rate.burst), self.tokens + (t - self._at) * self.rate.per_second
+        )
+        self._at = t
+        return int(self.tokens + 1e-9)
+
+    def spend(self, n: int) -> None:
+        self.tokens -= n
+
+    def wait(self) -> float:
+        """Seconds until the next whole token (0 when one is there)."""
+        missing = 1.0 - self.tokens
+        return max(0.0, missing / self.rate.per_second)
