@@ -294,3 +294,28 @@ async def get_journal(conn: Any, schema: str, job_id: int) -> list[Record]:
 
 async def job_counts(conn: Any, schema: str, ids: Sequence[int] | None = None) -> list[Record]:
     return list(await conn.fetch(sql.statement("job_counts", schema), ids))
+
+
+async def heartbeat(
+    conn: Any,
+    schema: str,
+    worker: str,
+    ids: Sequence[int],
+    attempts: Sequence[int],
+    leases: Sequence[float | None],
+) -> list[Record]:
+    """Renew due leases and read ownership and cancel requests of running jobs."""
+    return list(
+        await conn.fetch(
+            sql.statement("job_heartbeat_if_owned", schema), worker, ids, attempts, leases
+        )
+    )
+
+
+async def cancel(
+    conn: Any, schema: str, worker: str, job_id: int, attempt: int, detail: str
+) -> bool:
+    row = await conn.fetchrow(
+        sql.statement("job_cancel_if_owned", schema), worker, job_id, attempt, detail
+    )
+    return row is not None

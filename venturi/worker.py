@@ -33,6 +33,7 @@ from venturi.errors import ConfigError
 from venturi.maintenance import MaintenanceTask
 from venturi.outcomes import Complete, Dead, Pause, Retry
 from venturi.priority import Priority
+from venturi.rate import Rate, TokenBucket
 from venturi.registry import Task
 
 S = TypeVar("S")
@@ -69,8 +70,13 @@ class _Run:
     carry_text: str
     priority: int
     created_at: datetime
+    lease: float = 0.0
+    renew: bool = False
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
     started: float = field(default_factory=time.monotonic)
+    renewed: float = field(default_factory=time.monotonic)
+    # An operator asked to cancel this job (cancel_requested_at, seen by the heartbeat).
+    cancel_requested: bool = False
     # Filled when the handler ends: (kind of settle, payload).
     outcome: tuple[str, Any] | None = None
 
@@ -107,6 +113,8 @@ class Worker(Generic[S]):
         backoff: Backoff = DEFAULT_BACKOFF,
         schema: str = sql.DEFAULT_SCHEMA,
         maintenance: Iterable[MaintenanceTask] = (),
+        renew_lease: bool = False,
+        heartbeat: timedelta | float = 1.0,
     ) -> None:
         if isinstance(pool_or_dsn, str):
             if not pool_or_dsn.strip():
@@ -137,6 +145,10 @@ class Worker(Generic[S]):
             raise ConfigError(f"failures_to_dead must be a bool, got {failures_to_dead!r}")
         if not isinstance(backoff, Backoff):
             raise ConfigError(f"backoff must be a venturi.Backoff, got {backoff!r}")
+        if not isinstance(renew_lease, bool):
+            raise ConfigError(f"renew_lease must be a bool, got {renew_lease!r}")
+        self.renew_lease = renew_lease
+        self.heartbeat = seconds(heartbeat, "heartbeat")
         self.state = state
         self.concurrency = concurrency
         self.poll_max = seconds(poll_max, "poll_max")
@@ -150,6 +162,9 @@ class Worker(Generic[S]):
         self.maintenance = maintenance_tasks.check(list(maintenance))
         self._tasks: dict[str, Task[Any]] = {}
         self._caps: dict[str, int | None] = {}
+        self._rates: dict[str, Rate | None] = {}
+        self._renew: dict[str, bool | None] = {}
+        self._buckets: dict[str, TokenBucket] = {}
         self._running = False
         self.stats: Counter[str] = Counter()
         for t in tasks:
@@ -162,8 +177,16 @@ class Worker(Generic[S]):
         self._claims = 0
         self._listening = False
 
-    def register(self, task: Task[Any], cap: int | None = None) -> Worker[S]:
-        """Teach the worker a kind; ``cap`` overrides the task's per-kind concurrency cap.
+    def register(
+        self,
+        task: Task[Any],
+        cap: int | None = None,
+        *,
+        rate: Rate | None = None,
+        renew_lease: bool | None = None,
+    ) -> Worker[S]:
+        """Teach the worker a kind; ``cap``, ``rate`` and ``renew_lease`` override the
+        task's own for this worker.
 
         The registered kinds are exactly the claim filter.
         """
@@ -173,9 +196,19 @@ class Worker(Generic[S]):
             raise ConfigError(f"tasks must be declared with @venturi.task, got {task!r}")
         if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
             raise ConfigError(f"cap must be an integer >= 1, got {cap!r}")
+        if rate is not None and not isinstance(rate, Rate):
+            raise ConfigError(f"rate must be a venturi.Rate, got {rate!r}")
+        if renew_lease is not None and not isinstance(renew_lease, bool):
+            raise ConfigError(f"renew_lease must be a bool, got {renew_lease!r}")
         self._tasks[task.kind] = task
         self._caps[task.kind] = cap if cap is not None else task.cap
+        self._rates[task.kind] = rate if rate is not None else task.rate
+        self._renew[task.kind] = renew_lease
         return self
+
+    def _renews(self, kind: str) -> bool:
+        own = self._renew[kind]
+        return own if own is not None else (self._tasks[kind].renew_lease or self.renew_lease)
 
     @property
     def kinds(self) -> list[str]:
@@ -202,6 +235,7 @@ class Worker(Generic[S]):
             # One connection for the loop, one for LISTEN, one for maintenance.
             pool = await store.create_pool(self._dsn, min_size=1, max_size=3)
         self._inflight, self._per_kind, self._unsettled = {}, Counter(), []
+        self._buckets = {k: TokenBucket(r) for k, r in self._rates.items() if r is not None}
         self._wake = asyncio.Event()
         listener = _Listener(self, pool)
         watcher = asyncio.create_task(self._watch(shutdown))
@@ -214,9 +248,15 @@ class Worker(Generic[S]):
                 ",".join(self.kinds),
                 self.concurrency,
             )
-            async with maintenance_tasks.running(self.maintenance, pool, self):
-                await self._loop(pool, shutdown)
-                await self._drain(pool)
+            beating = asyncio.create_task(self._heartbeat_loop(pool))
+            try:
+                async with maintenance_tasks.running(self.maintenance, pool, self):
+                    await self._loop(pool, shutdown)
+                    await self._drain(pool)
+            finally:
+                beating.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await beating
         finally:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -251,14 +291,20 @@ class Worker(Generic[S]):
                 free = self.concurrency - busy
                 if free > 0:
                     short = await self._fill(pool, free, shutdown, completes)
+                    token_wait = self._token_wait()
                     if short:
                         # Idle slots: wake exactly when the next scheduled job is due.
+                        wait = self.poll_max
                         nxt = await store.next_visible_at(pool, self.schema, self.kinds)
                         if nxt is not None:
                             due = (nxt - datetime.now(nxt.tzinfo)).total_seconds()
-                            timeout = min(self.poll_max, max(due, 0.0))
+                            wait = min(wait, max(due, 0.0))
+                        if token_wait is not None:
+                            wait = min(wait, token_wait)
+                        timeout = wait
                     elif not self._claimable_kinds():
-                        timeout = None  # every kind at its cap: only a finish helps
+                        # Every kind at its cap (only a finish helps) or out of tokens.
+                        timeout = self._token_wait()
                     else:
                         timeout = 0.0  # slots remain and the queue had more: go again
                 else:
@@ -293,8 +339,14 @@ class Worker(Generic[S]):
         return [
             k
             for k in self.kinds
-            if (cap := self._caps[k]) is None or self._per_kind[k] - rel[k] < cap
+            if ((cap := self._caps[k]) is None or self._per_kind[k] - rel[k] < cap)
+            and ((bucket := self._buckets.get(k)) is None or bucket.available() >= 1)
         ]
+
+    def _token_wait(self) -> float | None:
+        """Seconds until a kind held back only by its rate limit gets a token."""
+        waits = [b.wait() for k, b in self._buckets.items() if b.available() < 1]
+        return min(waits) if waits else None
 
     def _next_floor(self) -> int:
         """The priority floor of the next claim: weighted anti-starvation (ADR 22).
@@ -331,6 +383,9 @@ class Worker(Generic[S]):
                 if cap is not None:
                     # A batch must not overshoot a cap: size it to the tightest room.
                     limit = min(limit, cap - (self._per_kind[k] - releasing[k]))
+                if (bucket := self._buckets.get(k)) is not None:
+                    # Nor spend more tokens than the bucket holds.
+                    limit = min(limit, bucket.available())
             leases = [self._tasks[k].lease or self.lease for k in kinds]
             floor = self._next_floor()
             rows, settled = await store.complete_and_claim(
@@ -361,6 +416,8 @@ class Worker(Generic[S]):
                 )
             for row in rows:
                 self._spawn(row)
+                if (bucket := self._buckets.get(row["kind"])) is not None:
+                    bucket.spend(1)
             self.stats["claimed"] += len(rows)
             if not rows:
                 self.stats["empty_claims"] += 1
@@ -382,6 +439,8 @@ class Worker(Generic[S]):
             carry_text=row["carry"],
             priority=row["priority"],
             created_at=row["created_at"],
+            lease=self._tasks[kind].lease or self.lease,
+            renew=self._renews(kind),
         )
         handle = asyncio.create_task(self._execute(run), name=f"venturi job {run.id}")
         handle.add_done_callback(lambda _: self._wake.set())
@@ -509,6 +568,11 @@ class Worker(Generic[S]):
         assert run.outcome is not None
         what, payload = run.outcome
         me, sch = self.claimed_by, self.schema
+        if run.cancel_requested and what != "complete":
+            # An operator cancelled it and the handler stopped short of completing.
+            detail = f"cancelled by an operator; the handler ended with {what}"
+            run.outcome = ("cancelled", detail)
+            return await store.cancel(pool, sch, me, run.id, run.attempt, detail)
         if what == "pause":
             carry, at, after = payload
             return await store.pause(pool, sch, me, run.id, run.attempt, carry, at, after)
@@ -552,6 +616,69 @@ class Worker(Generic[S]):
                 extra={"job_id": run.id, "kind": run.task.kind, "attempt": run.attempt},
             )
         return status is not None
+
+    # --- heartbeat: lease renewal and cancel requests ----------------------------
+
+    def _beat_every(self) -> float:
+        """The heartbeat's tick: a quarter of the shortest renewing lease, so a renewal due
+        at a third of a lease happens before 0.6 of it has passed."""
+        renewing = [
+            (self._tasks[k].lease or self.lease) / 4 for k in self._tasks if self._renews(k)
+        ]
+        return min([self.heartbeat, *renewing])
+
+    async def _heartbeat_loop(self, pool: Any) -> None:
+        """While handlers run: push forward every third of a lease the claims that renew
+        (guarded by ownership, so a crash is still detected within one lease), and pass
+        operators' cancel requests to the handlers' contexts."""
+        tick = self._beat_every()
+        while True:
+            await asyncio.sleep(tick)
+            runs = [r for r in self._inflight.values() if r.outcome is None]
+            if not runs:
+                continue
+            now = time.monotonic()
+            due = {r.id for r in runs if r.renew and now - r.renewed >= r.lease / 3}
+            try:
+                rows = await store.heartbeat(
+                    pool,
+                    self.schema,
+                    self.claimed_by,
+                    [r.id for r in runs],
+                    [r.attempt for r in runs],
+                    [r.lease if r.id in due else None for r in runs],
+                )
+            except TRANSIENT as exc:
+                self.stats["db_errors"] += 1
+                log.warning("heartbeat failed (retrying): %s", store._one_line(exc))
+                continue
+            by_id = {r.id: r for r in runs}
+            for row in rows:
+                run = by_id[row["id"]]
+                extra = {"job_id": run.id, "kind": run.task.kind, "attempt": run.attempt}
+                if row["renewed"]:
+                    run.renewed = now
+                    self.stats["leases_renewed"] += 1
+                elif run.id in due or not row["owned"]:
+                    if not run.cancel.is_set():
+                        self.stats["claims_lost"] += 1
+                        log.warning(
+                            "job %d (%s) lost its claim while running (lease expired and "
+                            "recovered elsewhere); asking its handler to stop",
+                            run.id,
+                            run.task.kind,
+                            extra=extra,
+                        )
+                        run.cancel.set()
+                if row["cancel_requested"] and row["owned"] and not run.cancel_requested:
+                    run.cancel_requested = True
+                    run.cancel.set()
+                    log.info(
+                        "job %d (%s): cancel requested by an operator",
+                        run.id,
+                        run.task.kind,
+                        extra=extra,
+                    )
 
     # --- shutdown ------------------------------------------------------------------
 

@@ -1,0 +1,260 @@
+"""Worker options beyond the design document: lease renewal, rate limits, and operator
+cancellation of a running job."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import asyncpg
+import msgspec
+import pytest
+
+import venturi
+from venturi import Backoff, ConfigError, Context, admin
+from venturi.rate import Rate, TokenBucket
+from venturi.worker import Worker
+
+from .helpers import running, wait_for, wait_status
+
+
+class Item(msgspec.Struct):
+    n: int
+
+
+async def _true(v: bool) -> bool:
+    return v
+
+
+def events(journal: list[venturi.JournalEntry]) -> list[str]:
+    return [e.event for e in journal]
+
+
+# --- lease renewal ----------------------------------------------------------------------
+
+
+async def test_renewed_lease_keeps_a_long_job_from_running_twice(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    runs: list[int] = []
+
+    @venturi.task(kind="o_long", lease=0.3, renew_lease=True, backoff=Backoff.fixed(0))
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        runs.append(ctx.job.attempt)
+        await asyncio.sleep(1.2)  # four leases long
+
+    job_id = await handler.enqueue(conn, Item(1))
+    first = Worker(None, dsn, [handler], poll_max=0.1, claimed_by="first:1")
+    second = Worker(None, dsn, [handler], poll_max=0.1, claimed_by="second:2")
+    async with running(first), running(second):
+        await wait_status(conn, job_id, "completed", within=20)
+    assert runs == [1]
+    assert first.stats["leases_renewed"] + second.stats["leases_renewed"] >= 3
+    assert events(await venturi.get_journal(conn, job_id)) == ["enqueued", "claimed", "completed"]
+
+
+async def test_without_renewal_the_same_long_job_runs_twice(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    runs: list[int] = []
+
+    @venturi.task(kind="o_long_plain", lease=0.3, backoff=Backoff.fixed(0))
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        runs.append(ctx.job.attempt)
+        if ctx.job.attempt == 1:
+            await asyncio.sleep(1.2)  # past its lease: recovered and run again meanwhile
+
+    job_id = await handler.enqueue(conn, Item(1))
+    first = Worker(None, dsn, [handler], poll_max=0.1, claimed_by="first:1")
+    second = Worker(None, dsn, [handler], poll_max=0.1, claimed_by="second:2")
+    async with running(first), running(second):
+        await wait_status(conn, job_id, "completed", within=20)
+        await wait_for(lambda: _true(len(runs) >= 2))
+    assert runs[:2] == [1, 2]
+    assert "stale-recovered" in events(await venturi.get_journal(conn, job_id))
+
+
+class ThreadWorker:
+    """A worker on its own event loop in a thread: it keeps running while a handler
+    blocks the test's event loop."""
+
+    def __init__(self, worker: Worker[Any]) -> None:
+        self.worker = worker
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.stop: asyncio.Event | None = None
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=asyncio.run, args=(self._main(),))
+
+    async def _main(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.stop = asyncio.Event()
+        self.ready.set()
+        await self.worker.run(self.stop)
+
+    def __enter__(self) -> ThreadWorker:
+        self.thread.start()
+        self.ready.wait(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.loop is not None and self.stop is not None
+        self.loop.call_soon_threadsafe(self.stop.set)
+        self.thread.join(30)
+
+
+async def test_renewal_that_finds_the_claim_lost_cancels_the_handler(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    stopped = asyncio.Event()
+    claimed = asyncio.Event()
+    go = asyncio.Event()
+
+    @venturi.task(kind="o_lost", lease=0.3, renew_lease=True, backoff=Backoff.fixed(0))
+    async def handler(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        if ctx.job.attempt == 1:
+            claimed.set()
+            await go.wait()
+            # A handler that blocks its event loop past its lease: no renewal can run,
+            # and the worker in the other thread recovers the job meanwhile.
+            time.sleep(1.5)  # noqa: ASYNC251 (the point of the test)
+            await asyncio.wait_for(ctx.cancelled(), 10)
+            stopped.set()
+            return venturi.complete("late")
+        return venturi.complete("second")
+
+    blocked = Worker(None, dsn, [handler], poll_max=0.1, claimed_by="blocked:1")
+    other = Worker(
+        None, dsn, [handler], poll_max=0.05, claimed_by="other:2", backoff=Backoff.fixed(0)
+    )
+    job_id = await handler.enqueue(conn, Item(1))
+    async with running(blocked):
+        await asyncio.wait_for(claimed.wait(), 10)
+        with ThreadWorker(other):
+            go.set()
+            await wait_status(conn, job_id, "completed", within=20)
+            await asyncio.wait_for(stopped.wait(), 10)
+            await wait_for(lambda: _true(blocked.stats["ownership_lost"] == 1))
+    assert blocked.stats["claims_lost"] == 1
+    job = await venturi.get_job(conn, job_id)
+    assert job is not None and job.result == "second" and job.claimed_by == "other:2"
+
+
+async def _claimed_by(conn: Any, job_id: int, who: str) -> bool:
+    job = await venturi.get_job(conn, job_id)
+    return job is not None and job.status == "claimed" and job.claimed_by == who
+
+
+# --- rate limits -----------------------------------------------------------------------
+
+
+def test_token_bucket() -> None:
+    bucket = TokenBucket(Rate(per_second=10, burst=3), now=0.0)
+    assert bucket.available(0.0) == 3
+    bucket.spend(3)
+    assert bucket.available(0.0) == 0
+    assert bucket.wait() == pytest.approx(0.1)
+    assert bucket.available(0.05) == 0
+    assert bucket.available(0.1) == 1
+    assert bucket.available(100.0) == 3  # never above the burst
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "knob"),
+    [
+        ({"per_second": 0}, "per_second"),
+        ({"per_second": -1}, "per_second"),
+        ({"per_second": 1, "burst": 0}, "burst"),
+        ({"per_second": "fast"}, "per_second"),
+    ],
+)
+def test_bad_rates(kwargs: dict[str, Any], knob: str) -> None:
+    with pytest.raises(ConfigError, match=knob):
+        Rate(**kwargs)
+
+
+async def test_rate_limit_paces_claims(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    started: list[float] = []
+
+    @venturi.task(kind="o_rated", rate=Rate(per_second=20, burst=2))
+    async def rated(ctx: Context[Any], carry: Item) -> None:
+        started.append(time.monotonic())
+
+    @venturi.task(kind="o_unrated")
+    async def free(ctx: Context[Any], carry: Item) -> None:
+        return None
+
+    await venturi.enqueue_many(conn, [rated.job(Item(i)) for i in range(30)])
+    free_ids = await venturi.enqueue_many(conn, [free.job(Item(i)) for i in range(30)])
+    # poll_max is long: only the token timer can wake the worker between claims.
+    worker = Worker(None, dsn, [rated, free], concurrency=8, poll_max=30)
+    t0 = time.monotonic()
+    async with running(worker):
+        await wait_for(lambda: _true(len(started) == 30), within=20)
+        for i in free_ids:
+            await wait_status(conn, i, "completed")
+    elapsed = started[-1] - t0
+    # 2 at once, then 28 more at 20/s: at least 1.4 s; measured rate close to 20/s.
+    assert elapsed >= 1.35
+    rate = (len(started) - 2) / (started[-1] - started[1])
+    assert 14 <= rate <= 22, rate
+
+
+async def test_register_overrides_rate(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    started: list[float] = []
+
+    @venturi.task(kind="o_rate_override", rate=Rate(per_second=1000, burst=100))
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        started.append(time.monotonic())
+
+    await venturi.enqueue_many(conn, [handler.job(Item(i)) for i in range(6)])
+    worker = Worker(None, dsn, concurrency=4, poll_max=30).register(
+        handler, rate=Rate(per_second=10, burst=1)
+    )
+    async with running(worker):
+        await wait_for(lambda: _true(len(started) == 6), within=20)
+    assert started[-1] - started[0] >= 0.45  # 5 intervals of 0.1 s
+
+
+# --- operator cancel of a running job ---------------------------------------------------
+
+
+async def test_cancel_of_a_running_job_reaches_its_context(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    started = asyncio.Event()
+
+    @venturi.task(kind="o_cancel")
+    async def handler(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        started.set()
+        await ctx.cancelled()
+        return venturi.pause(carry)
+
+    job_id = await handler.enqueue(conn, Item(1))
+    worker = Worker(None, dsn, [handler], poll_max=0.1, heartbeat=0.05)
+    async with running(worker):
+        await asyncio.wait_for(started.wait(), 10)
+        changes = await admin.cancel_jobs(conn, [job_id], operator="ops")
+        assert [c.done for c in changes] == [True]
+        await wait_status(conn, job_id, "cancelled")
+    journal = await venturi.get_journal(conn, job_id)
+    assert events(journal) == ["enqueued", "claimed", "cancelled"]
+    assert "cancelled by an operator" in (journal[-1].detail or "")
+    job = await venturi.get_job(conn, job_id)
+    assert job is not None and job.failures == 0 and job.finished_at is not None
+
+
+def test_bad_option_knobs(kinds: list[str]) -> None:
+    with pytest.raises(ConfigError, match="heartbeat"):
+        Worker(None, "postgresql://x", heartbeat=0)
+    with pytest.raises(ConfigError, match="renew_lease"):
+        Worker(None, "postgresql://x", renew_lease="yes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="rate"):
+        venturi.task(kind="o_bad", rate=5)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="renew_lease"):
+        venturi.task(kind="o_bad", renew_lease=1)  # type: ignore[arg-type]
