@@ -1,5 +1,27 @@
 -- Runtime statements, as PREPAREd by the worker. Parameters are $n binds.
 
+-- job_cancel_if_owned: settle a running job an operator cancelled (its handler stopped
+-- or finished without completing): cancelled, finished now; not a failure.
+-- $1 text claimed_by: this worker's identity
+-- $2 bigint id: the job
+-- $3 integer attempt: the claim it was run under
+-- $4 text detail: what the handler did when asked to stop
+-- index: primary key.
+PREPARE venturi_job_cancel_if_owned(text, bigint, integer, text) AS
+WITH settled AS (
+    UPDATE "venturi".jobs j
+    SET status = 'cancelled', finished_at = now(), claim_expires_at = NULL
+    WHERE j.id = $2 AND j.status = 'claimed' AND j.claimed_by = $1 AND j.attempt = $3
+    RETURNING j.id, j.attempt, j.claimed_at
+),
+journaled AS (
+    INSERT INTO "venturi".journal (job_id, at, event, attempt, worker, detail)
+    SELECT id, claimed_at, 'claimed', attempt, $1, NULL FROM settled
+    UNION ALL
+    SELECT id, now(), 'cancelled', attempt, $1, $4 FROM settled
+)
+SELECT id FROM settled;
+
 -- job_cancel_many: an operator's cancel: pending jobs become cancelled now (journaled);
 -- for claimed jobs the request is recorded in cancel_requested_at, and the worker holding
 -- the claim settles them. Returns one row per distinct input id with what was done.
@@ -261,6 +283,36 @@ SELECT id, kind, status, priority, carry::text AS carry, key, attempt, failures,
        finished_at, result::text AS result, last_error, cancel_requested_at
 FROM "venturi".jobs
 WHERE id = $1;
+
+-- job_heartbeat_if_owned: for the jobs a worker is running, extend the leases that are
+-- due for renewal (only where it still holds the claim) and report, for each, whether it
+-- still holds the claim and whether an operator asked to cancel it.
+-- $1 text claimed_by: this worker's identity
+-- $2 bigint[] ids: the running jobs
+-- $3 integer[] attempts: the claim (attempt) each runs under
+-- $4 float8[] leases: new lease in seconds from now, or NULL to leave the lease alone
+-- index: primary key.
+PREPARE venturi_job_heartbeat_if_owned(text, bigint[], integer[], float8[]) AS
+WITH beat AS (
+    SELECT * FROM unnest($2::bigint[], $3::integer[], $4::float8[]) AS b(id, attempt, lease)
+),
+renewed AS (
+    UPDATE "venturi".jobs j
+    SET claim_expires_at = now() + make_interval(secs => beat.lease)
+    FROM beat
+    WHERE j.id = beat.id AND beat.lease IS NOT NULL
+      -- Renewal extends only its own claim: a recovered or reclaimed job is left alone.
+      AND j.status = 'claimed' AND j.claimed_by = $1 AND j.attempt = beat.attempt
+    RETURNING j.id
+)
+SELECT beat.id,
+       coalesce(j.status = 'claimed' AND j.claimed_by = $1 AND j.attempt = beat.attempt,
+                false) AS owned,
+       j.cancel_requested_at IS NOT NULL AS cancel_requested,
+       renewed.id IS NOT NULL AS renewed
+FROM beat
+LEFT JOIN "venturi".jobs j ON j.id = beat.id
+LEFT JOIN renewed ON renewed.id = beat.id;
 
 -- job_insert: enqueue one job, or return the unfinished job that already holds its key.
 -- $1 text kind: the task kind
