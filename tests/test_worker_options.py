@@ -258,3 +258,52 @@ def test_bad_option_knobs(kinds: list[str]) -> None:
         venturi.task(kind="o_bad", rate=5)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="renew_lease"):
         venturi.task(kind="o_bad", renew_lease=1)  # type: ignore[arg-type]
+
+
+# --- metrics ------------------------------------------------------------------------------
+
+
+async def test_metrics_endpoint_is_scraped(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    import socket
+    import urllib.request
+
+    @venturi.task(kind="o_metrics", backoff=Backoff.fixed(0), max_failures=1)
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        if carry.n == 0:
+            raise RuntimeError("one failure")
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ids = await venturi.enqueue_many(conn, [handler.job(Item(i)) for i in range(4)])
+    worker = Worker(None, dsn, [handler], poll_max=0.1, metrics_port=port)
+    async with running(worker):
+        for i in ids:
+            await wait_for(lambda i=i: _finished(conn, i))
+        body = await asyncio.to_thread(
+            lambda: (
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
+                .read()
+                .decode()
+            )
+        )
+    lines = body.splitlines()
+    assert 'venturi_jobs_settled_total{kind="o_metrics",outcome="completed"} 3.0' in lines
+    assert 'venturi_jobs_settled_total{kind="o_metrics",outcome="failed"} 1.0' in lines
+    assert 'venturi_jobs_claimed_total{kind="o_metrics"} 4.0' in lines
+    assert 'venturi_job_run_seconds_count{kind="o_metrics"} 4.0' in lines
+    assert 'venturi_job_pickup_seconds_count{kind="o_metrics"} 4.0' in lines
+    assert 'venturi_jobs_in_flight{kind="o_metrics"} 0.0' in lines
+    assert any(line.startswith("venturi_claims_total ") for line in lines)
+
+
+async def _finished(conn: Any, job_id: int) -> bool:
+    job = await venturi.get_job(conn, job_id)
+    return job is not None and job.status in ("completed", "dead")
+
+
+def test_bad_metrics_port() -> None:
+    with pytest.raises(ConfigError, match="metrics_port"):
+        Worker(None, "postgresql://x", metrics_port=70000)

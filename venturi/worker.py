@@ -25,6 +25,7 @@ import asyncpg
 import msgspec
 
 from venturi import maintenance as maintenance_tasks
+from venturi import metrics as metrics_mod
 from venturi import sql, store
 from venturi.backoff import DEFAULT_BACKOFF, Backoff, seconds
 from venturi.codecs import encode_any
@@ -115,6 +116,8 @@ class Worker(Generic[S]):
         maintenance: Iterable[MaintenanceTask] = (),
         renew_lease: bool = False,
         heartbeat: timedelta | float = 1.0,
+        metrics: bool = False,
+        metrics_port: int | None = None,
     ) -> None:
         if isinstance(pool_or_dsn, str):
             if not pool_or_dsn.strip():
@@ -149,6 +152,16 @@ class Worker(Generic[S]):
             raise ConfigError(f"renew_lease must be a bool, got {renew_lease!r}")
         self.renew_lease = renew_lease
         self.heartbeat = seconds(heartbeat, "heartbeat")
+        if metrics_port is not None and (
+            isinstance(metrics_port, bool)
+            or not isinstance(metrics_port, int)
+            or not 0 < metrics_port < 65536
+        ):
+            raise ConfigError(f"metrics_port must be a TCP port (1-65535), got {metrics_port!r}")
+        if not isinstance(metrics, bool):
+            raise ConfigError(f"metrics must be a bool, got {metrics!r}")
+        self.metrics_port = metrics_port
+        self._m = metrics_mod.get() if (metrics or metrics_port is not None) else None
         self.state = state
         self.concurrency = concurrency
         self.poll_max = seconds(poll_max, "poll_max")
@@ -236,6 +249,8 @@ class Worker(Generic[S]):
             pool = await store.create_pool(self._dsn, min_size=1, max_size=3)
         self._inflight, self._per_kind, self._unsettled = {}, Counter(), []
         self._buckets = {k: TokenBucket(r) for k, r in self._rates.items() if r is not None}
+        if self.metrics_port is not None:
+            metrics_mod.serve(self.metrics_port)
         self._wake = asyncio.Event()
         listener = _Listener(self, pool)
         watcher = asyncio.create_task(self._watch(shutdown))
@@ -315,6 +330,8 @@ class Worker(Generic[S]):
                 errors += 1
                 delay = _ERROR_BACKOFF.delay(errors)
                 self.stats["db_errors"] += 1
+                if self._m:
+                    self._m.db_errors.inc()
                 log.warning(
                     "database error in the worker loop (retrying in %.2fs): %s",
                     delay,
@@ -421,6 +438,13 @@ class Worker(Generic[S]):
             self.stats["claimed"] += len(rows)
             if not rows:
                 self.stats["empty_claims"] += 1
+            if self._m:
+                self._m.claims.inc()
+                if not rows:
+                    self._m.empty_claims.inc()
+                for row in rows:
+                    self._m.claimed.labels(row["kind"]).inc()
+                    self._m.pickup_seconds.labels(row["kind"]).observe(max(0.0, row["waited"]))
             free -= len(rows)
             if len(rows) < limit:
                 short = True
@@ -446,6 +470,8 @@ class Worker(Generic[S]):
         handle.add_done_callback(lambda _: self._wake.set())
         self._inflight[handle] = run
         self._per_kind[kind] += 1
+        if self._m:
+            self._m.in_flight.labels(kind).inc()
 
     # --- running one handler -------------------------------------------------------
 
@@ -516,6 +542,8 @@ class Worker(Generic[S]):
         """Move finished handlers from the in-flight set to the settle queue."""
         for handle in [h for h in self._inflight if h.done()]:
             run = self._inflight.pop(handle)
+            if self._m:
+                self._m.run_seconds.labels(run.task.kind).observe(time.monotonic() - run.started)
             if handle.cancelled():
                 run.outcome = ("release", "shutdown_timeout elapsed; handler cancelled")
             elif (exc := handle.exception()) is not None:
@@ -549,6 +577,12 @@ class Worker(Generic[S]):
     def _finish(self, run: _Run, what: str, applied: bool) -> None:
         self._unsettled.remove(run)
         self._per_kind[run.task.kind] -= 1
+        if self._m:
+            self._m.in_flight.labels(run.task.kind).dec()
+            if applied:
+                self._m.settled.labels(run.task.kind, what).inc()
+            else:
+                self._m.ownership_lost.labels(run.task.kind).inc()
         extra = {"job_id": run.id, "kind": run.task.kind, "attempt": run.attempt}
         if applied:
             self.stats[what] += 1
@@ -738,6 +772,8 @@ class _Listener:
         if not self._closing:
             log.warning("LISTEN connection lost; reconnecting (polling meanwhile)")
             self.worker.stats["listen_reconnects"] += 1
+            if self.worker._m:
+                self.worker._m.listen_reconnects.inc()
             self._spawn_reconnect()
 
     def _spawn_reconnect(self) -> None:

@@ -1,0 +1,76 @@
+"""Prometheus metrics of the worker (the ``metrics`` extra: prometheus-client).
+
+prometheus-client is the reference client: it owns the exposition format, the registry
+and the HTTP exporter, which we would otherwise re-implement. Metrics are process-wide
+(one registry), labelled by kind; several workers in one process share them.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any
+
+from venturi.errors import ConfigError
+
+# Buckets for run durations and pickup latency: a no-op job takes milliseconds, a real
+# one seconds to minutes.
+_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+
+class Metrics:
+    """The worker's instruments."""
+
+    def __init__(self, prom: Any) -> None:
+        self.settled = prom.Counter(
+            "venturi_jobs_settled", "Jobs settled, by kind and outcome.", ["kind", "outcome"]
+        )
+        self.run_seconds = prom.Histogram(
+            "venturi_job_run_seconds", "Handler run time, by kind.", ["kind"], buckets=_BUCKETS
+        )
+        self.pickup_seconds = prom.Histogram(
+            "venturi_job_pickup_seconds",
+            "Time from a job becoming visible to its claim, by kind.",
+            ["kind"],
+            buckets=_BUCKETS,
+        )
+        self.in_flight = prom.Gauge(
+            "venturi_jobs_in_flight", "Jobs running now, by kind.", ["kind"]
+        )
+        self.claims = prom.Counter("venturi_claims", "Claim statements run.")
+        self.empty_claims = prom.Counter("venturi_empty_claims", "Claims that found no job.")
+        self.claimed = prom.Counter("venturi_jobs_claimed", "Jobs claimed, by kind.", ["kind"])
+        self.db_errors = prom.Counter("venturi_db_errors", "Database errors the worker retried.")
+        self.listen_reconnects = prom.Counter(
+            "venturi_listen_reconnects", "Times the LISTEN connection was lost and re-opened."
+        )
+        self.ownership_lost = prom.Counter(
+            "venturi_settles_skipped",
+            "Settles skipped because the claim was lost, by kind.",
+            ["kind"],
+        )
+
+
+_lock = threading.Lock()
+_served: dict[tuple[str, int], Any] = {}
+
+
+@functools.cache
+def get() -> Metrics:
+    """The process-wide instruments; ``ConfigError`` if prometheus-client is missing."""
+    try:
+        import prometheus_client
+    except ImportError:
+        raise ConfigError(
+            "metrics need prometheus-client: pip install 'venturi[metrics]'"
+        ) from None
+    return Metrics(prometheus_client)
+
+
+def serve(port: int, addr: str = "0.0.0.0") -> None:
+    """Start the HTTP exporter on ``port`` once per process (later calls are no-ops)."""
+    import prometheus_client
+
+    with _lock:
+        if (addr, port) not in _served:
+            _served[(addr, port)] = prometheus_client.start_http_server(port, addr)
