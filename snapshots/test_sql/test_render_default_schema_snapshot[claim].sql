@@ -151,13 +151,15 @@ claimed AS (
     FROM candidates, unnest($2::text[], $3::float8[]) AS lease(kind, seconds)
     WHERE j.id = candidates.id AND lease.kind = j.kind
     RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt, j.failures,
-              j.max_failures, j.created_at, j.claim_expires_at
+              j.max_failures, j.created_at, j.visible_at, j.claim_expires_at,
+              -- Pickup latency: from visible to claimed, measured by the database clock.
+              extract(epoch FROM now() - j.visible_at)::float8 AS waited
 )
 SELECT false AS settled, id, kind, priority, carry, attempt, failures, max_failures,
-       created_at, claim_expires_at
+       created_at, visible_at, claim_expires_at, waited
 FROM claimed
 UNION ALL
-SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM completed;
 
 -- job_claims_by_worker: the workers holding claims now (from claimed_by), with how many,
