@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -171,8 +172,30 @@ async def test_enqueue_many_in_order_with_keys(
 
 async def test_enqueue_many_bulk(conn: asyncpg.Connection, fetch: venturi.Task[Fetch]) -> None:
     ids = await venturi.enqueue_many(conn, (fetch.job(Fetch(str(i))) for i in range(5000)))
-    assert ids == sorted(ids) and len(set(ids)) == 5000
+    assert len(set(ids)) == 5000
     assert await _count(conn) == 5000
+    # Each id is the job of the input at the same position, also while another batch
+    # is inserted at the same time.
+    for i in (0, 1, 2, 1234, 4998, 4999):
+        job = await venturi.get_job(conn, ids[i])
+        assert job is not None and job.carry["url"] == str(i)
+    other = await asyncpg.connect(_dsn(conn))
+    try:
+        a, b = await asyncio.gather(
+            venturi.enqueue_many(conn, [fetch.job(Fetch(f"a{i}")) for i in range(3000)]),
+            venturi.enqueue_many(other, [fetch.job(Fetch(f"b{i}")) for i in range(3000)]),
+        )
+    finally:
+        await other.close()
+    for batch, tag in ((a, "a"), (b, "b")):
+        for i in (0, 999, 2999):
+            job = await venturi.get_job(conn, batch[i])
+            assert job is not None and job.carry["url"] == f"{tag}{i}"
+
+
+def _dsn(conn: asyncpg.Connection) -> str:
+    host, port = conn._addr
+    return f"postgresql://{conn._params.user}@{host}:{port}/{conn._params.database}"
 
 
 async def test_bad_carry_in_a_batch_writes_nothing(

@@ -123,6 +123,18 @@ async def insert_job(conn: Any, schema: str, spec: JobSpec) -> int:
 
 
 async def insert_jobs(conn: Any, schema: str, specs: Sequence[JobSpec]) -> list[int]:
+    if all(s.key is None for s in specs):
+        rows = await conn.fetch(
+            sql.statement("job_insert_many_unkeyed", schema),
+            [s.kind for s in specs],
+            [s.carry for s in specs],
+            [s.priority for s in specs],
+            [s.at for s in specs],
+            [s.after for s in specs],
+            [s.max_failures for s in specs],
+        )
+        # Ascending ids are input order (see the statement's header).
+        return sorted(int(r["id"]) for r in rows)
     rows = await conn.fetch(
         sql.statement("job_insert_many", schema),
         [s.kind for s in specs],
