@@ -22,15 +22,20 @@ class Carry(msgspec.Struct):
 def test_public_api_is_small_and_explicit() -> None:
     assert sorted(venturi.__all__) == sorted(
         [
+            "Alerts",
             "Backoff",
             "ConfigError",
             "ConnectError",
             "Context",
+            "CronScheduler",
             "JobInfo",
             "JobMeta",
             "JournalEntry",
             "Outcome",
+            "Pool",
             "Priority",
+            "ResultCleanup",
+            "Retention",
             "SchemaError",
             "Task",
             "VenturiError",
@@ -40,8 +45,10 @@ def test_public_api_is_small_and_explicit() -> None:
             "enqueue_many",
             "get_job",
             "get_journal",
+            "get_result",
             "pause",
             "retry",
+            "schedule",
             "task",
         ]
     )

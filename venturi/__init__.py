@@ -4,27 +4,37 @@ Declare jobs with ``@venturi.task``, enqueue them inside your own transactions, 
 a ``venturi.Worker`` that claims, runs and settles them with at-least-once delivery.
 """
 
+from venturi.alerts import Alerts
 from venturi.backoff import Backoff
 from venturi.context import Context, JobMeta
+from venturi.cron import CronScheduler, schedule
 from venturi.errors import ConfigError, ConnectError, SchemaError, VenturiError
 from venturi.jobs import JobInfo, JournalEntry, get_job, get_journal
 from venturi.outcomes import Outcome, complete, dead, pause, retry
 from venturi.priority import Priority
 from venturi.registry import Task, enqueue_many, task
+from venturi.results import ResultCleanup, get_result
+from venturi.retention import Retention
+from venturi.supervisor import Pool
 from venturi.worker import Worker
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Alerts",
     "Backoff",
     "ConfigError",
     "ConnectError",
     "Context",
+    "CronScheduler",
     "JobInfo",
     "JobMeta",
     "JournalEntry",
     "Outcome",
+    "Pool",
     "Priority",
+    "ResultCleanup",
+    "Retention",
     "SchemaError",
     "Task",
     "VenturiError",
@@ -34,7 +44,9 @@ __all__ = [
     "enqueue_many",
     "get_job",
     "get_journal",
+    "get_result",
     "pause",
     "retry",
+    "schedule",
     "task",
 ]

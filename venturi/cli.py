@@ -175,6 +175,7 @@ def install_signal_handlers(shutdown: asyncio.Event) -> None:
 
 @app.command("worker")
 def worker(
+    ctx: typer.Context,
     target: Annotated[str, typer.Argument(help="MODULE[:STATE] declaring the tasks to run.")],
     dsn: DsnOption = None,
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
@@ -193,15 +194,28 @@ def worker(
         bool, typer.Option(help="Settle a raised exception dead at once.")
     ] = False,
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error.")] = "info",
+    processes: Annotated[
+        int, typer.Option(help="Worker processes, each restarted 1 s after it dies.")
+    ] = 1,
 ) -> None:
-    """Run a worker over the tasks declared in MODULE until SIGINT/SIGTERM."""
+    """Run a worker over the tasks declared in MODULE until SIGINT/SIGTERM.
+
+    Recurring tasks (cron) and results with a TTL get their maintenance task."""
     target_dsn = _need_dsn(dsn)
     level = getattr(logging, log_level.upper(), None)
     if not isinstance(level, int):
         raise fail(f"log-level must be debug, info, warning or error, got {log_level!r}")
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     tasks, state_src = load_target(target)
+    if processes != 1:
+        from venturi import supervisor
 
+        if processes < 1:
+            raise fail(f"processes must be >= 1, got {processes}")
+        args = supervisor.child_arguments(ctx)
+        raise typer.Exit(supervisor.run_processes(processes, args, target_dsn))
+
+    from venturi.supervisor import default_maintenance
     from venturi.worker import Worker
 
     async def go() -> None:
@@ -217,6 +231,7 @@ def worker(
             priority_ratio=priority_ratio or None,
             failures_to_dead=failures_to_dead,
             schema=schema,
+            maintenance=default_maintenance(tasks),
         )
         shutdown = asyncio.Event()
         install_signal_handlers(shutdown)

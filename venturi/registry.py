@@ -14,6 +14,7 @@ from venturi import store
 from venturi.backoff import DEFAULT_BACKOFF, Backoff, seconds
 from venturi.codecs import CarryCodec
 from venturi.context import Context
+from venturi.cronspec import CronSpec
 from venturi.errors import ConfigError
 from venturi.outcomes import Outcome
 from venturi.priority import Priority
@@ -87,6 +88,9 @@ class Task(Generic[C]):
         max_carry_bytes: int,
         renew_lease: bool = False,
         rate: Rate | None = None,
+        result_ttl: float | None = None,
+        cron: CronSpec | None = None,
+        cron_carry: Any = None,
     ) -> None:
         self.fn = fn
         self.kind = kind
@@ -99,6 +103,11 @@ class Task(Generic[C]):
         self.backoff = backoff
         self.renew_lease = renew_lease
         self.rate = rate
+        # Seconds a stored result stays readable after the job completes (None: forever).
+        self.result_ttl = result_ttl
+        # The recurring schedule of @task(cron=...) and the carry each slot's job gets.
+        self.cron = cron
+        self.cron_carry = cron_carry
         self.is_async = inspect.iscoroutinefunction(fn)
         self.codec: CarryCodec[C] = CarryCodec(carry_type, kind, max_carry_bytes)
         self.__name__ = getattr(fn, "__name__", kind)
@@ -220,6 +229,9 @@ def task(
     max_carry_bytes: int = DEFAULT_MAX_CARRY_BYTES,
     renew_lease: bool = False,
     rate: Rate | None = None,
+    result_ttl: timedelta | float | None = None,
+    cron: str | None = None,
+    tz: str | None = None,
 ) -> Callable[[Handler], Task[Any]]:
     """Declare a job kind. Every argument is checked here; a bad one raises ConfigError.
 
@@ -227,7 +239,10 @@ def task(
     concurrency cap, ``timeout`` bounds one run, ``max_failures`` is the failure backstop
     and ``backoff`` the retry delay policy. ``renew_lease`` keeps extending the claim
     while the handler runs (a crash is still detected within one lease); ``rate`` is a
-    per-worker token bucket (``venturi.Rate``) on claims of this kind.
+    per-worker token bucket (``venturi.Rate``) on claims of this kind. ``result_ttl``
+    is how long a completed job's result stays readable (``venturi.ResultCleanup`` clears
+    it after); ``cron`` (read in time zone ``tz``, default UTC) enqueues the task on a
+    schedule, run by ``venturi.CronScheduler``, with a carry built with no arguments.
     """
     if not isinstance(kind, str) or not kind or len(kind) > 200 or kind != kind.strip():
         raise ConfigError(
@@ -251,6 +266,10 @@ def task(
         raise ConfigError(f"renew_lease must be a bool, got {renew_lease!r}")
     if rate is not None and not isinstance(rate, Rate):
         raise ConfigError(f"rate must be a venturi.Rate, got {rate!r}")
+    ttl_s = None if result_ttl is None else seconds(result_ttl, "result_ttl")
+    if tz is not None and cron is None:
+        raise ConfigError("tz applies to a cron schedule: pass cron= too")
+    cron_spec = None if cron is None else CronSpec(cron, tz)
 
     def decorate(fn: Handler) -> Task[Any]:
         if not callable(fn):
@@ -274,12 +293,35 @@ def task(
             carry_limit,
             renew_lease,
             rate,
+            ttl_s,
+            cron_spec,
+            None if cron_spec is None else default_cron_carry(carry_type, kind),
         )
+        if cron_spec is not None:
+            # The default carry must also pass the task's own checks (type, size).
+            try:
+                t.codec.encode(t.cron_carry)
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"task {kind!r}: cron: {exc}") from None
         # The same function declared again (a module reloaded) replaces itself.
         _REGISTRY[kind] = t
         return t
 
     return decorate
+
+
+def default_cron_carry(carry_type: Any, kind: str) -> Any:
+    """The carry of a cron task's jobs: ``None`` for a ``None`` carry, else the carry
+    type built with no arguments."""
+    if carry_type is None or carry_type is type(None):
+        return None
+    try:
+        return carry_type()
+    except Exception as exc:
+        raise ConfigError(
+            f"task {kind!r}: cron: the carry type must build with no arguments (give every "
+            f"field a default), or schedule it with venturi.schedule(task, cron, carry): {exc}"
+        ) from None
 
 
 def _origin(fn: Callable[..., Any]) -> tuple[str, str]:

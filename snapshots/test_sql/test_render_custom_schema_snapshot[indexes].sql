@@ -36,3 +36,9 @@ CREATE INDEX IF NOT EXISTS jobs_finished_idx
 -- job_stats, job_top: failures journaled in a recent window.
 CREATE INDEX IF NOT EXISTS journal_at_idx
     ON "billing_jobs".journal (at);
+
+-- job_result_clear_expired: completed jobs that still hold a result, per kind and age
+-- (ResultCleanup). Rows without a result, most of them, never enter it.
+CREATE INDEX IF NOT EXISTS jobs_result_idx
+    ON "billing_jobs".jobs (kind, finished_at)
+    WHERE status = 'completed' AND result IS NOT NULL;

@@ -86,8 +86,28 @@ CREATE TRIGGER jobs_notify_update
     REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION "billing_jobs".notify_pending();
 
+-- One row per recurring schedule: the latest slot it enqueued. CronScheduler advances it
+-- and enqueues the slot's job in one transaction, so a slot runs once however many
+-- workers tick, and a finished slot is not enqueued again (a key covers unfinished ones).
+CREATE TABLE IF NOT EXISTS "billing_jobs".schedules (
+    name       text        PRIMARY KEY,
+    last_slot  timestamptz NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- One row per alert (its name and kind): no worker delivers it again before next_at, the
+-- end of its cooldown after a delivery or of the retry delay after a failed one.
+CREATE TABLE IF NOT EXISTS "billing_jobs".alert_state (
+    key          text        PRIMARY KEY,
+    next_at      timestamptz NOT NULL,
+    last_sent_at timestamptz,
+    last_error   text,
+    sent         integer     NOT NULL DEFAULT 0
+);
+
 -- The migrations this fresh schema embodies.
 INSERT INTO "billing_jobs".schema_version (version, name) VALUES
     (1, 'initial'),
-    (2, 'cancel_requested')
+    (2, 'cancel_requested'),
+    (3, 'upkeep')
 ON CONFLICT (version) DO NOTHING;

@@ -86,10 +86,30 @@ CREATE TRIGGER jobs_notify_update
     REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION "venturi".notify_pending();
 
+-- One row per recurring schedule: the latest slot it enqueued. CronScheduler advances it
+-- and enqueues the slot's job in one transaction, so a slot runs once however many
+-- workers tick, and a finished slot is not enqueued again (a key covers unfinished ones).
+CREATE TABLE IF NOT EXISTS "venturi".schedules (
+    name       text        PRIMARY KEY,
+    last_slot  timestamptz NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- One row per alert (its name and kind): no worker delivers it again before next_at, the
+-- end of its cooldown after a delivery or of the retry delay after a failed one.
+CREATE TABLE IF NOT EXISTS "venturi".alert_state (
+    key          text        PRIMARY KEY,
+    next_at      timestamptz NOT NULL,
+    last_sent_at timestamptz,
+    last_error   text,
+    sent         integer     NOT NULL DEFAULT 0
+);
+
 -- The migrations this fresh schema embodies.
 INSERT INTO "venturi".schema_version (version, name) VALUES
     (1, 'initial'),
-    (2, 'cancel_requested')
+    (2, 'cancel_requested'),
+    (3, 'upkeep')
 ON CONFLICT (version) DO NOTHING;
 
 -- venturi schema "venturi": indexes. Each names the statements it backs.
@@ -131,7 +151,101 @@ CREATE INDEX IF NOT EXISTS jobs_finished_idx
 CREATE INDEX IF NOT EXISTS journal_at_idx
     ON "venturi".journal (at);
 
+-- job_result_clear_expired: completed jobs that still hold a result, per kind and age
+-- (ResultCleanup). Rows without a result, most of them, never enter it.
+CREATE INDEX IF NOT EXISTS jobs_result_idx
+    ON "venturi".jobs (kind, finished_at)
+    WHERE status = 'completed' AND result IS NOT NULL;
+
 -- Runtime statements, as PREPAREd by the worker. Parameters are $n binds.
+
+-- alert_claim_if_due: take the right to deliver alert $1 now: a row when this worker is to
+-- deliver it, none when another worker did (or is doing) so within its cooldown or retry
+-- delay. The claim holds it for $2 seconds: a failed delivery is retried after that, by
+-- whichever worker sees the condition first.
+-- $1 text key: the alert's name and kind
+-- $2 float8 hold: seconds before the alert may be delivered again if this delivery fails
+-- index: alert_state primary key (the ON CONFLICT arbiter). A concurrent claim waits for
+-- the row lock and then finds next_at in the future.
+PREPARE venturi_alert_claim_if_due(text, float8) AS
+INSERT INTO "venturi".alert_state AS a (key, next_at)
+VALUES ($1::text, now() + make_interval(secs => $2::float8))
+ON CONFLICT (key) DO UPDATE
+    SET next_at = excluded.next_at
+    WHERE a.next_at <= now()
+RETURNING a.key;
+
+-- alert_delivered: record that alert $1 reached a target; it stays quiet for $2 seconds.
+-- $1 text key: the alert's name and kind
+-- $2 float8 cooldown: seconds before it may be delivered again
+-- index: alert_state primary key.
+PREPARE venturi_alert_delivered(text, float8) AS
+UPDATE "venturi".alert_state
+SET next_at = now() + make_interval(secs => $2::float8),
+    last_sent_at = now(),
+    last_error = NULL,
+    sent = sent + 1
+WHERE key = $1::text;
+
+-- alert_failed: record why alert $1 reached no target; next_at, set by the claim, already
+-- holds the retry delay.
+-- $1 text key: the alert's name and kind
+-- $2 text error: what went wrong, one line
+-- index: alert_state primary key.
+PREPARE venturi_alert_failed(text, text) AS
+UPDATE "venturi".alert_state
+SET last_error = $2::text
+WHERE key = $1::text;
+
+-- alert_metrics: per kind, what the alert thresholds look at: due pending jobs and how
+-- long the oldest has been claimable, and completions and failed executions in the last
+-- $1 seconds. Kinds with none of these do not appear.
+-- $1 float8 window: seconds of the error-rate window
+-- $2 text manual_detail: the journal detail of an operator's retry, not a failure
+-- index: jobs_next_visible_idx (pending), jobs_finished_idx (completed, by finished_at,
+-- kind included), journal_at_idx (failures).
+PREPARE venturi_alert_metrics(float8, text) AS
+WITH pending AS (
+    SELECT kind,
+           count(*) AS due,
+           -- How long the longest-waiting due job has been claimable: a job scheduled
+           -- for later is not late before its time.
+           extract(epoch FROM now() - min(visible_at))::float8 AS oldest_due_seconds
+    FROM "venturi".jobs
+    WHERE status = 'pending' AND visible_at <= now()
+    GROUP BY kind
+),
+completed AS (
+    SELECT kind, count(*) AS completed
+    FROM "venturi".jobs
+    WHERE status = 'completed'
+      AND finished_at >= now() - make_interval(secs => $1::float8)
+    GROUP BY kind
+),
+failures AS (
+    -- The failed executions `venturi stats` counts: an exception, a retry outcome, a
+    -- timeout, a lost claim; not an operator's manual retry.
+    SELECT j.kind, count(*) AS failures
+    FROM "venturi".journal l
+    JOIN "venturi".jobs j ON j.id = l.job_id
+    WHERE l.at >= now() - make_interval(secs => $1::float8)
+      AND l.event IN ('failed', 'retried', 'timed-out', 'stale-recovered')
+      AND l.detail IS DISTINCT FROM $2::text
+    GROUP BY j.kind
+),
+kinds AS (
+    SELECT kind FROM pending UNION SELECT kind FROM completed UNION SELECT kind FROM failures
+)
+SELECT k.kind,
+       coalesce(p.due, 0) AS due,
+       coalesce(p.oldest_due_seconds, 0)::float8 AS oldest_due_seconds,
+       coalesce(c.completed, 0) AS completed,
+       coalesce(f.failures, 0) AS failures
+FROM kinds k
+LEFT JOIN pending p ON p.kind = k.kind
+LEFT JOIN completed c ON c.kind = k.kind
+LEFT JOIN failures f ON f.kind = k.kind
+ORDER BY k.kind;
 
 -- job_cancel_if_owned: settle a running job an operator cancelled (its handler stopped
 -- or finished without completing): cancelled, finished now; not a failure.
@@ -707,6 +821,47 @@ journaled AS (
 )
 SELECT id FROM settled;
 
+-- job_result_clear_expired: forget the results of up to $3 completed jobs of kind $1 that
+-- finished more than $2 seconds ago (the task's result_ttl); returns how many it cleared.
+-- The caller repeats until a batch comes back short; each batch is its own short
+-- transaction.
+-- $1 text kind: the task kind
+-- $2 float8 ttl: the kind's result_ttl in seconds
+-- $3 integer batch: most rows to clear in this statement
+-- index: jobs_result_idx (kind, finished_at) WHERE status = 'completed' AND result IS NOT
+-- NULL, so rows already cleared are never read again.
+PREPARE venturi_job_result_clear_expired(text, float8, integer) AS
+WITH expired AS (
+    SELECT id FROM "venturi".jobs
+    WHERE kind = $1::text
+      AND status = 'completed'
+      AND result IS NOT NULL
+      AND finished_at < now() - make_interval(secs => $2::float8)
+    ORDER BY finished_at
+    LIMIT $3::integer
+    -- Another worker's cleanup (or retention) holding a row: leave it to them.
+    FOR UPDATE SKIP LOCKED
+),
+cleared AS (
+    UPDATE "venturi".jobs j SET result = NULL
+    FROM expired
+    WHERE j.id = expired.id
+    RETURNING j.id
+)
+SELECT count(*) AS cleared FROM cleared;
+
+-- job_result_get: a job's stored result and how long ago it finished, for get_result.
+-- $1 bigint id: the job
+-- index: primary key.
+PREPARE venturi_job_result_get(bigint) AS
+SELECT kind,
+       status,
+       result::text AS result,
+       -- Measured on the database clock, the one ResultCleanup compares against.
+       extract(epoch FROM now() - finished_at)::float8 AS finished_seconds_ago
+FROM "venturi".jobs
+WHERE id = $1::bigint;
+
 -- job_retry_many_if_dead_or_cancelled: an operator's retry: dead or cancelled jobs go back
 -- to pending, visible now, with a fresh failure budget, journaled as retried. Returns one
 -- row per distinct input id saying whether it was retried and, if not, why.
@@ -915,6 +1070,40 @@ SELECT at, event, attempt, worker, detail
 FROM "venturi".journal
 WHERE job_id = $1
 ORDER BY at, id;
+
+-- schedule_advance_if_behind: move a schedule's latest slot forward to $2 if it is behind;
+-- no row when it is not (another worker got there first). Run in the transaction that
+-- enqueues the slot's job: the row lock makes a concurrent worker wait for that
+-- transaction, re-read the row and find it no longer behind, so each slot is enqueued
+-- exactly once; slots missed in between are coalesced into this one.
+-- $1 text name: the schedule
+-- $2 timestamptz slot: the latest slot at or before now
+-- index: schedules primary key.
+PREPARE venturi_schedule_advance_if_behind(text, timestamptz) AS
+UPDATE "venturi".schedules
+SET last_slot = $2::timestamptz, updated_at = now()
+WHERE name = $1::text AND last_slot < $2::timestamptz
+RETURNING name;
+
+-- schedule_init: record a schedule seen for the first time at slot $2, without running it
+-- (a schedule starts with its next slot, not with one from before it existed). Does
+-- nothing when the schedule is known.
+-- $1 text name: the schedule
+-- $2 timestamptz slot: the latest slot at or before now
+-- index: schedules primary key (the ON CONFLICT arbiter).
+PREPARE venturi_schedule_init(text, timestamptz) AS
+INSERT INTO "venturi".schedules (name, last_slot)
+VALUES ($1::text, $2::timestamptz)
+ON CONFLICT (name) DO NOTHING;
+
+-- schedule_list: the latest slot enqueued for each named schedule (NULL: never seen), and
+-- the database clock, which every worker computes its slots from.
+-- $1 text[] names: the schedules this worker runs
+-- index: schedules primary key.
+PREPARE venturi_schedule_list(text[]) AS
+SELECT n.name, s.last_slot, now() AS now
+FROM unnest($1::text[]) AS n(name)
+LEFT JOIN "venturi".schedules s ON s.name = n.name;
 
 -- schema_lock: serialize concurrent `schema apply` runs on one database until commit.
 PREPARE venturi_schema_lock AS

@@ -1,0 +1,97 @@
+"""Cron expressions: parsed and checked once, evaluated in a time zone.
+
+Parsing and slot arithmetic are croniter's (a maintained, widely used implementation);
+this module checks an expression when a task or schedule is declared, so a bad one
+fails there, and answers the two questions the scheduler asks.
+"""
+
+from __future__ import annotations
+
+import re
+import zoneinfo
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from venturi.errors import ConfigError
+
+_ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+# croniter's "R" (random) and "H" (hashed) fields would give every worker its own slots.
+_NONDETERMINISTIC = re.compile(r"^(R|H)($|[/(])", re.IGNORECASE)
+_TINY = timedelta(microseconds=1)
+
+
+class CronSpec:
+    """A cron expression and the time zone its fields are read in.
+
+    Five fields (minute hour day-of-month month day-of-week), or six with a trailing
+    seconds field, or one of the ``@daily``-style aliases. Slots are instants: a local
+    time skipped by a daylight-saving change does not occur that day.
+    """
+
+    __slots__ = ("expression", "tz", "zone")
+
+    def __init__(self, expression: object, tz: object = None) -> None:
+        if not isinstance(expression, str) or not expression.strip():
+            raise ConfigError(f"cron must be a cron expression string, got {expression!r}")
+        text = " ".join(expression.split())
+        fields = text.split(" ")
+        if text.startswith("@"):
+            if text.lower() not in _ALIASES:
+                raise ConfigError(f"cron: unknown alias {text!r} (one of {', '.join(_ALIASES)})")
+        elif len(fields) not in (5, 6):
+            raise ConfigError(
+                f"cron must have 5 fields (minute hour day month weekday), or 6 with "
+                f"seconds last, got {len(fields)} in {expression!r}"
+            )
+        if any(_NONDETERMINISTIC.match(f) for f in fields):
+            raise ConfigError(
+                f"cron: random (R) and hashed (H) fields are not supported, got {expression!r}"
+            )
+        if tz is None:
+            tz = "UTC"
+        if not isinstance(tz, str) or not tz:
+            raise ConfigError(f"tz must be an IANA time zone name, got {tz!r}")
+        try:
+            zone = zoneinfo.ZoneInfo(tz)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ConfigError(f"tz: unknown time zone {tz!r}") from None
+        self.expression = text
+        self.tz = tz
+        self.zone = zone
+        croniter = _croniter()
+        if not croniter.is_valid(text):
+            raise ConfigError(f"cron: invalid expression {expression!r}")
+        try:
+            self.next_after(datetime(2000, 1, 1, tzinfo=UTC))
+        except Exception as exc:  # croniter's CroniterBadDateError: e.g. "0 0 31 2 *"
+            raise ConfigError(f"cron: {expression!r} never matches: {exc}") from None
+
+    def __repr__(self) -> str:
+        return f"CronSpec({self.expression!r}, tz={self.tz!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CronSpec) and (self.expression, self.tz) == (
+            other.expression,
+            other.tz,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.expression, self.tz))
+
+    def latest(self, now: datetime) -> datetime:
+        """The latest slot at or before ``now`` (an aware datetime), in UTC."""
+        start = (now.astimezone(UTC) + _TINY).astimezone(self.zone)
+        slot: datetime = _croniter()(self.expression, start).get_prev(datetime)
+        return slot.astimezone(UTC)
+
+    def next_after(self, now: datetime) -> datetime:
+        """The first slot strictly after ``now`` (an aware datetime), in UTC."""
+        slot: datetime = _croniter()(self.expression, now.astimezone(self.zone)).get_next(datetime)
+        return slot.astimezone(UTC)
+
+
+def _croniter() -> Any:
+    # Imported on first use: `import venturi` stays light for code that declares no cron.
+    from croniter import croniter
+
+    return croniter

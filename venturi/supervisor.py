@@ -1,0 +1,316 @@
+"""Running workers under supervision: several loops in one process (``Pool``) and several
+worker processes (``venturi worker --processes P``).
+
+A loop (``Worker.run``) that dies of a bug outside a handler is logged and restarted
+after ``restart_delay`` (one second); the others keep running meanwhile. Shutdown is
+asked of every loop at once, and each drains as ``Worker.run`` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from venturi.backoff import seconds
+from venturi.errors import ConfigError, VenturiError
+from venturi.worker import Worker
+
+log = logging.getLogger("venturi.supervisor")
+
+DEFAULT_RESTART_DELAY = 1.0
+
+
+class Pool:
+    """Runs several ``venturi.Worker`` loops in one process until ``run``'s shutdown event.
+
+    Give each loop its own kinds (one per group of kinds, say) or the same ones; loops
+    that share an identity get ``/1``, ``/2``... appended so claims tell them apart. A
+    loop that raises is restarted after ``restart_delay``; a ``VenturiError`` on a loop's
+    first start (no database, no schema, bad configuration) stops the whole pool and is
+    raised, as it would be from ``Worker.run``.
+    """
+
+    def __init__(
+        self,
+        workers: Iterable[Worker[Any]],
+        *,
+        restart_delay: timedelta | float = DEFAULT_RESTART_DELAY,
+    ) -> None:
+        self.workers = list(workers)
+        if not self.workers:
+            raise ConfigError("pool: give at least one worker")
+        for w in self.workers:
+            if not isinstance(w, Worker):
+                raise ConfigError(f"pool: workers must be venturi.Worker, got {w!r}")
+        if len({id(w) for w in self.workers}) != len(self.workers):
+            raise ConfigError("pool: the same worker is given twice")
+        self.restart_delay = seconds(restart_delay, "restart_delay", allow_zero=True)
+        seen: dict[str, int] = {}
+        for w in self.workers:
+            seen[w.claimed_by] = seen.get(w.claimed_by, 0) + 1
+        numbered: dict[str, int] = {}
+        for w in self.workers:
+            if seen[w.claimed_by] > 1:
+                base = w.claimed_by
+                numbered[base] = numbered.get(base, 0) + 1
+                w.claimed_by = f"{base}/{numbered[base]}"
+        # How many times each loop (by position) was restarted.
+        self.restarts = [0] * len(self.workers)
+        self._running = False
+
+    def __repr__(self) -> str:
+        return f"<venturi.Pool of {len(self.workers)} worker(s)>"
+
+    async def run(self, shutdown: asyncio.Event) -> None:
+        """Run every loop until ``shutdown`` is set; return once all have drained."""
+        if self._running:
+            raise ConfigError("this pool is already running")
+        self._running = True
+        stop = asyncio.Event()
+        fatal: list[BaseException] = []
+
+        async def watch() -> None:
+            await shutdown.wait()
+            stop.set()
+
+        watcher = asyncio.create_task(watch())
+        try:
+            await asyncio.gather(
+                *(self._supervise(i, w, stop, fatal) for i, w in enumerate(self.workers))
+            )
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            self._running = False
+        if fatal:
+            raise fatal[0]
+
+    async def _supervise(
+        self, index: int, worker: Worker[Any], stop: asyncio.Event, fatal: list[BaseException]
+    ) -> None:
+        first = True
+        while not stop.is_set():
+            try:
+                await worker.run(stop)
+            except VenturiError as exc:
+                if first:
+                    log.error("pool: worker %s cannot start: %s", worker.claimed_by, exc)
+                    fatal.append(exc)
+                    stop.set()
+                    return
+                log.error(
+                    "pool: worker %s failed to restart: %s; retrying in %gs",
+                    worker.claimed_by,
+                    exc,
+                    self.restart_delay,
+                )
+            except Exception:
+                log.exception(
+                    "pool: worker %s died; restarting it in %gs",
+                    worker.claimed_by,
+                    self.restart_delay,
+                )
+            else:
+                if stop.is_set():
+                    return
+                log.error("pool: worker %s stopped by itself; restarting it", worker.claimed_by)
+            first = False
+            _abandon_handlers(worker)
+            self.restarts[index] += 1
+            worker.stats["restarts"] += 1
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.restart_delay):
+                    await stop.wait()
+
+
+def _abandon_handlers(worker: Worker[Any]) -> None:
+    """Cancel the handlers a dead loop left running: their claims lapse at lease expiry
+    and are recovered like a crashed process's (at-least-once), instead of running on
+    with nobody to settle them."""
+    # The worker keeps its in-flight handler tasks here; a loop that raised did not drain.
+    for handle in list(getattr(worker, "_inflight", {})):
+        handle.cancel()
+
+
+def default_maintenance(tasks: Iterable[Any]) -> list[Any]:
+    """What ``venturi worker`` runs beside its loop for these tasks: a ``CronScheduler``
+    when one of them is recurring (``cron=`` or ``venturi.schedule``), a
+    ``ResultCleanup`` when one keeps results for a ``result_ttl``."""
+    from venturi.cron import CronScheduler, schedules_for
+    from venturi.results import ResultCleanup
+
+    tasks = list(tasks)
+    found: list[Any] = []
+    if schedules_for(t.kind for t in tasks):
+        found.append(CronScheduler())
+    if any(t.result_ttl is not None for t in tasks):
+        found.append(ResultCleanup())
+    return found
+
+
+# --- processes ---------------------------------------------------------------------
+
+
+def child_arguments(ctx: Any, skip: Sequence[str] = ("processes", "dsn")) -> list[str]:
+    """The arguments of a running command (``venturi worker``, its typer/click context),
+    as a child would be given them: every parameter but those in ``skip``, with its
+    parsed value, so options added to the command later are passed on too."""
+    args: list[str] = []
+    for param in ctx.command.params:
+        if param.name is None or param.name in skip or param.name not in ctx.params:
+            continue
+        value = ctx.params[param.name]
+        values = list(value) if param.multiple or param.nargs != 1 else [value]
+        if param.param_type_name == "argument":
+            args.extend(_text(v) for v in values)
+        elif param.param_type_name != "option" or value is None:
+            continue
+        elif param.is_flag and param.secondary_opts:
+            args.append(param.opts[0] if value else param.secondary_opts[0])
+        elif param.is_flag:
+            if value:
+                args.append(param.opts[0])
+        else:
+            for v in values:
+                args.extend([param.opts[0], _text(v)])
+    return args
+
+
+def _text(value: Any) -> str:
+    return str(value.value if isinstance(value, enum.Enum) else value)
+
+
+def run_processes(
+    processes: int,
+    args: Sequence[str],
+    dsn: str,
+    *,
+    restart_delay: float = DEFAULT_RESTART_DELAY,
+) -> int:
+    """Run ``processes`` worker processes (``venturi worker ARGS``) until SIGINT/SIGTERM,
+    restarting one that exits after ``restart_delay``; returns the exit status: 0 after a
+    graceful stop, 2 when a process could not start (exit status 2 on its first start)."""
+    return asyncio.run(_Supervisor(processes, list(args), dsn, restart_delay).run())
+
+
+class _Supervisor:
+    def __init__(self, processes: int, args: list[str], dsn: str, restart_delay: float) -> None:
+        self.processes = processes
+        self.args = args
+        # The DSN goes through the environment, not argv, where `ps` would show it.
+        self.env = {**os.environ, "VENTURI_DSN": dsn}
+        self.restart_delay = restart_delay
+        self.stop = asyncio.Event()
+        self.children: dict[int, asyncio.subprocess.Process] = {}
+        self.status = 0
+        self.signals = 0
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, self._on_signal)
+        log.info("supervisor %d: starting %d worker processes", os.getpid(), self.processes)
+        try:
+            await asyncio.gather(*(self._slot(i) for i in range(self.processes)))
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError):
+                    loop.remove_signal_handler(sig)
+        log.info("supervisor %d: all worker processes stopped", os.getpid())
+        return self.status
+
+    def _on_signal(self) -> None:
+        # The first signal asks every child to drain; another makes them stop at once
+        # (a worker's own rule for a second signal).
+        self.signals += 1
+        self.stop.set()
+        for proc in self.children.values():
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+
+    async def _spawn(self) -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "venturi.supervisor",
+            *self.args,
+            env=self.env,
+            # A pipe the child watches: when this process dies, even by SIGKILL, the
+            # child sees end-of-file and drains, so no worker outlives its supervisor.
+            stdin=asyncio.subprocess.PIPE,
+            # Its own session: a terminal's Ctrl-C reaches only the supervisor, which
+            # passes one SIGTERM on, rather than every process at once.
+            start_new_session=True,
+        )
+
+    async def _slot(self, index: int) -> None:
+        first = True
+        while not self.stop.is_set():
+            proc = await self._spawn()
+            self.children[index] = proc
+            started = time.monotonic()
+            if self.stop.is_set():  # a signal arrived while it was being started
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+            code = await proc.wait()
+            if self.stop.is_set():
+                return
+            if first and code == 2:
+                log.error(
+                    "supervisor: worker process %d could not start (exit status 2); "
+                    "stopping the others",
+                    proc.pid,
+                )
+                self.status = 2
+                self._on_signal()
+                return
+            first = False
+            log.error(
+                "supervisor: worker process %d exited with status %s after %.1fs; "
+                "restarting it in %gs",
+                proc.pid,
+                code,
+                time.monotonic() - started,
+                self.restart_delay,
+            )
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.restart_delay):
+                    await self.stop.wait()
+
+
+def _watch_parent() -> None:
+    """In a child: drain (as on SIGTERM) once the supervisor's pipe reaches end-of-file."""
+
+    def watch() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while sys.stdin.buffer.read(1 << 16):
+                pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="venturi-parent-watch", daemon=True).start()
+
+
+def child_main(argv: Sequence[str]) -> None:
+    """A supervised worker process: ``venturi worker ARGV`` that also stops with its
+    supervisor."""
+    from venturi.cli import app
+
+    _watch_parent()
+    app(["worker", *argv], prog_name="venturi")
+
+
+if __name__ == "__main__":
+    child_main(sys.argv[1:])
