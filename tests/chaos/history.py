@@ -1,0 +1,441 @@
+"""The end-of-run history check of the chaos soak, as pure functions over plain data.
+
+Three sources, each written by a different party, are cross-checked:
+
+- the database: every job row and every journal row (written by the workers' settles);
+- the run records: one start line per handler run, and one end line with what the
+  handler returned, written by the handler itself (``tests/chaos/tasks.py``);
+- the fault log: which worker process the harness SIGKILLed or SIGTERMed and when, and
+  when it cut the database connections or restarted PostgreSQL.
+
+What must hold (each failure is a violation with the job it concerns):
+
+1. No job is lost: every id an enqueue returned exists; a job no enqueue returned exists
+   only if its batch's commit was ambiguous (the harness then re-sent it).
+2. No job is stuck: every job is ``completed`` or ``dead``, as its kind dictates.
+3. The journal is complete: the claims of a job are attempts 1..attempt, each once, and
+   each claim ended in exactly one event; ``failures`` equals the failure events.
+4. Runs and claims match one to one: every handler run belongs to a journaled claim of
+   the same attempt by the same process, no claim was run twice, and a claim without a
+   run ended by an interruption (stale-recovered or released), never by a settle.
+   Hence a job ran more than once only if the journal shows why: an interruption, or a
+   pause / retry / failure its handler chose.
+5. Every applied settle came from the claim's owner: the end event is by the claim's
+   worker, agrees with what that run's handler returned, and names that claim in its
+   payload (the completed result, the failed or dead detail, the carry's trail).
+6. Every interruption has a cause the harness produced: a SIGKILL, a SIGTERM drain, a
+   connection fault, a handler that outlived its lease; a lease that expired under a
+   live, unfaulted worker is reported as a stall (allowed, but counted).
+7. A per-kind cap held inside every worker process.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+# How a claim ended, besides a settle its handler chose.
+INTERRUPTIONS = ("stale-recovered", "released")
+FAILURE_EVENTS = ("failed", "retried", "timed-out", "stale-recovered")
+# What the run's end record must say for each settle event.
+SETTLED_BY = {
+    "completed": {"complete"},
+    "paused": {"pause", "pause-cancel"},
+    "retried": {"retry"},
+    "failed": {"raise"},
+    "dead": {"dead"},
+}
+TRAIL_WHY = {"pause": "step", "pause-cancel": "cancel", "retry": "retry"}
+
+# Re-run reasons, in the order the summary prints them.
+REASONS = (
+    "SIGKILL",
+    "handler outlived its lease (no renewal)",
+    "connection loss (terminate / restart)",
+    "SIGTERM: released after shutdown_timeout",
+    "SIGTERM: cooperative pause",
+    "SIGTERM: unsettled at exit",
+    "lease expired under a live worker (stall)",
+    "worker crashed (a bug)",
+)
+
+
+@dataclass
+class Job:
+    id: int
+    kind: str
+    status: str
+    carry: dict[str, Any]
+    attempt: int
+    failures: int
+    max_failures: int
+    claimed_by: str | None
+    claimed_at: float | None
+    finished_at: float | None
+    result: Any
+    last_error: str | None
+
+
+@dataclass
+class Event:
+    job: int
+    at: float
+    event: str
+    attempt: int
+    worker: str | None
+    detail: str | None
+
+
+@dataclass
+class Run:
+    job: int
+    attempt: int
+    pid: int
+    kind: str
+    start: float
+    end: float | None = None
+    outcome: str | None = None
+
+
+@dataclass
+class Faults:
+    kills: dict[int, float] = field(default_factory=dict)  # pid -> SIGKILL time
+    terms: dict[int, float] = field(default_factory=dict)  # pid -> SIGTERM time
+    connection: list[tuple[float, float]] = field(default_factory=list)  # fault windows
+    crashes: dict[int, float] = field(default_factory=dict)  # pid -> seen dead on its own
+
+
+@dataclass
+class Claim:
+    attempt: int
+    worker: str
+    at: float
+    end: Event | None = None
+    run: Run | None = None
+    backstop: bool = False
+
+    @property
+    def pid(self) -> int:
+        return pid_of(self.worker)
+
+
+@dataclass
+class Report:
+    jobs: int = 0
+    statuses: Counter[str] = field(default_factory=Counter)
+    lost: int = 0
+    stuck: int = 0
+    phantoms: int = 0
+    runs: int = 0
+    claims: int = 0
+    reruns: Counter[str] = field(default_factory=Counter)
+    unrun_claims: Counter[str] = field(default_factory=Counter)
+    late_settles: int = 0  # handlers that finished after losing their claim
+    overrun_jobs: int = 0
+    overrun_twice: int = 0
+    multi_run_jobs: int = 0
+    violations: list[str] = field(default_factory=list)
+    # A few interrupted claims per reason, for the log: what happened when.
+    examples: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+
+    def example(self, reason: str, job: Job, c: Claim, end: Event) -> None:
+        if len(self.examples[reason]) < 5:
+            run = c.run
+            ran = "not run" if run is None else f"ran {run.start:.3f}..{run.end} -> {run.outcome}"
+            self.examples[reason].append(
+                f"job {job.id} ({job.kind}) attempt {c.attempt} claimed by {c.worker} at "
+                f"{c.at:.3f}, {ran}; {end.event} at {end.at:.3f} by {end.worker}"
+            )
+
+    def violate(self, message: str) -> None:
+        self.violations.append(message)
+
+
+def pid_of(worker: str | None) -> int:
+    if not worker:
+        return -1
+    try:
+        return int(worker.rsplit(":", 1)[1])
+    except (IndexError, ValueError):
+        return -1
+
+
+def parse_runs(lines: list[str]) -> list[Run]:
+    """Run records from the lines the handlers wrote (a torn last line is skipped)."""
+    runs: dict[tuple[int, int, int], list[Run]] = defaultdict(list)
+    out: list[Run] = []
+    ends: list[tuple[int, int, int, str, float]] = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) != 6:
+            continue
+        try:
+            job, attempt, pid, t = int(parts[1]), int(parts[2]), int(parts[3]), float(parts[5])
+        except ValueError:
+            continue
+        if parts[0] == "S":
+            run = Run(job, attempt, pid, parts[4], t)
+            runs[(job, attempt, pid)].append(run)
+            out.append(run)
+        elif parts[0] == "E":
+            ends.append((job, attempt, pid, parts[4], t))
+    for job, attempt, pid, outcome, t in ends:
+        for run in runs.get((job, attempt, pid), []):
+            if run.end is None:
+                run.end, run.outcome = t, outcome
+                break
+    return out
+
+
+def claims_of(job: Job, events: list[Event]) -> dict[int, Claim]:
+    """The claims of a job, each with the event that ended it (or None: still running).
+
+    Claims that ended other than by completion are journaled; the current or completed
+    claim is on the row (as ``venturi.get_journal`` merges it).
+    """
+    claims: dict[int, Claim] = {}
+    duplicates: list[int] = []
+    for e in events:
+        if e.event == "claimed":
+            if e.attempt in claims:
+                duplicates.append(e.attempt)
+            claims[e.attempt] = Claim(e.attempt, e.worker or "?", e.at)
+    if job.status in ("claimed", "completed") and job.claimed_by and job.claimed_at is not None:
+        if job.attempt in claims:
+            duplicates.append(job.attempt)
+        claims[job.attempt] = Claim(job.attempt, job.claimed_by, job.claimed_at)
+        if job.status == "completed":
+            claims[job.attempt].end = Event(
+                job.id,
+                job.finished_at or job.claimed_at,
+                "completed",
+                job.attempt,
+                job.claimed_by,
+                None,
+            )
+    for e in events:
+        if e.event in ("claimed", "enqueued"):
+            continue
+        c = claims.get(e.attempt)
+        if c is None:
+            duplicates.append(-e.attempt)  # an end without a claim
+        elif c.end is None:
+            c.end = e
+        elif e.event == "dead" and c.end.event in FAILURE_EVENTS and not c.backstop:
+            c.backstop = True  # the failure that reached max_failures, then dead
+        else:
+            duplicates.append(-e.attempt)  # a second end of one claim
+    if duplicates:
+        raise ValueError(
+            f"claims journaled twice or ended twice (negative: ends) {sorted(duplicates)}"
+        )
+    return claims
+
+
+def check(
+    jobs: list[Job],
+    events: list[Event],
+    runs: list[Run],
+    faults: Faults,
+    *,
+    enqueued: dict[int, int],
+    ambiguous_seqs: set[int],
+    expected: dict[str, str],
+    leases: dict[str, float],
+    caps: dict[str, int],
+) -> Report:
+    """Check the whole history; ``enqueued`` maps every id an enqueue returned to its seq."""
+    rep = Report(jobs=len(jobs))
+    by_id = {j.id: j for j in jobs}
+    events_of: dict[int, list[Event]] = defaultdict(list)
+    for e in sorted(events, key=lambda e: e.at):
+        events_of[e.job].append(e)
+    runs_of: dict[int, list[Run]] = defaultdict(list)
+    for r in runs:
+        runs_of[r.job].append(r)
+    rep.runs = len(runs)
+
+    # 1. Nothing lost, nothing from nowhere.
+    for job_id in sorted(set(enqueued) - set(by_id)):
+        rep.lost += 1
+        rep.violate(f"job {job_id} (seq {enqueued[job_id]}): enqueued, and gone from the table")
+    for job in jobs:
+        if job.id not in enqueued:
+            seq = job.carry.get("seq") if isinstance(job.carry, dict) else None
+            if seq in ambiguous_seqs:
+                rep.phantoms += 1
+            else:
+                rep.violate(f"job {job.id}: in the table, but no enqueue returned it")
+    for job_id in sorted(set(runs_of) - set(by_id)):
+        rep.violate(f"job {job_id}: a handler ran it, but it is not in the table")
+
+    for job in jobs:
+        _check_job(
+            job, events_of.get(job.id, []), runs_of.get(job.id, []), faults, rep, expected, leases
+        )
+    _check_caps(runs, faults, caps, rep)
+    return rep
+
+
+def _check_job(
+    job: Job,
+    events: list[Event],
+    runs: list[Run],
+    faults: Faults,
+    rep: Report,
+    expected: dict[str, str],
+    leases: dict[str, float],
+) -> None:
+    rep.statuses[job.status] += 1
+    where = f"job {job.id} ({job.kind})"
+    # 2. Final, and as the handler dictates.
+    if job.status not in ("completed", "dead"):
+        rep.stuck += 1
+        rep.violate(f"{where}: stuck {job.status} (attempt {job.attempt})")
+        return
+    want = expected.get(job.kind)
+    if want is not None and job.status != want:
+        rep.violate(f"{where}: {job.status}, its handler dictates {want}: {job.last_error!r}")
+
+    # 3. The journal is complete and consistent.
+    try:
+        claims = claims_of(job, events)
+    except ValueError as exc:
+        rep.violate(f"{where}: {exc}")
+        return
+    rep.claims += len(claims)
+    if sorted(claims) != list(range(1, job.attempt + 1)):
+        rep.violate(f"{where}: claims {sorted(claims)} do not cover attempts 1..{job.attempt}")
+    failures = sum(1 for e in events if e.event in FAILURE_EVENTS)
+    if failures != job.failures:
+        rep.violate(f"{where}: failures = {job.failures}, journal shows {failures}")
+    for c in claims.values():
+        if c.end is None:
+            rep.violate(f"{where}: claim {c.attempt} by {c.worker} never ended")
+
+    # 4. Runs and claims, one to one.
+    for r in runs:
+        c = claims.get(r.attempt)
+        if c is None:
+            rep.violate(f"{where}: pid {r.pid} ran attempt {r.attempt}, which was never claimed")
+        elif c.pid != r.pid:
+            rep.violate(f"{where}: pid {r.pid} ran attempt {r.attempt}, claimed by {c.worker}")
+        elif c.run is not None:
+            rep.violate(f"{where}: attempt {r.attempt} ran twice under one claim")
+        else:
+            c.run = r
+    if len(runs) > 1:
+        rep.multi_run_jobs += 1
+
+    trail: list[str] = []
+    lease = leases.get(job.kind, 0.0)
+    for a in sorted(claims):
+        c = claims[a]
+        end = c.end
+        if end is None:
+            continue
+        if c.run is None:
+            if end.event not in INTERRUPTIONS:
+                rep.violate(f"{where}: claim {a} ended {end.event} but no handler ran it")
+            else:
+                reason = _reason(c, end, faults, lease)
+                rep.unrun_claims[reason] += 1
+                rep.example("not run: " + reason, job, c, end)
+            continue
+        run = c.run
+        if end.event in INTERRUPTIONS:
+            reason = _reason(c, end, faults, lease)
+            rep.reruns[reason] += 1
+            rep.example(reason, job, c, end)
+            if end.event == "released" and c.pid not in faults.terms:
+                rep.violate(f"{where}: claim {a} released by {c.worker}, never sent SIGTERM")
+            killed = faults.kills.get(c.pid)
+            if run.outcome is not None and not (killed is not None and killed <= end.at):
+                # The handler finished in a live worker after losing its claim: its settle
+                # was refused (the payload checks below prove it was not applied).
+                rep.late_settles += 1
+            continue
+        # 5. A settle: by the owner, as its handler returned, naming the claim.
+        if end.worker != c.worker:
+            rep.violate(f"{where}: claim {a} of {c.worker} settled {end.event} by {end.worker}")
+            continue
+        allowed = SETTLED_BY.get(end.event)
+        if allowed is None or run.outcome not in allowed:
+            rep.violate(
+                f"{where}: claim {a} settled {end.event}, its handler ended {run.outcome!r}"
+            )
+            continue
+        tag = f"attempt={a} pid={c.pid}"
+        if end.event in ("failed", "retried", "dead") and tag not in (end.detail or ""):
+            rep.violate(f"{where}: {end.event} detail {end.detail!r:.120} does not name {tag}")
+        if run.outcome in TRAIL_WHY:
+            trail.append(f"{a}:{c.pid}:{TRAIL_WHY[run.outcome]}")
+        if run.outcome == "pause-cancel":
+            if c.pid not in faults.terms:
+                rep.violate(f"{where}: claim {a} paused for a shutdown nobody asked for")
+            rep.reruns["SIGTERM: cooperative pause"] += 1
+
+    # Payloads: the completed result and the carry name the claims that wrote them.
+    if job.status == "completed" and job.claimed_by:
+        want_result = {"a": job.attempt, "p": pid_of(job.claimed_by)}
+        if job.result != want_result:
+            rep.violate(f"{where}: result {job.result!r} is not from its last claim {want_result}")
+    got_trail = job.carry.get("trail", []) if isinstance(job.carry, dict) else []
+    if got_trail != trail:
+        rep.violate(f"{where}: carry trail {got_trail} != the settles of its owners {trail}")
+
+    if job.kind == "chaos_overrun":
+        first = claims.get(1)
+        if first is not None and first.run is not None and first.end is not None:
+            if first.end.event == "stale-recovered" and first.pid not in faults.kills:
+                rep.overrun_jobs += 1
+                rep.overrun_twice += sum(1 for c in claims.values() if c.run) >= 2
+
+
+def _reason(c: Claim, end: Event, faults: Faults, lease: float) -> str:
+    """Why a claim was interrupted, from what the harness did and what the handler did."""
+    if end.event == "released":
+        return "SIGTERM: released after shutdown_timeout"
+    killed = faults.kills.get(c.pid)
+    if killed is not None and killed <= end.at:
+        return "SIGKILL"
+    crashed = faults.crashes.get(c.pid)
+    if crashed is not None and crashed <= end.at + 1:
+        return "worker crashed (a bug)"
+    termed = faults.terms.get(c.pid)
+    termed = termed if termed is not None and termed <= end.at else None
+    run = c.run
+    if run is not None and lease and termed is None:
+        if run.end is None or run.end >= c.at + lease:
+            return "handler outlived its lease (no renewal)"
+    for start, stop in faults.connection:
+        # A fault between the claim and its recovery can have cost the settle its lease.
+        if start <= end.at and stop >= c.at:
+            return "connection loss (terminate / restart)"
+    if termed is not None:
+        return "SIGTERM: unsettled at exit"
+    return "lease expired under a live worker (stall)"
+
+
+def _check_caps(runs: list[Run], faults: Faults, caps: dict[str, int], rep: Report) -> None:
+    """7. Per process and capped kind, handler runs never overlapped beyond the cap."""
+    spans: dict[tuple[int, str], list[tuple[float, int]]] = defaultdict(list)
+    for r in runs:
+        if r.kind not in caps:
+            continue
+        # A run with no end was killed with its process, or cancelled at a shutdown.
+        stop = r.end if r.end is not None else faults.kills.get(r.pid, r.start)
+        spans[(r.pid, r.kind)] += [(r.start, 1), (stop, -1)]
+    for (pid, kind), points in spans.items():
+        level = peak = 0
+        for _, delta in sorted(points, key=lambda p: (p[0], p[1])):
+            level += delta
+            peak = max(peak, level)
+        if peak > caps[kind]:
+            rep.violate(f"pid {pid}: {peak} runs of {kind} at once, over its cap {caps[kind]}")
+
+
+def decode(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
