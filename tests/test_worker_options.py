@@ -307,3 +307,49 @@ async def _finished(conn: Any, job_id: int) -> bool:
 def test_bad_metrics_port() -> None:
     with pytest.raises(ConfigError, match="metrics_port"):
         Worker(None, "postgresql://x", metrics_port=70000)
+
+
+# --- queue pause per kind --------------------------------------------------------------
+
+
+async def test_paused_kind_is_not_claimed_until_resumed(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    from venturi import store
+
+    ran: list[str] = []
+    resumed_run = asyncio.Event()
+
+    @venturi.task(kind="o_paused")
+    async def paused(ctx: Context[Any], carry: Item) -> None:
+        ran.append("paused")
+        resumed_run.set()
+
+    @venturi.task(kind="o_running")
+    async def other(ctx: Context[Any], carry: Item) -> None:
+        ran.append("other")
+
+    rows = await store.pause_kinds(
+        conn, "venturi", ["o_paused", "o_paused"], "ops:1", "downstream down"
+    )
+    assert [(r["kind"], r["paused_by"], r["reason"]) for r in rows] == [
+        ("o_paused", "ops:1", "downstream down")
+    ]
+    held = await paused.enqueue(conn, Item(1))
+    free = await other.enqueue(conn, Item(2))
+    worker = Worker(None, dsn, [paused, other], concurrency=2, poll_max=30)
+    async with running(worker):
+        await wait_status(conn, free, "completed")
+        await asyncio.sleep(0.3)  # a paused kind would have been claimed by now
+        job = await venturi.get_job(conn, held)
+        assert job is not None and job.status == "pending" and job.attempt == 0
+        assert [r["kind"] for r in await store.paused_kinds(conn, "venturi")] == ["o_paused"]
+        t0 = time.monotonic()
+        assert await store.resume_kinds(conn, "venturi", ["o_paused", "never_paused"]) == [
+            "o_paused"
+        ]
+        await asyncio.wait_for(resumed_run.wait(), 5)
+        assert time.monotonic() - t0 < 2.0  # the resume's notification woke the worker
+        await wait_status(conn, held, "completed")
+    assert ran == ["other", "paused"]
+    assert await store.paused_kinds(conn, "venturi") == []

@@ -331,3 +331,23 @@ async def cancel(
         sql.statement("job_cancel_if_owned", schema), worker, job_id, attempt, detail
     )
     return row is not None
+
+
+# --- per-kind queue pause -----------------------------------------------------------
+
+
+async def pause_kinds(
+    conn: Any, schema: str, kinds: Sequence[str], paused_by: str, reason: str
+) -> list[Record]:
+    return list(
+        await conn.fetch(sql.statement("kind_pause", schema), list(kinds), paused_by, reason)
+    )
+
+
+async def resume_kinds(conn: Any, schema: str, kinds: Sequence[str]) -> list[str]:
+    rows = await conn.fetch(sql.statement("kind_resume", schema), list(kinds))
+    return [str(r["kind"]) for r in rows]
+
+
+async def paused_kinds(conn: Any, schema: str) -> list[Record]:
+    return list(await conn.fetch(sql.statement("kind_paused_list", schema)))
