@@ -57,9 +57,9 @@ CREATE TABLE IF NOT EXISTS "billing_jobs".journal (
     detail  text
 );
 
--- Wake idle workers whenever a statement leaves rows claimable: an enqueue, a retry, a
--- pause, a release, a recovery. One notification per statement, not per row, so a bulk
--- enqueue is one NOTIFY; the payload lists the kinds so workers can ignore the others.
+-- Wake idle workers whenever a write leaves rows claimable: an enqueue, a retry, a pause,
+-- a release, a recovery. Inserts notify once per statement, so a bulk enqueue is one
+-- NOTIFY; the payload lists the kinds so workers can ignore the others.
 CREATE OR REPLACE FUNCTION "billing_jobs".notify_pending() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -80,11 +80,32 @@ CREATE TRIGGER jobs_notify_insert
     REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION "billing_jobs".notify_pending();
 
+-- Updates notify per row, and only rows that became claimable call the function (a
+-- statement-level trigger would capture every claim and completion into a transition
+-- table). Identical notifications of one transaction are delivered once.
+CREATE OR REPLACE FUNCTION "billing_jobs".notify_pending_row() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('billing_jobs_pending', NEW.kind);
+    RETURN NULL;
+END
+$$;
+
 DROP TRIGGER IF EXISTS jobs_notify_update ON "billing_jobs".jobs;
 CREATE TRIGGER jobs_notify_update
     AFTER UPDATE ON "billing_jobs".jobs
-    REFERENCING NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION "billing_jobs".notify_pending();
+    FOR EACH ROW
+    WHEN (NEW.status = 'pending')
+    EXECUTE FUNCTION "billing_jobs".notify_pending_row();
+
+-- Kinds an operator paused (`venturi kinds pause`): every worker leaves them out of its
+-- claim until resumed.
+CREATE TABLE IF NOT EXISTS "billing_jobs".paused_kinds (
+    kind      text        PRIMARY KEY,
+    paused_at timestamptz NOT NULL DEFAULT now(),
+    paused_by text,
+    reason    text
+);
 
 -- One row per recurring schedule: the latest slot it enqueued. CronScheduler advances it
 -- and enqueues the slot's job in one transaction, so a slot runs once however many
@@ -109,5 +130,6 @@ CREATE TABLE IF NOT EXISTS "billing_jobs".alert_state (
 INSERT INTO "billing_jobs".schema_version (version, name) VALUES
     (1, 'initial'),
     (2, 'cancel_requested'),
-    (3, 'upkeep')
+    (3, 'upkeep'),
+    (4, 'paused_kinds')
 ON CONFLICT (version) DO NOTHING;

@@ -57,9 +57,9 @@ CREATE TABLE IF NOT EXISTS "venturi".journal (
     detail  text
 );
 
--- Wake idle workers whenever a statement leaves rows claimable: an enqueue, a retry, a
--- pause, a release, a recovery. One notification per statement, not per row, so a bulk
--- enqueue is one NOTIFY; the payload lists the kinds so workers can ignore the others.
+-- Wake idle workers whenever a write leaves rows claimable: an enqueue, a retry, a pause,
+-- a release, a recovery. Inserts notify once per statement, so a bulk enqueue is one
+-- NOTIFY; the payload lists the kinds so workers can ignore the others.
 CREATE OR REPLACE FUNCTION "venturi".notify_pending() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -80,11 +80,32 @@ CREATE TRIGGER jobs_notify_insert
     REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION "venturi".notify_pending();
 
+-- Updates notify per row, and only rows that became claimable call the function (a
+-- statement-level trigger would capture every claim and completion into a transition
+-- table). Identical notifications of one transaction are delivered once.
+CREATE OR REPLACE FUNCTION "venturi".notify_pending_row() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('venturi_pending', NEW.kind);
+    RETURN NULL;
+END
+$$;
+
 DROP TRIGGER IF EXISTS jobs_notify_update ON "venturi".jobs;
 CREATE TRIGGER jobs_notify_update
     AFTER UPDATE ON "venturi".jobs
-    REFERENCING NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION "venturi".notify_pending();
+    FOR EACH ROW
+    WHEN (NEW.status = 'pending')
+    EXECUTE FUNCTION "venturi".notify_pending_row();
+
+-- Kinds an operator paused (`venturi kinds pause`): every worker leaves them out of its
+-- claim until resumed.
+CREATE TABLE IF NOT EXISTS "venturi".paused_kinds (
+    kind      text        PRIMARY KEY,
+    paused_at timestamptz NOT NULL DEFAULT now(),
+    paused_by text,
+    reason    text
+);
 
 -- One row per recurring schedule: the latest slot it enqueued. CronScheduler advances it
 -- and enqueues the slot's job in one transaction, so a slot runs once however many
@@ -109,7 +130,8 @@ CREATE TABLE IF NOT EXISTS "venturi".alert_state (
 INSERT INTO "venturi".schema_version (version, name) VALUES
     (1, 'initial'),
     (2, 'cancel_requested'),
-    (3, 'upkeep')
+    (3, 'upkeep'),
+    (4, 'paused_kinds')
 ON CONFLICT (version) DO NOTHING;
 
 -- venturi schema "venturi": indexes. Each names the statements it backs.
@@ -380,6 +402,8 @@ candidates AS (
       AND visible_at <= now()
       -- Only kinds this worker can run and that are under their cap.
       AND kind = ANY($2::text[])
+      -- Not the kinds an operator paused (one read of a tiny table per statement).
+      AND kind <> ALL (ARRAY(SELECT kind FROM "venturi".paused_kinds))
       -- Anti-starvation (ADR 22): a raised floor gives a lower tier this claim.
       AND priority >= $4::smallint
     ORDER BY priority, created_at, id
@@ -683,9 +707,11 @@ SELECT id FROM "venturi".jobs WHERE claimed_by = $1::text ORDER BY id;
 PREPARE venturi_job_next_visible_at(text[]) AS
 SELECT min(next.visible_at) AS next_visible_at
 FROM unnest($1::text[]) AS k(kind)
+-- A paused kind's schedule is no reason to wake.
 CROSS JOIN LATERAL (
     SELECT visible_at FROM "venturi".jobs
     WHERE status = 'pending' AND kind = k.kind AND visible_at > now()
+      AND NOT EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = k.kind)
     ORDER BY visible_at
     LIMIT 1
 ) next;
@@ -1070,6 +1096,35 @@ SELECT at, event, attempt, worker, detail
 FROM "venturi".journal
 WHERE job_id = $1
 ORDER BY at, id;
+
+-- kind_pause: pause kinds: every worker leaves them out of its claim until they are
+-- resumed (jobs already running finish normally). Pausing again updates the reason.
+-- $1 text[] kinds: the kinds to pause
+-- $2 text paused_by: who paused them (operator identity)
+-- $3 text reason: why, shown by `venturi kinds list`
+-- index: paused_kinds primary key.
+PREPARE venturi_kind_pause(text[], text, text) AS
+INSERT INTO "venturi".paused_kinds (kind, paused_by, reason)
+SELECT DISTINCT unnest($1::text[]), $2::text, $3::text
+ON CONFLICT (kind) DO UPDATE SET paused_by = excluded.paused_by, reason = excluded.reason
+RETURNING kind, paused_at, paused_by, reason;
+
+-- kind_paused_list: the paused kinds, with who paused them, when and why.
+-- index: paused_kinds primary key (a scan of a tiny table).
+PREPARE venturi_kind_paused_list AS
+SELECT kind, paused_at, paused_by, reason FROM "venturi".paused_kinds ORDER BY kind;
+
+-- kind_resume: resume paused kinds and wake idle workers for them.
+-- $1 text[] kinds: the kinds to resume
+-- index: paused_kinds primary key.
+PREPARE venturi_kind_resume(text[]) AS
+WITH resumed AS (
+    DELETE FROM "venturi".paused_kinds WHERE kind = ANY($1::text[])
+    RETURNING kind
+)
+SELECT kind, pg_notify('venturi_pending', kind)::text AS notified
+FROM resumed
+ORDER BY kind;
 
 -- schedule_advance_if_behind: move a schedule's latest slot forward to $2 if it is behind;
 -- no row when it is not (another worker got there first). Run in the transaction that
