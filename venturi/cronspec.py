@@ -24,11 +24,14 @@ class CronSpec:
     """A cron expression and the time zone its fields are read in.
 
     Five fields (minute hour day-of-month month day-of-week), or six with a trailing
-    seconds field, or one of the ``@daily``-style aliases. Slots are instants: a local
-    time skipped by a daylight-saving change does not occur that day.
+    seconds field, or one of the ``@daily``-style aliases. Slots are instants. When
+    clocks go forward, a slot in the skipped hour runs once, at the jump (croniter's
+    rule); when they go back, a slot at a fixed hour runs at the first of the two
+    occurrences of its local time only, as cron does, while an expression whose hour is
+    a wildcard or a step (``*/30 * * * *``) runs through both.
     """
 
-    __slots__ = ("expression", "tz", "zone")
+    __slots__ = ("expression", "fixed_hour", "tz", "zone")
 
     def __init__(self, expression: object, tz: object = None) -> None:
         if not isinstance(expression, str) or not expression.strip():
@@ -58,6 +61,10 @@ class CronSpec:
         self.expression = text
         self.tz = tz
         self.zone = zone
+        if text.startswith("@"):
+            self.fixed_hour = text.lower() != "@hourly"
+        else:
+            self.fixed_hour = "*" not in fields[1] and "/" not in fields[1]
         croniter = _croniter()
         if not croniter.is_valid(text):
             raise ConfigError(f"cron: invalid expression {expression!r}")
@@ -81,13 +88,28 @@ class CronSpec:
     def latest(self, now: datetime) -> datetime:
         """The latest slot at or before ``now`` (an aware datetime), in UTC."""
         start = (now.astimezone(UTC) + _TINY).astimezone(self.zone)
-        slot: datetime = _croniter()(self.expression, start).get_prev(datetime)
-        return slot.astimezone(UTC)
+        while True:
+            slot: datetime = _croniter()(self.expression, start).get_prev(datetime)
+            if not self._repeated(slot):
+                return slot.astimezone(UTC)
+            start = slot
 
     def next_after(self, now: datetime) -> datetime:
         """The first slot strictly after ``now`` (an aware datetime), in UTC."""
-        slot: datetime = _croniter()(self.expression, now.astimezone(self.zone)).get_next(datetime)
-        return slot.astimezone(UTC)
+        start = now.astimezone(self.zone)
+        while True:
+            slot: datetime = _croniter()(self.expression, start).get_next(datetime)
+            if not self._repeated(slot):
+                return slot.astimezone(UTC)
+            start = slot
+
+    def _repeated(self, slot: datetime) -> bool:
+        """True for the second occurrence of a local time when clocks went back, if the
+        expression names fixed hours (that slot already ran an hour before)."""
+        if not self.fixed_hour:
+            return False
+        local = slot.astimezone(self.zone)
+        return local.fold == 1 and local.replace(fold=0).astimezone(UTC) != slot.astimezone(UTC)
 
 
 def _croniter() -> Any:

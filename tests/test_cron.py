@@ -1,0 +1,275 @@
+"""Recurring jobs: cron expressions in a time zone, each slot enqueued exactly once by
+however many workers, finished slots never again, missed slots coalesced."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import msgspec
+import pytest
+
+import venturi
+from venturi import ConfigError, Context, CronScheduler, admin, cron, upkeep
+from venturi.cronspec import CronSpec
+from venturi.worker import Worker
+
+from .helpers import running, wait_for, wait_status
+
+
+class Tick(msgspec.Struct):
+    label: str = "tick"
+
+
+class Needs(msgspec.Struct):
+    n: int
+
+
+@pytest.fixture
+def schedules() -> Iterator[None]:
+    """Schedules a test declares with venturi.schedule: forgotten after the test."""
+    before = set(cron.declared())
+    yield
+    for name in set(cron.declared()) - before:
+        cron.unschedule(name)
+
+
+# --- expressions ---------------------------------------------------------------------
+
+
+def test_slots_are_read_in_the_time_zone() -> None:
+    paris = CronSpec("0 9 * * *", "Europe/Paris")
+    now = datetime(2025, 1, 15, 12, 0, tzinfo=UTC)
+    assert paris.latest(now) == datetime(2025, 1, 15, 8, 0, tzinfo=UTC)  # CET = UTC+1
+    assert paris.next_after(now) == datetime(2025, 1, 16, 8, 0, tzinfo=UTC)
+    summer = datetime(2025, 7, 15, 12, 0, tzinfo=UTC)
+    assert paris.latest(summer) == datetime(2025, 7, 15, 7, 0, tzinfo=UTC)  # CEST = UTC+2
+    utc = CronSpec("*/5 * * * *")
+    assert utc.tz == "UTC"
+    assert utc.latest(datetime(2025, 1, 1, 12, 5, tzinfo=UTC)) == datetime(
+        2025, 1, 1, 12, 5, tzinfo=UTC
+    )  # a slot at exactly now is due now
+    assert utc.next_after(datetime(2025, 1, 1, 12, 5, tzinfo=UTC)) == datetime(
+        2025, 1, 1, 12, 10, tzinfo=UTC
+    )
+
+
+def test_daylight_saving_changes_run_a_daily_slot_once() -> None:
+    paris = "Europe/Paris"
+    daily = CronSpec("30 2 * * *", paris)
+
+    def slots_on(spec: CronSpec, day: str) -> list[datetime]:
+        start = datetime.fromisoformat(f"{day}T00:00:00").replace(tzinfo=spec.zone)
+        end = start + timedelta(days=1)
+        found, t = [], spec.next_after(start - timedelta(microseconds=1))
+        while t < end:
+            found.append(t)
+            t = spec.next_after(t)
+        return found
+
+    # Clocks go forward at 02:00 on 2025-03-30: 02:30 does not exist; it runs once.
+    assert len(slots_on(daily, "2025-03-30")) == 1
+    # Clocks go back at 03:00 on 2025-10-26: 02:30 happens twice; it runs once, the first.
+    [fall] = slots_on(daily, "2025-10-26")
+    assert fall == datetime(2025, 10, 26, 0, 30, tzinfo=UTC)  # 02:30 CEST
+    assert daily.latest(datetime(2025, 10, 26, 1, 45, tzinfo=UTC)) == fall
+    # A step over hours runs through the repeated hour: every 30 minutes of real time.
+    steps = slots_on(CronSpec("*/30 * * * *", paris), "2025-10-26")
+    assert len(steps) == 50
+    assert all(b - a == timedelta(minutes=30) for a, b in itertools.pairwise(steps))
+
+
+def test_seconds_field_and_aliases() -> None:
+    every_second = CronSpec("* * * * * *")
+    now = datetime(2025, 1, 1, 0, 0, 7, 500_000, tzinfo=UTC)
+    assert every_second.latest(now) == datetime(2025, 1, 1, 0, 0, 7, tzinfo=UTC)
+    assert CronSpec("@daily").next_after(now) == datetime(2025, 1, 2, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("expression", "tz", "match"),
+    [
+        ("", None, "cron must be"),
+        (5, None, "cron must be"),
+        ("* * *", None, "5 fields"),
+        ("* * * * * * *", None, "5 fields"),
+        ("61 * * * *", None, "invalid"),
+        ("0 0 31 2 *", None, "never matches"),
+        ("H * * * *", None, "random"),
+        ("R * * * *", None, "random"),
+        ("@sometimes", None, "alias"),
+        ("* * * * *", "Mars/Olympus", "unknown time zone"),
+        ("* * * * *", 3, "tz must be"),
+    ],
+)
+def test_bad_cron(expression: Any, tz: Any, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        CronSpec(expression, tz)
+
+
+def test_task_cron_is_checked_when_declared(kinds: list[str]) -> None:
+    with pytest.raises(ConfigError, match="invalid"):
+
+        @venturi.task(kind="c_bad", cron="not a cron at all")
+        async def bad(ctx: Context[Any], carry: Tick) -> None: ...
+
+    with pytest.raises(ConfigError, match="tz applies to a cron"):
+
+        @venturi.task(kind="c_tz", tz="Europe/Paris")
+        async def tz_only(ctx: Context[Any], carry: Tick) -> None: ...
+
+    with pytest.raises(ConfigError, match="build with no arguments"):
+
+        @venturi.task(kind="c_needs", cron="* * * * *")
+        async def needs(ctx: Context[Any], carry: Needs) -> None: ...
+
+    @venturi.task(kind="c_none", cron="@hourly", tz="Europe/Paris")
+    async def no_carry(ctx: Context[Any], carry: None) -> None: ...
+
+    assert no_carry.cron == CronSpec("@hourly", "Europe/Paris") and no_carry.cron_carry is None
+
+
+def test_schedule_checks_its_carry_and_name(kinds: list[str], schedules: None) -> None:
+    @venturi.task(kind="c_sched")
+    async def handler(ctx: Context[Any], carry: Needs) -> None: ...
+
+    with pytest.raises(ConfigError, match="build with no arguments"):
+        venturi.schedule(handler, "* * * * *")
+    with pytest.raises(ConfigError, match="must be Needs"):
+        venturi.schedule(handler, "* * * * *", Tick())
+    first = venturi.schedule(handler, "0 * * * *", Needs(1))
+    assert first.name == "c_sched@0 * * * *"
+    assert venturi.schedule(handler, "0 * * * *", Needs(1)).name == first.name  # same: fine
+    with pytest.raises(ConfigError, match="already declared"):
+        venturi.schedule(handler, "0 * * * *", Needs(2))
+    other = venturi.schedule(handler, "0 * * * *", Needs(2), name="second", tz="Asia/Tokyo")
+    assert {s.name for s in cron.schedules_for(["c_sched"])} == {first.name, other.name}
+    assert cron.schedules_for(["elsewhere"]) == []
+
+
+# --- the scheduler against the database ----------------------------------------------
+
+
+async def _jobs(conn: Any, kind: str) -> list[admin.JobRow]:
+    return await admin.list_jobs(conn, kind=kind, limit=500)
+
+
+async def test_first_sight_starts_with_the_next_slot(
+    pool: asyncpg.Pool, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="c_first", cron="0 0 1 1 *")
+    async def yearly(ctx: Context[Any], carry: Tick) -> None: ...
+
+    assert yearly.cron is not None
+    worker = Worker(None, pool, [yearly])
+    await CronScheduler().run(pool, worker)
+    assert await _jobs(conn, "c_first") == []
+    [row] = await upkeep.list_schedules(pool, "venturi", ["c_first"])
+    assert row["last_slot"] == yearly.cron.latest(row["now"])
+    assert worker.stats["cron_enqueued"] == 0
+
+
+async def test_a_slot_is_enqueued_once_by_many_workers_and_never_again_once_finished(
+    dsn: str, pool: asyncpg.Pool, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="c_once", cron="0 0 1 1 *")
+    async def yearly(ctx: Context[Any], carry: Tick) -> venturi.Outcome:
+        return venturi.complete(carry.label)
+
+    assert yearly.cron is not None
+    due = yearly.cron.latest(datetime.now(UTC))
+    # The schedule last ran the year before: this year's slot is due.
+    await upkeep.init_schedule(pool, "venturi", "c_once", yearly.cron.latest(due - timedelta(1)))
+    workers = [Worker(None, pool, [yearly]) for _ in range(8)]
+    await asyncio.gather(*(CronScheduler().run(pool, w) for w in workers))
+    [job] = await _jobs(conn, "c_once")
+    assert sum(w.stats["cron_enqueued"] for w in workers) == 1
+    assert job.key == f"cron:c_once:{due.isoformat()}"
+    assert job.visible_at == due and job.status == "pending"
+
+    runner = Worker(None, pool, [yearly], poll_max=0.1)
+    async with running(runner):
+        await wait_status(conn, job.id, "completed")
+    assert await venturi.get_result(conn, job.id) == "tick"
+    # The key no longer guards a finished job; the schedule's row still does.
+    fresh = [Worker(None, pool, [yearly]) for _ in range(8)]
+    await asyncio.gather(*(CronScheduler().run(pool, w) for w in fresh))
+    assert [j.id for j in await _jobs(conn, "c_once")] == [job.id]
+
+
+async def test_missed_slots_coalesce_into_one_catch_up_run(
+    pool: asyncpg.Pool, conn: asyncpg.Connection, kinds: list[str], schedules: None
+) -> None:
+    @venturi.task(kind="c_catchup")
+    async def report(ctx: Context[Any], carry: Needs) -> None: ...
+
+    hourly = venturi.schedule(report, "0 * * * *", Needs(7), name="reports")
+    now = datetime.now(UTC)
+    # Down for five hours: five slots were missed.
+    await upkeep.init_schedule(
+        pool, "venturi", "reports", hourly.spec.latest(now) - timedelta(hours=5)
+    )
+    worker = Worker(None, pool, [report])
+    scheduler = CronScheduler()
+    await scheduler.run(pool, worker)
+    [job] = await _jobs(conn, "c_catchup")
+    assert worker.stats["cron_enqueued"] == 1 and worker.stats["cron_coalesced"] == 1
+    assert job.key == f"cron:reports:{job.visible_at.isoformat()}"
+    assert job.visible_at >= hourly.spec.latest(now)
+    stored = await venturi.get_job(conn, job.id)
+    assert stored is not None and stored.carry == {"n": 7}
+    # Caught up: the next pass has nothing to do.
+    await CronScheduler().run(pool, worker)
+    assert len(await _jobs(conn, "c_catchup")) == 1
+
+
+async def test_explicit_schedules_and_duplicate_names(
+    pool: asyncpg.Pool, conn: asyncpg.Connection, kinds: list[str], schedules: None
+) -> None:
+    @venturi.task(kind="c_explicit", cron="0 * * * *")
+    async def task(ctx: Context[Any], carry: Tick) -> None: ...
+
+    clash = venturi.schedule(task, "30 * * * *", Tick("half past"), name="c_explicit")
+    worker = Worker(None, pool, [task])
+    with pytest.raises(ConfigError, match="two schedules are named 'c_explicit'"):
+        await CronScheduler().run(pool, worker)
+    # Given explicitly, only those schedules run.
+    await CronScheduler([clash]).run(pool, worker)
+    [row] = await upkeep.list_schedules(pool, "venturi", ["c_explicit"])
+    assert row["last_slot"] == clash.spec.latest(row["now"])
+    with pytest.raises(ConfigError, match="share a name"):
+        CronScheduler([clash, clash])
+    with pytest.raises(ConfigError, match="cron interval"):
+        CronScheduler(interval=0)
+
+
+async def test_running_workers_enqueue_every_slot_exactly_once(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    ran: list[int] = []
+
+    @venturi.task(kind="c_live", cron="* * * * * *")  # every second
+    async def tick(ctx: Context[Any], carry: Tick) -> None:
+        ran.append(ctx.job.id)
+
+    workers = [
+        Worker(None, dsn, [tick], poll_max=0.1, maintenance=[CronScheduler(interval=0.02)])
+        for _ in range(3)
+    ]
+    async with running(workers[0]), running(workers[1]), running(workers[2]):
+        await wait_for(lambda: _at_least(ran, 3))
+    jobs = sorted(await _jobs(conn, "c_live"), key=lambda j: j.visible_at)
+    slots = [j.visible_at for j in jobs]
+    assert len(set(slots)) == len(slots) == len({j.key for j in jobs})
+    # Consecutive seconds, none skipped, none twice, whichever worker enqueued them.
+    assert slots == [slots[0] + timedelta(seconds=i) for i in range(len(slots))]
+    assert sum(w.stats["cron_enqueued"] for w in workers) == len(jobs)
+    assert len(ran) == len(set(ran))
+
+
+async def _at_least(items: list[int], n: int) -> bool:
+    return len(items) >= n
