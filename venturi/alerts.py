@@ -253,9 +253,12 @@ def _post(url: str, body: bytes, timeout: float) -> None:
         method="POST",
         headers={"Content-Type": "application/json", "User-Agent": "venturi-alerts"},
     )
-    # urllib raises HTTPError (an OSError) for 4xx and 5xx answers.
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        response.read()
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            response.read()
+    except urllib.error.HTTPError as exc:  # a 4xx or 5xx answer
+        exc.close()
+        raise OSError(f"HTTP {exc.code} {exc.reason}") from None
 
 
 def _count(value: object, knob: str) -> int:
