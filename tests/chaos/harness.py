@@ -70,7 +70,7 @@ class Config:
 
 SHORT = Config(
     mode="short",
-    seconds=45,
+    seconds=60,
     min_jobs=0,
     workers=4,
     concurrency=8,
@@ -108,8 +108,9 @@ MIX = {
     "chaos_doomed": 20,
     "chaos_dead": 20,
     "chaos_slow": 20,
-    "chaos_stubborn": 15,
+    "chaos_stubborn": 25,
     "chaos_overrun": 5,
+    "chaos_renewed": 5,
 }
 # Library bugs this harness found that are not fixed yet: a signature that appears in the
 # violations a bug causes -> the bug. Such violations are reported, and do not fail the
@@ -379,7 +380,7 @@ class Harness:
         ms = {
             "chaos_capped": self.rng.randint(10, 40),
             "chaos_slow": self.rng.randint(200, 1000),
-            "chaos_stubborn": self.rng.randint(300, 1500),
+            "chaos_stubborn": self.rng.randint(1000, 3000),
         }.get(kind, 0)
         prio = self.rng.choice([Priority.HIGH, Priority.NORMAL, Priority.NORMAL, Priority.LOW])
         after = self.rng.uniform(0.2, 3.0) if self.rng.random() < 0.05 else None
@@ -598,6 +599,7 @@ class Harness:
             expected=tasks.EXPECTED,
             leases={k: t.lease or self.cfg.lease for k, t in TASKS.items()},
             caps={k: t.cap for k, t in TASKS.items() if t.cap},
+            renewing=frozenset(k for k, t in TASKS.items() if t.renew_lease),
         )
         self._check_workers(report)
         for reason, examples in report.examples.items():
@@ -706,6 +708,8 @@ class Harness:
             ),
             ("overrun jobs (first run outlived its 1 s lease)", rep.overrun_jobs),
             ("... of which ran twice", rep.overrun_twice),
+            ("long runs with renew_lease (3 s on a 1.5 s lease)", rep.renewed_jobs),
+            ("... of which ran twice", rep.renewed_twice),
             ("worker crashes", c["worker crashes"]),
             ("violations", len(rep.violations)),
         ]

@@ -59,6 +59,7 @@ REASONS = (
     "SIGTERM: unsettled at exit",
     "lease expired under a live worker (stall)",
     "worker crashed (a bug)",
+    "lease expired under a renewing handler",
 )
 
 
@@ -135,6 +136,8 @@ class Report:
     late_settles: int = 0  # handlers that finished after losing their claim
     overrun_jobs: int = 0
     overrun_twice: int = 0
+    renewed_jobs: int = 0  # renewing long runs not interrupted by a harness fault
+    renewed_twice: int = 0
     multi_run_jobs: int = 0
     violations: list[str] = field(default_factory=list)
     # A few interrupted claims per reason, for the log: what happened when.
@@ -245,6 +248,7 @@ def check(
     expected: dict[str, str],
     leases: dict[str, float],
     caps: dict[str, int],
+    renewing: frozenset[str] = frozenset(),
 ) -> Report:
     """Check the whole history; ``enqueued`` maps every id an enqueue returned to its seq."""
     rep = Report(jobs=len(jobs))
@@ -272,9 +276,9 @@ def check(
         rep.violate(f"job {job_id}: a handler ran it, but it is not in the table")
 
     for job in jobs:
-        _check_job(
-            job, events_of.get(job.id, []), runs_of.get(job.id, []), faults, rep, expected, leases
-        )
+        runs_here = runs_of.get(job.id, [])
+        _check_job(job, events_of.get(job.id, []), runs_here, faults, rep, expected, leases,
+                   job.kind in renewing)  # fmt: skip
     _check_caps(runs, faults, caps, rep)
     return rep
 
@@ -287,6 +291,7 @@ def _check_job(
     rep: Report,
     expected: dict[str, str],
     leases: dict[str, float],
+    renews: bool = False,
 ) -> None:
     rep.statuses[job.status] += 1
     where = f"job {job.id} ({job.kind})"
@@ -340,13 +345,13 @@ def _check_job(
             if end.event not in INTERRUPTIONS:
                 rep.violate(f"{where}: claim {a} ended {end.event} but no handler ran it")
             else:
-                reason = _reason(c, end, faults, lease)
+                reason = _reason(c, end, faults, lease, renews)
                 rep.unrun_claims[reason] += 1
                 rep.example("not run: " + reason, job, c, end)
             continue
         run = c.run
         if end.event in INTERRUPTIONS:
-            reason = _reason(c, end, faults, lease)
+            reason = _reason(c, end, faults, lease, renews)
             rep.reruns[reason] += 1
             rep.example(reason, job, c, end)
             if end.event == "released" and c.pid not in faults.terms:
@@ -386,6 +391,17 @@ def _check_job(
     if got_trail != trail:
         rep.violate(f"{where}: carry trail {got_trail} != the settles of its owners {trail}")
 
+    if job.kind == "chaos_renewed":
+        first = claims.get(1)
+        if first is not None and first.run is not None and first.end is not None:
+            cut = (
+                first.end.event in INTERRUPTIONS
+                and _reason(first, first.end, faults, lease, renews)
+                != "lease expired under a renewing handler"
+            )
+            if not cut and first.run.outcome != "pause-cancel":
+                rep.renewed_jobs += 1
+                rep.renewed_twice += sum(1 for c in claims.values() if c.run) >= 2
     if job.kind == "chaos_overrun":
         first = claims.get(1)
         if first is not None and first.run is not None and first.end is not None:
@@ -394,7 +410,7 @@ def _check_job(
                 rep.overrun_twice += sum(1 for c in claims.values() if c.run) >= 2
 
 
-def _reason(c: Claim, end: Event, faults: Faults, lease: float) -> str:
+def _reason(c: Claim, end: Event, faults: Faults, lease: float, renews: bool = False) -> str:
     """Why a claim was interrupted, from what the harness did and what the handler did."""
     if end.event == "released":
         return "SIGTERM: released after shutdown_timeout"
@@ -406,14 +422,17 @@ def _reason(c: Claim, end: Event, faults: Faults, lease: float) -> str:
         return "worker crashed (a bug)"
     termed = faults.terms.get(c.pid)
     termed = termed if termed is not None and termed <= end.at else None
+    for start, stop in faults.connection:
+        # A fault between the claim and its recovery can have cost the settle (or the
+        # renewal) its lease.
+        if start <= end.at and stop >= c.at:
+            return "connection loss (terminate / restart)"
     run = c.run
     if run is not None and lease and termed is None:
         if run.end is None or run.end >= c.at + lease:
+            if renews:
+                return "lease expired under a renewing handler"
             return "handler outlived its lease (no renewal)"
-    for start, stop in faults.connection:
-        # A fault between the claim and its recovery can have cost the settle its lease.
-        if start <= end.at and stop >= c.at:
-            return "connection loss (terminate / restart)"
     if termed is not None:
         return "SIGTERM: unsettled at exit"
     return "lease expired under a live worker (stall)"

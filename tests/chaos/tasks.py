@@ -40,6 +40,7 @@ EXPECTED = {
     "chaos_slow": "completed",
     "chaos_stubborn": "completed",
     "chaos_overrun": "completed",
+    "chaos_renewed": "completed",
     "chaos_doomed": "dead",
     "chaos_dead": "dead",
 }
@@ -47,6 +48,9 @@ EXPECTED = {
 # The overrun kind's lease, and how long its first run works: past the lease, on purpose.
 OVERRUN_LEASE = 1.0
 OVERRUN_RUN = 2.5
+# The renewing kind: the same overrun, with renew_lease=True.
+RENEWED_LEASE = 1.5
+RENEWED_RUN = 3.0
 CAPPED_CAP = 2
 PAUSES = 2
 
@@ -175,7 +179,7 @@ async def slow(ctx: Context[Any], carry: Chaos) -> venturi.Outcome:
 
 @venturi.task(kind="chaos_stubborn", backoff=FAST, lease=6.0)
 async def stubborn(ctx: Context[Any], carry: Chaos) -> venturi.Outcome:
-    """Works up to 1.5 s and ignores shutdown: force-released past shutdown_timeout."""
+    """Works 1 to 3 s and ignores shutdown: force-released past shutdown_timeout."""
     _start(ctx)
     await asyncio.sleep(carry.ms / 1000)
     return _done(ctx)
@@ -188,6 +192,17 @@ async def overrun(ctx: Context[Any], carry: Chaos) -> venturi.Outcome:
     run's late completion is refused by the ownership guard."""
     _start(ctx)
     if ctx.job.attempt == 1 and await _work(ctx, OVERRUN_RUN):
+        _end(ctx, "pause-cancel")
+        return venturi.pause(_trail(ctx, carry, "cancel"))
+    return _done(ctx)
+
+
+@venturi.task(kind="chaos_renewed", backoff=FAST, lease=RENEWED_LEASE, renew_lease=True)
+async def renewed(ctx: Context[Any], carry: Chaos) -> venturi.Outcome:
+    """The overrun again, with lease renewal: its first run works RENEWED_RUN seconds, twice
+    its lease, and the worker's heartbeat keeps the claim, so it runs once."""
+    _start(ctx)
+    if ctx.job.attempt == 1 and await _work(ctx, RENEWED_RUN):
         _end(ctx, "pause-cancel")
         return venturi.pause(_trail(ctx, carry, "cancel"))
     return _done(ctx)
