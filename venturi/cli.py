@@ -497,20 +497,30 @@ def top(
 
 
 async def _top_live(
-    target: str, schema: str, interval: float, read: Callable[[Any], Awaitable[Any]]
+    target: str,
+    schema: str,
+    interval: float,
+    read: Callable[[Any], Awaitable[Any]],
+    *,
+    console: Any = None,
+    frames: int | None = None,
 ) -> None:
-    """Redraw every ``interval`` seconds; a lost connection is shown and retried, so the
-    view outlives a database restart."""
+    """Redraw every ``interval`` seconds (``frames`` times, or until interrupted); a lost
+    connection is shown and retried, so the view outlives a database restart."""
     from rich.live import Live
     from rich.text import Text
 
     from venturi import views
 
     conn = await store.connect(target)
-    await store.schema_version(conn, schema)
+    drawn = 0
     try:
-        with Live(console=_console(), auto_refresh=False, screen=False) as live:
-            while True:
+        await store.schema_version(conn, schema)
+        with Live(console=console or _console(), auto_refresh=False, screen=False) as live:
+            while frames is None or drawn < frames:
+                if drawn:
+                    await asyncio.sleep(interval)
+                drawn += 1
                 try:
                     if conn is None:
                         conn = await store.connect(target)
@@ -527,7 +537,6 @@ async def _top_live(
                     if conn is not None:
                         conn.terminate()
                     conn = None
-                await asyncio.sleep(interval)
     finally:
         if conn is not None:
             await conn.close()
