@@ -1,0 +1,184 @@
+"""venturi.Pool: several worker loops in one process, a loop that dies restarted after a
+second while the others keep working, and one graceful shutdown for all."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import msgspec
+import pytest
+
+import venturi
+from venturi import ConfigError, Context, Pool, SchemaError
+from venturi.worker import Worker
+
+from .helpers import wait_for, wait_status
+
+
+class Item(msgspec.Struct):
+    n: int
+
+
+@contextlib.asynccontextmanager
+async def pool_running(pool: Pool) -> AsyncIterator[asyncio.Task[None]]:
+    shutdown = asyncio.Event()
+    task = asyncio.create_task(pool.run(shutdown))
+    try:
+        yield task
+    finally:
+        shutdown.set()
+        await asyncio.wait_for(task, 60)
+
+
+def _done_at(stamps: dict[int, float]) -> Any:
+    @venturi.task(kind="pool_a")
+    async def a(ctx: Context[Any], carry: Item) -> None:
+        stamps[ctx.job.id] = time.monotonic()
+
+    @venturi.task(kind="pool_b")
+    async def b(ctx: Context[Any], carry: Item) -> None:
+        stamps[ctx.job.id] = time.monotonic()
+
+    return a, b
+
+
+async def test_loops_run_side_by_side_and_stop_together(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    stamps: dict[int, float] = {}
+    a, b = _done_at(stamps)
+    started = asyncio.Event()
+
+    @venturi.task(kind="pool_long")
+    async def long(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        started.set()
+        await ctx.cancelled()  # runs until shutdown asks it to stop
+        return venturi.pause(Item(carry.n + 1))
+
+    wa = Worker(None, dsn, [a, long], concurrency=4, poll_max=0.1)
+    wb = Worker(None, dsn, [b], poll_max=0.1)
+    pool = Pool([wa, wb])
+    assert wa.claimed_by.endswith("/1") and wb.claimed_by.endswith("/2")  # told apart
+    async with pool_running(pool) as running:
+        ids = [await a.enqueue(conn, Item(i)) for i in range(3)]
+        ids += [await b.enqueue(conn, Item(i)) for i in range(3)]
+        held = await long.enqueue(conn, Item(0))
+        for job_id in ids:
+            await wait_status(conn, job_id, "completed")
+        await asyncio.wait_for(started.wait(), 15)
+        assert not running.done()
+    # Shutdown drained the loop holding the long job: checkpointed, not lost.
+    job = await venturi.get_job(conn, held)
+    assert job is not None and job.status == "pending" and job.carry == {"n": 1}
+    assert pool.restarts == [0, 0]
+    assert wa.stats["completed"] == 3 and wb.stats["completed"] == 3
+
+
+async def test_a_loop_that_dies_is_restarted_after_a_second(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stamps: dict[int, float] = {}
+    a, b = _done_at(stamps)
+    wa = Worker(None, dsn, [a], poll_max=0.1)
+    wb = Worker(None, dsn, [b], poll_max=0.1)
+    crashed = asyncio.Event()
+    crash_at: list[float] = []
+    fill = wa._fill
+
+    async def bug_once(*args: Any) -> bool:
+        if not crashed.is_set():
+            crash_at.append(time.monotonic())
+            crashed.set()
+            raise RuntimeError("a bug in the loop, outside any handler")
+        return await fill(*args)
+
+    monkeypatch.setattr(wa, "_fill", bug_once)
+    pool = Pool([wa, wb])
+    async with pool_running(pool):
+        await asyncio.wait_for(crashed.wait(), 15)
+        job_a = await a.enqueue(conn, Item(1))
+        job_b = await b.enqueue(conn, Item(2))
+        await wait_status(conn, job_b, "completed")
+        await wait_status(conn, job_a, "completed")
+    # The other loop kept working during the second; the dead one ran again after it.
+    assert stamps[job_b] - crash_at[0] < 1.0
+    assert stamps[job_a] - crash_at[0] >= 1.0
+    assert pool.restarts == [1, 0]
+    assert wa.stats["restarts"] == 1
+
+
+async def test_handlers_of_a_dead_loop_are_cancelled_and_their_job_recovered(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    running_first = asyncio.Event()
+    cancelled: list[int] = []
+
+    @venturi.task(kind="pool_inflight", lease=1.0)
+    async def slow(ctx: Context[Any], carry: Item) -> None:
+        if ctx.job.attempt == 1:
+            running_first.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cancelled.append(ctx.job.id)
+                raise
+
+    worker = Worker(
+        None, dsn, [slow], concurrency=2, poll_max=0.1, backoff=venturi.Backoff.fixed(0)
+    )
+    reap = worker._reap
+
+    def bug_while_running() -> None:
+        if running_first.is_set() and not cancelled:
+            raise RuntimeError("a bug in the loop while a handler runs")
+        reap()
+
+    monkeypatch.setattr(worker, "_reap", bug_while_running)
+    pool = Pool([worker])
+    async with pool_running(pool):
+        job_id = await slow.enqueue(conn, Item(0))
+        await asyncio.wait_for(running_first.wait(), 15)
+        await wait_for(lambda: _true(bool(cancelled)))
+        # Its claim lapses after the 1 s lease and the restarted loop recovers it.
+        await wait_status(conn, job_id, "completed", within=30)
+    assert cancelled == [job_id]
+    events = [e.event for e in await venturi.get_journal(conn, job_id)]
+    assert events == ["enqueued", "claimed", "stale-recovered", "claimed", "completed"]
+    assert pool.restarts == [1]
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def test_a_loop_that_cannot_start_stops_the_pool(
+    dsn: str, empty_dsn: str, kinds: list[str]
+) -> None:
+    a, _ = _done_at({})
+    healthy = Worker(None, dsn, [a], poll_max=0.1)
+    no_schema = Worker(None, empty_dsn, [a], poll_max=0.1)
+    pool = Pool([healthy, no_schema])
+    with pytest.raises(SchemaError, match="venturi schema apply"):
+        await asyncio.wait_for(pool.run(asyncio.Event()), 60)
+    assert pool.restarts == [0, 0]
+
+
+def test_bad_pool(kinds: list[str]) -> None:
+    a, _ = _done_at({})
+    w = Worker(None, "postgresql://x", [a])
+    with pytest.raises(ConfigError, match="at least one worker"):
+        Pool([])
+    with pytest.raises(ConfigError, match=r"venturi\.Worker"):
+        Pool([object()])  # type: ignore[list-item]
+    with pytest.raises(ConfigError, match="twice"):
+        Pool([w, w])
+    with pytest.raises(ConfigError, match="restart_delay"):
+        Pool([w], restart_delay=-1)
+    own = Worker(None, "postgresql://x", [a], claimed_by="api-1")
+    Pool([own, Worker(None, "postgresql://x", [a], claimed_by="api-2")])
+    assert own.claimed_by == "api-1"  # distinct identities are left alone
