@@ -1,0 +1,165 @@
+"""The raw-SQL ceiling: venturi's own claim and settle statements, no framework.
+
+Each client is one asyncpg connection (prepared statements, autocommit) that loops over
+``job_claim`` for up to ``batch`` rows and settles them as completed, in one of two
+shapes:
+
+- ``separate``: ``job_claim`` then ``job_complete_many_if_owned`` for the whole batch:
+  two statements, two round trips and two commits per batch;
+- ``combined``: when ``job_claim`` can carry completions (its ``done_*`` parameters),
+  each claim settles the previous batch: one round trip and one commit per batch, the
+  shape of the worker's loop.
+
+The statements come from ``venturi.sql.statement``; their bind parameters are matched
+by the names declared in each statement's header, so no SQL text is written here. What
+the worker adds on top (asyncio tasks, handler dispatch, the pool, the wake-up logic) is
+the gap between its drain figure and this one.
+
+``via_pool=True`` runs the same loop through ``asyncpg.Pool.fetch`` (one acquire and
+release per statement, as ``venturi.store`` does when handed a pool) to show what the
+pool's per-release reset costs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+
+from benchmarks.systems import KIND
+from venturi import sql
+from venturi.backoff import DEFAULT_BACKOFF
+
+# The worker's default lease (venturi.Worker(lease=900.0)).
+LEASE = 900.0
+
+# "-- $3 float8[] leases: ..." in a statement's header.
+_PARAM = re.compile(r"^-- \$(\d+) +\S+ +(\w+)", re.MULTILINE)
+
+
+def parameters(name: str, schema: str = sql.DEFAULT_SCHEMA) -> list[str]:
+    """The bind parameter names of a venturi statement, in $n order."""
+    found = {int(n): p for n, p in _PARAM.findall(sql.statement(name, schema))}
+    return [found[i] for i in sorted(found)]
+
+
+def can_combine(schema: str = sql.DEFAULT_SCHEMA) -> bool:
+    return "done_ids" in parameters("job_claim", schema)
+
+
+def _args(names: Sequence[str], values: dict[str, Any], statement: str) -> list[Any]:
+    missing = [n for n in names if n not in values]
+    if missing:
+        raise RuntimeError(
+            f"benchmarks.ceiling does not know the parameter(s) {missing} of {statement}; "
+            "teach it their values"
+        )
+    return [values[n] for n in names]
+
+
+async def run(
+    dsn: str,
+    *,
+    clients: int,
+    batch: int,
+    duration: float,
+    shape: str = "separate",
+    via_pool: bool = False,
+    schema: str = sql.DEFAULT_SCHEMA,
+) -> dict[str, Any]:
+    """Claim and settle for ``duration`` seconds; returns jobs/s and round trips."""
+    if shape not in ("separate", "combined"):
+        raise ValueError(f"shape must be separate or combined, got {shape!r}")
+    claim = sql.statement("job_claim", schema)
+    claim_params = parameters("job_claim", schema)
+    settle = sql.statement("job_complete_many_if_owned", schema) if shape == "separate" else ""
+    settle_params = parameters("job_complete_many_if_owned", schema) if settle else []
+    b = DEFAULT_BACKOFF
+    fixed = {
+        "kinds": [KIND],
+        "leases": [LEASE],
+        "priority_floor": 0,
+        "claim_limit": batch,
+        "backoff_base": b.base,
+        "backoff_factor": b.factor,
+        "backoff_cap": b.cap,
+    }
+    pool: Any = None
+    conns: list[Any] = []
+    if via_pool:
+        pool = await asyncpg.create_pool(dsn, min_size=clients, max_size=clients)
+        targets: list[Any] = [pool] * clients
+    else:
+        conns = [await asyncpg.connect(dsn) for _ in range(clients)]
+        targets = conns
+    # Prepare outside the timed window (asyncpg caches prepared statements per connection).
+    for c in conns:
+        await c.prepare(claim)
+        if settle:
+            await c.prepare(settle)
+    done = [0] * clients
+    trips = [0] * clients
+    empty = [False] * clients
+    start = time.monotonic()
+    deadline = start + duration
+
+    async def client(k: int) -> None:
+        target = targets[k]
+        values: dict[str, Any] = {
+            **fixed,
+            "claimed_by": f"ceiling-{k}",
+            "done_ids": [],
+            "done_attempts": [],
+            "done_results": [],
+        }
+        while True:
+            last = time.monotonic() >= deadline
+            if last:
+                values["claim_limit"] = 0  # settle what is held, claim nothing more
+            rows = await target.fetch(claim, *_args(claim_params, values, "job_claim"))
+            trips[k] += 1
+            if "settled" in (rows[0].keys() if rows else ()):
+                rows = [r for r in rows if not r["settled"]]
+            ids = [r["id"] for r in rows]
+            attempts = [r["attempt"] for r in rows]
+            if settle:
+                if rows:
+                    values.update(ids=ids, attempts=attempts, results=[None] * len(ids))
+                    await target.fetch(
+                        settle, *_args(settle_params, values, "job_complete_many_if_owned")
+                    )
+                    trips[k] += 1
+                    done[k] += len(rows)
+            else:
+                # The previous batch rode this claim and is settled now; this batch rides
+                # the next one.
+                done[k] += len(values["done_ids"])
+                values.update(done_ids=ids, done_attempts=attempts, done_results=[None] * len(ids))
+            if not rows:
+                empty[k] = not last
+                return
+
+    try:
+        await asyncio.gather(*(client(k) for k in range(clients)))
+        elapsed = time.monotonic() - start
+    finally:
+        if pool is not None:
+            await pool.close()
+        for c in conns:
+            await c.close()
+    jobs = sum(done)
+    return {
+        "clients": clients,
+        "batch": batch,
+        "shape": shape,
+        "via_pool": via_pool,
+        "jobs": jobs,
+        "seconds": elapsed,
+        "jobs_per_s": jobs / elapsed if elapsed > 0 else 0.0,
+        "round_trips": sum(trips),
+        "ran_dry": any(empty),
+    }

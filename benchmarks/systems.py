@@ -1,0 +1,271 @@
+"""The three systems under test, each driven through its own public API.
+
+For every system there are two halves:
+
+- a *client* the harness process uses to install the schema, empty the tables between
+  measurements, and enqueue jobs (single and bulk), through the library's own enqueue
+  API and its own recommended driver (asyncpg for venturi and pgqueuer, psycopg 3 for
+  procrastinate);
+- a *worker runner* that ``benchmarks.worker_proc`` runs in a subprocess, so that each
+  worker's CPU time and peak RSS are its own.
+
+Every job is a no-op whose payload is an integer ``i``; the handler only reports
+``i`` to a probe (``set_probe``) that counts jobs and timestamps them.
+
+The only SQL text written here is the peers' and venturi's housekeeping between
+measurements (TRUNCATE, ANALYZE, a count for the sanity check): venturi's own statements
+come from ``venturi.sql``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+import msgspec
+
+import venturi
+from venturi import sql, store
+
+KIND = "bench_noop"
+
+# --- the probe the handlers report to (set by the worker subprocess) ---------------
+
+_probe: Callable[[int], None] = lambda _i: None  # noqa: E731
+
+
+def set_probe(fn: Callable[[int], None]) -> None:
+    global _probe
+    _probe = fn
+
+
+# --- venturi ------------------------------------------------------------------------
+
+
+class Noop(msgspec.Struct):
+    i: int
+
+
+@venturi.task(kind=KIND)
+async def venturi_noop(ctx: venturi.Context[Any], carry: Noop) -> None:
+    _probe(carry.i)
+
+
+class VenturiClient:
+    name = "venturi"
+    schema = sql.DEFAULT_SCHEMA
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.conn: Any = None
+
+    async def open(self) -> None:
+        self.conn = await asyncpg.connect(self.dsn)
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+    async def install(self) -> None:
+        await store.apply_schema(self.conn, self.schema)
+
+    async def reset(self) -> None:
+        await self.conn.execute(f"TRUNCATE {self.schema}.jobs, {self.schema}.journal")
+
+    async def analyze(self) -> None:
+        await self.conn.execute(sql.statement("maintenance/analyze", self.schema))
+
+    async def enqueue_one(self, i: int) -> None:
+        await venturi_noop.enqueue(self.conn, Noop(i))
+
+    async def enqueue_bulk(self, start: int, n: int) -> None:
+        await venturi.enqueue_many(
+            self.conn, [venturi_noop.job(Noop(i)) for i in range(start, start + n)]
+        )
+
+    async def unfinished(self) -> int:
+        rows = await store.job_counts(self.conn, self.schema)
+        return sum(r["jobs"] for r in rows if r["status"] in ("pending", "claimed"))
+
+
+async def venturi_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
+    worker = venturi.Worker(None, dsn, [venturi_noop], concurrency=cfg["concurrency"])
+    await worker.run(stop)
+
+
+# --- procrastinate ------------------------------------------------------------------
+
+
+def _procrastinate_app(dsn: str, pool_size: int | None = None) -> Any:
+    import procrastinate
+
+    # Without a size, psycopg_pool's default (4 connections), which drained fastest here.
+    sizes = {} if pool_size is None else {"min_size": pool_size, "max_size": pool_size}
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=dsn, **sizes))
+
+    async def procrastinate_noop(i: int) -> None:
+        _probe(i)
+
+    app.task(name=KIND)(procrastinate_noop)
+    return app
+
+
+class ProcrastinateClient:
+    name = "procrastinate"
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.app: Any = None
+        self.task: Any = None
+
+    async def open(self) -> None:
+        self.app = _procrastinate_app(self.dsn, 1)
+        await self.app.open_async()
+        self.task = self.app.tasks[KIND]
+
+    async def close(self) -> None:
+        await self.app.close_async()
+
+    async def _execute(self, query: str) -> None:
+        await self.app.connector.execute_query_async(query)
+
+    async def install(self) -> None:
+        await self.app.schema_manager.apply_schema_async()
+
+    async def reset(self) -> None:
+        await self._execute(
+            "TRUNCATE procrastinate_jobs, procrastinate_events, "
+            "procrastinate_periodic_defers, procrastinate_workers CASCADE"
+        )
+
+    async def analyze(self) -> None:
+        await self._execute("ANALYZE procrastinate_jobs, procrastinate_events")
+
+    async def enqueue_one(self, i: int) -> None:
+        await self.task.defer_async(i=i)
+
+    async def enqueue_bulk(self, start: int, n: int) -> None:
+        await self.task.batch_defer_async(*({"i": i} for i in range(start, start + n)))
+
+    async def unfinished(self) -> int:
+        row = await self.app.connector.execute_query_one_async(
+            "SELECT count(*) AS n FROM procrastinate_jobs WHERE status IN ('todo', 'doing')"
+        )
+        return int(row["n"])
+
+
+async def procrastinate_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
+    app = _procrastinate_app(dsn, cfg.get("pool_size"))
+    async with app.open_async():
+        run = asyncio.create_task(
+            app.run_worker_async(
+                concurrency=cfg["concurrency"],
+                wait=True,
+                listen_notify=True,
+                install_signal_handlers=False,
+                delete_jobs=cfg.get("delete_jobs", "never"),
+            )
+        )
+        waiter = asyncio.create_task(stop.wait())
+        await asyncio.wait([run, waiter], return_when=asyncio.FIRST_COMPLETED)
+        # Cancelling run_worker_async is procrastinate's graceful stop.
+        run.cancel()
+        waiter.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await run
+
+
+# --- pgqueuer -----------------------------------------------------------------------
+
+
+class PgqueuerClient:
+    name = "pgqueuer"
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.conn: Any = None
+        self.queries: Any = None
+
+    async def open(self) -> None:
+        from pgqueuer import AsyncpgDriver, Queries
+
+        self.conn = await asyncpg.connect(self.dsn)
+        self.queries = Queries(AsyncpgDriver(self.conn))
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+    async def install(self) -> None:
+        await self.queries.install()
+
+    async def reset(self) -> None:
+        await self.queries.clear_queue()
+        await self.queries.clear_queue_log()
+        await self.queries.clear_statistics_log()
+
+    async def analyze(self) -> None:
+        await self.conn.execute("ANALYZE pgqueuer, pgqueuer_log")
+
+    async def enqueue_one(self, i: int) -> None:
+        await self.queries.enqueue(KIND, str(i).encode(), 0)
+
+    async def enqueue_bulk(self, start: int, n: int) -> None:
+        await self.queries.enqueue(
+            [KIND] * n, [str(i).encode() for i in range(start, start + n)], [0] * n
+        )
+
+    async def unfinished(self) -> int:
+        return sum(s.count for s in await self.queries.queue_size())
+
+
+async def pgqueuer_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
+    from pgqueuer import AsyncpgDriver, Job, PgQueuer
+    from pgqueuer.domain.types import QueueExecutionMode
+
+    async def pgqueuer_noop(job: Job) -> None:
+        _probe(int(job.payload or b"0"))
+
+    conns = [await asyncpg.connect(dsn) for _ in range(cfg["consumers"])]
+    pgqs = []
+    for conn in conns:
+        pgq = PgQueuer(AsyncpgDriver(conn))
+        pgq.entrypoint(KIND)(pgqueuer_noop)
+        pgqs.append(pgq)
+    mode = QueueExecutionMode.drain if cfg.get("drain") else QueueExecutionMode.continuous
+    runs = [
+        asyncio.create_task(
+            pgq.run(
+                batch_size=cfg["batch_size"],
+                max_concurrent_tasks=cfg.get("max_concurrent_tasks"),
+                mode=mode,
+            )
+        )
+        for pgq in pgqs
+    ]
+    waiter = asyncio.create_task(stop.wait())
+    pending = {*runs, waiter}
+    # In drain mode a consumer returns once the queue looks empty; keep going until
+    # every consumer has returned or the probe has seen enough jobs.
+    while waiter in pending and (pending - {waiter}):
+        _done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+    for pgq in pgqs:
+        pgq.shutdown.set()
+    waiter.cancel()
+    await asyncio.gather(*runs, return_exceptions=True)
+    for conn in conns:
+        await conn.close()
+
+
+CLIENTS: dict[str, Callable[[str], Any]] = {
+    "venturi": VenturiClient,
+    "procrastinate": ProcrastinateClient,
+    "pgqueuer": PgqueuerClient,
+}
+
+WORKERS: dict[str, Callable[[str, dict[str, Any], asyncio.Event], Any]] = {
+    "venturi": venturi_worker,
+    "procrastinate": procrastinate_worker,
+    "pgqueuer": pgqueuer_worker,
+}
