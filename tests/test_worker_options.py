@@ -353,3 +353,28 @@ async def test_paused_kind_is_not_claimed_until_resumed(
         await wait_status(conn, held, "completed")
     assert ran == ["other", "paused"]
     assert await store.paused_kinds(conn, "venturi") == []
+
+
+async def test_shared_rate_limit_holds_across_workers(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    started: list[float] = []
+
+    @venturi.task(kind="o_shared_rate", rate=Rate(per_second=10, burst=1, shared=True))
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        started.append(time.monotonic())
+
+    await venturi.enqueue_many(conn, [handler.job(Item(i)) for i in range(12)])
+    # Three workers: with per-worker buckets they would run about 30 jobs a second.
+    workers = [Worker(None, dsn, [handler], concurrency=4, poll_max=30) for _ in range(3)]
+    async with running(workers[0]), running(workers[1]), running(workers[2]):
+        await wait_for(lambda: _true(len(started) == 12), within=30)
+    started.sort()
+    rate = (len(started) - 1) / (started[-1] - started[0])
+    assert 7 <= rate <= 11.5, rate
+    assert sum(w.stats["claimed"] for w in workers) == 12
+
+
+def test_rate_shared_must_be_a_bool() -> None:
+    with pytest.raises(ConfigError, match="shared"):
+        Rate(per_second=1, shared="yes")  # type: ignore[arg-type]

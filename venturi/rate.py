@@ -12,11 +12,15 @@ from venturi.errors import ConfigError
 
 class Rate(msgspec.Struct, frozen=True):
     """At most ``per_second`` claims of a kind per second on average, with bursts of up
-    to ``burst``. The bucket is local to each worker: across W workers the kind's rate
-    is up to W times this."""
+    to ``burst``. By default the bucket is local to each worker, so across W workers the
+    kind's rate is up to W times this; ``shared=True`` keeps one bucket in the database
+    for all workers (one more round trip per claim of the kind)."""
 
     per_second: float
     burst: int = 1
+    # Shared by every worker through the database (a row per kind in rate_limits,
+    # updated in the claim's transaction) instead of a bucket per worker.
+    shared: bool = False
 
     def __post_init__(self) -> None:
         ps = self.per_second
@@ -25,6 +29,8 @@ class Rate(msgspec.Struct, frozen=True):
         b = self.burst
         if isinstance(b, bool) or not isinstance(b, int) or b < 1:
             raise ConfigError(f"rate burst must be an integer >= 1, got {b!r}")
+        if not isinstance(self.shared, bool):
+            raise ConfigError(f"rate shared must be a bool, got {self.shared!r}")
 
 
 class TokenBucket:

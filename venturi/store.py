@@ -351,3 +351,35 @@ async def resume_kinds(conn: Any, schema: str, kinds: Sequence[str]) -> list[str
 
 async def paused_kinds(conn: Any, schema: str) -> list[Record]:
     return list(await conn.fetch(sql.statement("kind_paused_list", schema)))
+
+
+# --- shared rate limits ---------------------------------------------------------------
+
+
+async def claim_rated(
+    pool: Any,
+    schema: str,
+    worker: str,
+    kind: str,
+    lease: float,
+    per_second: float,
+    burst: int,
+    wanted: int,
+    backoff: Backoff,
+) -> tuple[list[Record], float]:
+    """Claim up to ``wanted`` jobs of a kind with a shared rate limit, within its bucket:
+    take tokens, claim, spend one per job, in one transaction. Returns the claimed rows
+    and, when the bucket was empty, the seconds until its next token."""
+    async with pool.acquire() as conn, conn.transaction():
+        row = await conn.fetchrow(
+            sql.statement("rate_take", schema), kind, per_second, burst, wanted
+        )
+        granted, wait = int(row["granted"]), float(row["wait"])
+        if granted < 1:
+            return [], max(wait, 0.001)
+        claimed, _ = await complete_and_claim(
+            conn, schema, worker, [kind], [lease], 0, granted, backoff
+        )
+        if claimed:
+            await conn.execute(sql.statement("rate_spend", schema), kind, len(claimed))
+        return claimed, 0.0

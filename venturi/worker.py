@@ -248,7 +248,13 @@ class Worker(Generic[S]):
             # One connection for the loop, one for LISTEN, one for maintenance.
             pool = await store.create_pool(self._dsn, min_size=1, max_size=3)
         self._inflight, self._per_kind, self._unsettled = {}, Counter(), []
-        self._buckets = {k: TokenBucket(r) for k, r in self._rates.items() if r is not None}
+        self._buckets = {
+            k: TokenBucket(r) for k, r in self._rates.items() if r is not None and not r.shared
+        }
+        # Kinds with a shared (database) bucket are claimed on their own, each in a
+        # transaction with its bucket; until = when an empty bucket has its next token.
+        self._shared = {k: r for k, r in self._rates.items() if r is not None and r.shared}
+        self._shared_until: dict[str, float] = {}
         if self.metrics_port is not None:
             metrics_mod.serve(self.metrics_port)
         self._wake = asyncio.Event()
@@ -358,11 +364,22 @@ class Worker(Generic[S]):
             for k in self.kinds
             if ((cap := self._caps[k]) is None or self._per_kind[k] - rel[k] < cap)
             and ((bucket := self._buckets.get(k)) is None or bucket.available() >= 1)
+            and k not in self._shared
+        ]
+
+    def _shared_claimable(self, now: float) -> list[str]:
+        return [
+            k
+            for k in self._shared
+            if ((cap := self._caps[k]) is None or self._per_kind[k] < cap)
+            and self._shared_until.get(k, 0.0) <= now
         ]
 
     def _token_wait(self) -> float | None:
         """Seconds until a kind held back only by its rate limit gets a token."""
         waits = [b.wait() for k, b in self._buckets.items() if b.available() < 1]
+        now = time.monotonic()
+        waits += [max(0.0, t - now) for t in self._shared_until.values() if t > now]
         return min(waits) if waits else None
 
     def _next_floor(self) -> int:
@@ -451,7 +468,43 @@ class Worker(Generic[S]):
                 break
         if done:
             await self._settle(pool)
+        if self._shared and free > 0 and not shutdown.is_set():
+            free -= await self._fill_shared(pool, free)
+            # Slots left over: wait for the next scheduled job or the next token.
+            short = short or free > 0
         return short
+
+    async def _fill_shared(self, pool: Any, free: int) -> int:
+        """Claim kinds with a shared rate limit, each within its database bucket."""
+        taken = 0
+        for kind in self._shared_claimable(time.monotonic()):
+            room = free - taken
+            cap = self._caps[kind]
+            if cap is not None:
+                room = min(room, cap - self._per_kind[kind])
+            if room < 1:
+                continue
+            rate = self._shared[kind]
+            rows, wait = await store.claim_rated(
+                pool,
+                self.schema,
+                self.claimed_by,
+                kind,
+                self._tasks[kind].lease or self.lease,
+                rate.per_second,
+                rate.burst,
+                room,
+                self.backoff,
+            )
+            if wait:
+                self._shared_until[kind] = time.monotonic() + wait
+            else:
+                self._shared_until.pop(kind, None)
+            for row in rows:
+                self._spawn(row)
+            self.stats["claimed"] += len(rows)
+            taken += len(rows)
+        return taken
 
     def _spawn(self, row: Any) -> None:
         kind = row["kind"]
