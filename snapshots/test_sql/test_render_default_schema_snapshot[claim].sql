@@ -945,6 +945,35 @@ SELECT kind, pg_notify('venturi_pending', kind)::text AS notified
 FROM resumed
 ORDER BY kind;
 
+-- rate_spend: spend one token of a kind's shared bucket per job its claim returned (a
+-- claim that returned nothing spends nothing). Same transaction as rate_take.
+-- $1 text kind: the rate-limited kind
+-- $2 integer spent: jobs claimed
+-- index: rate_limits primary key.
+PREPARE venturi_rate_spend(text, integer) AS
+UPDATE "venturi".rate_limits SET tokens = tokens - $2::integer WHERE kind = $1::text;
+
+-- rate_take: refill a kind's shared token bucket and lock it for this transaction;
+-- returns how many whole tokens a claim may use now, and the seconds until the next one.
+-- Run in the claim's transaction, followed by the claim and rate_spend.
+-- $1 text kind: the rate-limited kind
+-- $2 float8 per_second: refill rate
+-- $3 integer burst: bucket size
+-- $4 integer wanted: free slots the claim could fill
+-- index: rate_limits primary key; the row lock serializes the workers' claims of the kind.
+PREPARE venturi_rate_take(text, float8, integer, integer) AS
+INSERT INTO "venturi".rate_limits AS b (kind, tokens, refilled_at)
+VALUES ($1::text, $3::float8, clock_timestamp())
+ON CONFLICT (kind) DO UPDATE
+-- clock_timestamp(), not now(): a transaction that waited for this lock must not refill
+-- from a time before the previous holder's refill.
+SET tokens = least($3::float8,
+                   b.tokens + greatest(0, extract(epoch FROM clock_timestamp() - b.refilled_at))
+                              * $2::float8),
+    refilled_at = greatest(b.refilled_at, clock_timestamp())
+RETURNING least(floor(b.tokens), $4::integer)::integer AS granted,
+          greatest(0, (1 - b.tokens) / $2::float8)::float8 AS wait;
+
 -- schedule_advance_if_behind: move a schedule's latest slot forward to $2 if it is behind;
 -- no row when it is not (another worker got there first). Run in the transaction that
 -- enqueues the slot's job: the row lock makes a concurrent worker wait for that

@@ -126,10 +126,20 @@ CREATE TABLE IF NOT EXISTS "venturi".alert_state (
     sent         integer     NOT NULL DEFAULT 0
 );
 
+-- One row per kind with a shared rate limit (Rate(shared=True)): the tokens left at
+-- refilled_at. A claim of the kind refills and locks the row, claims at most the whole
+-- tokens there, and spends one per job claimed, in one transaction.
+CREATE TABLE IF NOT EXISTS "venturi".rate_limits (
+    kind        text        PRIMARY KEY,
+    tokens      float8      NOT NULL,
+    refilled_at timestamptz NOT NULL
+);
+
 -- The migrations this fresh schema embodies.
 INSERT INTO "venturi".schema_version (version, name) VALUES
     (1, 'initial'),
     (2, 'cancel_requested'),
     (3, 'upkeep'),
-    (4, 'paused_kinds')
+    (4, 'paused_kinds'),
+    (5, 'rate_limits')
 ON CONFLICT (version) DO NOTHING;
