@@ -244,8 +244,8 @@ class _Supervisor:
     async def _spawn(self) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
             sys.executable,
-            "-m",
-            "venturi.supervisor",
+            "-c",
+            _CHILD,
             *self.args,
             env=self.env,
             # A pipe the child watches: when this process dies, even by SIGKILL, the
@@ -291,12 +291,18 @@ class _Supervisor:
                     await self.stop.wait()
 
 
+# What a supervised child runs: `venturi worker ARGS` that also stops with its supervisor.
+_CHILD = "import sys; from venturi.supervisor import child_main; child_main(sys.argv[1:])"
+
+
 def _watch_parent() -> None:
     """In a child: drain (as on SIGTERM) once the supervisor's pipe reaches end-of-file."""
 
     def watch() -> None:
-        with contextlib.suppress(OSError, ValueError):
-            while sys.stdin.buffer.read(1 << 16):
+        # os.read, not sys.stdin: a daemon thread blocked inside a buffered reader would
+        # hold its lock when the interpreter exits, which aborts the process.
+        with contextlib.suppress(OSError):
+            while os.read(0, 1 << 16):
                 pass
         os.kill(os.getpid(), signal.SIGTERM)
 
@@ -310,7 +316,3 @@ def child_main(argv: Sequence[str]) -> None:
 
     _watch_parent()
     app(["worker", *argv], prog_name="venturi")
-
-
-if __name__ == "__main__":
-    child_main(sys.argv[1:])
