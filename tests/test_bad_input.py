@@ -342,3 +342,87 @@ async def test_invalid_schema_name_refused_by_every_command(dsn: str, args: list
         assert await store.schema_version(conn, "venturi") >= 1
     finally:
         await conn.close()
+
+
+# --- text PostgreSQL cannot store: the NUL character ---------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: venturi/codecs.py CarryCodec.encode accepts a carry holding a NUL character "
+    "(JSON \\u0000), which jsonb refuses: the enqueue fails with asyncpg's "
+    "UntranslatableCharacterError from the database (aborting the caller's transaction) "
+    "instead of a clear ValueError before any write",
+)
+async def test_nul_in_a_carry_is_refused_before_writing(
+    conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="bi_nul")
+    async def handler(ctx: Context[Any], carry: str) -> None:
+        return None
+
+    async with conn.transaction():
+        with pytest.raises(ValueError, match="carry of task 'bi_nul'"):
+            await handler.enqueue(conn, "a\x00b")
+        # The caller's transaction is still usable: the refusal came before any write.
+        await handler.enqueue(conn, "ab")
+    rows = await store.job_counts(conn, sql.DEFAULT_SCHEMA)
+    assert sum(r["jobs"] for r in rows) == 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: a NUL character in what a handler hands back (a result, an exception "
+    "message, a dead or retry reason) makes the settle statement fail with a PostgreSQL "
+    "data error (jsonb: unsupported Unicode escape; text: invalid byte 0x00); "
+    "venturi/worker.py counts it as TRANSIENT and retries it forever, and since completions "
+    "ride the next claim the worker claims nothing more: one job wedges the worker",
+)
+@pytest.mark.parametrize("how", ["result", "raise", "dead", "retry"])
+async def test_nul_in_an_outcome_does_not_wedge_the_worker(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], how: str
+) -> None:
+    @venturi.task(kind="bi_nul_out", max_failures=1, backoff=FAST)
+    async def handler(ctx: Context[Any], carry: N) -> venturi.Outcome:
+        if carry.n == 0:
+            if how == "raise":
+                raise ValueError("bad\x00byte")
+            return {
+                "result": venturi.complete("a\x00b"),
+                "dead": venturi.dead("why\x00"),
+                "retry": venturi.retry(reason="again\x00"),
+            }[how]
+        return venturi.complete()
+
+    poison, *rest = await venturi.enqueue_many(conn, [handler.job(N(i)) for i in range(12)])
+
+    async def settled() -> bool:
+        jobs = [await venturi.get_job(conn, i) for i in [poison, *rest]]
+        return all(j is not None and j.status in ("completed", "dead") for j in jobs)
+
+    async with running(Worker(None, dsn, [handler], poll_max=0.05, concurrency=4)):
+        await wait_for(settled, within=6)
+    job = await venturi.get_job(conn, poison)
+    assert job is not None and job.status in ("completed", "dead")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: venturi/codecs.py CarryCodec.__init__ treats typing.Any as an exact class "
+    "(inspect.isclass(Any) is true on Python 3.11+), so a task declared with `carry: Any` "
+    "is accepted but every enqueue fails with 'typing.Any cannot be used with isinstance()'",
+)
+async def test_carry_typed_any_is_either_refused_or_works(
+    conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    try:
+
+        @venturi.task(kind="bi_any")
+        async def handler(ctx: Context[Any], carry: Any) -> None:
+            return None
+
+    except venturi.ConfigError:
+        return  # refused at declaration, naming the problem: fine too
+    job_id = await handler.enqueue(conn, {"a": [1, "two"]})
+    job = await venturi.get_job(conn, job_id)
+    assert job is not None and job.carry == {"a": [1, "two"]}
