@@ -120,8 +120,9 @@ async def test_jobs_retry_and_cancel(dsn: str, conn: asyncpg.Connection) -> None
     # A cancelled job can be retried; a missing one is refused.
     out = venturi_cli("jobs", "retry", str(due), dsn=dsn)
     assert out.returncode == 0 and f"job {due} (mail): cancelled -> pending" in out.stdout
-    out = venturi_cli("jobs", "cancel", "999999", dsn=dsn)
+    out = venturi_cli("jobs", "cancel", "999999", str(s["fetch_claimed"][0]), dsn=dsn)
     assert out.returncode == 2 and out.stderr == "venturi: job 999999 does not exist\n"
+    assert out.stdout.splitlines()[-1] == "cancelled 0, asked 1 running to stop, refused 1"
 
 
 async def test_stats_table_and_json(dsn: str, conn: asyncpg.Connection) -> None:

@@ -345,7 +345,9 @@ def jobs_show(
     _console().print(views.job_detail(detail, datetime.now(UTC)))
 
 
-def _report(changes: list[Any], as_json: bool, verb: str) -> None:
+def _report(changes: list[Any], as_json: bool, summary: str) -> None:
+    """Each change on stdout, each refusal as a one-line error on stderr, then a summary;
+    exit 2 when anything was refused."""
     if as_json:
         _echo_json(changes)
     else:
@@ -354,8 +356,7 @@ def _report(changes: list[Any], as_json: bool, verb: str) -> None:
                 typer.echo(c.message)
             else:
                 typer.echo(f"venturi: {c.message}", err=True)
-        done = sum(c.done for c in changes)
-        typer.echo(f"{verb} {done} of {len(changes)} job(s)")
+        typer.echo(summary)
     if not all(c.done for c in changes):
         raise typer.Exit(2)
 
@@ -373,7 +374,8 @@ def jobs_retry(
 
     target = _need_dsn(dsn)
     changes = _admin_run(target, schema, lambda c: admin.retry_jobs(c, ids, schema=schema))
-    _report(changes, as_json, "retried")
+    done = sum(c.done for c in changes)
+    _report(changes, as_json, f"retried {done} of {len(changes)} job(s)")
 
 
 @jobs_app.command("cancel")
@@ -389,7 +391,14 @@ def jobs_cancel(
 
     target = _need_dsn(dsn)
     changes = _admin_run(target, schema, lambda c: admin.cancel_jobs(c, ids, schema=schema))
-    _report(changes, as_json, "cancelled or asked to cancel")
+    cancelled = sum(c.now == "cancelled" for c in changes)
+    asked = sum(c.done and c.now == "claimed" for c in changes)
+    refused = sum(not c.done for c in changes)
+    _report(
+        changes,
+        as_json,
+        f"cancelled {cancelled}, asked {asked} running to stop, refused {refused}",
+    )
 
 
 @app.command("stats")
