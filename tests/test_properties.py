@@ -1,0 +1,242 @@
+"""Property-based tests (hypothesis): the carry codec round trip, in memory and through
+PostgreSQL's jsonb, and the schema identifier validation of the SQL templates."""
+
+from __future__ import annotations
+
+import asyncio
+import string
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import asyncpg
+import msgspec
+import pytest
+from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import strategies as st
+
+import venturi
+from venturi import ConfigError, sql, store
+from venturi.codecs import CarryCodec
+from venturi.worker import Worker
+
+# Text PostgreSQL can hold: no lone surrogates (not even UTF-8) and no NUL (jsonb and text
+# refuse it). Both are bad input with tests of their own in test_bad_input.py.
+TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
+KEYS = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=8)
+
+
+class Inner(msgspec.Struct):
+    name: str
+    tags: list[str] = []
+    score: float | None = None
+
+
+class Carry(msgspec.Struct):
+    text: str
+    n: int
+    x: float
+    flag: bool
+    items: list[int]
+    mapping: dict[str, int]
+    inner: Inner
+    maybe: int | None
+    nested: list[Inner]
+    pair: tuple[int, str]
+    raw: bytes
+    when: datetime
+    mode: Literal["fast", "slow"]
+
+
+INNER = st.builds(
+    Inner,
+    name=TEXT,
+    tags=st.lists(TEXT, max_size=3),
+    score=st.none() | st.floats(allow_nan=False, allow_infinity=False),
+)
+CARRY = st.builds(
+    Carry,
+    text=TEXT,
+    # Any size: msgspec and jsonb (numeric) both keep big integers exact.
+    n=st.integers(),
+    x=st.floats(allow_nan=False, allow_infinity=False),
+    flag=st.booleans(),
+    items=st.lists(st.integers(min_value=-(2**63), max_value=2**63 - 1), max_size=5),
+    mapping=st.dictionaries(KEYS, st.integers(min_value=-(2**31), max_value=2**31), max_size=4),
+    inner=INNER,
+    maybe=st.none() | st.integers(min_value=-(2**31), max_value=2**31),
+    nested=st.lists(INNER, max_size=3),
+    pair=st.tuples(st.integers(min_value=0, max_value=10**6), TEXT),
+    raw=st.binary(max_size=64),
+    when=st.datetimes(timezones=st.just(UTC)),
+    mode=st.sampled_from(["fast", "slow"]),
+)
+CODEC: CarryCodec[Carry] = CarryCodec(Carry, "prop", 1 << 20)
+
+
+# --- the codec, in memory --------------------------------------------------------------------
+
+
+@given(CARRY)
+@settings(max_examples=300, deadline=None)
+def test_codec_round_trip(carry: Carry) -> None:
+    text = CODEC.encode(carry)
+    assert isinstance(text, str)
+    assert CODEC.decode(text) == carry
+    assert CODEC.encode(CODEC.decode(text)) == text  # encoding is canonical
+
+
+@pytest.mark.parametrize("x", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_floats_refused_not_turned_into_null(x: float) -> None:
+    codec: CarryCodec[Any] = CarryCodec(float, "prop", 1000)
+    with pytest.raises(TypeError, match="carry of task 'prop' must be float"):
+        codec.encode(x)
+
+
+@given(
+    st.one_of(
+        st.none(),
+        st.integers(),
+        TEXT,
+        st.lists(st.integers(), max_size=3),
+        st.dictionaries(TEXT, st.integers(), max_size=3),
+        st.builds(Inner, name=TEXT),
+    )
+)
+def test_other_types_refused_before_anything_is_written(value: Any) -> None:
+    with pytest.raises(TypeError, match="carry of task 'prop' must be Carry"):
+        CODEC.encode(value)
+
+
+@given(CARRY, st.sampled_from(["text", "n", "flag", "items", "inner", "when"]), st.integers())
+def test_a_struct_with_a_wrong_field_type_is_refused(carry: Carry, field: str, bad: int) -> None:
+    """Structs do not check their fields on construction; the codec must."""
+    wrong: Any = str(bad) if field in ("n", "items", "inner", "when") else bad
+    if field == "flag":
+        wrong = "yes"
+    broken = msgspec.structs.replace(carry, **{field: wrong})
+    with pytest.raises(TypeError, match="carry of task 'prop' must be Carry"):
+        CODEC.encode(broken)
+
+
+@given(TEXT, st.integers(min_value=2, max_value=400))
+@example("x" * 98, 100)
+@example("x" * 99, 100)
+def test_size_limit_is_exact(text: str, limit: int) -> None:
+    codec: CarryCodec[Any] = CarryCodec(str, "prop", limit)
+    size = len(msgspec.json.encode(text))
+    if size <= limit:
+        assert codec.decode(codec.encode(text)) == text
+    else:
+        with pytest.raises(ValueError, match=f"is {size} bytes encoded, over the limit of {limit}"):
+            codec.encode(text)
+
+
+# --- the codec, through PostgreSQL ----------------------------------------------------------
+
+
+async def test_round_trip_through_jsonb(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    """What a worker decodes is what was enqueued: the carry goes into jsonb (which
+    reorders keys and rewrites numbers) and comes back out as the claim reads it."""
+
+    @venturi.task(kind="prop_db")
+    async def handler(ctx: venturi.Context[Any], carry: Carry) -> None:
+        return None
+
+    loop = asyncio.get_running_loop()
+
+    def through_db(carry: Carry) -> Carry:
+        async def go() -> str:
+            job_id = await handler.enqueue(conn, carry)
+            row = await store.get_job(conn, sql.DEFAULT_SCHEMA, job_id)
+            return str(row["carry"])
+
+        stored = asyncio.run_coroutine_threadsafe(go(), loop).result(30)
+        return handler.codec.decode(stored)
+
+    @given(CARRY)
+    @settings(
+        max_examples=150,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+        database=None,
+    )
+    @example(
+        Carry("", 2**64 - 1, 1.7976931348623157e308, True, [], {}, Inner("", [], 5e-324),
+              None, [], (0, ""), b"", datetime(1, 1, 1, tzinfo=UTC), "fast")
+    )  # fmt: skip
+    def prop(carry: Carry) -> None:
+        assert through_db(carry) == carry
+
+    # Hypothesis drives the examples from a thread; the database calls run on this loop.
+    await asyncio.to_thread(prop)
+    rows = await store.job_counts(conn, sql.DEFAULT_SCHEMA)
+    assert sum(r["jobs"] for r in rows) >= 100  # the examples really went through
+
+
+# --- schema identifiers -----------------------------------------------------------------------
+
+LOWER = set(string.ascii_lowercase + "_")
+REST = LOWER | set(string.digits)
+
+
+def acceptable(name: object) -> bool:
+    """The rule, written independently of the library's regex."""
+    return (
+        isinstance(name, str)
+        and 1 <= len(name) <= 55
+        and name[0] in LOWER
+        and all(c in REST for c in name[1:])
+    )
+
+
+NAMES = st.one_of(
+    st.from_regex(r"[a-z_][a-z0-9_]{0,60}", fullmatch=True),
+    st.text(alphabet=string.ascii_letters + string.digits + "_-;\"' .$\n\x00é", max_size=70),
+    st.text(max_size=60),
+    st.sampled_from(["venturi", "jobs", "s", "_", "a" * 55, "a" * 56, "public", "pg_x"]),
+)
+
+
+@given(st.one_of(NAMES, st.none(), st.integers(), st.binary(max_size=10)))
+@settings(max_examples=400)
+@example("venturi\n")
+@example('x"; DROP TABLE jobs; --')
+def test_schema_name_validation_matches_the_rule_everywhere(name: Any) -> None:
+    if acceptable(name):
+        assert sql.validate_schema(name) == name
+        assert sql.channel(name) == f"{name}_pending"
+        assert len(sql.channel(name).encode()) <= 63  # PostgreSQL's identifier limit
+        assert f'"{name}".jobs' in sql.statement("job_claim", name)
+        return
+    for use in (
+        sql.validate_schema,
+        sql.channel,
+        lambda n: sql.statement("job_claim", n),
+        lambda n: sql.render(n, "tables"),
+        lambda n: Worker(None, "postgresql://x", schema=n),
+    ):
+        with pytest.raises(ConfigError, match="schema must be a lower-case SQL identifier"):
+            use(name)
+
+
+def _normalized(text: str, name: str) -> str:
+    """The rendering with the schema name's three sanctioned spellings replaced."""
+    return (
+        text.replace(f'"{name}"', '"<S>"')
+        .replace(f"'{name}_pending'", "'<S>_pending'")
+        .replace(f"PREPARE {name}_", "PREPARE <S>_")
+    )
+
+
+DEFAULT = {part: _normalized(sql.render("venturi", part), "venturi") for part in sql.PARTS}
+
+
+@given(st.from_regex(r"[a-z_][a-z0-9_]{0,54}", fullmatch=True), st.sampled_from(sql.PARTS))
+@settings(max_examples=100, deadline=None)
+def test_a_valid_name_appears_only_as_a_quoted_identifier(name: str, part: str) -> None:
+    """Rendering for any valid name differs from the default rendering only where the
+    schema is named: quoted, in the channel literal and in PREPARE names."""
+    assume(name != "venturi")
+    assert _normalized(sql.render(name, part), name) == DEFAULT[part]
