@@ -103,7 +103,8 @@ def jobs_table(rows: list[JobRow], now: datetime) -> Table:
         ("when", "left"),
         ("worker / last error", "left"),
     ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        # Only the last column (worker / last error) gives way on a narrow terminal.
+        table.add_column(name, justify=justify, no_wrap=name != "worker / last error")  # type: ignore[arg-type]
     for r in rows:
         if r.status == "pending":
             when = "due" if r.visible_at <= now else ago(r.visible_at, now)
@@ -165,8 +166,10 @@ def job_detail(detail: JobDetail, now: datetime) -> Group:
         parts.append(_json_panel("result", job.result))
 
     journal = Table(title="journal", title_justify="left", box=None, header_style="bold")
-    for name in ("at", "event", "attempt", "worker", "detail"):
-        journal.add_column(name)
+    # Only the detail gives way on a narrow terminal.
+    for name in ("at", "event", "attempt", "worker"):
+        journal.add_column(name, no_wrap=True)
+    journal.add_column("detail", overflow="fold")
     for e in detail.journal:
         journal.add_row(
             e.at.isoformat(timespec="milliseconds"),
