@@ -273,12 +273,6 @@ async def test_worker_cli_on_an_unapplied_schema_says_what_to_run(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: venturi/worker.py Worker.run logs 'worker ... stopped: {}' from its finally "
-    "even when the schema check failed before the worker started, so `venturi worker` on an "
-    "unapplied schema prints two lines on stderr instead of the one-line error",
-)
 async def test_worker_cli_on_an_unapplied_schema_prints_one_line(empty_dsn: str) -> None:
     out = await acli("worker", "tests.workertasks", "--dsn", empty_dsn)
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
@@ -347,13 +341,6 @@ async def test_invalid_schema_name_refused_by_every_command(dsn: str, args: list
 # --- text PostgreSQL cannot store: the NUL character ---------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: venturi/codecs.py CarryCodec.encode accepts a carry holding a NUL character "
-    "(JSON \\u0000), which jsonb refuses: the enqueue fails with asyncpg's "
-    "UntranslatableCharacterError from the database (aborting the caller's transaction) "
-    "instead of a clear ValueError before any write",
-)
 async def test_nul_in_a_carry_is_refused_before_writing(
     conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
@@ -370,14 +357,6 @@ async def test_nul_in_a_carry_is_refused_before_writing(
     assert sum(r["jobs"] for r in rows) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a NUL character in what a handler hands back (a result, an exception "
-    "message, a dead or retry reason) makes the settle statement fail with a PostgreSQL "
-    "data error (jsonb: unsupported Unicode escape; text: invalid byte 0x00); "
-    "venturi/worker.py counts it as TRANSIENT and retries it forever, and since completions "
-    "ride the next claim the worker claims nothing more: one job wedges the worker",
-)
 @pytest.mark.parametrize("how", ["result", "raise", "dead", "retry"])
 async def test_nul_in_an_outcome_does_not_wedge_the_worker(
     dsn: str, conn: asyncpg.Connection, kinds: list[str], how: str
@@ -406,12 +385,6 @@ async def test_nul_in_an_outcome_does_not_wedge_the_worker(
     assert job is not None and job.status in ("completed", "dead")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: venturi/codecs.py CarryCodec.__init__ treats typing.Any as an exact class "
-    "(inspect.isclass(Any) is true on Python 3.11+), so a task declared with `carry: Any` "
-    "is accepted but every enqueue fails with 'typing.Any cannot be used with isinstance()'",
-)
 async def test_carry_typed_any_is_either_refused_or_works(
     conn: asyncpg.Connection, kinds: list[str]
 ) -> None:

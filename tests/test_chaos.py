@@ -268,12 +268,6 @@ class InternalErrorOnce:
         return await self._pool.fetchval(*args, **kw)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: venturi/worker.py TRANSIENT lacks asyncpg.InternalClientError, so the "
-    "worker loop dies (the process exits 1 with a traceback) when asyncpg raises it on "
-    "releasing a connection whose backend was terminated; seen in the chaos soak",
-)
 async def test_worker_survives_internal_client_error(
     dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:

@@ -320,27 +320,14 @@ def test_password_never_in_a_command_error(command: list[str], via: str) -> None
         pytest.param(
             f"host=127.0.0.1 port=1 user=me password={SECRET}",
             id="conninfo",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="bug: venturi/store.py redact() only understands URIs; a libpq "
-                "key=value DSN is echoed whole (password included) in the 'cannot connect "
-                "to ...' error",
-            ),
         ),
         pytest.param(
             f"postgresql://me:{SECRET[:4]}/{SECRET[4:]}@127.0.0.1:1/db",
             id="slash-in-password",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="bug: venturi/store.py redact() splits the authority at the first "
-                "'/', '?' or '#', so an unencoded password holding one is echoed in the "
-                "error (and asyncpg's own message repeats a piece of it)",
-            ),
         ),
         pytest.param(
             f"postgresql://me:{SECRET[:4]}?{SECRET[4:]}@127.0.0.1:1/db",
             id="question-mark-in-password",
-            marks=pytest.mark.xfail(strict=True, reason="bug: as slash-in-password"),
         ),
     ],
 )

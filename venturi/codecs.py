@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 import types
 from typing import Any, Generic, TypeVar
 
@@ -15,12 +16,30 @@ _ENCODER = msgspec.json.Encoder()
 _ANY_DECODER: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
 
 
+# A JSON \u0000 escape preceded by an even number of backslashes (an odd number would
+# make it an escaped backslash followed by the letters "u0000").
+_NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
+
+
+def has_nul(data: bytes) -> bool:
+    """Whether encoded JSON holds a NUL character, which jsonb refuses."""
+    return b"\\u0000" in data and _NUL.search(data) is not None
+
+
+def text_safe(text: str) -> str:
+    """Diagnostic text (an error, a reason) made storable: PostgreSQL text cannot hold NUL."""
+    return text.replace("\x00", "\\x00")
+
+
 def encode_any(value: Any, what: str = "value") -> str:
     """JSON text for a msgspec-encodable ``value`` (a result, say)."""
     try:
-        return _ENCODER.encode(value).decode()
+        data = _ENCODER.encode(value)
     except (TypeError, msgspec.EncodeError) as exc:
         raise TypeError(f"{what} is not msgspec-encodable: {exc}") from None
+    if has_nul(data):
+        raise ValueError(f"{what} holds a NUL character (\\u0000), which PostgreSQL cannot store")
+    return data.decode()
 
 
 def decode_any(text: str | None) -> Any:
@@ -42,7 +61,10 @@ class CarryCodec(Generic[C]):
         # dict shaped like a Struct encodes the same but is not that carry.
         self._exact = (
             carry_type
-            if inspect.isclass(carry_type) and not isinstance(carry_type, types.GenericAlias)
+            # typing.Any is a class since 3.11, but not one to isinstance() against.
+            if inspect.isclass(carry_type)
+            and carry_type is not Any
+            and not isinstance(carry_type, types.GenericAlias)
             else None
         )
 
@@ -72,6 +94,11 @@ class CarryCodec(Generic[C]):
                 f"carry of task {self.owner!r} must be {_name(self.carry_type)}, "
                 f"got {type(carry).__name__} ({exc})"
             ) from None
+        if has_nul(data):
+            raise ValueError(
+                f"carry of task {self.owner!r} holds a NUL character (\\u0000), which "
+                "PostgreSQL cannot store in jsonb"
+            )
         if len(data) > self.max_bytes:
             raise ValueError(
                 f"carry of task {self.owner!r} is {len(data)} bytes encoded, over the "

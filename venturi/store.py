@@ -25,19 +25,51 @@ if TYPE_CHECKING:
 Record = Any  # asyncpg.Record: untyped
 
 
+_CONNINFO_PASSWORD = re.compile(r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
+_QUERY_PASSWORD = re.compile(r"(?i)([?&]password=)[^&#]*")
+
+
+def _secrets(dsn: str) -> list[str]:
+    """The password of a DSN (URI or key=value), raw and decoded, and its pieces."""
+    found: list[str] = []
+    if "://" in dsn:
+        rest = dsn.split("://", 1)[1]
+        if "@" in rest:
+            userinfo = rest[: rest.rfind("@")]
+            if ":" in userinfo:
+                found.append(userinfo.split(":", 1)[1])
+    found += [m.group(2).strip("'") for m in _CONNINFO_PASSWORD.finditer(dsn)]
+    found += [m.group(0).split("=", 1)[1] for m in _QUERY_PASSWORD.finditer(dsn)]
+    pieces = [urllib.parse.unquote(f) for f in found] + found
+    # A parser that split the password (at "/", "?", "#", "@" or ":") may quote a piece.
+    for f in list(pieces):
+        pieces += [p for p in re.split(r"[/?#@:]", f) if len(p) >= 3]
+    return sorted({p for p in pieces if p}, key=len, reverse=True)
+
+
+def scrub(text: str, dsn: str) -> str:
+    """``text`` with every trace of ``dsn``'s password replaced by ***."""
+    for secret in _secrets(dsn):
+        text = text.replace(secret, "***")
+    return text
+
+
 def redact(dsn: str) -> str:
-    """The DSN with any password replaced, safe for logs and error messages."""
-    try:
-        parts = urllib.parse.urlsplit(dsn)
-    except ValueError:
-        return "<unparsable DSN>"
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, host = netloc.rpartition("@")
+    """The DSN with any password replaced, safe for logs and error messages.
+
+    Handles URIs (a password in the authority, even holding an unencoded "/", "?" or
+    "#", or in the query) and libpq key=value strings.
+    """
+    if "://" not in dsn:
+        return scrub(_CONNINFO_PASSWORD.sub(r"\1***", dsn), dsn)
+    scheme, rest = dsn.split("://", 1)
+    if "@" in rest:
+        # The host starts after the last "@": everything before it is user information,
+        # whatever characters the password holds.
+        userinfo, host = rest[: rest.rfind("@")], rest[rest.rfind("@") + 1 :]
         user = userinfo.split(":", 1)[0]
-        netloc = f"{user}:***@{host}" if ":" in userinfo else f"{user}@{host}"
-    query = re.sub(r"(?i)(password=)[^&]*", r"\1***", parts.query)
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
+        rest = f"{user}:***@{host}" if ":" in userinfo else f"{user}@{host}"
+    return scrub(_QUERY_PASSWORD.sub(r"\1***", f"{scheme}://{rest}"), dsn)
 
 
 async def connect(dsn: str, **kwargs: Any) -> asyncpg.Connection:
@@ -45,7 +77,9 @@ async def connect(dsn: str, **kwargs: Any) -> asyncpg.Connection:
     try:
         return await asyncpg.connect(dsn, **kwargs)
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
-        raise ConnectError(f"cannot connect to {redact(dsn)}: {_one_line(exc)}") from None
+        raise ConnectError(
+            f"cannot connect to {redact(dsn)}: {scrub(_one_line(exc), dsn)}"
+        ) from None
 
 
 async def create_pool(dsn: str, **kwargs: Any) -> asyncpg.Pool:
@@ -53,7 +87,9 @@ async def create_pool(dsn: str, **kwargs: Any) -> asyncpg.Pool:
     try:
         return await asyncpg.create_pool(dsn, **kwargs)
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
-        raise ConnectError(f"cannot connect to {redact(dsn)}: {_one_line(exc)}") from None
+        raise ConnectError(
+            f"cannot connect to {redact(dsn)}: {scrub(_one_line(exc), dsn)}"
+        ) from None
 
 
 def _one_line(exc: BaseException) -> str:

@@ -28,7 +28,7 @@ from venturi import maintenance as maintenance_tasks
 from venturi import metrics as metrics_mod
 from venturi import sql, store
 from venturi.backoff import DEFAULT_BACKOFF, Backoff, seconds
-from venturi.codecs import encode_any
+from venturi.codecs import encode_any, text_safe
 from venturi.context import Context, JobMeta
 from venturi.errors import ConfigError
 from venturi.maintenance import MaintenanceTask
@@ -42,7 +42,29 @@ S = TypeVar("S")
 log = logging.getLogger("venturi.worker")
 
 # What the loop survives: a lost connection, a restarting server, a terminated backend.
-TRANSIENT = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
+TRANSIENT = (
+    OSError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    # Raised by asyncpg, for one, when it resets a connection whose backend was killed.
+    asyncpg.InternalClientError,
+    TimeoutError,
+)
+
+# Errors that say nothing about the statement itself: the connection, the server's state,
+# contention. Any other database error in a settlement is about what is being written,
+# and retrying the same write would fail forever.
+_RETRYABLE = (
+    OSError,
+    TimeoutError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,
+    asyncpg.exceptions.InsufficientResourcesError,
+    asyncpg.exceptions.TransactionRollbackError,
+    asyncpg.exceptions.LockNotAvailableError,
+)
 
 # How long the loop sleeps between attempts after a database error: doubling, capped.
 _ERROR_BACKOFF = Backoff.exponential(0.1, 2.0, 5.0, jitter=True)
@@ -189,6 +211,7 @@ class Worker(Generic[S]):
         self._wake = asyncio.Event()
         self._claims = 0
         self._listening = False
+        self._isolate = False
 
     def register(
         self,
@@ -260,8 +283,10 @@ class Worker(Generic[S]):
         self._wake = asyncio.Event()
         listener = _Listener(self, pool)
         watcher = asyncio.create_task(self._watch(shutdown))
+        started = False
         try:
             await store.schema_version(pool, self.schema)
+            started = True
             await listener.start()
             log.info(
                 "worker %s started: kinds=%s concurrency=%d",
@@ -286,7 +311,8 @@ class Worker(Generic[S]):
             if own_pool:
                 await pool.close()
             self._running = False
-            log.info("worker %s stopped: %s", self.claimed_by, dict(self.stats))
+            if started:
+                log.info("worker %s stopped: %s", self.claimed_by, dict(self.stats))
 
     async def _watch(self, shutdown: asyncio.Event) -> None:
         await shutdown.wait()
@@ -305,6 +331,9 @@ class Worker(Generic[S]):
             timeout: float | None = self.poll_max
             try:
                 self._reap()
+                if self._isolate:
+                    await self._settle(pool, isolate=True)
+                    self._isolate = False
                 await self._settle(pool, completes=False)
                 completes = [r for r in self._unsettled if _is_complete(r)]
                 # Completions ride the next claim: their slots count as free already.
@@ -336,6 +365,10 @@ class Worker(Generic[S]):
                 errors += 1
                 delay = _ERROR_BACKOFF.delay(errors)
                 self.stats["db_errors"] += 1
+                if not isinstance(exc, _RETRYABLE) and self._unsettled:
+                    # Possibly one outcome the database refuses: settle the queue one
+                    # run at a time next, so a poisoned write cannot wedge the rest.
+                    self._isolate = True
                 if self._m:
                     self._m.db_errors.inc()
                 log.warning(
@@ -605,11 +638,17 @@ class Worker(Generic[S]):
                 run.outcome = ("failed", "handler ended without an outcome")
             self._unsettled.append(run)
 
-    async def _settle(self, pool: Any, completes: bool = True) -> None:
+    async def _settle(self, pool: Any, completes: bool = True, isolate: bool = False) -> None:
         """Write queued outcomes (completions too, unless ``completes`` is False because
         they will ride the next claim). A run leaves the queue, freeing its slot, only
-        once its settlement is written or found to have lost its claim."""
+        once its settlement is written or found to have lost its claim. ``isolate``
+        settles one run per statement, turning a write the database refuses into a
+        failed execution instead of an error that would repeat forever."""
         if not self._unsettled:
+            return
+        if isolate:
+            for run in list(self._unsettled):
+                await self._settle_isolated(pool, run)
             return
         done = [r for r in self._unsettled if _is_complete(r)] if completes else []
         if done:
@@ -651,6 +690,39 @@ class Worker(Generic[S]):
                 extra=extra,
             )
 
+    async def _settle_isolated(self, pool: Any, run: _Run) -> None:
+        try:
+            if _is_complete(run):
+                settled = await store.complete_many(
+                    pool, self.schema, self.claimed_by, [run.id], [run.attempt], [_result(run)]
+                )
+                self._finish(run, "completed", run.id in settled)
+            else:
+                ok = await self._settle_one(pool, run)
+                self._finish(run, run.outcome[0] if run.outcome else "?", ok)
+            return
+        except _RETRYABLE:
+            raise
+        except asyncpg.PostgresError as exc:
+            refused = f"the database refused to store this outcome: {store._one_line(exc)}"
+        log.error("job %d (%s): %s", run.id, run.task.kind, refused)
+        # Settle it as a failed execution, keeping the pre-run carry; if even that is
+        # refused, dead; if that too, leave it to lease expiry rather than loop.
+        run.outcome = ("failed", refused)
+        try:
+            ok = await self._settle_one(pool, run)
+        except _RETRYABLE:
+            raise
+        except asyncpg.PostgresError:
+            run.outcome = ("dead", "outcome could not be stored")
+            try:
+                ok = await self._settle_one(pool, run)
+            except _RETRYABLE:
+                raise
+            except asyncpg.PostgresError:
+                ok = False
+        self._finish(run, run.outcome[0], ok)
+
     async def _settle_one(self, pool: Any, run: _Run) -> bool:
         assert run.outcome is not None
         what, payload = run.outcome
@@ -664,10 +736,10 @@ class Worker(Generic[S]):
             carry, at, after = payload
             return await store.pause(pool, sch, me, run.id, run.attempt, carry, at, after)
         if what == "dead":
-            return await store.dead(pool, sch, me, run.id, run.attempt, payload)
+            return await store.dead(pool, sch, me, run.id, run.attempt, text_safe(payload))
         if what == "undecodable":
             # No retry loop: a carry that does not decode now will not decode later.
-            return await store.dead(pool, sch, me, run.id, run.attempt, payload)
+            return await store.dead(pool, sch, me, run.id, run.attempt, text_safe(payload))
         if what == "release":
             return await store.release(pool, sch, me, run.id, run.attempt, payload)
         if what == "retry":
@@ -680,7 +752,7 @@ class Worker(Generic[S]):
                 run.id,
                 run.attempt,
                 "retried",
-                reason or "handler asked for a retry",
+                text_safe(reason) or "handler asked for a retry",
                 carry,
                 delay,
                 False,
@@ -690,7 +762,7 @@ class Worker(Generic[S]):
         delay = run.task.backoff.delay(run.failures + 1)
         force = self.failures_to_dead and what == "failed"
         status = await store.fail(
-            pool, sch, me, run.id, run.attempt, what, payload, None, delay, force
+            pool, sch, me, run.id, run.attempt, what, text_safe(payload), None, delay, force
         )
         if status is not None:
             log.info(
