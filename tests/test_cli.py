@@ -136,3 +136,35 @@ async def test_recover_command(conn: asyncpg.Connection, dsn: str, kinds: list[s
     assert "recovered 1 expired claim(s)" in out.stdout
     journal = await v.get_journal(conn, job_id)
     assert [e.event for e in journal][-1] == "stale-recovered"
+
+
+async def test_kinds_pause_resume_list(dsn: str) -> None:
+    import asyncio
+    import json
+
+    paused = await asyncio.to_thread(
+        venturi, "kinds", "pause", "emails", "reports", "--reason", "smtp down", "--dsn", dsn
+    )
+    assert paused.returncode == 0, paused.stderr
+    assert paused.stdout.splitlines() == ["paused emails (smtp down)", "paused reports (smtp down)"]
+    listed = await asyncio.to_thread(venturi, "kinds", "list", "--json", "--dsn", dsn)
+    data = json.loads(listed.stdout)
+    assert [(d["kind"], d["reason"]) for d in data] == [
+        ("emails", "smtp down"),
+        ("reports", "smtp down"),
+    ]
+    resumed = await asyncio.to_thread(venturi, "kinds", "resume", "emails", "nothing", "--dsn", dsn)
+    assert resumed.stdout.splitlines() == ["resumed emails", "nothing was not paused"]
+    conn = await asyncpg.connect(dsn)
+    try:
+        assert [r["kind"] for r in await store.paused_kinds(conn, "venturi")] == ["reports"]
+    finally:
+        await conn.close()
+    text = await asyncio.to_thread(venturi, "kinds", "list", "--dsn", dsn)
+    assert text.stdout.startswith("reports\tpaused ") and text.stdout.rstrip().endswith("smtp down")
+
+
+def test_worker_help_lists_the_options() -> None:
+    out = venturi("worker", "--help")
+    for flag in ("--concurrency", "--renew-lease", "--heartbeat", "--metrics-port", "--processes"):
+        assert flag in out.stdout, flag

@@ -197,6 +197,15 @@ def worker(
     processes: Annotated[
         int, typer.Option(help="Worker processes, each restarted 1 s after it dies.")
     ] = 1,
+    renew_lease: Annotated[
+        bool, typer.Option(help="Extend running jobs' leases every third of a lease.")
+    ] = False,
+    heartbeat: Annotated[
+        float, typer.Option(help="Seconds between checks of running jobs (cancel requests).")
+    ] = 1.0,
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Serve Prometheus metrics on this port.")
+    ] = None,
 ) -> None:
     """Run a worker over the tasks declared in MODULE until SIGINT/SIGTERM.
 
@@ -232,6 +241,9 @@ def worker(
             failures_to_dead=failures_to_dead,
             schema=schema,
             maintenance=default_maintenance(tasks),
+            renew_lease=renew_lease,
+            heartbeat=heartbeat,
+            metrics_port=metrics_port,
         )
         shutdown = asyncio.Event()
         install_signal_handlers(shutdown)
@@ -553,3 +565,70 @@ async def _top_live(
 
 def main() -> None:
     app()
+
+
+# --- per-kind queue pause ------------------------------------------------------------------
+
+kinds_app = typer.Typer(help="Pause and resume kinds across every worker.", no_args_is_help=True)
+app.add_typer(kinds_app, name="kinds")
+KindsArgument = Annotated[list[str], typer.Argument(help="Task kinds.", show_default=False)]
+
+
+@kinds_app.command("pause")
+def kinds_pause(
+    kinds: KindsArgument,
+    reason: Annotated[str, typer.Option(help="Why, shown by `venturi kinds list`.")] = "",
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """Leave KINDS out of every worker's claim until resumed; running jobs finish."""
+    from venturi import admin
+
+    target = _need_dsn(dsn)
+    who = admin.operator_identity()
+    rows = _admin_run(target, schema, lambda c: store.pause_kinds(c, schema, kinds, who, reason))
+    for r in rows:
+        typer.echo(f"paused {r['kind']}" + (f" ({r['reason']})" if r["reason"] else ""))
+
+
+@kinds_app.command("resume")
+def kinds_resume(
+    kinds: KindsArgument,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """Let workers claim KINDS again (and wake the idle ones)."""
+    target = _need_dsn(dsn)
+    resumed = _admin_run(target, schema, lambda c: store.resume_kinds(c, schema, kinds))
+    for kind in kinds:
+        typer.echo(f"resumed {kind}" if kind in resumed else f"{kind} was not paused")
+
+
+@kinds_app.command("list")
+def kinds_list(
+    as_json: JsonOption = False,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """The paused kinds: when, by whom, why."""
+    target = _need_dsn(dsn)
+    rows = _admin_run(target, schema, lambda c: store.paused_kinds(c, schema))
+    data = [
+        {
+            "kind": r["kind"],
+            "paused_at": r["paused_at"],
+            "paused_by": r["paused_by"],
+            "reason": r["reason"],
+        }
+        for r in rows
+    ]
+    if as_json:
+        _echo_json(data)
+        return
+    if not data:
+        typer.echo("no kind is paused")
+    for d in data:
+        typer.echo(
+            f"{d['kind']}\tpaused {d['paused_at']:%Y-%m-%d %H:%M:%S} by {d['paused_by']}"
+            + (f": {d['reason']}" if d["reason"] else "")
+        )
