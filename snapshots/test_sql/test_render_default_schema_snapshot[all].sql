@@ -953,8 +953,9 @@ ORDER BY input.id;
 -- $1 text manual_detail: the journal detail of an operator's retry, not counted a failure
 -- $2 float8 completed_window: seconds of the recent-completions window
 -- $3 float8 failures_window: seconds of the recent-failures window
--- index: jobs_next_visible_idx, jobs_stale_idx, jobs_finished_idx (index-only per kind),
--- journal_at_idx.
+-- index: jobs_next_visible_idx, jobs_stale_idx, journal_at_idx; the totals read every
+-- finished row (jobs_finished_idx or the table, as the planner prefers): for operators,
+-- not for every second (job_top is).
 PREPARE venturi_job_stats(text, float8, float8) AS
 WITH pending AS (
     -- jobs_next_visible_idx (kind, visible_at) WHERE status = 'pending'.
