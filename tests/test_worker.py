@@ -867,3 +867,27 @@ async def test_worker_on_a_user_pool(
     async with running(Worker(None, pool, [handler], poll_max=0.1)):
         await wait_for(lambda: _all_status(conn, ids, "completed"))
     assert not pool._closed  # the worker leaves a pool it was given open
+
+
+async def test_recovery_and_settles_are_logged_with_job_fields(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    @venturi.task(kind="w_logged")
+    async def handler(ctx: Context[Any], carry: N) -> None:
+        return None
+
+    job_id = await handler.enqueue(conn, N(1))
+    await store.claim(conn, "venturi", "ghost:7", ["w_logged"], [0.001], 0, 1, FAST)
+    await asyncio.sleep(0.01)
+    caplog.set_level(logging.DEBUG, logger="venturi")
+    async with running(Worker(None, dsn, [handler], poll_max=0.1, backoff=Backoff.fixed(0))):
+        await wait_status(conn, job_id, "completed")
+    recovered = [r for r in caplog.records if r.name == "venturi.recovery"]
+    assert len(recovered) == 1 and recovered[0].levelno == logging.WARNING
+    assert "ghost:7 presumed dead" in recovered[0].getMessage()
+    assert (recovered[0].job_id, recovered[0].kind, recovered[0].attempt) == (job_id, "w_logged", 1)  # type: ignore[attr-defined]
+    settles = [
+        r for r in caplog.records if r.name == "venturi.worker" and "settled job" in r.getMessage()
+    ]
+    assert settles and settles[-1].levelno == logging.DEBUG
+    assert (settles[-1].job_id, settles[-1].attempt) == (job_id, 2)  # type: ignore[attr-defined]

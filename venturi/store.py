@@ -7,6 +7,7 @@ methods: a Connection (the caller's transaction applies) or a Pool.
 
 from __future__ import annotations
 
+import logging
 import re
 import urllib.parse
 from collections.abc import Sequence
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from venturi.registry import JobSpec
 
 Record = Any  # asyncpg.Record: untyped
+
+log = logging.getLogger("venturi.recovery")
 
 
 _CONNINFO_PASSWORD = re.compile(r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
@@ -233,7 +236,20 @@ async def complete_and_claim(
         [d[2] for d in done],
     )
     claimed = [r for r in rows if not r["settled"]]
-    settled = {int(r["id"]) for r in rows if r["settled"]}
+    settled = {int(r["id"]) for r in rows if r["settled"] and r["recovered_from"] is None}
+    for r in rows:
+        if r["recovered_from"] is not None:
+            extra = {"job_id": r["id"], "kind": r["kind"], "attempt": r["attempt"]}
+            log.warning(
+                "recovered job %d (%s): its lease expired; worker %s presumed dead (failure "
+                "%d of %d)",
+                r["id"],
+                r["kind"],
+                r["recovered_from"],
+                r["failures"],
+                r["max_failures"],
+                extra=extra,
+            )
     return claimed, settled
 
 
