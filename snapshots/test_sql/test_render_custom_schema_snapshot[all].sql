@@ -344,8 +344,9 @@ ORDER BY input.id;
 
 -- job_claim: settle finished jobs as completed, recover expired claims, then claim up to
 -- $5 eligible jobs (ADR 3): one round trip and one commit for a whole loop iteration.
--- Rows with settled = true are the completions that applied (a job missing from them
--- lost its claim); the others are the claimed jobs.
+-- Rows with settled = false are the claimed jobs; settled = true are the completions
+-- that applied (a job missing from them lost its claim) and, with recovered_from set, the
+-- expired claims recovered.
 -- $1 text claimed_by: identity stamped on every claimed row (host:pid)
 -- $2 text[] kinds: the claim filter (registered kinds minus those at their cap)
 -- $3 float8[] leases: lease in seconds of each kind in $2, same order
@@ -373,6 +374,8 @@ WITH completed AS (
 stale AS (
     SELECT id FROM "billing_jobs".jobs
     WHERE status = 'claimed' AND claim_expires_at < now()
+      -- Jobs this statement completes: one statement must not update a row twice.
+      AND id <> ALL ($9::bigint[])
     ORDER BY claim_expires_at
     LIMIT 1000
     -- Another recoverer (or the owner settling late) holds the row: leave it to them.
@@ -437,11 +440,16 @@ claimed AS (
               extract(epoch FROM now() - j.visible_at)::float8 AS waited
 )
 SELECT false AS settled, id, kind, priority, carry, attempt, failures, max_failures,
-       created_at, visible_at, claim_expires_at, waited
+       created_at, visible_at, claim_expires_at, waited, NULL::text AS recovered_from
 FROM claimed
 UNION ALL
-SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-FROM completed;
+SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM completed
+UNION ALL
+-- The expired claims this statement recovered, for the worker's log.
+SELECT true, id, kind, NULL, NULL, attempt, failures, max_failures, NULL, NULL, NULL, NULL,
+       coalesce(claimed_by, '?')
+FROM recovered;
 
 -- job_claims_by_worker: the workers holding claims now (from claimed_by), with how many,
 -- of which kinds, since when, and how many of those claims have expired (`venturi top`).
