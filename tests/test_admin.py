@@ -373,9 +373,7 @@ async def _plan_indexes(conn: asyncpg.Connection, name: str, *args: object) -> s
     rows = await conn.fetch("EXPLAIN " + sql.statement(name).rstrip().rstrip(";"), *args)
     plan = "\n".join(r[0] for r in rows)
     return {
-        word
-        for word in plan.replace("(", " ").replace(")", " ").split()
-        if word.endswith("_idx")
+        word for word in plan.replace("(", " ").replace(")", " ").split() if word.endswith("_idx")
     }
 
 
