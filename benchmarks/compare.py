@@ -57,6 +57,8 @@ class Plan:
     rss_jobs: int  # jobs venturi drains for its peak-RSS figure
     ceiling_fill: int  # pending rows the raw-SQL ceiling claims from
     ceiling_seconds: float  # duration of each ceiling configuration
+    drain_timeout: float  # a drain still running after this many seconds is cut short
+    checkpoint: bool  # CHECKPOINT before each timed run (steadier, slower)
 
 
 QUICK = Plan(
@@ -71,7 +73,9 @@ QUICK = Plan(
     health_drain=1_000,
     rss_jobs=20_000,
     ceiling_fill=100_000,
-    ceiling_seconds=0.75,
+    ceiling_seconds=1.0,
+    drain_timeout=10.0,
+    checkpoint=False,
 )
 
 FULL = Plan(
@@ -86,7 +90,9 @@ FULL = Plan(
     health_drain=10_000,
     rss_jobs=100_000,
     ceiling_fill=1_000_000,
-    ceiling_seconds=4.0,
+    ceiling_seconds=8.0,
+    drain_timeout=300.0,
+    checkpoint=True,
 )
 
 # Worker configurations per concurrency level: (label, config for systems.WORKERS).
@@ -247,6 +253,7 @@ class Bench:
     # --- workers -------------------------------------------------------------------
 
     def _spec(self, name: str, cfg: dict[str, Any], mode: str, target: int) -> str:
+        timeout = self.plan.drain_timeout if mode == "drain" else self.worker_timeout
         return json.dumps(
             {
                 "system": name,
@@ -255,7 +262,7 @@ class Bench:
                 "mode": mode,
                 "target": target,
                 "loop": self.loop,
-                "timeout": self.worker_timeout,
+                "timeout": timeout,
             }
         )
 
@@ -286,7 +293,7 @@ class Bench:
     ) -> dict[str, Any]:
         """Fill ``fill`` pending jobs, start a worker, time the first ``target`` jobs."""
         await self.fill(name, fill)
-        await self.monitors[name].execute("CHECKPOINT")
+        await self.checkpoint(name)
         commits0, wal0 = await self.counters(name)
         proc, errors = await self._spawn(
             self._spec(name, cfg, "drain", target), asyncio.subprocess.DEVNULL
@@ -299,10 +306,15 @@ class Bench:
         await asyncio.sleep(0.3)  # exited backends flush their statistics
         commits1, wal1 = await self.counters(name)
         unfinished = await self.clients[name].unfinished()
-        if r["t_target"] is None:
-            raise RuntimeError(f"{name} drain {label}: saw {r['count']} of {target} jobs")
         jobs = r["count"]
-        window = r["t_target"] - r["t_first"]
+        if jobs < 2:
+            raise RuntimeError(f"{name} drain {label}: saw {jobs} of {target} jobs")
+        if r["t_target"] is None:
+            log(
+                f"  ! {name} {label}: cut short after {self.plan.drain_timeout:.0f} s "
+                f"with {jobs:,} of {target:,} jobs; the rate is over those"
+            )
+        window = (r["t_target"] or r["t_last"]) - r["t_first"]
         rss = r["maxrss_kb"] / 1024
         self.rss[name].append(rss)
         return {
@@ -310,8 +322,11 @@ class Bench:
             "pending": fill,
             "jobs": jobs,
             "seconds": window,
-            "jobs_per_s": (target - 1) / window if window > 0 else float("nan"),
-            "cpu_us_per_job": (r["cpu_window"] or 0.0) / max(target - 1, 1) * 1e6,
+            "jobs_per_s": (jobs - 1) / window if window > 0 else float("nan"),
+            "cut_short": r["t_target"] is None,
+            "cpu_us_per_job": (
+                r["cpu_window"] / max(target - 1, 1) * 1e6 if r["cpu_window"] else None
+            ),
             "peak_rss_mb": rss,
             "commits_per_job": (commits1 - commits0) / jobs,
             "wal_bytes_per_job": (wal1 - wal0) / jobs,
@@ -453,7 +468,7 @@ class Bench:
                         runs[name].setdefault(key, []).append(r)
                         log(
                             f"  round {rnd + 1} {name} {key}: {r['jobs_per_s']:,.0f} jobs/s, "
-                            f"{r['cpu_us_per_job']:.0f} us CPU/job, "
+                            f"{fmt(r['cpu_us_per_job'])} us CPU/job, "
                             f"{r['commits_per_job']:.2f} commits/job"
                         )
         summary: dict[str, Any] = {}
@@ -491,18 +506,22 @@ class Bench:
         log(f"  venturi drained {n:,} jobs: peak RSS {r['peak_rss_mb']:.1f} MB")
         self.results["venturi_rss"] = r
 
+    async def checkpoint(self, name: str) -> None:
+        """Flush dirty buffers before a timed run, so no run pays for another's writes."""
+        if self.plan.checkpoint:
+            await self.monitors[name].execute("CHECKPOINT")
+
     async def measure_ceiling(self) -> None:
+        """The statements bare: first draining the same number of pending jobs as the
+        worker's drains (the like-for-like ceiling), then claiming from a big table."""
         plan = self.plan
         dsn = self.dsns["venturi"]
         client = self.clients["venturi"]
         out: list[dict[str, Any]] = []
-        await self.fill("venturi", plan.ceiling_fill)
-        for clients, batch, shape, via_pool in ceiling_configs(
-            quick=plan.ceiling_fill < 1_000_000, combined=ceiling.can_combine()
-        ):
-            if await client.unfinished() < 40_000 * plan.ceiling_seconds:
-                await self.fill("venturi", plan.ceiling_fill)
-            await self.monitors["venturi"].execute("CHECKPOINT")
+        quick = plan.ceiling_fill < 1_000_000
+        for clients, batch, shape, via_pool in ceiling_configs(quick, ceiling.can_combine()):
+            await self.fill("venturi", plan.drain_jobs)
+            await self.checkpoint("venturi")
             r = await ceiling.run(
                 dsn,
                 clients=clients,
@@ -511,24 +530,29 @@ class Bench:
                 shape=shape,
                 via_pool=via_pool,
             )
+            r["pending"] = plan.drain_jobs
+            out.append(r)
+            log(f"  {ceiling_label(r)}: {r['jobs_per_s']:,.0f} jobs/s")
+        await self.fill("venturi", plan.ceiling_fill)
+        for clients, batch in [(1, 50), (4, 50)]:
+            if await client.unfinished() < 40_000 * plan.ceiling_seconds:
+                await self.fill("venturi", plan.ceiling_fill)
+            await self.checkpoint("venturi")
+            r = await ceiling.run(dsn, clients=clients, batch=batch, duration=plan.ceiling_seconds)
+            r["pending"] = plan.ceiling_fill
             out.append(r)
             log(f"  {ceiling_label(r)}: {r['jobs_per_s']:,.0f} jobs/s")
         self.results["ceiling"] = out
 
 
 def ceiling_configs(quick: bool, combined: bool) -> list[tuple[int, int, str, bool]]:
-    """(clients, rows per claim, shape, via an asyncpg.Pool) of each ceiling run."""
-    if quick:
-        separate = [(1, 1), (1, 10), (1, 32), (4, 50)]
-    else:
-        separate = [(1, 1), (4, 1), (10, 1), (1, 10), (1, 32), (1, 50), (4, 50), (10, 50)]
+    """(clients, rows per claim, shape, via an asyncpg.Pool) of each like-for-like run."""
+    separate = [(1, 1), (1, 10), (1, 32)] if quick else [(1, 1), (4, 1), (1, 10), (1, 32), (4, 32)]
     runs = [(c, b, "separate", False) for c, b in separate]
     shape = "separate"
     if combined:
         shape = "combined"
         runs += [(1, 1, shape, False), (1, 10, shape, False), (1, 32, shape, False)]
-        if not quick:
-            runs += [(4, 50, shape, False)]
     # What one asyncpg.Pool acquire/release per statement costs (the worker's way).
     runs += [(1, 1, shape, True)] + ([] if quick else [(1, 32, shape, True)])
     return runs
@@ -653,8 +677,18 @@ def report(results: dict[str, Any], names: list[str]) -> tuple[str, list[dict[st
             "asyncpg, no framework):"
         )
         for r in results["ceiling"]:
-            dry = " (ran dry)" if r["ran_dry"] else ""
-            lines.append(f"  {ceiling_label(r)}: {r['jobs_per_s']:>9,.0f} jobs/s{dry}")
+            lines.append(
+                f"  {r.get('pending', 0):>9,} pending, {ceiling_label(r)}: "
+                f"{r['jobs_per_s']:>9,.0f} jobs/s"
+            )
+
+    short = cut_short(results)
+    if short:
+        lines.append("")
+        lines.append("cut short (the drain timeout ended them; their rate is over the jobs seen):")
+        lines.extend(f"  {what}" for what in short)
+    for step, error in results.get("errors", {}).items():
+        lines.append(f"step {step} FAILED: {error.splitlines()[0] if error else '?'}")
 
     targets = evaluate(results, names)
     if targets:
@@ -664,6 +698,24 @@ def report(results: dict[str, Any], names: list[str]) -> tuple[str, list[dict[st
             mark = {True: "MET   ", False: "MISSED", None: "n/a   "}[t["met"]]
             lines.append(f"  {mark} {t['target']}: {t['measured']}")
     return "\n".join(lines), targets
+
+
+def cut_short(results: dict[str, Any]) -> list[str]:
+    out = []
+    for name, by_key in results.get("drain", {}).items():
+        for key, r in by_key.items():
+            if r.get("cut_short"):
+                out.append(f"{name} drain {key}: {r['jobs']:,} jobs")
+    for name, h in results.get("index_health", {}).items():
+        for size in ("small", "big"):
+            if h[size].get("cut_short"):
+                out.append(
+                    f"{name} drain with {h[size]['pending']:,} pending: {h[size]['jobs']:,} jobs"
+                )
+    r = results.get("venturi_rss")
+    if r and r.get("cut_short"):
+        out.append(f"venturi peak-RSS drain: {r['jobs']:,} jobs")
+    return out
 
 
 def _level_run(results: dict[str, Any], name: str, level: int) -> dict[str, Any] | None:
@@ -677,7 +729,10 @@ def _level_run(results: dict[str, Any], name: str, level: int) -> dict[str, Any]
 def _ceiling(results: dict[str, Any], clients: int, batch: int) -> dict[str, Any] | None:
     """The ceiling run of this size in the worker's own shape (combined when it exists)."""
     found = None
+    small = results.get("plan_drain_jobs")
     for r in results.get("ceiling", []):
+        if r.get("pending") != small:
+            continue
         if r["clients"] == clients and r["batch"] == batch and not r["via_pool"]:
             if found is None or r["shape"] == "combined":
                 found = r
@@ -808,11 +863,16 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         for step in chosen:
             log(f"{step}: (load average {os.getloadavg()[0]:.2f})")
             t0 = time.monotonic()
-            await steps[step](bench)
+            try:
+                await steps[step](bench)
+            except Exception as exc:  # one broken step should not lose the others
+                log(f"  ! {step} failed: {exc}")
+                bench.results.setdefault("errors", {})[step] = str(exc)
             bench.step_seconds[step] = time.monotonic() - t0
     finally:
         await bench.teardown()
     results = bench.results
+    results["plan_drain_jobs"] = plan.drain_jobs
     results["peak_rss_mb"] = {n: max(v) for n, v in bench.rss.items() if v}
     text, targets = report(results, names)
     elapsed = time.monotonic() - started

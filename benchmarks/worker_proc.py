@@ -2,13 +2,14 @@
 
 SPEC is a JSON object: ``system``, ``dsn``, ``cfg`` (the system's worker configuration),
 ``mode`` (``drain`` or ``latency``), ``target`` (drain: stop after this many jobs),
-``loop`` (``uvloop`` or ``asyncio``) and ``timeout`` (seconds; a safety net).
+``loop`` (``uvloop`` or ``asyncio``) and ``timeout`` (seconds: the worker stops then even
+if it has not seen ``target`` jobs, and reports what it saw).
 
 The process reports on stdout, one line each:
 - ``ready`` once the worker has been running for ``settle`` seconds (latency mode);
 - ``J <i> <monotonic>`` when the handler of job ``i`` starts (latency mode only);
-- a final JSON object: jobs seen, the monotonic instants of the first and the
-  ``target``-th job, CPU seconds and peak RSS (VmHWM) of this process.
+- a final JSON object: jobs seen, the monotonic instants of the first, the
+  ``target``-th and the last job, CPU seconds and peak RSS (VmHWM) of this process.
 
 ``time.monotonic`` is CLOCK_MONOTONIC on Linux, shared by every process of the machine,
 so the harness can compare its own instants with the worker's. In latency mode, closing
@@ -38,6 +39,7 @@ class Probe:
         self.count = 0
         self.t_first: float | None = None
         self.t_target: float | None = None
+        self.t_last: float | None = None
         # CPU seconds of this process at the first and at the target-th job, so that the
         # CPU cost per job leaves out imports and start-up.
         self.cpu_first = 0.0
@@ -46,6 +48,7 @@ class Probe:
     def __call__(self, i: int) -> None:
         now = time.monotonic()
         self.count += 1
+        self.t_last = now
         if self.t_first is None:
             self.t_first = now
             self.cpu_first = _cpu()
@@ -109,6 +112,7 @@ async def main(spec: dict[str, Any]) -> dict[str, Any]:
         "t_start": started,
         "t_first": probe.t_first,
         "t_target": probe.t_target,
+        "t_last": probe.t_last,
         "t_exit": time.monotonic(),
         "cpu_window": probe.cpu_target - probe.cpu_first if probe.t_target else None,
         "cpu_user": usage.ru_utime,
