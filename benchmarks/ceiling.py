@@ -163,3 +163,30 @@ async def run(
         "round_trips": sum(trips),
         "ran_dry": any(empty),
     }
+
+
+async def insert_single(dsn: str, *, jobs: int, schema: str = sql.DEFAULT_SCHEMA) -> dict[str, Any]:
+    """``job_insert`` bare, one job per statement and commit, on one connection: what a
+    single enqueue costs the server with no library around it."""
+    text = sql.statement("job_insert", schema)
+    names = parameters("job_insert", schema)
+    values = {
+        "kind": KIND,
+        "carry": '{"i":0}',
+        "priority": 1,
+        "at": None,
+        "after": None,
+        "key": None,
+        "max_failures": 25,
+    }
+    args = _args(names, values, "job_insert")
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.prepare(text)
+        start = time.monotonic()
+        for _ in range(jobs):
+            await conn.fetchval(text, *args)
+        elapsed = time.monotonic() - start
+    finally:
+        await conn.close()
+    return {"jobs": jobs, "seconds": elapsed, "jobs_per_s": jobs / elapsed}

@@ -533,6 +533,10 @@ class Bench:
             r["pending"] = plan.drain_jobs
             out.append(r)
             log(f"  {ceiling_label(r)}: {r['jobs_per_s']:,.0f} jobs/s")
+        await client.reset()
+        single = await ceiling.insert_single(dsn, jobs=plan.single_jobs)
+        log(f"  job_insert bare, one per commit: {single['jobs_per_s']:,.0f} jobs/s")
+        self.results["ceiling_insert"] = single
         await self.fill("venturi", plan.ceiling_fill)
         for clients, batch in [(1, 50), (4, 50)]:
             if await client.unfinished() < 40_000 * plan.ceiling_seconds:
@@ -680,6 +684,11 @@ def report(results: dict[str, Any], names: list[str]) -> tuple[str, list[dict[st
             lines.append(
                 f"  {r.get('pending', 0):>9,} pending, {ceiling_label(r)}: "
                 f"{r['jobs_per_s']:>9,.0f} jobs/s"
+            )
+        if "ceiling_insert" in results:
+            r = results["ceiling_insert"]
+            lines.append(
+                f"  job_insert bare, one job per statement and commit: {r['jobs_per_s']:,.0f} jobs/s"
             )
 
     short = cut_short(results)
