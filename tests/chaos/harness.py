@@ -116,12 +116,9 @@ MIX = {
 # violations a bug causes -> the bug. Such violations are reported, and do not fail the
 # run; each bug also has a deterministic xfail(strict=True) test. Remove an entry when
 # its bug is fixed.
-KNOWN_BUGS = {
-    "InternalClientError": (
-        "worker crashes on asyncpg.InternalClientError after a terminated backend "
-        "(venturi/worker.py TRANSIENT; tests/test_chaos.py::"
-        "test_worker_survives_internal_client_error)"
-    ),
+KNOWN_BUGS: dict[str, str] = {
+    # Fixed: "InternalClientError" (worker crashed on asyncpg.InternalClientError after a
+    # terminated backend; tests/test_chaos.py::test_worker_survives_internal_client_error).
 }
 TASKS = {t.kind: t for t in venturi.registry.registered().values() if t.kind in MIX}
 
