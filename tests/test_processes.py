@@ -205,6 +205,11 @@ def test_children_get_every_option_but_processes_and_the_dsn() -> None:
     assert pairs["--poll-max"] == "0.5" and pairs["--concurrency"] == "4"
     assert "--failures-to-dead" in args and "--no-failures-to-dead" not in args
     assert args[args.index("--schema") + 1] == "venturi"
+    # Each child listens for metrics on its own port.
+    spread = supervisor._Supervisor(3, ["m", "--metrics-port", "9100", "--poll-max", "1"], "", 1)
+    assert [spread._args(i) for i in range(3)] == [
+        ["m", "--metrics-port", str(9100 + i), "--poll-max", "1"] for i in range(3)
+    ]
 
 
 async def test_cli_worker_runs_its_cron_schedule(

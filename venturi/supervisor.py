@@ -241,12 +241,21 @@ class _Supervisor:
                 with contextlib.suppress(ProcessLookupError):
                     proc.send_signal(signal.SIGTERM)
 
-    async def _spawn(self) -> asyncio.subprocess.Process:
+    def _args(self, index: int) -> list[str]:
+        """The arguments of the ``index``-th child: a port to listen on (--metrics-port)
+        is offset by the index, since the children cannot all bind one."""
+        args = list(self.args)
+        for i, arg in enumerate(args[:-1]):
+            if arg == "--metrics-port":
+                args[i + 1] = str(int(args[i + 1]) + index)
+        return args
+
+    async def _spawn(self, index: int) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
             sys.executable,
             "-c",
             _CHILD,
-            *self.args,
+            *self._args(index),
             env=self.env,
             # A pipe the child watches: when this process dies, even by SIGKILL, the
             # child sees end-of-file and drains, so no worker outlives its supervisor.
@@ -259,7 +268,7 @@ class _Supervisor:
     async def _slot(self, index: int) -> None:
         first = True
         while not self.stop.is_set():
-            proc = await self._spawn()
+            proc = await self._spawn(index)
             self.children[index] = proc
             started = time.monotonic()
             if self.stop.is_set():  # a signal arrived while it was being started
