@@ -891,3 +891,26 @@ async def test_recovery_and_settles_are_logged_with_job_fields(
     ]
     assert settles and settles[-1].levelno == logging.DEBUG
     assert (settles[-1].job_id, settles[-1].attempt) == (job_id, 2)  # type: ignore[attr-defined]
+
+
+async def test_cancelled_run_releases_its_running_jobs(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    started = asyncio.Event()
+
+    @venturi.task(kind="w_abandon")
+    async def handler(ctx: Context[Any], carry: N) -> None:
+        started.set()
+        await asyncio.sleep(60)
+
+    job_id = await handler.enqueue(conn, N(1))
+    worker = Worker(None, dsn, [handler], poll_max=0.1)
+    run = asyncio.create_task(worker.run(asyncio.Event()))
+    await asyncio.wait_for(started.wait(), 10)
+    run.cancel()  # what a supervisor does to a loop it gives up on
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    job = await venturi.get_job(conn, job_id)
+    assert job is not None and job.status == "pending" and job.failures == 0
+    assert events(await venturi.get_journal(conn, job_id))[-1] == "released"
+    assert worker.tasks == {"w_abandon": handler}

@@ -247,6 +247,11 @@ class Worker(Generic[S]):
         return own if own is not None else (self._tasks[kind].renew_lease or self.renew_lease)
 
     @property
+    def tasks(self) -> dict[str, Task[Any]]:
+        """The registered tasks by kind (a copy)."""
+        return dict(self._tasks)
+
+    @property
     def kinds(self) -> list[str]:
         """The registered kinds, sorted."""
         return sorted(self._tasks)
@@ -297,8 +302,14 @@ class Worker(Generic[S]):
             beating = asyncio.create_task(self._heartbeat_loop(pool))
             try:
                 async with maintenance_tasks.running(self.maintenance, pool, self):
-                    await self._loop(pool, shutdown)
-                    await self._drain(pool)
+                    try:
+                        await self._loop(pool, shutdown)
+                        await self._drain(pool)
+                    except BaseException:
+                        # A bug outside the handlers, or run() itself cancelled: do not
+                        # leave the running jobs to lease expiry; release what we can.
+                        await self._abandon(pool)
+                        raise
             finally:
                 beating.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -840,6 +851,19 @@ class Worker(Generic[S]):
                     )
 
     # --- shutdown ------------------------------------------------------------------
+
+    async def _abandon(self, pool: Any) -> None:
+        """Cancel every handler and settle or release its job, within a few seconds."""
+        for handle in self._inflight:
+            handle.cancel()
+        if self._inflight:
+            await asyncio.wait(list(self._inflight), timeout=5)
+        self._reap()
+        try:
+            async with asyncio.timeout(5):
+                await self._settle(pool)
+        except Exception as exc:  # the jobs left fall to lease expiry
+            log.warning("could not settle or release jobs while stopping: %s", exc)
 
     async def _drain(self, pool: Any) -> None:
         """Graceful shutdown (ADR 21): no more claims; ask handlers to stop, wait up to
