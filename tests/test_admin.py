@@ -69,6 +69,17 @@ async def test_show_has_the_decoded_carry_and_merged_journal(conn: asyncpg.Conne
     assert '"url": "https://x.test"' in text
 
 
+async def test_show_cuts_what_would_flood_the_terminal(conn: asyncpg.Connection) -> None:
+    big = "x" * 100_000
+    job = await make(conn, "huge", "dead", carry=f'{{"blob": "{big}"}}', key="k" * 5000)
+    detail = await admin.show_job(conn, job)
+    assert detail is not None and detail.job.carry == {"blob": big}  # the API keeps it all
+    text = render(views.job_detail(detail, datetime.now(UTC)))
+    assert len(text) < 20_000
+    whole = len(views.to_json({"blob": big}))
+    assert f"truncated: {whole} characters in all" in text and "--json" in text
+
+
 def render(renderable: object, width: int = 140) -> str:
     console = Console(file=io.StringIO(), width=width, record=True, color_system=None)
     console.print(renderable)

@@ -376,12 +376,6 @@ async def test_undecodable_carry_is_not_echoed_by_the_worker(
     assert len(job.last_error or "") < 1000 and "SSSSSSSS" not in (job.last_error or "")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: venturi/views.py job_detail/_json_panel prints the whole carry, so `venturi "
-    "jobs show` of a job whose carry no longer decodes echoes all 300 kB of it (issue 5 asks "
-    "the CLI to truncate)",
-)
 async def test_jobs_show_truncates_a_carry_it_cannot_decode(
     dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:

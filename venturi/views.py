@@ -147,7 +147,7 @@ def job_detail(detail: JobDetail, now: datetime) -> Group:
     fields.add_row("kind", escape(job.kind))
     fields.add_row("status", _status(job.status))
     fields.add_row("priority", _priority(job.priority))
-    fields.add_row("key", escape(job.key) if job.key is not None else "—")
+    fields.add_row("key", escape(clip(job.key, 200)) if job.key is not None else "—")
     fields.add_row("attempt", str(job.attempt))
     fields.add_row("failures", f"{job.failures} of {job.max_failures}")
     fields.add_row("created", at(job.created_at))
@@ -188,7 +188,7 @@ def job_detail(detail: JobDetail, now: datetime) -> Group:
             shown.add(e.detail)
             parts.append(
                 Panel(
-                    Text(e.detail.rstrip()),
+                    Text(clip(e.detail.rstrip())),
                     title=f"{e.event} · attempt {e.attempt} · {e.at.isoformat(timespec='seconds')}",
                     title_align="left",
                     border_style="red",
@@ -198,15 +198,33 @@ def job_detail(detail: JobDetail, now: datetime) -> Group:
     if job.last_error and job.last_error not in shown:
         parts.append(
             Panel(
-                Text(job.last_error.rstrip()), title="last error", title_align="left", expand=False
+                Text(clip(job.last_error.rstrip())),
+                title="last error",
+                title_align="left",
+                expand=False,
             )
         )
     return Group(*parts)
 
 
+# The most of one carry, result or traceback `jobs show` prints; the rest is cut, so a
+# huge value (a carry that no longer decodes, say) cannot flood the terminal or a log.
+# `--json` still prints every value whole, for scripts that ask for it.
+SHOW_LIMIT = 4000
+
+
+def clip(text: str, limit: int = SHOW_LIMIT) -> str:
+    """``text``, or its first ``limit`` characters and a line saying it was truncated."""
+    if len(text) <= limit:
+        return text
+    return (
+        f"{text[:limit]}\n… truncated: {len(text)} characters in all "
+        "(`venturi jobs show ID --json` prints everything)"
+    )
+
+
 def _json_panel(title: str, value: Any) -> Panel:
-    text = to_json(value)
-    return Panel(Text(text), title=title, title_align="left", expand=False)
+    return Panel(Text(clip(to_json(value))), title=title, title_align="left", expand=False)
 
 
 def stats_table(stats: Stats) -> Table:
