@@ -405,7 +405,11 @@ def _check_job(
     if job.kind == "chaos_overrun":
         first = claims.get(1)
         if first is not None and first.run is not None and first.end is not None:
-            if first.end.event == "stale-recovered" and first.pid not in faults.kills:
+            outlived = "handler outlived its lease (no renewal)"
+            if (
+                first.end.event == "stale-recovered"
+                and _reason(first, first.end, faults, lease, renews) == outlived
+            ):
                 rep.overrun_jobs += 1
                 rep.overrun_twice += sum(1 for c in claims.values() if c.run) >= 2
 
