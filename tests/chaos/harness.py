@@ -696,7 +696,7 @@ class Harness:
             ("PostgreSQL restarts", c["PostgreSQL restarts"]),
             ("handler runs", rep.runs),
             ("claims", rep.claims),
-            ("jobs run more than once", rep.multi_run_jobs),
+            ("jobs run more than once (by design or interrupted)", rep.multi_run_jobs),
         ]
         for reason in history.REASONS:
             rows.append((f"re-runs: {reason}", rep.reruns[reason]))
@@ -776,6 +776,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.keep) if args.keep else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
+    # SIGTERM unwinds like Ctrl-C, so the workers and the cluster are cleaned up.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     result = asyncio.run(soak(cfg, out))
     print()
     print(result.summary)

@@ -426,17 +426,18 @@ def _reason(c: Claim, end: Event, faults: Faults, lease: float, renews: bool = F
         return "worker crashed (a bug)"
     termed = faults.terms.get(c.pid)
     termed = termed if termed is not None and termed <= end.at else None
-    for start, stop in faults.connection:
-        # A fault between the claim and its recovery can have cost the settle (or the
-        # renewal) its lease.
-        if start <= end.at and stop >= c.at:
-            return "connection loss (terminate / restart)"
+    faulted = any(start <= end.at and stop >= c.at for start, stop in faults.connection)
     run = c.run
     if run is not None and lease and termed is None:
         if run.end is None or run.end >= c.at + lease:
-            if renews:
+            if not renews:
+                return "handler outlived its lease (no renewal)"
+            if not faulted:
                 return "lease expired under a renewing handler"
-            return "handler outlived its lease (no renewal)"
+    if faulted:
+        # A fault between the claim and its recovery can have cost the settle (or the
+        # renewal) its lease.
+        return "connection loss (terminate / restart)"
     if termed is not None:
         return "SIGTERM: unsettled at exit"
     return "lease expired under a live worker (stall)"
