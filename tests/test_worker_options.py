@@ -378,3 +378,42 @@ async def test_shared_rate_limit_holds_across_workers(
 def test_rate_shared_must_be_a_bool() -> None:
     with pytest.raises(ConfigError, match="shared"):
         Rate(per_second=1, shared="yes")  # type: ignore[arg-type]
+
+
+async def test_cancel_request_wins_over_pause_retry_release_and_recovery(
+    conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    from venturi import store
+
+    @venturi.task(kind="o_cancel_race")
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        return None
+
+    ids = await venturi.enqueue_many(conn, [handler.job(Item(i)) for i in range(4)])
+    me, bo = "w:1", Backoff.fixed(0)
+    rows = await store.claim(conn, "venturi", me, ["o_cancel_race"], [60.0], 0, 3, bo)
+    ghost = await store.claim(conn, "venturi", "ghost:9", ["o_cancel_race"], [0.001], 0, 1, bo)
+    claimed = {r["id"]: r["attempt"] for r in [*rows, *ghost]}
+    assert sorted(claimed) == sorted(ids)
+    changes = await admin.cancel_jobs(conn, ids, operator="ops")
+    assert all(c.done for c in changes)
+    # The request arrives while each handler returns something other than complete.
+    a, b, c, d = ids
+    assert await store.pause(conn, "venturi", me, a, claimed[a], '{"n":9}', None, None)
+    assert (
+        await store.fail(conn, "venturi", me, b, claimed[b], "failed", "x", None, 0, False)
+        == "cancelled"
+    )
+    assert await store.release(conn, "venturi", me, c, claimed[c], "shutdown")
+    await asyncio.sleep(0.01)
+    (recovered,) = await store.recover_stale(conn, "venturi", "sweeper:1", bo)
+    assert recovered["id"] == d and recovered["status"] == "cancelled"
+    for job_id, event in ((a, "paused"), (b, "failed"), (c, "released"), (d, "stale-recovered")):
+        job = await venturi.get_job(conn, job_id)
+        assert job is not None and job.status == "cancelled" and job.finished_at is not None
+        trail = events(await venturi.get_journal(conn, job_id))
+        assert trail[-1] == "cancelled", (job_id, trail)
+        if event != "paused":
+            assert event in trail
+    # Nothing is left to claim.
+    assert await store.claim(conn, "venturi", me, ["o_cancel_race"], [60.0], 0, 10, bo) == []
