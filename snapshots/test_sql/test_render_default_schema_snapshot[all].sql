@@ -383,13 +383,17 @@ stale AS (
 ),
 recovered AS (
     UPDATE "venturi".jobs j
-    SET status = CASE WHEN j.failures + 1 >= j.max_failures THEN 'dead' ELSE 'pending' END,
+    SET status = CASE WHEN j.failures + 1 >= j.max_failures THEN 'dead'
+                      -- Cancelled while it ran: not run again.
+                      WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                      ELSE 'pending' END,
         failures = j.failures + 1,
         -- least() on the exponent too: power() overflows float8 long before 1000 failures.
         visible_at = now() + make_interval(
             secs => least($8::float8,
                          $6::float8 * power($7::float8, least(j.failures, 64)))),
-        finished_at = CASE WHEN j.failures + 1 >= j.max_failures THEN now() END,
+        finished_at = CASE WHEN j.failures + 1 >= j.max_failures
+                             OR j.cancel_requested_at IS NOT NULL THEN now() END,
         claim_expires_at = NULL,
         last_error = 'lease expired at ' || j.claim_expires_at || '; worker '
                      || coalesce(j.claimed_by, '?') || ' presumed dead'
@@ -407,6 +411,9 @@ recovered_journal AS (
     SELECT id, now(), 'dead', attempt, $1,
            'failure backstop reached (' || failures || ' of ' || max_failures || ')'
     FROM recovered WHERE status = 'dead'
+    UNION ALL
+    SELECT id, now(), 'cancelled', attempt, $1, 'cancelled by an operator while running'
+    FROM recovered WHERE status = 'cancelled'
 ),
 candidates AS (
     SELECT id FROM "venturi".jobs
@@ -542,8 +549,12 @@ PREPARE venturi_job_fail_if_owned(text, bigint, integer, text, text, text, float
 WITH settled AS (
     UPDATE "venturi".jobs j
     SET failures = j.failures + 1,
-        status = CASE WHEN $8 OR j.failures + 1 >= j.max_failures THEN 'dead' ELSE 'pending' END,
-        finished_at = CASE WHEN $8 OR j.failures + 1 >= j.max_failures THEN now() END,
+        status = CASE WHEN $8 OR j.failures + 1 >= j.max_failures THEN 'dead'
+                      -- An operator's cancel request outranks a retry.
+                      WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                      ELSE 'pending' END,
+        finished_at = CASE WHEN $8 OR j.failures + 1 >= j.max_failures
+                             OR j.cancel_requested_at IS NOT NULL THEN now() END,
         carry = coalesce($6::jsonb, j.carry),
         visible_at = now() + make_interval(secs => $7::float8),
         claim_expires_at = NULL,
@@ -562,6 +573,9 @@ journaled AS (
                 ELSE 'failure backstop reached (' || failures || ' of ' || max_failures || ')'
            END
     FROM settled WHERE status = 'dead'
+    UNION ALL
+    SELECT id, now(), 'cancelled', attempt, $1, 'cancelled by an operator; not retried'
+    FROM settled WHERE status = 'cancelled'
 )
 SELECT id, status FROM settled;
 
@@ -745,18 +759,24 @@ CROSS JOIN LATERAL (
 PREPARE venturi_job_pause_if_owned(text, bigint, integer, text, timestamptz, float8) AS
 WITH settled AS (
     UPDATE "venturi".jobs j
-    SET status = 'pending',
+    -- An operator's cancel request that arrived while the handler was pausing wins.
+    SET status = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
+        finished_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
         carry = $4::jsonb,
         visible_at = coalesce($5::timestamptz, now() + make_interval(secs => coalesce($6::float8, 0))),
         claim_expires_at = NULL
     WHERE j.id = $2 AND j.status = 'claimed' AND j.claimed_by = $1 AND j.attempt = $3
-    RETURNING j.id, j.attempt, j.claimed_at, j.visible_at
+    RETURNING j.id, j.attempt, j.claimed_at, j.visible_at, j.status
 ),
 journaled AS (
     INSERT INTO "venturi".journal (job_id, at, event, attempt, worker, detail)
     SELECT id, claimed_at, 'claimed', attempt, $1, NULL FROM settled
     UNION ALL
-    SELECT id, now(), 'paused', attempt, $1, 'visible again at ' || visible_at FROM settled
+    SELECT id, now(), 'paused', attempt, $1, 'visible again at ' || visible_at
+    FROM settled WHERE status = 'pending'
+    UNION ALL
+    SELECT id, now(), 'cancelled', attempt, $1, 'cancelled by an operator; the handler paused'
+    FROM settled WHERE status = 'cancelled'
 )
 SELECT id FROM settled;
 
@@ -816,13 +836,17 @@ WITH stale AS (
 ),
 recovered AS (
     UPDATE "venturi".jobs j
-    SET status = CASE WHEN j.failures + 1 >= j.max_failures THEN 'dead' ELSE 'pending' END,
+    SET status = CASE WHEN j.failures + 1 >= j.max_failures THEN 'dead'
+                      -- Cancelled while it ran: not run again.
+                      WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                      ELSE 'pending' END,
         failures = j.failures + 1,
         -- least() on the exponent too: power() overflows float8 long before 1000 failures.
         visible_at = now() + make_interval(
             secs => least($4::float8,
                          $2::float8 * power($3::float8, least(j.failures, 64)))),
-        finished_at = CASE WHEN j.failures + 1 >= j.max_failures THEN now() END,
+        finished_at = CASE WHEN j.failures + 1 >= j.max_failures
+                             OR j.cancel_requested_at IS NOT NULL THEN now() END,
         claim_expires_at = NULL,
         last_error = 'lease expired at ' || j.claim_expires_at || '; worker '
                      || coalesce(j.claimed_by, '?') || ' presumed dead'
@@ -840,6 +864,9 @@ recovered_journal AS (
     SELECT id, now(), 'dead', attempt, $1,
            'failure backstop reached (' || failures || ' of ' || max_failures || ')'
     FROM recovered WHERE status = 'dead'
+    UNION ALL
+    SELECT id, now(), 'cancelled', attempt, $1, 'cancelled by an operator while running'
+    FROM recovered WHERE status = 'cancelled'
 )
 SELECT id, kind, status, attempt, claimed_by FROM recovered ORDER BY id;
 
@@ -853,15 +880,21 @@ SELECT id, kind, status, attempt, claimed_by FROM recovered ORDER BY id;
 PREPARE venturi_job_release_if_owned(text, bigint, integer, text) AS
 WITH settled AS (
     UPDATE "venturi".jobs j
-    SET status = 'pending', visible_at = now(), claim_expires_at = NULL
+    SET status = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
+        finished_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
+        visible_at = now(), claim_expires_at = NULL
     WHERE j.id = $2 AND j.status = 'claimed' AND j.claimed_by = $1 AND j.attempt = $3
-    RETURNING j.id, j.attempt, j.claimed_at
+    RETURNING j.id, j.attempt, j.claimed_at, j.status
 ),
 journaled AS (
     INSERT INTO "venturi".journal (job_id, at, event, attempt, worker, detail)
     SELECT id, claimed_at, 'claimed', attempt, $1, NULL FROM settled
     UNION ALL
     SELECT id, now(), 'released', attempt, $1, $4 FROM settled
+    UNION ALL
+    -- An operator asked to cancel it: released from this worker, it is not run again.
+    SELECT id, now(), 'cancelled', attempt, $1, 'cancelled by an operator while running'
+    FROM settled WHERE status = 'cancelled'
 )
 SELECT id FROM settled;
 
