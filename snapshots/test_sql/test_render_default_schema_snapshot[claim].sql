@@ -340,7 +340,9 @@ SELECT id FROM settled;
 PREPARE venturi_job_due_count(text[], text) AS
 SELECT count(*) AS jobs FROM "venturi".jobs
 WHERE kind = ANY($1::text[])
-  AND ((status = 'pending' AND visible_at <= now())
+  -- clock_timestamp(), not now(): this statement's transaction can start before a
+  -- concurrent pause that commits before its snapshot, stamping visible_at after now().
+  AND ((status = 'pending' AND visible_at <= clock_timestamp())
        OR (status = 'claimed' AND claimed_by = $2::text));
 
 -- job_fail_if_owned: settle a failed execution (a raised exception, a retry outcome, a
