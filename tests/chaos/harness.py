@@ -703,8 +703,12 @@ class Harness:
         rows += [
             (
                 "claims lost before their handler started",
-                f"{sum(rep.unrun_claims.values())} "
-                f"({', '.join(f'{k}: {v}' for k, v in sorted(rep.unrun_claims.items()))})",
+                f"{sum(rep.unrun_claims.values())}"
+                + (
+                    f" ({', '.join(f'{k}: {v}' for k, v in sorted(rep.unrun_claims.items()))})"
+                    if rep.unrun_claims
+                    else ""
+                ),
             ),
             (
                 "late settles refused (history / worker logs)",
