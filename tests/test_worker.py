@@ -914,3 +914,48 @@ async def test_cancelled_run_releases_its_running_jobs(
     assert job is not None and job.status == "pending" and job.failures == 0
     assert events(await venturi.get_journal(conn, job_id))[-1] == "released"
     assert worker.tasks == {"w_abandon": handler}
+
+
+class LoseClaimAnswer:
+    """A real pool whose next claim commits but whose answer is lost, as when the
+    connection dies between the commit and the reply."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+        self.armed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pool, name)
+
+    async def fetch(self, query: str, *args: Any, **kw: Any) -> Any:
+        rows = await self._pool.fetch(query, *args, **kw)
+        if (
+            self.armed
+            and query == sql.statement("job_claim")
+            and any(not r["settled"] for r in rows)
+        ):
+            self.armed = False
+            raise ConnectionResetError("connection lost after the claim committed")
+        return rows
+
+
+async def test_claims_whose_answer_was_lost_are_released_not_left_to_the_lease(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="w_orphan", lease=3600)
+    async def handler(ctx: Context[Any], carry: N) -> None:
+        return None
+
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=4)
+    try:
+        lossy = LoseClaimAnswer(pool)
+        lossy.armed = True
+        job_id = await handler.enqueue(conn, N(1))
+        worker = Worker(None, lossy, [handler], poll_max=0.1)
+        async with running(worker):
+            await wait_status(conn, job_id, "completed", within=10)  # not after an hour
+        assert worker.stats["orphans_released"] == 1
+        trail = events(await venturi.get_journal(conn, job_id))
+        assert trail == ["enqueued", "claimed", "released", "claimed", "completed"]
+    finally:
+        await pool.close()

@@ -435,3 +435,14 @@ async def claim_rated(
         if claimed:
             await conn.execute(sql.statement("rate_spend", schema), kind, len(claimed))
         return claimed, 0.0
+
+
+async def release_orphans(
+    conn: Any, schema: str, worker: str, running: Sequence[int]
+) -> list[Record]:
+    """Release jobs claimed under ``worker`` that it is not running (a lost claim answer)."""
+    return list(
+        await conn.fetch(
+            sql.statement("job_release_orphans_if_owned", schema), worker, list(running)
+        )
+    )

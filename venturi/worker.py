@@ -15,6 +15,7 @@ import os
 import socket
 import time
 import traceback
+import weakref
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -102,6 +103,10 @@ class _Run:
     cancel_requested: bool = False
     # Filled when the handler ends: (kind of settle, payload).
     outcome: tuple[str, Any] | None = None
+
+
+# The workers running in this process, to tell whether an identity is shared.
+_RUNNING: weakref.WeakSet[Worker[Any]] = weakref.WeakSet()
 
 
 def _is_complete(run: _Run) -> bool:
@@ -212,6 +217,7 @@ class Worker(Generic[S]):
         self._claims = 0
         self._listening = False
         self._isolate = False
+        self._orphans_possible = False
 
     def register(
         self,
@@ -268,13 +274,14 @@ class Worker(Generic[S]):
             raise ConfigError("tasks: register at least one task before running the worker")
         if self._running:
             raise ConfigError("this worker is already running")
-        self._running = True
         own_pool = self._pool is None
         pool = self._pool
         if pool is None:
             assert self._dsn is not None
             # One connection for the loop, one for LISTEN, one for maintenance.
             pool = await store.create_pool(self._dsn, min_size=1, max_size=3)
+        self._running = True
+        _RUNNING.add(self)
         self._inflight, self._per_kind, self._unsettled = {}, Counter(), []
         self._buckets = {
             k: TokenBucket(r) for k, r in self._rates.items() if r is not None and not r.shared
@@ -322,6 +329,7 @@ class Worker(Generic[S]):
             if own_pool:
                 await pool.close()
             self._running = False
+            _RUNNING.discard(self)
             if started:
                 log.info("worker %s stopped: %s", self.claimed_by, dict(self.stats))
 
@@ -345,6 +353,9 @@ class Worker(Generic[S]):
                 if self._isolate:
                     await self._settle(pool, isolate=True)
                     self._isolate = False
+                if self._orphans_possible:
+                    await self._release_orphans(pool)
+                    self._orphans_possible = False
                 await self._settle(pool, completes=False)
                 completes = [r for r in self._unsettled if _is_complete(r)]
                 # Completions ride the next claim: their slots count as free already.
@@ -376,6 +387,9 @@ class Worker(Generic[S]):
                 errors += 1
                 delay = _ERROR_BACKOFF.delay(errors)
                 self.stats["db_errors"] += 1
+                # A claim that failed may have committed with its answer lost: its jobs
+                # are claimed by us and run by no one. Look for them once we are back.
+                self._orphans_possible = True
                 if not isinstance(exc, _RETRYABLE) and self._unsettled:
                     # Possibly one outcome the database refuses: settle the queue one
                     # run at a time next, so a poisoned write cannot wedge the rest.
@@ -786,6 +800,21 @@ class Worker(Generic[S]):
                 extra={"job_id": run.id, "kind": run.task.kind, "attempt": run.attempt},
             )
         return status is not None
+
+    async def _release_orphans(self, pool: Any) -> None:
+        # Only safe when no other running worker shares our identity (two Worker objects
+        # of one process both default to host:pid): it would release their jobs.
+        if sum(w.claimed_by == self.claimed_by for w in _RUNNING) > 1:
+            return
+        running = [r.id for r in self._inflight.values()] + [r.id for r in self._unsettled]
+        for row in await store.release_orphans(pool, self.schema, self.claimed_by, running):
+            self.stats["orphans_released"] += 1
+            log.warning(
+                "released job %d (%s): claimed by a statement whose answer was lost",
+                row["id"],
+                row["kind"],
+                extra={"job_id": row["id"], "kind": row["kind"], "attempt": row["attempt"]},
+            )
 
     # --- heartbeat: lease renewal and cancel requests ----------------------------
 
