@@ -900,6 +900,41 @@ journaled AS (
 )
 SELECT id FROM settled;
 
+-- job_release_orphans_if_owned: after a claim whose answer was lost with its connection
+-- (the claim may have committed), give back the jobs claimed under this worker's
+-- identity that it is not running: pending, visible now, journaled released, no failure.
+-- Without it they would wait a whole lease for recovery.
+-- $1 text claimed_by: this worker's identity (unique among running workers)
+-- $2 bigint[] running: the jobs this worker is running or settling
+-- index: jobs_stale_idx (claimed rows), filtered by claimed_by.
+PREPARE billing_jobs_job_release_orphans_if_owned(text, bigint[]) AS
+WITH orphans AS (
+    SELECT id FROM "billing_jobs".jobs
+    WHERE status = 'claimed' AND claimed_by = $1 AND id <> ALL ($2::bigint[])
+    FOR UPDATE SKIP LOCKED
+),
+released AS (
+    UPDATE "billing_jobs".jobs j
+    SET status = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
+        finished_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
+        visible_at = now(), claim_expires_at = NULL
+    FROM orphans
+    WHERE j.id = orphans.id
+    RETURNING j.id, j.kind, j.attempt, j.claimed_at, j.status
+),
+journaled AS (
+    INSERT INTO "billing_jobs".journal (job_id, at, event, attempt, worker, detail)
+    SELECT id, claimed_at, 'claimed', attempt, $1, NULL FROM released
+    UNION ALL
+    SELECT id, now(), 'released', attempt, $1,
+           'claimed by a statement whose answer was lost with its connection'
+    FROM released
+    UNION ALL
+    SELECT id, now(), 'cancelled', attempt, $1, 'cancelled by an operator while claimed'
+    FROM released WHERE status = 'cancelled'
+)
+SELECT id, kind, attempt FROM released ORDER BY id;
+
 -- job_result_clear_expired: forget the results of up to $3 completed jobs of kind $1 that
 -- finished more than $2 seconds ago (the task's result_ttl); returns how many it cleared.
 -- The caller repeats until a batch comes back short; each batch is its own short
