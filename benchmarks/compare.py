@@ -314,6 +314,8 @@ class Bench:
                 f"  ! {name} {label}: cut short after {self.plan.drain_timeout:.0f} s "
                 f"with {jobs:,} of {target:,} jobs; the rate is over those"
             )
+        if unfinished and fill == target and r["t_target"] is not None:
+            log(f"  ! {name} {label}: {unfinished} job(s) still unfinished after the worker exited")
         window = (r["t_target"] or r["t_last"]) - r["t_first"]
         rss = r["maxrss_kb"] / 1024
         self.rss[name].append(rss)
@@ -748,6 +750,14 @@ def _ceiling(results: dict[str, Any], clients: int, batch: int) -> dict[str, Any
     return found
 
 
+def times(got: float, need: float) -> str:
+    """``got`` as "1.23x", with a third decimal when two would round it onto ``need``."""
+    text = f"{got:.2f}x"
+    if got < need and text == f"{need:.2f}x":
+        text = f"{got:.3f}x"
+    return text
+
+
 def evaluate(results: dict[str, Any], names: list[str]) -> list[dict[str, Any]]:
     peers = [n for n in names if n != "venturi"]
     out: list[dict[str, Any]] = []
@@ -765,7 +775,7 @@ def evaluate(results: dict[str, Any], names: list[str]) -> list[dict[str, Any]]:
             add(
                 f"drain c={level} >= {need}x the fastest peer configuration",
                 got >= need if got == got else None,
-                f"{got:.2f}x ({v:,.0f} vs {p:,.0f} jobs/s, {label})",
+                f"{times(got, need)} ({v:,.0f} vs {p:,.0f} jobs/s, {label})",
             )
     if "bulk_enqueue" in results and "pgqueuer" in names:
         for key, what in (("single_enqueue", "single"), ("bulk_enqueue", "bulk")):
@@ -774,7 +784,7 @@ def evaluate(results: dict[str, Any], names: list[str]) -> list[dict[str, Any]]:
             add(
                 f"{what} enqueue >= 2x pgqueuer",
                 v / p >= 2,
-                f"{v / p:.2f}x ({v:,.0f} vs {p:,.0f} jobs/s)",
+                f"{times(v / p, 2)} ({v:,.0f} vs {p:,.0f} jobs/s)",
             )
     if "pickup_latency" in results and peers:
         lat = results["pickup_latency"]
