@@ -147,3 +147,18 @@ async def test_claim_and_recovery_use_their_partial_indexes(conn: asyncpg.Connec
     assert "jobs_stale_idx" in recover
     nxt = await _explain(conn, "job_next_visible_at", ["k1", "k2"])
     assert "jobs_next_visible_idx" in nxt
+
+
+async def test_claim_keeps_its_index_on_a_backlog_of_one_kind(conn: asyncpg.Connection) -> None:
+    # One distinct kind: a row filter on kinds (such as "kind <> ALL (paused)") makes the
+    # planner expect no match and sort the whole backlog; the claim must stay an ordered
+    # index scan under generic and custom plans alike.
+    specs = [JobSpec("only", "{}", 1, None, None, None, 25) for _ in range(20_000)]
+    await store.insert_jobs(conn, "venturi", specs)
+    await conn.execute(sql.statement("maintenance/analyze"))
+    for mode in ("force_custom_plan", "force_generic_plan"):
+        await conn.execute(f"SET plan_cache_mode = {mode}")
+        plan = await _explain(
+            conn, "job_claim", "me:1", ["only"], [60.0], 0, 10, 1.0, 2.0, 3600.0, [], [], []
+        )
+        assert "jobs_claim_idx" in plan, mode

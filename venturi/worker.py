@@ -307,20 +307,25 @@ class Worker(Generic[S]):
                 self.concurrency,
             )
             beating = asyncio.create_task(self._heartbeat_loop(pool))
+            # The loop's statements are sequential: they go through one held connection
+            # (a pool's acquire and release cost a reset round trip per statement).
+            db: Any = _Held(pool) if isinstance(pool, asyncpg.Pool) else pool
             try:
                 async with maintenance_tasks.running(self.maintenance, pool, self):
                     try:
-                        await self._loop(pool, shutdown)
-                        await self._drain(pool)
+                        await self._loop(db, shutdown)
+                        await self._drain(db)
                     except BaseException:
                         # A bug outside the handlers, or run() itself cancelled: do not
                         # leave the running jobs to lease expiry; release what we can.
-                        await self._abandon(pool)
+                        await self._abandon(db)
                         raise
             finally:
                 beating.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await beating
+                if isinstance(db, _Held):
+                    await db.close()
         finally:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -852,8 +857,11 @@ class Worker(Generic[S]):
                 log.warning("heartbeat failed (retrying): %s", store._one_line(exc))
                 continue
             by_id = {r.id: r for r in runs}
+            still = {id(r) for r in self._inflight.values() if r.outcome is None}
             for row in rows:
                 run = by_id[row["id"]]
+                if id(run) not in still:
+                    continue  # finished (and maybe settled) while we asked: nothing to say
                 extra = {"job_id": run.id, "kind": run.task.kind, "attempt": run.attempt}
                 if row["renewed"]:
                     run.renewed = now
@@ -928,6 +936,70 @@ class Worker(Generic[S]):
             except TRANSIENT as exc:
                 log.warning("settling at shutdown failed (%s); retrying", store._one_line(exc))
                 await asyncio.sleep(_ERROR_BACKOFF.delay(attempt))
+
+
+class _Held:
+    """One connection of a pool, held for the loop's sequential statements and replaced
+    when it breaks. Looks like a pool to the store (fetch, fetchrow, fetchval, execute,
+    acquire)."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+        self.conn: Any = None
+
+    async def _get(self) -> Any:
+        if self.conn is not None and self.conn.is_closed():
+            await self._drop()
+        if self.conn is None:
+            self.conn = await self.pool.acquire()
+        return self.conn
+
+    async def _drop(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            # The pool replaces a broken connection; a healthy one it resets.
+            with contextlib.suppress(*TRANSIENT):
+                await self.pool.release(conn, timeout=2)
+
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        conn = await self._get()
+        try:
+            return await getattr(conn, method)(*args, **kwargs)
+        except asyncpg.PostgresError as exc:
+            if isinstance(exc, _RETRYABLE):
+                await self._drop()
+            raise
+        except BaseException:
+            # Connection trouble, or cancelled mid-statement: the connection's state is
+            # unknown, so it is not used again.
+            await self._drop()
+            raise
+
+    async def fetch(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._call("fetch", *args, **kwargs)
+
+    async def fetchrow(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._call("fetchrow", *args, **kwargs)
+
+    async def fetchval(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._call("fetchval", *args, **kwargs)
+
+    async def execute(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._call("execute", *args, **kwargs)
+
+    @contextlib.asynccontextmanager
+    async def acquire(self) -> Any:
+        """The held connection, for a transaction (a shared-rate claim)."""
+        conn = await self._get()
+        try:
+            yield conn
+        except BaseException as exc:
+            if not isinstance(exc, asyncpg.PostgresError) or isinstance(exc, _RETRYABLE):
+                await self._drop()
+            raise
+
+    async def close(self) -> None:
+        await self._drop()
 
 
 class _Listener:
