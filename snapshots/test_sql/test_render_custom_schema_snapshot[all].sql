@@ -43,6 +43,13 @@ CREATE TABLE IF NOT EXISTS "billing_jobs".jobs (
     cancel_requested_at timestamptz
 );
 
+-- Every claim and settlement leaves a dead row version behind, and a bulk enqueue
+-- changes what the planner should expect of the claim: vacuum and analyze early.
+ALTER TABLE "billing_jobs".jobs SET (
+    autovacuum_vacuum_scale_factor = 0.02,
+    autovacuum_analyze_scale_factor = 0.02
+);
+
 -- Every state change that the row's own timestamps cannot tell. A job that is enqueued,
 -- claimed once and completed writes nothing here: that history is read off the row.
 CREATE TABLE IF NOT EXISTS "billing_jobs".journal (
@@ -141,7 +148,8 @@ INSERT INTO "billing_jobs".schema_version (version, name) VALUES
     (2, 'cancel_requested'),
     (3, 'upkeep'),
     (4, 'paused_kinds'),
-    (5, 'rate_limits')
+    (5, 'rate_limits'),
+    (6, 'queue_autovacuum')
 ON CONFLICT (version) DO NOTHING;
 
 -- venturi schema "billing_jobs": indexes. Each names the statements it backs.
@@ -420,10 +428,13 @@ candidates AS (
     WHERE status = 'pending'
       -- Delayed work (backoff, paused resume, scheduled) stays invisible until its time.
       AND visible_at <= now()
-      -- Only kinds this worker can run and that are under their cap.
-      AND kind = ANY($2::text[])
-      -- Not the kinds an operator paused (one read of a tiny table per statement).
-      AND kind <> ALL (ARRAY(SELECT kind FROM "billing_jobs".paused_kinds))
+      -- Only kinds this worker can run and that are under their cap, less the kinds an
+      -- operator paused. The pause is applied to the array, once per statement, not as
+      -- a filter on rows: "kind <> ALL (paused)" made the planner expect no row to
+      -- match (one distinct kind in the table) and sort the whole backlog.
+      AND kind = ANY (ARRAY(
+          SELECT k FROM unnest($2::text[]) AS k
+          WHERE NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = k)))
       -- Anti-starvation (ADR 22): a raised floor gives a lower tier this claim.
       AND priority >= $4::smallint
     ORDER BY priority, created_at, id

@@ -229,10 +229,13 @@ candidates AS (
     WHERE status = 'pending'
       -- Delayed work (backoff, paused resume, scheduled) stays invisible until its time.
       AND visible_at <= now()
-      -- Only kinds this worker can run and that are under their cap.
-      AND kind = ANY($2::text[])
-      -- Not the kinds an operator paused (one read of a tiny table per statement).
-      AND kind <> ALL (ARRAY(SELECT kind FROM "billing_jobs".paused_kinds))
+      -- Only kinds this worker can run and that are under their cap, less the kinds an
+      -- operator paused. The pause is applied to the array, once per statement, not as
+      -- a filter on rows: "kind <> ALL (paused)" made the planner expect no row to
+      -- match (one distinct kind in the table) and sort the whole backlog.
+      AND kind = ANY (ARRAY(
+          SELECT k FROM unnest($2::text[]) AS k
+          WHERE NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = k)))
       -- Anti-starvation (ADR 22): a raised floor gives a lower tier this claim.
       AND priority >= $4::smallint
     ORDER BY priority, created_at, id

@@ -43,6 +43,13 @@ CREATE TABLE IF NOT EXISTS "billing_jobs".jobs (
     cancel_requested_at timestamptz
 );
 
+-- Every claim and settlement leaves a dead row version behind, and a bulk enqueue
+-- changes what the planner should expect of the claim: vacuum and analyze early.
+ALTER TABLE "billing_jobs".jobs SET (
+    autovacuum_vacuum_scale_factor = 0.02,
+    autovacuum_analyze_scale_factor = 0.02
+);
+
 -- Every state change that the row's own timestamps cannot tell. A job that is enqueued,
 -- claimed once and completed writes nothing here: that history is read off the row.
 CREATE TABLE IF NOT EXISTS "billing_jobs".journal (
@@ -141,5 +148,6 @@ INSERT INTO "billing_jobs".schema_version (version, name) VALUES
     (2, 'cancel_requested'),
     (3, 'upkeep'),
     (4, 'paused_kinds'),
-    (5, 'rate_limits')
+    (5, 'rate_limits'),
+    (6, 'queue_autovacuum')
 ON CONFLICT (version) DO NOTHING;
