@@ -170,7 +170,9 @@ async def test_enqueue_many_in_order_with_keys(
         await venturi.enqueue_many(conn, [Fetch("raw")])  # type: ignore[list-item]
 
 
-async def test_enqueue_many_bulk(conn: asyncpg.Connection, fetch: venturi.Task[Fetch]) -> None:
+async def test_enqueue_many_bulk(
+    dsn: str, conn: asyncpg.Connection, fetch: venturi.Task[Fetch]
+) -> None:
     ids = await venturi.enqueue_many(conn, (fetch.job(Fetch(str(i))) for i in range(5000)))
     assert len(set(ids)) == 5000
     assert await _count(conn) == 5000
@@ -179,7 +181,7 @@ async def test_enqueue_many_bulk(conn: asyncpg.Connection, fetch: venturi.Task[F
     for i in (0, 1, 2, 1234, 4998, 4999):
         job = await venturi.get_job(conn, ids[i])
         assert job is not None and job.carry["url"] == str(i)
-    other = await asyncpg.connect(_dsn(conn))
+    other = await asyncpg.connect(dsn)
     try:
         a, b = await asyncio.gather(
             venturi.enqueue_many(conn, [fetch.job(Fetch(f"a{i}")) for i in range(3000)]),
@@ -191,11 +193,6 @@ async def test_enqueue_many_bulk(conn: asyncpg.Connection, fetch: venturi.Task[F
         for i in (0, 999, 2999):
             job = await venturi.get_job(conn, batch[i])
             assert job is not None and job.carry["url"] == f"{tag}{i}"
-
-
-def _dsn(conn: asyncpg.Connection) -> str:
-    host, port = conn._addr
-    return f"postgresql://{conn._params.user}@{host}:{port}/{conn._params.database}"
 
 
 async def test_bad_carry_in_a_batch_writes_nothing(

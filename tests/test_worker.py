@@ -208,7 +208,7 @@ async def _listening(worker: Worker[Any]) -> bool:
 
 
 async def test_notify_fires_for_every_write_that_makes_work_claimable(
-    conn: asyncpg.Connection, kinds: list[str]
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
     got: list[str] = []
     listener_got = asyncio.Event()
@@ -217,7 +217,7 @@ async def test_notify_fires_for_every_write_that_makes_work_claimable(
         got.append(payload)
         listener_got.set()
 
-    listen = await asyncpg.connect(conn._addr and _dsn_of(conn))
+    listen = await asyncpg.connect(dsn)
     await listen.add_listener(sql.channel("venturi"), on)
 
     async def expect(action: Any) -> None:
@@ -256,12 +256,6 @@ async def test_notify_fires_for_every_write_that_makes_work_claimable(
             await asyncio.wait_for(listener_got.wait(), 0.3)
     finally:
         await listen.close()
-
-
-def _dsn_of(conn: asyncpg.Connection) -> str:
-    params = conn._params
-    host, port = conn._addr
-    return f"postgresql://{params.user}@{host}:{port}/{params.database}"
 
 
 # --- settlement -------------------------------------------------------------------------

@@ -172,15 +172,26 @@ def start_cluster() -> Cluster | None:
 
 @contextlib.contextmanager
 def postgres_server() -> Iterator[str]:
-    """Yield an admin DSN of a PostgreSQL server, starting one if none is reachable."""
+    """Yield an admin DSN of a PostgreSQL server, starting one if none is reachable.
+
+    ``VENTURI_TEST_SERVER=cluster`` or ``=embedded`` skips the tiers before it, to run
+    a suite on a throwaway cluster or on the embedded server whatever else is there.
+    """
     env = os.environ.get("VENTURI_TEST_DSN")
     if env:
         yield env
         return
-    if _listening("127.0.0.1", 5432) and asyncio.run(_answers(LOCAL_DSN)):
+    forced = os.environ.get("VENTURI_TEST_SERVER", "")
+    if forced not in ("", "local", "cluster", "embedded"):
+        raise ValueError(f"VENTURI_TEST_SERVER must be local, cluster or embedded, got {forced!r}")
+    if (
+        forced in ("", "local")
+        and _listening("127.0.0.1", 5432)
+        and asyncio.run(_answers(LOCAL_DSN))
+    ):
         yield LOCAL_DSN
         return
-    cluster = start_cluster()
+    cluster = start_cluster() if forced != "embedded" else None
     if cluster is not None:
         try:
             yield cluster.dsn
