@@ -34,6 +34,7 @@ def test_public_api_is_small_and_explicit() -> None:
             "Outcome",
             "Pool",
             "Priority",
+            "Rate",
             "ResultCleanup",
             "Retention",
             "SchemaError",

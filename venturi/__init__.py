@@ -12,6 +12,7 @@ from venturi.errors import ConfigError, ConnectError, SchemaError, VenturiError
 from venturi.jobs import JobInfo, JournalEntry, get_job, get_journal
 from venturi.outcomes import Outcome, complete, dead, pause, retry
 from venturi.priority import Priority
+from venturi.rate import Rate
 from venturi.registry import Task, enqueue_many, task
 from venturi.results import ResultCleanup, get_result
 from venturi.retention import Retention
@@ -33,6 +34,7 @@ __all__ = [
     "Outcome",
     "Pool",
     "Priority",
+    "Rate",
     "ResultCleanup",
     "Retention",
     "SchemaError",
