@@ -948,8 +948,14 @@ class _Held:
         self.conn: Any = None
 
     async def _get(self) -> Any:
-        if self.conn is not None and self.conn.is_closed():
-            await self._drop()
+        if self.conn is not None:
+            try:
+                broken = self.conn.is_closed()
+            except asyncpg.InterfaceError:
+                # The pool took it back itself (its backend died): nothing to release.
+                self.conn, broken = None, False
+            if broken:
+                await self._drop()
         if self.conn is None:
             self.conn = await self.pool.acquire()
         return self.conn
