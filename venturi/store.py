@@ -75,24 +75,27 @@ def redact(dsn: str) -> str:
     return scrub(_QUERY_PASSWORD.sub(r"\1***", f"{scheme}://{rest}"), dsn)
 
 
+_CONNECT_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError)
+
+
+def _connect_error(dsn: str, exc: BaseException) -> ConnectError:
+    return ConnectError(f"cannot connect to {redact(dsn)}: {scrub(_one_line(exc), dsn)}")
+
+
 async def connect(dsn: str, **kwargs: Any) -> asyncpg.Connection:
     """An asyncpg connection, or ``ConnectError`` with a one-line, password-free message."""
     try:
         return await asyncpg.connect(dsn, **kwargs)
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
-        raise ConnectError(
-            f"cannot connect to {redact(dsn)}: {scrub(_one_line(exc), dsn)}"
-        ) from None
+    except _CONNECT_ERRORS as exc:
+        raise _connect_error(dsn, exc) from None
 
 
 async def create_pool(dsn: str, **kwargs: Any) -> asyncpg.Pool:
     """An asyncpg pool, or ``ConnectError`` like ``connect``."""
     try:
         return await asyncpg.create_pool(dsn, **kwargs)
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
-        raise ConnectError(
-            f"cannot connect to {redact(dsn)}: {scrub(_one_line(exc), dsn)}"
-        ) from None
+    except _CONNECT_ERRORS as exc:
+        raise _connect_error(dsn, exc) from None
 
 
 def _one_line(exc: BaseException) -> str:
