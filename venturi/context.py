@@ -38,13 +38,22 @@ class _JobLogger(logging.LoggerAdapter[logging.Logger]):
 class Context(Generic[S]):
     """Passed to every handler: shared state, job metadata, cancellation and a logger."""
 
-    __slots__ = ("_cancel", "job", "log", "state")
+    __slots__ = ("_cancel", "_log", "job", "state")
 
     def __init__(self, state: S, job: JobMeta, cancel: asyncio.Event | None = None) -> None:
         self.state = state
         self.job = job
         self._cancel = cancel if cancel is not None else asyncio.Event()
-        self.log = _JobLogger(_log, {"job_id": job.id, "kind": job.kind, "attempt": job.attempt})
+        self._log: _JobLogger | None = None
+
+    @property
+    def log(self) -> logging.LoggerAdapter[logging.Logger]:
+        """A logger whose records carry job_id, kind and attempt (made on first use)."""
+        if self._log is None:
+            job = self.job
+            extra = {"job_id": job.id, "kind": job.kind, "attempt": job.attempt}
+            self._log = _JobLogger(_log, extra)
+        return self._log
 
     def is_cancelled(self) -> bool:
         """True once the worker asks handlers to stop at a safe point (shutdown)."""

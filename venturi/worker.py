@@ -607,17 +607,16 @@ class Worker(Generic[S]):
             run.id, task.kind, Priority(run.priority), run.attempt, run.failures, run.created_at
         )
         ctx: Context[Any] = Context(self.state, meta, run.cancel)
+        deadline = None
         try:
-            async with asyncio.timeout(task.timeout) as deadline:
-                if task.is_async:
-                    result = await task.fn(ctx, carry)  # type: ignore[misc]
-                else:
-                    # A plain def handler runs in a thread: blocking-aware spawn.
-                    result = await asyncio.to_thread(task.fn, ctx, carry)
-                    if asyncio.iscoroutine(result):
-                        result = await result
+            if task.timeout is None:
+                # No timeout context on the common path: it costs a timer per job.
+                result = await self._call(task, ctx, carry)
+            else:
+                async with asyncio.timeout(task.timeout) as deadline:
+                    result = await self._call(task, ctx, carry)
         except TimeoutError:
-            if deadline.expired():
+            if deadline is not None and deadline.expired():
                 run.outcome = ("timed-out", f"run exceeded its timeout of {task.timeout}s")
             else:
                 run.outcome = ("failed", traceback.format_exc())
@@ -626,6 +625,16 @@ class Worker(Generic[S]):
             run.outcome = ("failed", traceback.format_exc())
             return
         run.outcome = self._check_outcome(run, result)
+
+    @staticmethod
+    async def _call(task: Task[Any], ctx: Context[Any], carry: Any) -> Any:
+        if task.is_async:
+            return await task.fn(ctx, carry)  # type: ignore[misc]
+        # A plain def handler runs in a thread: blocking-aware spawn.
+        result = await asyncio.to_thread(task.fn, ctx, carry)
+        if asyncio.iscoroutine(result):
+            result = await result
+        return result
 
     def _check_outcome(self, run: _Run, result: Any) -> tuple[str, Any]:
         task = run.task
