@@ -248,6 +248,10 @@ class Worker(Generic[S]):
         self._renew[task.kind] = renew_lease
         return self
 
+    def _lease(self, kind: str) -> float:
+        """The kind's lease in seconds: the task's own, else the worker's default."""
+        return self._tasks[kind].lease or self.lease
+
     def _renews(self, kind: str) -> bool:
         own = self._renew[kind]
         return own if own is not None else (self._tasks[kind].renew_lease or self.renew_lease)
@@ -440,7 +444,7 @@ class Worker(Generic[S]):
 
     def _token_wait(self) -> float | None:
         """Seconds until a kind held back only by its rate limit gets a token."""
-        waits = [b.wait() for k, b in self._buckets.items() if b.available() < 1]
+        waits = [b.wait() for b in self._buckets.values() if b.available() < 1]
         now = time.monotonic()
         waits += [max(0.0, t - now) for t in self._shared_until.values() if t > now]
         return min(waits) if waits else None
@@ -483,7 +487,7 @@ class Worker(Generic[S]):
                 if (bucket := self._buckets.get(k)) is not None:
                     # Nor spend more tokens than the bucket holds.
                     limit = min(limit, bucket.available())
-            leases = [self._tasks[k].lease or self.lease for k in kinds]
+            leases = [self._lease(k) for k in kinds]
             floor = self._next_floor()
             rows, settled = await store.complete_and_claim(
                 pool,
@@ -511,20 +515,7 @@ class Worker(Generic[S]):
                     limit - len(rows),
                     self.backoff,
                 )
-            for row in rows:
-                self._spawn(row)
-                if (bucket := self._buckets.get(row["kind"])) is not None:
-                    bucket.spend(1)
-            self.stats["claimed"] += len(rows)
-            if not rows:
-                self.stats["empty_claims"] += 1
-            if self._m:
-                self._m.claims.inc()
-                if not rows:
-                    self._m.empty_claims.inc()
-                for row in rows:
-                    self._m.claimed.labels(row["kind"]).inc()
-                    self._m.pickup_seconds.labels(row["kind"]).observe(max(0.0, row["waited"]))
+            self._start(rows)
             free -= len(rows)
             if len(rows) < limit:
                 short = True
@@ -553,7 +544,7 @@ class Worker(Generic[S]):
                 self.schema,
                 self.claimed_by,
                 kind,
-                self._tasks[kind].lease or self.lease,
+                self._lease(kind),
                 rate.per_second,
                 rate.burst,
                 room,
@@ -563,11 +554,26 @@ class Worker(Generic[S]):
                 self._shared_until[kind] = time.monotonic() + wait
             else:
                 self._shared_until.pop(kind, None)
-            for row in rows:
-                self._spawn(row)
-            self.stats["claimed"] += len(rows)
+            self._start(rows)
             taken += len(rows)
         return taken
+
+    def _start(self, rows: list[Any]) -> None:
+        """Start a claim's jobs at once and count the claim."""
+        for row in rows:
+            self._spawn(row)
+            if (bucket := self._buckets.get(row["kind"])) is not None:
+                bucket.spend(1)
+        self.stats["claimed"] += len(rows)
+        if not rows:
+            self.stats["empty_claims"] += 1
+        if self._m:
+            self._m.claims.inc()
+            if not rows:
+                self._m.empty_claims.inc()
+            for row in rows:
+                self._m.claimed.labels(row["kind"]).inc()
+                self._m.pickup_seconds.labels(row["kind"]).observe(max(0.0, row["waited"]))
 
     def _spawn(self, row: Any) -> None:
         kind = row["kind"]
@@ -579,7 +585,7 @@ class Worker(Generic[S]):
             carry_text=row["carry"],
             priority=row["priority"],
             created_at=row["created_at"],
-            lease=self._tasks[kind].lease or self.lease,
+            lease=self._lease(kind),
             renew=self._renews(kind),
         )
         handle = asyncio.create_task(self._execute(run), name=f"venturi job {run.id}")
@@ -835,9 +841,7 @@ class Worker(Generic[S]):
     def _beat_every(self) -> float:
         """The heartbeat's tick: a quarter of the shortest renewing lease, so a renewal due
         at a third of a lease happens before 0.6 of it has passed."""
-        renewing = [
-            (self._tasks[k].lease or self.lease) / 4 for k in self._tasks if self._renews(k)
-        ]
+        renewing = [self._lease(k) / 4 for k in self._tasks if self._renews(k)]
         return min([self.heartbeat, *renewing])
 
     async def _heartbeat_loop(self, pool: Any) -> None:
@@ -976,18 +980,19 @@ class _Held:
             with contextlib.suppress(*TRANSIENT):
                 await self.pool.release(conn, timeout=2)
 
+    @staticmethod
+    def _unusable(exc: BaseException) -> bool:
+        """After ``exc``, is the connection's state unknown? A statement's own error
+        leaves it usable; connection trouble or a cancel mid-statement does not."""
+        return not isinstance(exc, asyncpg.PostgresError) or isinstance(exc, _RETRYABLE)
+
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         conn = await self._get()
         try:
             return await getattr(conn, method)(*args, **kwargs)
-        except asyncpg.PostgresError as exc:
-            if isinstance(exc, _RETRYABLE):
+        except BaseException as exc:
+            if self._unusable(exc):
                 await self._drop()
-            raise
-        except BaseException:
-            # Connection trouble, or cancelled mid-statement: the connection's state is
-            # unknown, so it is not used again.
-            await self._drop()
             raise
 
     async def fetch(self, *args: Any, **kwargs: Any) -> Any:
@@ -1009,7 +1014,7 @@ class _Held:
         try:
             yield conn
         except BaseException as exc:
-            if not isinstance(exc, asyncpg.PostgresError) or isinstance(exc, _RETRYABLE):
+            if self._unusable(exc):
                 await self._drop()
             raise
 
