@@ -124,12 +124,26 @@ def load_target(target: str) -> tuple[list[registry.Task[Any]], Any]:
     the state, anything else is the state itself.
     """
     module_name, _, attr = target.partition(":")
+    if not module_name.strip():
+        raise fail("no module given: name the module that declares the tasks, e.g. app.tasks")
+    if "/" in module_name or "\\" in module_name or module_name.endswith(".py"):
+        dotted = module_name.removesuffix(".py").replace("\\", "/").strip("/").replace("/", ".")
+        raise fail(
+            f"{module_name!r} is a file path: give the dotted module name instead "
+            f"(e.g. {dotted}), run from the directory that holds its top package"
+        )
+    if module_name.startswith("."):
+        raise fail(f"{module_name!r} is a relative name: give the full dotted module name")
     before = set(registry.registered())
     sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise fail(f"cannot import {module_name!r}: {exc}") from None
+    except VenturiError as exc:
+        # A task declared with a bad knob (cron, lease, carry annotation): the message
+        # names the knob, which is all the operator needs.
+        raise fail(f"importing {module_name!r}: {exc}") from None
     finally:
         sys.path.pop(0)
     mine = [
@@ -149,14 +163,51 @@ def load_target(target: str) -> tuple[list[registry.Task[Any]], Any]:
     return tasks, state
 
 
-async def _build_state(state: Any) -> Any:
-    if callable(state) and not isinstance(state, type):
-        state = state()
-    elif isinstance(state, type):
-        state = state()
-    if inspect.isawaitable(state):
-        state = await state
+async def _build_state(state: Any, name: str) -> Any:
+    """Call (and await) a STATE factory; one that raises is a one-line error naming it
+    (the traceback is logged at debug level, for ``--log-level debug``)."""
+    try:
+        if callable(state):
+            state = state()
+        if inspect.isawaitable(state):
+            state = await state
+    except Exception as exc:
+        logging.getLogger("venturi.cli").debug("STATE %s raised", name, exc_info=True)
+        raise fail(f"STATE {name} raised {type(exc).__name__}: {store._one_line(exc)}") from None
     return state
+
+
+def parse_priority_ratio(value: str) -> int | None:
+    """``--priority-ratio``: an integer >= 2, or ``strict`` (any case) for strict priority."""
+    if value.strip().lower() == STRICT:
+        return None
+    try:
+        ratio = int(value)
+    except ValueError:
+        ratio = 0
+    if ratio < 2:
+        raise fail(
+            f"priority-ratio must be an integer >= 2, or {STRICT!r} for strict priority, "
+            f"got {value!r}"
+        )
+    return ratio
+
+
+STRICT = "strict"
+
+
+def _serve_metrics(port: int) -> None:
+    """Start the exporter before the worker does (its own start is then a no-op), so a
+    port that is taken is a one-line error rather than a traceback from inside run()."""
+    from venturi import metrics
+
+    try:
+        metrics.serve(port)
+    except OSError as exc:
+        raise fail(
+            f"metrics-port {port}: cannot listen ({exc.strerror or exc}); "
+            "choose a free port or stop what holds it"
+        ) from None
 
 
 def install_signal_handlers(shutdown: asyncio.Event) -> None:
@@ -188,8 +239,11 @@ def worker(
         float, typer.Option(help="Grace before force-release, seconds.")
     ] = 30.0,
     priority_ratio: Annotated[
-        int, typer.Option(help="Anti-starvation ratio; 0 = strict priority.")
-    ] = 4,
+        str,
+        typer.Option(
+            help="Anti-starvation ratio (an integer >= 2), or 'strict' for strict priority."
+        ),
+    ] = "4",
     failures_to_dead: Annotated[
         bool, typer.Option(help="Settle a raised exception dead at once.")
     ] = False,
@@ -214,6 +268,7 @@ def worker(
     level = getattr(logging, log_level.upper(), None)
     if not isinstance(level, int):
         raise fail(f"log-level must be debug, info, warning or error, got {log_level!r}")
+    ratio = parse_priority_ratio(priority_ratio)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     tasks, state_src = load_target(target)
     if processes != 1:
@@ -228,7 +283,7 @@ def worker(
     from venturi.worker import Worker
 
     async def go() -> None:
-        state = await _build_state(state_src)
+        state = await _build_state(state_src, target)
         w = Worker(
             state,
             target_dsn,
@@ -237,7 +292,7 @@ def worker(
             poll_max=poll_max,
             lease=lease,
             shutdown_timeout=shutdown_timeout,
-            priority_ratio=priority_ratio or None,
+            priority_ratio=ratio,
             failures_to_dead=failures_to_dead,
             schema=schema,
             maintenance=default_maintenance(tasks),
@@ -245,6 +300,8 @@ def worker(
             heartbeat=heartbeat,
             metrics_port=metrics_port,
         )
+        if metrics_port is not None:
+            _serve_metrics(metrics_port)
         shutdown = asyncio.Event()
         install_signal_handlers(shutdown)
         await w.run(shutdown)
@@ -586,9 +643,23 @@ def kinds_pause(
 
     target = _need_dsn(dsn)
     who = admin.operator_identity()
-    rows = _admin_run(target, schema, lambda c: store.pause_kinds(c, schema, kinds, who, reason))
+
+    async def work(conn: Any) -> tuple[list[Any], set[str]]:
+        known = await store.known_kinds(conn, schema, kinds)
+        return await store.pause_kinds(conn, schema, kinds, who, reason), known
+
+    rows, known = _admin_run(target, schema, work)
     for r in rows:
         typer.echo(f"paused {r['kind']}" + (f" ({r['reason']})" if r["reason"] else ""))
+    # Pausing a kind before it is deployed is legitimate, so it is paused all the same;
+    # but a kind no job or schedule has is most often a typo, which would pause nothing.
+    for kind in dict.fromkeys(kinds):
+        if kind not in known:
+            typer.echo(
+                f"venturi: warning: no job or schedule has kind {kind!r} (yet); paused anyway,"
+                " check the spelling",
+                err=True,
+            )
 
 
 @kinds_app.command("resume")

@@ -7,12 +7,13 @@ methods: a Connection (the caller's transaction applies) or a Pool.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import asyncpg
 
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
 Record = Any  # asyncpg.Record: untyped
 
 log = logging.getLogger("venturi.recovery")
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 _CONNINFO_PASSWORD = re.compile(r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
@@ -106,6 +110,30 @@ def _one_line(exc: BaseException) -> str:
 # --- schema -------------------------------------------------------------------------
 
 
+def _not_applied(schema: str) -> SchemaError:
+    return SchemaError(
+        f"the venturi schema {schema!r} is not applied to this database: "
+        f"run `venturi schema apply --schema {schema}`"
+    )
+
+
+def needs_schema(
+    fn: Callable[Concatenate[Any, str, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[Any, str, P], Coroutine[Any, Any, R]]:
+    """For the application's own calls (enqueue, reads), which never check the schema
+    version first: a missing table or schema becomes the ``SchemaError`` that says what
+    to run, instead of asyncpg's ``UndefinedTableError``."""
+
+    @functools.wraps(fn)
+    async def wrapper(conn: Any, schema: str, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await fn(conn, schema, *args, **kwargs)
+        except (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError):
+            raise _not_applied(schema) from None
+
+    return wrapper
+
+
 async def schema_version(conn: Any, schema: str) -> int:
     """The applied schema version; ``SchemaError`` saying what to run when there is none."""
     try:
@@ -113,10 +141,7 @@ async def schema_version(conn: Any, schema: str) -> int:
     except (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError):
         version = None
     if version is None:
-        raise SchemaError(
-            f"the venturi schema {schema!r} is not applied to this database: "
-            f"run `venturi schema apply --schema {schema}`"
-        )
+        raise _not_applied(schema)
     latest = sql.migrations(schema)[-1].version
     if version < latest:
         raise SchemaError(
@@ -153,6 +178,7 @@ async def apply_schema(conn: asyncpg.Connection, schema: str) -> list[int]:
 # --- enqueue ------------------------------------------------------------------------
 
 
+@needs_schema
 async def insert_job(conn: Any, schema: str, spec: JobSpec) -> int:
     text = sql.statement("job_insert", schema)
     args = (spec.kind, spec.carry, spec.priority, spec.at, spec.after, spec.key, spec.max_failures)
@@ -164,6 +190,7 @@ async def insert_job(conn: Any, schema: str, spec: JobSpec) -> int:
     raise RuntimeError(f"could not enqueue {spec.kind!r} with key {spec.key!r}: key kept changing")
 
 
+@needs_schema
 async def insert_jobs(conn: Any, schema: str, specs: Sequence[JobSpec]) -> list[int]:
     if all(s.key is None for s in specs):
         rows = await conn.fetch(
@@ -351,10 +378,12 @@ async def recover_stale(conn: Any, schema: str, recoverer: str, backoff: Backoff
 # --- reads --------------------------------------------------------------------------
 
 
+@needs_schema
 async def get_job(conn: Any, schema: str, job_id: int) -> Record | None:
     return await conn.fetchrow(sql.statement("job_get", schema), job_id)
 
 
+@needs_schema
 async def get_journal(conn: Any, schema: str, job_id: int) -> list[Record]:
     return list(await conn.fetch(sql.statement("journal_get", schema), job_id))
 
@@ -397,6 +426,12 @@ async def pause_kinds(
     return list(
         await conn.fetch(sql.statement("kind_pause", schema), list(kinds), paused_by, reason)
     )
+
+
+async def known_kinds(conn: Any, schema: str, kinds: Sequence[str]) -> set[str]:
+    """Those of ``kinds`` that some job or schedule has (the others are probably typos)."""
+    rows = await conn.fetch(sql.statement("kind_list_known", schema), list(kinds))
+    return {r["kind"] for r in rows}
 
 
 async def resume_kinds(conn: Any, schema: str, kinds: Sequence[str]) -> list[str]:
