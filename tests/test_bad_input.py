@@ -306,7 +306,7 @@ async def test_worker_cli_on_a_missing_database_is_one_line(dsn: str) -> None:
         (["--lease", "nan"], "lease must be finite"),
         (["--poll-max", "0"], "poll_max must be positive"),
         (["--shutdown-timeout", "-1"], "shutdown_timeout must be"),
-        (["--priority-ratio", "1"], "priority_ratio must be"),
+        (["--priority-ratio", "1"], "priority-ratio must be"),
         (["--log-level", "loud"], "log-level must be"),
         (["--schema", "jobs; DROP TABLE x"], "schema must be a lower-case SQL identifier"),
     ],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import asyncpg
 import msgspec
@@ -15,12 +16,15 @@ class C(msgspec.Struct):
     n: int
 
 
-def venturi(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def venturi(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "venturi", *args],
         capture_output=True,
         text=True,
         env=env,
+        cwd=cwd,
         timeout=120,
     )
 

@@ -127,10 +127,11 @@ def load_target(target: str) -> tuple[list[registry.Task[Any]], Any]:
     if not module_name.strip():
         raise fail("no module given: name the module that declares the tasks, e.g. app.tasks")
     if "/" in module_name or "\\" in module_name or module_name.endswith(".py"):
-        dotted = module_name.removesuffix(".py").replace("\\", "/").strip("/").replace("/", ".")
+        parts = module_name.removesuffix(".py").replace("\\", "/").split("/")
+        dotted = ".".join(p for p in parts if p not in ("", ".", ".."))
         raise fail(
-            f"{module_name!r} is a file path: give the dotted module name instead "
-            f"(e.g. {dotted}), run from the directory that holds its top package"
+            f"{module_name!r} is a file path: give the dotted module name instead, "
+            f"e.g. {dotted} (from the directory that holds its top package)"
         )
     if module_name.startswith("."):
         raise fail(f"{module_name!r} is a relative name: give the full dotted module name")
@@ -177,6 +178,9 @@ async def _build_state(state: Any, name: str) -> Any:
     return state
 
 
+STRICT = "strict"
+
+
 def parse_priority_ratio(value: str) -> int | None:
     """``--priority-ratio``: an integer >= 2, or ``strict`` (any case) for strict priority."""
     if value.strip().lower() == STRICT:
@@ -191,9 +195,6 @@ def parse_priority_ratio(value: str) -> int | None:
             f"got {value!r}"
         )
     return ratio
-
-
-STRICT = "strict"
 
 
 def _serve_metrics(port: int) -> None:

@@ -1197,6 +1197,20 @@ FROM "billing_jobs".journal
 WHERE job_id = $1
 ORDER BY at, id;
 
+-- kind_list_known: of the given kinds, those the database knows: a job of the kind exists
+-- (any status) or a recurring schedule carries its name. `venturi kinds pause` warns about
+-- the others, which are most often misspelt.
+-- $1 text[] kinds: the kinds to look up
+-- index: jobs_next_visible_idx answers a kind with pending jobs and schedules' primary key
+-- a schedule; a kind with neither reads the jobs table once (an operator command, run by
+-- hand, never on the job path).
+PREPARE billing_jobs_kind_list_known(text[]) AS
+SELECT k.kind
+FROM unnest($1::text[]) AS k (kind)
+WHERE EXISTS (SELECT 1 FROM "billing_jobs".jobs j WHERE j.kind = k.kind AND j.status = 'pending')
+   OR EXISTS (SELECT 1 FROM "billing_jobs".schedules c WHERE c.name = k.kind)
+   OR EXISTS (SELECT 1 FROM "billing_jobs".jobs j WHERE j.kind = k.kind);
+
 -- kind_pause: pause kinds: every worker leaves them out of its claim until they are
 -- resumed (jobs already running finish normally). Pausing again updates the reason.
 -- $1 text[] kinds: the kinds to pause

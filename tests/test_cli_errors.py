@@ -1,0 +1,167 @@
+"""The command line's error paths: each is one line on stderr, a non-zero exit, no
+traceback, run as a real subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+import venturi
+from venturi import store
+
+from .test_cli import venturi as cli
+
+UNREACHABLE = "postgresql://me@127.0.0.1:1/db"
+
+
+def one_line_error(out: subprocess.CompletedProcess[str]) -> str:
+    """The single stderr line of a refused command (exit 2, nothing on stdout)."""
+    assert out.returncode == 2, (out.returncode, out.stderr)
+    assert "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.count("\n") == 1, out.stderr
+    assert out.stdout == ""
+    return out.stderr.rstrip("\n")
+
+
+def module(tmp_path: Path, name: str, source: str) -> Path:
+    (tmp_path / f"{name}.py").write_text(
+        "import venturi\n\n" + textwrap.dedent(source), encoding="utf-8"
+    )
+    return tmp_path
+
+
+async def acli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(cli, *args, cwd=cwd)
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (
+            """
+            @venturi.task("tick", cron="61 * * * *")
+            async def tick(ctx, carry: None) -> None: ...
+            """,
+            "venturi: importing 'tasks': cron: invalid expression '61 * * * *'",
+        ),
+        (
+            """
+            @venturi.task("job", lease=-5)
+            async def job(ctx, carry: dict) -> None: ...
+            """,
+            "venturi: importing 'tasks': lease must be positive, got -5",
+        ),
+        (
+            """
+            @venturi.task("job")
+            async def job(ctx, carry) -> None: ...
+            """,
+            "venturi: importing 'tasks': task 'job': carry: the handler's second parameter "
+            "'carry' needs a type annotation (a msgspec.Struct or any msgspec-supported type)",
+        ),
+    ],
+    ids=["bad-cron", "negative-lease", "missing-carry-annotation"],
+)
+def test_worker_on_a_module_whose_import_raises_config_error(
+    tmp_path: Path, source: str, message: str
+) -> None:
+    out = cli("worker", "tasks", "--dsn", UNREACHABLE, cwd=module(tmp_path, "tasks", source))
+    assert one_line_error(out) == message
+
+
+def test_worker_with_an_empty_module_name() -> None:
+    out = cli("worker", "", "--dsn", UNREACHABLE)
+    assert one_line_error(out) == (
+        "venturi: no module given: name the module that declares the tasks, e.g. app.tasks"
+    )
+
+
+@pytest.mark.parametrize("given", ["app/tasks.py", "app/tasks.py:make_state", "./app/tasks"])
+def test_worker_given_a_file_path_says_to_use_the_dotted_name(given: str) -> None:
+    out = cli("worker", given, "--dsn", UNREACHABLE)
+    path = given.partition(":")[0]
+    assert one_line_error(out) == (
+        f"venturi: {path!r} is a file path: give the dotted module name instead, "
+        "e.g. app.tasks (from the directory that holds its top package)"
+    )
+
+
+def test_worker_with_a_state_factory_that_raises(tmp_path: Path) -> None:
+    here = module(
+        tmp_path,
+        "tasks",
+        """
+        @venturi.task("job")
+        async def job(ctx, carry: dict) -> None: ...
+
+        def make_state():
+            raise RuntimeError("no SMTP_HOST in the environment")
+        """,
+    )
+    out = cli("worker", "tasks:make_state", "--dsn", UNREACHABLE, cwd=here)
+    assert one_line_error(out) == (
+        "venturi: STATE tasks:make_state raised RuntimeError: no SMTP_HOST in the environment"
+    )
+
+
+async def test_worker_with_a_metrics_port_in_use(dsn: str, tmp_path: Path) -> None:
+    here = module(
+        tmp_path,
+        "tasks",
+        """
+        @venturi.task("job")
+        async def job(ctx, carry: dict) -> None: ...
+        """,
+    )
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = await acli("worker", "tasks", "--metrics-port", str(port), "--dsn", dsn, cwd=here)
+    assert one_line_error(out) == (
+        f"venturi: metrics-port {port}: cannot listen (Address already in use); "
+        "choose a free port or stop what holds it"
+    )
+
+
+@pytest.mark.parametrize("bad", ["0", "1", "none", "None", "-3", "four"])
+def test_priority_ratio_names_its_one_spelling_of_strict(bad: str) -> None:
+    out = cli("worker", "tests.workertasks", "--priority-ratio", bad, "--dsn", UNREACHABLE)
+    assert one_line_error(out) == (
+        "venturi: priority-ratio must be an integer >= 2, or 'strict' for strict priority, "
+        f"got {bad!r}"
+    )
+
+
+@pytest.mark.parametrize("good", ["strict", "STRICT", "Strict", "2", "7"])
+def test_priority_ratio_accepts_strict_and_integers(good: str) -> None:
+    # Accepted: the worker goes on to connect, and the unreachable database is the error.
+    out = cli("worker", "tests.workertasks", "--priority-ratio", good, "--dsn", UNREACHABLE)
+    assert one_line_error(out).startswith("venturi: cannot connect to ")
+
+
+async def test_kinds_pause_warns_about_a_kind_nothing_has(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task("known_kind")
+    async def handler(ctx: venturi.Context[Any], carry: dict[str, int]) -> None:
+        return None
+
+    await handler.enqueue(conn, {"n": 1})
+    out = await acli("kinds", "pause", "known_kind", "knwon_kind", "--dsn", dsn)
+    # Pausing a kind before it is deployed is legitimate: paused, exit 0, one warning.
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["paused known_kind", "paused knwon_kind"]
+    assert out.stderr.splitlines() == [
+        "venturi: warning: no job or schedule has kind 'knwon_kind' (yet); paused anyway, "
+        "check the spelling"
+    ]
+    paused = [r["kind"] for r in await store.paused_kinds(conn, "venturi")]
+    assert paused == ["known_kind", "knwon_kind"]
