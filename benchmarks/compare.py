@@ -831,7 +831,8 @@ def versions() -> dict[str, str]:
     out = {}
     for pkg in ("venturi", "procrastinate", "pgqueuer", "asyncpg", "psycopg", "uvloop", "msgspec"):
         try:
-            out[pkg] = metadata.version(pkg)
+            # venturi is distributed as venturi-jobs (the name venturi is another project's).
+            out[pkg] = metadata.version("venturi-jobs" if pkg == "venturi" else pkg)
         except metadata.PackageNotFoundError:
             out[pkg] = "-"
     return out

@@ -46,7 +46,7 @@ def start(prefix: str = "venturi-pg-") -> EmbeddedPostgres:
         except ImportError:
             raise ConnectError(
                 "no database given and the embedded PostgreSQL is not installed: "
-                "pip install 'venturi[embedded]', or pass --dsn / set VENTURI_DSN"
+                "pip install 'venturi-jobs[embedded]', or pass --dsn / set VENTURI_DSN"
             ) from None
         root = tempfile.mkdtemp(prefix=prefix)
         try:

@@ -62,7 +62,7 @@ def get() -> Metrics:
         import prometheus_client
     except ImportError:
         raise ConfigError(
-            "metrics need prometheus-client: pip install 'venturi[metrics]'"
+            "metrics need prometheus-client: pip install 'venturi-jobs[metrics]'"
         ) from None
     return Metrics(prometheus_client)
 

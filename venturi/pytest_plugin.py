@@ -9,7 +9,7 @@ itself. Fixtures:
   another schema;
 - ``venturi_postgres``: the server's admin DSN, found once per session: ``VENTURI_TEST_DSN``
   if set, else a server on 127.0.0.1:5432, else a throwaway cluster from the machine's
-  PostgreSQL binaries, else the embedded server (``venturi[embedded]``).
+  PostgreSQL binaries, else the embedded server (``venturi-jobs[embedded]``).
 
 The fixtures are synchronous, so they serve plain and async tests alike, with or without
 pytest-asyncio; their database work runs on a private event loop in a helper thread.
