@@ -315,7 +315,7 @@ def demo(
     dsn: DsnOption = None,
     jobs: Annotated[int, typer.Option(help="Bookmarks to fetch (emails are half as many).")] = 200,
 ) -> None:
-    """The design document's bookmark service, end to end, on an embedded database."""
+    """A bookmark service (fetch pages, send emails), end to end, on an embedded database."""
     from venturi import demo as demo_module
 
     if jobs < 1:

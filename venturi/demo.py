@@ -1,4 +1,4 @@
-"""``venturi demo``: the design document's bookmark service, end to end, offline.
+"""``venturi demo``: a bookmark service, end to end, offline.
 
 A bookmark service fetches pages and sends emails in the background. The "web" is a
 small HTTP server this demo starts on 127.0.0.1, so nothing leaves the machine. Some

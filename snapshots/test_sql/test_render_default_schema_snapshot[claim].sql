@@ -152,7 +152,8 @@ LEFT JOIN requested r ON r.id = input.id
 ORDER BY input.id;
 
 -- job_claim: settle finished jobs as completed, recover expired claims, then claim up to
--- $5 eligible jobs (ADR 3): one round trip and one commit for a whole loop iteration.
+-- $5 eligible jobs, all in one statement so a loop iteration costs one round trip and one
+-- commit.
 -- Rows with settled = false are the claimed jobs; settled = true are the completions
 -- that applied (a job missing from them lost its claim) and, with recovered_from set, the
 -- expired claims recovered.
@@ -236,7 +237,7 @@ candidates AS (
       AND kind = ANY (ARRAY(
           SELECT k FROM unnest($2::text[]) AS k
           WHERE NOT EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = k)))
-      -- Anti-starvation (ADR 22): a raised floor gives a lower tier this claim.
+      -- Anti-starvation: a raised floor reserves this claim for the lower tiers.
       AND priority >= $4::smallint
     ORDER BY priority, created_at, id
     LIMIT $5::integer
@@ -290,7 +291,8 @@ ORDER BY claims DESC, claimed_by;
 -- $2 bigint[] ids: the jobs
 -- $3 integer[] attempts: the claim (attempt number) each job was run under
 -- $4 text[] results: msgspec-encoded JSON result of each job (NULL: none)
--- index: primary key. No journal row: completion is read off the row (SPEC 5).
+-- index: primary key. No journal row: completion is read off the row, so the common path
+-- writes one row.
 PREPARE venturi_job_complete_many_if_owned(text, bigint[], integer[], text[]) AS
 UPDATE "venturi".jobs j
 SET status = 'completed',
@@ -684,8 +686,8 @@ recovered_journal AS (
 )
 SELECT id, kind, status, attempt, claimed_by FROM recovered ORDER BY id;
 
--- job_release_if_owned: give a job back after a forced shutdown (ADR 21): pending and
--- visible now, journaled as released, not counted as a failure.
+-- job_release_if_owned: give a job back after a forced shutdown: pending and visible now,
+-- journaled as released, not counted as a failure (the worker gave up, not the job).
 -- $1 text claimed_by: this worker's identity
 -- $2 bigint id: the job
 -- $3 integer attempt: the claim it was run under
