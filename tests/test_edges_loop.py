@@ -132,7 +132,7 @@ async def test_stale_claims_are_recovered_while_the_worker_cannot_claim(
         stale = await ghost.enqueue(conn, N(2))
         await conn.execute(
             "UPDATE venturi.jobs SET status = 'claimed', claimed_by = 'ghost:1', attempt = 1, "
-            "claimed_at = now() - interval '1 minute', "
+            "claimed_at = now(), "
             "claim_expires_at = now() - interval '1 second' WHERE id = $1",
             stale,
         )
@@ -157,9 +157,8 @@ class SlowClaim:
     the database clock: the job becomes due after the claim read now() and before the
     worker looks for the next visible job."""
 
-    def __init__(self, pool: asyncpg.Pool, conn: asyncpg.Connection) -> None:
+    def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
-        self._conn = conn
         self.due: int | None = None
         self.staged = False
 
@@ -180,7 +179,7 @@ class SlowClaim:
 
     async def _visible(self) -> bool:
         return bool(
-            await self._conn.fetchval(
+            await self._pool.fetchval(
                 "SELECT visible_at <= now() FROM venturi.jobs WHERE id = $1", self.due
             )
         )
@@ -195,7 +194,7 @@ async def test_job_due_during_a_slow_claim_is_not_left_for_poll_max(
 
     pool = await asyncpg.create_pool(dsn, min_size=1, max_size=4)
     try:
-        slow = SlowClaim(pool, conn)
+        slow = SlowClaim(pool)
         # Enqueued before the worker listens, so no notification wakes it.
         slow.due = await handler.enqueue(conn, N(1), after=1.5)
         worker = Worker(None, slow, [handler], poll_max=120)
@@ -303,5 +302,9 @@ async def test_second_sigterm_releases_running_jobs_and_says_so(
     assert events(await venturi.get_journal(conn, job_id))[-1] == "released"
 
 
-async def _ran(runs: Path) -> bool:
+def _ran_sync(runs: Path) -> bool:
     return any(f.read_text() for f in runs.glob("runs-*.txt"))
+
+
+async def _ran(runs: Path) -> bool:
+    return await asyncio.to_thread(_ran_sync, runs)
