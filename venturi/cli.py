@@ -211,14 +211,44 @@ def _serve_metrics(port: int) -> None:
         ) from None
 
 
-def install_signal_handlers(shutdown: asyncio.Event) -> None:
-    """SIGINT/SIGTERM set the shutdown event; a second one stops at once."""
+# After a second signal, how long releasing the running jobs may take before the process
+# exits regardless (the database may be what is not answering).
+FORCED_EXIT_WITHIN = 15.0
+
+
+def _exit_now(message: str) -> None:
+    typer.echo(f"venturi: {message}", err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Not sys.exit: a handler blocked in a thread, or one that ignores its cancellation,
+    # would hold the interpreter's shutdown.
+    os._exit(130)
+
+
+def install_signal_handlers(
+    shutdown: asyncio.Event, force: Callable[[], None] | None = None, grace: float | None = None
+) -> None:
+    """SIGINT/SIGTERM set the shutdown event (handlers get ``grace`` seconds to wind
+    down); a second one calls ``force``, which should stop at once, releasing the running
+    jobs; a third (or a second without ``force``) exits at once."""
     loop = asyncio.get_running_loop()
+    signals = 0
 
     def stop() -> None:
-        if shutdown.is_set():
-            os._exit(130)
-        shutdown.set()
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            within = "" if grace is None else f" up to {grace:g}s"
+            typer.echo(
+                f"venturi: stopping: running jobs get{within} to finish; a second signal "
+                "releases them and exits at once",
+                err=True,
+            )
+            shutdown.set()
+        elif signals == 2 and force is not None:
+            force()
+        else:
+            _exit_now("stopped at once; running jobs are recovered when their leases expire")
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
@@ -304,8 +334,34 @@ def worker(
         if metrics_port is not None:
             _serve_metrics(metrics_port)
         shutdown = asyncio.Event()
-        install_signal_handlers(shutdown)
-        await w.run(shutdown)
+        run = asyncio.create_task(w.run(shutdown))
+        running: list[int] = []
+
+        def force() -> None:
+            # The worker's run, cancelled, cancels its handlers and releases their jobs
+            # (journal "released") before it returns.
+            running.append(len(w._inflight) + len(w._unsettled))
+            run.cancel()
+            asyncio.get_running_loop().call_later(
+                FORCED_EXIT_WITHIN,
+                _exit_now,
+                f"stopped at once; could not release the running jobs within "
+                f"{FORCED_EXIT_WITHIN:g}s: they are recovered when their leases expire",
+            )
+
+        install_signal_handlers(shutdown, force, shutdown_timeout)
+        try:
+            await run
+        except asyncio.CancelledError:
+            if not running:
+                raise
+            left = len(w._unsettled)  # what the database did not take back
+            done = running[0] - left
+            said = f"stopped at once on a second signal: released {done} running job"
+            said += "" if done == 1 else "s"
+            if left:
+                said += f"; {left} more are recovered when their leases expire"
+            _exit_now(said)
 
     _run(go)
 

@@ -41,6 +41,7 @@ from venturi.registry import Task
 S = TypeVar("S")
 
 log = logging.getLogger("venturi.worker")
+_recovery_log = logging.getLogger("venturi.recovery")
 
 # What the loop survives: a lost connection, a restarting server, a terminated backend.
 TRANSIENT = (
@@ -73,6 +74,11 @@ _ERROR_BACKOFF = Backoff.exponential(0.1, 2.0, 5.0, jitter=True)
 # With the LISTEN connection down, poll at least this often so pickup stays prompt.
 _POLL_WITHOUT_LISTENER = 1.0
 
+# How long a handler the worker cancelled gets to finish its clean-up before the worker
+# releases its job and stops waiting for it (it runs on, unobserved, in the background):
+# without a bound, one handler that is slow to stop would hold shutdown indefinitely.
+CANCEL_GRACE = 5.0
+
 
 def default_concurrency() -> int:
     """``max(1, min(8, cores // 2))``: a safe floor, not an optimum (ADR 20)."""
@@ -101,6 +107,10 @@ class _Run:
     renewed: float = field(default_factory=time.monotonic)
     # An operator asked to cancel this job (cancel_requested_at, seen by the heartbeat).
     cancel_requested: bool = False
+    # Set, to the reason, before the worker cancels the handler's task: only such a
+    # cancellation is a release; a CancelledError the handler raises on its own is a
+    # failure like any other exception.
+    stopped: str | None = None
     # Filled when the handler ends: (kind of settle, payload).
     outcome: tuple[str, Any] | None = None
 
@@ -218,6 +228,10 @@ class Worker(Generic[S]):
         self._listening = False
         self._isolate = False
         self._orphans_possible = False
+        # When a statement last recovered expired claims (monotonic seconds).
+        self._recovered_at = 0.0
+        # Lookups in a row that found a job due which the claim before did not take.
+        self._due_again = 0
 
     def register(
         self,
@@ -356,7 +370,7 @@ class Worker(Generic[S]):
             # Cleared before the work, so that anything arriving meanwhile (a finished
             # handler, a notification) makes the wait below return at once.
             self._wake.clear()
-            timeout: float | None = self.poll_max
+            timeout = self.poll_max
             try:
                 self._reap()
                 if self._isolate:
@@ -375,22 +389,23 @@ class Worker(Generic[S]):
                     token_wait = self._token_wait()
                     if short:
                         # Idle slots: wake exactly when the next scheduled job is due.
-                        wait = self.poll_max
-                        nxt = await store.next_visible_at(pool, self.schema, self.kinds)
-                        if nxt is not None:
-                            due = (nxt - datetime.now(nxt.tzinfo)).total_seconds()
-                            wait = min(wait, max(due, 0.0))
+                        timeout = await self._until_next_visible(pool)
                         if token_wait is not None:
-                            wait = min(wait, token_wait)
-                        timeout = wait
+                            timeout = min(timeout, token_wait)
                     elif not self._claimable_kinds():
                         # Every kind at its cap (only a finish helps) or out of tokens.
-                        timeout = self._token_wait()
+                        if token_wait is not None:
+                            timeout = min(timeout, token_wait)
                     else:
                         timeout = 0.0  # slots remain and the queue had more: go again
                 else:
-                    await self._settle(pool)
-                    timeout = None  # all slots busy: only a finishing handler helps
+                    await self._settle(pool)  # all slots busy: only a finishing handler helps
+                # With every slot busy or every kind at its cap no claim runs, and so no
+                # recovery inside one: recover on their own, every poll_max, so a dead
+                # worker's expired claims do not wait for this worker to have room.
+                if time.monotonic() - self._recovered_at >= self.poll_max:
+                    await self._recover(pool)
+                timeout = min(timeout, self._recovered_at + self.poll_max - time.monotonic())
                 errors = 0
             except TRANSIENT as exc:
                 errors += 1
@@ -411,15 +426,55 @@ class Worker(Generic[S]):
                     store._one_line(exc),
                 )
                 timeout = delay
-            if not self._listening and timeout is not None:
+            if not self._listening:
                 timeout = min(timeout, _POLL_WITHOUT_LISTENER)
-            if self._unsettled and timeout is None:
-                timeout = _ERROR_BACKOFF.delay(max(errors, 1))
+            if self._unsettled:
+                timeout = min(timeout, _ERROR_BACKOFF.delay(max(errors, 1)))
+            timeout = max(timeout, 0.0)
             if timeout == 0.0 and not shutdown.is_set():
                 continue
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):
                     await self._wake.wait()
+
+    async def _until_next_visible(self, pool: Any) -> float:
+        """Seconds until the next job the worker could claim now becomes visible, at
+        most ``poll_max``; 0 when one is already due.
+
+        The claim read now() when it began: a job whose ``visible_at`` passed since is
+        due yet was not claimed, so the lookup keeps due jobs and the loop claims again.
+        It asks only about kinds a claim would take now, else a due job of a kind at its
+        cap or out of tokens would keep the loop claiming in vain.
+        """
+        kinds = self._claimable_kinds() + self._shared_claimable(time.monotonic())
+        if not kinds:
+            return self.poll_max
+        nxt = await store.next_visible_at(pool, self.schema, sorted(kinds))
+        due = self.poll_max if nxt is None else (nxt - datetime.now(nxt.tzinfo)).total_seconds()
+        if due > 0:
+            self._due_again = 0
+            return min(self.poll_max, due)
+        # Due now: claim again at once. A due job the claims keep skipping is a row
+        # locked by someone else (a claim in progress, an open transaction): back off,
+        # doubling, rather than spin for as long as the lock is held.
+        self._due_again += 1
+        if self._due_again == 1:
+            return 0.0
+        return min(self.poll_max, _ERROR_BACKOFF.delay(self._due_again - 1))
+
+    async def _recover(self, pool: Any) -> None:
+        """Recover expired claims (of any worker) without claiming."""
+        self._recovered_at = time.monotonic()
+        for row in await store.recover_stale(pool, self.schema, self.claimed_by, self.backoff):
+            self.stats["recovered"] += 1
+            _recovery_log.warning(
+                "recovered job %d (%s): its lease expired; worker %s presumed dead (now %s)",
+                row["id"],
+                row["kind"],
+                row["claimed_by"] or "?",
+                row["status"],
+                extra={"job_id": row["id"], "kind": row["kind"], "attempt": row["attempt"]},
+            )
 
     # --- claiming ------------------------------------------------------------------
 
@@ -489,6 +544,7 @@ class Worker(Generic[S]):
                     limit = min(limit, bucket.available())
             leases = [self._lease(k) for k in kinds]
             floor = self._next_floor()
+            self._recovered_at = time.monotonic()  # every claim recovers first
             rows, settled = await store.complete_and_claim(
                 pool,
                 self.schema,
@@ -565,7 +621,9 @@ class Worker(Generic[S]):
             if (bucket := self._buckets.get(row["kind"])) is not None:
                 bucket.spend(1)
         self.stats["claimed"] += len(rows)
-        if not rows:
+        if rows:
+            self._due_again = 0
+        else:
             self.stats["empty_claims"] += 1
         if self._m:
             self._m.claims.inc()
@@ -599,7 +657,7 @@ class Worker(Generic[S]):
 
     async def _execute(self, run: _Run) -> None:
         """Run one handler and record its outcome on ``run``; never raises but for a
-        forced cancellation, which the loop turns into a release."""
+        cancellation by the worker (``run.stopped``), which the loop turns into a release."""
         task = run.task
         try:
             carry = task.codec.decode(run.carry_text)
@@ -626,6 +684,18 @@ class Worker(Generic[S]):
                 run.outcome = ("timed-out", f"run exceeded its timeout of {task.timeout}s")
             else:
                 run.outcome = ("failed", traceback.format_exc())
+            return
+        except asyncio.CancelledError:
+            if run.stopped is not None:
+                raise  # the worker's own cancellation: the loop releases the job
+            # The handler awaited something other code cancelled: nothing told it to
+            # stop, so it failed, and it must count toward its backstop; a release here
+            # would claim and run it again at once, forever.
+            run.outcome = (
+                "failed",
+                "the handler raised CancelledError; the worker did not cancel it\n"
+                + traceback.format_exc(),
+            )
             return
         except Exception:
             run.outcome = ("failed", traceback.format_exc())
@@ -676,7 +746,10 @@ class Worker(Generic[S]):
             if self._m:
                 self._m.run_seconds.labels(run.task.kind).observe(time.monotonic() - run.started)
             if handle.cancelled():
-                run.outcome = ("release", "shutdown_timeout elapsed; handler cancelled")
+                if run.stopped is not None:
+                    run.outcome = ("release", run.stopped)
+                else:
+                    run.outcome = ("failed", "the handler's task was cancelled, not by the worker")
             elif (exc := handle.exception()) is not None:
                 run.outcome = ("failed", "".join(traceback.format_exception(exc)))
             elif run.outcome is None:
@@ -902,13 +975,35 @@ class Worker(Generic[S]):
 
     # --- shutdown ------------------------------------------------------------------
 
-    async def _abandon(self, pool: Any) -> None:
-        """Cancel every handler and settle or release its job, within a few seconds."""
-        for handle in self._inflight:
+    async def _stop_handlers(self, why: str) -> None:
+        """Cancel every running handler and wait, at most ``CANCEL_GRACE``, for them to
+        end. A handler still running then is left to run on unobserved; its job is
+        queued for release like the others."""
+        for handle, run in self._inflight.items():
+            run.stopped = why
             handle.cancel()
         if self._inflight:
-            await asyncio.wait(list(self._inflight), timeout=5)
+            await asyncio.wait(list(self._inflight), timeout=CANCEL_GRACE)
         self._reap()
+        for handle, run in list(self._inflight.items()):
+            del self._inflight[handle]
+            run.outcome = (
+                "release",
+                f"{why}; the handler did not stop within {CANCEL_GRACE:g}s of its cancellation",
+            )
+            self._unsettled.append(run)
+            log.warning(
+                "job %d (%s): handler still running %gs after its cancellation; releasing "
+                "its job without waiting for it",
+                run.id,
+                run.task.kind,
+                CANCEL_GRACE,
+                extra={"job_id": run.id, "kind": run.task.kind, "attempt": run.attempt},
+            )
+
+    async def _abandon(self, pool: Any) -> None:
+        """Cancel every handler and settle or release its job, within a few seconds."""
+        await self._stop_handlers("worker stopped at once; handler cancelled")
         try:
             async with asyncio.timeout(5):
                 await self._settle(pool)
@@ -937,10 +1032,7 @@ class Worker(Generic[S]):
                 self.shutdown_timeout,
                 len(self._inflight),
             )
-            for handle in self._inflight:
-                handle.cancel()
-            await asyncio.wait(list(self._inflight))
-            self._reap()
+            await self._stop_handlers("shutdown_timeout elapsed; handler cancelled")
         # Settle what is left; if the database stays away, lease expiry recovers it.
         for attempt in range(1, 6):
             try:

@@ -548,9 +548,12 @@ LIMIT $3::integer;
 PREPARE billing_jobs_job_list_claimed_by(text) AS
 SELECT id FROM "billing_jobs".jobs WHERE claimed_by = $1::text ORDER BY id;
 
--- job_next_visible_at: when the nearest not-yet-eligible job of these kinds becomes
--- claimable (NULL: none scheduled), so an idle worker wakes exactly then.
--- $1 text[] kinds: the worker's claim filter
+-- job_next_visible_at: when the nearest pending job of these kinds is or becomes
+-- claimable (NULL: none), so an idle worker wakes exactly then. A time already past is
+-- an answer too: the job became visible after the claim before this lookup read now()
+-- (or is locked by a claim in progress), and the worker claims again at once; filtering
+-- on visible_at > now() would skip it and leave it for poll_max.
+-- $1 text[] kinds: the kinds the worker could claim now (under their cap, with tokens)
 -- index: jobs_next_visible_idx (pending rows by kind, visible_at), one probe per kind.
 PREPARE billing_jobs_job_next_visible_at(text[]) AS
 SELECT min(next.visible_at) AS next_visible_at
@@ -558,7 +561,7 @@ FROM unnest($1::text[]) AS k(kind)
 -- A paused kind's schedule is no reason to wake.
 CROSS JOIN LATERAL (
     SELECT visible_at FROM "billing_jobs".jobs
-    WHERE status = 'pending' AND kind = k.kind AND visible_at > now()
+    WHERE status = 'pending' AND kind = k.kind
       AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = k.kind)
     ORDER BY visible_at
     LIMIT 1

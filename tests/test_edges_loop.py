@@ -1,0 +1,310 @@
+"""The worker loop at its edges: a handler's own CancelledError, recovery while no claim
+can be made, a job that becomes due during a slow claim, a handler slow to stop after its
+cancellation, and a second signal to `venturi worker`."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import msgspec
+import pytest
+
+import venturi
+from venturi import Backoff, Context, sql
+from venturi.worker import Worker
+
+from . import workertasks
+from .helpers import running, status_of, wait_for, wait_status
+
+ROOT = Path(__file__).resolve().parent.parent
+FAST = Backoff.fixed(0.05)
+
+
+class N(msgspec.Struct):
+    n: int
+
+
+def events(journal: list[venturi.JournalEntry]) -> list[str]:
+    return [e.event for e in journal]
+
+
+# --- 1. a CancelledError the worker did not issue is a failed execution -----------------
+
+
+async def _cancelled_elsewhere() -> None:
+    """Await something other code cancelled, as a handler does when a library it uses
+    cancels a future it shares."""
+    fut = asyncio.get_running_loop().create_future()
+    fut.cancel()
+    await fut
+
+
+@pytest.mark.parametrize("flavour", ["async", "sync", "timeout"])
+async def test_handler_raising_cancelled_error_is_a_failure_not_a_release(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], flavour: str
+) -> None:
+    runs: list[int] = []
+    kind = f"e_cancelled_{flavour}"
+    if flavour == "sync":
+
+        @venturi.task(kind=kind, max_failures=2, backoff=FAST)
+        def handler(ctx: Context[Any], carry: N) -> None:
+            runs.append(ctx.job.attempt)
+            raise asyncio.CancelledError()  # in the handler's thread
+
+    else:
+
+        @venturi.task(
+            kind=kind,
+            max_failures=2,
+            backoff=FAST,
+            timeout=60 if flavour == "timeout" else None,
+        )
+        async def handler(ctx: Context[Any], carry: N) -> None:
+            runs.append(ctx.job.attempt)
+            await _cancelled_elsewhere()
+
+    job_id = await handler.enqueue(conn, N(1))
+    worker = Worker(None, dsn, [handler], poll_max=0.1)
+    async with running(worker):
+        await wait_status(conn, job_id, "dead", within=15)
+    job = await venturi.get_job(conn, job_id)
+    assert job is not None and job.failures == 2 and "CancelledError" in (job.last_error or "")
+    trail = events(await venturi.get_journal(conn, job_id))
+    assert "released" not in trail
+    assert trail.count("failed") == 2 and trail[-1] == "dead"
+    assert runs == [1, 2]
+
+
+async def test_worker_cancellation_inside_a_task_timeout_is_still_a_release(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    started = asyncio.Event()
+
+    @venturi.task(kind="e_stubborn_timeout", timeout=120)
+    async def handler(ctx: Context[Any], carry: N) -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    job_id = await handler.enqueue(conn, N(1))
+    worker = Worker(None, dsn, [handler], poll_max=0.1, shutdown_timeout=0.2)
+    shutdown = asyncio.Event()
+    run = asyncio.create_task(worker.run(shutdown))
+    await asyncio.wait_for(started.wait(), 10)
+    shutdown.set()
+    await asyncio.wait_for(run, 30)
+    job = await venturi.get_job(conn, job_id)
+    assert job is not None and job.status == "pending" and job.failures == 0
+    assert events(await venturi.get_journal(conn, job_id)) == ["enqueued", "claimed", "released"]
+
+
+# --- 3. recovery goes on while no claim can be made ------------------------------------
+
+
+@pytest.mark.parametrize(("concurrency", "cap"), [(1, None), (3, 1)], ids=["slots", "cap"])
+async def test_stale_claims_are_recovered_while_the_worker_cannot_claim(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], concurrency: int, cap: int | None
+) -> None:
+    started = asyncio.Event()
+    gate = asyncio.Event()
+
+    @venturi.task(kind="e_busy")
+    async def busy(ctx: Context[Any], carry: N) -> None:
+        started.set()
+        await gate.wait()
+
+    @venturi.task(kind="e_ghost")
+    async def ghost(ctx: Context[Any], carry: N) -> None:
+        return None
+
+    await busy.enqueue(conn, N(1))
+    worker = Worker(None, dsn, [], concurrency=concurrency, poll_max=0.2)
+    worker.register(busy, cap=cap)
+    async with running(worker):
+        await asyncio.wait_for(started.wait(), 10)
+        # Seeded after the worker's last claim: a dead worker's claim, lease expired.
+        stale = await ghost.enqueue(conn, N(2))
+        await conn.execute(
+            "UPDATE venturi.jobs SET status = 'claimed', claimed_by = 'ghost:1', attempt = 1, "
+            "claimed_at = now(), "
+            "claim_expires_at = now() - interval '1 second' WHERE id = $1",
+            stale,
+        )
+        try:
+            await wait_for(lambda: _not_claimed(conn, stale), within=10)
+        finally:
+            gate.set()
+    journal = await venturi.get_journal(conn, stale)
+    assert events(journal) == ["enqueued", "claimed", "stale-recovered"]
+    assert journal[-1].worker == worker.claimed_by and "ghost:1" in (journal[-1].detail or "")
+
+
+async def _not_claimed(conn: Any, job_id: int) -> bool:
+    return await status_of(conn, job_id) != "claimed"
+
+
+# --- 5. a job due between the claim and the next-visible lookup -------------------------
+
+
+class SlowClaim:
+    """A real pool whose first empty claim answers only once job ``due`` is visible by
+    the database clock: the job becomes due after the claim read now() and before the
+    worker looks for the next visible job."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+        self.due: int | None = None
+        self.staged = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pool, name)
+
+    async def fetch(self, query: str, *args: Any, **kw: Any) -> Any:
+        rows = await self._pool.fetch(query, *args, **kw)
+        if (
+            not self.staged
+            and self.due is not None
+            and query == sql.statement("job_claim")
+            and not any(not r["settled"] for r in rows)
+        ):
+            self.staged = True
+            await wait_for(self._visible, within=10)
+        return rows
+
+    async def _visible(self) -> bool:
+        return bool(
+            await self._pool.fetchval(
+                "SELECT visible_at <= now() FROM venturi.jobs WHERE id = $1", self.due
+            )
+        )
+
+
+async def test_job_due_during_a_slow_claim_is_not_left_for_poll_max(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="e_due")
+    async def handler(ctx: Context[Any], carry: N) -> None:
+        return None
+
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=4)
+    try:
+        slow = SlowClaim(pool)
+        # Enqueued before the worker listens, so no notification wakes it.
+        slow.due = await handler.enqueue(conn, N(1), after=1.5)
+        worker = Worker(None, slow, [handler], poll_max=120)
+        async with running(worker):
+            await wait_status(conn, slow.due, "completed", within=15)  # not after 120 s
+        assert slow.staged  # the first claim did come back empty before the job was due
+    finally:
+        await pool.close()
+
+
+# --- 6. shutdown is bounded even when a cancelled handler is slow to stop -----------------
+
+
+async def test_shutdown_returns_when_a_cancelled_handler_is_slow_to_stop(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    started = asyncio.Event()
+    gate = asyncio.Event()
+    exited = asyncio.Event()
+
+    @venturi.task(kind="e_slow_stop")
+    async def handler(ctx: Context[Any], carry: N) -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            try:
+                await gate.wait()  # a clean-up that takes its time
+            finally:
+                exited.set()
+            raise
+
+    job_id = await handler.enqueue(conn, N(1))
+    worker = Worker(None, dsn, [handler], poll_max=0.1, shutdown_timeout=0.2)
+    shutdown = asyncio.Event()
+    run = asyncio.create_task(worker.run(shutdown))
+    await asyncio.wait_for(started.wait(), 10)
+    shutdown.set()
+    try:
+        await asyncio.wait_for(run, 30)  # the grace after the cancel is 5 s
+        job = await venturi.get_job(conn, job_id)
+        assert job is not None and job.status == "pending" and job.failures == 0
+        journal = await venturi.get_journal(conn, job_id)
+        assert events(journal) == ["enqueued", "claimed", "released"]
+        assert "did not stop" in (journal[-1].detail or "")
+        assert not exited.is_set()  # returned while the handler was still cleaning up
+    finally:
+        gate.set()
+        await asyncio.wait_for(exited.wait(), 10)
+
+
+# --- 8. a second signal releases the running jobs before the process exits ---------------
+
+
+async def test_second_sigterm_releases_running_jobs_and_says_so(
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path
+) -> None:
+    job_id = await workertasks.block.enqueue(conn, workertasks.Item(1))
+    env = {**os.environ, "VENTURI_DSN": dsn, "VENTURI_TEST_RUNS_DIR": str(tmp_path)}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "venturi",
+        "worker",
+        "tests.workertasks",
+        "--shutdown-timeout",
+        "600",
+        "--poll-max",
+        "0.5",
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    lines: list[str] = []
+
+    async def line_with(text: str) -> None:
+        assert proc.stderr is not None
+        while not any(text in seen for seen in lines):
+            raw = await proc.stderr.readline()
+            if not raw:
+                raise AssertionError(f"stderr ended without {text!r}: {lines}")
+            lines.append(raw.decode().rstrip("\n"))
+
+    try:
+        await wait_for(lambda: _ran(tmp_path), within=30)  # the handler is running
+        proc.send_signal(signal.SIGTERM)
+        # Signals of one kind sent back to back can merge into one: wait for the first.
+        await asyncio.wait_for(line_with("a second signal"), 15)
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(line_with("released"), 30)
+        rest = await asyncio.wait_for(proc.stderr.read(), 30)
+        lines += rest.decode().splitlines()
+        code = await asyncio.wait_for(proc.wait(), 30)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert code == 130, lines
+    said = [line for line in lines if line.startswith("venturi: ") and "released" in line]
+    assert len(said) == 1 and "1 running job" in said[0], lines
+    job = await venturi.get_job(conn, job_id)
+    assert job is not None and job.status == "pending" and job.failures == 0
+    assert events(await venturi.get_journal(conn, job_id))[-1] == "released"
+
+
+def _ran_sync(runs: Path) -> bool:
+    return any(f.read_text() for f in runs.glob("runs-*.txt"))
+
+
+async def _ran(runs: Path) -> bool:
+    return await asyncio.to_thread(_ran_sync, runs)
