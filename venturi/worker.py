@@ -15,7 +15,6 @@ import os
 import socket
 import time
 import traceback
-import weakref
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -103,10 +102,6 @@ class _Run:
     cancel_requested: bool = False
     # Filled when the handler ends: (kind of settle, payload).
     outcome: tuple[str, Any] | None = None
-
-
-# The workers running in this process, to tell whether an identity is shared.
-_RUNNING: weakref.WeakSet[Worker[Any]] = weakref.WeakSet()
 
 
 def _is_complete(run: _Run) -> bool:
@@ -218,6 +213,7 @@ class Worker(Generic[S]):
         self._listening = False
         self._isolate = False
         self._orphans_possible = False
+        self._claimant = store.Claimant(self.claimed_by)
 
     def register(
         self,
@@ -285,7 +281,9 @@ class Worker(Generic[S]):
             # One connection for the loop, one for LISTEN, one for maintenance.
             pool = await store.create_pool(self._dsn, min_size=1, max_size=3)
         self._running = True
-        _RUNNING.add(self)
+        # A token of this run's own: ownership of its claims never depends on the
+        # identity, which another worker (or a restarted run) may share.
+        self._claimant = store.Claimant(self.claimed_by)
         self._inflight, self._per_kind, self._unsettled = {}, Counter(), []
         self._buckets = {
             k: TokenBucket(r) for k, r in self._rates.items() if r is not None and not r.shared
@@ -338,7 +336,6 @@ class Worker(Generic[S]):
             if own_pool:
                 await pool.close()
             self._running = False
-            _RUNNING.discard(self)
             if started:
                 log.info("worker %s stopped: %s", self.claimed_by, dict(self.stats))
 
@@ -492,7 +489,7 @@ class Worker(Generic[S]):
             rows, settled = await store.complete_and_claim(
                 pool,
                 self.schema,
-                self.claimed_by,
+                self._claimant,
                 kinds,
                 leases,
                 floor,
@@ -508,7 +505,7 @@ class Worker(Generic[S]):
                 rows += await store.claim(
                     pool,
                     self.schema,
-                    self.claimed_by,
+                    self._claimant,
                     kinds,
                     leases,
                     0,
@@ -542,7 +539,7 @@ class Worker(Generic[S]):
             rows, wait = await store.claim_rated(
                 pool,
                 self.schema,
-                self.claimed_by,
+                self._claimant,
                 kind,
                 self._lease(kind),
                 rate.per_second,
@@ -700,7 +697,7 @@ class Worker(Generic[S]):
             settled = await store.complete_many(
                 pool,
                 self.schema,
-                self.claimed_by,
+                self._claimant,
                 [r.id for r in done],
                 [r.attempt for r in done],
                 [_result(r) for r in done],
@@ -739,7 +736,7 @@ class Worker(Generic[S]):
         try:
             if _is_complete(run):
                 settled = await store.complete_many(
-                    pool, self.schema, self.claimed_by, [run.id], [run.attempt], [_result(run)]
+                    pool, self.schema, self._claimant, [run.id], [run.attempt], [_result(run)]
                 )
                 self._finish(run, "completed", run.id in settled)
             else:
@@ -771,7 +768,7 @@ class Worker(Generic[S]):
     async def _settle_one(self, pool: Any, run: _Run) -> bool:
         assert run.outcome is not None
         what, payload = run.outcome
-        me, sch = self.claimed_by, self.schema
+        me, sch = self._claimant, self.schema
         if run.cancel_requested and what != "complete":
             # An operator cancelled it and the handler stopped short of completing.
             detail = f"cancelled by an operator; the handler ended with {what}"
@@ -789,7 +786,7 @@ class Worker(Generic[S]):
             return await store.release(pool, sch, me, run.id, run.attempt, payload)
         if what == "retry":
             carry, after, reason = payload
-            delay = after if after is not None else run.task.backoff.delay(run.failures + 1)
+            delay = after if after is not None else self._backoff(run.task).delay(run.failures + 1)
             status = await store.fail(
                 pool,
                 sch,
@@ -804,7 +801,7 @@ class Worker(Generic[S]):
             )
             return status is not None
         # failed (an exception, a bad outcome) or timed-out
-        delay = run.task.backoff.delay(run.failures + 1)
+        delay = self._backoff(run.task).delay(run.failures + 1)
         force = self.failures_to_dead and what == "failed"
         status = await store.fail(
             pool, sch, me, run.id, run.attempt, what, text_safe(payload), None, delay, force
@@ -821,13 +818,13 @@ class Worker(Generic[S]):
             )
         return status is not None
 
+    def _backoff(self, task: Task[Any]) -> Backoff:
+        """The task's own retry backoff, else this worker's default."""
+        return task.backoff if task.backoff is not None else self.backoff
+
     async def _release_orphans(self, pool: Any) -> None:
-        # Only safe when no other running worker shares our identity (two Worker objects
-        # of one process both default to host:pid): it would release their jobs.
-        if sum(w.claimed_by == self.claimed_by for w in _RUNNING) > 1:
-            return
         running = [r.id for r in self._inflight.values()] + [r.id for r in self._unsettled]
-        for row in await store.release_orphans(pool, self.schema, self.claimed_by, running):
+        for row in await store.release_orphans(pool, self.schema, self._claimant, running):
             self.stats["orphans_released"] += 1
             log.warning(
                 "released job %d (%s): claimed by a statement whose answer was lost",
@@ -860,7 +857,7 @@ class Worker(Generic[S]):
                 rows = await store.heartbeat(
                     pool,
                     self.schema,
-                    self.claimed_by,
+                    self._claimant,
                     [r.id for r in runs],
                     [r.attempt for r in runs],
                     [r.lease if r.id in due else None for r in runs],
