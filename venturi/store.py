@@ -384,7 +384,8 @@ async def fail(
 
 
 async def dead(
-    conn: Any, schema: str, worker: Claimant, job_id: int, attempt: int, reason: str) -> bool:
+    conn: Any, schema: str, worker: Claimant, job_id: int, attempt: int, reason: str
+) -> bool:
     row = await conn.fetchrow(
         sql.statement("job_dead_if_owned", schema), worker.token, job_id, attempt, reason
     )
