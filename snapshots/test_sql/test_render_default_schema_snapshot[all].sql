@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS "venturi".jobs (
     cancel_requested_at timestamptz,
     -- The worker run holding the claim: a random value stamped by every claim and compared
     -- (with attempt) by every settle, release, heartbeat and cancel, so two workers that
-    -- share an identity (claimed_by) never touch each other's claims.
+    -- share an identity (claimed_by) never touch each other's claims. NULL unless claimed.
     claim_token      uuid,
     -- The task's declared Backoff, copied at enqueue so that recovery, which may run in a
     -- process that does not know the task, backs off as the task asked. NULL: the task
@@ -309,7 +309,8 @@ ORDER BY k.kind;
 PREPARE venturi_job_cancel_if_owned(uuid, bigint, integer, text) AS
 WITH settled AS (
     UPDATE "venturi".jobs j
-    SET status = 'cancelled', finished_at = now(), claim_expires_at = NULL
+    SET status = 'cancelled', finished_at = now(), claim_expires_at = NULL,
+        claim_token = NULL
     WHERE j.id = $2 AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = $3
     RETURNING j.id, j.attempt, j.claimed_at, j.claimed_by
 ),
@@ -386,6 +387,9 @@ PREPARE venturi_job_claim(text, text[], float8[], smallint, integer, float8, flo
 WITH completed AS (
     UPDATE "venturi".jobs j
     SET status = 'completed', finished_at = now(), claim_expires_at = NULL,
+        -- A row that is not claimed holds no token: a claim by an older venturi, which
+        -- does not stamp one, can then never carry this run's.
+        claim_token = NULL,
         result = done.result::jsonb
     FROM unnest($9::bigint[], $10::integer[], $11::text[]) AS done(id, attempt, result)
     WHERE j.id = done.id
@@ -421,7 +425,7 @@ recovered AS (
                    THEN 0.5 + random() * 0.5 ELSE 1 END),
         finished_at = CASE WHEN j.failures + 1 >= j.max_failures
                              OR j.cancel_requested_at IS NOT NULL THEN now() END,
-        claim_expires_at = NULL,
+        claim_expires_at = NULL, claim_token = NULL,
         last_error = 'lease expired at ' || j.claim_expires_at || '; worker '
                      || coalesce(j.claimed_by, '?') || ' presumed dead'
     FROM stale
@@ -514,7 +518,7 @@ PREPARE venturi_job_complete_many_if_owned(uuid, bigint[], integer[], text[]) AS
 UPDATE "venturi".jobs j
 SET status = 'completed',
     finished_at = now(),
-    claim_expires_at = NULL,
+    claim_expires_at = NULL, claim_token = NULL,
     result = done.result::jsonb
 FROM unnest($2::bigint[], $3::integer[], $4::text[]) AS done(id, attempt, result)
 WHERE j.id = done.id
@@ -542,7 +546,8 @@ ORDER BY kind, status;
 PREPARE venturi_job_dead_if_owned(uuid, bigint, integer, text) AS
 WITH settled AS (
     UPDATE "venturi".jobs j
-    SET status = 'dead', finished_at = now(), claim_expires_at = NULL, last_error = $4
+    SET status = 'dead', finished_at = now(), claim_expires_at = NULL, claim_token = NULL,
+        last_error = $4
     WHERE j.id = $2 AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = $3
     RETURNING j.id, j.attempt, j.claimed_at, j.claimed_by
 ),
@@ -590,7 +595,7 @@ WITH settled AS (
                              OR j.cancel_requested_at IS NOT NULL THEN now() END,
         carry = coalesce($6::jsonb, j.carry),
         visible_at = now() + make_interval(secs => $7::float8),
-        claim_expires_at = NULL,
+        claim_expires_at = NULL, claim_token = NULL,
         last_error = $5
     WHERE j.id = $2 AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = $3
     RETURNING j.id, j.status, j.attempt, j.failures, j.max_failures, j.claimed_at, j.claimed_by
@@ -820,7 +825,7 @@ WITH settled AS (
         finished_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
         carry = $4::jsonb,
         visible_at = coalesce($5::timestamptz, now() + make_interval(secs => coalesce($6::float8, 0))),
-        claim_expires_at = NULL
+        claim_expires_at = NULL, claim_token = NULL
     WHERE j.id = $2 AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = $3
     RETURNING j.id, j.attempt, j.claimed_at, j.claimed_by, j.visible_at, j.status
 ),
@@ -909,7 +914,7 @@ recovered AS (
                    THEN 0.5 + random() * 0.5 ELSE 1 END),
         finished_at = CASE WHEN j.failures + 1 >= j.max_failures
                              OR j.cancel_requested_at IS NOT NULL THEN now() END,
-        claim_expires_at = NULL,
+        claim_expires_at = NULL, claim_token = NULL,
         last_error = 'lease expired at ' || j.claim_expires_at || '; worker '
                      || coalesce(j.claimed_by, '?') || ' presumed dead'
     FROM stale
@@ -944,7 +949,7 @@ WITH settled AS (
     UPDATE "venturi".jobs j
     SET status = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
         finished_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
-        visible_at = now(), claim_expires_at = NULL
+        visible_at = now(), claim_expires_at = NULL, claim_token = NULL
     WHERE j.id = $2 AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = $3
     RETURNING j.id, j.attempt, j.claimed_at, j.claimed_by, j.status
 ),
@@ -978,7 +983,7 @@ released AS (
     UPDATE "venturi".jobs j
     SET status = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
         finished_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
-        visible_at = now(), claim_expires_at = NULL
+        visible_at = now(), claim_expires_at = NULL, claim_token = NULL
     FROM orphans
     WHERE j.id = orphans.id
     RETURNING j.id, j.kind, j.attempt, j.claimed_at, j.claimed_by, j.status

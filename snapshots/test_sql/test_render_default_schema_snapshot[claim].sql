@@ -98,7 +98,8 @@ ORDER BY k.kind;
 PREPARE venturi_job_cancel_if_owned(uuid, bigint, integer, text) AS
 WITH settled AS (
     UPDATE "venturi".jobs j
-    SET status = 'cancelled', finished_at = now(), claim_expires_at = NULL
+    SET status = 'cancelled', finished_at = now(), claim_expires_at = NULL,
+        claim_token = NULL
     WHERE j.id = $2 AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = $3
     RETURNING j.id, j.attempt, j.claimed_at, j.claimed_by
 ),
@@ -175,6 +176,9 @@ PREPARE venturi_job_claim(text, text[], float8[], smallint, integer, float8, flo
 WITH completed AS (
     UPDATE "venturi".jobs j
     SET status = 'completed', finished_at = now(), claim_expires_at = NULL,
+        -- A row that is not claimed holds no token: a claim by an older venturi, which
+        -- does not stamp one, can then never carry this run's.
+        claim_token = NULL,
         result = done.result::jsonb
     FROM unnest($9::bigint[], $10::integer[], $11::text[]) AS done(id, attempt, result)
     WHERE j.id = done.id
@@ -210,7 +214,7 @@ recovered AS (
                    THEN 0.5 + random() * 0.5 ELSE 1 END),
         finished_at = CASE WHEN j.failures + 1 >= j.max_failures
                              OR j.cancel_requested_at IS NOT NULL THEN now() END,
-        claim_expires_at = NULL,
+        claim_expires_at = NULL, claim_token = NULL,
         last_error = 'lease expired at ' || j.claim_expires_at || '; worker '
                      || coalesce(j.claimed_by, '?') || ' presumed dead'
     FROM stale
@@ -303,7 +307,7 @@ PREPARE venturi_job_complete_many_if_owned(uuid, bigint[], integer[], text[]) AS
 UPDATE "venturi".jobs j
 SET status = 'completed',
     finished_at = now(),
-    claim_expires_at = NULL,
+    claim_expires_at = NULL, claim_token = NULL,
     result = done.result::jsonb
 FROM unnest($2::bigint[], $3::integer[], $4::text[]) AS done(id, attempt, result)
 WHERE j.id = done.id
@@ -331,7 +335,8 @@ ORDER BY kind, status;
 PREPARE venturi_job_dead_if_owned(uuid, bigint, integer, text) AS
 WITH settled AS (
     UPDATE "venturi".jobs j
-    SET status = 'dead', finished_at = now(), claim_expires_at = NULL, last_error = $4
+    SET status = 'dead', finished_at = now(), claim_expires_at = NULL, claim_token = NULL,
+        last_error = $4
     WHERE j.id = $2 AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = $3
     RETURNING j.id, j.attempt, j.claimed_at, j.claimed_by
 ),
@@ -379,7 +384,7 @@ WITH settled AS (
                              OR j.cancel_requested_at IS NOT NULL THEN now() END,
         carry = coalesce($6::jsonb, j.carry),
         visible_at = now() + make_interval(secs => $7::float8),
-        claim_expires_at = NULL,
+        claim_expires_at = NULL, claim_token = NULL,
         last_error = $5
     WHERE j.id = $2 AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = $3
     RETURNING j.id, j.status, j.attempt, j.failures, j.max_failures, j.claimed_at, j.claimed_by
@@ -609,7 +614,7 @@ WITH settled AS (
         finished_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
         carry = $4::jsonb,
         visible_at = coalesce($5::timestamptz, now() + make_interval(secs => coalesce($6::float8, 0))),
-        claim_expires_at = NULL
+        claim_expires_at = NULL, claim_token = NULL
     WHERE j.id = $2 AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = $3
     RETURNING j.id, j.attempt, j.claimed_at, j.claimed_by, j.visible_at, j.status
 ),
@@ -698,7 +703,7 @@ recovered AS (
                    THEN 0.5 + random() * 0.5 ELSE 1 END),
         finished_at = CASE WHEN j.failures + 1 >= j.max_failures
                              OR j.cancel_requested_at IS NOT NULL THEN now() END,
-        claim_expires_at = NULL,
+        claim_expires_at = NULL, claim_token = NULL,
         last_error = 'lease expired at ' || j.claim_expires_at || '; worker '
                      || coalesce(j.claimed_by, '?') || ' presumed dead'
     FROM stale
@@ -733,7 +738,7 @@ WITH settled AS (
     UPDATE "venturi".jobs j
     SET status = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
         finished_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
-        visible_at = now(), claim_expires_at = NULL
+        visible_at = now(), claim_expires_at = NULL, claim_token = NULL
     WHERE j.id = $2 AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = $3
     RETURNING j.id, j.attempt, j.claimed_at, j.claimed_by, j.status
 ),
@@ -767,7 +772,7 @@ released AS (
     UPDATE "venturi".jobs j
     SET status = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
         finished_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
-        visible_at = now(), claim_expires_at = NULL
+        visible_at = now(), claim_expires_at = NULL, claim_token = NULL
     FROM orphans
     WHERE j.id = orphans.id
     RETURNING j.id, j.kind, j.attempt, j.claimed_at, j.claimed_by, j.status

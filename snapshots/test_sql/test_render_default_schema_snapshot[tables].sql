@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS "venturi".jobs (
     cancel_requested_at timestamptz,
     -- The worker run holding the claim: a random value stamped by every claim and compared
     -- (with attempt) by every settle, release, heartbeat and cancel, so two workers that
-    -- share an identity (claimed_by) never touch each other's claims.
+    -- share an identity (claimed_by) never touch each other's claims. NULL unless claimed.
     claim_token      uuid,
     -- The task's declared Backoff, copied at enqueue so that recovery, which may run in a
     -- process that does not know the task, backs off as the task asked. NULL: the task
