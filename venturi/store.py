@@ -182,8 +182,9 @@ async def insert_job(conn: Any, schema: str, spec: JobSpec) -> int:
 
 
 def _backoff_arrays(specs: Sequence[JobSpec]) -> list[list[Any]]:
-    columns = list(zip(*(_backoff_args(s) for s in specs), strict=True))
-    return [list(c) for c in columns]
+    """The base, factor, cap and jitter arrays of the specs' declared backoffs."""
+    rows = [_backoff_args(s) for s in specs]
+    return [[r[i] for r in rows] for i in range(4)]
 
 
 async def insert_jobs(conn: Any, schema: str, specs: Sequence[JobSpec]) -> list[int]:
