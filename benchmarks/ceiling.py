@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -87,6 +88,7 @@ async def run(
         "backoff_base": b.base,
         "backoff_factor": b.factor,
         "backoff_cap": b.cap,
+        "backoff_jitter": b.jitter,
     }
     pool: Any = None
     conns: list[Any] = []
@@ -112,6 +114,7 @@ async def run(
         values: dict[str, Any] = {
             **fixed,
             "claimed_by": f"ceiling-{k}",
+            "claim_token": uuid.uuid4(),
             "done_ids": [],
             "done_attempts": [],
             "done_results": [],
@@ -178,6 +181,10 @@ async def insert_single(dsn: str, *, jobs: int, schema: str = sql.DEFAULT_SCHEMA
         "after": None,
         "key": None,
         "max_failures": 25,
+        "backoff_base": None,
+        "backoff_factor": None,
+        "backoff_cap": None,
+        "backoff_jitter": None,
     }
     args = _args(names, values, "job_insert")
     conn = await asyncpg.connect(dsn)

@@ -41,21 +41,22 @@ async def make(
     )
     if state in ("pending", "scheduled"):
         return job_id
-    rows = await store.claim(conn, S, worker, [kind], [lease], 0, 1, DEFAULT_BACKOFF)
+    me = store.Claimant(worker)
+    rows = await store.claim(conn, S, me, [kind], [lease], 0, 1, DEFAULT_BACKOFF)
     assert [r["id"] for r in rows] == [job_id], "claimed another job: seed order is wrong"
     attempt = rows[0]["attempt"]
     if state == "claimed":
         return job_id
     if state == "completed":
-        assert await store.complete_many(conn, S, worker, [job_id], [attempt], ['{"ok":true}'])
+        assert await store.complete_many(conn, S, me, [job_id], [attempt], ['{"ok":true}'])
     elif state == "failed":
         status = await store.fail(
-            conn, S, worker, job_id, attempt, "failed", TRACEBACK, None, 3600.0, False
+            conn, S, me, job_id, attempt, "failed", TRACEBACK, None, 3600.0, False
         )
         assert status == "pending"
     elif state == "dead":
         status = await store.fail(
-            conn, S, worker, job_id, attempt, "failed", TRACEBACK, None, 0.0, True
+            conn, S, me, job_id, attempt, "failed", TRACEBACK, None, 0.0, True
         )
         assert status == "dead"
     else:

@@ -20,6 +20,9 @@ from venturi.registry import JobSpec
 from .helpers import wait_for
 from .opsdata import TRACEBACK, S, make, seed
 
+# The claimant of the jobs these tests claim and settle through the store.
+W1 = store.Claimant("w:1")
+
 
 def events(journal: list[venturi.JournalEntry]) -> list[str]:
     return [e.event for e in journal]
@@ -107,7 +110,9 @@ async def test_retry_sends_dead_and_cancelled_back_to_pending(conn: asyncpg.Conn
     assert events(journal)[-1] == "retried"
     assert (journal[-1].worker, journal[-1].detail) == ("op:1", admin.MANUAL_RETRY)
     # Pending and visible now: the next claim of its kind takes it.
-    rows = await store.claim(conn, S, "w9:9", ["fetch"], [60.0], 0, 10, DEFAULT_BACKOFF)
+    rows = await store.claim(
+        conn, S, store.Claimant("w9:9"), ["fetch"], [60.0], 0, 10, DEFAULT_BACKOFF
+    )
     assert dead in [r["id"] for r in rows]
 
 
@@ -174,7 +179,9 @@ async def test_cancel_pending_now_and_claimed_by_request(conn: asyncpg.Connectio
     again = await venturi.get_job(conn, claimed)
     assert again is not None and again.cancel_requested_at == asked
     # A cancelled job is no longer claimable.
-    rows = await store.claim(conn, S, "w9:9", ["mail"], [60.0], 0, 10, DEFAULT_BACKOFF)
+    rows = await store.claim(
+        conn, S, store.Claimant("w9:9"), ["mail"], [60.0], 0, 10, DEFAULT_BACKOFF
+    )
     assert due not in [r["id"] for r in rows]
 
 
@@ -345,13 +352,16 @@ async def test_upgrade_from_version_1_keeps_jobs_and_adds_the_column(empty_dsn: 
         first = sql.migrations()[0]
         assert first.version == 1
         await conn.execute(first.sql)
-        # Enqueued at version 1 (the insert statement only needs version 1's table); the
-        # claim statement of this release reads later tables, so it runs after the upgrade.
-        job = await make(conn, "old", "pending")
+        # A job enqueued at version 1, as a release of that version wrote it (this
+        # release's insert writes columns of later migrations); the claim runs after the
+        # upgrade.
+        job = await conn.fetchval(
+            "INSERT INTO venturi.jobs (kind, carry) VALUES ('old', '{}') RETURNING id"
+        )
         with pytest.raises(venturi.SchemaError, match="at version 1"):
             await store.schema_version(conn, S)
         assert await store.apply_schema(conn, S) == [m.version for m in sql.migrations()[1:]]
-        [claimed] = await store.claim(conn, S, "w:1", ["old"], [60.0], 0, 1, DEFAULT_BACKOFF)
+        [claimed] = await store.claim(conn, S, W1, ["old"], [60.0], 0, 1, DEFAULT_BACKOFF)
         assert claimed["id"] == job
         [change] = await admin.cancel_jobs(conn, [job])
         assert change.done
@@ -367,7 +377,7 @@ async def test_operator_statements_run_concurrently_with_a_claim(
     # Cancel and claim race for the same pending jobs: every job ends up either claimed
     # (the cancel recorded a request) or cancelled, never both and never lost.
     ids = [await make(pool, "race", "pending") for _ in range(40)]
-    claim = store.claim(pool, S, "w:1", ["race"], [60.0], 0, 40, DEFAULT_BACKOFF)
+    claim = store.claim(pool, S, W1, ["race"], [60.0], 0, 40, DEFAULT_BACKOFF)
     _, changes = await asyncio.gather(claim, admin.cancel_jobs(pool, ids))
     assert all(c.done for c in changes)
     rows = {r.id: r for r in await admin.list_jobs(pool, kind="race", limit=100)}
@@ -394,13 +404,13 @@ async def test_operator_statements_use_their_indexes(conn: asyncpg.Connection) -
     specs = [JobSpec(f"k{i % 5}", "{}", i % 3, None, None, None, 25) for i in range(10_000)]
     await store.insert_jobs(conn, S, specs)
     kinds = [f"k{i}" for i in range(5)]
-    rows = await store.claim(conn, S, "w:1", kinds, [3600.0] * 5, 0, 9_800, DEFAULT_BACKOFF)
+    rows = await store.claim(conn, S, W1, kinds, [3600.0] * 5, 0, 9_800, DEFAULT_BACKOFF)
     done = rows[:9_000]
     await store.complete_many(
-        conn, S, "w:1", [r["id"] for r in done], [r["attempt"] for r in done], [None] * 9_000
+        conn, S, W1, [r["id"] for r in done], [r["attempt"] for r in done], [None] * 9_000
     )
     for r in rows[9_000:9_300]:
-        await store.fail(conn, S, "w:1", r["id"], r["attempt"], "failed", "x", None, 0.0, True)
+        await store.fail(conn, S, W1, r["id"], r["attempt"], "failed", "x", None, 0.0, True)
     await conn.execute(sql.statement("maintenance/analyze"))
 
     purge = await _plan_indexes(conn, "job_purge_batch", "completed", 3600.0, None, 1000)

@@ -132,7 +132,16 @@ async def test_recover_command(conn: asyncpg.Connection, dsn: str, kinds: list[s
         return None
 
     job_id = await handler.enqueue(conn, C(1))
-    await store.claim(conn, "venturi", "gone:1", ["cli_recover"], [0.001], 0, 1, v.Backoff.fixed(0))
+    await store.claim(
+        conn,
+        "venturi",
+        store.Claimant("gone:1"),
+        ["cli_recover"],
+        [0.001],
+        0,
+        1,
+        v.Backoff.fixed(0),
+    )
     await asyncio.sleep(0.01)
     out = await asyncio.to_thread(venturi, "recover", "--dsn", dsn)
     assert out.returncode == 0, out.stderr

@@ -13,6 +13,9 @@ import pytest
 import venturi
 from venturi import Context, Priority, sql, store
 
+# The claimant of the jobs these tests claim and settle through the store.
+W1 = store.Claimant("w:1")
+
 
 class Fetch(msgspec.Struct):
     url: str
@@ -135,10 +138,10 @@ async def test_key_deduplicates_while_unfinished(
     assert job is not None and job.carry["url"] == "a"  # the first carry is kept
     # Once the holder is finished, the key is free again.
     rows = await store.claim(
-        conn, "venturi", "w:1", ["fetch"], [60.0], 0, 10, venturi.Backoff.fixed(1)
+        conn, "venturi", W1, ["fetch"], [60.0], 0, 10, venturi.Backoff.fixed(1)
     )
     done = [r for r in rows if r["id"] == first]
-    await store.complete_many(conn, "venturi", "w:1", [first], [done[0]["attempt"]], [None])
+    await store.complete_many(conn, "venturi", W1, [first], [done[0]["attempt"]], [None])
     fresh = await fetch.enqueue(conn, Fetch("d"), key="user-1")
     assert fresh not in (first, other_key)
 

@@ -19,6 +19,9 @@ from venturi.worker import Worker
 
 from .helpers import running, wait_for, wait_status
 
+# The claimant of the jobs these tests claim and settle through the store.
+W1 = store.Claimant("w:1")
+
 
 class Item(msgspec.Struct):
     n: int
@@ -139,12 +142,10 @@ async def test_cleanup_reads_only_rows_that_still_hold_a_result(conn: asyncpg.Co
     specs = [JobSpec(f"k{i % 5}", "{}", 1, None, None, None, 25) for i in range(10_000)]
     await store.insert_jobs(conn, "venturi", specs)
     kinds = [f"k{i}" for i in range(5)]
-    rows = await store.claim(
-        conn, "venturi", "w:1", kinds, [3600.0] * 5, 0, 10_000, DEFAULT_BACKOFF
-    )
+    rows = await store.claim(conn, "venturi", W1, kinds, [3600.0] * 5, 0, 10_000, DEFAULT_BACKOFF)
     results = ['{"ok": true}' if i % 20 == 0 else None for i in range(len(rows))]
     await store.complete_many(
-        conn, "venturi", "w:1", [r["id"] for r in rows], [r["attempt"] for r in rows], results
+        conn, "venturi", W1, [r["id"] for r in rows], [r["attempt"] for r in rows], results
     )
     await conn.execute(sql.statement("maintenance/analyze"))
     plan = await conn.fetchval(

@@ -18,6 +18,9 @@ from venturi.backoff import DEFAULT_BACKOFF
 from venturi.errors import ConfigError
 from venturi.registry import JobSpec
 
+# The claimant of the jobs these tests claim and settle through the store.
+W1 = store.Claimant("w:1")
+
 
 @pytest.mark.parametrize("part", sql.PARTS)
 def test_render_default_schema_snapshot(part: str, sql_snapshot: Any) -> None:
@@ -127,23 +130,37 @@ async def test_claim_and_recovery_use_their_partial_indexes(conn: asyncpg.Connec
     specs = [JobSpec(f"k{i % 5}", "{}", i % 3, None, None, None, 25) for i in range(10_000)]
     await store.insert_jobs(conn, "venturi", specs)
     kinds = [f"k{i}" for i in range(5)]
-    rows = await store.claim(conn, "venturi", "w:1", kinds, [3600.0] * 5, 0, 9_000, DEFAULT_BACKOFF)
+    rows = await store.claim(conn, "venturi", W1, kinds, [3600.0] * 5, 0, 9_000, DEFAULT_BACKOFF)
     done = rows[:8_000]
     await store.complete_many(
         conn,
         "venturi",
-        "w:1",
+        W1,
         [r["id"] for r in done],
         [r["attempt"] for r in done],
         [None] * len(done),
     )
     await conn.execute(sql.statement("maintenance/analyze"))
     claim = await _explain(
-        conn, "job_claim", "me:1", ["k1", "k2"], [60.0, 60.0], 0, 4, 1.0, 2.0, 3600.0, [], [], []
+        conn,
+        "job_claim",
+        "me:1",
+        ["k1", "k2"],
+        [60.0, 60.0],
+        0,
+        4,
+        1.0,
+        2.0,
+        3600.0,
+        [],
+        [],
+        [],
+        W1.token,
+        True,
     )
     assert "jobs_claim_idx" in claim
     assert "jobs_stale_idx" in claim
-    recover = await _explain(conn, "job_recover_stale", "me:1", 1.0, 2.0, 3600.0)
+    recover = await _explain(conn, "job_recover_stale", "me:1", 1.0, 2.0, 3600.0, True)
     assert "jobs_stale_idx" in recover
     nxt = await _explain(conn, "job_next_visible_at", ["k1", "k2"])
     assert "jobs_next_visible_idx" in nxt
@@ -159,6 +176,20 @@ async def test_claim_keeps_its_index_on_a_backlog_of_one_kind(conn: asyncpg.Conn
     for mode in ("force_custom_plan", "force_generic_plan"):
         await conn.execute(f"SET plan_cache_mode = {mode}")
         plan = await _explain(
-            conn, "job_claim", "me:1", ["only"], [60.0], 0, 10, 1.0, 2.0, 3600.0, [], [], []
+            conn,
+            "job_claim",
+            "me:1",
+            ["only"],
+            [60.0],
+            0,
+            10,
+            1.0,
+            2.0,
+            3600.0,
+            [],
+            [],
+            [],
+            W1.token,
+            True,
         )
         assert "jobs_claim_idx" in plan, mode

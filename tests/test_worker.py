@@ -22,6 +22,8 @@ from venturi.worker import Worker, default_concurrency
 from .helpers import running, status_of, wait_for, wait_status
 
 FAST = Backoff.fixed(0.05)
+# A worker that claims and then dies (its claims expire and are recovered).
+GHOST = store.Claimant("ghost:9")
 
 
 class N(msgspec.Struct):
@@ -232,7 +234,7 @@ async def test_notify_fires_for_every_write_that_makes_work_claimable(
         return None
 
     try:
-        me, bo = "t:1", Backoff.fixed(0)
+        me, bo = store.Claimant("t:1"), Backoff.fixed(0)
         await expect(handler.enqueue(conn, N(1)))  # enqueue
         (row,) = await store.claim(conn, "venturi", me, ["w_n"], [60.0], 0, 1, bo)
         await expect(
@@ -533,23 +535,22 @@ async def test_settle_after_reclaim_is_skipped(conn: asyncpg.Connection, kinds: 
 
     job_id = await handler.enqueue(conn, N(1))
     bo = Backoff.fixed(0)
-    (a,) = await store.claim(conn, "venturi", "a:1", ["w_own"], [0.001], 0, 1, bo)
+    a_1, b_2 = store.Claimant("a:1"), store.Claimant("b:2")
+    (a,) = await store.claim(conn, "venturi", a_1, ["w_own"], [0.001], 0, 1, bo)
     await asyncio.sleep(0.01)
     # B's first claim recovers the expired claim (a statement cannot claim a row it
     # recovered: one snapshot); its next claim takes the job.
-    assert await store.claim(conn, "venturi", "b:2", ["w_own"], [60.0], 0, 1, bo) == []
-    (b,) = await store.claim(conn, "venturi", "b:2", ["w_own"], [60.0], 0, 1, bo)
+    assert await store.claim(conn, "venturi", b_2, ["w_own"], [60.0], 0, 1, bo) == []
+    (b,) = await store.claim(conn, "venturi", b_2, ["w_own"], [60.0], 0, 1, bo)
     assert a["id"] == b["id"] == job_id and b["attempt"] == 2
     # A, late: every settle path is refused.
-    assert await store.complete_many(conn, "venturi", "a:1", [job_id], [1], [None]) == set()
-    assert not await store.pause(conn, "venturi", "a:1", job_id, 1, '{"n":9}', None, None)
-    assert (
-        await store.fail(conn, "venturi", "a:1", job_id, 1, "failed", "x", None, 0, False) is None
-    )
-    assert not await store.dead(conn, "venturi", "a:1", job_id, 1, "x")
-    assert not await store.release(conn, "venturi", "a:1", job_id, 1, "x")
-    # Same worker identity but the old attempt: refused too.
-    assert await store.complete_many(conn, "venturi", "b:2", [job_id], [1], [None]) == set()
+    assert await store.complete_many(conn, "venturi", a_1, [job_id], [1], [None]) == set()
+    assert not await store.pause(conn, "venturi", a_1, job_id, 1, '{"n":9}', None, None)
+    assert await store.fail(conn, "venturi", a_1, job_id, 1, "failed", "x", None, 0, False) is None
+    assert not await store.dead(conn, "venturi", a_1, job_id, 1, "x")
+    assert not await store.release(conn, "venturi", a_1, job_id, 1, "x")
+    # Same claimant but the old attempt: refused too.
+    assert await store.complete_many(conn, "venturi", b_2, [job_id], [1], [None]) == set()
     job = await venturi.get_job(conn, job_id)
     assert (
         job is not None
@@ -557,7 +558,7 @@ async def test_settle_after_reclaim_is_skipped(conn: asyncpg.Connection, kinds: 
         and job.claimed_by == "b:2"
         and job.carry == {"n": 1}
     )
-    assert await store.complete_many(conn, "venturi", "b:2", [job_id], [2], [None]) == {job_id}
+    assert await store.complete_many(conn, "venturi", b_2, [job_id], [2], [None]) == {job_id}
 
 
 async def test_slow_handler_loses_its_claim_and_its_settle_is_skipped(
@@ -610,7 +611,7 @@ async def test_stale_claim_recovered_with_backoff_and_counted(
 
     job_id = await handler.enqueue(conn, N(1))
     bo = Backoff.exponential(60, factor=2, cap=3600, jitter=False)
-    await store.claim(conn, "venturi", "ghost:9", ["w_stale"], [0.001], 0, 1, bo)
+    await store.claim(conn, "venturi", GHOST, ["w_stale"], [0.001], 0, 1, bo)
     await asyncio.sleep(0.01)
     recovered = await store.recover_stale(conn, "venturi", "sweeper:1", bo)
     assert [(r["id"], r["status"], r["claimed_by"]) for r in recovered] == [
@@ -621,8 +622,8 @@ async def test_stale_claim_recovered_with_backoff_and_counted(
     assert timedelta(seconds=55) < job.visible_at - datetime.now(UTC) < timedelta(seconds=65)
     assert await store.recover_stale(conn, "venturi", "sweeper:1", bo) == []  # nothing left
     # Second expiry reaches the backstop: dead.
-    await store.claim(conn, "venturi", "ghost:9", ["w_stale"], [0.001], 0, 1, Backoff.fixed(0))
-    (row,) = await store.claim(conn, "venturi", "ghost:9", ["w_stale"], [0.001], 0, 1, bo) or [None]
+    await store.claim(conn, "venturi", GHOST, ["w_stale"], [0.001], 0, 1, Backoff.fixed(0))
+    (row,) = await store.claim(conn, "venturi", GHOST, ["w_stale"], [0.001], 0, 1, bo) or [None]
     assert row is None  # invisible during its backoff
 
 
@@ -632,7 +633,7 @@ async def test_recovery_to_dead_at_backstop(conn: asyncpg.Connection, kinds: lis
         return None
 
     job_id = await handler.enqueue(conn, N(1))
-    await store.claim(conn, "venturi", "ghost:9", ["w_stale_dead"], [0.001], 0, 1, FAST)
+    await store.claim(conn, "venturi", GHOST, ["w_stale_dead"], [0.001], 0, 1, FAST)
     await asyncio.sleep(0.01)
     (r,) = await store.recover_stale(conn, "venturi", "sweeper:1", FAST)
     assert r["status"] == "dead"
@@ -871,7 +872,7 @@ async def test_recovery_and_settles_are_logged_with_job_fields(
         return None
 
     job_id = await handler.enqueue(conn, N(1))
-    await store.claim(conn, "venturi", "ghost:7", ["w_logged"], [0.001], 0, 1, FAST)
+    await store.claim(conn, "venturi", store.Claimant("ghost:7"), ["w_logged"], [0.001], 0, 1, FAST)
     await asyncio.sleep(0.01)
     caplog.set_level(logging.DEBUG, logger="venturi")
     async with running(Worker(None, dsn, [handler], poll_max=0.1, backoff=Backoff.fixed(0))):

@@ -390,9 +390,11 @@ async def test_cancel_request_wins_over_pause_retry_release_and_recovery(
         return None
 
     ids = await venturi.enqueue_many(conn, [handler.job(Item(i)) for i in range(4)])
-    me, bo = "w:1", Backoff.fixed(0)
+    me, bo = store.Claimant("w:1"), Backoff.fixed(0)
     rows = await store.claim(conn, "venturi", me, ["o_cancel_race"], [60.0], 0, 3, bo)
-    ghost = await store.claim(conn, "venturi", "ghost:9", ["o_cancel_race"], [0.001], 0, 1, bo)
+    ghost = await store.claim(
+        conn, "venturi", store.Claimant("ghost:9"), ["o_cancel_race"], [0.001], 0, 1, bo
+    )
     claimed = {r["id"]: r["attempt"] for r in [*rows, *ghost]}
     assert sorted(claimed) == sorted(ids)
     changes = await admin.cancel_jobs(conn, ids, operator="ops")

@@ -107,6 +107,7 @@ def recover(dsn: DsnOption = None, schema: SchemaOption = sql.DEFAULT_SCHEMA) ->
         try:
             await store.schema_version(conn, schema)
             who = f"venturi recover ({os.getpid()})"
+            # Jobs carry their task's backoff; DEFAULT_BACKOFF is for tasks that declared none.
             return await store.recover_stale(conn, schema, who, DEFAULT_BACKOFF)
         finally:
             await conn.close()

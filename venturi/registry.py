@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from venturi import store
-from venturi.backoff import DEFAULT_BACKOFF, Backoff, seconds
+from venturi.backoff import Backoff, seconds
 from venturi.codecs import CarryCodec
 from venturi.context import Context
 from venturi.cronspec import CronSpec
@@ -65,6 +65,8 @@ class JobSpec(msgspec.Struct, frozen=True):
     after: float | None
     key: str | None
     max_failures: int
+    # The task's declared Backoff, stored for recovery; None: the worker's default.
+    backoff: Backoff | None = None
 
 
 class Task(Generic[C]):
@@ -84,7 +86,7 @@ class Task(Generic[C]):
         cap: int | None,
         timeout: float | None,
         max_failures: int,
-        backoff: Backoff,
+        backoff: Backoff | None,
         max_carry_bytes: int,
         renew_lease: bool = False,
         rate: Rate | None = None,
@@ -100,6 +102,7 @@ class Task(Generic[C]):
         self.cap = cap
         self.timeout = timeout
         self.max_failures = max_failures
+        # None: the task declared no backoff, so the worker's ``backoff`` applies.
         self.backoff = backoff
         self.renew_lease = renew_lease
         self.rate = rate
@@ -143,6 +146,7 @@ class Task(Generic[C]):
             after=None if after is None else seconds(after, "after", allow_zero=True),
             key=key,
             max_failures=self.max_failures,
+            backoff=self.backoff,
         )
 
     async def enqueue(
@@ -168,7 +172,11 @@ class Task(Generic[C]):
 async def enqueue_many(
     conn: Any, jobs: Iterable[JobSpec], *, schema: str = DEFAULT_SCHEMA
 ) -> list[int]:
-    """Insert many jobs (built with ``Task.job``) in one statement; ids in input order."""
+    """Insert many jobs (built with ``Task.job``); ids in input order.
+
+    All or nothing: one statement, or with keys one transaction (a savepoint inside the
+    caller's open transaction on a Connection). A key held by an unfinished job gives
+    that job's id, also when its holder commits while this call waits on it."""
     specs = list(jobs)
     for spec in specs:
         if not isinstance(spec, JobSpec):
@@ -225,7 +233,7 @@ def task(
     cap: int | None = None,
     timeout: timedelta | float | None = None,
     max_failures: int = DEFAULT_MAX_FAILURES,
-    backoff: Backoff = DEFAULT_BACKOFF,
+    backoff: Backoff | None = None,
     max_carry_bytes: int = DEFAULT_MAX_CARRY_BYTES,
     renew_lease: bool = False,
     rate: Rate | None = None,
@@ -237,7 +245,9 @@ def task(
 
     ``lease`` overrides the worker's default lease, ``cap`` is the default per-kind
     concurrency cap, ``timeout`` bounds one run, ``max_failures`` is the failure backstop
-    and ``backoff`` the retry delay policy. ``renew_lease`` keeps extending the claim
+    and ``backoff`` the retry delay policy (None: the running worker's ``backoff``, by
+    default exponential from 1 s, doubling, capped at 1 h, with jitter; a declared one is
+    stored with each job, so recovery applies it even where the task is unknown). ``renew_lease`` keeps extending the claim
     while the handler runs (a crash is still detected within one lease); ``rate`` is a
     per-worker token bucket (``venturi.Rate``) on claims of this kind. ``result_ttl``
     is how long a completed job's result stays readable (``venturi.ResultCleanup`` clears
@@ -257,7 +267,7 @@ def task(
     timeout_s = None if timeout is None else seconds(timeout, "timeout")
     failures_n = _positive_int(max_failures, "max_failures")
     carry_limit = _positive_int(max_carry_bytes, "max_carry_bytes")
-    if not isinstance(backoff, Backoff):
+    if backoff is not None and not isinstance(backoff, Backoff):
         raise ConfigError(
             f"backoff must be a venturi.Backoff (Backoff.fixed or Backoff.exponential), "
             f"got {backoff!r}"

@@ -7,11 +7,14 @@ methods: a Connection (the caller's transaction applies) or a Pool.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import re
 import urllib.parse
-from collections.abc import Callable, Coroutine, Sequence
+import uuid
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
@@ -178,10 +181,24 @@ async def apply_schema(conn: asyncpg.Connection, schema: str) -> list[int]:
 # --- enqueue ------------------------------------------------------------------------
 
 
+def _backoff_args(spec: JobSpec) -> tuple[float | None, float | None, float | None, bool | None]:
+    b = spec.backoff
+    return (None, None, None, None) if b is None else (b.base, b.factor, b.cap, b.jitter)
+
+
 @needs_schema
 async def insert_job(conn: Any, schema: str, spec: JobSpec) -> int:
     text = sql.statement("job_insert", schema)
-    args = (spec.kind, spec.carry, spec.priority, spec.at, spec.after, spec.key, spec.max_failures)
+    args = (
+        spec.kind,
+        spec.carry,
+        spec.priority,
+        spec.at,
+        spec.after,
+        spec.key,
+        spec.max_failures,
+        *_backoff_args(spec),
+    )
     # A None answer means the key's holder committed after our snapshot; try again.
     for _ in range(5):
         job_id = await conn.fetchval(text, *args)
@@ -190,9 +207,16 @@ async def insert_job(conn: Any, schema: str, spec: JobSpec) -> int:
     raise RuntimeError(f"could not enqueue {spec.kind!r} with key {spec.key!r}: key kept changing")
 
 
+def _backoff_arrays(specs: Sequence[JobSpec]) -> list[list[Any]]:
+    """The base, factor, cap and jitter arrays of the specs' declared backoffs."""
+    rows = [_backoff_args(s) for s in specs]
+    return [[r[i] for r in rows] for i in range(4)]
+
+
 @needs_schema
 async def insert_jobs(conn: Any, schema: str, specs: Sequence[JobSpec]) -> list[int]:
     if all(s.key is None for s in specs):
+        # One statement: all or nothing by itself, and no key to wait on.
         rows = await conn.fetch(
             sql.statement("job_insert_many_unkeyed", schema),
             [s.kind for s in specs],
@@ -201,29 +225,67 @@ async def insert_jobs(conn: Any, schema: str, specs: Sequence[JobSpec]) -> list[
             [s.at for s in specs],
             [s.after for s in specs],
             [s.max_failures for s in specs],
+            *_backoff_arrays(specs),
         )
         # Ascending ids are input order (see the statement's header).
         return sorted(int(r["id"]) for r in rows)
-    rows = await conn.fetch(
-        sql.statement("job_insert_many", schema),
-        [s.kind for s in specs],
-        [s.carry for s in specs],
-        [s.priority for s in specs],
-        [s.at for s in specs],
-        [s.after for s in specs],
-        [s.key for s in specs],
-        [s.max_failures for s in specs],
-    )
-    return [int(r["id"]) for r in rows]
+    # A key whose holder commits while the statement waits on it comes back without an
+    # id; the statement runs again for those rows. The batch is one transaction (a
+    # savepoint inside the caller's), so a batch that cannot finish leaves nothing behind.
+    async with _transaction(conn) as tx:
+        text = sql.statement("job_insert_many", schema)
+        ids: list[int | None] = [None] * len(specs)
+        todo = list(range(len(specs)))
+        for _ in range(5):
+            rows = await tx.fetch(
+                text,
+                [specs[i].kind for i in todo],
+                [specs[i].carry for i in todo],
+                [specs[i].priority for i in todo],
+                [specs[i].at for i in todo],
+                [specs[i].after for i in todo],
+                [specs[i].key for i in todo],
+                [specs[i].max_failures for i in todo],
+                *_backoff_arrays([specs[i] for i in todo]),
+            )
+            for i, row in zip(todo, rows, strict=True):
+                ids[i] = None if row["id"] is None else int(row["id"])
+            todo = [i for i in todo if ids[i] is None]
+            if not todo:
+                return [int(i) for i in ids if i is not None]
+        s = specs[todo[0]]
+        raise RuntimeError(f"could not enqueue {s.kind!r} with key {s.key!r}: key kept changing")
+
+
+@contextlib.asynccontextmanager
+async def _transaction(conn: Any) -> AsyncIterator[Any]:
+    """A transaction on ``conn``: a Connection's own (a savepoint when the caller's is
+    open), or one on a connection taken from a Pool."""
+    if hasattr(conn, "transaction"):
+        async with conn.transaction():
+            yield conn
+        return
+    async with conn.acquire() as held, held.transaction():
+        yield held
 
 
 # --- the worker's statements --------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Claimant:
+    """Who claims: ``name`` is the identity recorded on claims and in the journal
+    (diagnostics only); ``token``, unique to each worker run, is what ownership compares.
+    Two claimants with the same name never settle, renew or release each other's jobs."""
+
+    name: str
+    token: uuid.UUID = field(default_factory=uuid.uuid4)
+
+
 async def claim(
     conn: Any,
     schema: str,
-    worker: str,
+    worker: Claimant,
     kinds: Sequence[str],
     leases: Sequence[float],
     floor: int,
@@ -240,7 +302,7 @@ async def claim(
 async def complete_and_claim(
     conn: Any,
     schema: str,
-    worker: str,
+    worker: Claimant,
     kinds: Sequence[str],
     leases: Sequence[float],
     floor: int,
@@ -253,7 +315,7 @@ async def complete_and_claim(
     and the ids whose completion applied (the others lost their claim)."""
     rows = await conn.fetch(
         sql.statement("job_claim", schema),
-        worker,
+        worker.name,
         kinds,
         leases,
         floor,
@@ -264,6 +326,8 @@ async def complete_and_claim(
         [d[0] for d in done],
         [d[1] for d in done],
         [d[2] for d in done],
+        worker.token,
+        backoff.jitter,
     )
     claimed = [r for r in rows if not r["settled"]]
     settled = {int(r["id"]) for r in rows if r["settled"] and r["recovered_from"] is None}
@@ -293,13 +357,13 @@ async def next_visible_at(conn: Any, schema: str, kinds: Sequence[str]) -> datet
 async def complete_many(
     conn: Any,
     schema: str,
-    worker: str,
+    worker: Claimant,
     ids: Sequence[int],
     attempts: Sequence[int],
     results: Sequence[str | None],
 ) -> set[int]:
     rows = await conn.fetch(
-        sql.statement("job_complete_many_if_owned", schema), worker, ids, attempts, results
+        sql.statement("job_complete_many_if_owned", schema), worker.token, ids, attempts, results
     )
     return {int(r["id"]) for r in rows}
 
@@ -307,7 +371,7 @@ async def complete_many(
 async def pause(
     conn: Any,
     schema: str,
-    worker: str,
+    worker: Claimant,
     job_id: int,
     attempt: int,
     carry: str,
@@ -315,7 +379,7 @@ async def pause(
     after: float | None,
 ) -> bool:
     row = await conn.fetchrow(
-        sql.statement("job_pause_if_owned", schema), worker, job_id, attempt, carry, at, after
+        sql.statement("job_pause_if_owned", schema), worker.token, job_id, attempt, carry, at, after
     )
     return row is not None
 
@@ -323,7 +387,7 @@ async def pause(
 async def fail(
     conn: Any,
     schema: str,
-    worker: str,
+    worker: Claimant,
     job_id: int,
     attempt: int,
     event: str,
@@ -335,7 +399,7 @@ async def fail(
     """Settle a failed execution; returns the new status, or None if the claim was lost."""
     row = await conn.fetchrow(
         sql.statement("job_fail_if_owned", schema),
-        worker,
+        worker.token,
         job_id,
         attempt,
         event,
@@ -347,23 +411,26 @@ async def fail(
     return None if row is None else str(row["status"])
 
 
-async def dead(conn: Any, schema: str, worker: str, job_id: int, attempt: int, reason: str) -> bool:
+async def dead(
+    conn: Any, schema: str, worker: Claimant, job_id: int, attempt: int, reason: str
+) -> bool:
     row = await conn.fetchrow(
-        sql.statement("job_dead_if_owned", schema), worker, job_id, attempt, reason
+        sql.statement("job_dead_if_owned", schema), worker.token, job_id, attempt, reason
     )
     return row is not None
 
 
 async def release(
-    conn: Any, schema: str, worker: str, job_id: int, attempt: int, detail: str
+    conn: Any, schema: str, worker: Claimant, job_id: int, attempt: int, detail: str
 ) -> bool:
     row = await conn.fetchrow(
-        sql.statement("job_release_if_owned", schema), worker, job_id, attempt, detail
+        sql.statement("job_release_if_owned", schema), worker.token, job_id, attempt, detail
     )
     return row is not None
 
 
 async def recover_stale(conn: Any, schema: str, recoverer: str, backoff: Backoff) -> list[Record]:
+    """Recover expired claims; ``backoff`` applies to jobs whose task declared none."""
     return list(
         await conn.fetch(
             sql.statement("job_recover_stale", schema),
@@ -371,6 +438,7 @@ async def recover_stale(conn: Any, schema: str, recoverer: str, backoff: Backoff
             backoff.base,
             backoff.factor,
             backoff.cap,
+            backoff.jitter,
         )
     )
 
@@ -395,7 +463,7 @@ async def job_counts(conn: Any, schema: str, ids: Sequence[int] | None = None) -
 async def heartbeat(
     conn: Any,
     schema: str,
-    worker: str,
+    worker: Claimant,
     ids: Sequence[int],
     attempts: Sequence[int],
     leases: Sequence[float | None],
@@ -403,16 +471,16 @@ async def heartbeat(
     """Renew due leases and read ownership and cancel requests of running jobs."""
     return list(
         await conn.fetch(
-            sql.statement("job_heartbeat_if_owned", schema), worker, ids, attempts, leases
+            sql.statement("job_heartbeat_if_owned", schema), worker.token, ids, attempts, leases
         )
     )
 
 
 async def cancel(
-    conn: Any, schema: str, worker: str, job_id: int, attempt: int, detail: str
+    conn: Any, schema: str, worker: Claimant, job_id: int, attempt: int, detail: str
 ) -> bool:
     row = await conn.fetchrow(
-        sql.statement("job_cancel_if_owned", schema), worker, job_id, attempt, detail
+        sql.statement("job_cancel_if_owned", schema), worker.token, job_id, attempt, detail
     )
     return row is not None
 
@@ -449,7 +517,7 @@ async def paused_kinds(conn: Any, schema: str) -> list[Record]:
 async def claim_rated(
     pool: Any,
     schema: str,
-    worker: str,
+    worker: Claimant,
     kind: str,
     lease: float,
     per_second: float,
@@ -476,11 +544,12 @@ async def claim_rated(
 
 
 async def release_orphans(
-    conn: Any, schema: str, worker: str, running: Sequence[int]
+    conn: Any, schema: str, worker: Claimant, running: Sequence[int]
 ) -> list[Record]:
-    """Release jobs claimed under ``worker`` that it is not running (a lost claim answer)."""
+    """Release jobs claimed with ``worker``'s token that it is not running (a lost claim
+    answer); other claimants of the same name keep theirs."""
     return list(
         await conn.fetch(
-            sql.statement("job_release_orphans_if_owned", schema), worker, list(running)
+            sql.statement("job_release_orphans_if_owned", schema), worker.token, list(running)
         )
     )

@@ -15,7 +15,6 @@ import os
 import socket
 import time
 import traceback
-import weakref
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -113,10 +112,6 @@ class _Run:
     stopped: str | None = None
     # Filled when the handler ends: (kind of settle, payload).
     outcome: tuple[str, Any] | None = None
-
-
-# The workers running in this process, to tell whether an identity is shared.
-_RUNNING: weakref.WeakSet[Worker[Any]] = weakref.WeakSet()
 
 
 def _is_complete(run: _Run) -> bool:
@@ -232,6 +227,7 @@ class Worker(Generic[S]):
         self._recovered_at = 0.0
         # Lookups in a row that found a job due which the claim before did not take.
         self._due_again = 0
+        self._claimant = store.Claimant(self.claimed_by)
 
     def register(
         self,
@@ -299,7 +295,9 @@ class Worker(Generic[S]):
             # One connection for the loop, one for LISTEN, one for maintenance.
             pool = await store.create_pool(self._dsn, min_size=1, max_size=3)
         self._running = True
-        _RUNNING.add(self)
+        # A token of this run's own: ownership of its claims never depends on the
+        # identity, which another worker (or a restarted run) may share.
+        self._claimant = store.Claimant(self.claimed_by)
         self._inflight, self._per_kind, self._unsettled = {}, Counter(), []
         self._buckets = {
             k: TokenBucket(r) for k, r in self._rates.items() if r is not None and not r.shared
@@ -352,7 +350,6 @@ class Worker(Generic[S]):
             if own_pool:
                 await pool.close()
             self._running = False
-            _RUNNING.discard(self)
             if started:
                 log.info("worker %s stopped: %s", self.claimed_by, dict(self.stats))
 
@@ -548,7 +545,7 @@ class Worker(Generic[S]):
             rows, settled = await store.complete_and_claim(
                 pool,
                 self.schema,
-                self.claimed_by,
+                self._claimant,
                 kinds,
                 leases,
                 floor,
@@ -564,7 +561,7 @@ class Worker(Generic[S]):
                 rows += await store.claim(
                     pool,
                     self.schema,
-                    self.claimed_by,
+                    self._claimant,
                     kinds,
                     leases,
                     0,
@@ -598,7 +595,7 @@ class Worker(Generic[S]):
             rows, wait = await store.claim_rated(
                 pool,
                 self.schema,
-                self.claimed_by,
+                self._claimant,
                 kind,
                 self._lease(kind),
                 rate.per_second,
@@ -773,7 +770,7 @@ class Worker(Generic[S]):
             settled = await store.complete_many(
                 pool,
                 self.schema,
-                self.claimed_by,
+                self._claimant,
                 [r.id for r in done],
                 [r.attempt for r in done],
                 [_result(r) for r in done],
@@ -812,7 +809,7 @@ class Worker(Generic[S]):
         try:
             if _is_complete(run):
                 settled = await store.complete_many(
-                    pool, self.schema, self.claimed_by, [run.id], [run.attempt], [_result(run)]
+                    pool, self.schema, self._claimant, [run.id], [run.attempt], [_result(run)]
                 )
                 self._finish(run, "completed", run.id in settled)
             else:
@@ -844,7 +841,7 @@ class Worker(Generic[S]):
     async def _settle_one(self, pool: Any, run: _Run) -> bool:
         assert run.outcome is not None
         what, payload = run.outcome
-        me, sch = self.claimed_by, self.schema
+        me, sch = self._claimant, self.schema
         if run.cancel_requested and what != "complete":
             # An operator cancelled it and the handler stopped short of completing.
             detail = f"cancelled by an operator; the handler ended with {what}"
@@ -862,7 +859,7 @@ class Worker(Generic[S]):
             return await store.release(pool, sch, me, run.id, run.attempt, payload)
         if what == "retry":
             carry, after, reason = payload
-            delay = after if after is not None else run.task.backoff.delay(run.failures + 1)
+            delay = after if after is not None else self._backoff(run.task).delay(run.failures + 1)
             status = await store.fail(
                 pool,
                 sch,
@@ -877,7 +874,7 @@ class Worker(Generic[S]):
             )
             return status is not None
         # failed (an exception, a bad outcome) or timed-out
-        delay = run.task.backoff.delay(run.failures + 1)
+        delay = self._backoff(run.task).delay(run.failures + 1)
         force = self.failures_to_dead and what == "failed"
         status = await store.fail(
             pool, sch, me, run.id, run.attempt, what, text_safe(payload), None, delay, force
@@ -894,13 +891,13 @@ class Worker(Generic[S]):
             )
         return status is not None
 
+    def _backoff(self, task: Task[Any]) -> Backoff:
+        """The task's own retry backoff, else this worker's default."""
+        return task.backoff if task.backoff is not None else self.backoff
+
     async def _release_orphans(self, pool: Any) -> None:
-        # Only safe when no other running worker shares our identity (two Worker objects
-        # of one process both default to host:pid): it would release their jobs.
-        if sum(w.claimed_by == self.claimed_by for w in _RUNNING) > 1:
-            return
         running = [r.id for r in self._inflight.values()] + [r.id for r in self._unsettled]
-        for row in await store.release_orphans(pool, self.schema, self.claimed_by, running):
+        for row in await store.release_orphans(pool, self.schema, self._claimant, running):
             self.stats["orphans_released"] += 1
             log.warning(
                 "released job %d (%s): claimed by a statement whose answer was lost",
@@ -933,7 +930,7 @@ class Worker(Generic[S]):
                 rows = await store.heartbeat(
                     pool,
                     self.schema,
-                    self.claimed_by,
+                    self._claimant,
                     [r.id for r in runs],
                     [r.attempt for r in runs],
                     [r.lease if r.id in due else None for r in runs],

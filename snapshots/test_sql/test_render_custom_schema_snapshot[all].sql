@@ -40,7 +40,18 @@ CREATE TABLE IF NOT EXISTS "billing_jobs".jobs (
     last_error       text,
     -- When an operator asked a claimed job to stop (`venturi jobs cancel`); the worker
     -- holding the claim observes it and settles the job cancelled. NULL: never asked.
-    cancel_requested_at timestamptz
+    cancel_requested_at timestamptz,
+    -- The worker run holding the claim: a random value stamped by every claim and compared
+    -- (with attempt) by every settle, release, heartbeat and cancel, so two workers that
+    -- share an identity (claimed_by) never touch each other's claims. NULL unless claimed.
+    claim_token      uuid,
+    -- The task's declared Backoff, copied at enqueue so that recovery, which may run in a
+    -- process that does not know the task, backs off as the task asked. NULL: the task
+    -- declared none; the recovering worker's default applies.
+    backoff_base     float8,
+    backoff_factor   float8,
+    backoff_cap      float8,
+    backoff_jitter   boolean
 );
 
 -- Every claim and settlement leaves a dead row version behind, and a bulk enqueue
@@ -149,7 +160,8 @@ INSERT INTO "billing_jobs".schema_version (version, name) VALUES
     (3, 'upkeep'),
     (4, 'paused_kinds'),
     (5, 'rate_limits'),
-    (6, 'queue_autovacuum')
+    (6, 'queue_autovacuum'),
+    (7, 'claim_token_backoff')
 ON CONFLICT (version) DO NOTHING;
 
 -- venturi schema "billing_jobs": indexes. Each names the statements it backs.
@@ -289,23 +301,24 @@ ORDER BY k.kind;
 
 -- job_cancel_if_owned: settle a running job an operator cancelled (its handler stopped
 -- or finished without completing): cancelled, finished now; not a failure.
--- $1 text claimed_by: this worker's identity
+-- $1 uuid claim_token: ownership token of the worker run holding the claim
 -- $2 bigint id: the job
 -- $3 integer attempt: the claim it was run under
 -- $4 text detail: what the handler did when asked to stop
 -- index: primary key.
-PREPARE billing_jobs_job_cancel_if_owned(text, bigint, integer, text) AS
+PREPARE billing_jobs_job_cancel_if_owned(uuid, bigint, integer, text) AS
 WITH settled AS (
     UPDATE "billing_jobs".jobs j
-    SET status = 'cancelled', finished_at = now(), claim_expires_at = NULL
-    WHERE j.id = $2 AND j.status = 'claimed' AND j.claimed_by = $1 AND j.attempt = $3
-    RETURNING j.id, j.attempt, j.claimed_at
+    SET status = 'cancelled', finished_at = now(), claim_expires_at = NULL,
+        claim_token = NULL
+    WHERE j.id = $2 AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = $3
+    RETURNING j.id, j.attempt, j.claimed_at, j.claimed_by
 ),
 journaled AS (
     INSERT INTO "billing_jobs".journal (job_id, at, event, attempt, worker, detail)
-    SELECT id, claimed_at, 'claimed', attempt, $1, NULL FROM settled
+    SELECT id, claimed_at, 'claimed', attempt, claimed_by, NULL FROM settled
     UNION ALL
-    SELECT id, now(), 'cancelled', attempt, $1, $4 FROM settled
+    SELECT id, now(), 'cancelled', attempt, claimed_by, $4 FROM settled
 )
 SELECT id FROM settled;
 
@@ -356,28 +369,33 @@ ORDER BY input.id;
 -- Rows with settled = false are the claimed jobs; settled = true are the completions
 -- that applied (a job missing from them lost its claim) and, with recovered_from set, the
 -- expired claims recovered.
--- $1 text claimed_by: identity stamped on every claimed row (host:pid)
+-- $1 text claimed_by: identity stamped on every claimed row (host:pid), for diagnostics
 -- $2 text[] kinds: the claim filter (registered kinds minus those at their cap)
 -- $3 float8[] leases: lease in seconds of each kind in $2, same order
 -- $4 smallint priority_floor: 0 takes every tier; 1 or 2 reserves the claim for lower tiers
 -- $5 integer claim_limit: free slots to fill; the worker starts every claimed job at once
--- $6 float8 backoff_base: recovery backoff, seconds of the first
--- $7 float8 backoff_factor: recovery backoff growth per failure
--- $8 float8 backoff_cap: recovery backoff ceiling in seconds
+-- $6 float8 backoff_base: recovery backoff of jobs whose task declared none, first delay
+-- $7 float8 backoff_factor: its growth per failure
+-- $8 float8 backoff_cap: its ceiling in seconds
 -- $9 bigint[] done_ids: jobs this worker finished, to settle as completed (may be empty)
 -- $10 integer[] done_attempts: the claim (attempt) each was run under
 -- $11 text[] done_results: msgspec-encoded JSON result of each (NULL: none)
+-- $12 uuid claim_token: this worker run's ownership token, stamped on claims, required of completions
+-- $13 boolean backoff_jitter: whether the recovery backoff of $6..$8 is half-jittered
 -- index: jobs_claim_idx (pending rows by priority, created_at); jobs_stale_idx for
 -- recovery; primary key for the completions.
-PREPARE billing_jobs_job_claim(text, text[], float8[], smallint, integer, float8, float8, float8, bigint[], integer[], text[]) AS
+PREPARE billing_jobs_job_claim(text, text[], float8[], smallint, integer, float8, float8, float8, bigint[], integer[], text[], uuid, boolean) AS
 WITH completed AS (
     UPDATE "billing_jobs".jobs j
     SET status = 'completed', finished_at = now(), claim_expires_at = NULL,
+        -- A row that is not claimed holds no token: a claim by an older venturi, which
+        -- does not stamp one, can then never carry this run's.
+        claim_token = NULL,
         result = done.result::jsonb
     FROM unnest($9::bigint[], $10::integer[], $11::text[]) AS done(id, attempt, result)
     WHERE j.id = done.id
       -- The ownership guard: a reclaimed job (new attempt or new owner) is left alone.
-      AND j.status = 'claimed' AND j.claimed_by = $1 AND j.attempt = done.attempt
+      AND j.status = 'claimed' AND j.claim_token = $12::uuid AND j.attempt = done.attempt
     RETURNING j.id
 ),
 stale AS (
@@ -397,13 +415,18 @@ recovered AS (
                       WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
                       ELSE 'pending' END,
         failures = j.failures + 1,
-        -- least() on the exponent too: power() overflows float8 long before 1000 failures.
-        visible_at = now() + make_interval(
-            secs => least($8::float8,
-                         $6::float8 * power($7::float8, least(j.failures, 64)))),
+        -- min(cap, base * factor^failures), half-jittered like Backoff.delay. In numeric,
+        -- where any float8 factor to the 64th fits; least() bounds the exponent.
+        visible_at = now() + make_interval(secs => least(
+                coalesce(j.backoff_cap, $8::float8)::numeric,
+                coalesce(j.backoff_base, $6::float8)::numeric
+                * power(coalesce(j.backoff_factor, $7::float8)::numeric,
+                        least(j.failures, 64)::numeric))::float8
+            * CASE WHEN coalesce(j.backoff_jitter, $13::boolean)
+                   THEN 0.5 + random() * 0.5 ELSE 1 END),
         finished_at = CASE WHEN j.failures + 1 >= j.max_failures
                              OR j.cancel_requested_at IS NOT NULL THEN now() END,
-        claim_expires_at = NULL,
+        claim_expires_at = NULL, claim_token = NULL,
         last_error = 'lease expired at ' || j.claim_expires_at || '; worker '
                      || coalesce(j.claimed_by, '?') || ' presumed dead'
     FROM stale
@@ -447,6 +470,7 @@ claimed AS (
     UPDATE "billing_jobs".jobs j
     SET status = 'claimed',
         claimed_by = $1,
+        claim_token = $12::uuid,
         claimed_at = now(),
         attempt = j.attempt + 1,
         -- The lease begins now, when the work begins (the worker starts it at once).
@@ -486,22 +510,22 @@ ORDER BY claims DESC, claimed_by;
 
 -- job_complete_many_if_owned: settle finished jobs as completed, only where this worker
 -- still holds the same claim; returns the ids it settled (a missing id lost its claim).
--- $1 text claimed_by: this worker's identity
+-- $1 uuid claim_token: ownership token of the worker run holding the claim
 -- $2 bigint[] ids: the jobs
 -- $3 integer[] attempts: the claim (attempt number) each job was run under
 -- $4 text[] results: msgspec-encoded JSON result of each job (NULL: none)
 -- index: primary key. No journal row: completion is read off the row, so the common path
 -- writes one row.
-PREPARE billing_jobs_job_complete_many_if_owned(text, bigint[], integer[], text[]) AS
+PREPARE billing_jobs_job_complete_many_if_owned(uuid, bigint[], integer[], text[]) AS
 UPDATE "billing_jobs".jobs j
 SET status = 'completed',
     finished_at = now(),
-    claim_expires_at = NULL,
+    claim_expires_at = NULL, claim_token = NULL,
     result = done.result::jsonb
 FROM unnest($2::bigint[], $3::integer[], $4::text[]) AS done(id, attempt, result)
 WHERE j.id = done.id
   -- The ownership guard: a reclaimed job (new attempt or new owner) is left alone.
-  AND j.status = 'claimed' AND j.claimed_by = $1 AND j.attempt = done.attempt
+  AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = done.attempt
 RETURNING j.id;
 
 -- job_counts: how many jobs of each kind are in each status (the demo's summary, stats).
@@ -516,23 +540,24 @@ ORDER BY kind, status;
 
 -- job_dead_if_owned: settle straight to dead (the handler returned dead, or its carry no
 -- longer decodes); not counted as a failure.
--- $1 text claimed_by: this worker's identity
+-- $1 uuid claim_token: ownership token of the worker run holding the claim
 -- $2 bigint id: the job
 -- $3 integer attempt: the claim it was run under
 -- $4 text reason: why, kept as last_error
 -- index: primary key.
-PREPARE billing_jobs_job_dead_if_owned(text, bigint, integer, text) AS
+PREPARE billing_jobs_job_dead_if_owned(uuid, bigint, integer, text) AS
 WITH settled AS (
     UPDATE "billing_jobs".jobs j
-    SET status = 'dead', finished_at = now(), claim_expires_at = NULL, last_error = $4
-    WHERE j.id = $2 AND j.status = 'claimed' AND j.claimed_by = $1 AND j.attempt = $3
-    RETURNING j.id, j.attempt, j.claimed_at
+    SET status = 'dead', finished_at = now(), claim_expires_at = NULL, claim_token = NULL,
+        last_error = $4
+    WHERE j.id = $2 AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = $3
+    RETURNING j.id, j.attempt, j.claimed_at, j.claimed_by
 ),
 journaled AS (
     INSERT INTO "billing_jobs".journal (job_id, at, event, attempt, worker, detail)
-    SELECT id, claimed_at, 'claimed', attempt, $1, NULL FROM settled
+    SELECT id, claimed_at, 'claimed', attempt, claimed_by, NULL FROM settled
     UNION ALL
-    SELECT id, now(), 'dead', attempt, $1, $4 FROM settled
+    SELECT id, now(), 'dead', attempt, claimed_by, $4 FROM settled
 )
 SELECT id FROM settled;
 
@@ -551,7 +576,7 @@ WHERE kind = ANY($1::text[])
 
 -- job_fail_if_owned: settle a failed execution (a raised exception, a retry outcome, a
 -- timeout): failures + 1, then pending after the delay, or dead at the backstop.
--- $1 text claimed_by: this worker's identity
+-- $1 uuid claim_token: ownership token of the worker run holding the claim
 -- $2 bigint id: the job
 -- $3 integer attempt: the claim it was run under
 -- $4 text event: 'failed', 'retried' or 'timed-out'
@@ -560,7 +585,7 @@ WHERE kind = ANY($1::text[])
 -- $7 float8 delay: seconds before the job is visible again
 -- $8 boolean force_dead: settle dead now (failures_to_dead) instead of retrying
 -- index: primary key.
-PREPARE billing_jobs_job_fail_if_owned(text, bigint, integer, text, text, text, float8, boolean) AS
+PREPARE billing_jobs_job_fail_if_owned(uuid, bigint, integer, text, text, text, float8, boolean) AS
 WITH settled AS (
     UPDATE "billing_jobs".jobs j
     SET failures = j.failures + 1,
@@ -572,24 +597,24 @@ WITH settled AS (
                              OR j.cancel_requested_at IS NOT NULL THEN now() END,
         carry = coalesce($6::jsonb, j.carry),
         visible_at = now() + make_interval(secs => $7::float8),
-        claim_expires_at = NULL,
+        claim_expires_at = NULL, claim_token = NULL,
         last_error = $5
-    WHERE j.id = $2 AND j.status = 'claimed' AND j.claimed_by = $1 AND j.attempt = $3
-    RETURNING j.id, j.status, j.attempt, j.failures, j.max_failures, j.claimed_at
+    WHERE j.id = $2 AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = $3
+    RETURNING j.id, j.status, j.attempt, j.failures, j.max_failures, j.claimed_at, j.claimed_by
 ),
 journaled AS (
     INSERT INTO "billing_jobs".journal (job_id, at, event, attempt, worker, detail)
-    SELECT id, claimed_at, 'claimed', attempt, $1, NULL FROM settled
+    SELECT id, claimed_at, 'claimed', attempt, claimed_by, NULL FROM settled
     UNION ALL
-    SELECT id, now(), $4, attempt, $1, $5 FROM settled
+    SELECT id, now(), $4, attempt, claimed_by, $5 FROM settled
     UNION ALL
-    SELECT id, now(), 'dead', attempt, $1,
+    SELECT id, now(), 'dead', attempt, claimed_by,
            CASE WHEN $8 THEN 'failures_to_dead: a failed execution settles dead'
                 ELSE 'failure backstop reached (' || failures || ' of ' || max_failures || ')'
            END
     FROM settled WHERE status = 'dead'
     UNION ALL
-    SELECT id, now(), 'cancelled', attempt, $1, 'cancelled by an operator; not retried'
+    SELECT id, now(), 'cancelled', attempt, claimed_by, 'cancelled by an operator; not retried'
     FROM settled WHERE status = 'cancelled'
 )
 SELECT id, status FROM settled;
@@ -607,12 +632,12 @@ WHERE id = $1;
 -- job_heartbeat_if_owned: for the jobs a worker is running, extend the leases that are
 -- due for renewal (only where it still holds the claim) and report, for each, whether it
 -- still holds the claim and whether an operator asked to cancel it.
--- $1 text claimed_by: this worker's identity
+-- $1 uuid claim_token: ownership token of the worker run holding the claim
 -- $2 bigint[] ids: the running jobs
 -- $3 integer[] attempts: the claim (attempt) each runs under
 -- $4 float8[] leases: new lease in seconds from now, or NULL to leave the lease alone
 -- index: primary key.
-PREPARE billing_jobs_job_heartbeat_if_owned(text, bigint[], integer[], float8[]) AS
+PREPARE billing_jobs_job_heartbeat_if_owned(uuid, bigint[], integer[], float8[]) AS
 WITH beat AS (
     SELECT * FROM unnest($2::bigint[], $3::integer[], $4::float8[]) AS b(id, attempt, lease)
 ),
@@ -622,11 +647,11 @@ renewed AS (
     FROM beat
     WHERE j.id = beat.id AND beat.lease IS NOT NULL
       -- Renewal extends only its own claim: a recovered or reclaimed job is left alone.
-      AND j.status = 'claimed' AND j.claimed_by = $1 AND j.attempt = beat.attempt
+      AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = beat.attempt
     RETURNING j.id
 )
 SELECT beat.id,
-       coalesce(j.status = 'claimed' AND j.claimed_by = $1 AND j.attempt = beat.attempt,
+       coalesce(j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = beat.attempt,
                 false) AS owned,
        j.cancel_requested_at IS NOT NULL AS cancel_requested,
        renewed.id IS NOT NULL AS renewed
@@ -642,13 +667,18 @@ LEFT JOIN renewed ON renewed.id = beat.id;
 -- $5 float8 after: visible after this many seconds (NULL and $4 NULL: now)
 -- $6 text key: de-duplication key (NULL: none)
 -- $7 integer max_failures: the task's failure backstop
+-- $8 float8 backoff_base: the task's declared Backoff, for recovery (NULL: none declared)
+-- $9 float8 backoff_factor: its growth per failure
+-- $10 float8 backoff_cap: its longest delay in seconds
+-- $11 boolean backoff_jitter: whether it is half-jittered
 -- index: jobs_key_idx is the ON CONFLICT arbiter and finds the existing job.
-PREPARE billing_jobs_job_insert(text, text, smallint, timestamptz, float8, text, integer) AS
+PREPARE billing_jobs_job_insert(text, text, smallint, timestamptz, float8, text, integer, float8, float8, float8, boolean) AS
 WITH inserted AS (
-    INSERT INTO "billing_jobs".jobs (kind, carry, priority, visible_at, key, max_failures)
+    INSERT INTO "billing_jobs".jobs (kind, carry, priority, visible_at, key, max_failures,
+                              backoff_base, backoff_factor, backoff_cap, backoff_jitter)
     VALUES ($1, $2::jsonb, $3::smallint,
             coalesce($4::timestamptz, now() + make_interval(secs => coalesce($5::float8, 0))),
-            $6, $7::integer)
+            $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean)
     ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed')
     DO NOTHING
     RETURNING id
@@ -662,7 +692,10 @@ WHERE $6::text IS NOT NULL AND kind = $1 AND key = $6 AND status IN ('pending', 
 LIMIT 1;
 
 -- job_insert_many: enqueue many jobs in one statement; returns one id per input row, in
--- input order (an existing unfinished job's id where a key was already held).
+-- input order (an existing unfinished job's id where a key was already held). The id is
+-- NULL where the key's holder committed after this statement's snapshot (it waited on
+-- the holder's transaction): the caller runs the statement again for those rows, in the
+-- same transaction, and the next snapshot sees the holder.
 -- $1 text[] kinds: the task kind of each row
 -- $2 text[] carries: msgspec-encoded JSON of each row
 -- $3 smallint[] priorities: 0 HIGH, 1 NORMAL, 2 LOW
@@ -670,19 +703,27 @@ LIMIT 1;
 -- $5 float8[] afters: visible after seconds (NULL: now)
 -- $6 text[] keys: de-duplication keys (NULL: none)
 -- $7 integer[] max_failures: each task's failure backstop
+-- $8 float8[] backoff_bases: each task's declared Backoff, for recovery (NULL: none)
+-- $9 float8[] backoff_factors: its growth per failure
+-- $10 float8[] backoff_caps: its longest delay in seconds
+-- $11 boolean[] backoff_jitters: whether it is half-jittered
 -- index: jobs_key_idx (arbiter and lookup of existing keys).
-PREPARE billing_jobs_job_insert_many(text[], text[], smallint[], timestamptz[], float8[], text[], integer[]) AS
+PREPARE billing_jobs_job_insert_many(text[], text[], smallint[], timestamptz[], float8[], text[], integer[], float8[], float8[], float8[], boolean[]) AS
 WITH input AS (
     -- Ids are drawn up front so that each input row can be matched to what was inserted.
     SELECT nextval(pg_get_serial_sequence('"billing_jobs".jobs', 'id')) AS id, u.*
     FROM unnest($1::text[], $2::text[], $3::smallint[], $4::timestamptz[], $5::float8[],
-                $6::text[], $7::integer[])
-         WITH ORDINALITY AS u(kind, carry, priority, at, after, key, max_failures, ord)
+                $6::text[], $7::integer[], $8::float8[], $9::float8[], $10::float8[],
+                $11::boolean[])
+         WITH ORDINALITY AS u(kind, carry, priority, at, after, key, max_failures,
+                              backoff_base, backoff_factor, backoff_cap, backoff_jitter, ord)
 ),
 inserted AS (
-    INSERT INTO "billing_jobs".jobs (id, kind, carry, priority, visible_at, key, max_failures)
+    INSERT INTO "billing_jobs".jobs (id, kind, carry, priority, visible_at, key, max_failures,
+                              backoff_base, backoff_factor, backoff_cap, backoff_jitter)
     SELECT id, kind, carry::jsonb, priority,
-           coalesce(at, now() + make_interval(secs => coalesce(after, 0))), key, max_failures
+           coalesce(at, now() + make_interval(secs => coalesce(after, 0))), key, max_failures,
+           backoff_base, backoff_factor, backoff_cap, backoff_jitter
     FROM input
     ORDER BY ord
     ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed')
@@ -714,14 +755,21 @@ ORDER BY input.ord;
 -- $4 timestamptz[] ats: visible from (NULL: use afters)
 -- $5 float8[] afters: visible after seconds (NULL: now)
 -- $6 integer[] max_failures: each task's failure backstop
+-- $7 float8[] backoff_bases: each task's declared Backoff, for recovery (NULL: none)
+-- $8 float8[] backoff_factors: its growth per failure
+-- $9 float8[] backoff_caps: its longest delay in seconds
+-- $10 boolean[] backoff_jitters: whether it is half-jittered
 -- index: none read; the statement's notify trigger fires once for the whole batch.
-PREPARE billing_jobs_job_insert_many_unkeyed(text[], text[], smallint[], timestamptz[], float8[], integer[]) AS
-INSERT INTO "billing_jobs".jobs (kind, carry, priority, visible_at, max_failures)
+PREPARE billing_jobs_job_insert_many_unkeyed(text[], text[], smallint[], timestamptz[], float8[], integer[], float8[], float8[], float8[], boolean[]) AS
+INSERT INTO "billing_jobs".jobs (kind, carry, priority, visible_at, max_failures,
+                          backoff_base, backoff_factor, backoff_cap, backoff_jitter)
 SELECT kind, carry::jsonb, priority,
-       coalesce(at, now() + make_interval(secs => coalesce(after, 0))), max_failures
+       coalesce(at, now() + make_interval(secs => coalesce(after, 0))), max_failures,
+       backoff_base, backoff_factor, backoff_cap, backoff_jitter
 FROM unnest($1::text[], $2::text[], $3::smallint[], $4::timestamptz[], $5::float8[],
-            $6::integer[])
-     WITH ORDINALITY AS u(kind, carry, priority, at, after, max_failures, ord)
+            $6::integer[], $7::float8[], $8::float8[], $9::float8[], $10::boolean[])
+     WITH ORDINALITY AS u(kind, carry, priority, at, after, max_failures,
+                          backoff_base, backoff_factor, backoff_cap, backoff_jitter, ord)
 ORDER BY ord
 RETURNING id;
 
@@ -767,14 +815,14 @@ CROSS JOIN LATERAL (
 ) next;
 
 -- job_pause_if_owned: checkpoint the carry and return the job to pending; not a failure.
--- $1 text claimed_by: this worker's identity
+-- $1 uuid claim_token: ownership token of the worker run holding the claim
 -- $2 bigint id: the job
 -- $3 integer attempt: the claim it was run under
 -- $4 text carry: the new carry, msgspec-encoded JSON
 -- $5 timestamptz at: visible again at (NULL: use $6)
 -- $6 float8 after: visible again after seconds (NULL and $5 NULL: now)
 -- index: primary key.
-PREPARE billing_jobs_job_pause_if_owned(text, bigint, integer, text, timestamptz, float8) AS
+PREPARE billing_jobs_job_pause_if_owned(uuid, bigint, integer, text, timestamptz, float8) AS
 WITH settled AS (
     UPDATE "billing_jobs".jobs j
     -- An operator's cancel request that arrived while the handler was pausing wins.
@@ -782,18 +830,18 @@ WITH settled AS (
         finished_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
         carry = $4::jsonb,
         visible_at = coalesce($5::timestamptz, now() + make_interval(secs => coalesce($6::float8, 0))),
-        claim_expires_at = NULL
-    WHERE j.id = $2 AND j.status = 'claimed' AND j.claimed_by = $1 AND j.attempt = $3
-    RETURNING j.id, j.attempt, j.claimed_at, j.visible_at, j.status
+        claim_expires_at = NULL, claim_token = NULL
+    WHERE j.id = $2 AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = $3
+    RETURNING j.id, j.attempt, j.claimed_at, j.claimed_by, j.visible_at, j.status
 ),
 journaled AS (
     INSERT INTO "billing_jobs".journal (job_id, at, event, attempt, worker, detail)
-    SELECT id, claimed_at, 'claimed', attempt, $1, NULL FROM settled
+    SELECT id, claimed_at, 'claimed', attempt, claimed_by, NULL FROM settled
     UNION ALL
-    SELECT id, now(), 'paused', attempt, $1, 'visible again at ' || visible_at
+    SELECT id, now(), 'paused', attempt, claimed_by, 'visible again at ' || visible_at
     FROM settled WHERE status = 'pending'
     UNION ALL
-    SELECT id, now(), 'cancelled', attempt, $1, 'cancelled by an operator; the handler paused'
+    SELECT id, now(), 'cancelled', attempt, claimed_by, 'cancelled by an operator; the handler paused'
     FROM settled WHERE status = 'cancelled'
 )
 SELECT id FROM settled;
@@ -839,11 +887,12 @@ WHERE status = $1::text
 -- job_recover_stale: return expired claims to pending (or dead at the backstop). Run at
 -- the start of every claim (inside job_claim) and by `venturi recover`.
 -- $1 text recoverer: identity of whoever recovers, for the journal
--- $2 float8 backoff_base: seconds of the first backoff
--- $3 float8 backoff_factor: growth per failure
--- $4 float8 backoff_cap: longest backoff in seconds
+-- $2 float8 backoff_base: backoff of jobs whose task declared none, seconds of the first
+-- $3 float8 backoff_factor: its growth per failure
+-- $4 float8 backoff_cap: its longest delay in seconds
+-- $5 boolean backoff_jitter: whether it is half-jittered
 -- index: jobs_stale_idx (claimed rows by claim_expires_at).
-PREPARE billing_jobs_job_recover_stale(text, float8, float8, float8) AS
+PREPARE billing_jobs_job_recover_stale(text, float8, float8, float8, boolean) AS
 WITH stale AS (
     SELECT id FROM "billing_jobs".jobs
     WHERE status = 'claimed' AND claim_expires_at < now()
@@ -859,13 +908,18 @@ recovered AS (
                       WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
                       ELSE 'pending' END,
         failures = j.failures + 1,
-        -- least() on the exponent too: power() overflows float8 long before 1000 failures.
-        visible_at = now() + make_interval(
-            secs => least($4::float8,
-                         $2::float8 * power($3::float8, least(j.failures, 64)))),
+        -- min(cap, base * factor^failures), half-jittered like Backoff.delay. In numeric,
+        -- where any float8 factor to the 64th fits; least() bounds the exponent.
+        visible_at = now() + make_interval(secs => least(
+                coalesce(j.backoff_cap, $4::float8)::numeric,
+                coalesce(j.backoff_base, $2::float8)::numeric
+                * power(coalesce(j.backoff_factor, $3::float8)::numeric,
+                        least(j.failures, 64)::numeric))::float8
+            * CASE WHEN coalesce(j.backoff_jitter, $5::boolean)
+                   THEN 0.5 + random() * 0.5 ELSE 1 END),
         finished_at = CASE WHEN j.failures + 1 >= j.max_failures
                              OR j.cancel_requested_at IS NOT NULL THEN now() END,
-        claim_expires_at = NULL,
+        claim_expires_at = NULL, claim_token = NULL,
         last_error = 'lease expired at ' || j.claim_expires_at || '; worker '
                      || coalesce(j.claimed_by, '?') || ' presumed dead'
     FROM stale
@@ -890,63 +944,64 @@ SELECT id, kind, status, attempt, claimed_by FROM recovered ORDER BY id;
 
 -- job_release_if_owned: give a job back after a forced shutdown: pending and visible now,
 -- journaled as released, not counted as a failure (the worker gave up, not the job).
--- $1 text claimed_by: this worker's identity
+-- $1 uuid claim_token: ownership token of the worker run holding the claim
 -- $2 bigint id: the job
 -- $3 integer attempt: the claim it was run under
 -- $4 text detail: why it was released
 -- index: primary key.
-PREPARE billing_jobs_job_release_if_owned(text, bigint, integer, text) AS
+PREPARE billing_jobs_job_release_if_owned(uuid, bigint, integer, text) AS
 WITH settled AS (
     UPDATE "billing_jobs".jobs j
     SET status = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
         finished_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
-        visible_at = now(), claim_expires_at = NULL
-    WHERE j.id = $2 AND j.status = 'claimed' AND j.claimed_by = $1 AND j.attempt = $3
-    RETURNING j.id, j.attempt, j.claimed_at, j.status
+        visible_at = now(), claim_expires_at = NULL, claim_token = NULL
+    WHERE j.id = $2 AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = $3
+    RETURNING j.id, j.attempt, j.claimed_at, j.claimed_by, j.status
 ),
 journaled AS (
     INSERT INTO "billing_jobs".journal (job_id, at, event, attempt, worker, detail)
-    SELECT id, claimed_at, 'claimed', attempt, $1, NULL FROM settled
+    SELECT id, claimed_at, 'claimed', attempt, claimed_by, NULL FROM settled
     UNION ALL
-    SELECT id, now(), 'released', attempt, $1, $4 FROM settled
+    SELECT id, now(), 'released', attempt, claimed_by, $4 FROM settled
     UNION ALL
     -- An operator asked to cancel it: released from this worker, it is not run again.
-    SELECT id, now(), 'cancelled', attempt, $1, 'cancelled by an operator while running'
+    SELECT id, now(), 'cancelled', attempt, claimed_by, 'cancelled by an operator while running'
     FROM settled WHERE status = 'cancelled'
 )
 SELECT id FROM settled;
 
 -- job_release_orphans_if_owned: after a claim whose answer was lost with its connection
--- (the claim may have committed), give back the jobs claimed under this worker's
--- identity that it is not running: pending, visible now, journaled released, no failure.
--- Without it they would wait a whole lease for recovery.
--- $1 text claimed_by: this worker's identity (unique among running workers)
+-- (the claim may have committed), give back the jobs this worker run claimed (its claim
+-- token) that it is not running: pending, visible now, journaled released, no failure.
+-- Without it they would wait a whole lease for recovery. The token, not the identity,
+-- decides: another worker with the same claimed_by keeps its jobs.
+-- $1 uuid claim_token: this worker run's ownership token
 -- $2 bigint[] running: the jobs this worker is running or settling
--- index: jobs_stale_idx (claimed rows), filtered by claimed_by.
-PREPARE billing_jobs_job_release_orphans_if_owned(text, bigint[]) AS
+-- index: jobs_stale_idx (claimed rows), filtered by claim_token.
+PREPARE billing_jobs_job_release_orphans_if_owned(uuid, bigint[]) AS
 WITH orphans AS (
     SELECT id FROM "billing_jobs".jobs
-    WHERE status = 'claimed' AND claimed_by = $1 AND id <> ALL ($2::bigint[])
+    WHERE status = 'claimed' AND claim_token = $1::uuid AND id <> ALL ($2::bigint[])
     FOR UPDATE SKIP LOCKED
 ),
 released AS (
     UPDATE "billing_jobs".jobs j
     SET status = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
         finished_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
-        visible_at = now(), claim_expires_at = NULL
+        visible_at = now(), claim_expires_at = NULL, claim_token = NULL
     FROM orphans
     WHERE j.id = orphans.id
-    RETURNING j.id, j.kind, j.attempt, j.claimed_at, j.status
+    RETURNING j.id, j.kind, j.attempt, j.claimed_at, j.claimed_by, j.status
 ),
 journaled AS (
     INSERT INTO "billing_jobs".journal (job_id, at, event, attempt, worker, detail)
-    SELECT id, claimed_at, 'claimed', attempt, $1, NULL FROM released
+    SELECT id, claimed_at, 'claimed', attempt, claimed_by, NULL FROM released
     UNION ALL
-    SELECT id, now(), 'released', attempt, $1,
+    SELECT id, now(), 'released', attempt, claimed_by,
            'claimed by a statement whose answer was lost with its connection'
     FROM released
     UNION ALL
-    SELECT id, now(), 'cancelled', attempt, $1, 'cancelled by an operator while claimed'
+    SELECT id, now(), 'cancelled', attempt, claimed_by, 'cancelled by an operator while claimed'
     FROM released WHERE status = 'cancelled'
 )
 SELECT id, kind, attempt FROM released ORDER BY id;

@@ -40,7 +40,18 @@ CREATE TABLE IF NOT EXISTS "venturi".jobs (
     last_error       text,
     -- When an operator asked a claimed job to stop (`venturi jobs cancel`); the worker
     -- holding the claim observes it and settles the job cancelled. NULL: never asked.
-    cancel_requested_at timestamptz
+    cancel_requested_at timestamptz,
+    -- The worker run holding the claim: a random value stamped by every claim and compared
+    -- (with attempt) by every settle, release, heartbeat and cancel, so two workers that
+    -- share an identity (claimed_by) never touch each other's claims. NULL unless claimed.
+    claim_token      uuid,
+    -- The task's declared Backoff, copied at enqueue so that recovery, which may run in a
+    -- process that does not know the task, backs off as the task asked. NULL: the task
+    -- declared none; the recovering worker's default applies.
+    backoff_base     float8,
+    backoff_factor   float8,
+    backoff_cap      float8,
+    backoff_jitter   boolean
 );
 
 -- Every claim and settlement leaves a dead row version behind, and a bulk enqueue
@@ -149,5 +160,6 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (3, 'upkeep'),
     (4, 'paused_kinds'),
     (5, 'rate_limits'),
-    (6, 'queue_autovacuum')
+    (6, 'queue_autovacuum'),
+    (7, 'claim_token_backoff')
 ON CONFLICT (version) DO NOTHING;
