@@ -147,8 +147,8 @@ def default_maintenance(tasks: Iterable[Any]) -> list[Any]:
     """What ``venturi worker`` runs beside its loop for these tasks: a ``CronScheduler``
     when one of them is recurring (``cron=`` or ``venturi.schedule``), a
     ``ResultCleanup`` when one keeps results for a ``result_ttl``."""
-    from venturi.cron import CronScheduler, schedules_for
-    from venturi.results import ResultCleanup
+    from venturi.maintenance.cron import CronScheduler, schedules_for
+    from venturi.maintenance.results import ResultCleanup
 
     tasks = list(tasks)
     found: list[Any] = []
