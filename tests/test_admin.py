@@ -12,8 +12,9 @@ import pytest
 from rich.console import Console
 
 import venturi
-from venturi import admin, cli, sql, store, views
+from venturi import admin, sql, store, views
 from venturi.backoff import DEFAULT_BACKOFF
+from venturi.cli import ops
 from venturi.errors import ConfigError
 from venturi.registry import JobSpec
 
@@ -295,7 +296,7 @@ async def test_top_live_redraws_and_survives_a_database_error(
 
     out = io.StringIO()
     console = Console(file=out, width=120, color_system=None)
-    await cli._top_live(dsn, S, 0.01, read, console=console, frames=3)
+    await ops._top_live(dsn, S, 0.01, read, console=console, frames=3)
     assert reads == 3  # the failed read did not end the view; it reconnected
     text = out.getvalue()
     assert "mail " in text  # a non-terminal console shows the last frame

@@ -14,8 +14,9 @@ import msgspec
 import pytest
 
 import venturi
-from venturi import ConfigError, Context, CronScheduler, admin, cron, upkeep
+from venturi import ConfigError, Context, CronScheduler, admin, upkeep
 from venturi.cronspec import CronSpec
+from venturi.maintenance import cron
 from venturi.worker import Worker
 
 from .helpers import running, wait_for, wait_status

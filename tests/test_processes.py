@@ -16,7 +16,8 @@ import pytest
 import typer.main
 
 import venturi
-from venturi import admin, cli, store, supervisor
+from venturi import admin, cli, store
+from venturi.cli import processes
 
 from . import workertasks
 from .helpers import wait_for
@@ -197,7 +198,7 @@ def test_children_get_every_option_but_processes_and_the_dsn() -> None:
             "4",
         ],
     )
-    args = supervisor.child_arguments(ctx)
+    args = processes.child_arguments(ctx)
     assert args[0] == "tests.workertasks"
     assert "--processes" not in args and "--dsn" not in args
     assert not any("secret" in a for a in args)
@@ -206,7 +207,7 @@ def test_children_get_every_option_but_processes_and_the_dsn() -> None:
     assert "--failures-to-dead" in args and "--no-failures-to-dead" not in args
     assert args[args.index("--schema") + 1] == "venturi"
     # Each child listens for metrics on its own port.
-    spread = supervisor._Supervisor(3, ["m", "--metrics-port", "9100", "--poll-max", "1"], "", 1)
+    spread = processes._Supervisor(3, ["m", "--metrics-port", "9100", "--poll-max", "1"], "", 1)
     assert [spread._args(i) for i in range(3)] == [
         ["m", "--metrics-port", str(9100 + i), "--poll-max", "1"] for i in range(3)
     ]

@@ -31,6 +31,7 @@ from venturi import Backoff, Context, sql, store
 from venturi.worker import Worker
 
 from .helpers import running, wait_for, wait_status
+from .support import sql as test_sql
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = ROOT / "venturi"
@@ -148,7 +149,7 @@ def _query_text_problems(path: Path) -> list[str]:
 def test_every_query_runs_a_rendered_template() -> None:
     """Every execute/fetch* call in the library runs text from the templates (directly or
     through a variable assigned only from them); no SQL text appears in the source."""
-    problems = [p for f in sorted(LIBRARY.glob("*.py")) for p in _query_text_problems(f)]
+    problems = [p for f in sorted(LIBRARY.rglob("*.py")) for p in _query_text_problems(f)]
     assert problems == []
 
 
@@ -259,7 +260,7 @@ async def test_password_never_in_the_worker_logs_through_faults(
     async with running(worker):
         first = await handler.enqueue(conn, Payload("ok"))
         await wait_status(conn, first, "completed")
-        assert await conn.fetchval(sql.statement("maintenance/backends_terminate")) >= 1
+        assert await conn.fetchval(test_sql.statement("backends_terminate")) >= 1
         await wait_for(
             lambda: _true(worker.stats["db_errors"] + worker.stats["listen_reconnects"] > 0)
         )

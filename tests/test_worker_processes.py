@@ -15,11 +15,12 @@ import asyncpg
 import pytest
 
 import venturi
-from venturi import Backoff, sql, store, testing
+from venturi import Backoff, store, testing
 from venturi.worker import Worker
 
 from . import workertasks
 from .helpers import running, wait_for, wait_status
+from .support import sql as test_sql
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -161,14 +162,14 @@ async def test_survives_terminated_backends(
     async with running(worker):
         await wait_status(conn, first, "completed")
         await wait_for(lambda: _true(worker._listening))
-        terminated = await conn.fetchval(sql.statement("maintenance/backends_terminate"))
+        terminated = await conn.fetchval(test_sql.statement("backends_terminate"))
         assert terminated >= 1
         # The LISTEN connection comes back; meanwhile polling covers the gap.
         await wait_for(lambda: _true(worker.stats["listen_reconnects"] >= 1))
         second = await handler.enqueue(conn, workertasks.Item(2))
         await wait_status(conn, second, "completed", within=15)
         await wait_for(lambda: _true(worker._listening))
-        again = await conn.fetchval(sql.statement("maintenance/backends_terminate"))
+        again = await conn.fetchval(test_sql.statement("backends_terminate"))
         assert again >= 1
         third = await handler.enqueue(conn, workertasks.Item(3))
         await wait_status(conn, third, "completed", within=15)

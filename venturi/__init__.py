@@ -4,18 +4,18 @@ Declare jobs with ``@venturi.task``, enqueue them inside your own transactions, 
 a ``venturi.Worker`` that claims, runs and settles them with at-least-once delivery.
 """
 
-from venturi.alerts import Alerts
 from venturi.backoff import Backoff
 from venturi.context import Context, JobMeta
-from venturi.cron import CronScheduler, schedule
 from venturi.errors import ConfigError, ConnectError, SchemaError, VenturiError
-from venturi.jobs import JobInfo, JournalEntry, get_job, get_journal
+from venturi.jobs import JobInfo, JournalEntry, get_job, get_journal, get_result
+from venturi.maintenance.alerts import Alerts
+from venturi.maintenance.cron import CronScheduler, schedule
+from venturi.maintenance.results import ResultCleanup
+from venturi.maintenance.retention import Retention
 from venturi.outcomes import Outcome, complete, dead, pause, retry
 from venturi.priority import Priority
 from venturi.rate import Rate
 from venturi.registry import Task, enqueue_many, task
-from venturi.results import ResultCleanup, get_result
-from venturi.retention import Retention
 from venturi.supervisor import Pool
 from venturi.worker import Worker
 

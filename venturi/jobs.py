@@ -1,4 +1,4 @@
-"""Reading jobs back: ``get_job`` and ``get_journal``."""
+"""Reading jobs back: ``get_job``, ``get_journal`` and ``get_result``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from venturi import store
+from venturi import registry, store, upkeep
 from venturi.codecs import decode_any
 from venturi.priority import Priority
 from venturi.sql import DEFAULT_SCHEMA
@@ -104,3 +104,20 @@ async def get_journal(
     # Stable sort: entries with one timestamp (one transaction) keep their written order.
     merged.sort(key=lambda e: e.at)
     return merged
+
+
+async def get_result(conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> Any:
+    """The result a completed job stored (decoded JSON), or None: when the job does not
+    exist, has not completed, stored no result, or its task's ``result_ttl`` has passed.
+
+    ``get_job`` tells these cases apart. The TTL is the one the task declares in this
+    process; a kind this process does not know keeps its result until it is cleared.
+    """
+    row = await upkeep.get_result_row(conn, schema, job_id)
+    if row is None or row["status"] != "completed" or row["result"] is None:
+        return None
+    task = registry.registered().get(row["kind"])
+    ttl = None if task is None else task.result_ttl
+    if ttl is not None and (row["finished_seconds_ago"] or 0.0) > ttl:
+        return None
+    return decode_any(row["result"])

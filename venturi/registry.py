@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
@@ -336,11 +336,3 @@ def default_cron_carry(carry_type: Any, kind: str) -> Any:
 
 def _origin(fn: Callable[..., Any]) -> tuple[str, str]:
     return (getattr(fn, "__module__", "?") or "?", getattr(fn, "__qualname__", "?"))
-
-
-def tasks_in(names: Sequence[str]) -> list[Task[Any]]:
-    """The registered tasks of the given kinds; ConfigError for an unknown kind."""
-    missing = [n for n in names if n not in _REGISTRY]
-    if missing:
-        raise ConfigError(f"unknown task kind(s): {', '.join(missing)}")
-    return [_REGISTRY[n] for n in names]

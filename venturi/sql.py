@@ -11,7 +11,6 @@ import functools
 import re
 from dataclasses import dataclass
 from importlib import resources
-from typing import Literal
 
 import jinja2
 
@@ -23,7 +22,6 @@ DEFAULT_SCHEMA = "venturi"
 # enough that the derived notify channel ("<schema>_pending") stays within 63 bytes.
 _IDENT = re.compile(r"[a-z_][a-z0-9_]{0,54}")
 
-Part = Literal["all", "tables", "indexes", "claim"]
 PARTS: tuple[str, ...] = ("all", "tables", "indexes", "claim")
 
 # Statement headers declare their parameters as "-- $n <type> <name>: <what>"; the types

@@ -41,6 +41,7 @@ import asyncpg
 import venturi
 from venturi import Priority, sql, store, testing
 
+from ..support import sql as test_sql
 from . import history, tasks
 from .tasks import Chaos
 
@@ -321,7 +322,7 @@ class Harness:
             try:
                 if self.conn is None or self.conn.is_closed():
                     await self.connect()
-                n = await self.conn.fetchval(sql.statement("maintenance/backends_terminate"))
+                n = await self.conn.fetchval(test_sql.statement("backends_terminate"))
             except TRANSIENT as exc:
                 self.log(f"pg_terminate_backend failed: {exc}")
                 return

@@ -1,8 +1,9 @@
-"""Job results: reading them back, and the maintenance pass that forgets expired ones.
+"""Job results: the maintenance pass that forgets expired ones.
 
 ``venturi.complete(result)`` stores a result with the job. A task declared with
 ``result_ttl`` keeps it readable for that long after the job completed: ``get_result``
-stops returning it then, and ``ResultCleanup`` clears it from the row.
+(in ``venturi.jobs``, beside the other reads) stops returning it then, and
+``ResultCleanup`` clears it from the row.
 """
 
 from __future__ import annotations
@@ -13,31 +14,12 @@ from typing import Any
 
 from venturi import registry, upkeep
 from venturi.backoff import seconds
-from venturi.codecs import decode_any
 from venturi.errors import ConfigError
-from venturi.sql import DEFAULT_SCHEMA
 
 log = logging.getLogger("venturi.results")
 
 DEFAULT_CLEANUP_INTERVAL = 300.0
 DEFAULT_CLEANUP_BATCH = 1000
-
-
-async def get_result(conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> Any:
-    """The result a completed job stored (decoded JSON), or None: when the job does not
-    exist, has not completed, stored no result, or its task's ``result_ttl`` has passed.
-
-    ``get_job`` tells these cases apart. The TTL is the one the task declares in this
-    process; a kind this process does not know keeps its result until it is cleared.
-    """
-    row = await upkeep.get_result_row(conn, schema, job_id)
-    if row is None or row["status"] != "completed" or row["result"] is None:
-        return None
-    task = registry.registered().get(row["kind"])
-    ttl = None if task is None else task.result_ttl
-    if ttl is not None and (row["finished_seconds_ago"] or 0.0) > ttl:
-        return None
-    return decode_any(row["result"])
 
 
 class ResultCleanup:

@@ -1,0 +1,18 @@
+"""The ``venturi`` command line (typer). Errors are one line on stderr and exit code 2.
+
+One module per command group; importing each registers its commands on ``app``, and
+``venturi --help`` lists them in the order of these imports.
+"""
+
+# isort: off
+from venturi.cli import schema as schema
+from venturi.cli import worker as worker
+from venturi.cli import demo as demo
+from venturi.cli import jobs as jobs
+from venturi.cli import ops as ops
+from venturi.cli import kinds as kinds
+
+# isort: on
+from venturi.cli.app import app, main
+
+__all__ = ["app", "main"]

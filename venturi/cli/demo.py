@@ -1,0 +1,27 @@
+"""``venturi demo``: the bookmark service, end to end."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from venturi.cli.app import (
+    DsnOption,
+    _run,
+    app,
+    fail,
+)
+
+
+@app.command("demo")
+def demo(
+    dsn: DsnOption = None,
+    jobs: Annotated[int, typer.Option(help="Bookmarks to fetch (emails are half as many).")] = 200,
+) -> None:
+    """A bookmark service (fetch pages, send emails), end to end, on an embedded database."""
+    from venturi import demo as demo_module
+
+    if jobs < 1:
+        raise fail(f"jobs must be >= 1, got {jobs}")
+    _run(lambda: demo_module.main(dsn, jobs))

@@ -1,0 +1,132 @@
+"""``venturi jobs``: list, show, retry and cancel jobs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+
+from venturi import sql
+from venturi.cli.app import (
+    DsnOption,
+    JsonOption,
+    SchemaOption,
+    _admin_run,
+    _console,
+    _echo_json,
+    _need_dsn,
+    app,
+    fail,
+)
+
+jobs_app = typer.Typer(help="Inspect and repair jobs.", no_args_is_help=True)
+app.add_typer(jobs_app, name="jobs")
+
+IdsArgument = Annotated[list[int], typer.Argument(help="Job ids.", show_default=False)]
+
+
+@jobs_app.command("list")
+def jobs_list(
+    status: Annotated[
+        str | None, typer.Option(help="pending, claimed, completed, dead or cancelled.")
+    ] = None,
+    kind: Annotated[str | None, typer.Option(help="Only jobs of this kind.")] = None,
+    limit: Annotated[int, typer.Option(help="Most jobs to show, newest first.")] = 50,
+    as_json: JsonOption = False,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """List jobs, newest first."""
+    from venturi import admin, views
+
+    target = _need_dsn(dsn)
+    rows = _admin_run(
+        target,
+        schema,
+        lambda c: admin.list_jobs(c, status=status, kind=kind, limit=limit, schema=schema),
+    )
+    if as_json:
+        _echo_json(rows)
+        return
+    console = _console()
+    if not rows:
+        console.print("no jobs")
+        return
+    console.print(views.jobs_table(rows, datetime.now(UTC)))
+
+
+@jobs_app.command("show")
+def jobs_show(
+    job_id: Annotated[int, typer.Argument(metavar="ID", help="The job id.")],
+    as_json: JsonOption = False,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """Show one job: its row, decoded carry and result, journal and tracebacks."""
+    from venturi import admin, views
+
+    target = _need_dsn(dsn)
+    detail = _admin_run(target, schema, lambda c: admin.show_job(c, job_id, schema=schema))
+    if detail is None:
+        raise fail(f"job {job_id} does not exist")
+    if as_json:
+        _echo_json(detail)
+        return
+    _console().print(views.job_detail(detail, datetime.now(UTC)))
+
+
+def _report(changes: list[Any], as_json: bool, summary: str) -> None:
+    """Each change on stdout, each refusal as a one-line error on stderr, then a summary;
+    exit 2 when anything was refused."""
+    if as_json:
+        _echo_json(changes)
+    else:
+        for c in changes:
+            if c.done:
+                typer.echo(c.message)
+            else:
+                typer.echo(f"venturi: {c.message}", err=True)
+        typer.echo(summary)
+    if not all(c.done for c in changes):
+        raise typer.Exit(2)
+
+
+@jobs_app.command("retry")
+def jobs_retry(
+    ids: IdsArgument,
+    as_json: JsonOption = False,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """Send dead or cancelled jobs back to pending, visible now, with a fresh failure
+    budget (journaled as retried: manual retry). Exit 2 if any job was refused."""
+    from venturi import admin
+
+    target = _need_dsn(dsn)
+    changes = _admin_run(target, schema, lambda c: admin.retry_jobs(c, ids, schema=schema))
+    done = sum(c.done for c in changes)
+    _report(changes, as_json, f"retried {done} of {len(changes)} job(s)")
+
+
+@jobs_app.command("cancel")
+def jobs_cancel(
+    ids: IdsArgument,
+    as_json: JsonOption = False,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """Cancel pending jobs; for a claimed job, ask its worker to stop it (the worker
+    settles it cancelled). Exit 2 if any job was refused."""
+    from venturi import admin
+
+    target = _need_dsn(dsn)
+    changes = _admin_run(target, schema, lambda c: admin.cancel_jobs(c, ids, schema=schema))
+    cancelled = sum(c.now == "cancelled" for c in changes)
+    asked = sum(c.done and c.now == "claimed" for c in changes)
+    refused = sum(not c.done for c in changes)
+    _report(
+        changes,
+        as_json,
+        f"cancelled {cancelled}, asked {asked} running to stop, refused {refused}",
+    )

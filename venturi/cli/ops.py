@@ -1,0 +1,176 @@
+"""Operator views of the queue: ``venturi stats``, ``venturi purge``, ``venturi top``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+import asyncpg
+import typer
+
+from venturi import sql, store
+from venturi.cli.app import (
+    DsnOption,
+    JsonOption,
+    SchemaOption,
+    _admin_run,
+    _console,
+    _echo_json,
+    _need_dsn,
+    _run,
+    app,
+    fail,
+)
+from venturi.errors import ConfigError, VenturiError
+
+
+@app.command("stats")
+def stats(
+    as_json: JsonOption = False,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """Per kind: jobs in each status, the oldest due job's wait, completions in the last
+    minute and failed executions in the last hour."""
+    from venturi import admin, views
+
+    target = _need_dsn(dsn)
+    result = _admin_run(target, schema, lambda c: admin.stats(c, schema=schema))
+    if as_json:
+        _echo_json(result)
+        return
+    console = _console()
+    if not result.kinds:
+        console.print("no jobs")
+        return
+    console.print(views.stats_table(result))
+
+
+@app.command("purge")
+def purge(
+    older_than: Annotated[
+        str,
+        typer.Option(
+            "--older-than", help="Finished longer ago than this: 90s, 15m, 12h, 7d, 2w, 1h30m."
+        ),
+    ],
+    status: Annotated[str, typer.Option(help="completed, dead or cancelled.")] = "completed",
+    kind: Annotated[str | None, typer.Option(help="Only jobs of this kind.")] = None,
+    batch: Annotated[int, typer.Option(help="Rows deleted per statement.")] = 1000,
+    dry_run: Annotated[bool, typer.Option(help="Count what would go; delete nothing.")] = False,
+    as_json: JsonOption = False,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """Retention: delete finished jobs (and their journal) in batches."""
+    from venturi import admin
+
+    target = _need_dsn(dsn)
+    try:
+        secs = admin.parse_duration(older_than)
+    except ConfigError as exc:
+        raise fail(f"older-than: {exc}") from None
+
+    async def work(conn: Any) -> int:
+        if dry_run:
+            return await admin.purge_count(
+                conn, status=status, older_than=secs, kind=kind, schema=schema
+            )
+        return await admin.purge(
+            conn, status=status, older_than=secs, kind=kind, batch=batch, schema=schema
+        )
+
+    n = _admin_run(target, schema, work)
+    if as_json:
+        _echo_json(
+            {
+                "status": status,
+                "older_than_seconds": secs,
+                "kind": kind,
+                "dry_run": dry_run,
+                "jobs": n,
+            }
+        )
+        return
+    which = f"{status} job(s)" + (f" of kind {kind}" if kind else "")
+    verb = "would purge" if dry_run else "purged"
+    typer.echo(f"{verb} {n} {which} finished more than {older_than} ago")
+
+
+@app.command("top")
+def top(
+    interval: Annotated[float, typer.Option(help="Seconds between frames.")] = 1.0,
+    window: Annotated[float, typer.Option(help="Seconds over which done/s is averaged.")] = 10.0,
+    once: Annotated[bool, typer.Option(help="Print one frame and exit.")] = False,
+    as_json: JsonOption = False,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """A live view: per kind pending / claimed / done per second / failed / dead and the
+    oldest due job's wait, and the workers holding claims. Ctrl-C quits."""
+    from venturi import admin, views
+
+    target = _need_dsn(dsn)
+    if not interval > 0 or not window > 0:
+        raise fail("interval and window must be positive numbers of seconds")
+
+    async def frame(conn: Any) -> admin.TopFrame:
+        return await admin.top_frame(conn, completed_window=window, schema=schema)
+
+    if once or as_json:
+        result = _admin_run(target, schema, frame)
+        if as_json:
+            _echo_json(result)
+        else:
+            _console().print(views.top(result))
+        return
+    with contextlib.suppress(KeyboardInterrupt):
+        _run(lambda: _top_live(target, schema, interval, frame))
+
+
+async def _top_live(
+    target: str,
+    schema: str,
+    interval: float,
+    read: Callable[[Any], Awaitable[Any]],
+    *,
+    console: Any = None,
+    frames: int | None = None,
+) -> None:
+    """Redraw every ``interval`` seconds (``frames`` times, or until interrupted); a lost
+    connection is shown and retried, so the view outlives a database restart."""
+    from rich.live import Live
+    from rich.text import Text
+
+    from venturi import views
+
+    conn = await store.connect(target)
+    drawn = 0
+    try:
+        await store.schema_version(conn, schema)
+        with Live(console=console or _console(), auto_refresh=False, screen=False) as live:
+            while frames is None or drawn < frames:
+                if drawn:
+                    await asyncio.sleep(interval)
+                drawn += 1
+                try:
+                    if conn is None:
+                        conn = await store.connect(target)
+                    live.update(views.top(await read(conn)), refresh=True)
+                except (
+                    OSError,
+                    asyncpg.PostgresError,
+                    asyncpg.InterfaceError,
+                    VenturiError,
+                ) as exc:
+                    live.update(
+                        Text(f"database error, retrying: {store._one_line(exc)}"), refresh=True
+                    )
+                    if conn is not None:
+                        conn.terminate()
+                    conn = None
+    finally:
+        if conn is not None:
+            await conn.close()

@@ -1,0 +1,192 @@
+"""Several worker processes under one supervisor: ``venturi worker --processes P``.
+
+Each child runs ``venturi worker`` with the supervisor's arguments and is restarted
+after ``restart_delay`` (one second) when it exits; SIGINT/SIGTERM asks every child to
+drain, a second signal makes them stop at once. A child stops with its supervisor, even
+one killed by SIGKILL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+# The supervisor's log lines keep the name they had when it lived in venturi.supervisor.
+log = logging.getLogger("venturi.supervisor")
+
+# A process that exits is restarted after the delay a Pool waits before restarting a loop.
+DEFAULT_RESTART_DELAY = 1.0
+
+
+def child_arguments(ctx: Any, skip: Sequence[str] = ("processes", "dsn")) -> list[str]:
+    """The arguments of a running command (``venturi worker``, its typer/click context),
+    as a child would be given them: every parameter but those in ``skip``, with its
+    parsed value, so options added to the command later are passed on too."""
+    args: list[str] = []
+    for param in ctx.command.params:
+        if param.name is None or param.name in skip or param.name not in ctx.params:
+            continue
+        value = ctx.params[param.name]
+        values = list(value) if param.multiple or param.nargs != 1 else [value]
+        if param.param_type_name == "argument":
+            args.extend(_text(v) for v in values)
+        elif param.param_type_name != "option" or value is None:
+            continue
+        elif param.is_flag and param.secondary_opts:
+            args.append(param.opts[0] if value else param.secondary_opts[0])
+        elif param.is_flag:
+            if value:
+                args.append(param.opts[0])
+        else:
+            for v in values:
+                args.extend([param.opts[0], _text(v)])
+    return args
+
+
+def _text(value: Any) -> str:
+    return str(value.value if isinstance(value, enum.Enum) else value)
+
+
+def run_processes(
+    processes: int,
+    args: Sequence[str],
+    dsn: str,
+    *,
+    restart_delay: float = DEFAULT_RESTART_DELAY,
+) -> int:
+    """Run ``processes`` worker processes (``venturi worker ARGS``) until SIGINT/SIGTERM,
+    restarting one that exits after ``restart_delay``; returns the exit status: 0 after a
+    graceful stop, 2 when a process could not start (exit status 2 on its first start)."""
+    return asyncio.run(_Supervisor(processes, list(args), dsn, restart_delay).run())
+
+
+class _Supervisor:
+    def __init__(self, processes: int, args: list[str], dsn: str, restart_delay: float) -> None:
+        self.processes = processes
+        self.args = args
+        # The DSN goes through the environment, not argv, where `ps` would show it.
+        self.env = {**os.environ, "VENTURI_DSN": dsn}
+        self.restart_delay = restart_delay
+        self.stop = asyncio.Event()
+        self.children: dict[int, asyncio.subprocess.Process] = {}
+        self.status = 0
+        self.signals = 0
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, self._on_signal)
+        log.info("supervisor %d: starting %d worker processes", os.getpid(), self.processes)
+        try:
+            await asyncio.gather(*(self._slot(i) for i in range(self.processes)))
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError):
+                    loop.remove_signal_handler(sig)
+        log.info("supervisor %d: all worker processes stopped", os.getpid())
+        return self.status
+
+    def _on_signal(self) -> None:
+        # The first signal asks every child to drain; another makes them stop at once
+        # (a worker's own rule for a second signal).
+        self.signals += 1
+        self.stop.set()
+        for proc in self.children.values():
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+
+    def _args(self, index: int) -> list[str]:
+        """The arguments of the ``index``-th child: a port to listen on (--metrics-port)
+        is offset by the index, since the children cannot all bind one."""
+        args = list(self.args)
+        for i, arg in enumerate(args[:-1]):
+            if arg == "--metrics-port":
+                args[i + 1] = str(int(args[i + 1]) + index)
+        return args
+
+    async def _spawn(self, index: int) -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            _CHILD,
+            *self._args(index),
+            env=self.env,
+            # A pipe the child watches: when this process dies, even by SIGKILL, the
+            # child sees end-of-file and drains, so no worker outlives its supervisor.
+            stdin=asyncio.subprocess.PIPE,
+            # Its own session: a terminal's Ctrl-C reaches only the supervisor, which
+            # passes one SIGTERM on, rather than every process at once.
+            start_new_session=True,
+        )
+
+    async def _slot(self, index: int) -> None:
+        first = True
+        while not self.stop.is_set():
+            proc = await self._spawn(index)
+            self.children[index] = proc
+            started = time.monotonic()
+            if self.stop.is_set():  # a signal arrived while it was being started
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+            code = await proc.wait()
+            if self.stop.is_set():
+                return
+            if first and code == 2:
+                log.error(
+                    "supervisor: worker process %d could not start (exit status 2); "
+                    "stopping the others",
+                    proc.pid,
+                )
+                self.status = 2
+                self._on_signal()
+                return
+            first = False
+            log.error(
+                "supervisor: worker process %d exited with status %s after %.1fs; "
+                "restarting it in %gs",
+                proc.pid,
+                code,
+                time.monotonic() - started,
+                self.restart_delay,
+            )
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.restart_delay):
+                    await self.stop.wait()
+
+
+# What a supervised child runs: `venturi worker ARGS` that also stops with its supervisor.
+_CHILD = "import sys; from venturi.cli.processes import child_main; child_main(sys.argv[1:])"
+
+
+def _watch_parent() -> None:
+    """In a child: drain (as on SIGTERM) once the supervisor's pipe reaches end-of-file."""
+
+    def watch() -> None:
+        # os.read, not sys.stdin: a daemon thread blocked inside a buffered reader would
+        # hold its lock when the interpreter exits, which aborts the process.
+        with contextlib.suppress(OSError):
+            while os.read(0, 1 << 16):
+                pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="venturi-parent-watch", daemon=True).start()
+
+
+def child_main(argv: Sequence[str]) -> None:
+    """A supervised worker process: ``venturi worker ARGV`` that also stops with its
+    supervisor."""
+    from venturi.cli import app
+
+    _watch_parent()
+    app(["worker", *argv], prog_name="venturi")

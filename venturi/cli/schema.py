@@ -1,0 +1,58 @@
+"""``venturi schema render`` and ``venturi schema apply``."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from venturi import sql, store
+from venturi.cli.app import (
+    DsnOption,
+    SchemaOption,
+    _need_dsn,
+    _run,
+    app,
+    fail,
+)
+from venturi.errors import ConfigError
+
+schema_app = typer.Typer(help="Render or apply the database schema.", no_args_is_help=True)
+app.add_typer(schema_app, name="schema")
+
+
+@schema_app.command("render")
+def schema_render(
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+    part: Annotated[str, typer.Option("--part", help="all | tables | indexes | claim")] = "all",
+) -> None:
+    """Print the schema SQL. Never connects to a database; the output is deterministic."""
+    try:
+        text = sql.render(schema, part)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    sys.stdout.write(text)
+
+
+@schema_app.command("apply")
+def schema_apply(dsn: DsnOption = None, schema: SchemaOption = sql.DEFAULT_SCHEMA) -> None:
+    """Create or upgrade the schema; applying twice changes nothing the second time."""
+    target = _need_dsn(dsn)
+    try:
+        sql.validate_schema(schema)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+
+    async def go() -> list[int]:
+        conn = await store.connect(target)
+        try:
+            return await store.apply_schema(conn, schema)
+        finally:
+            await conn.close()
+
+    applied = _run(go)
+    if applied:
+        typer.echo(f"schema {schema}: applied migration(s) {', '.join(map(str, applied))}")
+    else:
+        typer.echo(f"schema {schema}: up to date")

@@ -1,0 +1,269 @@
+"""``venturi worker`` (one process, or several under a supervisor) and ``venturi recover``:
+loading MODULE[:STATE], the options a worker takes, what maintenance it runs."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import logging
+import os
+import sys
+from collections.abc import Iterable
+from typing import Annotated, Any
+
+import typer
+
+from venturi import registry, sql, store
+from venturi.backoff import DEFAULT_BACKOFF
+from venturi.cli.app import (
+    DsnOption,
+    SchemaOption,
+    _need_dsn,
+    _run,
+    app,
+    fail,
+)
+from venturi.cli.signals import FORCED_EXIT_WITHIN, exit_now, install_signal_handlers
+from venturi.errors import VenturiError
+
+
+@app.command("recover")
+def recover(dsn: DsnOption = None, schema: SchemaOption = sql.DEFAULT_SCHEMA) -> None:
+    """Return expired claims to pending now (the manual stale sweep)."""
+    target = _need_dsn(dsn)
+
+    async def go() -> list[Any]:
+        conn = await store.connect(target)
+        try:
+            await store.schema_version(conn, schema)
+            who = f"venturi recover ({os.getpid()})"
+            # Jobs carry their task's backoff; DEFAULT_BACKOFF is for tasks that declared none.
+            return await store.recover_stale(conn, schema, who, DEFAULT_BACKOFF)
+        finally:
+            await conn.close()
+
+    rows = _run(go)
+    for r in rows:
+        typer.echo(f"job {r['id']} ({r['kind']}): {r['status']}, claimed by {r['claimed_by']}")
+    typer.echo(f"recovered {len(rows)} expired claim(s)")
+
+
+def load_target(target: str) -> tuple[list[registry.Task[Any]], Any]:
+    """Import ``MODULE[:STATE]``; returns the tasks the module declared and the state.
+
+    STATE names an attribute of the module: a callable (sync or async) is called to build
+    the state, anything else is the state itself.
+    """
+    module_name, _, attr = target.partition(":")
+    if not module_name.strip():
+        raise fail("no module given: name the module that declares the tasks, e.g. app.tasks")
+    if "/" in module_name or "\\" in module_name or module_name.endswith(".py"):
+        parts = module_name.removesuffix(".py").replace("\\", "/").split("/")
+        dotted = ".".join(p for p in parts if p not in ("", ".", ".."))
+        raise fail(
+            f"{module_name!r} is a file path: give the dotted module name instead, "
+            f"e.g. {dotted} (from the directory that holds its top package)"
+        )
+    if module_name.startswith("."):
+        raise fail(f"{module_name!r} is a relative name: give the full dotted module name")
+    before = set(registry.registered())
+    sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise fail(f"cannot import {module_name!r}: {exc}") from None
+    except VenturiError as exc:
+        # A task declared with a bad knob (cron, lease, carry annotation): the message
+        # names the knob, which is all the operator needs.
+        raise fail(f"importing {module_name!r}: {exc}") from None
+    finally:
+        sys.path.pop(0)
+    mine = [
+        t
+        for t in registry.registered().values()
+        if getattr(t.fn, "__module__", None) == module.__name__
+    ]
+    # A module that only imports its tasks from elsewhere: take what its import declared.
+    tasks = mine or [t for k, t in registry.registered().items() if k not in before]
+    if not tasks:
+        raise fail(f"module {module_name!r} declares no @venturi.task")
+    state: Any = None
+    if attr:
+        if not hasattr(module, attr):
+            raise fail(f"module {module_name!r} has no attribute {attr!r}")
+        state = getattr(module, attr)
+    return tasks, state
+
+
+async def _build_state(state: Any, name: str) -> Any:
+    """Call (and await) a STATE factory; one that raises is a one-line error naming it
+    (the traceback is logged at debug level, for ``--log-level debug``)."""
+    try:
+        if callable(state):
+            state = state()
+        if inspect.isawaitable(state):
+            state = await state
+    except Exception as exc:
+        logging.getLogger("venturi.cli").debug("STATE %s raised", name, exc_info=True)
+        raise fail(f"STATE {name} raised {type(exc).__name__}: {store._one_line(exc)}") from None
+    return state
+
+
+STRICT = "strict"
+
+
+def parse_priority_ratio(value: str) -> int | None:
+    """``--priority-ratio``: an integer >= 2, or ``strict`` (any case) for strict priority."""
+    if value.strip().lower() == STRICT:
+        return None
+    try:
+        ratio = int(value)
+    except ValueError:
+        ratio = 0
+    if ratio < 2:
+        raise fail(
+            f"priority-ratio must be an integer >= 2, or {STRICT!r} for strict priority, "
+            f"got {value!r}"
+        )
+    return ratio
+
+
+def _serve_metrics(port: int) -> None:
+    """Start the exporter before the worker does (its own start is then a no-op), so a
+    port that is taken is a one-line error rather than a traceback from inside run()."""
+    from venturi import metrics
+
+    try:
+        metrics.serve(port)
+    except OSError as exc:
+        raise fail(
+            f"metrics-port {port}: cannot listen ({exc.strerror or exc}); "
+            "choose a free port or stop what holds it"
+        ) from None
+
+
+def default_maintenance(tasks: Iterable[Any]) -> list[Any]:
+    """What ``venturi worker`` runs beside its loop for these tasks: a ``CronScheduler``
+    when one of them is recurring (``cron=`` or ``venturi.schedule``), a
+    ``ResultCleanup`` when one keeps results for a ``result_ttl``."""
+    from venturi.maintenance.cron import CronScheduler, schedules_for
+    from venturi.maintenance.results import ResultCleanup
+
+    tasks = list(tasks)
+    found: list[Any] = []
+    if schedules_for(t.kind for t in tasks):
+        found.append(CronScheduler())
+    if any(t.result_ttl is not None for t in tasks):
+        found.append(ResultCleanup())
+    return found
+
+
+@app.command("worker")
+def worker(
+    ctx: typer.Context,
+    target: Annotated[str, typer.Argument(help="MODULE[:STATE] declaring the tasks to run.")],
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+    concurrency: Annotated[
+        int | None, typer.Option(help="In-flight jobs (default max(1, min(8, cores/2))).")
+    ] = None,
+    poll_max: Annotated[float, typer.Option(help="Longest idle wait, seconds.")] = 30.0,
+    lease: Annotated[float, typer.Option(help="Default lease, seconds.")] = 900.0,
+    shutdown_timeout: Annotated[
+        float, typer.Option(help="Grace before force-release, seconds.")
+    ] = 30.0,
+    priority_ratio: Annotated[
+        str,
+        typer.Option(
+            help="Anti-starvation ratio (an integer >= 2), or 'strict' for strict priority."
+        ),
+    ] = "4",
+    failures_to_dead: Annotated[
+        bool, typer.Option(help="Settle a raised exception dead at once.")
+    ] = False,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning, error.")] = "info",
+    processes: Annotated[
+        int, typer.Option(help="Worker processes, each restarted 1 s after it dies.")
+    ] = 1,
+    renew_lease: Annotated[
+        bool, typer.Option(help="Extend running jobs' leases every third of a lease.")
+    ] = False,
+    heartbeat: Annotated[
+        float, typer.Option(help="Seconds between checks of running jobs (cancel requests).")
+    ] = 1.0,
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Serve Prometheus metrics on this port.")
+    ] = None,
+) -> None:
+    """Run a worker over the tasks declared in MODULE until SIGINT/SIGTERM.
+
+    Recurring tasks (cron) and results with a TTL get their maintenance task."""
+    target_dsn = _need_dsn(dsn)
+    level = getattr(logging, log_level.upper(), None)
+    if not isinstance(level, int):
+        raise fail(f"log-level must be debug, info, warning or error, got {log_level!r}")
+    ratio = parse_priority_ratio(priority_ratio)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    tasks, state_src = load_target(target)
+    if processes != 1:
+        from venturi.cli import processes as supervisor
+
+        if processes < 1:
+            raise fail(f"processes must be >= 1, got {processes}")
+        args = supervisor.child_arguments(ctx)
+        raise typer.Exit(supervisor.run_processes(processes, args, target_dsn))
+
+    from venturi.worker import Worker
+
+    async def go() -> None:
+        state = await _build_state(state_src, target)
+        w = Worker(
+            state,
+            target_dsn,
+            tasks,
+            concurrency=concurrency,
+            poll_max=poll_max,
+            lease=lease,
+            shutdown_timeout=shutdown_timeout,
+            priority_ratio=ratio,
+            failures_to_dead=failures_to_dead,
+            schema=schema,
+            maintenance=default_maintenance(tasks),
+            renew_lease=renew_lease,
+            heartbeat=heartbeat,
+            metrics_port=metrics_port,
+        )
+        if metrics_port is not None:
+            _serve_metrics(metrics_port)
+        shutdown = asyncio.Event()
+        run = asyncio.create_task(w.run(shutdown))
+        running: list[int] = []
+
+        def force() -> None:
+            # The worker's run, cancelled, cancels its handlers and releases their jobs
+            # (journal "released") before it returns.
+            running.append(len(w._inflight) + len(w._unsettled))
+            run.cancel()
+            asyncio.get_running_loop().call_later(
+                FORCED_EXIT_WITHIN,
+                exit_now,
+                f"stopped at once; could not release the running jobs within "
+                f"{FORCED_EXIT_WITHIN:g}s: they are recovered when their leases expire",
+            )
+
+        install_signal_handlers(shutdown, force, shutdown_timeout)
+        try:
+            await run
+        except asyncio.CancelledError:
+            if not running:
+                raise
+            left = len(w._unsettled)  # what the database did not take back
+            done = running[0] - left
+            said = f"stopped at once on a second signal: released {done} running job"
+            said += "" if done == 1 else "s"
+            if left:
+                said += f"; {left} more are recovered when their leases expire"
+            exit_now(said)
+
+    _run(go)

@@ -1,0 +1,220 @@
+"""``drain``: run the due jobs of some tasks to settlement in this process, for an
+application's tests; and the pool look-alikes its worker runs on."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+
+from venturi import sql, store
+from venturi.errors import ConfigError
+from venturi.sql import DEFAULT_SCHEMA
+
+if TYPE_CHECKING:
+    from venturi.jobs import JobInfo
+    from venturi.registry import Task
+
+
+class _SharedConnection:
+    """One asyncpg Connection made to look like a pool for a draining worker: its
+    statements take turns on the connection (the worker's loop and heartbeat run
+    concurrently), and LISTEN goes through the same lock."""
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self.conn = conn
+        self.lock = asyncio.Lock()
+
+    async def fetch(self, *args: Any, **kwargs: Any) -> Any:
+        async with self.lock:
+            return await self.conn.fetch(*args, **kwargs)
+
+    async def fetchrow(self, *args: Any, **kwargs: Any) -> Any:
+        async with self.lock:
+            return await self.conn.fetchrow(*args, **kwargs)
+
+    async def fetchval(self, *args: Any, **kwargs: Any) -> Any:
+        async with self.lock:
+            return await self.conn.fetchval(*args, **kwargs)
+
+    async def execute(self, *args: Any, **kwargs: Any) -> Any:
+        async with self.lock:
+            return await self.conn.execute(*args, **kwargs)
+
+    async def acquire(self) -> _ListenOn:
+        return _ListenOn(self)
+
+    # asyncpg's Pool.release signature, hence the timeout parameter.
+    async def release(self, conn: _ListenOn, *, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        conn.unhook()
+
+
+class _ListenOn:
+    """What the worker's LISTEN "acquires" from a ``_SharedConnection``."""
+
+    def __init__(self, shared: _SharedConnection) -> None:
+        self.shared = shared
+        self.on_close: list[Callable[..., Any]] = []
+
+    async def add_listener(self, channel: str, callback: Callable[..., Any]) -> None:
+        async with self.shared.lock:
+            await self.shared.conn.add_listener(channel, callback)
+
+    async def remove_listener(self, channel: str, callback: Callable[..., Any]) -> None:
+        async with self.shared.lock:
+            await self.shared.conn.remove_listener(channel, callback)
+
+    def add_termination_listener(self, callback: Callable[..., Any]) -> None:
+        self.shared.conn.add_termination_listener(callback)
+        self.on_close.append(callback)
+
+    def unhook(self) -> None:
+        for callback in self.on_close:
+            self.shared.conn.remove_termination_listener(callback)
+        self.on_close.clear()
+
+
+class _Observed:
+    """The pool the draining worker gets: forwards every statement and, as each one ends,
+    sets ``activity``, so ``drain`` looks at what is left right after the worker acted
+    instead of on a timer."""
+
+    def __init__(self, inner: Any, activity: asyncio.Event) -> None:
+        self.inner = inner
+        self.activity = activity
+
+    async def fetch(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await self.inner.fetch(*args, **kwargs)
+        finally:
+            self.activity.set()
+
+    async def fetchrow(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await self.inner.fetchrow(*args, **kwargs)
+        finally:
+            self.activity.set()
+
+    async def fetchval(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await self.inner.fetchval(*args, **kwargs)
+        finally:
+            self.activity.set()
+
+    async def execute(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await self.inner.execute(*args, **kwargs)
+        finally:
+            self.activity.set()
+
+    def acquire(self) -> Any:
+        return self.inner.acquire()
+
+    async def release(self, conn: Any, *, timeout: float | None = None) -> Any:  # noqa: ASYNC109
+        return await self.inner.release(conn, timeout=timeout)
+
+
+async def drain(
+    target: str | asyncpg.Connection | asyncpg.Pool,
+    tasks: Iterable[Task[Any]],
+    state: Any = None,
+    *,
+    schema: str = DEFAULT_SCHEMA,
+    give_up_after: float = 60.0,
+    concurrency: int = 1,
+    **worker_options: Any,
+) -> dict[int, JobInfo]:
+    """Run every due job of ``tasks``' kinds to settlement in this process, then stop;
+    returns each job the run claimed, as it stands afterwards, by id.
+
+    ``target`` is a DSN, an asyncpg Pool or a Connection (the jobs the connection's open
+    transaction enqueued are visible then; handlers must not use that connection). Jobs
+    that become due during the run (a pause without delay, a job a handler enqueued, a
+    retry whose delay ends) run too; a job whose retry waits longer is left pending and
+    reported with its failure. ``TimeoutError`` if due work remains after
+    ``give_up_after`` seconds (a paused kind, a job that pauses forever). ``worker_options`` go to
+    ``venturi.Worker`` (``failures_to_dead=True`` makes an exception settle dead).
+    """
+    from venturi.jobs import get_job
+    from venturi.worker import Worker
+
+    task_list = list(tasks)
+    if not task_list:
+        raise ConfigError("drain: give the tasks whose jobs to run")
+    kinds = sorted({t.kind for t in task_list})
+    identity = f"venturi.testing.drain:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    activity = asyncio.Event()
+    own_pool = None
+    if isinstance(target, str):
+        own_pool = await store.create_pool(target, min_size=1, max_size=3)
+        inner: Any = own_pool
+    elif isinstance(target, asyncpg.Connection):
+        inner = _SharedConnection(target)
+    elif isinstance(target, asyncpg.Pool):
+        inner = target
+    else:
+        raise ConfigError(
+            f"drain: target must be a DSN, an asyncpg Pool or Connection, got {target!r}"
+        )
+    try:
+        due = sql.statement("job_due_count", schema)
+
+        async def remaining() -> int:
+            # Read around the observer: drain's own reads must not count as activity.
+            return int(await inner.fetchval(due, kinds, identity))
+
+        await store.schema_version(inner, schema)
+        if await remaining() == 0:
+            return {}
+        options = {"concurrency": concurrency, "poll_max": 1.0, **worker_options}
+        worker = Worker(
+            state,
+            _Observed(inner, activity),
+            task_list,
+            claimed_by=identity,
+            schema=schema,
+            **options,
+        )
+        shutdown = asyncio.Event()
+        running = asyncio.create_task(worker.run(shutdown))
+        deadline = asyncio.get_running_loop().time() + give_up_after
+        left = -1
+        try:
+            while True:
+                activity.clear()
+                left = await remaining()
+                if left == 0 or running.done():
+                    break
+                waiter = asyncio.create_task(activity.wait())
+                budget = deadline - asyncio.get_running_loop().time()
+                await asyncio.wait(
+                    {waiter, running}, timeout=max(budget, 0), return_when=asyncio.FIRST_COMPLETED
+                )
+                waiter.cancel()
+                if budget <= 0:
+                    break
+        finally:
+            shutdown.set()
+            await running  # re-raises what stopped the worker early (SchemaError, ...)
+        if left:
+            raise TimeoutError(
+                f"drain: {left} job(s) of {', '.join(kinds)} still due after {give_up_after:g}s "
+                "(a paused kind? a job that pauses forever?)"
+            )
+        ids = [
+            r["id"]
+            for r in await inner.fetch(sql.statement("job_list_claimed_by", schema), identity)
+        ]
+        out: dict[int, JobInfo] = {}
+        for job_id in ids:
+            job = await get_job(inner, job_id, schema=schema)
+            if job is not None:
+                out[job_id] = job
+        return out
+    finally:
+        if own_pool is not None:
+            await own_pool.close()
