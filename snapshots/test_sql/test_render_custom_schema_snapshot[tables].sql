@@ -149,5 +149,6 @@ INSERT INTO "billing_jobs".schema_version (version, name) VALUES
     (3, 'upkeep'),
     (4, 'paused_kinds'),
     (5, 'rate_limits'),
-    (6, 'queue_autovacuum')
+    (6, 'queue_autovacuum'),
+    (8, 'dashboard_indexes')
 ON CONFLICT (version) DO NOTHING;
