@@ -95,25 +95,25 @@ ORDER BY k.kind;
 -- index: jobs_finished_idx (a range scan of recent completions, index only),
 -- journal_at_idx.
 PREPARE billing_jobs_job_activity_per_minute(text, integer) AS
-WITH bounds AS (
-    SELECT date_trunc('minute', now()) - make_interval(mins => $2::integer - 1) AS since
-),
-minutes AS (
-    SELECT generate_series(b.since, date_trunc('minute', now()), interval '1 minute') AS minute
-    FROM bounds b
+WITH minutes AS (
+    SELECT generate_series(
+               date_trunc('minute', now()) - make_interval(mins => $2::integer - 1),
+               date_trunc('minute', now()),
+               interval '1 minute') AS minute
 ),
 done AS (
-    SELECT date_trunc('minute', j.finished_at) AS minute, count(*) AS n
-    FROM "billing_jobs".jobs j, bounds b
-    WHERE j.status = 'completed' AND j.finished_at >= b.since
+    SELECT date_trunc('minute', finished_at) AS minute, count(*) AS n
+    FROM "billing_jobs".jobs
+    WHERE status = 'completed'
+      AND finished_at >= date_trunc('minute', now()) - make_interval(mins => $2::integer - 1)
     GROUP BY 1
 ),
 failed AS (
-    SELECT date_trunc('minute', l.at) AS minute, count(*) AS n
-    FROM "billing_jobs".journal l, bounds b
-    WHERE l.at >= b.since
-      AND l.event IN ('failed', 'retried', 'timed-out', 'stale-recovered')
-      AND l.detail IS DISTINCT FROM $1::text
+    SELECT date_trunc('minute', at) AS minute, count(*) AS n
+    FROM "billing_jobs".journal
+    WHERE at >= date_trunc('minute', now()) - make_interval(mins => $2::integer - 1)
+      AND event IN ('failed', 'retried', 'timed-out', 'stale-recovered')
+      AND detail IS DISTINCT FROM $1::text
     GROUP BY 1
 )
 SELECT m.minute, coalesce(d.n, 0) AS completed, coalesce(f.n, 0) AS failures
