@@ -31,7 +31,7 @@ def app(
     cookie); ``read_only`` refuses every action; ``operator(request)`` names who acted in
     the journal (default ``web:<client address>``)."""
     try:
-        from venturi.web.app import create_app
+        from venturi.web.asgi import create_app
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(
             f"the venturi dashboard needs the web extra (pip install 'venturi[web]'): {exc}"

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from venturi import admin, store
-from venturi.web.app import BadInput, Dashboard, action, render
+from venturi.web.asgi import BadInput, Dashboard, action, render
 from venturi.web.pages import BULK_ACTIONS, _job_id
 
 Act = Callable[..., Awaitable[list[admin.Change]]]

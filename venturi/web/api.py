@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from venturi import admin
-from venturi.web.app import Dashboard, api, json_response
+from venturi.web.asgi import Dashboard, api, json_response
 from venturi.web.pages import MAX_LIMIT, _job_id, filters, int_param
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,3 +101,14 @@ class Guard:
 
 def new_nonce() -> str:
     return secrets.token_urlsafe(32)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` serves this machine only (``venturi web`` refuses any
+    other address without a token)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

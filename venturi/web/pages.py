@@ -10,7 +10,7 @@ from starlette.responses import Response
 
 from venturi import admin
 from venturi.web import charts, queries
-from venturi.web.app import BadInput, Dashboard, error_page, page, render
+from venturi.web.asgi import BadInput, Dashboard, error_page, page, render
 
 PAGE_SIZE = 50
 HELD_SHOWN = 50

@@ -7,7 +7,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from venturi.web import actions, api, pages
-from venturi.web.app import _cookie, dashboard, error_page, url
+from venturi.web.asgi import _cookie, dashboard, error_page, url
 from venturi.web.auth import CSRF_FIELD, SESSION_COOKIE
 
 

@@ -1,4 +1,4 @@
-"""The dashboard's ASGI application: routes, the guard around them, rendering, headers.
+"""The dashboard's ASGI application (``venturi.web.app`` builds it here): routes, the guard around them, rendering, headers.
 
 Every link is built from the request (``url_for`` and the mount's root path), so the app
 works at ``/`` under ``venturi web`` and under any prefix of a host application.
@@ -7,7 +7,6 @@ works at ``/`` under ``venturi web`` and under any prefix of a host application.
 from __future__ import annotations
 
 import functools
-import ipaddress
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -228,16 +227,6 @@ class SecurityHeadersMiddleware:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether binding ``host`` serves this machine only."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _environment() -> jinja2.Environment:
