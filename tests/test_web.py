@@ -101,7 +101,7 @@ async def test_every_page_renders_the_seeded_state(
     r = await web.get(f"/jobs/{dead}")
     assert "ConnectionError: upstream refused" in r.text
     assert '<pre class="traceback">' in r.text and "https://x.test" in r.text
-    assert 'action="/jobs/%d/retry"' % dead in r.text
+    assert f'action="/jobs/{dead}/retry"' in r.text
     r = await web.get(f"/jobs/{claimed}")
     assert "held by" in r.text and "host-a:41" in r.text
     assert f'action="/jobs/{claimed}/delete"' not in r.text  # cancel it first
@@ -476,7 +476,7 @@ async def run_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, s
         stderr=asyncio.subprocess.PIPE,
         env={**os.environ, **(env or {})},
     )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode is not None
     return proc.returncode, err.decode()
 
