@@ -168,7 +168,7 @@ async def test_dashboard_reads_use_their_indexes(conn: asyncpg.Connection) -> No
     # 20,000 jobs as the dashboard benchmark seeds them (mostly completed; dead, cancelled,
     # pending, claimed; a rare kind; a third keyed) and their journal, planned in a read
     # transaction of the dashboard's (custom plans, no JIT).
-    await conn.execute(sql.statement("maintenance/jobs_seed_bulk"), 20_000)
+    await conn.execute(sql.statement("maintenance/jobs_seed_bulk"), 20_000, 172_800.0)
     await conn.execute(sql.statement("maintenance/journal_seed_bulk"))
     await conn.execute(sql.statement("maintenance/analyze"))
     async with conn.transaction(readonly=True):

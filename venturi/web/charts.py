@@ -35,6 +35,7 @@ class Tick:
 class Label:
     x: float
     text: str
+    anchor: str  # SVG text-anchor: the end labels stay inside the picture
 
 
 @dataclass(frozen=True)
@@ -95,10 +96,11 @@ def bar_chart(title: str, css_class: str, points: list[tuple[datetime, int]], un
     ticks = [Tick(round(bottom - plot_h * f, 2), _short(round(top * f))) for f in (0, 0.5, 1)]
     labels = []
     if points:
-        for i in sorted({0, len(points) // 2, len(points) - 1}):
-            labels.append(
-                Label(round(LEFT + (i + 0.5) * slot, 2), f"{points[i][0].astimezone():%H:%M}")
-            )
+        last = len(points) - 1
+        for i in sorted({0, len(points) // 2, last}):
+            anchor = "start" if i == 0 else "end" if i == last else "middle"
+            x = LEFT if i == 0 else WIDTH if i == last else LEFT + (i + 0.5) * slot
+            labels.append(Label(round(x, 2), f"{points[i][0].astimezone():%H:%M}", anchor))
     return Chart(
         title=title,
         css_class=css_class,
