@@ -80,6 +80,8 @@ async def main() -> None:
         mid = args.jobs // 2
         # The seed keys every third job "order-<its number>", ids counting from 1.
         paths = routes(dead[0].id, mid, mid - mid % 3)
+        # The machine may be shared: the load says how quiet it was.
+        print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
         app = venturi.web.app(dsn)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
@@ -95,6 +97,7 @@ async def main() -> None:
                     f"{path:55} {r.status_code:>6} {statistics.median(times):>10.1f} "
                     f"{max(times):>8.1f} {len(r.content):>8}"
                 )
+        print("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
         await app.state.dashboard.db.close()
     finally:
         await server.execute(sql.database_statement("database_drop", name))
