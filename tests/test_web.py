@@ -502,3 +502,49 @@ def test_the_worker_never_imports_the_dashboard() -> None:
         "assert not [m for m in sys.modules if m.startswith('venturi.web')], 'imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+async def test_venturi_web_serves_with_a_token(dsn: str, tmp_path: Any) -> None:
+    import os
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "venturi",
+        "web",
+        "--dsn",
+        dsn,
+        "--port",
+        str(port),
+        "--token-file",
+        str(token_file),
+        "--read-only",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "VENTURI_WEB_TOKEN": ""},
+    )
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        assert line.decode().startswith(f"venturi dashboard on http://127.0.0.1:{port}/")
+        base = f"http://127.0.0.1:{port}"
+        async with httpx.AsyncClient(base_url=base) as c:
+            deadline = asyncio.get_running_loop().time() + 30
+            while True:  # the banner comes before uvicorn listens
+                try:
+                    r = await c.get("/api/stats", headers={"Authorization": f"Bearer {TOKEN}"})
+                    break
+                except httpx.ConnectError:
+                    assert asyncio.get_running_loop().time() < deadline, "never listened"
+                    await asyncio.sleep(0.05)
+            assert r.status_code == 200 and r.json()["kinds"] == []
+            assert (await c.get("/api/stats")).status_code == 401
+    finally:
+        proc.terminate()
+        await proc.wait()
