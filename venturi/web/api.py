@@ -44,8 +44,8 @@ async def job(request: Request, d: Dashboard) -> Response:
 
 @api
 async def stats(request: Request, d: Dashboard) -> Response:
-    """``venturi stats --json``."""
-    async with d.db.reading() as conn:
+    """``venturi stats --json``: every finished job counted (in parallel, if it may)."""
+    async with d.db.reading(serial=False) as conn:
         return json_response(await admin.stats(conn, schema=d.db.schema))
 
 

@@ -58,11 +58,14 @@ class Database:
             self._checked = False
 
     @asynccontextmanager
-    async def reading(self) -> AsyncIterator[asyncpg.Connection]:
-        """A read-only transaction whose statements are planned with their parameters."""
+    async def reading(self, *, serial: bool = True) -> AsyncIterator[asyncpg.Connection]:
+        """A read-only transaction whose statements are planned with their parameters;
+        ``serial``: without parallel workers (every read but a full count)."""
         pool = await self.pool()
         async with pool.acquire() as conn, conn.transaction(readonly=True):
             await conn.execute(sql.statement("maintenance/dashboard_read_settings", self.schema))
+            if serial:
+                await conn.execute(sql.statement("maintenance/dashboard_read_serial", self.schema))
             yield conn
 
     @asynccontextmanager
