@@ -548,3 +548,21 @@ async def test_venturi_web_serves_with_a_token(dsn: str, tmp_path: Any) -> None:
     finally:
         proc.terminate()
         await proc.wait()
+
+
+async def test_delete_and_run_now_functions_report_each_job(conn: asyncpg.Connection) -> None:
+    # The statements behind the dashboard's delete and run-now, for the command line too.
+    claimed = await make(conn, "mail", "claimed")
+    done = await make(conn, "mail", "completed")
+    scheduled = await make(conn, "mail", "scheduled")
+    changes = await admin.delete_jobs(conn, [done, claimed, 999_999, done], operator="me")
+    assert [(c.id, c.done) for c in changes] == [(claimed, False), (done, True), (999_999, False)]
+    assert "does not exist" in changes[2].message and await status(conn, done) is None
+    assert await venturi.get_journal(conn, done) == []  # the journal went with it
+    changes = await admin.run_now_jobs(conn, [scheduled, claimed], operator="me")
+    assert [(c.id, c.done) for c in changes] == [(claimed, False), (scheduled, True)]
+    assert "only pending jobs" in changes[0].message
+    with pytest.raises(venturi.ConfigError, match="positive integers"):
+        await admin.delete_jobs(conn, [0])
+    matching = await admin.count_matching(conn, kind="mail")
+    assert matching == admin.Matching(2, scheduled)
