@@ -31,7 +31,12 @@ async def run_example(name: str, dsn: str) -> str:
 
 
 def test_every_example_has_a_test() -> None:
-    tested = {"transactional_enqueue.py", "long_job_checkpoint.py", "web_enqueue.py"}
+    tested = {
+        "transactional_enqueue.py",
+        "long_job_checkpoint.py",
+        "web_enqueue.py",
+        "mount_dashboard.py",
+    }
     assert {p.name for p in EXAMPLES.glob("*.py")} == tested
 
 
@@ -67,3 +72,15 @@ async def test_web_enqueue(dsn: str, conn: asyncpg.Connection) -> None:
     jobs = await admin.list_jobs(conn, kind="example_fetch_title")
     # Three accepted posts, one of them a repeat: two jobs, both done.
     assert [j.status for j in jobs] == ["completed", "completed"]
+
+
+async def test_mount_dashboard(dsn: str, conn: asyncpg.Connection) -> None:
+    out = await run_example("mount_dashboard.py", dsn)
+    lines = out.splitlines()
+    assert "GET / -> 200 the application's own page" in lines
+    # Under the prefix: the login redirect stays inside it, the API needs the token.
+    assert "GET /jobs-admin/ -> 303 /jobs-admin/login?next=%2Fjobs-admin%2F" in lines
+    assert any(line.startswith("GET /jobs-admin/api/stats -> 401") for line in lines)
+    assert any(line.startswith("GET /jobs-admin/api/stats (bearer) -> 200") for line in lines)
+    [job] = await admin.list_jobs(conn, kind="example_send_invoice")
+    assert f"job {job.id}: example_send_invoice pending carry={{'number': '2026-0042'}}" in lines

@@ -193,3 +193,36 @@ async def test_claim_keeps_its_index_on_a_backlog_of_one_kind(conn: asyncpg.Conn
             True,
         )
         assert "jobs_claim_idx" in plan, mode
+
+
+async def test_dashboard_reads_use_their_indexes(conn: asyncpg.Connection) -> None:
+    # 20,000 jobs as the dashboard benchmark seeds them (mostly completed; dead, cancelled,
+    # pending, claimed; a rare kind; a third keyed) and their journal, planned in a read
+    # transaction of the dashboard's (custom plans, no JIT).
+    await conn.execute(sql.statement("maintenance/jobs_seed_bulk"), 20_000, 172_800.0)
+    await conn.execute(sql.statement("maintenance/journal_seed_bulk"))
+    await conn.execute(sql.statement("maintenance/analyze"))
+    async with conn.transaction(readonly=True):
+        await conn.execute(sql.statement("maintenance/dashboard_read_settings"))
+        # A rare kind: its own index, not a backwards scan of every id (first page or deep).
+        assert "jobs_kind_id_idx" in await _explain(conn, "job_list", None, "rare", 51, None, None)
+        deep = await _explain(conn, "job_list", None, "rare", 51, None, 15_000)
+        assert "jobs_kind_id_idx" in deep
+        dead = await _explain(conn, "job_list", "dead", None, 51, None, None)
+        assert "jobs_failed_id_idx" in dead
+        keyed = await _explain(conn, "job_list", None, None, 51, "order-300", None)
+        assert "jobs_key_search_idx" in keyed
+        newest = await _explain(conn, "job_list", None, None, 51, None, 12_345)
+        assert "jobs_pkey" in newest
+        bulk = await _explain(conn, "job_ids_matching", "cancelled", None, None, 20_000, 500)
+        assert "jobs_failed_id_idx" in bulk
+        charts = await _explain(conn, "job_activity_per_minute", "manual retry", 60)
+        assert {"jobs_finished_idx", "journal_at_idx"} <= charts
+        overview = await _explain(conn, "job_overview", "manual retry", 3600.0)
+        assert {
+            "jobs_next_visible_idx",
+            "jobs_stale_idx",
+            "jobs_finished_idx",
+            "journal_at_idx",
+        } <= overview
+        assert "jobs_stale_idx" in await _explain(conn, "job_list_claimed", 2000)

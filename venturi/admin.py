@@ -9,9 +9,10 @@ Connection or Pool. Nothing here is on the worker's path.
 from __future__ import annotations
 
 import getpass
+import logging
 import re
 import socket
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,6 +31,7 @@ FINISHED = ("completed", "dead", "cancelled")
 # retry outcome (also journaled as 'retried') by this text.
 MANUAL_RETRY = "manual retry"
 CANCEL_DETAIL = "cancelled by an operator"
+RUN_NOW_DETAIL = "run now"
 
 # Windows of the recent counts: `venturi stats` reports completions in the last minute,
 # `venturi top` a per-second rate over the last ten seconds; both count failures over
@@ -39,6 +41,8 @@ TOP_COMPLETED_WINDOW = 10.0
 FAILURES_WINDOW = 3600.0
 
 PURGE_BATCH = 1000
+
+log = logging.getLogger("venturi.admin")
 
 
 def operator_identity() -> str:
@@ -117,13 +121,18 @@ async def list_jobs(
     status: str | None = None,
     kind: str | None = None,
     limit: int = 50,
+    key: str | None = None,
+    before: int | None = None,
     schema: str = DEFAULT_SCHEMA,
 ) -> list[JobRow]:
-    """The newest jobs first, optionally of one status and one kind."""
+    """The newest jobs first, optionally of one status, one kind and one exact key;
+    ``before`` (an id) pages on: only older jobs, the cursor of the next page."""
     _status(status)
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise ConfigError(f"limit must be an integer >= 1, got {limit!r}")
-    rows = await conn.fetch(sql.statement("job_list", schema), status, kind, limit)
+    if before is not None:
+        _ids([before])
+    rows = await conn.fetch(sql.statement("job_list", schema), status, kind, limit, key, before)
     return [JobRow(**dict(r)) for r in rows]
 
 
@@ -295,6 +304,138 @@ async def cancel_jobs(
     return [results[i] for i in sorted(results)]
 
 
+async def delete_jobs(
+    conn: Any,
+    ids: Iterable[int],
+    *,
+    operator: str | None = None,
+    schema: str = DEFAULT_SCHEMA,
+) -> list[Change]:
+    """Delete jobs that no worker holds, their journal with them; a claimed job is refused
+    (cancel it first). The journal goes with the job, so each deletion is logged instead
+    (logger ``venturi.admin``, with the operator). One result per distinct id, in id order."""
+    wanted = sorted(set(_ids(ids)))
+    who = operator or operator_identity()
+    results = []
+    for r in await conn.fetch(sql.statement("job_delete_many_if_not_claimed", schema), wanted):
+        job_id, kind, was = r["id"], r["kind"], r["was"]
+        if was is None:
+            results.append(Change(job_id, False, f"job {job_id} does not exist"))
+        elif r["deleted"]:
+            log.info("job %d (%s, %s) deleted by %s", job_id, kind, was, who)
+            results.append(
+                Change(job_id, True, f"job {job_id} ({kind}): {was} -> deleted", kind, was)
+            )
+        elif was == "claimed":
+            results.append(
+                Change(
+                    job_id,
+                    False,
+                    f"job {job_id} ({kind}) is claimed: a running job cannot be deleted; "
+                    "cancel it first",
+                    kind,
+                    was,
+                )
+            )
+        else:
+            # Deleted by someone else, or claimed, after the statement's snapshot.
+            results.append(
+                Change(job_id, False, f"job {job_id} ({kind}) changed while deleting it", kind, was)
+            )
+    return results
+
+
+async def run_now_jobs(
+    conn: Any,
+    ids: Iterable[int],
+    *,
+    operator: str | None = None,
+    schema: str = DEFAULT_SCHEMA,
+) -> list[Change]:
+    """Pending jobs scheduled for later become visible now (journaled ``released``, detail
+    ``run now``, with the operator) and idle workers of their kind are woken; jobs already
+    due and jobs in any other status are refused. One result per distinct id, in id order."""
+    wanted = sorted(set(_ids(ids)))
+    who = operator or operator_identity()
+    text = sql.statement("job_run_now_many_if_pending", schema)
+    results = []
+    for r in await conn.fetch(text, wanted, who, RUN_NOW_DETAIL):
+        job_id, kind, was = r["id"], r["kind"], r["was"]
+        if was is None:
+            results.append(Change(job_id, False, f"job {job_id} does not exist"))
+        elif r["moved"]:
+            results.append(
+                Change(job_id, True, f"job {job_id} ({kind}): visible now", kind, was, was)
+            )
+        elif was == "pending":
+            results.append(
+                Change(job_id, False, f"job {job_id} ({kind}) is already due", kind, was)
+            )
+        else:
+            results.append(
+                Change(
+                    job_id,
+                    False,
+                    f"job {job_id} ({kind}) is {was}: only pending jobs can be run now",
+                    kind,
+                    was,
+                )
+            )
+    return results
+
+
+# --- bulk actions on a filter ---------------------------------------------------------
+
+BULK_BATCH = 500
+
+
+class Matching(msgspec.Struct, frozen=True):
+    """How many jobs a filter matches now, and the newest one's id (None: no match)."""
+
+    jobs: int
+    newest_id: int | None
+
+
+async def count_matching(
+    conn: Any,
+    *,
+    status: str | None = None,
+    kind: str | None = None,
+    key: str | None = None,
+    schema: str = DEFAULT_SCHEMA,
+) -> Matching:
+    """What a bulk action on this filter would touch: shown to the operator to confirm."""
+    _status(status)
+    row = await conn.fetchrow(sql.statement("job_count_matching", schema), status, kind, key)
+    return Matching(int(row["jobs"]), row["newest_id"])
+
+
+async def act_on_matching(
+    conn: Any,
+    action: Callable[[list[int]], Awaitable[list[Change]]],
+    *,
+    status: str | None = None,
+    kind: str | None = None,
+    key: str | None = None,
+    up_to: int,
+    batch: int = BULK_BATCH,
+    schema: str = DEFAULT_SCHEMA,
+) -> list[Change]:
+    """Apply ``action`` (e.g. ``lambda ids: retry_jobs(conn, ids)``) to every job the filter
+    matches whose id is at most ``up_to`` (the newest id the operator confirmed, so jobs
+    enqueued since are left alone), newest first, ``batch`` ids per statement."""
+    _status(status)
+    cursor = _ids([up_to])[0] + 1
+    text = sql.statement("job_ids_matching", schema)
+    out: list[Change] = []
+    while True:
+        ids = [r["id"] for r in await conn.fetch(text, status, kind, key, cursor, batch)]
+        if not ids:
+            return out
+        out += await action(ids)
+        cursor = ids[-1]
+
+
 # --- statistics -----------------------------------------------------------------------
 
 
@@ -384,14 +525,20 @@ async def top_frame(
     kinds = await conn.fetch(
         sql.statement("job_top", schema), MANUAL_RETRY, completed_window, failures_window
     )
-    workers = await conn.fetch(sql.statement("job_claims_by_worker", schema))
     return TopFrame(
         datetime.now(UTC),
         completed_window,
         failures_window,
         [KindNow(**dict(r)) for r in kinds],
-        [WorkerClaims(**dict(r)) for r in workers],
+        await claim_holders(conn, schema=schema),
     )
+
+
+async def claim_holders(conn: Any, *, schema: str = DEFAULT_SCHEMA) -> list[WorkerClaims]:
+    """The workers holding claims now, read from the claimed jobs' ``claimed_by``, most
+    claims first (``venturi top``'s workers, the dashboard's /api/workers)."""
+    rows = await conn.fetch(sql.statement("job_claims_by_worker", schema))
+    return [WorkerClaims(**dict(r)) for r in rows]
 
 
 # --- retention ------------------------------------------------------------------------

@@ -88,6 +88,40 @@ LEFT JOIN completed c ON c.kind = k.kind
 LEFT JOIN failures f ON f.kind = k.kind
 ORDER BY k.kind;
 
+-- job_activity_per_minute: completions and failed executions in each of the last $2
+-- minutes, oldest first, every minute present (zero when idle): the dashboard's charts.
+-- $1 text manual_detail: the journal detail of an operator's retry, not counted a failure
+-- $2 integer minutes: how many minutes, the current one included
+-- index: jobs_finished_idx (a range scan of recent completions, index only),
+-- journal_at_idx.
+PREPARE billing_jobs_job_activity_per_minute(text, integer) AS
+WITH minutes AS (
+    SELECT generate_series(
+               date_trunc('minute', now()) - make_interval(mins => $2::integer - 1),
+               date_trunc('minute', now()),
+               interval '1 minute') AS minute
+),
+done AS (
+    SELECT date_trunc('minute', finished_at) AS minute, count(*) AS n
+    FROM "billing_jobs".jobs
+    WHERE status = 'completed'
+      AND finished_at >= date_trunc('minute', now()) - make_interval(mins => $2::integer - 1)
+    GROUP BY 1
+),
+failed AS (
+    SELECT date_trunc('minute', at) AS minute, count(*) AS n
+    FROM "billing_jobs".journal
+    WHERE at >= date_trunc('minute', now()) - make_interval(mins => $2::integer - 1)
+      AND event IN ('failed', 'retried', 'timed-out', 'stale-recovered')
+      AND detail IS DISTINCT FROM $1::text
+    GROUP BY 1
+)
+SELECT m.minute, coalesce(d.n, 0) AS completed, coalesce(f.n, 0) AS failures
+FROM minutes m
+LEFT JOIN done d ON d.minute = m.minute
+LEFT JOIN failed f ON f.minute = m.minute
+ORDER BY m.minute;
+
 -- job_cancel_if_owned: settle a running job an operator cancelled (its handler stopped
 -- or finished without completing): cancelled, finished now; not a failure.
 -- $1 uuid claim_token: ownership token of the worker run holding the claim
@@ -317,6 +351,21 @@ WHERE j.id = done.id
   AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = done.attempt
 RETURNING j.id;
 
+-- job_count_matching: how many jobs a filter matches up to an id, and the newest of them:
+-- what a bulk action asks the operator to confirm, and where it starts.
+-- $1 text status: only this status (NULL: any)
+-- $2 text kind: only this kind (NULL: any)
+-- $3 text key: only jobs with exactly this key (NULL: any)
+-- index: jobs_kind_id_idx, jobs_failed_id_idx, jobs_key_search_idx, the partial indexes of
+-- pending and claimed jobs; a filter on completed jobs alone counts them all (once, on
+-- the confirmation page).
+PREPARE billing_jobs_job_count_matching(text, text, text) AS
+SELECT count(*) AS jobs, max(id) AS newest_id
+FROM "billing_jobs".jobs
+WHERE ($1::text IS NULL OR status = $1::text)
+  AND ($2::text IS NULL OR kind = $2::text)
+  AND ($3::text IS NULL OR key = $3::text);
+
 -- job_counts: how many jobs of each kind are in each status (the demo's summary, stats).
 -- $1 bigint[] ids: only these jobs (NULL: every job)
 -- index: primary key for $1; otherwise a sequential scan, meant for operators.
@@ -349,6 +398,29 @@ journaled AS (
     SELECT id, now(), 'dead', attempt, claimed_by, $4 FROM settled
 )
 SELECT id FROM settled;
+
+-- job_delete_many_if_not_claimed: an operator's delete: jobs that no worker holds are
+-- deleted, their journal with them (ON DELETE CASCADE). A claimed job is refused (cancel
+-- it first): its worker would settle a row that is gone. Returns one row per distinct
+-- input id with its status before and whether it was deleted.
+-- $1 bigint[] ids: the jobs to delete
+-- index: primary key.
+PREPARE billing_jobs_job_delete_many_if_not_claimed(bigint[]) AS
+WITH input AS (
+    SELECT DISTINCT unnest($1::bigint[]) AS id
+),
+deleted AS (
+    DELETE FROM "billing_jobs".jobs j
+    USING input
+    WHERE j.id = input.id AND j.status <> 'claimed'
+    RETURNING j.id
+)
+-- Read from the statement's snapshot: status is the one before.
+SELECT input.id, j.kind, j.status AS was, d.id IS NOT NULL AS deleted
+FROM input
+LEFT JOIN "billing_jobs".jobs j ON j.id = input.id
+LEFT JOIN deleted d ON d.id = input.id
+ORDER BY input.id;
 
 -- job_due_count: jobs of these kinds still to run now: pending and visible, or claimed by
 -- the given worker (`venturi.testing.drain` stops its worker when this reaches zero).
@@ -447,6 +519,25 @@ SELECT beat.id,
 FROM beat
 LEFT JOIN "billing_jobs".jobs j ON j.id = beat.id
 LEFT JOIN renewed ON renewed.id = beat.id;
+
+-- job_ids_matching: one batch of the ids of the jobs a filter matches, newest first, for
+-- the dashboard's bulk actions (which then act on these ids by the single-job statements).
+-- $1 text status: only this status (NULL: any)
+-- $2 text kind: only this kind (NULL: any)
+-- $3 text key: only jobs with exactly this key (NULL: any)
+-- $4 bigint before_id: only smaller ids: the cursor, first the newest id the operator saw
+-- $5 integer max_rows: the batch size
+-- index: as job_list (primary key, jobs_kind_id_idx, jobs_failed_id_idx,
+-- jobs_key_search_idx).
+PREPARE billing_jobs_job_ids_matching(text, text, text, bigint, integer) AS
+SELECT id
+FROM "billing_jobs".jobs
+WHERE ($1::text IS NULL OR status = $1::text)
+  AND ($2::text IS NULL OR kind = $2::text)
+  AND ($3::text IS NULL OR key = $3::text)
+  AND id < $4::bigint
+ORDER BY id DESC
+LIMIT $5::integer;
 
 -- job_insert: enqueue one job, or return the unfinished job that already holds its key.
 -- $1 text kind: the task kind
@@ -562,20 +653,40 @@ FROM unnest($1::text[], $2::text[], $3::smallint[], $4::timestamptz[], $5::float
 ORDER BY ord
 RETURNING id;
 
--- job_list: the newest jobs, optionally of one status and one kind, for `venturi jobs list`.
+-- job_list: the newest jobs, optionally of one status, one kind and one key, one page at
+-- a time (`venturi jobs list`, the dashboard's /jobs and /api/jobs).
 -- $1 text status: only this status (NULL: any)
 -- $2 text kind: only this kind (NULL: any)
 -- $3 integer max_rows: how many to return at most
--- index: primary key, read backwards (newest first) and filtered; meant for operators.
-PREPARE billing_jobs_job_list(text, text, integer) AS
+-- $4 text key: only jobs with exactly this key (NULL: any)
+-- $5 bigint before_id: only jobs with a smaller id, the keyset cursor (NULL: from the newest)
+-- index: primary key read backwards; jobs_kind_id_idx with a kind, jobs_failed_id_idx for
+-- dead or cancelled, jobs_key_search_idx with a key, jobs_stale_idx for claimed. Each is
+-- an ordered scan that stops after max_rows, however deep the cursor, when the planner
+-- sees the parameters (a custom plan: the dashboard forces them).
+PREPARE billing_jobs_job_list(text, text, integer, text, bigint) AS
 SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
        visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
        cancel_requested_at
 FROM "billing_jobs".jobs
 WHERE ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
+  AND ($4::text IS NULL OR key = $4::text)
+  AND ($5::bigint IS NULL OR id < $5::bigint)
 ORDER BY id DESC
 LIMIT $3::integer;
+
+-- job_list_claimed: the claimed jobs, grouped by the worker that holds them (the
+-- dashboard's /workers lists what each holds).
+-- $1 integer max_rows: how many to return at most
+-- index: jobs_stale_idx WHERE status = 'claimed' (claimed jobs are at most the fleet's
+-- concurrency).
+PREPARE billing_jobs_job_list_claimed(integer) AS
+SELECT id, kind, claimed_by, claimed_at, claim_expires_at, attempt, cancel_requested_at
+FROM "billing_jobs".jobs
+WHERE status = 'claimed'
+ORDER BY claimed_by, id
+LIMIT $1::integer;
 
 -- job_list_claimed_by: ids of the jobs whose latest claim is this worker's (the jobs a
 -- `venturi.testing.drain` ran), in id order.
@@ -602,6 +713,84 @@ CROSS JOIN LATERAL (
     ORDER BY visible_at
     LIMIT 1
 ) next;
+
+-- job_overview: the dashboard's overview, per kind: due and scheduled pending, claimed
+-- (and expired), completions and failures in the last $2 seconds, dead and cancelled,
+-- the oldest due job's wait. Like job_top it never counts all completed jobs, which grow
+-- without bound; `venturi stats` (job_stats) does, for operators who ask.
+-- $1 text manual_detail: the journal detail of an operator's retry, not counted a failure
+-- $2 float8 window: seconds of the recent completions and failures
+-- index: jobs_next_visible_idx, jobs_stale_idx, jobs_finished_idx (range scans of recent
+-- completions and of dead and cancelled jobs), journal_at_idx.
+PREPARE billing_jobs_job_overview(text, float8) AS
+WITH pending AS (
+    -- jobs_next_visible_idx (kind, visible_at) WHERE status = 'pending'.
+    SELECT kind,
+           count(*) FILTER (WHERE visible_at <= now()) AS due,
+           count(*) FILTER (WHERE visible_at > now()) AS scheduled,
+           -- How long the longest-waiting due job has been claimable (not since it was
+           -- created: a job scheduled for later is not late before its time).
+           extract(epoch FROM now() - min(visible_at) FILTER (WHERE visible_at <= now()))::float8
+               AS oldest_due_seconds
+    FROM "billing_jobs".jobs
+    WHERE status = 'pending'
+    GROUP BY kind
+),
+claimed AS (
+    -- jobs_stale_idx WHERE status = 'claimed'.
+    SELECT kind,
+           count(*) AS claimed,
+           count(*) FILTER (WHERE claim_expires_at < now()) AS expired
+    FROM "billing_jobs".jobs
+    WHERE status = 'claimed'
+    GROUP BY kind
+),
+failures AS (
+    -- journal_at_idx. Failed executions only: an operator's manual retry is journaled
+    -- as retried too, with its own detail, and is not one.
+    SELECT j.kind, count(*) AS failures
+    FROM "billing_jobs".journal l
+    JOIN "billing_jobs".jobs j ON j.id = l.job_id
+    WHERE l.at >= now() - make_interval(secs => $2::float8)
+      AND l.event IN ('failed', 'retried', 'timed-out', 'stale-recovered')
+      AND l.detail IS DISTINCT FROM $1::text
+    GROUP BY j.kind
+),
+recent AS (
+    SELECT kind, count(*) AS completed_recent
+    FROM "billing_jobs".jobs
+    WHERE status = 'completed' AND finished_at >= now() - make_interval(secs => $2::float8)
+    GROUP BY kind
+),
+failed AS (
+    SELECT kind,
+           count(*) FILTER (WHERE status = 'dead') AS dead,
+           count(*) FILTER (WHERE status = 'cancelled') AS cancelled
+    FROM "billing_jobs".jobs
+    WHERE status IN ('dead', 'cancelled') AND finished_at IS NOT NULL
+    GROUP BY kind
+),
+kinds AS (
+    SELECT kind FROM pending UNION SELECT kind FROM claimed UNION SELECT kind FROM recent
+    UNION SELECT kind FROM failed UNION SELECT kind FROM failures
+)
+SELECT k.kind,
+       coalesce(p.due, 0) AS due,
+       coalesce(p.scheduled, 0) AS scheduled,
+       coalesce(c.claimed, 0) AS claimed,
+       coalesce(c.expired, 0) AS expired,
+       coalesce(r.completed_recent, 0) AS completed_recent,
+       coalesce(x.failures, 0) AS failures_recent,
+       coalesce(f.dead, 0) AS dead,
+       coalesce(f.cancelled, 0) AS cancelled,
+       p.oldest_due_seconds
+FROM kinds k
+LEFT JOIN pending p ON p.kind = k.kind
+LEFT JOIN claimed c ON c.kind = k.kind
+LEFT JOIN recent r ON r.kind = k.kind
+LEFT JOIN failed f ON f.kind = k.kind
+LEFT JOIN failures x ON x.kind = k.kind
+ORDER BY k.kind;
 
 -- job_pause_if_owned: checkpoint the carry and return the job to pending; not a failure.
 -- $1 uuid claim_token: ownership token of the worker run holding the claim
@@ -886,6 +1075,36 @@ LEFT JOIN LATERAL (
 ) holder ON true
 ORDER BY input.id;
 
+-- job_run_now_many_if_pending: an operator's run-now: pending jobs scheduled for later
+-- become visible now, journaled as released (not a failure) with the operator. The
+-- update trigger notifies the schema's channel, which wakes idle workers of the kind.
+-- Returns one row per distinct input id with its status before and whether it moved.
+-- $1 bigint[] ids: the jobs to run now
+-- $2 text operator: who asked, for the journal's worker column
+-- $3 text detail: the journal entry's detail
+-- index: primary key.
+PREPARE billing_jobs_job_run_now_many_if_pending(bigint[], text, text) AS
+WITH input AS (
+    SELECT DISTINCT unnest($1::bigint[]) AS id
+),
+moved AS (
+    UPDATE "billing_jobs".jobs j
+    SET visible_at = now()
+    FROM input
+    WHERE j.id = input.id AND j.status = 'pending' AND j.visible_at > now()
+    RETURNING j.id, j.attempt
+),
+journaled AS (
+    INSERT INTO "billing_jobs".journal (job_id, at, event, attempt, worker, detail)
+    SELECT id, now(), 'released', attempt, $2::text, $3::text FROM moved
+)
+-- Read from the statement's snapshot: status and visible_at are the ones before.
+SELECT input.id, j.kind, j.status AS was, j.visible_at, m.id IS NOT NULL AS moved
+FROM input
+LEFT JOIN "billing_jobs".jobs j ON j.id = input.id
+LEFT JOIN moved m ON m.id = input.id
+ORDER BY input.id;
+
 -- job_stats: per kind: jobs in each status, the oldest due job's wait, completions in the
 -- last $2 seconds and failures journaled in the last $3 seconds (`venturi stats`).
 -- $1 text manual_detail: the journal detail of an operator's retry, not counted a failure
@@ -1151,6 +1370,14 @@ PREPARE billing_jobs_schedule_list(text[]) AS
 SELECT n.name, s.last_slot, now() AS now
 FROM unnest($1::text[]) AS n(name)
 LEFT JOIN "billing_jobs".schedules s ON s.name = n.name;
+
+-- schedule_list_all: every recurring schedule the workers have seen, with the latest slot
+-- each enqueued, and the database clock (the dashboard's /schedules).
+-- index: schedules primary key (a scan of a small table).
+PREPARE billing_jobs_schedule_list_all AS
+SELECT name, last_slot, updated_at, now() AS now
+FROM "billing_jobs".schedules
+ORDER BY name;
 
 -- schema_lock: serialize concurrent `schema apply` runs on one database until commit.
 PREPARE billing_jobs_schema_lock AS

@@ -161,5 +161,6 @@ INSERT INTO "billing_jobs".schema_version (version, name) VALUES
     (4, 'paused_kinds'),
     (5, 'rate_limits'),
     (6, 'queue_autovacuum'),
-    (7, 'claim_token_backoff')
+    (7, 'claim_token_backoff'),
+    (8, 'dashboard_indexes')
 ON CONFLICT (version) DO NOTHING;

@@ -42,3 +42,19 @@ CREATE INDEX IF NOT EXISTS journal_at_idx
 CREATE INDEX IF NOT EXISTS jobs_result_idx
     ON "venturi".jobs (kind, finished_at)
     WHERE status = 'completed' AND result IS NOT NULL;
+
+-- job_list, job_ids_matching, job_count_matching filtered by kind (the dashboard's job
+-- list): newest first within a kind, a rare kind included.
+CREATE INDEX IF NOT EXISTS jobs_kind_id_idx
+    ON "venturi".jobs (kind, id);
+
+-- job_list and the bulk actions filtered by dead or cancelled. Partial: the hot path
+-- (pending, claimed, completed) never enters it.
+CREATE INDEX IF NOT EXISTS jobs_failed_id_idx
+    ON "venturi".jobs (status, id)
+    WHERE status IN ('dead', 'cancelled');
+
+-- job_list searched by key, any status (jobs_key_idx holds unfinished jobs only).
+CREATE INDEX IF NOT EXISTS jobs_key_search_idx
+    ON "venturi".jobs (key, id)
+    WHERE key IS NOT NULL;

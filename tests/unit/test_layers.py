@@ -41,6 +41,7 @@ SQL_OUTSIDE_THE_DB_LAYER = frozenset(
         "venturi/testing/databases.py",
         "venturi/testing/drain.py",
         "venturi/upkeep.py",
+        "venturi/web/queries.py",
     }
 )
 

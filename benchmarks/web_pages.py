@@ -1,0 +1,108 @@
+"""How long each dashboard page and API route takes with a million jobs in the table.
+
+Seeds a throwaway database with 1,000,000 jobs in one statement (mostly completed, some
+dead, cancelled, pending, claimed, over two days, a third keyed; a journal of their
+failures), vacuums it as autovacuum would, then requests every route through the ASGI
+app in-process (httpx's ASGI transport: the app's own work, templates included, without
+a network) and prints the median of several requests per route. Nothing is asserted.
+
+    python -m benchmarks.web_pages [--dsn ADMIN_DSN] [--jobs 1000000] [--repeat 9]
+
+Needs the test extra (httpx) and the web extra; drops its database at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import time
+import urllib.parse
+
+import asyncpg
+import httpx
+
+import venturi.web
+from venturi import admin, sql, store
+
+DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def routes(dead_id: int, mid_id: int, key_id: int) -> list[str]:
+    return [
+        "/",
+        "/partials/overview",
+        "/jobs",
+        "/jobs?status=dead",
+        "/jobs?status=pending",
+        "/jobs?status=claimed",
+        "/jobs?status=completed",
+        "/jobs?kind=rare",
+        f"/jobs?kind=kind_3&before={mid_id}",
+        f"/jobs?status=dead&kind=kind_2&before={mid_id}",
+        f"/jobs?key=order-{key_id}",
+        f"/jobs/{dead_id}",
+        "/kinds",
+        "/workers",
+        "/schedules",
+        "/jobs/bulk?action=retry&status=dead&kind=kind_5",
+        "/api/jobs",
+        "/api/jobs?status=dead&kind=kind_2",
+        f"/api/jobs/{dead_id}",
+        "/api/workers",
+        "/api/stats",
+    ]
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dsn", default=os.environ.get("VENTURI_BENCH_DSN", DEFAULT_DSN))
+    parser.add_argument("--jobs", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=9)
+    args = parser.parse_args()
+    name = f"bench_web_{os.getpid()}"
+    server = await asyncpg.connect(args.dsn)
+    await server.execute(sql.database_statement("database_drop", name))
+    await server.execute(sql.database_statement("database_create", name))
+    parts = urllib.parse.urlsplit(args.dsn)
+    dsn = urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))
+    try:
+        conn = await store.connect(dsn)
+        await store.apply_schema(conn, "venturi")
+        t0 = time.perf_counter()
+        await conn.execute(sql.statement("maintenance/jobs_seed_bulk"), args.jobs, 172_800.0)
+        await conn.execute(sql.statement("maintenance/journal_seed_bulk"))
+        await conn.execute(sql.statement("maintenance/vacuum_analyze"))
+        print(f"seeded {args.jobs:,} jobs in {time.perf_counter() - t0:.1f} s")
+        dead = await admin.list_jobs(conn, status="dead", limit=1)
+        await conn.close()
+        mid = args.jobs // 2
+        # The seed keys every third job "order-<its number>", ids counting from 1.
+        paths = routes(dead[0].id, mid, mid - mid % 3)
+        # The machine may be shared: the load says how quiet it was.
+        print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+        app = venturi.web.app(dsn)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+            print(f"{'route':55} {'status':>6} {'median ms':>10} {'max ms':>8} {'bytes':>8}")
+            for path in paths:
+                await client.get(path)  # warm: the pool, the statement caches
+                times = []
+                for _ in range(args.repeat):
+                    t = time.perf_counter()
+                    r = await client.get(path)
+                    times.append((time.perf_counter() - t) * 1000)
+                print(
+                    f"{path:55} {r.status_code:>6} {statistics.median(times):>10.1f} "
+                    f"{max(times):>8.1f} {len(r.content):>8}"
+                )
+        print("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+        await app.state.dashboard.db.close()
+    finally:
+        await server.execute(sql.database_statement("database_drop", name))
+        await server.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,569 @@
+"""The web dashboard at request level: the ASGI app over a real database through httpx's
+ASGI transport (no server, no mocks): pages, the JSON API against the command line's
+--json, pagination, actions with their journal, and the security rules (token, CSRF,
+read-only, escaping of hostile values)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+import venturi
+import venturi.web
+from venturi import admin, sql, store, views
+from venturi.backoff import DEFAULT_BACKOFF
+from venturi.registry import JobSpec
+from venturi.web import charts
+
+from .opsdata import TRACEBACK, S, make
+
+TOKEN = "t0ken-for-the-dashboard-tests-0123456789"
+CSRF = re.compile(r'name="csrf-token" content="([0-9a-f]+)"')
+
+
+def client(app: Any, **kw: Any) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://testserver", **kw
+    )
+
+
+@pytest.fixture
+async def web(pool: asyncpg.Pool) -> AsyncIterator[httpx.AsyncClient]:
+    async with client(venturi.web.app(pool)) as c:
+        yield c
+
+
+async def csrf_of(c: httpx.AsyncClient, path: str = "/") -> str:
+    r = await c.get(path)
+    assert r.status_code == 200, r.text
+    m = CSRF.search(r.text)
+    assert m, "no CSRF field on the page"
+    return m.group(1)
+
+
+async def status(conn: asyncpg.Connection, job_id: int) -> str | None:
+    job = await venturi.get_job(conn, job_id)
+    return None if job is None else job.status
+
+
+async def cli_json(dsn: str, *args: str) -> Any:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "venturi",
+        *args,
+        "--json",
+        "--dsn",
+        dsn,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    return json.loads(out)
+
+
+# --- pages ----------------------------------------------------------------------------
+
+
+async def test_every_page_renders_the_seeded_state(
+    conn: asyncpg.Connection, web: httpx.AsyncClient
+) -> None:
+    done = await make(conn, "mail", "completed")
+    claimed = await make(conn, "mail", "claimed", worker="host-a:41")
+    dead = await make(conn, "fetch", "dead", carry='{"url": "https://x.test"}')
+    await make(conn, "fetch", "scheduled")
+    await store.pause_kinds(conn, S, ["fetch"], "operator:test", "upstream down")
+
+    r = await web.get("/")
+    assert r.status_code == 200
+    row = re.search(r'<tr data-kind="fetch">(.*?)</tr>', r.text, re.S)
+    assert row and "paused" in row.group(1)
+    assert 'class="dead-count"' in row.group(1) and ">1</a>" in row.group(1)
+    assert r.text.count("<svg") == 2 and 'class="bar"' in r.text
+    assert 'hx-trigger="every 2s"' in r.text
+    live = await web.get("/partials/overview")
+    assert live.status_code == 200 and live.text.lstrip().startswith('<section id="live"')
+
+    r = await web.get("/jobs")
+    assert all(f'href="/jobs/{i}"' in r.text for i in (done, claimed, dead))
+    r = await web.get(f"/jobs/{dead}")
+    assert "ConnectionError: upstream refused" in r.text
+    assert '<pre class="traceback">' in r.text and "https://x.test" in r.text
+    assert f'action="/jobs/{dead}/retry"' in r.text
+    r = await web.get(f"/jobs/{claimed}")
+    assert "held by" in r.text and "host-a:41" in r.text
+    assert f'action="/jobs/{claimed}/delete"' not in r.text  # cancel it first
+
+    r = await web.get("/kinds")
+    assert "upstream down" in r.text and "Resume" in r.text
+    r = await web.get("/workers")
+    assert "host-a:41" in r.text and f'href="/jobs/{claimed}"' in r.text
+    assert (await web.get("/jobs/999999")).status_code == 404
+    assert (await web.get("/jobs?status=done")).status_code == 400
+    assert (await web.get("/jobs?before=abc")).status_code == 400
+
+
+async def test_schedules_page_shows_next_slots(
+    conn: asyncpg.Connection, web: httpx.AsyncClient, kinds: list[str]
+) -> None:
+    @venturi.task(kind="w_nightly", cron="30 2 * * *", tz="Europe/Paris")
+    async def nightly(ctx: venturi.Context[None], carry: None) -> None:
+        pass
+
+    r = await web.get("/schedules")
+    assert r.status_code == 200
+    assert "w_nightly" in r.text and "30 2 * * *" in r.text and "Europe/Paris" in r.text
+    assert r.text.count("<time datetime=") == 5
+
+
+async def test_keyset_pagination_walks_every_job_once(
+    conn: asyncpg.Connection, web: httpx.AsyncClient
+) -> None:
+    specs = [JobSpec(f"k{i % 3}", "{}", 1, None, None, f"key-{i}", 25) for i in range(130)]
+    ids = await store.insert_jobs(conn, S, specs)
+    seen: list[int] = []
+    path: str | None = "/jobs?kind=k1"
+    while path:
+        r = await web.get(path)
+        seen += [int(i) for i in re.findall(r'<td class="num"><a href="/jobs/(\d+)">', r.text)]
+        m = re.search(r'rel="next" href="([^"]+)"', r.text)
+        path = m.group(1).replace("&amp;", "&") if m else None
+    k1 = [i for n, i in enumerate(ids) if n % 3 == 1]
+    assert seen == sorted(k1, reverse=True)
+    r = await web.get("/jobs?key=key-7")
+    assert re.findall(r'href="/jobs/(\d+)"', r.text) == [str(ids[7])]
+
+
+# --- the JSON API is the command line's --json -----------------------------------------
+
+
+async def test_api_answers_what_the_cli_prints(
+    dsn: str, conn: asyncpg.Connection, web: httpx.AsyncClient
+) -> None:
+    await make(conn, "mail", "completed")
+    dead = await make(conn, "fetch", "dead")
+    await make(conn, "mail", "claimed", worker="host-b:7")
+    await make(conn, "mail", "pending")
+
+    r = await web.get("/api/jobs?status=dead&kind=fetch")
+    assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+    assert r.json() == await cli_json(dsn, "jobs", "list", "--status", "dead", "--kind", "fetch")
+    assert (await web.get("/api/jobs")).json() == await cli_json(dsn, "jobs", "list")
+    shown = (await web.get(f"/api/jobs/{dead}")).json()
+    assert shown == await cli_json(dsn, "jobs", "show", str(dead))
+    stats, printed = (await web.get("/api/stats")).json(), await cli_json(dsn, "stats")
+    # The oldest due job's wait grows between the two reads; everything else is equal.
+    for doc in (stats, printed):
+        for k in doc["kinds"]:
+            assert k.pop("oldest_due_seconds") is None or k["due"] > 0
+    assert stats == printed
+    workers = (await web.get("/api/workers")).json()
+    assert [w["claimed_by"] for w in workers] == ["host-b:7"]
+    assert workers == json.loads(views.to_json(await admin.claim_holders(conn)))
+    missing = await web.get("/api/jobs/424242")
+    assert missing.status_code == 404 and "does not exist" in missing.json()["error"]
+    assert (await web.get("/api/jobs?limit=0")).status_code == 400
+
+
+# --- actions --------------------------------------------------------------------------
+
+
+async def post(c: httpx.AsyncClient, path: str, data: dict[str, Any]) -> httpx.Response:
+    token = await csrf_of(c)
+    return await c.post(path, data={"csrf": token, **data})
+
+
+async def test_single_job_actions_are_journaled_with_the_operator(
+    dsn: str, conn: asyncpg.Connection, web: httpx.AsyncClient
+) -> None:
+    dead = await make(conn, "fetch", "dead")
+    claimed = await make(conn, "mail", "claimed")
+    scheduled = await make(conn, "mail", "scheduled")
+    due = await make(conn, "mail", "pending")
+
+    r = await post(web, f"/jobs/{dead}/retry", {})
+    assert r.status_code == 200 and "dead -&gt; pending" in r.text
+    entry = (await venturi.get_journal(conn, dead))[-1]
+    assert (entry.event, entry.worker, entry.detail) == ("retried", "web:127.0.0.1", "manual retry")
+
+    r = await post(web, f"/jobs/{claimed}/delete", {})
+    assert "cancel it first" in r.text and await status(conn, claimed) == "claimed"
+    r = await post(web, f"/jobs/{claimed}/cancel", {})
+    assert "cancel requested" in r.text
+    assert (await venturi.get_job(conn, claimed)).cancel_requested_at is not None  # type: ignore[union-attr]
+
+    listener = await asyncpg.connect(dsn)
+    woken: asyncio.Queue[str] = asyncio.Queue()
+    await listener.add_listener(sql.channel(S), lambda *a: woken.put_nowait(a[3]))
+    try:
+        r = await post(web, f"/jobs/{scheduled}/run-now", {})
+        assert "visible now" in r.text
+        assert await asyncio.wait_for(woken.get(), 10) == "mail"
+    finally:
+        await listener.close()
+    job = await venturi.get_job(conn, scheduled)
+    assert job is not None and job.visible_at <= datetime.now(UTC)
+    entry = (await venturi.get_journal(conn, scheduled))[-1]
+    assert (entry.event, entry.worker, entry.detail) == ("released", "web:127.0.0.1", "run now")
+    r = await post(web, f"/jobs/{due}/run-now", {})
+    assert "already due" in r.text
+
+    r = await post(web, f"/jobs/{due}/delete", {})
+    assert "pending -&gt; deleted" in r.text and await status(conn, due) is None
+    assert (await post(web, f"/jobs/{due}/explode", {})).status_code == 400
+
+
+async def test_bulk_action_confirms_the_count_and_spares_newer_jobs(
+    conn: asyncpg.Connection, web: httpx.AsyncClient
+) -> None:
+    deads = [await make(conn, "fetch", "dead") for _ in range(3)]
+    other = await make(conn, "mail", "dead")
+    r = await web.get("/jobs/bulk?action=retry&status=dead&kind=fetch")
+    assert r.status_code == 200
+    assert re.search(r'id="bulk-count"><strong>3</strong>', r.text)
+    form = dict(re.findall(r'name="(\w+)" value="([^"]*)"', r.text))
+    assert form["up_to"] == str(deads[-1]) and form["action"] == "retry"
+    late = await make(conn, "fetch", "dead")  # after the confirmation: left alone
+    r = await web.post("/jobs/bulk", data=form)
+    assert r.status_code == 200 and "3 done, 0 refused" in r.text
+    assert [await status(conn, i) for i in deads] == ["pending"] * 3
+    assert await status(conn, late) == "dead" and await status(conn, other) == "dead"
+    # Delete on a filter that holds a claimed job: that one is refused, the rest go.
+    await make(conn, "sweep", "claimed")
+    await make(conn, "sweep", "completed")
+    r = await web.get("/jobs/bulk?action=delete&kind=sweep")
+    form = dict(re.findall(r'name="(\w+)" value="([^"]*)"', r.text))
+    r = await web.post("/jobs/bulk", data=form)
+    assert "1 done, 1 refused" in r.text
+    assert [j.status for j in await admin.list_jobs(conn, kind="sweep")] == ["claimed"]
+
+
+async def test_pause_and_resume_a_kind(conn: asyncpg.Connection, web: httpx.AsyncClient) -> None:
+    await make(conn, "mail", "pending")
+    r = await post(web, "/kinds/pause", {"kind": "mail", "reason": "smtp down"})
+    assert r.status_code == 200
+    [row] = await store.paused_kinds(conn, S)
+    assert (row["kind"], row["paused_by"], row["reason"]) == ("mail", "web:127.0.0.1", "smtp down")
+    r = await post(web, "/kinds/resume", {"kind": "mail"})
+    assert "resumed mail" in r.text and await store.paused_kinds(conn, S) == []
+
+
+# --- security -------------------------------------------------------------------------
+
+
+async def test_with_a_token_every_request_needs_it(
+    pool: asyncpg.Pool, conn: asyncpg.Connection
+) -> None:
+    dead = await make(conn, "fetch", "dead")
+    app = venturi.web.app(pool, token=TOKEN)
+    async with client(app) as anon:
+        r = await anon.get(f"/jobs/{dead}")
+        assert r.status_code == 303 and r.headers["location"] == f"/login?next=%2Fjobs%2F{dead}"
+        for path in ("/api/jobs", f"/api/jobs/{dead}", "/api/stats", "/api/workers"):
+            r = await anon.get(path)
+            assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+        wrong = await anon.get("/api/jobs", headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401
+        # A POST without the token changes nothing, CSRF token or not.
+        login_csrf = await csrf_of(anon, "/login")
+        r = await anon.post(f"/jobs/{dead}/retry", data={"csrf": login_csrf})
+        assert r.status_code == 401 and await status(conn, dead) == "dead"
+        r = await anon.get("/api/jobs", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert r.status_code == 200 and r.json()[0]["id"] == dead
+        # The login form: a wrong token is refused, the right one sets the cookie.
+        r = await anon.post("/login", data={"csrf": login_csrf, "token": "guess", "next": "/"})
+        assert r.status_code == 401 and "not the dashboard" in r.text
+        r = await anon.post("/login", data={"token": TOKEN, "next": "/"})  # no CSRF token
+        assert r.status_code == 403
+        r = await anon.post(
+            "/login", data={"csrf": login_csrf, "token": TOKEN, "next": "https://evil.test/"}
+        )
+        assert r.status_code == 303 and r.headers["location"] == "/"
+        cookie = r.headers["set-cookie"]
+        assert "venturi_session=" in cookie and TOKEN not in cookie
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict")
+        assert (await anon.get(f"/jobs/{dead}")).status_code == 200
+        assert (await anon.get("/api/stats")).status_code == 200
+        r = await post(anon, f"/jobs/{dead}/retry", {})
+        assert r.status_code == 200 and await status(conn, dead) == "pending"
+
+
+async def test_actions_need_this_browsers_csrf_token(
+    pool: asyncpg.Pool, conn: asyncpg.Connection
+) -> None:
+    dead = await make(conn, "fetch", "dead")
+    pending = await make(conn, "mail", "pending")
+    app = venturi.web.app(pool)
+    async with client(app) as browser, client(app) as other:
+        mine = await csrf_of(browser)
+        theirs = await csrf_of(other)
+        for data in ({}, {"csrf": ""}, {"csrf": "0" * 64}, {"csrf": theirs}):
+            for path in (
+                f"/jobs/{dead}/retry",
+                f"/jobs/{dead}/delete",
+                f"/jobs/{pending}/cancel",
+                "/kinds/pause",
+            ):
+                r = await browser.post(path, data={**data, "kind": "mail"})
+                assert r.status_code == 403, (path, data)
+            r = await browser.post(
+                "/jobs/bulk", data={**data, "action": "delete", "up_to": str(pending)}
+            )
+            assert r.status_code == 403
+        # The same token without this browser's nonce cookie is refused too.
+        async with client(app) as stranger:
+            r = await stranger.post(f"/jobs/{dead}/retry", data={"csrf": mine})
+            assert r.status_code == 403
+    assert await status(conn, dead) == "dead" and await status(conn, pending) == "pending"
+    assert await store.paused_kinds(conn, S) == []
+    assert [e.event for e in await venturi.get_journal(conn, dead)][-1] == "dead"
+
+
+async def test_read_only_refuses_every_action(pool: asyncpg.Pool, conn: asyncpg.Connection) -> None:
+    dead = await make(conn, "fetch", "dead")
+    async with client(venturi.web.app(pool, read_only=True)) as c:
+        page = await c.get(f"/jobs/{dead}")
+        assert "read-only" in page.text and "/retry" not in page.text
+        token = CSRF.search(page.text).group(1)  # type: ignore[union-attr]
+        for path in (f"/jobs/{dead}/retry", f"/jobs/{dead}/delete", "/kinds/pause", "/jobs/bulk"):
+            r = await c.post(path, data={"csrf": token, "kind": "fetch", "action": "retry"})
+            assert r.status_code == 403 and "read-only" in r.text
+    assert await status(conn, dead) == "dead" and await store.paused_kinds(conn, S) == []
+
+
+HOSTILE_KIND = "<script>alert('k')</script>\"'&"
+HOSTILE_KEY = "\"'><img src=x onerror=alert(1)>" + "k" * 5000
+HOSTILE_CARRY = json.dumps({"html": "</pre><script>alert('c')</script>", "payload": "x" * 50_000})
+HOSTILE_TB = TRACEBACK + "<script>alert('tb')</script>\n\u202e\u0007 binary-looking \x01\x7f\n"
+
+
+async def test_hostile_values_are_escaped_everywhere(
+    conn: asyncpg.Connection, web: httpx.AsyncClient
+) -> None:
+    [job_id] = await store.insert_jobs(
+        conn, S, [JobSpec(HOSTILE_KIND, HOSTILE_CARRY, 1, None, None, HOSTILE_KEY, 25)]
+    )
+    hostile = store.Claimant("<b>worker</b>:1")
+    rows = await store.claim(
+        conn, S, hostile, [HOSTILE_KIND], [60.0], 0, 1, DEFAULT_BACKOFF
+    )
+    assert await store.fail(
+        conn,
+        S,
+        hostile,
+        job_id,
+        rows[0]["attempt"],
+        "failed",
+        HOSTILE_TB,
+        None,
+        0.0,
+        True,
+    )
+    await store.pause_kinds(conn, S, [HOSTILE_KIND], "<i>op</i>", "<script>alert('r')</script>")
+    pages = [
+        "/",
+        "/partials/overview",
+        "/jobs",
+        f"/jobs?kind={HOSTILE_KIND}",
+        f"/jobs/{job_id}",
+        "/kinds",
+        "/workers",
+        "/schedules",
+        f"/jobs/bulk?action=retry&kind={HOSTILE_KIND}",
+    ]
+    for path in pages:
+        r = await web.get(path)
+        assert r.status_code == 200, path
+        assert "alert(" not in r.text or "<script>alert" not in r.text, path
+        assert "<script>" not in r.text.replace('<script src="/static/htmx.min.js" defer>', ""), (
+            path
+        )
+        assert "<img" not in r.text and "<b>" not in r.text and "<i>op" not in r.text, path
+        # Nothing the CSP would block: no inline script, no inline handlers or styles.
+        assert not re.search(r"<script(?![^>]*\bsrc=)", r.text), path
+        assert not re.search(r"\s(on\w+|style)\s*=", r.text.replace("onerror=alert", "")), path
+        assert r.headers["content-security-policy"].startswith(
+            "default-src 'self'; script-src 'self'"
+        )
+        assert r.headers["x-content-type-options"] == "nosniff"
+    page = (await web.get(f"/jobs/{job_id}")).text
+    assert "&lt;script&gt;alert(&#39;tb&#39;)&lt;/script&gt;" in page
+    assert "&lt;/pre&gt;&lt;script&gt;" in page
+    assert "truncated" in page  # the 50,000-character carry is cut on the page
+    api = (await web.get(f"/api/jobs/{job_id}")).json()
+    assert api["job"]["carry"] == json.loads(HOSTILE_CARRY)  # whole in the API
+    assert api["job"]["kind"] == HOSTILE_KIND and api["job"]["key"] == HOSTILE_KEY
+
+
+async def test_mounted_under_a_prefix_links_stay_inside_it(
+    pool: asyncpg.Pool, conn: asyncpg.Connection
+) -> None:
+    dead = await make(conn, "fetch", "dead")
+    host = Starlette(routes=[Mount("/jobs-admin", venturi.web.app(pool, token=TOKEN))])
+    async with client(host) as c:
+        r = await c.get("/jobs-admin/jobs")
+        assert r.status_code == 303 and r.headers["location"].startswith("/jobs-admin/login?")
+        csrf = await csrf_of(c, "/jobs-admin/login")
+        r = await c.post(
+            "/jobs-admin/login", data={"csrf": csrf, "token": TOKEN, "next": "/jobs-admin/jobs"}
+        )
+        assert r.status_code == 303 and r.headers["location"] == "/jobs-admin/jobs"
+        assert "Path=/jobs-admin/" in r.headers["set-cookie"]
+        page = (await c.get("/jobs-admin/jobs")).text
+        assert f'href="/jobs-admin/jobs/{dead}"' in page
+        assert 'src="/jobs-admin/static/htmx.min.js"' in page
+        hrefs = re.findall(r'(?:href|action|src|hx-get)="([^"#]+)"', page)
+        assert hrefs and all(h.startswith("/jobs-admin/") for h in hrefs), hrefs
+        assert (await c.get("/jobs-admin/static/htmx.min.js")).status_code == 200
+        assert (await c.get("/jobs-admin/static/venturi.css")).status_code == 200
+
+
+async def test_a_database_without_the_schema_is_a_one_line_503(empty_dsn: str) -> None:
+    app = venturi.web.app(empty_dsn)
+    async with client(app) as c:
+        r = await c.get("/")
+        assert r.status_code == 503 and "venturi schema apply" in r.text
+        r = await c.get("/api/stats")
+        assert r.status_code == 503 and "venturi schema apply" in r.json()["error"]
+    await app.state.dashboard.db.close()
+
+
+def test_bad_arguments_are_config_errors() -> None:
+    with pytest.raises(venturi.ConfigError, match="token must be"):
+        venturi.web.app("postgresql://x/y", token=" padded ")
+    with pytest.raises(venturi.ConfigError, match="read_only"):
+        venturi.web.app("postgresql://x/y", read_only="yes")  # type: ignore[arg-type]
+    with pytest.raises(venturi.ConfigError, match="schema must be"):
+        venturi.web.app("postgresql://x/y", schema="Bad-Name")
+
+
+def test_chart_geometry() -> None:
+    t0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    points = [(t0 + timedelta(minutes=i), n) for i, n in enumerate([0, 3, 7, 0])]
+    c = charts.bar_chart("Done", "done", points, "completed")
+    assert c.total == 10 and c.peak == 7 and len(c.bars) == 4
+    # Scaled to 10 (the nice ceiling of 7): a bar of 7 fills 70% of the plot height.
+    plot_h = charts.HEIGHT - charts.TOP - charts.BOTTOM
+    assert c.bars[2].height == pytest.approx(plot_h * 0.7, abs=0.01)
+    assert c.bars[0].height == 0 and [t.label for t in c.ticks] == ["0", "5", "10"]
+    assert c.bars[1].title.endswith("3 completed")
+
+
+# --- the command ----------------------------------------------------------------------
+
+
+async def run_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    import os
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "venturi",
+        "web",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, err.decode()
+
+
+async def test_venturi_web_refuses_a_public_host_without_a_token(dsn: str, tmp_path: Any) -> None:
+    code, err = await run_cli("--dsn", dsn, "--host", "0.0.0.0", env={"VENTURI_WEB_TOKEN": ""})
+    assert code == 2 and err.strip().count("\n") == 0
+    assert "refusing to serve 0.0.0.0 without a token" in err
+    empty = tmp_path / "token"
+    empty.write_text("\n")
+    code, err = await run_cli("--dsn", dsn, "--token-file", str(empty))
+    assert code == 2 and "is empty" in err
+    code, err = await run_cli("--dsn", dsn, "--token-file", str(tmp_path / "missing"))
+    assert code == 2 and "cannot read" in err
+
+
+def test_the_worker_never_imports_the_dashboard() -> None:
+    import subprocess
+
+    code = (
+        "import sys; sys.modules['starlette'] = None; "
+        "import venturi, venturi.worker, venturi.cli, venturi.admin; "
+        "assert not [m for m in sys.modules if m.startswith('venturi.web')], 'imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+async def test_venturi_web_serves_with_a_token(dsn: str, tmp_path: Any) -> None:
+    import os
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "venturi",
+        "web",
+        "--dsn",
+        dsn,
+        "--port",
+        str(port),
+        "--token-file",
+        str(token_file),
+        "--read-only",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "VENTURI_WEB_TOKEN": ""},
+    )
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        assert line.decode().startswith(f"venturi dashboard on http://127.0.0.1:{port}/")
+        base = f"http://127.0.0.1:{port}"
+        async with httpx.AsyncClient(base_url=base) as c:
+            deadline = asyncio.get_running_loop().time() + 30
+            while True:  # the banner comes before uvicorn listens
+                try:
+                    r = await c.get("/api/stats", headers={"Authorization": f"Bearer {TOKEN}"})
+                    break
+                except httpx.ConnectError:
+                    assert asyncio.get_running_loop().time() < deadline, "never listened"
+                    await asyncio.sleep(0.05)
+            assert r.status_code == 200 and r.json()["kinds"] == []
+            assert (await c.get("/api/stats")).status_code == 401
+    finally:
+        proc.terminate()
+        await proc.wait()
+
+
+async def test_delete_and_run_now_functions_report_each_job(conn: asyncpg.Connection) -> None:
+    # The statements behind the dashboard's delete and run-now, for the command line too.
+    claimed = await make(conn, "mail", "claimed")
+    done = await make(conn, "mail", "completed")
+    scheduled = await make(conn, "mail", "scheduled")
+    changes = await admin.delete_jobs(conn, [done, claimed, 999_999, done], operator="me")
+    assert [(c.id, c.done) for c in changes] == [(claimed, False), (done, True), (999_999, False)]
+    assert "does not exist" in changes[2].message and await status(conn, done) is None
+    assert await venturi.get_journal(conn, done) == []  # the journal went with it
+    changes = await admin.run_now_jobs(conn, [scheduled, claimed], operator="me")
+    assert [(c.id, c.done) for c in changes] == [(claimed, False), (scheduled, True)]
+    assert "only pending jobs" in changes[0].message
+    with pytest.raises(venturi.ConfigError, match="positive integers"):
+        await admin.delete_jobs(conn, [0])
+    matching = await admin.count_matching(conn, kind="mail")
+    assert matching == admin.Matching(2, scheduled)

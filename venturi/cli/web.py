@@ -1,0 +1,88 @@
+"""``venturi web``: serve the dashboard (the ``web`` extra)."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from venturi import sql, store
+from venturi.cli.app import DsnOption, SchemaOption, _admin_run, _need_dsn, app, fail
+from venturi.errors import ConfigError
+
+
+@app.command("web")
+def web(
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    read_only: Annotated[bool, typer.Option(help="Refuse every action (403).")] = False,
+    token_file: Annotated[
+        str | None,
+        typer.Option(
+            help="File holding the token every request must carry (or VENTURI_WEB_TOKEN)."
+        ),
+    ] = None,
+    tasks: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tasks", help="Import MODULE so /schedules shows its cron tasks (repeatable)."
+        ),
+    ] = None,
+) -> None:
+    """Serve the web dashboard (needs the web extra). Without a token it binds loopback
+    addresses only."""
+    from venturi.web.auth import is_loopback
+
+    target = _need_dsn(dsn)
+    token = os.environ.get("VENTURI_WEB_TOKEN") or None
+    if token_file is not None:
+        try:
+            with open(token_file, encoding="utf-8") as f:
+                token = f.read().strip()
+        except OSError as exc:
+            raise fail(f"token-file: cannot read {token_file}: {exc.strerror}") from None
+        if not token:
+            raise fail(f"token-file: {token_file} is empty")
+    if token is None and not is_loopback(host):
+        raise fail(
+            f"refusing to serve {host} without a token: pass --token-file or set "
+            "VENTURI_WEB_TOKEN (or bind 127.0.0.1)"
+        )
+    if not 0 < port < 65536:
+        raise fail(f"port must be between 1 and 65535, got {port}")
+    try:
+        import uvicorn
+
+        import venturi.web
+    except ImportError as exc:
+        raise fail(
+            f"the dashboard needs the web extra (pip install 'venturi-jobs[web]'): {exc}"
+        ) from None
+    for module in tasks or []:
+        sys.path.insert(0, os.getcwd())
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise fail(f"cannot import {module!r}: {exc}") from None
+        finally:
+            sys.path.pop(0)
+    try:
+        dashboard = venturi.web.app(target, token=token, read_only=read_only, schema=schema)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    # Check the database now: a wrong DSN or an unapplied schema is a one-line error at
+    # start, not a 503 on the first page.
+    _admin_run(target, schema, lambda c: store.schema_version(c, schema))
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    typer.echo(
+        f"venturi dashboard on http://{host}:{port}/" + (" (read-only)" if read_only else "")
+    )
+    uvicorn.run(dashboard, host=host, port=port, log_level="warning")

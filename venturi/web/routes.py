@@ -1,0 +1,74 @@
+"""The dashboard's routes, and its login and logout."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from venturi.web import actions, api, pages
+from venturi.web.asgi import _cookie, dashboard, error_page, url
+from venturi.web.auth import CSRF_FIELD, SESSION_COOKIE
+
+
+def _safe_next(request: Request, target: object) -> str:
+    """Where to go after logging in: a path of this dashboard, never another site."""
+    root = request.scope.get("root_path") or ""
+    if (
+        isinstance(target, str)
+        and target.startswith(root + "/")
+        and not target.startswith("//")
+        and "\\" not in target
+        and all(c.isprintable() for c in target)
+    ):
+        return target
+    return url(request, "overview")
+
+
+async def login(request: Request) -> Response:
+    d = dashboard(request)
+    if d.guard.token is None:
+        return RedirectResponse(url(request, "overview"), 303)
+    if request.method == "GET":
+        return pages.login_page(request, d)
+    form = await request.form()
+    if not d.guard.csrf_valid(form.get(CSRF_FIELD), request.cookies):
+        return error_page(request, 403, "the form's CSRF token is missing or wrong: reload")
+    given = form.get("token")
+    if not isinstance(given, str) or not d.guard.token_matches(given.strip()):
+        return pages.login_page(request, d, 401, wrong=True)
+    response = RedirectResponse(_safe_next(request, form.get("next")), 303)
+    _cookie(response, request, SESSION_COOKIE, d.guard.session_value)
+    return response
+
+
+async def logout(request: Request) -> Response:
+    d = dashboard(request)
+    form = await request.form()
+    if not d.guard.csrf_valid(form.get(CSRF_FIELD), request.cookies):
+        return error_page(request, 403, "the form's CSRF token is missing or wrong: reload")
+    response = RedirectResponse(url(request, "login"), 303)
+    response.delete_cookie(SESSION_COOKIE, path=(request.scope.get("root_path") or "") + "/")
+    return response
+
+
+ROUTES = [
+    Route("/", pages.overview, name="overview"),
+    Route("/partials/overview", pages.overview_live, name="overview_live"),
+    Route("/jobs", pages.jobs, name="jobs"),
+    Route("/jobs/bulk", pages.bulk_confirm, name="bulk_confirm", methods=["GET"]),
+    Route("/jobs/bulk", actions.bulk_action, name="bulk_action", methods=["POST"]),
+    Route("/jobs/{job_id}", pages.job, name="job"),
+    Route("/jobs/{job_id}/{action}", actions.job_action, name="job_action", methods=["POST"]),
+    Route("/kinds", pages.kinds, name="kinds"),
+    Route("/kinds/pause", actions.kind_pause, name="kind_pause", methods=["POST"]),
+    Route("/kinds/resume", actions.kind_resume, name="kind_resume", methods=["POST"]),
+    Route("/workers", pages.workers, name="workers"),
+    Route("/schedules", pages.schedules, name="schedules"),
+    Route("/login", login, name="login", methods=["GET", "POST"]),
+    Route("/logout", logout, name="logout", methods=["POST"]),
+    Route("/api/jobs", api.jobs, name="api_jobs"),
+    Route("/api/jobs/{job_id}", api.job, name="api_job"),
+    Route("/api/stats", api.stats, name="api_stats"),
+    Route("/api/workers", api.workers, name="api_workers"),
+]
