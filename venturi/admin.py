@@ -2,8 +2,8 @@
 
 The command line (``venturi jobs ...``, ``venturi stats``, ``venturi purge``,
 ``venturi top``) is a thin layer over these functions, and scripts may call them too.
-Each runs named statements from ``sql_templates/statements``; ``conn`` is an asyncpg
-Connection or Pool. Nothing here is on the worker's path.
+Each runs its statements through ``venturi.db.jobs``; ``conn`` is a ``venturi.db.conn.Conn``
+(an asyncpg Connection or Pool). Nothing here is on the worker's path.
 """
 
 from __future__ import annotations
@@ -13,12 +13,11 @@ import re
 import socket
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
-import asyncpg
 import msgspec
 
-from venturi import sql
+from venturi import db
+from venturi.db.conn import Conn
 from venturi.errors import ConfigError
 from venturi.jobs import JobInfo, JournalEntry, get_job, get_journal
 from venturi.sql import DEFAULT_SCHEMA
@@ -112,7 +111,7 @@ class JobRow(msgspec.Struct, frozen=True):
 
 
 async def list_jobs(
-    conn: Any,
+    conn: Conn,
     *,
     status: str | None = None,
     kind: str | None = None,
@@ -123,7 +122,7 @@ async def list_jobs(
     _status(status)
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise ConfigError(f"limit must be an integer >= 1, got {limit!r}")
-    rows = await conn.fetch(sql.statement("job_list", schema), status, kind, limit)
+    rows = await db.jobs.job_list(conn, schema=schema, status=status, kind=kind, limit=limit)
     return [JobRow(**dict(r)) for r in rows]
 
 
@@ -134,7 +133,7 @@ class JobDetail(msgspec.Struct, frozen=True):
     journal: list[JournalEntry]
 
 
-async def show_job(conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> JobDetail | None:
+async def show_job(conn: Conn, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> JobDetail | None:
     """The job and its journal (``venturi.get_journal``, oldest first), or None."""
     job = await get_job(conn, job_id, schema=schema)
     if job is None:
@@ -157,7 +156,7 @@ class Change(msgspec.Struct, frozen=True):
 
 
 async def retry_jobs(
-    conn: Any,
+    conn: Conn,
     ids: Iterable[int],
     *,
     operator: str | None = None,
@@ -170,14 +169,14 @@ async def retry_jobs(
     who = operator or operator_identity()
     try:
         return await _retry(conn, wanted, who, schema)
-    except asyncpg.UniqueViolationError:
+    except db.errors.UNIQUE_VIOLATION:
         # Two of these jobs share a kind and key (or a job took the key meanwhile): only
         # one of them can be unfinished. Go one by one so the others still go through.
         out = []
         for job_id in wanted:
             try:
                 out += await _retry(conn, [job_id], who, schema)
-            except asyncpg.UniqueViolationError:
+            except db.errors.UNIQUE_VIOLATION:
                 out.append(
                     Change(
                         job_id,
@@ -189,15 +188,16 @@ async def retry_jobs(
         return out
 
 
-async def _retry(conn: Any, ids: list[int], who: str, schema: str) -> list[Change]:
-    text = sql.statement("job_retry_many_if_dead_or_cancelled", schema)
+async def _retry(conn: Conn, ids: list[int], who: str, schema: str) -> list[Change]:
     results: dict[int, Change] = {}
     todo = ids
     # A job changed by someone else between the statement's snapshot and its update is
     # reported as neither retried nor refused; ask again for those (rare, and bounded).
     for _ in range(3):
         again = []
-        for r in await conn.fetch(text, todo, who, MANUAL_RETRY):
+        for r in await db.jobs.job_retry_many_if_dead_or_cancelled(
+            conn, schema=schema, ids=todo, operator=who, detail=MANUAL_RETRY
+        ):
             job_id, kind, was = r["id"], r["kind"], r["was"]
             if was is None:
                 results[job_id] = Change(job_id, False, f"job {job_id} does not exist")
@@ -235,7 +235,7 @@ async def _retry(conn: Any, ids: list[int], who: str, schema: str) -> list[Chang
 
 
 async def cancel_jobs(
-    conn: Any,
+    conn: Conn,
     ids: Iterable[int],
     *,
     operator: str | None = None,
@@ -246,12 +246,13 @@ async def cancel_jobs(
     finished jobs are refused. One result per distinct id, in id order."""
     wanted = sorted(set(_ids(ids)))
     who = operator or operator_identity()
-    text = sql.statement("job_cancel_many", schema)
     results: dict[int, Change] = {}
     todo = wanted
     for _ in range(3):
         again = []
-        for r in await conn.fetch(text, todo, who, CANCEL_DETAIL):
+        for r in await db.jobs.job_cancel_many(
+            conn, schema=schema, ids=todo, operator=who, detail=CANCEL_DETAIL
+        ):
             job_id, kind, was, action = r["id"], r["kind"], r["was"], r["action"]
             if was is None:
                 results[job_id] = Change(job_id, False, f"job {job_id} does not exist")
@@ -325,7 +326,7 @@ class Stats(msgspec.Struct, frozen=True):
 
 
 async def stats(
-    conn: Any,
+    conn: Conn,
     *,
     completed_window: float = STATS_COMPLETED_WINDOW,
     failures_window: float = FAILURES_WINDOW,
@@ -333,8 +334,12 @@ async def stats(
 ) -> Stats:
     """Counts per kind and status, the oldest due job's wait, completions in the last
     ``completed_window`` seconds and failed executions in the last ``failures_window``."""
-    rows = await conn.fetch(
-        sql.statement("job_stats", schema), MANUAL_RETRY, completed_window, failures_window
+    rows = await db.jobs.job_stats(
+        conn,
+        schema=schema,
+        manual_detail=MANUAL_RETRY,
+        completed_window=completed_window,
+        failures_window=failures_window,
     )
     return Stats(completed_window, failures_window, [KindStats(**dict(r)) for r in rows])
 
@@ -374,17 +379,21 @@ class TopFrame(msgspec.Struct, frozen=True):
 
 
 async def top_frame(
-    conn: Any,
+    conn: Conn,
     *,
     completed_window: float = TOP_COMPLETED_WINDOW,
     failures_window: float = FAILURES_WINDOW,
     schema: str = DEFAULT_SCHEMA,
 ) -> TopFrame:
     """Read one frame of ``venturi top``; it never counts all completed jobs."""
-    kinds = await conn.fetch(
-        sql.statement("job_top", schema), MANUAL_RETRY, completed_window, failures_window
+    kinds = await db.jobs.job_top(
+        conn,
+        schema=schema,
+        manual_detail=MANUAL_RETRY,
+        completed_window=completed_window,
+        failures_window=failures_window,
     )
-    workers = await conn.fetch(sql.statement("job_claims_by_worker", schema))
+    workers = await db.jobs.job_claims_by_worker(conn, schema=schema)
     return TopFrame(
         datetime.now(UTC),
         completed_window,
@@ -410,7 +419,7 @@ def _purge_args(status: str, older_than: float, kind: str | None) -> tuple[str, 
 
 
 async def purge_count(
-    conn: Any,
+    conn: Conn,
     *,
     status: str,
     older_than: float,
@@ -419,11 +428,11 @@ async def purge_count(
 ) -> int:
     """How many jobs ``purge`` would delete now."""
     st, secs = _purge_args(status, older_than, kind)
-    return int(await conn.fetchval(sql.statement("job_purge_count", schema), st, secs, kind))
+    return await db.jobs.job_purge_count(conn, schema=schema, status=st, older_than=secs, kind=kind)
 
 
 async def purge(
-    conn: Any,
+    conn: Conn,
     *,
     status: str,
     older_than: float,
@@ -437,10 +446,11 @@ async def purge(
     st, secs = _purge_args(status, older_than, kind)
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ConfigError(f"batch must be an integer >= 1, got {batch!r}")
-    text = sql.statement("job_purge_batch", schema)
     total = 0
     while True:
-        deleted = int(await conn.fetchval(text, st, secs, kind, batch))
+        deleted = await db.jobs.job_purge_batch(
+            conn, schema=schema, status=st, older_than=secs, kind=kind, batch=batch
+        )
         total += deleted
         if deleted < batch:
             return total

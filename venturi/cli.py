@@ -17,7 +17,7 @@ from typing import Annotated, Any, TypeVar
 import asyncpg
 import typer
 
-from venturi import registry, sql, store
+from venturi import db, registry, sql
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.errors import ConfigError, VenturiError
 
@@ -84,9 +84,9 @@ def schema_apply(dsn: DsnOption = None, schema: SchemaOption = sql.DEFAULT_SCHEM
         raise fail(str(exc)) from None
 
     async def go() -> list[int]:
-        conn = await store.connect(target)
+        conn = await db.connect.connect(target)
         try:
-            return await store.apply_schema(conn, schema)
+            return await db.schema.apply_schema(conn, schema=schema)
         finally:
             await conn.close()
 
@@ -103,12 +103,14 @@ def recover(dsn: DsnOption = None, schema: SchemaOption = sql.DEFAULT_SCHEMA) ->
     target = _need_dsn(dsn)
 
     async def go() -> list[Any]:
-        conn = await store.connect(target)
+        conn = await db.connect.connect(target)
         try:
-            await store.schema_version(conn, schema)
+            await db.schema.schema_version(conn, schema=schema)
             who = f"venturi recover ({os.getpid()})"
             # Jobs carry their task's backoff; DEFAULT_BACKOFF is for tasks that declared none.
-            return await store.recover_stale(conn, schema, who, DEFAULT_BACKOFF)
+            return await db.jobs.job_recover_stale(
+                conn, schema=schema, recoverer=who, backoff=DEFAULT_BACKOFF
+            )
         finally:
             await conn.close()
 
@@ -175,7 +177,7 @@ async def _build_state(state: Any, name: str) -> Any:
             state = await state
     except Exception as exc:
         logging.getLogger("venturi.cli").debug("STATE %s raised", name, exc_info=True)
-        raise fail(f"STATE {name} raised {type(exc).__name__}: {store._one_line(exc)}") from None
+        raise fail(f"STATE {name} raised {type(exc).__name__}: {db.errors.one_line(exc)}") from None
     return state
 
 
@@ -403,9 +405,9 @@ def _admin_run(target: str, schema: str, work: Callable[[Any], Awaitable[T]]) ->
     """Connect, check the schema, run ``work(conn)``; every error is one line, exit 2."""
 
     async def go() -> T:
-        conn = await store.connect(target)
+        conn = await db.connect.connect(target)
         try:
-            await store.schema_version(conn, schema)
+            await db.schema.schema_version(conn, schema=schema)
             return await work(conn)
         finally:
             await conn.close()
@@ -413,7 +415,7 @@ def _admin_run(target: str, schema: str, work: Callable[[Any], Awaitable[T]]) ->
     try:
         return _run(go)
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-        raise fail(f"database error: {store._one_line(exc)}") from None
+        raise fail(f"database error: {db.errors.one_line(exc)}") from None
 
 
 def _echo_json(value: Any) -> None:
@@ -648,10 +650,10 @@ async def _top_live(
 
     from venturi import views
 
-    conn = await store.connect(target)
+    conn = await db.connect.connect(target)
     drawn = 0
     try:
-        await store.schema_version(conn, schema)
+        await db.schema.schema_version(conn, schema=schema)
         with Live(console=console or _console(), auto_refresh=False, screen=False) as live:
             while frames is None or drawn < frames:
                 if drawn:
@@ -659,7 +661,7 @@ async def _top_live(
                 drawn += 1
                 try:
                     if conn is None:
-                        conn = await store.connect(target)
+                        conn = await db.connect.connect(target)
                     live.update(views.top(await read(conn)), refresh=True)
                 except (
                     OSError,
@@ -668,7 +670,7 @@ async def _top_live(
                     VenturiError,
                 ) as exc:
                     live.update(
-                        Text(f"database error, retrying: {store._one_line(exc)}"), refresh=True
+                        Text(f"database error, retrying: {db.errors.one_line(exc)}"), refresh=True
                     )
                     if conn is not None:
                         conn.terminate()
@@ -703,8 +705,10 @@ def kinds_pause(
     who = admin.operator_identity()
 
     async def work(conn: Any) -> tuple[list[Any], set[str]]:
-        known = await store.known_kinds(conn, schema, kinds)
-        return await store.pause_kinds(conn, schema, kinds, who, reason), known
+        known = await db.kinds.kind_list_known(conn, schema=schema, kinds=kinds)
+        return await db.kinds.kind_pause(
+            conn, schema=schema, kinds=kinds, paused_by=who, reason=reason
+        ), known
 
     rows, known = _admin_run(target, schema, work)
     for r in rows:
@@ -728,7 +732,9 @@ def kinds_resume(
 ) -> None:
     """Let workers claim KINDS again (and wake the idle ones)."""
     target = _need_dsn(dsn)
-    resumed = _admin_run(target, schema, lambda c: store.resume_kinds(c, schema, kinds))
+    resumed = _admin_run(
+        target, schema, lambda c: db.kinds.kind_resume(c, schema=schema, kinds=kinds)
+    )
     for kind in kinds:
         typer.echo(f"resumed {kind}" if kind in resumed else f"{kind} was not paused")
 
@@ -741,7 +747,7 @@ def kinds_list(
 ) -> None:
     """The paused kinds: when, by whom, why."""
     target = _need_dsn(dsn)
-    rows = _admin_run(target, schema, lambda c: store.paused_kinds(c, schema))
+    rows = _admin_run(target, schema, lambda c: db.kinds.kind_paused_list(c, schema=schema))
     data = [
         {
             "kind": r["kind"],

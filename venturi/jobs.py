@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from venturi import store
+from venturi import db
 from venturi.codecs import decode_any
 from venturi.priority import Priority
 from venturi.sql import DEFAULT_SCHEMA
@@ -49,7 +49,7 @@ class JournalEntry(msgspec.Struct, frozen=True):
 
 async def get_job(conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> JobInfo | None:
     """The job with this id, or None."""
-    row = await store.get_job(conn, schema, job_id)
+    row = await db.jobs.job_get(conn, schema=schema, job_id=job_id)
     if row is None:
         return None
     return JobInfo(
@@ -83,12 +83,12 @@ async def get_journal(
     journal rows; they are read off the job row and merged here, so the common path
     costs no extra writes.
     """
-    row = await store.get_job(conn, schema, job_id)
+    row = await db.jobs.job_get(conn, schema=schema, job_id=job_id)
     if row is None:
         return []
     written = [
         JournalEntry(r["at"], r["event"], r["attempt"], r["worker"], r["detail"])
-        for r in await store.get_journal(conn, schema, job_id)
+        for r in await db.journal.journal_get(conn, schema=schema, job_id=job_id)
     ]
     merged = [JournalEntry(row["created_at"], "enqueued", 0, None, None), *written]
     # The current claim is on the row only while it is running or once it completed; a

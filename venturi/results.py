@@ -11,7 +11,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from venturi import registry, upkeep
+from venturi import db, registry
 from venturi.backoff import seconds
 from venturi.codecs import decode_any
 from venturi.errors import ConfigError
@@ -30,7 +30,7 @@ async def get_result(conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA) ->
     ``get_job`` tells these cases apart. The TTL is the one the task declares in this
     process; a kind this process does not know keeps its result until it is cleared.
     """
-    row = await upkeep.get_result_row(conn, schema, job_id)
+    row = await db.jobs.job_result_get(conn, schema=schema, job_id=job_id)
     if row is None or row["status"] != "completed" or row["result"] is None:
         return None
     task = registry.registered().get(row["kind"])
@@ -75,7 +75,9 @@ class ResultCleanup:
         total = 0
         for kind, ttl in sorted(ttls.items()):
             while True:
-                n = await upkeep.clear_expired_results(pool, worker.schema, kind, ttl, self.batch)
+                n = await db.jobs.job_result_clear_expired(
+                    pool, schema=worker.schema, kind=kind, ttl=ttl, batch=self.batch
+                )
                 total += n
                 if n < self.batch:
                     break

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from venturi import sql, store
+from venturi import db
 from venturi.errors import ConfigError
 from venturi.sql import DEFAULT_SCHEMA
 
@@ -221,12 +221,12 @@ class DatabaseFactory:
     async def setup(self) -> None:
         conn = await self._admin()
         try:
-            await conn.execute(sql.database_statement("database_create", self.template))
+            await db.databases.database_create(conn, name=self.template)
         finally:
             await conn.close()
         conn = await asyncpg.connect(with_database(self.admin_dsn, self.template))
         try:
-            await store.apply_schema(conn, self.schema)
+            await db.schema.apply_schema(conn, schema=self.schema)
         finally:
             await conn.close()
 
@@ -235,7 +235,7 @@ class DatabaseFactory:
         name = f"venturi_e_{uuid.uuid4().hex[:12]}"
         conn = await self._admin()
         try:
-            await conn.execute(sql.database_statement("database_create", name))
+            await db.databases.database_create(conn, name=name)
         finally:
             await conn.close()
         return with_database(self.admin_dsn, name)
@@ -248,9 +248,7 @@ class DatabaseFactory:
             # Cloning can fail while another session briefly touches the template.
             for attempt in range(20):
                 try:
-                    await conn.execute(
-                        sql.database_statement("database_clone", name, template=self.template)
-                    )
+                    await db.databases.database_clone(conn, name=name, template=self.template)
                     break
                 except asyncpg.ObjectInUseError:
                     if attempt == 19:
@@ -264,7 +262,7 @@ class DatabaseFactory:
         name = urllib.parse.urlsplit(dsn).path.lstrip("/")
         conn = await self._admin()
         try:
-            await conn.execute(sql.database_statement("database_drop", name))
+            await db.databases.database_drop(conn, name=name)
         finally:
             await conn.close()
 
@@ -405,7 +403,7 @@ async def drain(
     activity = asyncio.Event()
     own_pool = None
     if isinstance(target, str):
-        own_pool = await store.create_pool(target, min_size=1, max_size=3)
+        own_pool = await db.connect.create_pool(target, min_size=1, max_size=3)
         inner: Any = own_pool
     elif isinstance(target, asyncpg.Connection):
         inner = _SharedConnection(target)
@@ -416,13 +414,14 @@ async def drain(
             f"drain: target must be a DSN, an asyncpg Pool or Connection, got {target!r}"
         )
     try:
-        due = sql.statement("job_due_count", schema)
 
         async def remaining() -> int:
             # Read around the observer: drain's own reads must not count as activity.
-            return int(await inner.fetchval(due, kinds, identity))
+            return await db.jobs.job_due_count(
+                inner, schema=schema, kinds=kinds, claimed_by=identity
+            )
 
-        await store.schema_version(inner, schema)
+        await db.schema.schema_version(inner, schema=schema)
         if await remaining() == 0:
             return {}
         options = {"concurrency": concurrency, "poll_max": 1.0, **worker_options}
@@ -462,7 +461,7 @@ async def drain(
             )
         ids = [
             r["id"]
-            for r in await inner.fetch(sql.statement("job_list_claimed_by", schema), identity)
+            for r in await db.jobs.job_list_claimed_by(inner, schema=schema, claimed_by=identity)
         ]
         out: dict[int, JobInfo] = {}
         for job_id in ids:

@@ -21,12 +21,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-import asyncpg
 import msgspec
 
+from venturi import db, sql
 from venturi import maintenance as maintenance_tasks
 from venturi import metrics as metrics_mod
-from venturi import sql, store
 from venturi.backoff import DEFAULT_BACKOFF, Backoff, seconds
 from venturi.codecs import encode_any, text_safe
 from venturi.context import Context, JobMeta
@@ -42,30 +41,8 @@ S = TypeVar("S")
 log = logging.getLogger("venturi.worker")
 _recovery_log = logging.getLogger("venturi.recovery")
 
-# What the loop survives: a lost connection, a restarting server, a terminated backend.
-TRANSIENT = (
-    OSError,
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    # Raised by asyncpg, for one, when it resets a connection whose backend was killed.
-    asyncpg.InternalClientError,
-    TimeoutError,
-)
-
-# Errors that say nothing about the statement itself: the connection, the server's state,
-# contention. Any other database error in a settlement is about what is being written,
-# and retrying the same write would fail forever.
-_RETRYABLE = (
-    OSError,
-    TimeoutError,
-    asyncpg.InterfaceError,
-    asyncpg.InternalClientError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.exceptions.OperatorInterventionError,
-    asyncpg.exceptions.InsufficientResourcesError,
-    asyncpg.exceptions.TransactionRollbackError,
-    asyncpg.exceptions.LockNotAvailableError,
-)
+TRANSIENT = db.errors.TRANSIENT
+_RETRYABLE = db.errors.RETRYABLE
 
 # How long the loop sleeps between attempts after a database error: doubling, capped.
 _ERROR_BACKOFF = Backoff.exponential(0.1, 2.0, 5.0, jitter=True)
@@ -82,6 +59,19 @@ CANCEL_GRACE = 5.0
 def default_concurrency() -> int:
     """``max(1, min(8, cores // 2))``: a safe floor, not an optimum (ADR 20)."""
     return max(1, min(8, (os.cpu_count() or 1) // 2))
+
+
+def _log_recovered_by_claim(rows: list[Any]) -> None:
+    for r in rows:
+        _recovery_log.warning(
+            "recovered job %d (%s): its lease expired; worker %s presumed dead (failure %d of %d)",
+            r["id"],
+            r["kind"],
+            r["recovered_from"],
+            r["failures"],
+            r["max_failures"],
+            extra={"job_id": r["id"], "kind": r["kind"], "attempt": r["attempt"]},
+        )
 
 
 def default_identity() -> str:
@@ -227,7 +217,7 @@ class Worker(Generic[S]):
         self._recovered_at = 0.0
         # Lookups in a row that found a job due which the claim before did not take.
         self._due_again = 0
-        self._claimant = store.Claimant(self.claimed_by)
+        self._claimant = db.Claimant(self.claimed_by)
 
     def register(
         self,
@@ -293,11 +283,11 @@ class Worker(Generic[S]):
         if pool is None:
             assert self._dsn is not None
             # One connection for the loop, one for LISTEN, one for maintenance.
-            pool = await store.create_pool(self._dsn, min_size=1, max_size=3)
+            pool = await db.connect.create_pool(self._dsn, min_size=1, max_size=3)
         self._running = True
         # A token of this run's own: ownership of its claims never depends on the
         # identity, which another worker (or a restarted run) may share.
-        self._claimant = store.Claimant(self.claimed_by)
+        self._claimant = db.Claimant(self.claimed_by)
         self._inflight, self._per_kind, self._unsettled = {}, Counter(), []
         self._buckets = {
             k: TokenBucket(r) for k, r in self._rates.items() if r is not None and not r.shared
@@ -313,7 +303,7 @@ class Worker(Generic[S]):
         watcher = asyncio.create_task(self._watch(shutdown))
         started = False
         try:
-            await store.schema_version(pool, self.schema)
+            await db.schema.schema_version(pool, schema=self.schema)
             started = True
             await listener.start()
             log.info(
@@ -325,23 +315,23 @@ class Worker(Generic[S]):
             beating = asyncio.create_task(self._heartbeat_loop(pool))
             # The loop's statements are sequential: they go through one held connection
             # (a pool's acquire and release cost a reset round trip per statement).
-            db: Any = _Held(pool) if isinstance(pool, asyncpg.Pool) else pool
+            held = db.held.hold(pool)
             try:
                 async with maintenance_tasks.running(self.maintenance, pool, self):
                     try:
-                        await self._loop(db, shutdown)
-                        await self._drain(db)
+                        await self._loop(held, shutdown)
+                        await self._drain(held)
                     except BaseException:
                         # A bug outside the handlers, or run() itself cancelled: do not
                         # leave the running jobs to lease expiry; release what we can.
-                        await self._abandon(db)
+                        await self._abandon(held)
                         raise
             finally:
                 beating.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await beating
-                if isinstance(db, _Held):
-                    await db.close()
+                if isinstance(held, db.held.Held):
+                    await held.close()
         finally:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -420,7 +410,7 @@ class Worker(Generic[S]):
                 log.warning(
                     "database error in the worker loop (retrying in %.2fs): %s",
                     delay,
-                    store._one_line(exc),
+                    db.errors.one_line(exc),
                 )
                 timeout = delay
             if not self._listening:
@@ -446,7 +436,7 @@ class Worker(Generic[S]):
         kinds = self._claimable_kinds() + self._shared_claimable(time.monotonic())
         if not kinds:
             return self.poll_max
-        nxt = await store.next_visible_at(pool, self.schema, sorted(kinds))
+        nxt = await db.jobs.job_next_visible_at(pool, schema=self.schema, kinds=sorted(kinds))
         due = self.poll_max if nxt is None else (nxt - datetime.now(nxt.tzinfo)).total_seconds()
         if due > 0:
             self._due_again = 0
@@ -462,7 +452,9 @@ class Worker(Generic[S]):
     async def _recover(self, pool: Any) -> None:
         """Recover expired claims (of any worker) without claiming."""
         self._recovered_at = time.monotonic()
-        for row in await store.recover_stale(pool, self.schema, self.claimed_by, self.backoff):
+        for row in await db.jobs.job_recover_stale(
+            pool, schema=self.schema, recoverer=self.claimed_by, backoff=self.backoff
+        ):
             self.stats["recovered"] += 1
             _recovery_log.warning(
                 "recovered job %d (%s): its lease expired; worker %s presumed dead (now %s)",
@@ -542,32 +534,37 @@ class Worker(Generic[S]):
             leases = [self._lease(k) for k in kinds]
             floor = self._next_floor()
             self._recovered_at = time.monotonic()  # every claim recovers first
-            rows, settled = await store.complete_and_claim(
+            rows, settled, recovered = await db.jobs.job_claim(
                 pool,
-                self.schema,
-                self._claimant,
-                kinds,
-                leases,
-                floor,
-                limit,
-                self.backoff,
-                [(r.id, r.attempt, _result(r)) for r in done],
+                schema=self.schema,
+                claimant=self._claimant,
+                kinds=kinds,
+                leases=leases,
+                floor=floor,
+                limit=limit,
+                backoff=self.backoff,
+                done=[(r.id, r.attempt, _result(r)) for r in done],
             )
+            if recovered:
+                _log_recovered_by_claim(recovered)
             for r in done:
                 self._finish(r, "completed", r.id in settled)
             done = []
             if floor and len(rows) < limit:
                 # A reserved tier that is empty does not waste the slot.
-                rows += await store.claim(
+                more, _, recovered = await db.jobs.job_claim(
                     pool,
-                    self.schema,
-                    self._claimant,
-                    kinds,
-                    leases,
-                    0,
-                    limit - len(rows),
-                    self.backoff,
+                    schema=self.schema,
+                    claimant=self._claimant,
+                    kinds=kinds,
+                    leases=leases,
+                    floor=0,
+                    limit=limit - len(rows),
+                    backoff=self.backoff,
                 )
+                if recovered:
+                    _log_recovered_by_claim(recovered)
+                rows += more
             self._start(rows)
             free -= len(rows)
             if len(rows) < limit:
@@ -592,17 +589,19 @@ class Worker(Generic[S]):
             if room < 1:
                 continue
             rate = self._shared[kind]
-            rows, wait = await store.claim_rated(
+            (rows, _, recovered), wait = await db.rates.claim_within_rate(
                 pool,
-                self.schema,
-                self._claimant,
-                kind,
-                self._lease(kind),
-                rate.per_second,
-                rate.burst,
-                room,
-                self.backoff,
+                schema=self.schema,
+                claimant=self._claimant,
+                kind=kind,
+                lease=self._lease(kind),
+                per_second=rate.per_second,
+                burst=rate.burst,
+                wanted=room,
+                backoff=self.backoff,
             )
+            if recovered:
+                _log_recovered_by_claim(recovered)
             if wait:
                 self._shared_until[kind] = time.monotonic() + wait
             else:
@@ -767,13 +766,13 @@ class Worker(Generic[S]):
             return
         done = [r for r in self._unsettled if _is_complete(r)] if completes else []
         if done:
-            settled = await store.complete_many(
+            settled = await db.jobs.job_complete_many_if_owned(
                 pool,
-                self.schema,
-                self._claimant,
-                [r.id for r in done],
-                [r.attempt for r in done],
-                [_result(r) for r in done],
+                schema=self.schema,
+                claimant=self._claimant,
+                ids=[r.id for r in done],
+                attempts=[r.attempt for r in done],
+                results=[_result(r) for r in done],
             )
             for r in done:
                 self._finish(r, "completed", r.id in settled)
@@ -808,8 +807,13 @@ class Worker(Generic[S]):
     async def _settle_isolated(self, pool: Any, run: _Run) -> None:
         try:
             if _is_complete(run):
-                settled = await store.complete_many(
-                    pool, self.schema, self._claimant, [run.id], [run.attempt], [_result(run)]
+                settled = await db.jobs.job_complete_many_if_owned(
+                    pool,
+                    schema=self.schema,
+                    claimant=self._claimant,
+                    ids=[run.id],
+                    attempts=[run.attempt],
+                    results=[_result(run)],
                 )
                 self._finish(run, "completed", run.id in settled)
             else:
@@ -818,8 +822,8 @@ class Worker(Generic[S]):
             return
         except _RETRYABLE:
             raise
-        except asyncpg.PostgresError as exc:
-            refused = f"the database refused to store this outcome: {store._one_line(exc)}"
+        except db.errors.STATEMENT_ERROR as exc:
+            refused = f"the database refused to store this outcome: {db.errors.one_line(exc)}"
         log.error("job %d (%s): %s", run.id, run.task.kind, refused)
         # Settle it as a failed execution, keeping the pre-run carry; if even that is
         # refused, dead; if that too, leave it to lease expiry rather than loop.
@@ -828,13 +832,13 @@ class Worker(Generic[S]):
             ok = await self._settle_one(pool, run)
         except _RETRYABLE:
             raise
-        except asyncpg.PostgresError:
+        except db.errors.STATEMENT_ERROR:
             run.outcome = ("dead", "outcome could not be stored")
             try:
                 ok = await self._settle_one(pool, run)
             except _RETRYABLE:
                 raise
-            except asyncpg.PostgresError:
+            except db.errors.STATEMENT_ERROR:
                 ok = False
         self._finish(run, run.outcome[0], ok)
 
@@ -846,38 +850,74 @@ class Worker(Generic[S]):
             # An operator cancelled it and the handler stopped short of completing.
             detail = f"cancelled by an operator; the handler ended with {what}"
             run.outcome = ("cancelled", detail)
-            return await store.cancel(pool, sch, me, run.id, run.attempt, detail)
+            return await db.jobs.job_cancel_if_owned(
+                pool, schema=sch, claimant=me, job_id=run.id, attempt=run.attempt, detail=detail
+            )
         if what == "pause":
             carry, at, after = payload
-            return await store.pause(pool, sch, me, run.id, run.attempt, carry, at, after)
+            return await db.jobs.job_pause_if_owned(
+                pool,
+                schema=sch,
+                claimant=me,
+                job_id=run.id,
+                attempt=run.attempt,
+                carry=carry,
+                at=at,
+                after=after,
+            )
         if what == "dead":
-            return await store.dead(pool, sch, me, run.id, run.attempt, text_safe(payload))
+            return await db.jobs.job_dead_if_owned(
+                pool,
+                schema=sch,
+                claimant=me,
+                job_id=run.id,
+                attempt=run.attempt,
+                reason=text_safe(payload),
+            )
         if what == "undecodable":
             # No retry loop: a carry that does not decode now will not decode later.
-            return await store.dead(pool, sch, me, run.id, run.attempt, text_safe(payload))
+            return await db.jobs.job_dead_if_owned(
+                pool,
+                schema=sch,
+                claimant=me,
+                job_id=run.id,
+                attempt=run.attempt,
+                reason=text_safe(payload),
+            )
         if what == "release":
-            return await store.release(pool, sch, me, run.id, run.attempt, payload)
+            return await db.jobs.job_release_if_owned(
+                pool, schema=sch, claimant=me, job_id=run.id, attempt=run.attempt, detail=payload
+            )
         if what == "retry":
             carry, after, reason = payload
             delay = after if after is not None else self._backoff(run.task).delay(run.failures + 1)
-            status = await store.fail(
+            status = await db.jobs.job_fail_if_owned(
                 pool,
-                sch,
-                me,
-                run.id,
-                run.attempt,
-                "retried",
-                text_safe(reason) or "handler asked for a retry",
-                carry,
-                delay,
-                False,
+                schema=sch,
+                claimant=me,
+                job_id=run.id,
+                attempt=run.attempt,
+                event="retried",
+                error=text_safe(reason) or "handler asked for a retry",
+                carry=carry,
+                delay=delay,
+                force_dead=False,
             )
             return status is not None
         # failed (an exception, a bad outcome) or timed-out
         delay = self._backoff(run.task).delay(run.failures + 1)
         force = self.failures_to_dead and what == "failed"
-        status = await store.fail(
-            pool, sch, me, run.id, run.attempt, what, text_safe(payload), None, delay, force
+        status = await db.jobs.job_fail_if_owned(
+            pool,
+            schema=sch,
+            claimant=me,
+            job_id=run.id,
+            attempt=run.attempt,
+            event=what,
+            error=text_safe(payload),
+            carry=None,
+            delay=delay,
+            force_dead=force,
         )
         if status is not None:
             log.info(
@@ -897,7 +937,9 @@ class Worker(Generic[S]):
 
     async def _release_orphans(self, pool: Any) -> None:
         running = [r.id for r in self._inflight.values()] + [r.id for r in self._unsettled]
-        for row in await store.release_orphans(pool, self.schema, self._claimant, running):
+        for row in await db.jobs.job_release_orphans_if_owned(
+            pool, schema=self.schema, claimant=self._claimant, running=running
+        ):
             self.stats["orphans_released"] += 1
             log.warning(
                 "released job %d (%s): claimed by a statement whose answer was lost",
@@ -927,17 +969,17 @@ class Worker(Generic[S]):
             now = time.monotonic()
             due = {r.id for r in runs if r.renew and now - r.renewed >= r.lease / 3}
             try:
-                rows = await store.heartbeat(
+                rows = await db.jobs.job_heartbeat_if_owned(
                     pool,
-                    self.schema,
-                    self._claimant,
-                    [r.id for r in runs],
-                    [r.attempt for r in runs],
-                    [r.lease if r.id in due else None for r in runs],
+                    schema=self.schema,
+                    claimant=self._claimant,
+                    ids=[r.id for r in runs],
+                    attempts=[r.attempt for r in runs],
+                    leases=[r.lease if r.id in due else None for r in runs],
                 )
             except TRANSIENT as exc:
                 self.stats["db_errors"] += 1
-                log.warning("heartbeat failed (retrying): %s", store._one_line(exc))
+                log.warning("heartbeat failed (retrying): %s", db.errors.one_line(exc))
                 continue
             by_id = {r.id: r for r in runs}
             still = {id(r) for r in self._inflight.values() if r.outcome is None}
@@ -1036,79 +1078,8 @@ class Worker(Generic[S]):
                 await self._settle(pool)
                 break
             except TRANSIENT as exc:
-                log.warning("settling at shutdown failed (%s); retrying", store._one_line(exc))
+                log.warning("settling at shutdown failed (%s); retrying", db.errors.one_line(exc))
                 await asyncio.sleep(_ERROR_BACKOFF.delay(attempt))
-
-
-class _Held:
-    """One connection of a pool, held for the loop's sequential statements and replaced
-    when it breaks. Looks like a pool to the store (fetch, fetchrow, fetchval, execute,
-    acquire)."""
-
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self.pool = pool
-        self.conn: Any = None
-
-    async def _get(self) -> Any:
-        if self.conn is not None:
-            try:
-                broken = self.conn.is_closed()
-            except asyncpg.InterfaceError:
-                # The pool took it back itself (its backend died): nothing to release.
-                self.conn, broken = None, False
-            if broken:
-                await self._drop()
-        if self.conn is None:
-            self.conn = await self.pool.acquire()
-        return self.conn
-
-    async def _drop(self) -> None:
-        conn, self.conn = self.conn, None
-        if conn is not None:
-            # The pool replaces a broken connection; a healthy one it resets.
-            with contextlib.suppress(*TRANSIENT):
-                await self.pool.release(conn, timeout=2)
-
-    @staticmethod
-    def _unusable(exc: BaseException) -> bool:
-        """After ``exc``, is the connection's state unknown? A statement's own error
-        leaves it usable; connection trouble or a cancel mid-statement does not."""
-        return not isinstance(exc, asyncpg.PostgresError) or isinstance(exc, _RETRYABLE)
-
-    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        conn = await self._get()
-        try:
-            return await getattr(conn, method)(*args, **kwargs)
-        except BaseException as exc:
-            if self._unusable(exc):
-                await self._drop()
-            raise
-
-    async def fetch(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._call("fetch", *args, **kwargs)
-
-    async def fetchrow(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._call("fetchrow", *args, **kwargs)
-
-    async def fetchval(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._call("fetchval", *args, **kwargs)
-
-    async def execute(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._call("execute", *args, **kwargs)
-
-    @contextlib.asynccontextmanager
-    async def acquire(self) -> Any:
-        """The held connection, for a transaction (a shared-rate claim)."""
-        conn = await self._get()
-        try:
-            yield conn
-        except BaseException as exc:
-            if self._unusable(exc):
-                await self._drop()
-            raise
-
-    async def close(self) -> None:
-        await self._drop()
 
 
 class _Listener:
@@ -1157,7 +1128,7 @@ class _Listener:
             await self._connect()
         except TRANSIENT as exc:
             log.warning(
-                "LISTEN connection failed (%s); polling until it is back", store._one_line(exc)
+                "LISTEN connection failed (%s); polling until it is back", db.errors.one_line(exc)
             )
             self._spawn_reconnect()
 
@@ -1174,7 +1145,7 @@ class _Listener:
                 log.info("LISTEN connection restored")
                 return
             except TRANSIENT as exc:
-                log.debug("LISTEN reconnect failed: %s", store._one_line(exc))
+                log.debug("LISTEN reconnect failed: %s", db.errors.one_line(exc))
 
     async def _drop(self, conn: Any) -> None:
         # Releasing resets the connection (UNLISTEN included) or, if it is broken, lets
