@@ -26,7 +26,7 @@ import pytest
 import venturi
 from venturi import Backoff, Context, Priority, db, sql
 from venturi.registry import DEFAULT_MAX_CARRY_BYTES
-from venturi.worker import Worker
+from venturi.runtime.worker import Worker
 
 from .helpers import running, wait_for, wait_status
 

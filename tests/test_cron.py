@@ -16,7 +16,7 @@ import pytest
 import venturi
 from venturi import ConfigError, Context, CronScheduler, admin, cron, db
 from venturi.cronspec import CronSpec
-from venturi.worker import Worker
+from venturi.runtime.worker import Worker
 
 from .helpers import running, wait_for, wait_status
 

@@ -17,7 +17,7 @@ import msgspec
 
 import venturi
 from venturi import Backoff, Context, db
-from venturi.worker import Worker
+from venturi.runtime.worker import Worker
 
 from .helpers import running, wait_for, wait_status
 from .test_worker import LoseClaimAnswer

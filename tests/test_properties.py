@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import venturi
 from venturi import ConfigError, db, sql
 from venturi.codecs import CarryCodec
-from venturi.worker import Worker
+from venturi.runtime.worker import Worker
 
 # Text PostgreSQL can hold: no lone surrogates (not even UTF-8) and no NUL (jsonb and text
 # refuse it). Both are bad input with tests of their own in test_bad_input.py.

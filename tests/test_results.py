@@ -15,7 +15,7 @@ import venturi
 from venturi import ConfigError, Context, ResultCleanup, db, sql
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.registry import JobSpec
-from venturi.worker import Worker
+from venturi.runtime.worker import Worker
 
 from .helpers import running, wait_for, wait_status
 

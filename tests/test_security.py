@@ -28,7 +28,7 @@ from jinja2 import meta
 
 import venturi
 from venturi import Backoff, Context, db, sql
-from venturi.worker import Worker
+from venturi.runtime.worker import Worker
 
 from .helpers import running, wait_for, wait_status
 

@@ -17,7 +17,7 @@ import pytest
 
 import venturi
 from venturi import Backoff, ConfigError, Context, Priority, db, sql
-from venturi.worker import Worker, default_concurrency
+from venturi.runtime.worker import Worker, default_concurrency
 
 from .helpers import running, status_of, wait_for, wait_status
 

@@ -15,7 +15,7 @@ import pytest
 import venturi
 from venturi import Backoff, ConfigError, Context, admin
 from venturi.rate import Rate, TokenBucket
-from venturi.worker import Worker
+from venturi.runtime.worker import Worker
 
 from .helpers import running, wait_for, wait_status
 

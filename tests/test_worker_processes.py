@@ -16,7 +16,7 @@ import pytest
 
 import venturi
 from venturi import Backoff, db, sql, testing
-from venturi.worker import Worker
+from venturi.runtime.worker import Worker
 
 from . import workertasks
 from .helpers import running, wait_for, wait_status

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from venturi import db
+from venturi import db, validate
 from venturi.db.conn import Conn
 from venturi.errors import ConfigError
 from venturi.jobs import JobInfo, JournalEntry, get_job, get_journal
@@ -50,9 +50,7 @@ def operator_identity() -> str:
 
 
 def _status(value: str | None, allowed: Sequence[str] = STATUSES) -> str | None:
-    if value is not None and value not in allowed:
-        raise ConfigError(f"status must be one of {', '.join(allowed)}, got {value!r}")
-    return value
+    return None if value is None else validate.one_of(value, allowed, "status")
 
 
 def _ids(ids: Iterable[int]) -> list[int]:
@@ -120,8 +118,7 @@ async def list_jobs(
 ) -> list[JobRow]:
     """The newest jobs first, optionally of one status and one kind."""
     _status(status)
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise ConfigError(f"limit must be an integer >= 1, got {limit!r}")
+    validate.integer(limit, "limit")
     rows = await db.jobs.job_list(conn, schema=schema, status=status, kind=kind, limit=limit)
     return [JobRow(**dict(r)) for r in rows]
 
@@ -444,8 +441,7 @@ async def purge(
     ago, ``batch`` rows per statement (each its own transaction, so locks stay short);
     their journal goes with them. Returns how many were deleted."""
     st, secs = _purge_args(status, older_than, kind)
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ConfigError(f"batch must be an integer >= 1, got {batch!r}")
+    validate.integer(batch, "batch")
     total = 0
     while True:
         deleted = await db.jobs.job_purge_batch(

@@ -23,9 +23,9 @@ from typing import Any
 
 import msgspec
 
-from venturi import admin, db
-from venturi.backoff import seconds
+from venturi import admin, db, validate
 from venturi.errors import ConfigError
+from venturi.validate import seconds
 
 log = logging.getLogger("venturi.alerts")
 
@@ -266,9 +266,7 @@ def _post(url: str, body: bytes, timeout: float) -> None:
 
 
 def _count(value: object, knob: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"alerts {knob} must be an integer >= 0, got {value!r}")
-    return value
+    return validate.integer(value, f"alerts {knob}", minimum=0)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -203,7 +203,7 @@ def parse_priority_ratio(value: str) -> int | None:
 def _serve_metrics(port: int) -> None:
     """Start the exporter before the worker does (its own start is then a no-op), so a
     port that is taken is a one-line error rather than a traceback from inside run()."""
-    from venturi import metrics
+    from venturi.runtime import instruments as metrics
 
     try:
         metrics.serve(port)
@@ -313,8 +313,8 @@ def worker(
         args = supervisor.child_arguments(ctx)
         raise typer.Exit(supervisor.run_processes(processes, args, target_dsn))
 
+    from venturi.runtime.worker import Worker
     from venturi.supervisor import default_maintenance
-    from venturi.worker import Worker
 
     async def go() -> None:
         state = await _build_state(state_src, target)
@@ -343,7 +343,7 @@ def worker(
         def force() -> None:
             # The worker's run, cancelled, cancels its handlers and releases their jobs
             # (journal "released") before it returns.
-            running.append(len(w._inflight) + len(w._unsettled))
+            running.append(w.jobs_held())
             run.cancel()
             asyncio.get_running_loop().call_later(
                 FORCED_EXIT_WITHIN,
@@ -358,7 +358,7 @@ def worker(
         except asyncio.CancelledError:
             if not running:
                 raise
-            left = len(w._unsettled)  # what the database did not take back
+            left = w.jobs_unsettled()  # what the database did not take back
             done = running[0] - left
             said = f"stopped at once on a second signal: released {done} running job"
             said += "" if done == 1 else "s"

@@ -21,11 +21,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from venturi import db, registry
-from venturi.backoff import seconds
 from venturi.cronspec import CronSpec
 from venturi.errors import ConfigError
 from venturi.priority import Priority
 from venturi.registry import Task
+from venturi.validate import seconds
 
 log = logging.getLogger("venturi.cron")
 

@@ -10,8 +10,8 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from venturi import db
-from venturi.backoff import Backoff, seconds
+from venturi import db, validate
+from venturi.backoff import Backoff
 from venturi.codecs import CarryCodec
 from venturi.context import Context
 from venturi.cronspec import CronSpec
@@ -20,6 +20,7 @@ from venturi.outcomes import Outcome
 from venturi.priority import Priority
 from venturi.rate import Rate
 from venturi.sql import DEFAULT_SCHEMA
+from venturi.validate import seconds
 
 C = TypeVar("C")
 
@@ -50,9 +51,7 @@ def _priority(value: object, knob: str = "priority") -> Priority:
 
 
 def _positive_int(value: object, knob: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{knob} must be an integer >= 1, got {value!r}")
-    return value
+    return validate.integer(value, knob)
 
 
 class JobSpec(msgspec.Struct, frozen=True):
@@ -272,10 +271,9 @@ def task(
             f"backoff must be a venturi.Backoff (Backoff.fixed or Backoff.exponential), "
             f"got {backoff!r}"
         )
-    if not isinstance(renew_lease, bool):
-        raise ConfigError(f"renew_lease must be a bool, got {renew_lease!r}")
-    if rate is not None and not isinstance(rate, Rate):
-        raise ConfigError(f"rate must be a venturi.Rate, got {rate!r}")
+    validate.boolean(renew_lease, "renew_lease")
+    if rate is not None:
+        validate.instance(rate, Rate, "rate", "a venturi.Rate")
     ttl_s = None if result_ttl is None else seconds(result_ttl, "result_ttl")
     if tz is not None and cron is None:
         raise ConfigError("tz applies to a cron schedule: pass cron= too")

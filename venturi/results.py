@@ -11,11 +11,10 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from venturi import db, registry
-from venturi.backoff import seconds
+from venturi import db, registry, validate
 from venturi.codecs import decode_any
-from venturi.errors import ConfigError
 from venturi.sql import DEFAULT_SCHEMA
+from venturi.validate import seconds
 
 log = logging.getLogger("venturi.results")
 
@@ -58,9 +57,7 @@ class ResultCleanup:
         batch: int = DEFAULT_CLEANUP_BATCH,
     ) -> None:
         self.interval = seconds(interval, "result_cleanup interval")
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise ConfigError(f"result_cleanup batch must be an integer >= 1, got {batch!r}")
-        self.batch = batch
+        self.batch = validate.integer(batch, "result_cleanup batch")
 
     def __repr__(self) -> str:
         return f"<venturi.ResultCleanup every {self.interval:g}s>"

@@ -393,7 +393,7 @@ async def drain(
     ``venturi.Worker`` (``failures_to_dead=True`` makes an exception settle dead).
     """
     from venturi.jobs import get_job
-    from venturi.worker import Worker
+    from venturi.runtime.worker import Worker
 
     task_list = list(tasks)
     if not task_list:

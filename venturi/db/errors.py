@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncpg
 
+from venturi.backoff import Backoff
+
 # What the loop survives: a lost connection, a restarting server, a terminated backend.
 TRANSIENT = (
     OSError,
@@ -65,3 +67,7 @@ def one_line(exc: BaseException) -> str:
     """The first line of an error's text (at most 300 characters), else its type's name."""
     text = str(exc).strip().splitlines()
     return (text[0] if text else type(exc).__name__)[:300]
+
+
+# How long to wait between attempts after a database error: doubling, capped.
+ERROR_BACKOFF = Backoff.exponential(0.1, 2.0, 5.0, jitter=True)
