@@ -122,11 +122,10 @@ class Completer:
                 self._m.settled.labels(run.task.kind, what).inc()
             else:
                 self._m.ownership_lost.labels(run.task.kind).inc()
+        extra = {"job_id": run.id, "kind": run.task.kind, "attempt": run.attempt}
         if applied:
             self.stats[what] += 1
-            log.debug(
-                "settled job %d (%s) as %s", run.id, run.task.kind, what, extra=run.log_extra()
-            )
+            log.debug("settled job %d (%s) as %s", run.id, run.task.kind, what, extra=extra)
         else:
             self.stats["ownership_lost"] += 1
             log.warning(
@@ -135,7 +134,7 @@ class Completer:
                 run.id,
                 run.task.kind,
                 what,
-                extra=run.log_extra(),
+                extra=extra,
             )
 
     async def _settle_isolated(self, conn: Conn, run: Run) -> None:
