@@ -9,6 +9,7 @@ import msgspec
 
 from venturi import db
 from venturi.codecs import decode_any
+from venturi.db.conn import Conn
 from venturi.priority import Priority
 from venturi.sql import DEFAULT_SCHEMA
 
@@ -47,7 +48,7 @@ class JournalEntry(msgspec.Struct, frozen=True):
     detail: str | None
 
 
-async def get_job(conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> JobInfo | None:
+async def get_job(conn: Conn, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> JobInfo | None:
     """The job with this id, or None."""
     row = await db.jobs.job_get(conn, schema=schema, job_id=job_id)
     if row is None:
@@ -75,7 +76,7 @@ async def get_job(conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> Jo
 
 
 async def get_journal(
-    conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA
+    conn: Conn, job_id: int, *, schema: str = DEFAULT_SCHEMA
 ) -> list[JournalEntry]:
     """The job's whole history, oldest first.
 

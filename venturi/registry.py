@@ -15,6 +15,7 @@ from venturi.backoff import Backoff
 from venturi.codecs import CarryCodec
 from venturi.context import Context
 from venturi.cronspec import CronSpec
+from venturi.db.conn import Conn
 from venturi.errors import ConfigError
 from venturi.outcomes import Outcome
 from venturi.priority import Priority
@@ -150,7 +151,7 @@ class Task(Generic[C]):
 
     async def enqueue(
         self,
-        conn: Any,
+        conn: Conn,
         carry: C,
         *,
         priority: Priority | None = None,
@@ -169,7 +170,7 @@ class Task(Generic[C]):
 
 
 async def enqueue_many(
-    conn: Any, jobs: Iterable[JobSpec], *, schema: str = DEFAULT_SCHEMA
+    conn: Conn, jobs: Iterable[JobSpec], *, schema: str = DEFAULT_SCHEMA
 ) -> list[int]:
     """Insert many jobs (built with ``Task.job``); ids in input order.
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from venturi import db, registry, validate
 from venturi.codecs import decode_any
+from venturi.db.conn import Conn
 from venturi.sql import DEFAULT_SCHEMA
 from venturi.validate import seconds
 
@@ -22,7 +23,7 @@ DEFAULT_CLEANUP_INTERVAL = 300.0
 DEFAULT_CLEANUP_BATCH = 1000
 
 
-async def get_result(conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> Any:
+async def get_result(conn: Conn, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> Any:
     """The result a completed job stored (decoded JSON), or None: when the job does not
     exist, has not completed, stored no result, or its task's ``result_ttl`` has passed.
 

@@ -23,6 +23,7 @@ from typing import Any, Generic, TypeVar
 from venturi import db, sql, validate
 from venturi import maintenance as maintenance_tasks
 from venturi.backoff import DEFAULT_BACKOFF, Backoff
+from venturi.db.conn import Source
 from venturi.errors import ConfigError
 from venturi.maintenance import MaintenanceTask
 from venturi.rate import Rate
@@ -103,8 +104,7 @@ class Worker(Generic[S]):
             validate.port(metrics_port, "metrics_port")
         validate.boolean(metrics, "metrics")
         self.metrics_port = metrics_port
-        self._prometheus = metrics or metrics_port is not None
-        self._instruments = instruments.Instruments(self._prometheus)
+        self._instruments = instruments.Instruments(metrics or metrics_port is not None)
         self.stats: Counter[str] = self._instruments.stats
         self.state = state
         self.poll_max = validate.seconds(poll_max, "poll_max")
@@ -304,7 +304,7 @@ class Worker(Generic[S]):
             # Work may have arrived while we were not listening.
             self._wake.set()
 
-    async def _loop(self, conn: Any, shutdown: asyncio.Event) -> None:
+    async def _loop(self, conn: Source, shutdown: asyncio.Event) -> None:
         errors = 0
         claimer, completer, recovery = self._claimer, self._completer, self._recovery
         while not shutdown.is_set():
@@ -379,7 +379,9 @@ class Worker(Generic[S]):
                 async with asyncio.timeout(timeout):
                     await self._wake.wait()
 
-    async def _fill(self, conn: Any, free: int, shutdown: asyncio.Event, done: list[Run]) -> bool:
+    async def _fill(
+        self, conn: Source, free: int, shutdown: asyncio.Event, done: list[Run]
+    ) -> bool:
         """Settle ``done`` and claim into the free slots; True when the queue had nothing
         more to give."""
         claimer = self._claimer
@@ -400,7 +402,7 @@ class Worker(Generic[S]):
 
     # --- shutdown ------------------------------------------------------------------
 
-    async def _abandon(self, conn: Any) -> None:
+    async def _abandon(self, conn: Source) -> None:
         """Cancel every handler and settle or release its job, within a few seconds."""
         why = "worker stopped at once; handler cancelled"
         await self._running_now.stop(why, self._reap, self._completer.queue)
@@ -410,7 +412,7 @@ class Worker(Generic[S]):
         except Exception as exc:  # the jobs left fall to lease expiry
             log.warning("could not settle or release jobs while stopping: %s", exc)
 
-    async def _drain(self, conn: Any) -> None:
+    async def _drain(self, conn: Source) -> None:
         """Graceful shutdown: no more claims; ask handlers to stop (their contexts'
         ``cancelled`` is set), wait up to ``shutdown_timeout`` settling each as it
         finishes; then cancel the rest and release their jobs, which are not failures."""
