@@ -16,7 +16,7 @@ the worker adds on top (asyncio tasks, handler dispatch, the pool, the wake-up l
 the gap between its drain figure and this one.
 
 ``via_pool=True`` runs the same loop through ``asyncpg.Pool.fetch`` (one acquire and
-release per statement, as ``venturi.store`` does when handed a pool) to show what the
+release per statement, as ``venturi.db`` does when handed a pool) to show what the
 pool's per-release reset costs.
 """
 

@@ -28,7 +28,7 @@ import asyncpg
 import msgspec
 
 import venturi
-from venturi import sql, store
+from venturi import db, sql
 
 KIND = "bench_noop"
 
@@ -69,7 +69,7 @@ class VenturiClient:
         await self.conn.close()
 
     async def install(self) -> None:
-        await store.apply_schema(self.conn, self.schema)
+        await db.schema.apply_schema(self.conn, schema=self.schema)
 
     async def reset(self) -> None:
         await self.conn.execute(f"TRUNCATE {self.schema}.jobs, {self.schema}.journal")
@@ -86,7 +86,7 @@ class VenturiClient:
         )
 
     async def unfinished(self) -> int:
-        rows = await store.job_counts(self.conn, self.schema)
+        rows = await db.jobs.job_counts(self.conn, schema=self.schema)
         return sum(r["jobs"] for r in rows if r["status"] in ("pending", "claimed"))
 
 

@@ -24,7 +24,7 @@ import asyncpg
 import httpx
 
 import venturi.web
-from venturi import admin, sql, store
+from venturi import admin, db, sql
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -68,8 +68,8 @@ async def main() -> None:
     parts = urllib.parse.urlsplit(args.dsn)
     dsn = urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))
     try:
-        conn = await store.connect(dsn)
-        await store.apply_schema(conn, "venturi")
+        conn = await db.connect.connect(dsn)
+        await db.schema.apply_schema(conn, schema="venturi")
         t0 = time.perf_counter()
         await conn.execute(sql.statement("maintenance/jobs_seed_bulk"), args.jobs, 172_800.0)
         await conn.execute(sql.statement("maintenance/journal_seed_bulk"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from venturi import store
+from venturi import db
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.registry import JobSpec
 
@@ -36,27 +36,58 @@ async def make(
     with a traceback). Make claimed and finished jobs before a kind's pending ones: the
     claim takes the oldest due job of the kind."""
     after = 3600.0 if state == "scheduled" else None
-    [job_id] = await store.insert_jobs(
-        conn, S, [JobSpec(kind, carry, priority, None, after, key, 25)]
+    [job_id] = await db.jobs.job_insert_many(
+        conn, schema=S, specs=[JobSpec(kind, carry, priority, None, after, key, 25)]
     )
     if state in ("pending", "scheduled"):
         return job_id
-    me = store.Claimant(worker)
-    rows = await store.claim(conn, S, me, [kind], [lease], 0, 1, DEFAULT_BACKOFF)
+    me = db.Claimant(worker)
+    rows = (
+        await db.jobs.job_claim(
+            conn,
+            schema=S,
+            claimant=me,
+            kinds=[kind],
+            leases=[lease],
+            floor=0,
+            limit=1,
+            backoff=DEFAULT_BACKOFF,
+        )
+    ).claimed
     assert [r["id"] for r in rows] == [job_id], "claimed another job: seed order is wrong"
     attempt = rows[0]["attempt"]
     if state == "claimed":
         return job_id
     if state == "completed":
-        assert await store.complete_many(conn, S, me, [job_id], [attempt], ['{"ok":true}'])
+        assert await db.jobs.job_complete_many_if_owned(
+            conn, schema=S, claimant=me, ids=[job_id], attempts=[attempt], results=['{"ok":true}']
+        )
     elif state == "failed":
-        status = await store.fail(
-            conn, S, me, job_id, attempt, "failed", TRACEBACK, None, 3600.0, False
+        status = await db.jobs.job_fail_if_owned(
+            conn,
+            schema=S,
+            claimant=me,
+            job_id=job_id,
+            attempt=attempt,
+            event="failed",
+            error=TRACEBACK,
+            carry=None,
+            delay=3600.0,
+            force_dead=False,
         )
         assert status == "pending"
     elif state == "dead":
-        status = await store.fail(
-            conn, S, me, job_id, attempt, "failed", TRACEBACK, None, 0.0, True
+        status = await db.jobs.job_fail_if_owned(
+            conn,
+            schema=S,
+            claimant=me,
+            job_id=job_id,
+            attempt=attempt,
+            event="failed",
+            error=TRACEBACK,
+            carry=None,
+            delay=0.0,
+            force_dead=True,
         )
         assert status == "dead"
     else:

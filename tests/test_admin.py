@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 import venturi
-from venturi import admin, sql, store, views
+from venturi import admin, db, sql, views
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.cli import ops
 from venturi.errors import ConfigError
@@ -22,7 +22,7 @@ from .helpers import wait_for
 from .opsdata import TRACEBACK, S, make, seed
 
 # The claimant of the jobs these tests claim and settle through the store.
-W1 = store.Claimant("w:1")
+W1 = db.Claimant("w:1")
 
 
 def events(journal: list[venturi.JournalEntry]) -> list[str]:
@@ -111,9 +111,18 @@ async def test_retry_sends_dead_and_cancelled_back_to_pending(conn: asyncpg.Conn
     assert events(journal)[-1] == "retried"
     assert (journal[-1].worker, journal[-1].detail) == ("op:1", admin.MANUAL_RETRY)
     # Pending and visible now: the next claim of its kind takes it.
-    rows = await store.claim(
-        conn, S, store.Claimant("w9:9"), ["fetch"], [60.0], 0, 10, DEFAULT_BACKOFF
-    )
+    rows = (
+        await db.jobs.job_claim(
+            conn,
+            schema=S,
+            claimant=db.Claimant("w9:9"),
+            kinds=["fetch"],
+            leases=[60.0],
+            floor=0,
+            limit=10,
+            backoff=DEFAULT_BACKOFF,
+        )
+    ).claimed
     assert dead in [r["id"] for r in rows]
 
 
@@ -180,9 +189,18 @@ async def test_cancel_pending_now_and_claimed_by_request(conn: asyncpg.Connectio
     again = await venturi.get_job(conn, claimed)
     assert again is not None and again.cancel_requested_at == asked
     # A cancelled job is no longer claimable.
-    rows = await store.claim(
-        conn, S, store.Claimant("w9:9"), ["mail"], [60.0], 0, 10, DEFAULT_BACKOFF
-    )
+    rows = (
+        await db.jobs.job_claim(
+            conn,
+            schema=S,
+            claimant=db.Claimant("w9:9"),
+            kinds=["mail"],
+            leases=[60.0],
+            floor=0,
+            limit=10,
+            backoff=DEFAULT_BACKOFF,
+        )
+    ).claimed
     assert due not in [r["id"] for r in rows]
 
 
@@ -193,8 +211,8 @@ async def test_cancel_frees_the_key_and_retry_clears_the_request(
     [c] = await admin.cancel_jobs(conn, [job])
     assert c.done
     # The key is free again.
-    [fresh] = await store.insert_jobs(
-        conn, S, [JobSpec("keyed", "{}", 1, None, None, "order-7", 25)]
+    [fresh] = await db.jobs.job_insert_many(
+        conn, schema=S, specs=[JobSpec("keyed", "{}", 1, None, None, "order-7", 25)]
     )
     assert fresh != job
     claimed = await make(conn, "other", "claimed")
@@ -319,10 +337,10 @@ async def test_purge_deletes_old_finished_jobs_in_batches(conn: asyncpg.Connecti
     remaining = await admin.list_jobs(conn, limit=100)
     assert "completed" not in {r.status for r in remaining}
     # The dead job and its journal go with status dead.
-    assert await store.get_journal(conn, S, dead)
+    assert await db.journal.journal_get(conn, schema=S, job_id=dead)
     assert await admin.purge(conn, status="dead", older_than=0) == 1
     assert await venturi.get_job(conn, dead) is None
-    assert await store.get_journal(conn, S, dead) == []  # cascaded
+    assert await db.journal.journal_get(conn, schema=S, job_id=dead) == []  # cascaded
     # Unfinished jobs are never purged.
     with pytest.raises(ConfigError, match="status must be one of completed, dead, cancelled"):
         await admin.purge(conn, status="pending", older_than=0)
@@ -360,9 +378,22 @@ async def test_upgrade_from_version_1_keeps_jobs_and_adds_the_column(empty_dsn: 
             "INSERT INTO venturi.jobs (kind, carry) VALUES ('old', '{}') RETURNING id"
         )
         with pytest.raises(venturi.SchemaError, match="at version 1"):
-            await store.schema_version(conn, S)
-        assert await store.apply_schema(conn, S) == [m.version for m in sql.migrations()[1:]]
-        [claimed] = await store.claim(conn, S, W1, ["old"], [60.0], 0, 1, DEFAULT_BACKOFF)
+            await db.schema.schema_version(conn, schema=S)
+        assert await db.schema.apply_schema(conn, schema=S) == [
+            m.version for m in sql.migrations()[1:]
+        ]
+        [claimed] = (
+            await db.jobs.job_claim(
+                conn,
+                schema=S,
+                claimant=W1,
+                kinds=["old"],
+                leases=[60.0],
+                floor=0,
+                limit=1,
+                backoff=DEFAULT_BACKOFF,
+            )
+        ).claimed
         assert claimed["id"] == job
         [change] = await admin.cancel_jobs(conn, [job])
         assert change.done
@@ -378,7 +409,16 @@ async def test_operator_statements_run_concurrently_with_a_claim(
     # Cancel and claim race for the same pending jobs: every job ends up either claimed
     # (the cancel recorded a request) or cancelled, never both and never lost.
     ids = [await make(pool, "race", "pending") for _ in range(40)]
-    claim = store.claim(pool, S, W1, ["race"], [60.0], 0, 40, DEFAULT_BACKOFF)
+    claim = db.jobs.job_claim(
+        pool,
+        schema=S,
+        claimant=W1,
+        kinds=["race"],
+        leases=[60.0],
+        floor=0,
+        limit=40,
+        backoff=DEFAULT_BACKOFF,
+    )
     _, changes = await asyncio.gather(claim, admin.cancel_jobs(pool, ids))
     assert all(c.done for c in changes)
     rows = {r.id: r for r in await admin.list_jobs(pool, kind="race", limit=100)}
@@ -403,15 +443,42 @@ async def test_operator_statements_use_their_indexes(conn: asyncpg.Connection) -
     # 10,000 jobs through the runtime's statements: 9,000 completed, 300 dead, 500
     # claimed, 200 pending, over five kinds.
     specs = [JobSpec(f"k{i % 5}", "{}", i % 3, None, None, None, 25) for i in range(10_000)]
-    await store.insert_jobs(conn, S, specs)
+    await db.jobs.job_insert_many(conn, schema=S, specs=specs)
     kinds = [f"k{i}" for i in range(5)]
-    rows = await store.claim(conn, S, W1, kinds, [3600.0] * 5, 0, 9_800, DEFAULT_BACKOFF)
+    rows = (
+        await db.jobs.job_claim(
+            conn,
+            schema=S,
+            claimant=W1,
+            kinds=kinds,
+            leases=[3600.0] * 5,
+            floor=0,
+            limit=9_800,
+            backoff=DEFAULT_BACKOFF,
+        )
+    ).claimed
     done = rows[:9_000]
-    await store.complete_many(
-        conn, S, W1, [r["id"] for r in done], [r["attempt"] for r in done], [None] * 9_000
+    await db.jobs.job_complete_many_if_owned(
+        conn,
+        schema=S,
+        claimant=W1,
+        ids=[r["id"] for r in done],
+        attempts=[r["attempt"] for r in done],
+        results=[None] * 9_000,
     )
     for r in rows[9_000:9_300]:
-        await store.fail(conn, S, W1, r["id"], r["attempt"], "failed", "x", None, 0.0, True)
+        await db.jobs.job_fail_if_owned(
+            conn,
+            schema=S,
+            claimant=W1,
+            job_id=r["id"],
+            attempt=r["attempt"],
+            event="failed",
+            error="x",
+            carry=None,
+            delay=0.0,
+            force_dead=True,
+        )
     await conn.execute(sql.statement("maintenance/analyze"))
 
     purge = await _plan_indexes(conn, "job_purge_batch", "completed", 3600.0, None, 1000)

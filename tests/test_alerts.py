@@ -19,7 +19,7 @@ import pytest
 import venturi
 from venturi import Alerts, ConfigError, Context
 from venturi.maintenance.alerts import Alert
-from venturi.worker import Worker
+from venturi.runtime.worker import Worker
 
 from .helpers import running, wait_for, wait_status
 

@@ -24,9 +24,9 @@ import msgspec
 import pytest
 
 import venturi
-from venturi import Backoff, Context, Priority, sql, store
+from venturi import Backoff, Context, Priority, db, sql
 from venturi.registry import DEFAULT_MAX_CARRY_BYTES
-from venturi.worker import Worker
+from venturi.runtime.worker import Worker
 
 from .helpers import running, wait_for, wait_status
 
@@ -191,7 +191,7 @@ async def test_default_carry_limit_is_one_mib(conn: asyncpg.Connection, kinds: l
         await venturi.enqueue_many(
             conn, [handler.job("small"), handler.job(_string_of_encoded_size(2 << 20))]
         )
-    rows = await store.job_counts(conn, sql.DEFAULT_SCHEMA)
+    rows = await db.jobs.job_counts(conn, schema=sql.DEFAULT_SCHEMA)
     assert sum(r["jobs"] for r in rows) == 1  # only the one at the limit
 
 
@@ -333,7 +333,7 @@ async def test_invalid_schema_name_refused_by_every_command(dsn: str, args: list
     assert_one_clean_error(out, "schema must be a lower-case SQL identifier")
     conn = await asyncpg.connect(dsn)
     try:  # and nothing was rendered into the database
-        assert await store.schema_version(conn, "venturi") >= 1
+        assert await db.schema.schema_version(conn, schema="venturi") >= 1
     finally:
         await conn.close()
 
@@ -353,7 +353,7 @@ async def test_nul_in_a_carry_is_refused_before_writing(
             await handler.enqueue(conn, "a\x00b")
         # The caller's transaction is still usable: the refusal came before any write.
         await handler.enqueue(conn, "ab")
-    rows = await store.job_counts(conn, sql.DEFAULT_SCHEMA)
+    rows = await db.jobs.job_counts(conn, schema=sql.DEFAULT_SCHEMA)
     assert sum(r["jobs"] for r in rows) == 1
 
 

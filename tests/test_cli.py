@@ -9,7 +9,7 @@ from pathlib import Path
 import asyncpg
 import msgspec
 
-from venturi import sql, store
+from venturi import db, sql
 
 
 class C(msgspec.Struct):
@@ -76,15 +76,20 @@ async def test_schema_apply_via_cli(empty_dsn: str) -> None:
     assert second.returncode == 0 and "up to date" in second.stdout
     conn = await asyncpg.connect(empty_dsn)
     try:
-        assert await store.schema_version(conn, "venturi") == sql.migrations()[-1].version
+        assert (
+            await db.schema.schema_version(conn, schema="venturi") == sql.migrations()[-1].version
+        )
     finally:
         await conn.close()
 
 
 def test_redact() -> None:
-    assert store.redact("postgresql://u:pw@h:5/d?sslmode=x") == "postgresql://u:***@h:5/d?sslmode=x"
-    assert store.redact("postgresql://u@h/d?password=pw") == "postgresql://u@h/d?password=***"
-    assert store.redact("postgresql://h/d") == "postgresql://h/d"
+    assert (
+        db.connect.redact("postgresql://u:pw@h:5/d?sslmode=x")
+        == "postgresql://u:***@h:5/d?sslmode=x"
+    )
+    assert db.connect.redact("postgresql://u@h/d?password=pw") == "postgresql://u@h/d?password=***"
+    assert db.connect.redact("postgresql://h/d") == "postgresql://h/d"
 
 
 async def test_demo_on_a_given_database(dsn: str) -> None:
@@ -107,7 +112,7 @@ async def test_demo_on_a_given_database(dsn: str) -> None:
     assert "emails in the outbox: 20; pages titled: 39" in lines
     conn = await asyncpg.connect(dsn)
     try:
-        rows = await store.job_counts(conn, "venturi")
+        rows = await db.jobs.job_counts(conn, schema="venturi")
         # Long pages paused and flaky pages retried on their way to completion.
         assert sum(r["jobs"] for r in rows) == 60
     finally:
@@ -132,15 +137,15 @@ async def test_recover_command(conn: asyncpg.Connection, dsn: str, kinds: list[s
         return None
 
     job_id = await handler.enqueue(conn, C(1))
-    await store.claim(
+    await db.jobs.job_claim(
         conn,
-        "venturi",
-        store.Claimant("gone:1"),
-        ["cli_recover"],
-        [0.001],
-        0,
-        1,
-        v.Backoff.fixed(0),
+        schema="venturi",
+        claimant=db.Claimant("gone:1"),
+        kinds=["cli_recover"],
+        leases=[0.001],
+        floor=0,
+        limit=1,
+        backoff=v.Backoff.fixed(0),
     )
     await asyncio.sleep(0.01)
     out = await asyncio.to_thread(venturi, "recover", "--dsn", dsn)
@@ -170,7 +175,9 @@ async def test_kinds_pause_resume_list(dsn: str) -> None:
     assert resumed.stdout.splitlines() == ["resumed emails", "nothing was not paused"]
     conn = await asyncpg.connect(dsn)
     try:
-        assert [r["kind"] for r in await store.paused_kinds(conn, "venturi")] == ["reports"]
+        assert [r["kind"] for r in await db.kinds.kind_paused_list(conn, schema="venturi")] == [
+            "reports"
+        ]
     finally:
         await conn.close()
     text = await asyncio.to_thread(venturi, "kinds", "list", "--dsn", dsn)

@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 import venturi
-from venturi import store
+from venturi import db
 
 from .test_cli import venturi as cli
 
@@ -163,5 +163,5 @@ async def test_kinds_pause_warns_about_a_kind_nothing_has(
         "venturi: warning: no job or schedule has kind 'knwon_kind' (yet); paused anyway, "
         "check the spelling"
     ]
-    paused = [r["kind"] for r in await store.paused_kinds(conn, "venturi")]
+    paused = [r["kind"] for r in await db.kinds.kind_paused_list(conn, schema="venturi")]
     assert paused == ["known_kind", "knwon_kind"]

@@ -14,10 +14,10 @@ import msgspec
 import pytest
 
 import venturi
-from venturi import ConfigError, Context, CronScheduler, admin, upkeep
+from venturi import ConfigError, Context, CronScheduler, admin, db
 from venturi.cronspec import CronSpec
 from venturi.maintenance import cron
-from venturi.worker import Worker
+from venturi.runtime.worker import Worker
 
 from .helpers import running, wait_for, wait_status
 
@@ -169,7 +169,7 @@ async def test_first_sight_starts_with_the_next_slot(
     worker = Worker(None, pool, [yearly])
     await CronScheduler().run(pool, worker)
     assert await _jobs(conn, "c_first") == []
-    [row] = await upkeep.list_schedules(pool, "venturi", ["c_first"])
+    [row] = await db.schedules.schedule_list(pool, schema="venturi", names=["c_first"])
     assert row["last_slot"] == yearly.cron.latest(row["now"])
     assert worker.stats["cron_enqueued"] == 0
 
@@ -184,7 +184,9 @@ async def test_a_slot_is_enqueued_once_by_many_workers_and_never_again_once_fini
     assert yearly.cron is not None
     due = yearly.cron.latest(datetime.now(UTC))
     # The schedule last ran the year before: this year's slot is due.
-    await upkeep.init_schedule(pool, "venturi", "c_once", yearly.cron.latest(due - timedelta(1)))
+    await db.schedules.schedule_init(
+        pool, schema="venturi", name="c_once", slot=yearly.cron.latest(due - timedelta(1))
+    )
     workers = [Worker(None, pool, [yearly]) for _ in range(8)]
     await asyncio.gather(*(CronScheduler().run(pool, w) for w in workers))
     [job] = await _jobs(conn, "c_once")
@@ -211,8 +213,8 @@ async def test_missed_slots_coalesce_into_one_catch_up_run(
     hourly = venturi.schedule(report, "0 * * * *", Needs(7), name="reports")
     now = datetime.now(UTC)
     # Down for five hours: five slots were missed.
-    await upkeep.init_schedule(
-        pool, "venturi", "reports", hourly.spec.latest(now) - timedelta(hours=5)
+    await db.schedules.schedule_init(
+        pool, schema="venturi", name="reports", slot=hourly.spec.latest(now) - timedelta(hours=5)
     )
     worker = Worker(None, pool, [report])
     scheduler = CronScheduler()
@@ -240,7 +242,7 @@ async def test_explicit_schedules_and_duplicate_names(
         await CronScheduler().run(pool, worker)
     # Given explicitly, only those schedules run.
     await CronScheduler([clash]).run(pool, worker)
-    [row] = await upkeep.list_schedules(pool, "venturi", ["c_explicit"])
+    [row] = await db.schedules.schedule_list(pool, schema="venturi", names=["c_explicit"])
     assert row["last_slot"] == clash.spec.latest(row["now"])
     with pytest.raises(ConfigError, match="share a name"):
         CronScheduler([clash, clash])

@@ -17,7 +17,7 @@ import pytest
 
 import venturi
 from venturi import Backoff, Context, sql
-from venturi.worker import Worker
+from venturi.runtime.worker import Worker
 
 from . import workertasks
 from .helpers import running, status_of, wait_for, wait_status

@@ -16,8 +16,8 @@ import asyncpg
 import msgspec
 
 import venturi
-from venturi import Backoff, Context, store
-from venturi.worker import Worker
+from venturi import Backoff, Context, db
+from venturi.runtime.worker import Worker
 
 from .helpers import running, wait_for, wait_status
 from .test_worker import LoseClaimAnswer
@@ -42,7 +42,7 @@ async def _waits_on_a_lock(observer: asyncpg.Connection, pid: int) -> bool:
 
 
 async def _count(conn: asyncpg.Connection, kind: str) -> int:
-    counts = await store.job_counts(conn, "venturi")
+    counts = await db.jobs.job_counts(conn, schema="venturi")
     return sum(r["jobs"] for r in counts if r["kind"] == kind)
 
 
@@ -137,13 +137,22 @@ async def test_recover_stale_uses_the_tasks_own_backoff(
 
     a = await own.enqueue(conn, N(1))
     b = await default.enqueue(conn, N(1))
-    ghost = store.Claimant("ghost:1")
-    await store.claim(
-        conn, "venturi", ghost, ["r_own", "r_default"], [60.0] * 2, 0, 2, Backoff.fixed(0)
+    ghost = db.Claimant("ghost:1")
+    await db.jobs.job_claim(
+        conn,
+        schema="venturi",
+        claimant=ghost,
+        kinds=["r_own", "r_default"],
+        leases=[60.0] * 2,
+        floor=0,
+        limit=2,
+        backoff=Backoff.fixed(0),
     )
     await _expire_claims(conn)
     # The sweep knows no task: the row's stored backoff decides; its own only for b.
-    recovered = await store.recover_stale(conn, "venturi", "sweeper:1", Backoff.fixed(30))
+    recovered = await db.jobs.job_recover_stale(
+        conn, schema="venturi", recoverer="sweeper:1", backoff=Backoff.fixed(30)
+    )
     assert sorted(r["id"] for r in recovered) == [a, b]
     assert 590 < _due_in(await venturi.get_job(conn, a)) <= 600
     assert 20 < _due_in(await venturi.get_job(conn, b)) <= 30
@@ -157,14 +166,32 @@ async def test_claims_recovery_uses_the_tasks_own_backoff_with_jitter(
         return None
 
     ids = [await own.enqueue(conn, N(i)) for i in range(20)]
-    ghost = store.Claimant("ghost:1")
-    await store.claim(conn, "venturi", ghost, ["r_jitter"], [60.0], 0, 20, Backoff.fixed(0))
+    ghost = db.Claimant("ghost:1")
+    await db.jobs.job_claim(
+        conn,
+        schema="venturi",
+        claimant=ghost,
+        kinds=["r_jitter"],
+        leases=[60.0],
+        floor=0,
+        limit=20,
+        backoff=Backoff.fixed(0),
+    )
     await _expire_claims(conn)
     # Another worker's claim of another kind recovers them, with its default fixed(0).
-    other = store.Claimant("other:2")
+    other = db.Claimant("other:2")
     assert (
-        await store.claim(conn, "venturi", other, ["r_none"], [60.0], 0, 1, Backoff.fixed(0)) == []
-    )
+        await db.jobs.job_claim(
+            conn,
+            schema="venturi",
+            claimant=other,
+            kinds=["r_none"],
+            leases=[60.0],
+            floor=0,
+            limit=1,
+            backoff=Backoff.fixed(0),
+        )
+    ).claimed == []
     dues = [_due_in(await venturi.get_job(conn, i)) for i in ids]
     # First failure: 400 s, half-jittered into [200, 400].
     assert all(190 < d <= 400 for d in dues), dues
@@ -179,8 +206,17 @@ async def test_recover_command_uses_the_tasks_own_backoff(
         return None
 
     job_id = await own.enqueue(conn, N(1))
-    ghost = store.Claimant("ghost:1")
-    await store.claim(conn, "venturi", ghost, ["r_cli"], [60.0], 0, 1, Backoff.fixed(0))
+    ghost = db.Claimant("ghost:1")
+    await db.jobs.job_claim(
+        conn,
+        schema="venturi",
+        claimant=ghost,
+        kinds=["r_cli"],
+        leases=[60.0],
+        floor=0,
+        limit=1,
+        backoff=Backoff.fixed(0),
+    )
     await _expire_claims(conn)
     out = await asyncio.to_thread(
         subprocess.run,
@@ -277,23 +313,86 @@ async def test_same_identity_claimants_never_touch_each_others_claims(
         return None
 
     first, second = await venturi.enqueue_many(conn, [handler.job(N(1)), handler.job(N(2))])
-    a, b = store.Claimant("same:1"), store.Claimant("same:1")
+    a, b = db.Claimant("same:1"), db.Claimant("same:1")
     bo = Backoff.fixed(0)
-    (ra,) = await store.claim(conn, "venturi", a, ["o_pair"], [60.0], 0, 1, bo)
-    (rb,) = await store.claim(conn, "venturi", b, ["o_pair"], [60.0], 0, 1, bo)
+    (ra,) = (
+        await db.jobs.job_claim(
+            conn,
+            schema="venturi",
+            claimant=a,
+            kinds=["o_pair"],
+            leases=[60.0],
+            floor=0,
+            limit=1,
+            backoff=bo,
+        )
+    ).claimed
+    (rb,) = (
+        await db.jobs.job_claim(
+            conn,
+            schema="venturi",
+            claimant=b,
+            kinds=["o_pair"],
+            leases=[60.0],
+            floor=0,
+            limit=1,
+            backoff=bo,
+        )
+    ).claimed
     assert (ra["id"], rb["id"]) == (first, second)
     # b's orphan release, heartbeat and settlements leave a's claim alone.
-    assert [r["id"] for r in await store.release_orphans(conn, "venturi", b, [])] == [second]
-    (beat,) = await store.heartbeat(conn, "venturi", b, [first], [1], [60.0])
+    assert [
+        r["id"]
+        for r in await db.jobs.job_release_orphans_if_owned(
+            conn, schema="venturi", claimant=b, running=[]
+        )
+    ] == [second]
+    (beat,) = await db.jobs.job_heartbeat_if_owned(
+        conn, schema="venturi", claimant=b, ids=[first], attempts=[1], leases=[60.0]
+    )
     assert not beat["owned"] and not beat["renewed"]
-    assert await store.complete_many(conn, "venturi", b, [first], [1], [None]) == set()
-    assert not await store.release(conn, "venturi", b, first, 1, "x")
-    assert not await store.cancel(conn, "venturi", b, first, 1, "x")
-    assert await store.fail(conn, "venturi", b, first, 1, "failed", "x", None, 0, False) is None
+    assert (
+        await db.jobs.job_complete_many_if_owned(
+            conn, schema="venturi", claimant=b, ids=[first], attempts=[1], results=[None]
+        )
+        == set()
+    )
+    assert not await db.jobs.job_release_if_owned(
+        conn, schema="venturi", claimant=b, job_id=first, attempt=1, detail="x"
+    )
+    assert not await db.jobs.job_cancel_if_owned(
+        conn, schema="venturi", claimant=b, job_id=first, attempt=1, detail="x"
+    )
+    assert (
+        await db.jobs.job_fail_if_owned(
+            conn,
+            schema="venturi",
+            claimant=b,
+            job_id=first,
+            attempt=1,
+            event="failed",
+            error="x",
+            carry=None,
+            delay=0,
+            force_dead=False,
+        )
+        is None
+    )
     job = await venturi.get_job(conn, first)
     assert job is not None and job.status == "claimed" and job.claimed_by == "same:1"
     # a still owns it, and the journal names the identity, not the token.
-    assert await store.fail(conn, "venturi", a, first, 1, "failed", "x", None, 0, False)
+    assert await db.jobs.job_fail_if_owned(
+        conn,
+        schema="venturi",
+        claimant=a,
+        job_id=first,
+        attempt=1,
+        event="failed",
+        error="x",
+        carry=None,
+        delay=0,
+        force_dead=False,
+    )
     assert [e.worker for e in await venturi.get_journal(conn, first)][-2:] == ["same:1"] * 2
 
 

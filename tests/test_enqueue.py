@@ -11,10 +11,10 @@ import msgspec
 import pytest
 
 import venturi
-from venturi import Context, Priority, sql, store
+from venturi import Context, Priority, db, sql
 
 # The claimant of the jobs these tests claim and settle through the store.
-W1 = store.Claimant("w:1")
+W1 = db.Claimant("w:1")
 
 
 class Fetch(msgspec.Struct):
@@ -94,7 +94,7 @@ async def test_scheduling_at_and_after(
 
 
 async def _count(conn: asyncpg.Connection) -> int:
-    return sum(r["jobs"] for r in await store.job_counts(conn, sql.DEFAULT_SCHEMA))
+    return sum(r["jobs"] for r in await db.jobs.job_counts(conn, schema=sql.DEFAULT_SCHEMA))
 
 
 @pytest.mark.parametrize(
@@ -137,11 +137,27 @@ async def test_key_deduplicates_while_unfinished(
     job = await venturi.get_job(conn, first)
     assert job is not None and job.carry["url"] == "a"  # the first carry is kept
     # Once the holder is finished, the key is free again.
-    rows = await store.claim(
-        conn, "venturi", W1, ["fetch"], [60.0], 0, 10, venturi.Backoff.fixed(1)
-    )
+    rows = (
+        await db.jobs.job_claim(
+            conn,
+            schema="venturi",
+            claimant=W1,
+            kinds=["fetch"],
+            leases=[60.0],
+            floor=0,
+            limit=10,
+            backoff=venturi.Backoff.fixed(1),
+        )
+    ).claimed
     done = [r for r in rows if r["id"] == first]
-    await store.complete_many(conn, "venturi", W1, [first], [done[0]["attempt"]], [None])
+    await db.jobs.job_complete_many_if_owned(
+        conn,
+        schema="venturi",
+        claimant=W1,
+        ids=[first],
+        attempts=[done[0]["attempt"]],
+        results=[None],
+    )
     fresh = await fetch.enqueue(conn, Fetch("d"), key="user-1")
     assert fresh not in (first, other_key)
 
@@ -217,6 +233,6 @@ async def test_unapplied_schema_is_a_clear_error(empty_dsn: str, kinds: list[str
     conn = await asyncpg.connect(empty_dsn)
     try:
         with pytest.raises(venturi.SchemaError, match="venturi schema apply"):
-            await store.schema_version(conn, "venturi")
+            await db.schema.schema_version(conn, schema="venturi")
     finally:
         await conn.close()

@@ -12,7 +12,7 @@ import pytest
 
 import venturi
 from venturi import ConfigError, Context
-from venturi.worker import Worker
+from venturi.runtime.worker import Worker
 
 from .helpers import running, wait_for, wait_status
 

@@ -1,4 +1,4 @@
-"""venturi.Pool: several worker loops in one process, a loop that dies restarted after a
+"""venturi.WorkerGroup: several worker loops in one process, a loop that dies restarted after a
 second while the others keep working, and one graceful shutdown for all."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import msgspec
 import pytest
 
 import venturi
-from venturi import ConfigError, Context, Pool, SchemaError
-from venturi.worker import Worker
+from venturi import ConfigError, Context, SchemaError, WorkerGroup
+from venturi.runtime.worker import Worker
 
 from .helpers import wait_for, wait_status
 
@@ -25,7 +25,7 @@ class Item(msgspec.Struct):
 
 
 @contextlib.asynccontextmanager
-async def pool_running(pool: Pool) -> AsyncIterator[asyncio.Task[None]]:
+async def pool_running(pool: WorkerGroup) -> AsyncIterator[asyncio.Task[None]]:
     shutdown = asyncio.Event()
     task = asyncio.create_task(pool.run(shutdown))
     try:
@@ -62,7 +62,7 @@ async def test_loops_run_side_by_side_and_stop_together(
 
     wa = Worker(None, dsn, [a, long], concurrency=4, poll_max=0.1)
     wb = Worker(None, dsn, [b], poll_max=0.1)
-    pool = Pool([wa, wb])
+    pool = WorkerGroup([wa, wb])
     assert wa.claimed_by.endswith("/1") and wb.claimed_by.endswith("/2")  # told apart
     async with pool_running(pool) as running:
         ids = [await a.enqueue(conn, Item(i)) for i in range(3)]
@@ -98,7 +98,7 @@ async def test_a_loop_that_dies_is_restarted_after_a_second(
         return await fill(*args)
 
     monkeypatch.setattr(wa, "_fill", bug_once)
-    pool = Pool([wa, wb])
+    pool = WorkerGroup([wa, wb])
     async with pool_running(pool):
         await asyncio.wait_for(crashed.wait(), 15)
         job_a = await a.enqueue(conn, Item(1))
@@ -139,7 +139,7 @@ async def test_handlers_of_a_dead_loop_are_cancelled_and_their_job_released(
         reap()
 
     monkeypatch.setattr(worker, "_reap", bug_while_running)
-    pool = Pool([worker])
+    pool = WorkerGroup([worker])
     async with pool_running(pool):
         job_id = await slow.enqueue(conn, Item(0))
         await asyncio.wait_for(running_first.wait(), 15)
@@ -162,7 +162,7 @@ async def test_a_loop_that_cannot_start_stops_the_pool(
     a, _ = _done_at({})
     healthy = Worker(None, dsn, [a], poll_max=0.1)
     no_schema = Worker(None, empty_dsn, [a], poll_max=0.1)
-    pool = Pool([healthy, no_schema])
+    pool = WorkerGroup([healthy, no_schema])
     with pytest.raises(SchemaError, match="venturi schema apply"):
         await asyncio.wait_for(pool.run(asyncio.Event()), 60)
     assert pool.restarts == [0, 0]
@@ -172,13 +172,20 @@ def test_bad_pool(kinds: list[str]) -> None:
     a, _ = _done_at({})
     w = Worker(None, "postgresql://x", [a])
     with pytest.raises(ConfigError, match="at least one worker"):
-        Pool([])
+        WorkerGroup([])
     with pytest.raises(ConfigError, match=r"venturi\.Worker"):
-        Pool([object()])  # type: ignore[list-item]
+        WorkerGroup([object()])  # type: ignore[list-item]
     with pytest.raises(ConfigError, match="twice"):
-        Pool([w, w])
+        WorkerGroup([w, w])
     with pytest.raises(ConfigError, match="restart_delay"):
-        Pool([w], restart_delay=-1)
+        WorkerGroup([w], restart_delay=-1)
     own = Worker(None, "postgresql://x", [a], claimed_by="api-1")
-    Pool([own, Worker(None, "postgresql://x", [a], claimed_by="api-2")])
+    WorkerGroup([own, Worker(None, "postgresql://x", [a], claimed_by="api-2")])
     assert own.claimed_by == "api-1"  # distinct identities are left alone
+
+
+def test_pool_is_a_deprecated_alias_of_worker_group() -> None:
+    # venturi.Pool clashed with asyncpg's Pool; the old name keeps working, with a warning.
+    with pytest.warns(DeprecationWarning, match="venturi.WorkerGroup"):
+        alias = venturi.Pool
+    assert alias is WorkerGroup

@@ -16,7 +16,7 @@ import pytest
 import typer.main
 
 import venturi
-from venturi import admin, cli, store
+from venturi import admin, cli, db
 from venturi.cli import processes
 
 from . import workertasks
@@ -78,7 +78,7 @@ async def _holds(predicate: Any) -> bool:
 
 
 async def _completed(conn: Any, ids: list[int]) -> int:
-    counts = await store.job_counts(conn, "venturi", ids)
+    counts = await db.jobs.job_counts(conn, schema="venturi", ids=ids)
     return sum(r["jobs"] for r in counts if r["status"] == "completed")
 
 

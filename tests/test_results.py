@@ -12,15 +12,15 @@ import msgspec
 import pytest
 
 import venturi
-from venturi import ConfigError, Context, ResultCleanup, sql, store
+from venturi import ConfigError, Context, ResultCleanup, db, sql
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.registry import JobSpec
-from venturi.worker import Worker
+from venturi.runtime.worker import Worker
 
 from .helpers import running, wait_for, wait_status
 
 # The claimant of the jobs these tests claim and settle through the store.
-W1 = store.Claimant("w:1")
+W1 = db.Claimant("w:1")
 
 
 class Item(msgspec.Struct):
@@ -140,12 +140,28 @@ async def test_cleanup_reads_only_rows_that_still_hold_a_result(conn: asyncpg.Co
     # twenty stored a result. The cleanup must find those through jobs_result_idx, not
     # by reading every completed row again at each pass.
     specs = [JobSpec(f"k{i % 5}", "{}", 1, None, None, None, 25) for i in range(10_000)]
-    await store.insert_jobs(conn, "venturi", specs)
+    await db.jobs.job_insert_many(conn, schema="venturi", specs=specs)
     kinds = [f"k{i}" for i in range(5)]
-    rows = await store.claim(conn, "venturi", W1, kinds, [3600.0] * 5, 0, 10_000, DEFAULT_BACKOFF)
+    rows = (
+        await db.jobs.job_claim(
+            conn,
+            schema="venturi",
+            claimant=W1,
+            kinds=kinds,
+            leases=[3600.0] * 5,
+            floor=0,
+            limit=10_000,
+            backoff=DEFAULT_BACKOFF,
+        )
+    ).claimed
     results = ['{"ok": true}' if i % 20 == 0 else None for i in range(len(rows))]
-    await store.complete_many(
-        conn, "venturi", W1, [r["id"] for r in rows], [r["attempt"] for r in rows], results
+    await db.jobs.job_complete_many_if_owned(
+        conn,
+        schema="venturi",
+        claimant=W1,
+        ids=[r["id"] for r in rows],
+        attempts=[r["attempt"] for r in rows],
+        results=results,
     )
     await conn.execute(sql.statement("maintenance/analyze"))
     plan = await conn.fetchval(

@@ -11,8 +11,8 @@ import msgspec
 import pytest
 
 import venturi
-from venturi import ConfigError, Context, Retention, admin, store
-from venturi.worker import Worker
+from venturi import ConfigError, Context, Retention, admin, db
+from venturi.runtime.worker import Worker
 
 from .helpers import running, wait_for, wait_status
 
@@ -56,7 +56,9 @@ async def test_each_status_goes_after_its_own_period_with_its_journal(
     later = await task.enqueue(conn, Item(102), after=3600)
     [change] = await admin.cancel_jobs(conn, [cancelled])
     assert change.done
-    assert await store.get_journal(conn, "venturi", dead[0])  # dead jobs have journal rows
+    assert await db.journal.journal_get(
+        conn, schema="venturi", job_id=dead[0]
+    )  # dead jobs have journal rows
     worker = Worker(None, pool, [task])
 
     # Completed jobs go after a short period; dead and cancelled ones are kept (1 h).
@@ -76,7 +78,7 @@ async def test_each_status_goes_after_its_own_period_with_its_journal(
     assert worker.stats["retention_deleted:cancelled"] == 1
     for job_id in [*dead, cancelled]:
         assert not await _exists(conn, job_id)
-        assert await store.get_journal(conn, "venturi", job_id) == []
+        assert await db.journal.journal_get(conn, schema="venturi", job_id=job_id) == []
     # Unfinished jobs are never retention's, however short the periods.
     assert await _exists(conn, pending) and await _exists(conn, later)
 

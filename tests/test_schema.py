@@ -7,7 +7,7 @@ import asyncio
 import asyncpg
 import pytest
 
-from venturi import sql, store
+from venturi import db, sql
 
 
 async def _catalog(conn: asyncpg.Connection, schema: str) -> list[tuple[str, ...]]:
@@ -33,11 +33,15 @@ async def _catalog(conn: asyncpg.Connection, schema: str) -> list[tuple[str, ...
 async def test_apply_twice_changes_nothing(empty_dsn: str) -> None:
     conn = await asyncpg.connect(empty_dsn)
     try:
-        assert await store.apply_schema(conn, "venturi") == [m.version for m in sql.migrations()]
+        assert await db.schema.apply_schema(conn, schema="venturi") == [
+            m.version for m in sql.migrations()
+        ]
         before = await _catalog(conn, "venturi")
-        assert await store.apply_schema(conn, "venturi") == []
+        assert await db.schema.apply_schema(conn, schema="venturi") == []
         assert await _catalog(conn, "venturi") == before
-        assert await store.schema_version(conn, "venturi") == sql.migrations()[-1].version
+        assert (
+            await db.schema.schema_version(conn, schema="venturi") == sql.migrations()[-1].version
+        )
     finally:
         await conn.close()
 
@@ -45,7 +49,9 @@ async def test_apply_twice_changes_nothing(empty_dsn: str) -> None:
 async def test_concurrent_applies_serialize(empty_dsn: str) -> None:
     conns = [await asyncpg.connect(empty_dsn) for _ in range(3)]
     try:
-        results = await asyncio.gather(*(store.apply_schema(c, "venturi") for c in conns))
+        results = await asyncio.gather(
+            *(db.schema.apply_schema(c, schema="venturi") for c in conns)
+        )
         assert sorted(results) == [[], [], [m.version for m in sql.migrations()]]
     finally:
         for c in conns:
@@ -59,7 +65,7 @@ async def test_fresh_schema_equals_migrations(empty_dsn: str) -> None:
         for migration in sql.migrations("migrated"):
             await conn.execute(migration.sql)
         assert await _catalog(conn, "fresh") == await _catalog(conn, "migrated")
-        assert await store.schema_version(conn, "fresh") == sql.migrations()[-1].version
+        assert await db.schema.schema_version(conn, schema="fresh") == sql.migrations()[-1].version
     finally:
         await conn.close()
 
@@ -67,9 +73,11 @@ async def test_fresh_schema_equals_migrations(empty_dsn: str) -> None:
 async def test_custom_schema_is_independent(empty_dsn: str) -> None:
     conn = await asyncpg.connect(empty_dsn)
     try:
-        await store.apply_schema(conn, "tenant_a")
-        assert await store.schema_version(conn, "tenant_a") == sql.migrations()[-1].version
+        await db.schema.apply_schema(conn, schema="tenant_a")
+        assert (
+            await db.schema.schema_version(conn, schema="tenant_a") == sql.migrations()[-1].version
+        )
         with pytest.raises(Exception, match="venturi schema apply --schema venturi"):
-            await store.schema_version(conn, "venturi")
+            await db.schema.schema_version(conn, schema="venturi")
     finally:
         await conn.close()

@@ -27,8 +27,8 @@ import pytest
 from jinja2 import meta
 
 import venturi
-from venturi import Backoff, Context, sql, store
-from venturi.worker import Worker
+from venturi import Backoff, Context, db, sql
+from venturi.runtime.worker import Worker
 
 from .helpers import running, wait_for, wait_status
 from .support import sql as test_sql
@@ -208,7 +208,7 @@ async def test_hostile_kind_key_carry_and_reasons_round_trip_as_data(
     dead = await venturi.get_job(conn, dies)
     assert dead is not None and dead.last_error == hostile + "die"
     # The tables are intact and hold exactly these two jobs.
-    rows = await store.job_counts(conn, sql.DEFAULT_SCHEMA)
+    rows = await db.jobs.job_counts(conn, schema=sql.DEFAULT_SCHEMA)
     assert {(r["kind"], r["status"]): r["jobs"] for r in rows} == {
         (hostile, "completed"): 1,
         (hostile, "dead"): 1,

@@ -13,13 +13,13 @@ from typing import Any
 import asyncpg
 import pytest
 
-from venturi import sql, store
+from venturi import db, sql
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.errors import ConfigError
 from venturi.registry import JobSpec
 
 # The claimant of the jobs these tests claim and settle through the store.
-W1 = store.Claimant("w:1")
+W1 = db.Claimant("w:1")
 
 
 @pytest.mark.parametrize("part", sql.PARTS)
@@ -94,7 +94,9 @@ async def test_rendered_sql_applies_with_psql(empty_dsn: str) -> None:
         assert out.returncode == 0, out.stderr
     conn = await asyncpg.connect(empty_dsn)
     try:
-        assert await store.schema_version(conn, "venturi") == sql.migrations()[-1].version
+        assert (
+            await db.schema.schema_version(conn, schema="venturi") == sql.migrations()[-1].version
+        )
     finally:
         await conn.close()
 
@@ -128,17 +130,28 @@ async def test_claim_and_recovery_use_their_partial_indexes(conn: asyncpg.Connec
     # 10,000 rows through the library's own statements: 8,000 completed, 1,000 claimed
     # with a live lease, 1,000 pending, over five kinds and three priorities.
     specs = [JobSpec(f"k{i % 5}", "{}", i % 3, None, None, None, 25) for i in range(10_000)]
-    await store.insert_jobs(conn, "venturi", specs)
+    await db.jobs.job_insert_many(conn, schema="venturi", specs=specs)
     kinds = [f"k{i}" for i in range(5)]
-    rows = await store.claim(conn, "venturi", W1, kinds, [3600.0] * 5, 0, 9_000, DEFAULT_BACKOFF)
+    rows = (
+        await db.jobs.job_claim(
+            conn,
+            schema="venturi",
+            claimant=W1,
+            kinds=kinds,
+            leases=[3600.0] * 5,
+            floor=0,
+            limit=9_000,
+            backoff=DEFAULT_BACKOFF,
+        )
+    ).claimed
     done = rows[:8_000]
-    await store.complete_many(
+    await db.jobs.job_complete_many_if_owned(
         conn,
-        "venturi",
-        W1,
-        [r["id"] for r in done],
-        [r["attempt"] for r in done],
-        [None] * len(done),
+        schema="venturi",
+        claimant=W1,
+        ids=[r["id"] for r in done],
+        attempts=[r["attempt"] for r in done],
+        results=[None] * len(done),
     )
     await conn.execute(sql.statement("maintenance/analyze"))
     claim = await _explain(
@@ -171,7 +184,7 @@ async def test_claim_keeps_its_index_on_a_backlog_of_one_kind(conn: asyncpg.Conn
     # planner expect no match and sort the whole backlog; the claim must stay an ordered
     # index scan under generic and custom plans alike.
     specs = [JobSpec("only", "{}", 1, None, None, None, 25) for _ in range(20_000)]
-    await store.insert_jobs(conn, "venturi", specs)
+    await db.jobs.job_insert_many(conn, schema="venturi", specs=specs)
     await conn.execute(sql.statement("maintenance/analyze"))
     for mode in ("force_custom_plan", "force_generic_plan"):
         await conn.execute(f"SET plan_cache_mode = {mode}")

@@ -21,7 +21,7 @@ from starlette.routing import Mount
 
 import venturi
 import venturi.web
-from venturi import admin, sql, store, views
+from venturi import admin, db, sql, views
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.registry import JobSpec
 from venturi.web import charts
@@ -84,7 +84,9 @@ async def test_every_page_renders_the_seeded_state(
     claimed = await make(conn, "mail", "claimed", worker="host-a:41")
     dead = await make(conn, "fetch", "dead", carry='{"url": "https://x.test"}')
     await make(conn, "fetch", "scheduled")
-    await store.pause_kinds(conn, S, ["fetch"], "operator:test", "upstream down")
+    await db.kinds.kind_pause(
+        conn, schema=S, kinds=["fetch"], paused_by="operator:test", reason="upstream down"
+    )
 
     r = await web.get("/")
     assert r.status_code == 200
@@ -132,7 +134,7 @@ async def test_keyset_pagination_walks_every_job_once(
     conn: asyncpg.Connection, web: httpx.AsyncClient
 ) -> None:
     specs = [JobSpec(f"k{i % 3}", "{}", 1, None, None, f"key-{i}", 25) for i in range(130)]
-    ids = await store.insert_jobs(conn, S, specs)
+    ids = await db.jobs.job_insert_many(conn, schema=S, specs=specs)
     seen: list[int] = []
     path: str | None = "/jobs?kind=k1"
     while path:
@@ -254,10 +256,10 @@ async def test_pause_and_resume_a_kind(conn: asyncpg.Connection, web: httpx.Asyn
     await make(conn, "mail", "pending")
     r = await post(web, "/kinds/pause", {"kind": "mail", "reason": "smtp down"})
     assert r.status_code == 200
-    [row] = await store.paused_kinds(conn, S)
+    [row] = await db.kinds.kind_paused_list(conn, schema=S)
     assert (row["kind"], row["paused_by"], row["reason"]) == ("mail", "web:127.0.0.1", "smtp down")
     r = await post(web, "/kinds/resume", {"kind": "mail"})
-    assert "resumed mail" in r.text and await store.paused_kinds(conn, S) == []
+    assert "resumed mail" in r.text and await db.kinds.kind_paused_list(conn, schema=S) == []
 
 
 # --- security -------------------------------------------------------------------------
@@ -327,7 +329,7 @@ async def test_actions_need_this_browsers_csrf_token(
             r = await stranger.post(f"/jobs/{dead}/retry", data={"csrf": mine})
             assert r.status_code == 403
     assert await status(conn, dead) == "dead" and await status(conn, pending) == "pending"
-    assert await store.paused_kinds(conn, S) == []
+    assert await db.kinds.kind_paused_list(conn, schema=S) == []
     assert [e.event for e in await venturi.get_journal(conn, dead)][-1] == "dead"
 
 
@@ -340,7 +342,9 @@ async def test_read_only_refuses_every_action(pool: asyncpg.Pool, conn: asyncpg.
         for path in (f"/jobs/{dead}/retry", f"/jobs/{dead}/delete", "/kinds/pause", "/jobs/bulk"):
             r = await c.post(path, data={"csrf": token, "kind": "fetch", "action": "retry"})
             assert r.status_code == 403 and "read-only" in r.text
-    assert await status(conn, dead) == "dead" and await store.paused_kinds(conn, S) == []
+    assert (
+        await status(conn, dead) == "dead" and await db.kinds.kind_paused_list(conn, schema=S) == []
+    )
 
 
 HOSTILE_KIND = "<script>alert('k')</script>\"'&"
@@ -352,26 +356,43 @@ HOSTILE_TB = TRACEBACK + "<script>alert('tb')</script>\n\u202e\u0007 binary-look
 async def test_hostile_values_are_escaped_everywhere(
     conn: asyncpg.Connection, web: httpx.AsyncClient
 ) -> None:
-    [job_id] = await store.insert_jobs(
-        conn, S, [JobSpec(HOSTILE_KIND, HOSTILE_CARRY, 1, None, None, HOSTILE_KEY, 25)]
-    )
-    hostile = store.Claimant("<b>worker</b>:1")
-    rows = await store.claim(
-        conn, S, hostile, [HOSTILE_KIND], [60.0], 0, 1, DEFAULT_BACKOFF
-    )
-    assert await store.fail(
+    [job_id] = await db.jobs.job_insert_many(
         conn,
-        S,
-        hostile,
-        job_id,
-        rows[0]["attempt"],
-        "failed",
-        HOSTILE_TB,
-        None,
-        0.0,
-        True,
+        schema=S,
+        specs=[JobSpec(HOSTILE_KIND, HOSTILE_CARRY, 1, None, None, HOSTILE_KEY, 25)],
     )
-    await store.pause_kinds(conn, S, [HOSTILE_KIND], "<i>op</i>", "<script>alert('r')</script>")
+    hostile = db.Claimant("<b>worker</b>:1")
+    rows = (
+        await db.jobs.job_claim(
+            conn,
+            schema=S,
+            claimant=hostile,
+            kinds=[HOSTILE_KIND],
+            leases=[60.0],
+            floor=0,
+            limit=1,
+            backoff=DEFAULT_BACKOFF,
+        )
+    ).claimed
+    assert await db.jobs.job_fail_if_owned(
+        conn,
+        schema=S,
+        claimant=hostile,
+        job_id=job_id,
+        attempt=rows[0]["attempt"],
+        event="failed",
+        error=HOSTILE_TB,
+        carry=None,
+        delay=0.0,
+        force_dead=True,
+    )
+    await db.kinds.kind_pause(
+        conn,
+        schema=S,
+        kinds=[HOSTILE_KIND],
+        paused_by="<i>op</i>",
+        reason="<script>alert('r')</script>",
+    )
     pages = [
         "/",
         "/partials/overview",
@@ -499,7 +520,7 @@ def test_the_worker_never_imports_the_dashboard() -> None:
 
     code = (
         "import sys; sys.modules['starlette'] = None; "
-        "import venturi, venturi.worker, venturi.cli, venturi.admin; "
+        "import venturi, venturi.runtime.worker, venturi.cli, venturi.admin; "
         "assert not [m for m in sys.modules if m.startswith('venturi.web')], 'imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -25,7 +25,7 @@ import uvicorn
 
 import venturi
 import venturi.web
-from venturi import sql, store
+from venturi import db, sql
 
 from .opsdata import S, make
 
@@ -117,7 +117,13 @@ async def test_operator_retries_a_dead_job_and_the_overview_follows(
     dead = await make(conn, "fetch", "dead", carry='{"url": "https://example.com/feed.xml"}')
     await make(conn, "fetch", "pending")
     if shots:
-        await store.pause_kinds(conn, S, ["kind_7"], "operator:alice@ops", "vendor maintenance")
+        await db.kinds.kind_pause(
+            conn,
+            schema=S,
+            kinds=["kind_7"],
+            paused_by="operator:alice@ops",
+            reason="vendor maintenance",
+        )
 
     app = venturi.web.app(dsn, token=TOKEN)
     loop = asyncio.get_running_loop()

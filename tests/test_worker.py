@@ -16,14 +16,14 @@ import msgspec
 import pytest
 
 import venturi
-from venturi import Backoff, ConfigError, Context, Priority, sql, store
-from venturi.worker import Worker, default_concurrency
+from venturi import Backoff, ConfigError, Context, Priority, db, sql
+from venturi.runtime.worker import Worker, default_concurrency
 
 from .helpers import running, status_of, wait_for, wait_status
 
 FAST = Backoff.fixed(0.05)
 # A worker that claims and then dies (its claims expire and are recovered).
-GHOST = store.Claimant("ghost:9")
+GHOST = db.Claimant("ghost:9")
 
 
 class N(msgspec.Struct):
@@ -234,26 +234,108 @@ async def test_notify_fires_for_every_write_that_makes_work_claimable(
         return None
 
     try:
-        me, bo = store.Claimant("t:1"), Backoff.fixed(0)
+        me, bo = db.Claimant("t:1"), Backoff.fixed(0)
         await expect(handler.enqueue(conn, N(1)))  # enqueue
-        (row,) = await store.claim(conn, "venturi", me, ["w_n"], [60.0], 0, 1, bo)
+        (row,) = (
+            await db.jobs.job_claim(
+                conn,
+                schema="venturi",
+                claimant=me,
+                kinds=["w_n"],
+                leases=[60.0],
+                floor=0,
+                limit=1,
+                backoff=bo,
+            )
+        ).claimed
         await expect(
-            store.fail(
-                conn, "venturi", me, row["id"], row["attempt"], "retried", "r", None, 0, False
+            db.jobs.job_fail_if_owned(
+                conn,
+                schema="venturi",
+                claimant=me,
+                job_id=row["id"],
+                attempt=row["attempt"],
+                event="retried",
+                error="r",
+                carry=None,
+                delay=0,
+                force_dead=False,
             )
         )
-        (row,) = await store.claim(conn, "venturi", me, ["w_n"], [60.0], 0, 1, bo)
+        (row,) = (
+            await db.jobs.job_claim(
+                conn,
+                schema="venturi",
+                claimant=me,
+                kinds=["w_n"],
+                leases=[60.0],
+                floor=0,
+                limit=1,
+                backoff=bo,
+            )
+        ).claimed
         await expect(
-            store.pause(conn, "venturi", me, row["id"], row["attempt"], '{"n":2}', None, None)
+            db.jobs.job_pause_if_owned(
+                conn,
+                schema="venturi",
+                claimant=me,
+                job_id=row["id"],
+                attempt=row["attempt"],
+                carry='{"n":2}',
+                at=None,
+                after=None,
+            )
         )
-        (row,) = await store.claim(conn, "venturi", me, ["w_n"], [60.0], 0, 1, bo)
-        await expect(store.release(conn, "venturi", me, row["id"], row["attempt"], "test"))
-        (row,) = await store.claim(conn, "venturi", me, ["w_n"], [0.001], 0, 1, bo)
+        (row,) = (
+            await db.jobs.job_claim(
+                conn,
+                schema="venturi",
+                claimant=me,
+                kinds=["w_n"],
+                leases=[60.0],
+                floor=0,
+                limit=1,
+                backoff=bo,
+            )
+        ).claimed
+        await expect(
+            db.jobs.job_release_if_owned(
+                conn,
+                schema="venturi",
+                claimant=me,
+                job_id=row["id"],
+                attempt=row["attempt"],
+                detail="test",
+            )
+        )
+        (row,) = (
+            await db.jobs.job_claim(
+                conn,
+                schema="venturi",
+                claimant=me,
+                kinds=["w_n"],
+                leases=[0.001],
+                floor=0,
+                limit=1,
+                backoff=bo,
+            )
+        ).claimed
         await asyncio.sleep(0.01)
-        await expect(store.recover_stale(conn, "venturi", "sweeper", bo))  # recovery
+        await expect(
+            db.jobs.job_recover_stale(conn, schema="venturi", recoverer="sweeper", backoff=bo)
+        )  # recovery
         # A claim (pending -> claimed) is not claimable work: no notification.
         listener_got.clear()
-        await store.claim(conn, "venturi", me, ["w_n"], [60.0], 0, 1, bo)
+        await db.jobs.job_claim(
+            conn,
+            schema="venturi",
+            claimant=me,
+            kinds=["w_n"],
+            leases=[60.0],
+            floor=0,
+            limit=1,
+            backoff=bo,
+        )
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(listener_got.wait(), 0.3)
     finally:
@@ -535,22 +617,92 @@ async def test_settle_after_reclaim_is_skipped(conn: asyncpg.Connection, kinds: 
 
     job_id = await handler.enqueue(conn, N(1))
     bo = Backoff.fixed(0)
-    a_1, b_2 = store.Claimant("a:1"), store.Claimant("b:2")
-    (a,) = await store.claim(conn, "venturi", a_1, ["w_own"], [0.001], 0, 1, bo)
+    a_1, b_2 = db.Claimant("a:1"), db.Claimant("b:2")
+    (a,) = (
+        await db.jobs.job_claim(
+            conn,
+            schema="venturi",
+            claimant=a_1,
+            kinds=["w_own"],
+            leases=[0.001],
+            floor=0,
+            limit=1,
+            backoff=bo,
+        )
+    ).claimed
     await asyncio.sleep(0.01)
     # B's first claim recovers the expired claim (a statement cannot claim a row it
     # recovered: one snapshot); its next claim takes the job.
-    assert await store.claim(conn, "venturi", b_2, ["w_own"], [60.0], 0, 1, bo) == []
-    (b,) = await store.claim(conn, "venturi", b_2, ["w_own"], [60.0], 0, 1, bo)
+    assert (
+        await db.jobs.job_claim(
+            conn,
+            schema="venturi",
+            claimant=b_2,
+            kinds=["w_own"],
+            leases=[60.0],
+            floor=0,
+            limit=1,
+            backoff=bo,
+        )
+    ).claimed == []
+    (b,) = (
+        await db.jobs.job_claim(
+            conn,
+            schema="venturi",
+            claimant=b_2,
+            kinds=["w_own"],
+            leases=[60.0],
+            floor=0,
+            limit=1,
+            backoff=bo,
+        )
+    ).claimed
     assert a["id"] == b["id"] == job_id and b["attempt"] == 2
     # A, late: every settle path is refused.
-    assert await store.complete_many(conn, "venturi", a_1, [job_id], [1], [None]) == set()
-    assert not await store.pause(conn, "venturi", a_1, job_id, 1, '{"n":9}', None, None)
-    assert await store.fail(conn, "venturi", a_1, job_id, 1, "failed", "x", None, 0, False) is None
-    assert not await store.dead(conn, "venturi", a_1, job_id, 1, "x")
-    assert not await store.release(conn, "venturi", a_1, job_id, 1, "x")
+    assert (
+        await db.jobs.job_complete_many_if_owned(
+            conn, schema="venturi", claimant=a_1, ids=[job_id], attempts=[1], results=[None]
+        )
+        == set()
+    )
+    assert not await db.jobs.job_pause_if_owned(
+        conn,
+        schema="venturi",
+        claimant=a_1,
+        job_id=job_id,
+        attempt=1,
+        carry='{"n":9}',
+        at=None,
+        after=None,
+    )
+    assert (
+        await db.jobs.job_fail_if_owned(
+            conn,
+            schema="venturi",
+            claimant=a_1,
+            job_id=job_id,
+            attempt=1,
+            event="failed",
+            error="x",
+            carry=None,
+            delay=0,
+            force_dead=False,
+        )
+        is None
+    )
+    assert not await db.jobs.job_dead_if_owned(
+        conn, schema="venturi", claimant=a_1, job_id=job_id, attempt=1, reason="x"
+    )
+    assert not await db.jobs.job_release_if_owned(
+        conn, schema="venturi", claimant=a_1, job_id=job_id, attempt=1, detail="x"
+    )
     # Same claimant but the old attempt: refused too.
-    assert await store.complete_many(conn, "venturi", b_2, [job_id], [1], [None]) == set()
+    assert (
+        await db.jobs.job_complete_many_if_owned(
+            conn, schema="venturi", claimant=b_2, ids=[job_id], attempts=[1], results=[None]
+        )
+        == set()
+    )
     job = await venturi.get_job(conn, job_id)
     assert (
         job is not None
@@ -558,7 +710,9 @@ async def test_settle_after_reclaim_is_skipped(conn: asyncpg.Connection, kinds: 
         and job.claimed_by == "b:2"
         and job.carry == {"n": 1}
     )
-    assert await store.complete_many(conn, "venturi", b_2, [job_id], [2], [None]) == {job_id}
+    assert await db.jobs.job_complete_many_if_owned(
+        conn, schema="venturi", claimant=b_2, ids=[job_id], attempts=[2], results=[None]
+    ) == {job_id}
 
 
 async def test_slow_handler_loses_its_claim_and_its_settle_is_skipped(
@@ -611,19 +765,53 @@ async def test_stale_claim_recovered_with_backoff_and_counted(
 
     job_id = await handler.enqueue(conn, N(1))
     bo = Backoff.exponential(60, factor=2, cap=3600, jitter=False)
-    await store.claim(conn, "venturi", GHOST, ["w_stale"], [0.001], 0, 1, bo)
+    await db.jobs.job_claim(
+        conn,
+        schema="venturi",
+        claimant=GHOST,
+        kinds=["w_stale"],
+        leases=[0.001],
+        floor=0,
+        limit=1,
+        backoff=bo,
+    )
     await asyncio.sleep(0.01)
-    recovered = await store.recover_stale(conn, "venturi", "sweeper:1", bo)
+    recovered = await db.jobs.job_recover_stale(
+        conn, schema="venturi", recoverer="sweeper:1", backoff=bo
+    )
     assert [(r["id"], r["status"], r["claimed_by"]) for r in recovered] == [
         (job_id, "pending", "ghost:9")
     ]
     job = await venturi.get_job(conn, job_id)
     assert job is not None and job.failures == 1 and job.status == "pending"
     assert timedelta(seconds=55) < job.visible_at - datetime.now(UTC) < timedelta(seconds=65)
-    assert await store.recover_stale(conn, "venturi", "sweeper:1", bo) == []  # nothing left
+    assert (
+        await db.jobs.job_recover_stale(conn, schema="venturi", recoverer="sweeper:1", backoff=bo)
+        == []
+    )  # nothing left
     # Second expiry reaches the backstop: dead.
-    await store.claim(conn, "venturi", GHOST, ["w_stale"], [0.001], 0, 1, Backoff.fixed(0))
-    (row,) = await store.claim(conn, "venturi", GHOST, ["w_stale"], [0.001], 0, 1, bo) or [None]
+    await db.jobs.job_claim(
+        conn,
+        schema="venturi",
+        claimant=GHOST,
+        kinds=["w_stale"],
+        leases=[0.001],
+        floor=0,
+        limit=1,
+        backoff=Backoff.fixed(0),
+    )
+    (row,) = (
+        await db.jobs.job_claim(
+            conn,
+            schema="venturi",
+            claimant=GHOST,
+            kinds=["w_stale"],
+            leases=[0.001],
+            floor=0,
+            limit=1,
+            backoff=bo,
+        )
+    ).claimed or [None]
     assert row is None  # invisible during its backoff
 
 
@@ -633,9 +821,20 @@ async def test_recovery_to_dead_at_backstop(conn: asyncpg.Connection, kinds: lis
         return None
 
     job_id = await handler.enqueue(conn, N(1))
-    await store.claim(conn, "venturi", GHOST, ["w_stale_dead"], [0.001], 0, 1, FAST)
+    await db.jobs.job_claim(
+        conn,
+        schema="venturi",
+        claimant=GHOST,
+        kinds=["w_stale_dead"],
+        leases=[0.001],
+        floor=0,
+        limit=1,
+        backoff=FAST,
+    )
     await asyncio.sleep(0.01)
-    (r,) = await store.recover_stale(conn, "venturi", "sweeper:1", FAST)
+    (r,) = await db.jobs.job_recover_stale(
+        conn, schema="venturi", recoverer="sweeper:1", backoff=FAST
+    )
     assert r["status"] == "dead"
     journal = await venturi.get_journal(conn, job_id)
     assert events(journal) == ["enqueued", "claimed", "stale-recovered", "dead"]
@@ -872,7 +1071,16 @@ async def test_recovery_and_settles_are_logged_with_job_fields(
         return None
 
     job_id = await handler.enqueue(conn, N(1))
-    await store.claim(conn, "venturi", store.Claimant("ghost:7"), ["w_logged"], [0.001], 0, 1, FAST)
+    await db.jobs.job_claim(
+        conn,
+        schema="venturi",
+        claimant=db.Claimant("ghost:7"),
+        kinds=["w_logged"],
+        leases=[0.001],
+        floor=0,
+        limit=1,
+        backoff=FAST,
+    )
     await asyncio.sleep(0.01)
     caplog.set_level(logging.DEBUG, logger="venturi")
     async with running(Worker(None, dsn, [handler], poll_max=0.1, backoff=Backoff.fixed(0))):

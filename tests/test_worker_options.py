@@ -15,7 +15,7 @@ import pytest
 import venturi
 from venturi import Backoff, ConfigError, Context, admin
 from venturi.rate import Rate, TokenBucket
-from venturi.worker import Worker
+from venturi.runtime.worker import Worker
 
 from .helpers import running, wait_for, wait_status
 
@@ -315,7 +315,7 @@ def test_bad_metrics_port() -> None:
 async def test_paused_kind_is_not_claimed_until_resumed(
     dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
-    from venturi import store
+    from venturi import db
 
     ran: list[str] = []
     resumed_run = asyncio.Event()
@@ -329,8 +329,12 @@ async def test_paused_kind_is_not_claimed_until_resumed(
     async def other(ctx: Context[Any], carry: Item) -> None:
         ran.append("other")
 
-    rows = await store.pause_kinds(
-        conn, "venturi", ["o_paused", "o_paused"], "ops:1", "downstream down"
+    rows = await db.kinds.kind_pause(
+        conn,
+        schema="venturi",
+        kinds=["o_paused", "o_paused"],
+        paused_by="ops:1",
+        reason="downstream down",
     )
     assert [(r["kind"], r["paused_by"], r["reason"]) for r in rows] == [
         ("o_paused", "ops:1", "downstream down")
@@ -343,16 +347,18 @@ async def test_paused_kind_is_not_claimed_until_resumed(
         await asyncio.sleep(0.3)  # a paused kind would have been claimed by now
         job = await venturi.get_job(conn, held)
         assert job is not None and job.status == "pending" and job.attempt == 0
-        assert [r["kind"] for r in await store.paused_kinds(conn, "venturi")] == ["o_paused"]
-        t0 = time.monotonic()
-        assert await store.resume_kinds(conn, "venturi", ["o_paused", "never_paused"]) == [
+        assert [r["kind"] for r in await db.kinds.kind_paused_list(conn, schema="venturi")] == [
             "o_paused"
         ]
+        t0 = time.monotonic()
+        assert await db.kinds.kind_resume(
+            conn, schema="venturi", kinds=["o_paused", "never_paused"]
+        ) == ["o_paused"]
         await asyncio.wait_for(resumed_run.wait(), 5)
         assert time.monotonic() - t0 < 2.0  # the resume's notification woke the worker
         await wait_status(conn, held, "completed")
     assert ran == ["other", "paused"]
-    assert await store.paused_kinds(conn, "venturi") == []
+    assert await db.kinds.kind_paused_list(conn, schema="venturi") == []
 
 
 async def test_shared_rate_limit_holds_across_workers(
@@ -383,32 +389,76 @@ def test_rate_shared_must_be_a_bool() -> None:
 async def test_cancel_request_wins_over_pause_retry_release_and_recovery(
     conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
-    from venturi import store
+    from venturi import db
 
     @venturi.task(kind="o_cancel_race")
     async def handler(ctx: Context[Any], carry: Item) -> None:
         return None
 
     ids = await venturi.enqueue_many(conn, [handler.job(Item(i)) for i in range(4)])
-    me, bo = store.Claimant("w:1"), Backoff.fixed(0)
-    rows = await store.claim(conn, "venturi", me, ["o_cancel_race"], [60.0], 0, 3, bo)
-    ghost = await store.claim(
-        conn, "venturi", store.Claimant("ghost:9"), ["o_cancel_race"], [0.001], 0, 1, bo
-    )
+    me, bo = db.Claimant("w:1"), Backoff.fixed(0)
+    rows = (
+        await db.jobs.job_claim(
+            conn,
+            schema="venturi",
+            claimant=me,
+            kinds=["o_cancel_race"],
+            leases=[60.0],
+            floor=0,
+            limit=3,
+            backoff=bo,
+        )
+    ).claimed
+    ghost = (
+        await db.jobs.job_claim(
+            conn,
+            schema="venturi",
+            claimant=db.Claimant("ghost:9"),
+            kinds=["o_cancel_race"],
+            leases=[0.001],
+            floor=0,
+            limit=1,
+            backoff=bo,
+        )
+    ).claimed
     claimed = {r["id"]: r["attempt"] for r in [*rows, *ghost]}
     assert sorted(claimed) == sorted(ids)
     changes = await admin.cancel_jobs(conn, ids, operator="ops")
     assert all(c.done for c in changes)
     # The request arrives while each handler returns something other than complete.
     a, b, c, d = ids
-    assert await store.pause(conn, "venturi", me, a, claimed[a], '{"n":9}', None, None)
+    assert await db.jobs.job_pause_if_owned(
+        conn,
+        schema="venturi",
+        claimant=me,
+        job_id=a,
+        attempt=claimed[a],
+        carry='{"n":9}',
+        at=None,
+        after=None,
+    )
     assert (
-        await store.fail(conn, "venturi", me, b, claimed[b], "failed", "x", None, 0, False)
+        await db.jobs.job_fail_if_owned(
+            conn,
+            schema="venturi",
+            claimant=me,
+            job_id=b,
+            attempt=claimed[b],
+            event="failed",
+            error="x",
+            carry=None,
+            delay=0,
+            force_dead=False,
+        )
         == "cancelled"
     )
-    assert await store.release(conn, "venturi", me, c, claimed[c], "shutdown")
+    assert await db.jobs.job_release_if_owned(
+        conn, schema="venturi", claimant=me, job_id=c, attempt=claimed[c], detail="shutdown"
+    )
     await asyncio.sleep(0.01)
-    (recovered,) = await store.recover_stale(conn, "venturi", "sweeper:1", bo)
+    (recovered,) = await db.jobs.job_recover_stale(
+        conn, schema="venturi", recoverer="sweeper:1", backoff=bo
+    )
     assert recovered["id"] == d and recovered["status"] == "cancelled"
     for job_id, event in ((a, "paused"), (b, "failed"), (c, "released"), (d, "stale-recovered")):
         job = await venturi.get_job(conn, job_id)
@@ -418,4 +468,15 @@ async def test_cancel_request_wins_over_pause_retry_release_and_recovery(
         if event != "paused":
             assert event in trail
     # Nothing is left to claim.
-    assert await store.claim(conn, "venturi", me, ["o_cancel_race"], [60.0], 0, 10, bo) == []
+    assert (
+        await db.jobs.job_claim(
+            conn,
+            schema="venturi",
+            claimant=me,
+            kinds=["o_cancel_race"],
+            leases=[60.0],
+            floor=0,
+            limit=10,
+            backoff=bo,
+        )
+    ).claimed == []

@@ -15,8 +15,8 @@ import asyncpg
 import pytest
 
 import venturi
-from venturi import Backoff, store, testing
-from venturi.worker import Worker
+from venturi import Backoff, db, testing
+from venturi.runtime.worker import Worker
 
 from . import workertasks
 from .helpers import running, wait_for, wait_status
@@ -47,7 +47,7 @@ def read_runs(runs: Path) -> list[tuple[int, int, int]]:
 
 
 async def _completed(conn: Any, ids: list[int]) -> int:
-    counts = await store.job_counts(conn, "venturi", ids)
+    counts = await db.jobs.job_counts(conn, schema="venturi", ids=ids)
     return sum(r["jobs"] for r in counts if r["status"] == "completed")
 
 
@@ -193,7 +193,7 @@ async def test_survives_a_postgresql_restart(cluster: testing.Cluster, kinds: li
         done.append(carry.n)
 
     conn = await asyncpg.connect(cluster.dsn)
-    await store.apply_schema(conn, "venturi")
+    await db.schema.apply_schema(conn, schema="venturi")
     first = await handler.enqueue(conn, workertasks.Item(1))
     worker = Worker(None, cluster.dsn, [handler], poll_max=30)
     async with running(worker):

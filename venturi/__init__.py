@@ -4,6 +4,9 @@ Declare jobs with ``@venturi.task``, enqueue them inside your own transactions, 
 a ``venturi.Worker`` that claims, runs and settles them with at-least-once delivery.
 """
 
+import warnings
+from typing import Any
+
 from venturi.backoff import Backoff
 from venturi.context import Context, JobMeta
 from venturi.errors import ConfigError, ConnectError, SchemaError, VenturiError
@@ -16,8 +19,8 @@ from venturi.outcomes import Outcome, complete, dead, pause, retry
 from venturi.priority import Priority
 from venturi.rate import Rate
 from venturi.registry import Task, enqueue_many, task
-from venturi.supervisor import Pool
-from venturi.worker import Worker
+from venturi.runtime.group import WorkerGroup
+from venturi.runtime.worker import Worker
 
 __version__ = "0.1.0"
 
@@ -32,7 +35,6 @@ __all__ = [
     "JobMeta",
     "JournalEntry",
     "Outcome",
-    "Pool",
     "Priority",
     "Rate",
     "ResultCleanup",
@@ -41,6 +43,7 @@ __all__ = [
     "Task",
     "VenturiError",
     "Worker",
+    "WorkerGroup",
     "complete",
     "dead",
     "enqueue_many",
@@ -52,3 +55,15 @@ __all__ = [
     "schedule",
     "task",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # venturi.Pool was WorkerGroup's first name, which clashed with asyncpg's Pool.
+    if name == "Pool":
+        warnings.warn(
+            "venturi.Pool is deprecated: use venturi.WorkerGroup",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return WorkerGroup
+    raise AttributeError(f"module 'venturi' has no attribute {name!r}")

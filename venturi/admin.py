@@ -2,8 +2,8 @@
 
 The command line (``venturi jobs ...``, ``venturi stats``, ``venturi purge``,
 ``venturi top``) is a thin layer over these functions, and scripts may call them too.
-Each runs named statements from ``sql_templates/statements``; ``conn`` is an asyncpg
-Connection or Pool. Nothing here is on the worker's path.
+Each runs its statements through ``venturi.db.jobs``; ``conn`` is a ``venturi.db.conn.Conn``
+(an asyncpg Connection or Pool). Nothing here is on the worker's path.
 """
 
 from __future__ import annotations
@@ -14,12 +14,11 @@ import re
 import socket
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
-import asyncpg
 import msgspec
 
-from venturi import sql
+from venturi import db, validate
+from venturi.db.conn import Conn
 from venturi.errors import ConfigError
 from venturi.jobs import JobInfo, JournalEntry, get_job, get_journal
 from venturi.sql import DEFAULT_SCHEMA
@@ -55,9 +54,7 @@ def operator_identity() -> str:
 
 
 def _status(value: str | None, allowed: Sequence[str] = STATUSES) -> str | None:
-    if value is not None and value not in allowed:
-        raise ConfigError(f"status must be one of {', '.join(allowed)}, got {value!r}")
-    return value
+    return None if value is None else validate.one_of(value, allowed, "status")
 
 
 def _ids(ids: Iterable[int]) -> list[int]:
@@ -116,7 +113,7 @@ class JobRow(msgspec.Struct, frozen=True):
 
 
 async def list_jobs(
-    conn: Any,
+    conn: Conn,
     *,
     status: str | None = None,
     kind: str | None = None,
@@ -128,11 +125,12 @@ async def list_jobs(
     """The newest jobs first, optionally of one status, one kind and one exact key;
     ``before`` (an id) pages on: only older jobs, the cursor of the next page."""
     _status(status)
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise ConfigError(f"limit must be an integer >= 1, got {limit!r}")
+    validate.integer(limit, "limit")
     if before is not None:
         _ids([before])
-    rows = await conn.fetch(sql.statement("job_list", schema), status, kind, limit, key, before)
+    rows = await db.jobs.job_list(
+        conn, schema=schema, status=status, kind=kind, limit=limit, key=key, before=before
+    )
     return [JobRow(**dict(r)) for r in rows]
 
 
@@ -143,7 +141,7 @@ class JobDetail(msgspec.Struct, frozen=True):
     journal: list[JournalEntry]
 
 
-async def show_job(conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> JobDetail | None:
+async def show_job(conn: Conn, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> JobDetail | None:
     """The job and its journal (``venturi.get_journal``, oldest first), or None."""
     job = await get_job(conn, job_id, schema=schema)
     if job is None:
@@ -166,7 +164,7 @@ class Change(msgspec.Struct, frozen=True):
 
 
 async def retry_jobs(
-    conn: Any,
+    conn: Conn,
     ids: Iterable[int],
     *,
     operator: str | None = None,
@@ -179,14 +177,14 @@ async def retry_jobs(
     who = operator or operator_identity()
     try:
         return await _retry(conn, wanted, who, schema)
-    except asyncpg.UniqueViolationError:
+    except db.errors.UNIQUE_VIOLATION:
         # Two of these jobs share a kind and key (or a job took the key meanwhile): only
         # one of them can be unfinished. Go one by one so the others still go through.
         out = []
         for job_id in wanted:
             try:
                 out += await _retry(conn, [job_id], who, schema)
-            except asyncpg.UniqueViolationError:
+            except db.errors.UNIQUE_VIOLATION:
                 out.append(
                     Change(
                         job_id,
@@ -198,15 +196,16 @@ async def retry_jobs(
         return out
 
 
-async def _retry(conn: Any, ids: list[int], who: str, schema: str) -> list[Change]:
-    text = sql.statement("job_retry_many_if_dead_or_cancelled", schema)
+async def _retry(conn: Conn, ids: list[int], who: str, schema: str) -> list[Change]:
     results: dict[int, Change] = {}
     todo = ids
     # A job changed by someone else between the statement's snapshot and its update is
     # reported as neither retried nor refused; ask again for those (rare, and bounded).
     for _ in range(3):
         again = []
-        for r in await conn.fetch(text, todo, who, MANUAL_RETRY):
+        for r in await db.jobs.job_retry_many_if_dead_or_cancelled(
+            conn, schema=schema, ids=todo, operator=who, detail=MANUAL_RETRY
+        ):
             job_id, kind, was = r["id"], r["kind"], r["was"]
             if was is None:
                 results[job_id] = Change(job_id, False, f"job {job_id} does not exist")
@@ -244,7 +243,7 @@ async def _retry(conn: Any, ids: list[int], who: str, schema: str) -> list[Chang
 
 
 async def cancel_jobs(
-    conn: Any,
+    conn: Conn,
     ids: Iterable[int],
     *,
     operator: str | None = None,
@@ -255,12 +254,13 @@ async def cancel_jobs(
     finished jobs are refused. One result per distinct id, in id order."""
     wanted = sorted(set(_ids(ids)))
     who = operator or operator_identity()
-    text = sql.statement("job_cancel_many", schema)
     results: dict[int, Change] = {}
     todo = wanted
     for _ in range(3):
         again = []
-        for r in await conn.fetch(text, todo, who, CANCEL_DETAIL):
+        for r in await db.jobs.job_cancel_many(
+            conn, schema=schema, ids=todo, operator=who, detail=CANCEL_DETAIL
+        ):
             job_id, kind, was, action = r["id"], r["kind"], r["was"], r["action"]
             if was is None:
                 results[job_id] = Change(job_id, False, f"job {job_id} does not exist")
@@ -305,7 +305,7 @@ async def cancel_jobs(
 
 
 async def delete_jobs(
-    conn: Any,
+    conn: Conn,
     ids: Iterable[int],
     *,
     operator: str | None = None,
@@ -317,7 +317,7 @@ async def delete_jobs(
     wanted = sorted(set(_ids(ids)))
     who = operator or operator_identity()
     results = []
-    for r in await conn.fetch(sql.statement("job_delete_many_if_not_claimed", schema), wanted):
+    for r in await db.jobs.job_delete_many_if_not_claimed(conn, schema=schema, ids=wanted):
         job_id, kind, was = r["id"], r["kind"], r["was"]
         if was is None:
             results.append(Change(job_id, False, f"job {job_id} does not exist"))
@@ -346,7 +346,7 @@ async def delete_jobs(
 
 
 async def run_now_jobs(
-    conn: Any,
+    conn: Conn,
     ids: Iterable[int],
     *,
     operator: str | None = None,
@@ -357,9 +357,11 @@ async def run_now_jobs(
     due and jobs in any other status are refused. One result per distinct id, in id order."""
     wanted = sorted(set(_ids(ids)))
     who = operator or operator_identity()
-    text = sql.statement("job_run_now_many_if_pending", schema)
     results = []
-    for r in await conn.fetch(text, wanted, who, RUN_NOW_DETAIL):
+    rows = await db.jobs.job_run_now_many_if_pending(
+        conn, schema=schema, ids=wanted, operator=who, detail=RUN_NOW_DETAIL
+    )
+    for r in rows:
         job_id, kind, was = r["id"], r["kind"], r["was"]
         if was is None:
             results.append(Change(job_id, False, f"job {job_id} does not exist"))
@@ -397,7 +399,7 @@ class Matching(msgspec.Struct, frozen=True):
 
 
 async def count_matching(
-    conn: Any,
+    conn: Conn,
     *,
     status: str | None = None,
     kind: str | None = None,
@@ -406,12 +408,12 @@ async def count_matching(
 ) -> Matching:
     """What a bulk action on this filter would touch: shown to the operator to confirm."""
     _status(status)
-    row = await conn.fetchrow(sql.statement("job_count_matching", schema), status, kind, key)
+    row = await db.jobs.job_count_matching(conn, schema=schema, status=status, kind=kind, key=key)
     return Matching(int(row["jobs"]), row["newest_id"])
 
 
 async def act_on_matching(
-    conn: Any,
+    conn: Conn,
     action: Callable[[list[int]], Awaitable[list[Change]]],
     *,
     status: str | None = None,
@@ -426,10 +428,11 @@ async def act_on_matching(
     enqueued since are left alone), newest first, ``batch`` ids per statement."""
     _status(status)
     cursor = _ids([up_to])[0] + 1
-    text = sql.statement("job_ids_matching", schema)
     out: list[Change] = []
     while True:
-        ids = [r["id"] for r in await conn.fetch(text, status, kind, key, cursor, batch)]
+        ids = await db.jobs.job_ids_matching(
+            conn, schema=schema, status=status, kind=kind, key=key, before=cursor, limit=batch
+        )
         if not ids:
             return out
         out += await action(ids)
@@ -466,7 +469,7 @@ class Stats(msgspec.Struct, frozen=True):
 
 
 async def stats(
-    conn: Any,
+    conn: Conn,
     *,
     completed_window: float = STATS_COMPLETED_WINDOW,
     failures_window: float = FAILURES_WINDOW,
@@ -474,8 +477,12 @@ async def stats(
 ) -> Stats:
     """Counts per kind and status, the oldest due job's wait, completions in the last
     ``completed_window`` seconds and failed executions in the last ``failures_window``."""
-    rows = await conn.fetch(
-        sql.statement("job_stats", schema), MANUAL_RETRY, completed_window, failures_window
+    rows = await db.jobs.job_stats(
+        conn,
+        schema=schema,
+        manual_detail=MANUAL_RETRY,
+        completed_window=completed_window,
+        failures_window=failures_window,
     )
     return Stats(completed_window, failures_window, [KindStats(**dict(r)) for r in rows])
 
@@ -515,15 +522,19 @@ class TopFrame(msgspec.Struct, frozen=True):
 
 
 async def top_frame(
-    conn: Any,
+    conn: Conn,
     *,
     completed_window: float = TOP_COMPLETED_WINDOW,
     failures_window: float = FAILURES_WINDOW,
     schema: str = DEFAULT_SCHEMA,
 ) -> TopFrame:
     """Read one frame of ``venturi top``; it never counts all completed jobs."""
-    kinds = await conn.fetch(
-        sql.statement("job_top", schema), MANUAL_RETRY, completed_window, failures_window
+    kinds = await db.jobs.job_top(
+        conn,
+        schema=schema,
+        manual_detail=MANUAL_RETRY,
+        completed_window=completed_window,
+        failures_window=failures_window,
     )
     return TopFrame(
         datetime.now(UTC),
@@ -534,10 +545,10 @@ async def top_frame(
     )
 
 
-async def claim_holders(conn: Any, *, schema: str = DEFAULT_SCHEMA) -> list[WorkerClaims]:
+async def claim_holders(conn: Conn, *, schema: str = DEFAULT_SCHEMA) -> list[WorkerClaims]:
     """The workers holding claims now, read from the claimed jobs' ``claimed_by``, most
     claims first (``venturi top``'s workers, the dashboard's /api/workers)."""
-    rows = await conn.fetch(sql.statement("job_claims_by_worker", schema))
+    rows = await db.jobs.job_claims_by_worker(conn, schema=schema)
     return [WorkerClaims(**dict(r)) for r in rows]
 
 
@@ -557,7 +568,7 @@ def _purge_args(status: str, older_than: float, kind: str | None) -> tuple[str, 
 
 
 async def purge_count(
-    conn: Any,
+    conn: Conn,
     *,
     status: str,
     older_than: float,
@@ -566,11 +577,11 @@ async def purge_count(
 ) -> int:
     """How many jobs ``purge`` would delete now."""
     st, secs = _purge_args(status, older_than, kind)
-    return int(await conn.fetchval(sql.statement("job_purge_count", schema), st, secs, kind))
+    return await db.jobs.job_purge_count(conn, schema=schema, status=st, older_than=secs, kind=kind)
 
 
 async def purge(
-    conn: Any,
+    conn: Conn,
     *,
     status: str,
     older_than: float,
@@ -582,12 +593,12 @@ async def purge(
     ago, ``batch`` rows per statement (each its own transaction, so locks stay short);
     their journal goes with them. Returns how many were deleted."""
     st, secs = _purge_args(status, older_than, kind)
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ConfigError(f"batch must be an integer >= 1, got {batch!r}")
-    text = sql.statement("job_purge_batch", schema)
+    validate.integer(batch, "batch")
     total = 0
     while True:
-        deleted = int(await conn.fetchval(text, st, secs, kind, batch))
+        deleted = await db.jobs.job_purge_batch(
+            conn, schema=schema, status=st, older_than=secs, kind=kind, batch=batch
+        )
         total += deleted
         if deleted < batch:
             return total

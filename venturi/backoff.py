@@ -8,19 +8,7 @@ from datetime import timedelta
 import msgspec
 
 from venturi.errors import ConfigError
-
-
-def seconds(value: timedelta | float | int, knob: str, *, allow_zero: bool = False) -> float:
-    """Turn a duration knob into seconds, refusing what cannot be a duration."""
-    if isinstance(value, bool) or not isinstance(value, timedelta | float | int):
-        raise ConfigError(f"{knob} must be a timedelta or a number of seconds, got {value!r}")
-    secs = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if secs != secs or secs in (float("inf"), float("-inf")):
-        raise ConfigError(f"{knob} must be finite, got {value!r}")
-    if secs < 0 or (secs == 0 and not allow_zero):
-        bound = "non-negative" if allow_zero else "positive"
-        raise ConfigError(f"{knob} must be {bound}, got {value!r}")
-    return secs
+from venturi.validate import seconds
 
 
 class Backoff(msgspec.Struct, frozen=True):

@@ -18,9 +18,10 @@ from datetime import timedelta
 import msgspec
 
 import venturi
-from venturi import store
+from venturi import db
 from venturi.backoff import Backoff
 from venturi.context import Context
+from venturi.db.conn import Conn
 from venturi.priority import Priority
 
 
@@ -155,9 +156,9 @@ async def main(dsn: str | None, n: int) -> None:
 
 
 async def _run(dsn: str, n: int, web: LocalWeb) -> None:
-    conn = await store.connect(dsn)
+    conn = await db.connect.connect(dsn)
     try:
-        await store.apply_schema(conn, "venturi")
+        await db.schema.apply_schema(conn, schema="venturi")
         base = f"http://127.0.0.1:{web.port}"
         urls = []
         for i in range(n):
@@ -187,21 +188,21 @@ async def _run(dsn: str, n: int, web: LocalWeb) -> None:
         await running
         print()
         print(f"{'kind':<16}{'status':<12}{'jobs':>6}")
-        for row in await store.job_counts(conn, "venturi", ids):
+        for row in await db.jobs.job_counts(conn, schema="venturi", ids=ids):
             print(f"{row['kind']:<16}{row['status']:<12}{row['jobs']:>6}")
         print(f"emails in the outbox: {len(state.outbox)}; pages titled: {len(state.titles)}")
     finally:
         await conn.close()
 
 
-async def _progress(conn: object, ids: list[int], running: asyncio.Task[None]) -> None:
+async def _progress(conn: Conn, ids: list[int], running: asyncio.Task[None]) -> None:
     total = len(ids)
     from rich.progress import Progress
 
     with Progress(transient=False) as bar:
         job = bar.add_task("settling jobs", total=total)
         while True:
-            counts = await store.job_counts(conn, "venturi", ids)
+            counts = await db.jobs.job_counts(conn, schema="venturi", ids=ids)
             settled = sum(r["jobs"] for r in counts if r["status"] in ("completed", "dead"))
             bar.update(job, completed=settled)
             if settled >= total:

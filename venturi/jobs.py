@@ -7,8 +7,9 @@ from typing import Any
 
 import msgspec
 
-from venturi import registry, store, upkeep
+from venturi import db, registry
 from venturi.codecs import decode_any
+from venturi.db.conn import Conn
 from venturi.priority import Priority
 from venturi.sql import DEFAULT_SCHEMA
 
@@ -47,9 +48,9 @@ class JournalEntry(msgspec.Struct, frozen=True):
     detail: str | None
 
 
-async def get_job(conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> JobInfo | None:
+async def get_job(conn: Conn, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> JobInfo | None:
     """The job with this id, or None."""
-    row = await store.get_job(conn, schema, job_id)
+    row = await db.jobs.job_get(conn, schema=schema, job_id=job_id)
     if row is None:
         return None
     return JobInfo(
@@ -75,7 +76,7 @@ async def get_job(conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> Jo
 
 
 async def get_journal(
-    conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA
+    conn: Conn, job_id: int, *, schema: str = DEFAULT_SCHEMA
 ) -> list[JournalEntry]:
     """The job's whole history, oldest first.
 
@@ -83,12 +84,12 @@ async def get_journal(
     journal rows; they are read off the job row and merged here, so the common path
     costs no extra writes.
     """
-    row = await store.get_job(conn, schema, job_id)
+    row = await db.jobs.job_get(conn, schema=schema, job_id=job_id)
     if row is None:
         return []
     written = [
         JournalEntry(r["at"], r["event"], r["attempt"], r["worker"], r["detail"])
-        for r in await store.get_journal(conn, schema, job_id)
+        for r in await db.journal.journal_get(conn, schema=schema, job_id=job_id)
     ]
     merged = [JournalEntry(row["created_at"], "enqueued", 0, None, None), *written]
     # The current claim is on the row only while it is running or once it completed; a
@@ -113,7 +114,7 @@ async def get_result(conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA) ->
     ``get_job`` tells these cases apart. The TTL is the one the task declares in this
     process; a kind this process does not know keeps its result until it is cleared.
     """
-    row = await upkeep.get_result_row(conn, schema, job_id)
+    row = await db.jobs.job_result_get(conn, schema=schema, job_id=job_id)
     if row is None or row["status"] != "completed" or row["result"] is None:
         return None
     task = registry.registered().get(row["kind"])

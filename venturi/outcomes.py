@@ -7,8 +7,8 @@ from typing import Any
 
 import msgspec
 
-from venturi.backoff import seconds
 from venturi.errors import ConfigError
+from venturi.validate import seconds
 
 
 class Complete(msgspec.Struct, frozen=True):

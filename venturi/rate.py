@@ -7,6 +7,7 @@ import time
 
 import msgspec
 
+from venturi import validate
 from venturi.errors import ConfigError
 
 
@@ -26,11 +27,8 @@ class Rate(msgspec.Struct, frozen=True):
         ps = self.per_second
         if isinstance(ps, bool) or not isinstance(ps, int | float) or not ps > 0 or math.isinf(ps):
             raise ConfigError(f"rate per_second must be a positive number, got {ps!r}")
-        b = self.burst
-        if isinstance(b, bool) or not isinstance(b, int) or b < 1:
-            raise ConfigError(f"rate burst must be an integer >= 1, got {b!r}")
-        if not isinstance(self.shared, bool):
-            raise ConfigError(f"rate shared must be a bool, got {self.shared!r}")
+        validate.integer(self.burst, "rate burst")
+        validate.boolean(self.shared, "rate shared")
 
 
 class TokenBucket:

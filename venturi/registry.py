@@ -10,16 +10,18 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from venturi import store
-from venturi.backoff import Backoff, seconds
+from venturi import db, validate
+from venturi.backoff import Backoff
 from venturi.codecs import CarryCodec
 from venturi.context import Context
 from venturi.cronspec import CronSpec
+from venturi.db.conn import Conn
 from venturi.errors import ConfigError
 from venturi.outcomes import Outcome
 from venturi.priority import Priority
 from venturi.rate import Rate
 from venturi.sql import DEFAULT_SCHEMA
+from venturi.validate import seconds
 
 C = TypeVar("C")
 
@@ -50,9 +52,7 @@ def _priority(value: object, knob: str = "priority") -> Priority:
 
 
 def _positive_int(value: object, knob: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{knob} must be an integer >= 1, got {value!r}")
-    return value
+    return validate.integer(value, knob)
 
 
 class JobSpec(msgspec.Struct, frozen=True):
@@ -151,7 +151,7 @@ class Task(Generic[C]):
 
     async def enqueue(
         self,
-        conn: Any,
+        conn: Conn,
         carry: C,
         *,
         priority: Priority | None = None,
@@ -166,11 +166,11 @@ class Task(Generic[C]):
         caller's transaction, or a Pool. Nothing is written if the carry is invalid.
         """
         spec = self.job(carry, priority=priority, at=at, after=after, key=key)
-        return await store.insert_job(conn, schema, spec)
+        return await db.jobs.job_insert(conn, schema=schema, spec=spec)
 
 
 async def enqueue_many(
-    conn: Any, jobs: Iterable[JobSpec], *, schema: str = DEFAULT_SCHEMA
+    conn: Conn, jobs: Iterable[JobSpec], *, schema: str = DEFAULT_SCHEMA
 ) -> list[int]:
     """Insert many jobs (built with ``Task.job``); ids in input order.
 
@@ -183,7 +183,7 @@ async def enqueue_many(
             raise TypeError(f"enqueue_many takes jobs built with task.job(...), got {spec!r}")
     if not specs:
         return []
-    return await store.insert_jobs(conn, schema, specs)
+    return await db.jobs.job_insert_many(conn, schema=schema, specs=specs)
 
 
 def _carry_type(fn: Callable[..., Any], kind: str) -> Any:
@@ -272,10 +272,9 @@ def task(
             f"backoff must be a venturi.Backoff (Backoff.fixed or Backoff.exponential), "
             f"got {backoff!r}"
         )
-    if not isinstance(renew_lease, bool):
-        raise ConfigError(f"renew_lease must be a bool, got {renew_lease!r}")
-    if rate is not None and not isinstance(rate, Rate):
-        raise ConfigError(f"rate must be a venturi.Rate, got {rate!r}")
+    validate.boolean(renew_lease, "renew_lease")
+    if rate is not None:
+        validate.instance(rate, Rate, "rate", "a venturi.Rate")
     ttl_s = None if result_ttl is None else seconds(result_ttl, "result_ttl")
     if tz is not None and cron is None:
         raise ConfigError("tz applies to a cron schedule: pass cron= too")

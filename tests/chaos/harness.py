@@ -39,7 +39,7 @@ from typing import Any, TextIO
 import asyncpg
 
 import venturi
-from venturi import Priority, sql, store, testing
+from venturi import Priority, db, sql, testing
 
 from ..support import sql as test_sql
 from . import history, tasks
@@ -490,7 +490,7 @@ class Harness:
         assert self.cluster is not None
         self.dsn = self.cluster.dsn
         await self.connect()
-        await store.apply_schema(self.conn, sql.DEFAULT_SCHEMA)
+        await db.schema.apply_schema(self.conn, schema=sql.DEFAULT_SCHEMA)
         self.log(
             f"chaos soak ({cfg.mode}): seed {cfg.seed}, {cfg.workers} workers x "
             f"concurrency {cfg.concurrency}, lease {cfg.lease}s, shutdown_timeout "

@@ -13,7 +13,7 @@ from typing import Annotated, Any, TypeVar
 import asyncpg
 import typer
 
-from venturi import store
+from venturi import db
 from venturi.errors import VenturiError
 
 T = TypeVar("T")
@@ -75,9 +75,9 @@ def _admin_run(target: str, schema: str, work: Callable[[Any], Awaitable[T]]) ->
     """Connect, check the schema, run ``work(conn)``; every error is one line, exit 2."""
 
     async def go() -> T:
-        conn = await store.connect(target)
+        conn = await db.connect.connect(target)
         try:
-            await store.schema_version(conn, schema)
+            await db.schema.schema_version(conn, schema=schema)
             return await work(conn)
         finally:
             await conn.close()
@@ -85,7 +85,7 @@ def _admin_run(target: str, schema: str, work: Callable[[Any], Awaitable[T]]) ->
     try:
         return _run(go)
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-        raise fail(f"database error: {store._one_line(exc)}") from None
+        raise fail(f"database error: {db.errors.one_line(exc)}") from None
 
 
 def _echo_json(value: Any) -> None:

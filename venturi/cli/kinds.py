@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from venturi import sql, store
+from venturi import db, sql
 from venturi.cli.app import (
     DsnOption,
     JsonOption,
@@ -36,8 +36,10 @@ def kinds_pause(
     who = admin.operator_identity()
 
     async def work(conn: Any) -> tuple[list[Any], set[str]]:
-        known = await store.known_kinds(conn, schema, kinds)
-        return await store.pause_kinds(conn, schema, kinds, who, reason), known
+        known = await db.kinds.kind_list_known(conn, schema=schema, kinds=kinds)
+        return await db.kinds.kind_pause(
+            conn, schema=schema, kinds=kinds, paused_by=who, reason=reason
+        ), known
 
     rows, known = _admin_run(target, schema, work)
     for r in rows:
@@ -61,7 +63,9 @@ def kinds_resume(
 ) -> None:
     """Let workers claim KINDS again (and wake the idle ones)."""
     target = _need_dsn(dsn)
-    resumed = _admin_run(target, schema, lambda c: store.resume_kinds(c, schema, kinds))
+    resumed = _admin_run(
+        target, schema, lambda c: db.kinds.kind_resume(c, schema=schema, kinds=kinds)
+    )
     for kind in kinds:
         typer.echo(f"resumed {kind}" if kind in resumed else f"{kind} was not paused")
 
@@ -74,7 +78,7 @@ def kinds_list(
 ) -> None:
     """The paused kinds: when, by whom, why."""
     target = _need_dsn(dsn)
-    rows = _admin_run(target, schema, lambda c: store.paused_kinds(c, schema))
+    rows = _admin_run(target, schema, lambda c: db.kinds.kind_paused_list(c, schema=schema))
     data = [
         {
             "kind": r["kind"],

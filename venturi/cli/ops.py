@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import asyncpg
 import typer
 
-from venturi import sql, store
+from venturi import db, sql
 from venturi.cli.app import (
     DsnOption,
     JsonOption,
@@ -146,10 +146,10 @@ async def _top_live(
 
     from venturi import views
 
-    conn = await store.connect(target)
+    conn = await db.connect.connect(target)
     drawn = 0
     try:
-        await store.schema_version(conn, schema)
+        await db.schema.schema_version(conn, schema=schema)
         with Live(console=console or _console(), auto_refresh=False, screen=False) as live:
             while frames is None or drawn < frames:
                 if drawn:
@@ -157,7 +157,7 @@ async def _top_live(
                 drawn += 1
                 try:
                     if conn is None:
-                        conn = await store.connect(target)
+                        conn = await db.connect.connect(target)
                     live.update(views.top(await read(conn)), refresh=True)
                 except (
                     OSError,
@@ -166,7 +166,7 @@ async def _top_live(
                     VenturiError,
                 ) as exc:
                     live.update(
-                        Text(f"database error, retrying: {store._one_line(exc)}"), refresh=True
+                        Text(f"database error, retrying: {db.errors.one_line(exc)}"), refresh=True
                     )
                     if conn is not None:
                         conn.terminate()

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from venturi import sql, store
+from venturi import db, sql
 from venturi.cli.app import (
     DsnOption,
     SchemaOption,
@@ -45,9 +45,9 @@ def schema_apply(dsn: DsnOption = None, schema: SchemaOption = sql.DEFAULT_SCHEM
         raise fail(str(exc)) from None
 
     async def go() -> list[int]:
-        conn = await store.connect(target)
+        conn = await db.connect.connect(target)
         try:
-            return await store.apply_schema(conn, schema)
+            return await db.schema.apply_schema(conn, schema=schema)
         finally:
             await conn.close()
 

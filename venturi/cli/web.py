@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from venturi import sql, store
+from venturi import db, sql
 from venturi.cli.app import DsnOption, SchemaOption, _admin_run, _need_dsn, app, fail
 from venturi.errors import ConfigError
 
@@ -78,7 +78,7 @@ def web(
         raise fail(str(exc)) from None
     # Check the database now: a wrong DSN or an unapplied schema is a one-line error at
     # start, not a 503 on the first page.
-    _admin_run(target, schema, lambda c: store.schema_version(c, schema))
+    _admin_run(target, schema, lambda c: db.schema.schema_version(c, schema=schema))
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

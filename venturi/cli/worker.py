@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from venturi import registry, sql, store
+from venturi import db, registry, sql
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.cli.app import (
     DsnOption,
@@ -34,12 +34,14 @@ def recover(dsn: DsnOption = None, schema: SchemaOption = sql.DEFAULT_SCHEMA) ->
     target = _need_dsn(dsn)
 
     async def go() -> list[Any]:
-        conn = await store.connect(target)
+        conn = await db.connect.connect(target)
         try:
-            await store.schema_version(conn, schema)
+            await db.schema.schema_version(conn, schema=schema)
             who = f"venturi recover ({os.getpid()})"
             # Jobs carry their task's backoff; DEFAULT_BACKOFF is for tasks that declared none.
-            return await store.recover_stale(conn, schema, who, DEFAULT_BACKOFF)
+            return await db.jobs.job_recover_stale(
+                conn, schema=schema, recoverer=who, backoff=DEFAULT_BACKOFF
+            )
         finally:
             await conn.close()
 
@@ -106,7 +108,7 @@ async def _build_state(state: Any, name: str) -> Any:
             state = await state
     except Exception as exc:
         logging.getLogger("venturi.cli").debug("STATE %s raised", name, exc_info=True)
-        raise fail(f"STATE {name} raised {type(exc).__name__}: {store._one_line(exc)}") from None
+        raise fail(f"STATE {name} raised {type(exc).__name__}: {db.errors.one_line(exc)}") from None
     return state
 
 
@@ -132,7 +134,7 @@ def parse_priority_ratio(value: str) -> int | None:
 def _serve_metrics(port: int) -> None:
     """Start the exporter before the worker does (its own start is then a no-op), so a
     port that is taken is a one-line error rather than a traceback from inside run()."""
-    from venturi import metrics
+    from venturi.runtime import instruments as metrics
 
     try:
         metrics.serve(port)
@@ -214,7 +216,7 @@ def worker(
         args = supervisor.child_arguments(ctx)
         raise typer.Exit(supervisor.run_processes(processes, args, target_dsn))
 
-    from venturi.worker import Worker
+    from venturi.runtime.worker import Worker
 
     async def go() -> None:
         state = await _build_state(state_src, target)
@@ -243,7 +245,7 @@ def worker(
         def force() -> None:
             # The worker's run, cancelled, cancels its handlers and releases their jobs
             # (journal "released") before it returns.
-            running.append(len(w._inflight) + len(w._unsettled))
+            running.append(w.jobs_held())
             run.cancel()
             asyncio.get_running_loop().call_later(
                 FORCED_EXIT_WITHIN,
@@ -258,7 +260,7 @@ def worker(
         except asyncio.CancelledError:
             if not running:
                 raise
-            left = len(w._unsettled)  # what the database did not take back
+            left = w.jobs_unsettled()  # what the database did not take back
             done = running[0] - left
             said = f"stopped at once on a second signal: released {done} running job"
             said += "" if done == 1 else "s"

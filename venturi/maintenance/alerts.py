@@ -23,9 +23,9 @@ from typing import Any
 
 import msgspec
 
-from venturi import admin, upkeep
-from venturi.backoff import seconds
+from venturi import admin, db, validate
 from venturi.errors import ConfigError
+from venturi.validate import seconds
 
 log = logging.getLogger("venturi.alerts")
 
@@ -189,21 +189,25 @@ class Alerts:
 
     async def run(self, pool: Any, worker: Any) -> None:
         schema = worker.schema
-        rows = await upkeep.alert_metrics(pool, schema, self.window, admin.MANUAL_RETRY)
+        rows = await db.alerts.alert_metrics(
+            pool, schema=schema, window=self.window, manual_detail=admin.MANUAL_RETRY
+        )
         for alert in self.evaluate(rows, schema, datetime.now(UTC)):
             key = f"{alert.alert}:{alert.kind}"
             # Held for the retry delay (or the cooldown, if shorter) in case this fails.
-            if not await upkeep.claim_alert(
-                pool, schema, key, min(self.retry_after, self.cooldown)
+            if not await db.alerts.alert_claim_if_due(
+                pool, schema=schema, key=key, hold=min(self.retry_after, self.cooldown)
             ):
                 continue  # delivered (or being delivered) by a worker within its cooldown
             log.warning("alert %s: %s", alert.alert, alert.message)
             error = await self.deliver(alert)
             if error is None:
-                await upkeep.alert_delivered(pool, schema, key, self.cooldown)
+                await db.alerts.alert_delivered(
+                    pool, schema=schema, key=key, cooldown=self.cooldown
+                )
                 worker.stats["alerts_sent"] += 1
             else:
-                await upkeep.alert_failed(pool, schema, key, error)
+                await db.alerts.alert_failed(pool, schema=schema, key=key, error=error)
                 worker.stats["alerts_failed"] += 1
                 log.warning(
                     "alert %s for kind %r reached no target (retrying in %gs): %s",
@@ -262,9 +266,7 @@ def _post(url: str, body: bytes, timeout: float) -> None:
 
 
 def _count(value: object, knob: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"alerts {knob} must be an integer >= 0, got {value!r}")
-    return value
+    return validate.integer(value, f"alerts {knob}", minimum=0)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -20,12 +20,12 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from venturi import registry, upkeep
-from venturi.backoff import seconds
+from venturi import db, registry
 from venturi.cronspec import CronSpec
 from venturi.errors import ConfigError
 from venturi.priority import Priority
 from venturi.registry import Task
+from venturi.validate import seconds
 
 log = logging.getLogger("venturi.cron")
 
@@ -184,7 +184,7 @@ class CronScheduler:
             return
         by_name = {s.name: s for s in active}
         schema = worker.schema
-        rows = await upkeep.list_schedules(pool, schema, sorted(by_name))
+        rows = await db.schedules.schedule_list(pool, schema=schema, names=sorted(by_name))
         db_now: datetime = rows[0]["now"]
         offset = db_now.timestamp() - time.time()
         for row in rows:
@@ -192,7 +192,7 @@ class CronScheduler:
             slot = s.spec.latest(db_now)
             last: datetime | None = row["last_slot"]
             if last is None:
-                await upkeep.init_schedule(pool, schema, s.name, slot)
+                await db.schedules.schedule_init(pool, schema=schema, name=s.name, slot=slot)
                 log.info("schedule %s: first seen; its first slot is after %s", s.name, slot)
             elif slot > last:
                 await self._enqueue(pool, worker, s, slot, last)
@@ -205,7 +205,9 @@ class CronScheduler:
     ) -> None:
         schema = worker.schema
         async with pool.acquire() as conn, conn.transaction():
-            if not await upkeep.advance_schedule(conn, schema, s.name, slot):
+            if not await db.schedules.schedule_advance_if_behind(
+                conn, schema=schema, name=s.name, slot=slot
+            ):
                 return  # another worker enqueued this slot
             job_id = await s.task.enqueue(
                 conn, s.carry, at=slot, key=s.key(slot), priority=s.priority, schema=schema

@@ -12,9 +12,8 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from venturi import registry, upkeep
-from venturi.backoff import seconds
-from venturi.errors import ConfigError
+from venturi import db, registry, validate
+from venturi.validate import seconds
 
 log = logging.getLogger("venturi.results")
 
@@ -40,9 +39,7 @@ class ResultCleanup:
         batch: int = DEFAULT_CLEANUP_BATCH,
     ) -> None:
         self.interval = seconds(interval, "result_cleanup interval")
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise ConfigError(f"result_cleanup batch must be an integer >= 1, got {batch!r}")
-        self.batch = batch
+        self.batch = validate.integer(batch, "result_cleanup batch")
 
     def __repr__(self) -> str:
         return f"<venturi.ResultCleanup every {self.interval:g}s>"
@@ -57,7 +54,9 @@ class ResultCleanup:
         total = 0
         for kind, ttl in sorted(ttls.items()):
             while True:
-                n = await upkeep.clear_expired_results(pool, worker.schema, kind, ttl, self.batch)
+                n = await db.jobs.job_result_clear_expired(
+                    pool, schema=worker.schema, kind=kind, ttl=ttl, batch=self.batch
+                )
                 total += n
                 if n < self.batch:
                     break

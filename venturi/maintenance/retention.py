@@ -6,9 +6,8 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from venturi import admin
-from venturi.backoff import seconds
-from venturi.errors import ConfigError
+from venturi import admin, validate
+from venturi.validate import seconds
 
 log = logging.getLogger("venturi.retention")
 
@@ -49,8 +48,7 @@ class Retention:
             )
         }
         self.interval = seconds(interval, "retention interval")
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise ConfigError(f"retention batch must be an integer >= 1, got {batch!r}")
+        validate.integer(batch, "retention batch")
         self.batch = batch
 
     def __repr__(self) -> str:

@@ -9,7 +9,7 @@ import uuid
 
 import asyncpg
 
-from venturi import sql, store
+from venturi import db
 from venturi.sql import DEFAULT_SCHEMA
 from venturi.testing.server import with_database
 
@@ -28,12 +28,12 @@ class DatabaseFactory:
     async def setup(self) -> None:
         conn = await self._admin()
         try:
-            await conn.execute(sql.database_statement("database_create", self.template))
+            await db.databases.database_create(conn, name=self.template)
         finally:
             await conn.close()
         conn = await asyncpg.connect(with_database(self.admin_dsn, self.template))
         try:
-            await store.apply_schema(conn, self.schema)
+            await db.schema.apply_schema(conn, schema=self.schema)
         finally:
             await conn.close()
 
@@ -42,7 +42,7 @@ class DatabaseFactory:
         name = f"venturi_e_{uuid.uuid4().hex[:12]}"
         conn = await self._admin()
         try:
-            await conn.execute(sql.database_statement("database_create", name))
+            await db.databases.database_create(conn, name=name)
         finally:
             await conn.close()
         return with_database(self.admin_dsn, name)
@@ -55,9 +55,7 @@ class DatabaseFactory:
             # Cloning can fail while another session briefly touches the template.
             for attempt in range(20):
                 try:
-                    await conn.execute(
-                        sql.database_statement("database_clone", name, template=self.template)
-                    )
+                    await db.databases.database_clone(conn, name=name, template=self.template)
                     break
                 except asyncpg.ObjectInUseError:
                     if attempt == 19:
@@ -71,7 +69,7 @@ class DatabaseFactory:
         name = urllib.parse.urlsplit(dsn).path.lstrip("/")
         conn = await self._admin()
         try:
-            await conn.execute(sql.database_statement("database_drop", name))
+            await db.databases.database_drop(conn, name=name)
         finally:
             await conn.close()
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from venturi import sql, store
+from venturi import db
 from venturi.errors import ConfigError
 from venturi.sql import DEFAULT_SCHEMA
 
@@ -140,7 +140,7 @@ async def drain(
     ``venturi.Worker`` (``failures_to_dead=True`` makes an exception settle dead).
     """
     from venturi.jobs import get_job
-    from venturi.worker import Worker
+    from venturi.runtime.worker import Worker
 
     task_list = list(tasks)
     if not task_list:
@@ -150,7 +150,7 @@ async def drain(
     activity = asyncio.Event()
     own_pool = None
     if isinstance(target, str):
-        own_pool = await store.create_pool(target, min_size=1, max_size=3)
+        own_pool = await db.connect.create_pool(target, min_size=1, max_size=3)
         inner: Any = own_pool
     elif isinstance(target, asyncpg.Connection):
         inner = _SharedConnection(target)
@@ -161,13 +161,14 @@ async def drain(
             f"drain: target must be a DSN, an asyncpg Pool or Connection, got {target!r}"
         )
     try:
-        due = sql.statement("job_due_count", schema)
 
         async def remaining() -> int:
             # Read around the observer: drain's own reads must not count as activity.
-            return int(await inner.fetchval(due, kinds, identity))
+            return await db.jobs.job_due_count(
+                inner, schema=schema, kinds=kinds, claimed_by=identity
+            )
 
-        await store.schema_version(inner, schema)
+        await db.schema.schema_version(inner, schema=schema)
         if await remaining() == 0:
             return {}
         options = {"concurrency": concurrency, "poll_max": 1.0, **worker_options}
@@ -207,7 +208,7 @@ async def drain(
             )
         ids = [
             r["id"]
-            for r in await inner.fetch(sql.statement("job_list_claimed_by", schema), identity)
+            for r in await db.jobs.job_list_claimed_by(inner, schema=schema, claimed_by=identity)
         ]
         out: dict[int, JobInfo] = {}
         for job_id in ids:

@@ -11,7 +11,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from venturi import admin, store
+from venturi import admin, db
 from venturi.web.asgi import BadInput, Dashboard, action, render
 from venturi.web.pages import BULK_ACTIONS, _job_id
 
@@ -97,7 +97,9 @@ async def kind_pause(request: Request, d: Dashboard, form: Any) -> Response:
     kind = _kind(form)
     reason = _field(form, "reason", 500) or ""
     async with d.db.writing() as conn:
-        await store.pause_kinds(conn, d.db.schema, [kind], d.operator(request), reason)
+        await db.kinds.kind_pause(
+            conn, schema=d.db.schema, kinds=[kind], paused_by=d.operator(request), reason=reason
+        )
     change = admin.Change(0, True, f"paused {kind}", kind)
     return render(
         request,
@@ -113,7 +115,7 @@ async def kind_pause(request: Request, d: Dashboard, form: Any) -> Response:
 async def kind_resume(request: Request, d: Dashboard, form: Any) -> Response:
     kind = _kind(form)
     async with d.db.writing() as conn:
-        resumed = await store.resume_kinds(conn, d.db.schema, [kind])
+        resumed = await db.kinds.kind_resume(conn, schema=d.db.schema, kinds=[kind])
     done = kind in resumed
     change = admin.Change(0, done, f"resumed {kind}" if done else f"{kind} was not paused", kind)
     return render(

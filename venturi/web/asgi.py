@@ -200,9 +200,9 @@ def action(handler: Callable[[Request, Dashboard, Any], Awaitable[Response]]) ->
 
 
 def _one_line(exc: BaseException) -> str:
-    from venturi import store
+    from venturi import db
 
-    return store._one_line(exc)
+    return db.errors.one_line(exc)
 
 
 class SecurityHeadersMiddleware:

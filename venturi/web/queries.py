@@ -15,7 +15,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from venturi import admin, registry, sql, store
+from venturi import admin, db, registry, sql
 from venturi.errors import VenturiError
 from venturi.maintenance import cron
 
@@ -44,10 +44,10 @@ class Database:
         async with self._lock:
             if self._pool is None:
                 assert self._dsn is not None
-                self._pool = await store.create_pool(self._dsn, min_size=1, max_size=4)
+                self._pool = await db.connect.create_pool(self._dsn, min_size=1, max_size=4)
             if not self._checked:
                 async with self._pool.acquire() as conn:
-                    await store.schema_version(conn, self.schema)
+                    await db.schema.schema_version(conn, schema=self.schema)
                 self._checked = True
         return self._pool
 
@@ -64,9 +64,9 @@ class Database:
         ``serial``: without parallel workers (every read but a full count)."""
         pool = await self.pool()
         async with pool.acquire() as conn, conn.transaction(readonly=True):
-            await conn.execute(sql.statement("maintenance/dashboard_read_settings", self.schema))
+            await db.dashboard.dashboard_read_settings(conn, schema=self.schema)
             if serial:
-                await conn.execute(sql.statement("maintenance/dashboard_read_serial", self.schema))
+                await db.dashboard.dashboard_read_serial(conn, schema=self.schema)
             yield conn
 
     @asynccontextmanager
@@ -109,10 +109,10 @@ class Overview(msgspec.Struct, frozen=True):
 
 
 async def overview(conn: Any, schema: str) -> Overview:
-    rows = await conn.fetch(
-        sql.statement("job_overview", schema), admin.MANUAL_RETRY, RECENT_WINDOW
+    rows = await db.dashboard.job_overview(
+        conn, schema=schema, manual_detail=admin.MANUAL_RETRY, window=RECENT_WINDOW
     )
-    paused = [Paused(**dict(r)) for r in await store.paused_kinds(conn, schema)]
+    paused = [Paused(**dict(r)) for r in await db.kinds.kind_paused_list(conn, schema=schema)]
     names = {p.kind for p in paused}
     kinds = [KindOverview(**dict(r), paused=r["kind"] in names) for r in rows]
     # A paused kind with no jobs at all still belongs on the page (to resume it).
@@ -134,8 +134,8 @@ class Minute(msgspec.Struct, frozen=True):
 
 async def activity(conn: Any, schema: str, minutes: int = ACTIVITY_MINUTES) -> list[Minute]:
     """Completions and failed executions per minute, oldest first, every minute present."""
-    rows = await conn.fetch(
-        sql.statement("job_activity_per_minute", schema), admin.MANUAL_RETRY, minutes
+    rows = await db.dashboard.job_activity_per_minute(
+        conn, schema=schema, manual_detail=admin.MANUAL_RETRY, minutes=minutes
     )
     return [Minute(**dict(r)) for r in rows]
 
@@ -151,7 +151,7 @@ class ClaimedJob(msgspec.Struct, frozen=True):
 
 
 async def claimed_jobs(conn: Any, schema: str, limit: int = CLAIMED_SHOWN) -> list[ClaimedJob]:
-    rows = await conn.fetch(sql.statement("job_list_claimed", schema), limit)
+    rows = await db.dashboard.job_list_claimed(conn, schema=schema, limit=limit)
     return [ClaimedJob(**dict(r)) for r in rows]
 
 
@@ -174,7 +174,7 @@ NEXT_SLOTS = 5
 async def schedules(conn: Any, schema: str) -> tuple[list[ScheduleView], datetime | None, str]:
     """Every schedule in the database or declared here, the database clock, and a note
     (non-empty when the declared schedules could not be read)."""
-    rows = await conn.fetch(sql.statement("schedule_list_all", schema))
+    rows = await db.dashboard.schedule_list_all(conn, schema=schema)
     now: datetime | None = rows[0]["now"] if rows else None
     note = ""
     try:
@@ -183,7 +183,7 @@ async def schedules(conn: Any, schema: str) -> tuple[list[ScheduleView], datetim
         declared, note = {}, str(exc)
     if now is None and declared:
         # No row yet: the clock comes with the declared names' (empty) rows.
-        listed = await conn.fetch(sql.statement("schedule_list", schema), sorted(declared))
+        listed = await db.schedules.schedule_list(conn, schema=schema, names=sorted(declared))
         now = listed[0]["now"]
     out: dict[str, ScheduleView] = {
         r["name"]: ScheduleView(r["name"], r["last_slot"], r["updated_at"]) for r in rows

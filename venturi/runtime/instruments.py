@@ -1,4 +1,5 @@
-"""Prometheus metrics of the worker (the ``metrics`` extra: prometheus-client).
+"""The worker's instruments: its stats counter and, when asked for, Prometheus metrics
+(the ``metrics`` extra: prometheus-client), behind one object.
 
 prometheus-client is the reference client: it owns the exposition format, the registry
 and the HTTP exporter, which we would otherwise re-implement. Metrics are process-wide
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections import Counter
 from typing import Any
 
 from venturi.errors import ConfigError
@@ -74,3 +76,23 @@ def serve(port: int, addr: str = "0.0.0.0") -> None:
     with _lock:
         if (addr, port) not in _served:
             _served[(addr, port)] = prometheus_client.start_http_server(port, addr)
+
+
+class Instruments:
+    """What a worker counts. ``stats`` is its own counter (``Worker.stats``); ``prom`` the
+    process-wide Prometheus metrics, or None when the worker does not export them. The
+    hot path reads both directly: one attribute and one test each, no call."""
+
+    def __init__(self, prometheus: bool) -> None:
+        self.stats: Counter[str] = Counter()
+        self.prom: Metrics | None = get() if prometheus else None
+
+    def db_error(self) -> None:
+        self.stats["db_errors"] += 1
+        if self.prom:
+            self.prom.db_errors.inc()
+
+    def listen_reconnect(self) -> None:
+        self.stats["listen_reconnects"] += 1
+        if self.prom:
+            self.prom.listen_reconnects.inc()

@@ -1,5 +1,4 @@
-"""Running workers under supervision: several loops in one process (``Pool``). Several
-worker processes (``venturi worker --processes P``) are the CLI's: ``venturi.cli.processes``.
+"""Several worker loops in one process, supervised (``venturi.WorkerGroup``).
 
 A loop (``Worker.run``) that dies of a bug outside a handler is logged and restarted
 after ``restart_delay`` (one second); the others keep running meanwhile. Shutdown is
@@ -15,16 +14,16 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
-from venturi.backoff import seconds
 from venturi.errors import ConfigError, VenturiError
-from venturi.worker import Worker
+from venturi.runtime.worker import Worker
+from venturi.validate import seconds
 
 log = logging.getLogger("venturi.supervisor")
 
 DEFAULT_RESTART_DELAY = 1.0
 
 
-class Pool:
+class WorkerGroup:
     """Runs several ``venturi.Worker`` loops in one process until ``run``'s shutdown event.
 
     Give each loop its own kinds (one per group of kinds, say) or the same ones; loops
@@ -63,7 +62,7 @@ class Pool:
         self._running = False
 
     def __repr__(self) -> str:
-        return f"<venturi.Pool of {len(self.workers)} worker(s)>"
+        return f"<venturi.WorkerGroup of {len(self.workers)} worker(s)>"
 
     async def run(self, shutdown: asyncio.Event) -> None:
         """Run every loop until ``shutdown`` is set; return once all have drained."""
@@ -120,18 +119,12 @@ class Pool:
                     return
                 log.error("pool: worker %s stopped by itself; restarting it", worker.claimed_by)
             first = False
-            _abandon_handlers(worker)
+            # Cancel the handlers the dead loop left running: their claims lapse at
+            # lease expiry and are recovered like a crashed process's (at-least-once),
+            # instead of running on with nobody to settle them.
+            worker.cancel_handlers()
             self.restarts[index] += 1
             worker.stats["restarts"] += 1
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.restart_delay):
                     await stop.wait()
-
-
-def _abandon_handlers(worker: Worker[Any]) -> None:
-    """Cancel the handlers a dead loop left running: their claims lapse at lease expiry
-    and are recovered like a crashed process's (at-least-once), instead of running on
-    with nobody to settle them."""
-    # The worker keeps its in-flight handler tasks here; a loop that raised did not drain.
-    for handle in list(getattr(worker, "_inflight", {})):
-        handle.cancel()

@@ -1,0 +1,40 @@
+"""The dashboard's reads (``venturi.web``): its session settings and the statements only
+its pages run. Every function runs one named statement."""
+
+from __future__ import annotations
+
+from venturi import sql
+from venturi.db.conn import Conn, Record
+
+
+async def dashboard_read_settings(conn: Conn, *, schema: str) -> None:
+    """Plan the page's statements with their parameters, without JIT (a bad row estimate
+    made it compile for longer than the query ran)."""
+    await conn.execute(sql.statement("maintenance/dashboard_read_settings", schema))
+
+
+async def dashboard_read_serial(conn: Conn, *, schema: str) -> None:
+    """No parallel workers for this transaction's reads (every read but a full count)."""
+    await conn.execute(sql.statement("maintenance/dashboard_read_serial", schema))
+
+
+async def job_overview(
+    conn: Conn, *, schema: str, manual_detail: str, window: float
+) -> list[Record]:
+    return list(await conn.fetch(sql.statement("job_overview", schema), manual_detail, window))
+
+
+async def job_activity_per_minute(
+    conn: Conn, *, schema: str, manual_detail: str, minutes: int
+) -> list[Record]:
+    return list(
+        await conn.fetch(sql.statement("job_activity_per_minute", schema), manual_detail, minutes)
+    )
+
+
+async def job_list_claimed(conn: Conn, *, schema: str, limit: int) -> list[Record]:
+    return list(await conn.fetch(sql.statement("job_list_claimed", schema), limit))
+
+
+async def schedule_list_all(conn: Conn, *, schema: str) -> list[Record]:
+    return list(await conn.fetch(sql.statement("schedule_list_all", schema)))

@@ -1,0 +1,73 @@
+"""How venturi tells database errors apart, and how it prints one in a line.
+
+The worker survives ``TRANSIENT`` errors. Of those, ``RETRYABLE`` ones say nothing about
+the statement (the connection, the server's state, contention); any other database
+error in a settlement is about what is being written, and retrying the same write would
+fail forever (``refused``).
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from venturi.backoff import Backoff
+
+# What the loop survives: a lost connection, a restarting server, a terminated backend.
+TRANSIENT = (
+    OSError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    # Raised by asyncpg, for one, when it resets a connection whose backend was killed.
+    asyncpg.InternalClientError,
+    TimeoutError,
+)
+
+# Errors that say nothing about the statement itself: the connection, the server's state,
+# contention.
+RETRYABLE = (
+    OSError,
+    TimeoutError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,
+    asyncpg.exceptions.InsufficientResourcesError,
+    asyncpg.exceptions.TransactionRollbackError,
+    asyncpg.exceptions.LockNotAvailableError,
+)
+
+# An error the server raised about a statement (a constraint, a type, a missing table).
+STATEMENT_ERROR = asyncpg.PostgresError
+
+# The schema or one of its tables is missing.
+MISSING_SCHEMA = (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError)
+
+# A unique index refused a row (two unfinished jobs of a kind with one key).
+UNIQUE_VIOLATION = asyncpg.UniqueViolationError
+
+# A database cannot be cloned while another session uses its template.
+OBJECT_IN_USE = asyncpg.ObjectInUseError
+
+# What connecting can raise: a refused or unreachable server, bad credentials, a bad DSN.
+CONNECT_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError)
+
+
+def refused(exc: BaseException) -> bool:
+    """Did the server refuse this statement itself (retrying the same write cannot help)?"""
+    return isinstance(exc, STATEMENT_ERROR) and not isinstance(exc, RETRYABLE)
+
+
+def unusable(exc: BaseException) -> bool:
+    """After ``exc``, is the connection's state unknown? A statement's own error leaves it
+    usable; connection trouble or a cancel mid-statement does not."""
+    return not isinstance(exc, STATEMENT_ERROR) or isinstance(exc, RETRYABLE)
+
+
+def one_line(exc: BaseException) -> str:
+    """The first line of an error's text (at most 300 characters), else its type's name."""
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]
+
+
+# How long to wait between attempts after a database error: doubling, capped.
+ERROR_BACKOFF = Backoff.exponential(0.1, 2.0, 5.0, jitter=True)

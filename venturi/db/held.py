@@ -1,0 +1,83 @@
+"""One connection of a pool, held for a sequence of statements."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+
+from venturi.db.connect import is_pool
+from venturi.db.errors import TRANSIENT, unusable
+
+
+class Held:
+    """One connection of a pool, held for the worker loop's sequential statements and
+    replaced when it breaks: a pool's acquire and release cost a reset round trip per
+    statement. Looks like a pool to the statement functions (a ``Source``)."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+        self.conn: Any = None
+
+    async def _get(self) -> Any:
+        if self.conn is not None:
+            try:
+                broken = self.conn.is_closed()
+            except asyncpg.InterfaceError:
+                # The pool took it back itself (its backend died): nothing to release.
+                self.conn, broken = None, False
+            if broken:
+                await self._drop()
+        if self.conn is None:
+            self.conn = await self.pool.acquire()
+        return self.conn
+
+    async def _drop(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            # The pool replaces a broken connection; a healthy one it resets.
+            with contextlib.suppress(*TRANSIENT):
+                await self.pool.release(conn, timeout=2)
+
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        conn = await self._get()
+        try:
+            return await getattr(conn, method)(*args, **kwargs)
+        except BaseException as exc:
+            if unusable(exc):
+                await self._drop()
+            raise
+
+    async def fetch(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._call("fetch", *args, **kwargs)
+
+    async def fetchrow(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._call("fetchrow", *args, **kwargs)
+
+    async def fetchval(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._call("fetchval", *args, **kwargs)
+
+    async def execute(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._call("execute", *args, **kwargs)
+
+    @contextlib.asynccontextmanager
+    async def acquire(self) -> AsyncIterator[Any]:
+        """The held connection, for a transaction (a shared-rate claim)."""
+        conn = await self._get()
+        try:
+            yield conn
+        except BaseException as exc:
+            if unusable(exc):
+                await self._drop()
+            raise
+
+    async def close(self) -> None:
+        await self._drop()
+
+
+def hold(pool: Any) -> Any:
+    """A ``Held`` connection of an asyncpg Pool; any other source as it is (a look-alike
+    that forwards statements, as ``venturi.testing.drain`` passes)."""
+    return Held(pool) if is_pool(pool) else pool

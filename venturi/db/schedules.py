@@ -1,0 +1,26 @@
+"""Statements on cron schedules: the last slot each schedule handled."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from venturi import sql
+from venturi.db.conn import Conn, Record
+
+
+async def schedule_list(conn: Conn, *, schema: str, names: Sequence[str]) -> list[Record]:
+    """One row per name: name, last_slot (None if never seen) and the database's now."""
+    return list(await conn.fetch(sql.statement("schedule_list", schema), list(names)))
+
+
+async def schedule_init(conn: Conn, *, schema: str, name: str, slot: datetime) -> None:
+    """Record a new schedule as having handled ``slot``; no-op when it is known."""
+    await conn.execute(sql.statement("schedule_init", schema), name, slot)
+
+
+async def schedule_advance_if_behind(conn: Conn, *, schema: str, name: str, slot: datetime) -> bool:
+    """Move the schedule to ``slot`` if it is behind; True when this caller moved it (and
+    so must enqueue the slot's job in the same transaction)."""
+    row = await conn.fetchrow(sql.statement("schedule_advance_if_behind", schema), name, slot)
+    return row is not None

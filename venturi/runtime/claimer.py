@@ -1,0 +1,266 @@
+"""Claim policy: which kinds a claim asks for, how many jobs, at which priority floor.
+
+The claim filter is the registered kinds minus those at their cap or out of tokens.
+A batch never overshoots a cap or spends more tokens than a local bucket holds. Kinds
+with a shared (database) rate limit are claimed on their own, each in a transaction
+with its bucket. Completions ride the claim: one statement settles them and claims.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+from venturi import db
+from venturi.backoff import Backoff
+from venturi.db.conn import Conn, Record
+from venturi.priority import Priority
+from venturi.rate import Rate, TokenBucket
+from venturi.runtime.instruments import Instruments
+from venturi.runtime.recovery import Recovery
+from venturi.runtime.run import Run
+from venturi.runtime.settlement import Completed
+
+
+class Claimer:
+    """Claims for one worker run. ``per_kind`` counts each kind's occupied slots (the
+    claimer adds what it claims; the completer frees what it settles)."""
+
+    def __init__(
+        self,
+        *,
+        schema: str,
+        claimant: db.Claimant,
+        kinds: Iterable[str],
+        leases: dict[str, float],
+        caps: dict[str, int | None],
+        rates: dict[str, Rate | None],
+        priority_ratio: int | None,
+        backoff: Backoff,
+        poll_max: float,
+        per_kind: Counter[str],
+        recovery: Recovery,
+        instruments: Instruments,
+    ) -> None:
+        self.schema = schema
+        self.claimant = claimant
+        self.kinds = sorted(kinds)
+        self.leases = leases
+        self.caps = caps
+        self.priority_ratio = priority_ratio
+        self.backoff = backoff
+        self.poll_max = poll_max
+        self.per_kind = per_kind
+        self.recovery = recovery
+        self.stats = instruments.stats
+        self._m = instruments.prom
+        self.buckets = {
+            k: TokenBucket(r) for k, r in rates.items() if r is not None and not r.shared
+        }
+        # Kinds with a shared (database) bucket; until = when an empty bucket has its
+        # next token.
+        self.shared = {k: r for k, r in rates.items() if r is not None and r.shared}
+        self.shared_until: dict[str, float] = {}
+        self._claims = 0
+        # Lookups in a row that found a job due which the claim before did not take.
+        self._due_again = 0
+
+    def claimable_kinds(self, releasing: Counter[str] | None = None) -> list[str]:
+        """Registered kinds under their cap, counting ``releasing`` runs as finished."""
+        rel = releasing or Counter()
+        return [
+            k
+            for k in self.kinds
+            if ((cap := self.caps[k]) is None or self.per_kind[k] - rel[k] < cap)
+            and ((bucket := self.buckets.get(k)) is None or bucket.available() >= 1)
+            and k not in self.shared
+        ]
+
+    def shared_claimable(self, now: float) -> list[str]:
+        return [
+            k
+            for k in self.shared
+            if ((cap := self.caps[k]) is None or self.per_kind[k] < cap)
+            and self.shared_until.get(k, 0.0) <= now
+        ]
+
+    def token_wait(self) -> float | None:
+        """Seconds until a kind held back only by its rate limit gets a token."""
+        waits = [b.wait() for b in self.buckets.values() if b.available() < 1]
+        now = time.monotonic()
+        waits += [max(0.0, t - now) for t in self.shared_until.values() if t > now]
+        return min(waits) if waits else None
+
+    def next_floor(self) -> int:
+        """The priority floor of the next claim: weighted anti-starvation.
+
+        Every ``ratio``-th claim is reserved for NORMAL and LOW, every ``ratio**2``-th
+        for LOW, so each tier keeps a share while higher tiers get about ``ratio`` times
+        more, and no tier waits forever behind a busier one. None means strict priority.
+        """
+        self._claims += 1
+        r = self.priority_ratio
+        if r is None:
+            return Priority.HIGH
+        if self._claims % (r * r) == 0:
+            return Priority.LOW
+        if self._claims % r == 0:
+            return Priority.NORMAL
+        return Priority.HIGH
+
+    async def fill(
+        self,
+        conn: Conn,
+        free: int,
+        shutdown: asyncio.Event,
+        done: list[Run],
+        completed: Callable[[list[Run], set[int]], None],
+        start: Callable[[list[Record]], None],
+    ) -> tuple[int, bool, bool]:
+        """Settle ``done`` (completions) and claim into ``free`` slots, in as few
+        statements as possible. ``completed`` hears which completions applied; ``start``
+        gets each claim's rows at once. Returns the slots still free, whether the queue
+        had nothing more to give, and whether ``done`` is still to be settled (no claim
+        ran)."""
+        short = False
+        while free > 0 and not shutdown.is_set():
+            releasing = Counter(r.task.kind for r in done)
+            kinds = self.claimable_kinds(releasing)
+            if not kinds:
+                break
+            limit = free
+            for k in kinds:
+                cap = self.caps[k]
+                if cap is not None:
+                    # A batch must not overshoot a cap: size it to the tightest room.
+                    limit = min(limit, cap - (self.per_kind[k] - releasing[k]))
+                if (bucket := self.buckets.get(k)) is not None:
+                    # Nor spend more tokens than the bucket holds.
+                    limit = min(limit, bucket.available())
+            leases = [self.leases[k] for k in kinds]
+            floor = self.next_floor()
+            self.recovery.claiming()
+            rows, settled, recovered = await db.jobs.job_claim(
+                conn,
+                schema=self.schema,
+                claimant=self.claimant,
+                kinds=kinds,
+                leases=leases,
+                floor=floor,
+                limit=limit,
+                backoff=self.backoff,
+                done=[(r.id, r.attempt, _result(r)) for r in done],
+            )
+            if recovered:
+                self.recovery.claimed(recovered)
+            completed(done, settled)
+            done = []
+            if floor and len(rows) < limit:
+                # A reserved tier that is empty does not waste the slot.
+                more, _, recovered = await db.jobs.job_claim(
+                    conn,
+                    schema=self.schema,
+                    claimant=self.claimant,
+                    kinds=kinds,
+                    leases=leases,
+                    floor=0,
+                    limit=limit - len(rows),
+                    backoff=self.backoff,
+                )
+                if recovered:
+                    self.recovery.claimed(recovered)
+                rows += more
+            self._count(rows)
+            start(rows)
+            free -= len(rows)
+            if len(rows) < limit:
+                short = True
+                break
+        return free, short, bool(done)
+
+    async def fill_shared(self, conn: Any, free: int, start: Callable[[list[Record]], None]) -> int:
+        """Claim kinds with a shared rate limit, each within its database bucket; how
+        many jobs were claimed."""
+        taken = 0
+        for kind in self.shared_claimable(time.monotonic()):
+            room = free - taken
+            cap = self.caps[kind]
+            if cap is not None:
+                room = min(room, cap - self.per_kind[kind])
+            if room < 1:
+                continue
+            rate = self.shared[kind]
+            (rows, _, recovered), wait = await db.rates.claim_within_rate(
+                conn,
+                schema=self.schema,
+                claimant=self.claimant,
+                kind=kind,
+                lease=self.leases[kind],
+                per_second=rate.per_second,
+                burst=rate.burst,
+                wanted=room,
+                backoff=self.backoff,
+            )
+            if recovered:
+                self.recovery.claimed(recovered)
+            if wait:
+                self.shared_until[kind] = time.monotonic() + wait
+            else:
+                self.shared_until.pop(kind, None)
+            self._count(rows)
+            start(rows)
+            taken += len(rows)
+        return taken
+
+    def _count(self, rows: list[Record]) -> None:
+        """Count a claim: its rows occupy slots and spend tokens."""
+        for row in rows:
+            self.per_kind[row["kind"]] += 1
+            if (bucket := self.buckets.get(row["kind"])) is not None:
+                bucket.spend(1)
+        self.stats["claimed"] += len(rows)
+        if rows:
+            self._due_again = 0
+        else:
+            self.stats["empty_claims"] += 1
+        if self._m:
+            self._m.claims.inc()
+            if not rows:
+                self._m.empty_claims.inc()
+            for row in rows:
+                self._m.claimed.labels(row["kind"]).inc()
+                self._m.pickup_seconds.labels(row["kind"]).observe(max(0.0, row["waited"]))
+
+    async def until_next_visible(self, conn: Conn) -> float:
+        """Seconds until the next job the worker could claim now becomes visible, at
+        most ``poll_max``; 0 when one is already due.
+
+        The claim read now() when it began: a job whose ``visible_at`` passed since is
+        due yet was not claimed, so the lookup keeps due jobs and the loop claims again.
+        It asks only about kinds a claim would take now, else a due job of a kind at its
+        cap or out of tokens would keep the loop claiming in vain.
+        """
+        kinds = self.claimable_kinds() + self.shared_claimable(time.monotonic())
+        if not kinds:
+            return self.poll_max
+        nxt = await db.jobs.job_next_visible_at(conn, schema=self.schema, kinds=sorted(kinds))
+        due = self.poll_max if nxt is None else (nxt - datetime.now(nxt.tzinfo)).total_seconds()
+        if due > 0:
+            self._due_again = 0
+            return min(self.poll_max, due)
+        # Due now: claim again at once. A due job the claims keep skipping is a row
+        # locked by someone else (a claim in progress, an open transaction): back off,
+        # doubling, rather than spin for as long as the lock is held.
+        self._due_again += 1
+        if self._due_again == 1:
+            return 0.0
+        return min(self.poll_max, db.errors.ERROR_BACKOFF.delay(self._due_again - 1))
+
+
+def _result(run: Run) -> str | None:
+    outcome = run.outcome
+    return outcome.result if type(outcome) is Completed else None

@@ -1,0 +1,283 @@
+"""Settling: the queue of finished runs, written to the database by one ``match``.
+
+A run leaves the queue, freeing its slot, only once its settlement is written or found
+to have lost its claim. Completions may ride the next claim instead (``job_claim``
+settles them in the same statement). A database that refuses one settlement's write
+must not wedge the others: after such an error the queue is settled one run per
+statement, and the refused one becomes a failed execution (or dead, or is left to lease
+expiry).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from venturi import db
+from venturi.backoff import Backoff
+from venturi.codecs import text_safe
+from venturi.db.conn import Conn
+from venturi.registry import Task
+from venturi.runtime import executor
+from venturi.runtime.instruments import Instruments
+from venturi.runtime.run import Run
+from venturi.runtime.settlement import (
+    Cancelled,
+    Completed,
+    Dead,
+    Failed,
+    Paused,
+    Released,
+    Retried,
+    TimedOut,
+    Undecodable,
+)
+
+log = logging.getLogger("venturi.worker")
+
+
+class Completer:
+    """Writes the settlements of this run's finished jobs under ``claimant``'s token.
+    ``per_kind`` counts each kind's occupied slots; settling a run frees its slot."""
+
+    def __init__(
+        self,
+        schema: str,
+        claimant: db.Claimant,
+        backoff: Backoff,
+        failures_to_dead: bool,
+        instruments: Instruments,
+        per_kind: Counter[str],
+    ) -> None:
+        self.schema = schema
+        self.claimant = claimant
+        self.backoff = backoff
+        self.failures_to_dead = failures_to_dead
+        self.stats = instruments.stats
+        self._m = instruments.prom
+        self.per_kind = per_kind
+        self.unsettled: list[Run] = []
+        # After a database error that was about a statement: settle one run at a time.
+        self.isolate = False
+        # After any database error: a claim whose answer was lost may have claimed jobs
+        # that nobody runs; look for them once the database is back.
+        self.orphans_possible = False
+
+    def reap(self, inflight: dict[asyncio.Task[None], Run]) -> None:
+        """Move finished handlers from the in-flight set to the settle queue."""
+        for handle in [h for h in inflight if h.done()]:
+            run = inflight.pop(handle)
+            if self._m:
+                self._m.run_seconds.labels(run.task.kind).observe(time.monotonic() - run.started)
+            run.outcome = executor.ending(handle, run)
+            self.unsettled.append(run)
+
+    def completes(self) -> list[Run]:
+        """The queued completions (they may ride the next claim)."""
+        return [r for r in self.unsettled if type(r.outcome) is Completed]
+
+    def queue(self, run: Run) -> None:
+        """Queue a run the worker stopped waiting for (its outcome already set)."""
+        self.unsettled.append(run)
+
+    async def settle(self, conn: Conn, completes: bool = True, isolate: bool = False) -> None:
+        """Write queued settlements (completions too, unless ``completes`` is False because
+        they will ride the next claim). ``isolate`` settles one run per statement."""
+        if not self.unsettled:
+            return
+        if isolate:
+            for run in list(self.unsettled):
+                await self._settle_isolated(conn, run)
+            return
+        done = self.completes() if completes else []
+        if done:
+            settled = await db.jobs.job_complete_many_if_owned(
+                conn,
+                schema=self.schema,
+                claimant=self.claimant,
+                ids=[r.id for r in done],
+                attempts=[r.attempt for r in done],
+                results=[_result(r) for r in done],
+            )
+            self.completed(done, settled)
+        for run in [r for r in self.unsettled if type(r.outcome) is not Completed]:
+            ok = await self._settle_one(conn, run)
+            self.finish(run, run.outcome.name if run.outcome else "?", ok)
+
+    def completed(self, runs: Iterable[Run], settled: set[int]) -> None:
+        """These completions were written; those in ``settled`` applied."""
+        for r in runs:
+            self.finish(r, "completed", r.id in settled)
+
+    def finish(self, run: Run, what: str, applied: bool) -> None:
+        self.unsettled.remove(run)
+        self.per_kind[run.task.kind] -= 1
+        if self._m:
+            self._m.in_flight.labels(run.task.kind).dec()
+            if applied:
+                self._m.settled.labels(run.task.kind, what).inc()
+            else:
+                self._m.ownership_lost.labels(run.task.kind).inc()
+        extra = {"job_id": run.id, "kind": run.task.kind, "attempt": run.attempt}
+        if applied:
+            self.stats[what] += 1
+            log.debug("settled job %d (%s) as %s", run.id, run.task.kind, what, extra=extra)
+        else:
+            self.stats["ownership_lost"] += 1
+            log.warning(
+                "skipped settling job %d (%s) as %s: this worker no longer holds its claim "
+                "(it was recovered or reclaimed)",
+                run.id,
+                run.task.kind,
+                what,
+                extra=extra,
+            )
+
+    async def _settle_isolated(self, conn: Conn, run: Run) -> None:
+        try:
+            ok = await self._settle_one(conn, run)
+            assert run.outcome is not None
+            self.finish(run, run.outcome.name, ok)
+            return
+        except db.errors.RETRYABLE:
+            raise
+        except db.errors.STATEMENT_ERROR as exc:
+            refused = f"the database refused to store this outcome: {db.errors.one_line(exc)}"
+        log.error("job %d (%s): %s", run.id, run.task.kind, refused)
+        # Settle it as a failed execution, keeping the pre-run carry; if even that is
+        # refused, dead; if that too, leave it to lease expiry rather than loop.
+        run.outcome = Failed(refused)
+        try:
+            ok = await self._settle_one(conn, run)
+        except db.errors.RETRYABLE:
+            raise
+        except db.errors.STATEMENT_ERROR:
+            run.outcome = Dead("outcome could not be stored")
+            try:
+                ok = await self._settle_one(conn, run)
+            except db.errors.RETRYABLE:
+                raise
+            except db.errors.STATEMENT_ERROR:
+                ok = False
+        self.finish(run, run.outcome.name, ok)
+
+    async def _settle_one(self, conn: Conn, run: Run) -> bool:
+        """Write one run's settlement; False when its claim was lost."""
+        outcome = run.outcome
+        assert outcome is not None
+        me, sch, job_id, attempt = self.claimant, self.schema, run.id, run.attempt
+        if run.cancel_requested and type(outcome) is not Completed:
+            # An operator cancelled it and the handler stopped short of completing.
+            outcome = run.outcome = Cancelled(
+                f"cancelled by an operator; the handler ended with {outcome.name}"
+            )
+        match outcome:
+            case Completed(result):
+                settled = await db.jobs.job_complete_many_if_owned(
+                    conn,
+                    schema=sch,
+                    claimant=me,
+                    ids=[job_id],
+                    attempts=[attempt],
+                    results=[result],
+                )
+                return job_id in settled
+            case Cancelled(detail):
+                return await db.jobs.job_cancel_if_owned(
+                    conn, schema=sch, claimant=me, job_id=job_id, attempt=attempt, detail=detail
+                )
+            case Paused(carry, at, after):
+                return await db.jobs.job_pause_if_owned(
+                    conn,
+                    schema=sch,
+                    claimant=me,
+                    job_id=job_id,
+                    attempt=attempt,
+                    carry=carry,
+                    at=at,
+                    after=after,
+                )
+            case Dead(reason) | Undecodable(reason):
+                # No retry loop for an undecodable carry: it will not decode later either.
+                return await db.jobs.job_dead_if_owned(
+                    conn,
+                    schema=sch,
+                    claimant=me,
+                    job_id=job_id,
+                    attempt=attempt,
+                    reason=text_safe(reason),
+                )
+            case Released(detail):
+                return await db.jobs.job_release_if_owned(
+                    conn, schema=sch, claimant=me, job_id=job_id, attempt=attempt, detail=detail
+                )
+            case Retried(carry, after, reason):
+                delay = (
+                    after if after is not None else self._backoff(run.task).delay(run.failures + 1)
+                )
+                status = await db.jobs.job_fail_if_owned(
+                    conn,
+                    schema=sch,
+                    claimant=me,
+                    job_id=job_id,
+                    attempt=attempt,
+                    event="retried",
+                    error=text_safe(reason) or "handler asked for a retry",
+                    carry=carry,
+                    delay=delay,
+                    force_dead=False,
+                )
+                return status is not None
+            case Failed(error) | TimedOut(error):
+                delay = self._backoff(run.task).delay(run.failures + 1)
+                force = self.failures_to_dead and type(outcome) is Failed
+                status = await db.jobs.job_fail_if_owned(
+                    conn,
+                    schema=sch,
+                    claimant=me,
+                    job_id=job_id,
+                    attempt=attempt,
+                    event=outcome.name,
+                    error=text_safe(error),
+                    carry=None,
+                    delay=delay,
+                    force_dead=force,
+                )
+                if status is not None:
+                    log.info(
+                        "job %d (%s) attempt %d %s%s",
+                        job_id,
+                        run.task.kind,
+                        attempt,
+                        outcome.name,
+                        " and is dead" if status == "dead" else "",
+                        extra=run.log_extra(),
+                    )
+                return status is not None
+
+    def _backoff(self, task: Task[Any]) -> Backoff:
+        """The task's own retry backoff, else this worker's default."""
+        return task.backoff if task.backoff is not None else self.backoff
+
+    async def release_orphans(self, conn: Conn, running: list[int]) -> None:
+        """Release jobs claimed under this run's token that it is not running."""
+        rows = await db.jobs.job_release_orphans_if_owned(
+            conn, schema=self.schema, claimant=self.claimant, running=running
+        )
+        for row in rows:
+            self.stats["orphans_released"] += 1
+            log.warning(
+                "released job %d (%s): claimed by a statement whose answer was lost",
+                row["id"],
+                row["kind"],
+                extra={"job_id": row["id"], "kind": row["kind"], "attempt": row["attempt"]},
+            )
+
+
+def _result(run: Run) -> str | None:
+    outcome = run.outcome
+    return outcome.result if type(outcome) is Completed else None

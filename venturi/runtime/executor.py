@@ -1,0 +1,109 @@
+"""Running one handler, and turning how it ended into a settlement."""
+
+from __future__ import annotations
+
+import asyncio
+import traceback
+from typing import Any
+
+import msgspec
+
+from venturi.codecs import encode_any
+from venturi.context import Context, JobMeta
+from venturi.outcomes import Complete, Dead, Pause, Retry
+from venturi.priority import Priority
+from venturi.registry import Task
+from venturi.runtime import settlement as s
+from venturi.runtime.run import Run
+
+
+async def run_handler(run: Run, state: Any) -> None:
+    """Run one handler and record its settlement on ``run``; never raises but for a
+    cancellation by the worker (``run.stopped``), which the loop turns into a release."""
+    task = run.task
+    try:
+        carry = task.codec.decode(run.carry_text)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        run.outcome = s.Undecodable(f"carry no longer decodes as {task.codec.carry_type!r}: {exc}")
+        return
+    meta = JobMeta(
+        run.id, task.kind, Priority(run.priority), run.attempt, run.failures, run.created_at
+    )
+    ctx: Context[Any] = Context(state, meta, run.cancel)
+    deadline = None
+    try:
+        if task.timeout is None:
+            # No timeout context on the common path: it costs a timer per job.
+            result = await _call(task, ctx, carry)
+        else:
+            async with asyncio.timeout(task.timeout) as deadline:
+                result = await _call(task, ctx, carry)
+    except TimeoutError:
+        if deadline is not None and deadline.expired():
+            run.outcome = s.TimedOut(f"run exceeded its timeout of {task.timeout}s")
+        else:
+            run.outcome = s.Failed(traceback.format_exc())
+        return
+    except asyncio.CancelledError:
+        if run.stopped is not None:
+            raise  # the worker's own cancellation: the loop releases the job
+        # The handler awaited something other code cancelled: nothing told it to
+        # stop, so it failed, and it must count toward its backstop; a release here
+        # would claim and run it again at once, forever.
+        run.outcome = s.Failed(
+            "the handler raised CancelledError; the worker did not cancel it\n"
+            + traceback.format_exc()
+        )
+        return
+    except Exception:
+        run.outcome = s.Failed(traceback.format_exc())
+        return
+    run.outcome = settlement_of(task, result)
+
+
+async def _call(task: Task[Any], ctx: Context[Any], carry: Any) -> Any:
+    if task.is_async:
+        return await task.fn(ctx, carry)  # type: ignore[misc]
+    # A plain def handler runs in a thread: blocking-aware spawn.
+    result = await asyncio.to_thread(task.fn, ctx, carry)
+    if asyncio.iscoroutine(result):
+        result = await result
+    return result
+
+
+def settlement_of(task: Task[Any], result: Any) -> s.Settlement:
+    """The settlement of a handler's return value (None is a completion)."""
+    if result is None:
+        return s.COMPLETED
+    try:
+        if isinstance(result, Complete):
+            if result.result is None:
+                return s.COMPLETED
+            return s.Completed(encode_any(result.result, "result"))
+        if isinstance(result, Pause):
+            return s.Paused(task.codec.encode(result.carry), result.at, result.after)
+        if isinstance(result, Retry):
+            carry = task.codec.encode(result.carry) if result.has_carry else None
+            return s.Retried(carry, result.after, result.reason)
+        if isinstance(result, Dead):
+            return s.Dead(result.reason)
+    except (TypeError, ValueError) as exc:
+        return s.Failed(f"handler returned an outcome that cannot be stored: {exc}")
+    return s.Failed(
+        f"handler returned {type(result).__name__} {result!r:.200}, not an outcome: "
+        "return venturi.complete(), pause(), retry(), dead() or None"
+    )
+
+
+def ending(handle: asyncio.Task[None], run: Run) -> s.Settlement:
+    """The settlement of a handler's finished task: what it recorded, or what its task's
+    end says (cancelled by the worker: released; anything else: failed)."""
+    if handle.cancelled():
+        if run.stopped is not None:
+            return s.Released(run.stopped)
+        return s.Failed("the handler's task was cancelled, not by the worker")
+    if (exc := handle.exception()) is not None:
+        return s.Failed("".join(traceback.format_exception(exc)))
+    if run.outcome is None:
+        return s.Failed("handler ended without an outcome")
+    return run.outcome

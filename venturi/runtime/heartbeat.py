@@ -1,0 +1,90 @@
+"""The heartbeat: lease renewal, cancel requests and lost claims of running jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from venturi import db
+from venturi.db.conn import Conn
+from venturi.runtime.instruments import Instruments
+from venturi.runtime.run import Run
+
+log = logging.getLogger("venturi.worker")
+
+
+class Heartbeat:
+    """While handlers run, every ``tick`` seconds: push forward, every third of a lease,
+    the claims that renew (guarded by ownership, so a crash is still detected within one
+    lease); pass operators' cancel requests to the handlers' contexts; ask a handler
+    whose claim was lost to stop."""
+
+    def __init__(
+        self,
+        schema: str,
+        claimant: db.Claimant,
+        tick: float,
+        instruments: Instruments,
+        inflight: dict[asyncio.Task[None], Run],
+    ) -> None:
+        self.schema = schema
+        self.claimant = claimant
+        self.tick = tick
+        self.stats = instruments.stats
+        self._instruments = instruments
+        self._inflight = inflight
+
+    async def run(self, conn: Conn) -> None:
+        while True:
+            await asyncio.sleep(self.tick)
+            await self.beat(conn)
+
+    async def beat(self, conn: Conn) -> None:
+        runs = [r for r in self._inflight.values() if r.outcome is None]
+        if not runs:
+            return
+        now = time.monotonic()
+        due = {r.id for r in runs if r.renew and now - r.renewed >= r.lease / 3}
+        try:
+            rows = await db.jobs.job_heartbeat_if_owned(
+                conn,
+                schema=self.schema,
+                claimant=self.claimant,
+                ids=[r.id for r in runs],
+                attempts=[r.attempt for r in runs],
+                leases=[r.lease if r.id in due else None for r in runs],
+            )
+        except db.errors.TRANSIENT as exc:
+            self.stats["db_errors"] += 1
+            log.warning("heartbeat failed (retrying): %s", db.errors.one_line(exc))
+            return
+        by_id = {r.id: r for r in runs}
+        still = {id(r) for r in self._inflight.values() if r.outcome is None}
+        for row in rows:
+            run = by_id[row["id"]]
+            if id(run) not in still:
+                continue  # finished (and maybe settled) while we asked: nothing to say
+            if row["renewed"]:
+                run.renewed = now
+                self.stats["leases_renewed"] += 1
+            elif run.id in due or not row["owned"]:
+                if not run.cancel.is_set():
+                    self.stats["claims_lost"] += 1
+                    log.warning(
+                        "job %d (%s) lost its claim while running (lease expired and "
+                        "recovered elsewhere); asking its handler to stop",
+                        run.id,
+                        run.task.kind,
+                        extra=run.log_extra(),
+                    )
+                    run.cancel.set()
+            if row["cancel_requested"] and row["owned"] and not run.cancel_requested:
+                run.cancel_requested = True
+                run.cancel.set()
+                log.info(
+                    "job %d (%s): cancel requested by an operator",
+                    run.id,
+                    run.task.kind,
+                    extra=run.log_extra(),
+                )

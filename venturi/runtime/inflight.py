@@ -1,0 +1,108 @@
+"""The in-flight set: the handler tasks running now, each with its claimed job."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from venturi.db.conn import Record
+from venturi.registry import Task
+from venturi.runtime import executor
+from venturi.runtime.instruments import Instruments
+from venturi.runtime.run import Run
+from venturi.runtime.settlement import Released
+
+log = logging.getLogger("venturi.worker")
+
+# How long a handler the worker cancelled gets to finish its clean-up before the worker
+# releases its job and stops waiting for it (it runs on, unobserved, in the background):
+# without a bound, one handler that is slow to stop would hold shutdown indefinitely.
+CANCEL_GRACE = 5.0
+
+
+class InFlight:
+    """Starts a claim's jobs, each as its own task, and stops them at shutdown.
+    ``ended`` is called as each task ends (it wakes the loop)."""
+
+    def __init__(
+        self,
+        state: Any,
+        tasks: dict[str, Task[Any]],
+        leases: dict[str, float],
+        renews: dict[str, bool],
+        ended: Callable[[asyncio.Task[None]], None],
+        instruments: Instruments,
+    ) -> None:
+        self.handles: dict[asyncio.Task[None], Run] = {}
+        self._state = state
+        self._tasks = tasks
+        self._leases = leases
+        self._renews = renews
+        self._ended = ended
+        self._m = instruments.prom
+
+    def __len__(self) -> int:
+        return len(self.handles)
+
+    def start(self, rows: list[Record]) -> None:
+        """Start a claim's jobs at once."""
+        m = self._m
+        for row in rows:
+            kind = row["kind"]
+            run = Run(
+                task=self._tasks[kind],
+                id=row["id"],
+                attempt=row["attempt"],
+                failures=row["failures"],
+                carry_text=row["carry"],
+                priority=row["priority"],
+                created_at=row["created_at"],
+                lease=self._leases[kind],
+                renew=self._renews[kind],
+            )
+            handle = asyncio.create_task(
+                executor.run_handler(run, self._state), name=f"venturi job {run.id}"
+            )
+            handle.add_done_callback(self._ended)
+            self.handles[handle] = run
+            if m:
+                m.in_flight.labels(kind).inc()
+
+    def ask_to_stop(self) -> None:
+        """Set every running handler's ``ctx.cancelled``: shutdown has begun."""
+        for run in self.handles.values():
+            run.cancel.set()
+
+    def cancel_all(self) -> int:
+        """Cancel every handler task, unmarked (a loop that died): how many."""
+        handles = list(self.handles)
+        for handle in handles:
+            handle.cancel()
+        return len(handles)
+
+    async def stop(self, why: str, reap: Callable[[], None], queue: Callable[[Run], None]) -> None:
+        """Cancel every running handler and wait, at most ``CANCEL_GRACE``, for them to
+        end (``reap`` then queues the ended ones). A handler still running then is left
+        to run on unobserved; its run is given to ``queue``, marked for release."""
+        for handle, run in self.handles.items():
+            run.stopped = why
+            handle.cancel()
+        if self.handles:
+            await asyncio.wait(list(self.handles), timeout=CANCEL_GRACE)
+        reap()
+        for handle, run in list(self.handles.items()):
+            del self.handles[handle]
+            run.outcome = Released(
+                f"{why}; the handler did not stop within {CANCEL_GRACE:g}s of its cancellation"
+            )
+            queue(run)
+            log.warning(
+                "job %d (%s): handler still running %gs after its cancellation; releasing "
+                "its job without waiting for it",
+                run.id,
+                run.task.kind,
+                CANCEL_GRACE,
+                extra=run.log_extra(),
+            )

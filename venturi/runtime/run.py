@@ -1,0 +1,42 @@
+"""One claimed job while its handler runs and until it is settled."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from venturi.registry import Task
+from venturi.runtime.settlement import Settlement
+
+
+@dataclass(eq=False)
+class Run:
+    """One claimed job while its handler runs and until it is settled."""
+
+    task: Task[Any]
+    id: int
+    attempt: int
+    failures: int
+    carry_text: str
+    priority: int
+    created_at: datetime
+    lease: float = 0.0
+    renew: bool = False
+    cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    started: float = field(default_factory=time.monotonic)
+    renewed: float = field(default_factory=time.monotonic)
+    # An operator asked to cancel this job (cancel_requested_at, seen by the heartbeat).
+    cancel_requested: bool = False
+    # Set, to the reason, before the worker cancels the handler's task: only such a
+    # cancellation is a release; a CancelledError the handler raises on its own is a
+    # failure like any other exception.
+    stopped: str | None = None
+    # How it ended, once the handler has.
+    outcome: Settlement | None = None
+
+    def log_extra(self) -> dict[str, Any]:
+        """The structured fields of this job's log lines."""
+        return {"job_id": self.id, "kind": self.task.kind, "attempt": self.attempt}

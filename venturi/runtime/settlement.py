@@ -1,0 +1,98 @@
+"""How a job's execution ended, as the worker will write it: one frozen type per ending.
+
+The executor turns a handler's ending into one of these; the completer writes it with
+the statement its type names (one ``match``, in ``completer.py``). ``name`` is the key
+of the worker's stats and the ``outcome`` label of the settled-jobs metric.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import ClassVar
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    """The handler completed; ``result`` is the stored result's JSON text, if any."""
+
+    result: str | None = None
+    name: ClassVar[str] = "completed"
+
+
+@dataclass(frozen=True, slots=True)
+class Paused:
+    """The handler paused: pending again with a new carry, visible at ``at`` or after
+    ``after`` seconds (or now); not a failure."""
+
+    carry: str
+    at: datetime | None
+    after: float | None
+    name: ClassVar[str] = "pause"
+
+
+@dataclass(frozen=True, slots=True)
+class Retried:
+    """The handler asked for a retry: a failure, with its own delay and carry if given."""
+
+    carry: str | None
+    after: float | None
+    reason: str
+    name: ClassVar[str] = "retry"
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """The handler raised, or returned something that is not an outcome."""
+
+    error: str
+    name: ClassVar[str] = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class TimedOut:
+    """The handler ran past its task's timeout."""
+
+    error: str
+    name: ClassVar[str] = "timed-out"
+
+
+@dataclass(frozen=True, slots=True)
+class Dead:
+    """The handler declared the job dead: no more attempts."""
+
+    reason: str
+    name: ClassVar[str] = "dead"
+
+
+@dataclass(frozen=True, slots=True)
+class Undecodable:
+    """The stored carry no longer decodes as the task's type: dead, since a carry that
+    does not decode now will not decode later."""
+
+    reason: str
+    name: ClassVar[str] = "undecodable"
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """The worker stopped the handler (shutdown): pending again, not a failure."""
+
+    detail: str
+    name: ClassVar[str] = "release"
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """An operator cancelled the job and the handler ended short of completing."""
+
+    detail: str
+    name: ClassVar[str] = "cancelled"
+
+
+Settlement = (
+    Completed | Paused | Retried | Failed | TimedOut | Dead | Undecodable | Released | Cancelled
+)
+
+# A completion without a result, shared: the common ending costs no allocation.
+COMPLETED = Completed()

@@ -1,0 +1,78 @@
+"""Checks for configuration knobs: each raises ``ConfigError`` naming the knob and what
+it got, so a bad setting fails when it is set, never later in the loop."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from venturi.errors import ConfigError
+
+T = TypeVar("T")
+
+
+def integer(value: Any, knob: str, *, minimum: int = 1, hint: str = "") -> int:
+    """An int (not a bool) of at least ``minimum``; ``hint`` follows the bound."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{knob} must be an integer >= {minimum}{hint}, got {value!r}")
+    return value
+
+
+def boolean(value: Any, knob: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{knob} must be a bool, got {value!r}")
+    return value
+
+
+def instance(value: Any, cls: type[T], knob: str, what: str) -> T:
+    """``value`` if it is a ``cls``; ``what`` names the type for the message."""
+    if not isinstance(value, cls):
+        raise ConfigError(f"{knob} must be {what}, got {value!r}")
+    return value
+
+
+def non_empty_str(value: Any, knob: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{knob} must be a non-empty string, got {value!r}")
+    return value
+
+
+def port(value: Any, knob: str) -> int:
+    """A TCP port number, 1 to 65535."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
+        raise ConfigError(f"{knob} must be a TCP port (1-65535), got {value!r}")
+    return value
+
+
+def one_of(value: Any, allowed: Sequence[str], knob: str) -> str:
+    if value not in allowed:
+        raise ConfigError(f"{knob} must be one of {', '.join(allowed)}, got {value!r}")
+    return str(value)
+
+
+def pool_or_dsn(value: Any, knob: str) -> tuple[str | None, Any]:
+    """(dsn, None) for a non-empty DSN, (None, pool) for something with a pool's
+    acquire, release and fetch."""
+    if isinstance(value, str):
+        if not value.strip():
+            raise ConfigError(f"{knob} must be an asyncpg Pool or a non-empty DSN")
+        return value, None
+    if all(hasattr(value, m) for m in ("acquire", "release", "fetch")):
+        return None, value
+    raise ConfigError(f"{knob} must be an asyncpg Pool or a DSN, got {value!r}")
+
+
+def seconds(value: timedelta | float | int, knob: str, *, allow_zero: bool = False) -> float:
+    """A duration knob in seconds (a timedelta or a number), finite and positive (or
+    non-negative with ``allow_zero``)."""
+    if isinstance(value, bool) or not isinstance(value, timedelta | float | int):
+        raise ConfigError(f"{knob} must be a timedelta or a number of seconds, got {value!r}")
+    secs = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if math.isnan(secs) or math.isinf(secs):
+        raise ConfigError(f"{knob} must be finite, got {value!r}")
+    if secs < 0 or (secs == 0 and not allow_zero):
+        bound = "non-negative" if allow_zero else "positive"
+        raise ConfigError(f"{knob} must be {bound}, got {value!r}")
+    return secs
