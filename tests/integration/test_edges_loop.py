@@ -19,10 +19,10 @@ import venturi
 from venturi import Backoff, Context, sql
 from venturi.worker import Worker
 
-from . import workertasks
-from .helpers import running, status_of, wait_for, wait_status
+from tests.support import workertasks
+from tests.support.helpers import running, status_of, wait_for, wait_status
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FAST = Backoff.fixed(0.05)
 
 
@@ -259,7 +259,7 @@ async def test_second_sigterm_releases_running_jobs_and_says_so(
         "-m",
         "venturi",
         "worker",
-        "tests.workertasks",
+        "tests.support.workertasks",
         "--shutdown-timeout",
         "600",
         "--poll-max",

@@ -30,9 +30,9 @@ import venturi
 from venturi import Backoff, Context, sql, store
 from venturi.worker import Worker
 
-from .helpers import running, wait_for, wait_status
+from tests.support.helpers import running, wait_for, wait_status
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "venturi"
 TEMPLATES = LIBRARY / "sql_templates"
 SECRET = "Pa55-w0rd-never-shown"
@@ -283,7 +283,7 @@ async def _true(v: bool) -> bool:
 @pytest.mark.parametrize(
     "command",
     [
-        ["worker", "tests.workertasks"],
+        ["worker", "tests.support.workertasks"],
         ["recover"],
         ["jobs", "list"],
         ["jobs", "show", "1"],

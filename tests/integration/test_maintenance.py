@@ -14,7 +14,7 @@ import venturi
 from venturi import ConfigError, Context
 from venturi.worker import Worker
 
-from .helpers import running, wait_for, wait_status
+from tests.support.helpers import running, wait_for, wait_status
 
 
 class Item(msgspec.Struct):

@@ -18,8 +18,8 @@ from tests.chaos import harness, history
 from tests.chaos.history import Event, Faults, Job, Run
 from venturi import Worker, testing
 
-from . import workertasks
-from .helpers import running, wait_status
+from tests.support import workertasks
+from tests.support.helpers import running, wait_status
 
 EXPECTED = {"q": "completed", "p": "completed", "d": "dead", "c": "completed"}
 LEASES = {"q": 4.0, "p": 4.0, "d": 4.0, "c": 4.0}

@@ -133,7 +133,7 @@ async def test_worker_with_a_metrics_port_in_use(dsn: str, tmp_path: Path) -> No
 
 @pytest.mark.parametrize("bad", ["0", "1", "none", "None", "-3", "four"])
 def test_priority_ratio_names_its_one_spelling_of_strict(bad: str) -> None:
-    out = cli("worker", "tests.workertasks", "--priority-ratio", bad, "--dsn", UNREACHABLE)
+    out = cli("worker", "tests.support.workertasks", "--priority-ratio", bad, "--dsn", UNREACHABLE)
     assert one_line_error(out) == (
         "venturi: priority-ratio must be an integer >= 2, or 'strict' for strict priority, "
         f"got {bad!r}"
@@ -143,7 +143,7 @@ def test_priority_ratio_names_its_one_spelling_of_strict(bad: str) -> None:
 @pytest.mark.parametrize("good", ["strict", "STRICT", "Strict", "2", "7"])
 def test_priority_ratio_accepts_strict_and_integers(good: str) -> None:
     # Accepted: the worker goes on to connect, and the unreachable database is the error.
-    out = cli("worker", "tests.workertasks", "--priority-ratio", good, "--dsn", UNREACHABLE)
+    out = cli("worker", "tests.support.workertasks", "--priority-ratio", good, "--dsn", UNREACHABLE)
     assert one_line_error(out).startswith("venturi: cannot connect to ")
 
 

@@ -18,10 +18,10 @@ import typer.main
 import venturi
 from venturi import admin, cli, store, supervisor
 
-from . import workertasks
-from .helpers import wait_for
+from tests.support import workertasks
+from tests.support.helpers import wait_for
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def spawn(dsn: str, runs: Path, module: str, *args: str) -> subprocess.Popen[bytes]:
@@ -91,7 +91,7 @@ async def test_supervised_processes_restart_one_that_dies_and_stop_together(
     def started() -> int:
         return output(tmp_path).count(" started: kinds=")
 
-    proc = spawn(dsn, tmp_path, "tests.workertasks", "--processes", "2", "--poll-max", "0.2")
+    proc = spawn(dsn, tmp_path, "tests.support.workertasks", "--processes", "2", "--poll-max", "0.2")
     try:
         await wait_for(lambda: _holds(lambda: started() == 2), within=30)
         first = children(proc.pid)
@@ -122,7 +122,7 @@ async def test_supervised_processes_restart_one_that_dies_and_stop_together(
 
 
 async def test_children_stop_when_their_supervisor_is_killed(dsn: str, tmp_path: Path) -> None:
-    proc = spawn(dsn, tmp_path, "tests.workertasks", "--processes", "2", "--poll-max", "0.2")
+    proc = spawn(dsn, tmp_path, "tests.support.workertasks", "--processes", "2", "--poll-max", "0.2")
     try:
         await wait_for(lambda: _holds(lambda: len(children(proc.pid)) == 2), within=30)
         workers = children(proc.pid)
@@ -143,7 +143,7 @@ def test_processes_that_cannot_start_stop_the_supervisor() -> None:
             "-m",
             "venturi",
             "worker",
-            "tests.workertasks",
+            "tests.support.workertasks",
             "--processes",
             "2",
             "--dsn",
@@ -166,7 +166,7 @@ def test_processes_must_be_positive(processes: str) -> None:
             "-m",
             "venturi",
             "worker",
-            "tests.workertasks",
+            "tests.support.workertasks",
             f"--processes={processes}",
         ],
         cwd=ROOT,
@@ -185,7 +185,7 @@ def test_children_get_every_option_but_processes_and_the_dsn() -> None:
     ctx = worker.make_context(
         "worker",
         [
-            "tests.workertasks",
+            "tests.support.workertasks",
             "--dsn",
             "postgresql://u:secret@h/db",
             "--processes",
@@ -198,7 +198,7 @@ def test_children_get_every_option_but_processes_and_the_dsn() -> None:
         ],
     )
     args = supervisor.child_arguments(ctx)
-    assert args[0] == "tests.workertasks"
+    assert args[0] == "tests.support.workertasks"
     assert "--processes" not in args and "--dsn" not in args
     assert not any("secret" in a for a in args)
     pairs = dict(zip(args[1::2], args[2::2], strict=False))
@@ -215,7 +215,7 @@ def test_children_get_every_option_but_processes_and_the_dsn() -> None:
 async def test_cli_worker_runs_its_cron_schedule(
     dsn: str, conn: asyncpg.Connection, tmp_path: Path
 ) -> None:
-    proc = spawn(dsn, tmp_path, "tests.upkeeptasks", "--poll-max", "0.2")
+    proc = spawn(dsn, tmp_path, "tests.support.upkeeptasks", "--poll-max", "0.2")
 
     def beats() -> list[str]:
         return [line for f in tmp_path.glob("beats-*.txt") for line in f.read_text().splitlines()]

@@ -16,7 +16,7 @@ import asyncpg
 import venturi
 from venturi import admin
 
-from .opsdata import seed
+from tests.support.opsdata import seed
 
 
 def venturi_cli(

@@ -17,8 +17,8 @@ from venturi.backoff import DEFAULT_BACKOFF
 from venturi.errors import ConfigError
 from venturi.registry import JobSpec
 
-from .helpers import wait_for
-from .opsdata import TRACEBACK, S, make, seed
+from tests.support.helpers import wait_for
+from tests.support.opsdata import TRACEBACK, S, make, seed
 
 # The claimant of the jobs these tests claim and settle through the store.
 W1 = store.Claimant("w:1")

@@ -1,4 +1,4 @@
-"""Tasks for tests that run `venturi worker tests.workertasks` in subprocesses.
+"""Tasks for tests that run `venturi worker tests.support.workertasks` in subprocesses.
 
 Each run appends "<job id> <attempt> <pid>" to a file of its own process under
 $VENTURI_TEST_RUNS_DIR, so the test can check afterwards which jobs ran how often.

@@ -21,7 +21,7 @@ from venturi import Alerts, ConfigError, Context
 from venturi.alerts import Alert
 from venturi.worker import Worker
 
-from .helpers import running, wait_for, wait_status
+from tests.support.helpers import running, wait_for, wait_status
 
 
 class Item(msgspec.Struct):

@@ -17,7 +17,7 @@ from venturi import Backoff, ConfigError, Context, admin
 from venturi.rate import Rate, TokenBucket
 from venturi.worker import Worker
 
-from .helpers import running, wait_for, wait_status
+from tests.support.helpers import running, wait_for, wait_status
 
 
 class Item(msgspec.Struct):

@@ -17,7 +17,7 @@ import venturi
 from venturi import ConfigError, Context, Pool, SchemaError
 from venturi.worker import Worker
 
-from .helpers import wait_for, wait_status
+from tests.support.helpers import wait_for, wait_status
 
 
 class Item(msgspec.Struct):

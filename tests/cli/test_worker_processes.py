@@ -18,16 +18,16 @@ import venturi
 from venturi import Backoff, sql, store, testing
 from venturi.worker import Worker
 
-from . import workertasks
-from .helpers import running, wait_for, wait_status
+from tests.support import workertasks
+from tests.support.helpers import running, wait_for, wait_status
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def spawn_worker(dsn: str, runs: Path, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "VENTURI_DSN": dsn, "VENTURI_TEST_RUNS_DIR": str(runs)}
     return subprocess.Popen(
-        [sys.executable, "-m", "venturi", "worker", "tests.workertasks", *args],
+        [sys.executable, "-m", "venturi", "worker", "tests.support.workertasks", *args],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

@@ -28,9 +28,9 @@ from venturi import Backoff, Context, Priority, sql, store
 from venturi.registry import DEFAULT_MAX_CARRY_BYTES
 from venturi.worker import Worker
 
-from .helpers import running, wait_for, wait_status
+from tests.support.helpers import running, wait_for, wait_status
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FAST = Backoff.fixed(0.05)
 UNREACHABLE = "postgresql://me:s3cret-pw@127.0.0.1:1/db"
 
@@ -267,14 +267,14 @@ async def test_not_an_outcome_is_a_failed_execution_saying_what_came_back(
 async def test_worker_cli_on_an_unapplied_schema_says_what_to_run(
     empty_dsn: str, schema: str
 ) -> None:
-    out = await acli("worker", "tests.workertasks", "--dsn", empty_dsn, "--schema", schema)
+    out = await acli("worker", "tests.support.workertasks", "--dsn", empty_dsn, "--schema", schema)
     assert_one_clean_error(
         out, f"schema {schema!r} is not applied", f"run `venturi schema apply --schema {schema}`"
     )
 
 
 async def test_worker_cli_on_an_unapplied_schema_prints_one_line(empty_dsn: str) -> None:
-    out = await acli("worker", "tests.workertasks", "--dsn", empty_dsn)
+    out = await acli("worker", "tests.support.workertasks", "--dsn", empty_dsn)
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
 
 
@@ -287,14 +287,14 @@ async def test_worker_cli_on_an_unapplied_schema_prints_one_line(empty_dsn: str)
     ],
 )
 def test_worker_cli_on_an_unreachable_database_is_one_line(dsn: str, said: str) -> None:
-    out = cli("worker", "tests.workertasks", "--dsn", dsn)
+    out = cli("worker", "tests.support.workertasks", "--dsn", dsn)
     assert_one_clean_error(out, said)
     assert out.stderr.count("\n") == 1, out.stderr
 
 
 async def test_worker_cli_on_a_missing_database_is_one_line(dsn: str) -> None:
     missing = dsn.rsplit("/", 1)[0] + "/venturi_no_such_db"
-    out = await acli("worker", "tests.workertasks", "--dsn", missing)
+    out = await acli("worker", "tests.support.workertasks", "--dsn", missing)
     assert_one_clean_error(out, 'database "venturi_no_such_db" does not exist')
 
 
@@ -314,7 +314,7 @@ async def test_worker_cli_on_a_missing_database_is_one_line(dsn: str) -> None:
 def test_worker_cli_bad_knob_is_refused_before_connecting(args: list[str], knob: str) -> None:
     # The DSN cannot work: the knob's error, not a connection error, proves the check
     # comes first.
-    out = cli("worker", "tests.workertasks", "--dsn", UNREACHABLE, *args)
+    out = cli("worker", "tests.support.workertasks", "--dsn", UNREACHABLE, *args)
     assert_one_clean_error(out, knob)
     assert out.stderr.count("\n") == 1 and "cannot connect" not in out.stderr
 

@@ -19,10 +19,10 @@ import venturi
 from venturi import Backoff, Context, store
 from venturi.worker import Worker
 
-from .helpers import running, wait_for, wait_status
+from tests.support.helpers import running, wait_for, wait_status
 from .test_worker import LoseClaimAnswer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class N(msgspec.Struct):
@@ -302,7 +302,7 @@ import asyncio
 import sys
 
 import venturi
-from tests import workertasks
+from tests.support import workertasks
 
 
 async def main() -> None:
@@ -317,7 +317,7 @@ asyncio.run(main())
 async def test_another_process_with_the_same_identity_keeps_its_live_job(
     dsn: str, conn: asyncpg.Connection, tmp_path: Path, kinds: list[str]
 ) -> None:
-    from . import workertasks
+    from tests.support import workertasks
 
     @venturi.task(kind="o_mine", lease=3600)
     async def mine(ctx: Context[Any], carry: N) -> None:

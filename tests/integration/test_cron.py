@@ -18,7 +18,7 @@ from venturi import ConfigError, Context, CronScheduler, admin, cron, upkeep
 from venturi.cronspec import CronSpec
 from venturi.worker import Worker
 
-from .helpers import running, wait_for, wait_status
+from tests.support.helpers import running, wait_for, wait_status
 
 
 class Tick(msgspec.Struct):
