@@ -16,10 +16,9 @@ import pytest
 import venturi
 from tests.chaos import harness, history
 from tests.chaos.history import Event, Faults, Job, Run
-from venturi import Worker, testing
-
 from tests.support import workertasks
 from tests.support.helpers import running, wait_status
+from venturi import Worker, testing
 
 EXPECTED = {"q": "completed", "p": "completed", "d": "dead", "c": "completed"}
 LEASES = {"q": 4.0, "p": 4.0, "d": 4.0, "c": 4.0}

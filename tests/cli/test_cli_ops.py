@@ -14,9 +14,8 @@ import sys
 import asyncpg
 
 import venturi
-from venturi import admin
-
 from tests.support.opsdata import seed
+from venturi import admin
 
 
 def venturi_cli(

@@ -16,10 +16,9 @@ import pytest
 import typer.main
 
 import venturi
-from venturi import admin, cli, store, supervisor
-
 from tests.support import workertasks
 from tests.support.helpers import wait_for
+from venturi import admin, cli, store, supervisor
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,7 +90,9 @@ async def test_supervised_processes_restart_one_that_dies_and_stop_together(
     def started() -> int:
         return output(tmp_path).count(" started: kinds=")
 
-    proc = spawn(dsn, tmp_path, "tests.support.workertasks", "--processes", "2", "--poll-max", "0.2")
+    proc = spawn(
+        dsn, tmp_path, "tests.support.workertasks", "--processes", "2", "--poll-max", "0.2"
+    )
     try:
         await wait_for(lambda: _holds(lambda: started() == 2), within=30)
         first = children(proc.pid)
@@ -122,7 +123,9 @@ async def test_supervised_processes_restart_one_that_dies_and_stop_together(
 
 
 async def test_children_stop_when_their_supervisor_is_killed(dsn: str, tmp_path: Path) -> None:
-    proc = spawn(dsn, tmp_path, "tests.support.workertasks", "--processes", "2", "--poll-max", "0.2")
+    proc = spawn(
+        dsn, tmp_path, "tests.support.workertasks", "--processes", "2", "--poll-max", "0.2"
+    )
     try:
         await wait_for(lambda: _holds(lambda: len(children(proc.pid)) == 2), within=30)
         workers = children(proc.pid)

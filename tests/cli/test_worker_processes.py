@@ -15,11 +15,10 @@ import asyncpg
 import pytest
 
 import venturi
-from venturi import Backoff, sql, store, testing
-from venturi.worker import Worker
-
 from tests.support import workertasks
 from tests.support.helpers import running, wait_for, wait_status
+from venturi import Backoff, sql, store, testing
+from venturi.worker import Worker
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,13 +12,12 @@ import pytest
 from rich.console import Console
 
 import venturi
+from tests.support.helpers import wait_for
+from tests.support.opsdata import TRACEBACK, S, make, seed
 from venturi import admin, cli, sql, store, views
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.errors import ConfigError
 from venturi.registry import JobSpec
-
-from tests.support.helpers import wait_for
-from tests.support.opsdata import TRACEBACK, S, make, seed
 
 # The claimant of the jobs these tests claim and settle through the store.
 W1 = store.Claimant("w:1")

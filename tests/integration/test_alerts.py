@@ -17,11 +17,10 @@ import msgspec
 import pytest
 
 import venturi
+from tests.support.helpers import running, wait_for, wait_status
 from venturi import Alerts, ConfigError, Context
 from venturi.alerts import Alert
 from venturi.worker import Worker
-
-from tests.support.helpers import running, wait_for, wait_status
 
 
 class Item(msgspec.Struct):

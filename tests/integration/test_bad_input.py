@@ -24,11 +24,10 @@ import msgspec
 import pytest
 
 import venturi
+from tests.support.helpers import running, wait_for, wait_status
 from venturi import Backoff, Context, Priority, sql, store
 from venturi.registry import DEFAULT_MAX_CARRY_BYTES
 from venturi.worker import Worker
-
-from tests.support.helpers import running, wait_for, wait_status
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = Backoff.fixed(0.05)

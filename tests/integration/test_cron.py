@@ -14,11 +14,10 @@ import msgspec
 import pytest
 
 import venturi
+from tests.support.helpers import running, wait_for, wait_status
 from venturi import ConfigError, Context, CronScheduler, admin, cron, upkeep
 from venturi.cronspec import CronSpec
 from venturi.worker import Worker
-
-from tests.support.helpers import running, wait_for, wait_status
 
 
 class Tick(msgspec.Struct):

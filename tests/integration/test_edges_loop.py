@@ -16,11 +16,10 @@ import msgspec
 import pytest
 
 import venturi
-from venturi import Backoff, Context, sql
-from venturi.worker import Worker
-
 from tests.support import workertasks
 from tests.support.helpers import running, status_of, wait_for, wait_status
+from venturi import Backoff, Context, sql
+from venturi.worker import Worker
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = Backoff.fixed(0.05)

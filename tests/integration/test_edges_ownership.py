@@ -16,10 +16,10 @@ import asyncpg
 import msgspec
 
 import venturi
+from tests.support.helpers import running, wait_for, wait_status
 from venturi import Backoff, Context, store
 from venturi.worker import Worker
 
-from tests.support.helpers import running, wait_for, wait_status
 from .test_worker import LoseClaimAnswer
 
 ROOT = Path(__file__).resolve().parents[2]

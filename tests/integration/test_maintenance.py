@@ -11,10 +11,9 @@ import msgspec
 import pytest
 
 import venturi
+from tests.support.helpers import running, wait_for, wait_status
 from venturi import ConfigError, Context
 from venturi.worker import Worker
-
-from tests.support.helpers import running, wait_for, wait_status
 
 
 class Item(msgspec.Struct):

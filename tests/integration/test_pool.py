@@ -14,10 +14,9 @@ import msgspec
 import pytest
 
 import venturi
+from tests.support.helpers import wait_for, wait_status
 from venturi import ConfigError, Context, Pool, SchemaError
 from venturi.worker import Worker
-
-from tests.support.helpers import wait_for, wait_status
 
 
 class Item(msgspec.Struct):

@@ -12,12 +12,11 @@ import msgspec
 import pytest
 
 import venturi
+from tests.support.helpers import running, wait_for, wait_status
 from venturi import ConfigError, Context, ResultCleanup, sql, store
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.registry import JobSpec
 from venturi.worker import Worker
-
-from tests.support.helpers import running, wait_for, wait_status
 
 # The claimant of the jobs these tests claim and settle through the store.
 W1 = store.Claimant("w:1")

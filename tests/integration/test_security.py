@@ -27,10 +27,9 @@ import pytest
 from jinja2 import meta
 
 import venturi
+from tests.support.helpers import running, wait_for, wait_status
 from venturi import Backoff, Context, sql, store
 from venturi.worker import Worker
-
-from tests.support.helpers import running, wait_for, wait_status
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "venturi"

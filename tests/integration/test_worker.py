@@ -16,10 +16,9 @@ import msgspec
 import pytest
 
 import venturi
+from tests.support.helpers import running, status_of, wait_for, wait_status
 from venturi import Backoff, ConfigError, Context, Priority, sql, store
 from venturi.worker import Worker, default_concurrency
-
-from tests.support.helpers import running, status_of, wait_for, wait_status
 
 FAST = Backoff.fixed(0.05)
 # A worker that claims and then dies (its claims expire and are recovered).

@@ -13,11 +13,10 @@ import msgspec
 import pytest
 
 import venturi
+from tests.support.helpers import running, wait_for, wait_status
 from venturi import Backoff, ConfigError, Context, admin
 from venturi.rate import Rate, TokenBucket
 from venturi.worker import Worker
-
-from tests.support.helpers import running, wait_for, wait_status
 
 
 class Item(msgspec.Struct):
