@@ -16,8 +16,7 @@ import pytest
 import venturi
 from tests.chaos import harness, history
 from tests.chaos.history import Event, Faults, Job, Run
-from tests.support import workertasks
-from tests.support.helpers import running, wait_status
+from tests.support import running, wait_status, workertasks
 from venturi import Worker, testing
 
 EXPECTED = {"q": "completed", "p": "completed", "d": "dead", "c": "completed"}

@@ -16,11 +16,8 @@ import pytest
 import typer.main
 
 import venturi
-from tests.support import workertasks
-from tests.support.helpers import wait_for
+from tests.support import ROOT, wait_for, workertasks
 from venturi import admin, cli, store, supervisor
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def spawn(dsn: str, runs: Path, module: str, *args: str) -> subprocess.Popen[bytes]:

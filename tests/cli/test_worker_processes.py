@@ -15,12 +15,9 @@ import asyncpg
 import pytest
 
 import venturi
-from tests.support import workertasks
-from tests.support.helpers import running, wait_for, wait_status
+from tests.support import ROOT, running, wait_for, wait_status, workertasks
 from venturi import Backoff, sql, store, testing
 from venturi.worker import Worker
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def spawn_worker(dsn: str, runs: Path, *args: str) -> subprocess.Popen[str]:

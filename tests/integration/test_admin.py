@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 import venturi
-from tests.support.helpers import wait_for
+from tests.support import wait_for
 from tests.support.opsdata import TRACEBACK, S, make, seed
 from venturi import admin, cli, sql, store, views
 from venturi.backoff import DEFAULT_BACKOFF

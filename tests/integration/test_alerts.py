@@ -13,18 +13,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
-import msgspec
 import pytest
 
 import venturi
-from tests.support.helpers import running, wait_for, wait_status
+from tests.support import Item, running, wait_for, wait_status
 from venturi import Alerts, ConfigError, Context
 from venturi.alerts import Alert
 from venturi.worker import Worker
-
-
-class Item(msgspec.Struct):
-    n: int
 
 
 class Webhook:

@@ -15,8 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -24,34 +22,14 @@ import msgspec
 import pytest
 
 import venturi
-from tests.support.helpers import running, wait_for, wait_status
+from tests.support import Item as N
+from tests.support import running, venturi_cli, venturi_cli_async, wait_for, wait_status
 from venturi import Backoff, Context, Priority, sql, store
 from venturi.registry import DEFAULT_MAX_CARRY_BYTES
 from venturi.worker import Worker
 
-ROOT = Path(__file__).resolve().parents[2]
 FAST = Backoff.fixed(0.05)
 UNREACHABLE = "postgresql://me:s3cret-pw@127.0.0.1:1/db"
-
-
-class N(msgspec.Struct):
-    n: int
-
-
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {"PATH": "/usr/bin:/bin", "VENTURI_TEST_RUNS_DIR": "/tmp"}
-    return subprocess.run(
-        [sys.executable, "-m", "venturi", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**base, **(env or {})},
-        timeout=120,
-    )
-
-
-async def acli(*args: str) -> subprocess.CompletedProcess[str]:
-    return await asyncio.to_thread(cli, *args)
 
 
 def assert_one_clean_error(out: subprocess.CompletedProcess[str], *fragments: str) -> None:
@@ -101,12 +79,12 @@ async def test_unknown_kind_is_never_claimed_and_is_listed(
     job = await venturi.get_job(conn, orphan)
     assert job is not None and (job.status, job.attempt, job.claimed_by) == ("pending", 0, None)
     # The manual sweep leaves it alone too; the operator finds it with `jobs list`.
-    assert (await acli("recover", "--dsn", dsn)).returncode == 0
-    listed = await acli("jobs", "list", "--dsn", dsn, "--kind", "bi_retired", "--json")
+    assert (await venturi_cli_async("recover", "--dsn", dsn)).returncode == 0
+    listed = await venturi_cli_async("jobs", "list", "--dsn", dsn, "--kind", "bi_retired", "--json")
     assert listed.returncode == 0, listed.stderr
     rows = json.loads(listed.stdout)
     assert [(r["id"], r["kind"], r["status"]) for r in rows] == [(orphan, "bi_retired", "pending")]
-    table = await acli("jobs", "list", "--dsn", dsn, "--status", "pending")
+    table = await venturi_cli_async("jobs", "list", "--dsn", dsn, "--status", "pending")
     assert table.returncode == 0 and "bi_retired" in table.stdout and "bi_known" not in table.stdout
 
 
@@ -266,14 +244,16 @@ async def test_not_an_outcome_is_a_failed_execution_saying_what_came_back(
 async def test_worker_cli_on_an_unapplied_schema_says_what_to_run(
     empty_dsn: str, schema: str
 ) -> None:
-    out = await acli("worker", "tests.support.workertasks", "--dsn", empty_dsn, "--schema", schema)
+    out = await venturi_cli_async(
+        "worker", "tests.support.workertasks", "--dsn", empty_dsn, "--schema", schema
+    )
     assert_one_clean_error(
         out, f"schema {schema!r} is not applied", f"run `venturi schema apply --schema {schema}`"
     )
 
 
 async def test_worker_cli_on_an_unapplied_schema_prints_one_line(empty_dsn: str) -> None:
-    out = await acli("worker", "tests.support.workertasks", "--dsn", empty_dsn)
+    out = await venturi_cli_async("worker", "tests.support.workertasks", "--dsn", empty_dsn)
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
 
 
@@ -286,14 +266,14 @@ async def test_worker_cli_on_an_unapplied_schema_prints_one_line(empty_dsn: str)
     ],
 )
 def test_worker_cli_on_an_unreachable_database_is_one_line(dsn: str, said: str) -> None:
-    out = cli("worker", "tests.support.workertasks", "--dsn", dsn)
+    out = venturi_cli("worker", "tests.support.workertasks", "--dsn", dsn)
     assert_one_clean_error(out, said)
     assert out.stderr.count("\n") == 1, out.stderr
 
 
 async def test_worker_cli_on_a_missing_database_is_one_line(dsn: str) -> None:
     missing = dsn.rsplit("/", 1)[0] + "/venturi_no_such_db"
-    out = await acli("worker", "tests.support.workertasks", "--dsn", missing)
+    out = await venturi_cli_async("worker", "tests.support.workertasks", "--dsn", missing)
     assert_one_clean_error(out, 'database "venturi_no_such_db" does not exist')
 
 
@@ -313,7 +293,7 @@ async def test_worker_cli_on_a_missing_database_is_one_line(dsn: str) -> None:
 def test_worker_cli_bad_knob_is_refused_before_connecting(args: list[str], knob: str) -> None:
     # The DSN cannot work: the knob's error, not a connection error, proves the check
     # comes first.
-    out = cli("worker", "tests.support.workertasks", "--dsn", UNREACHABLE, *args)
+    out = venturi_cli("worker", "tests.support.workertasks", "--dsn", UNREACHABLE, *args)
     assert_one_clean_error(out, knob)
     assert out.stderr.count("\n") == 1 and "cannot connect" not in out.stderr
 
@@ -328,7 +308,7 @@ def test_worker_cli_bad_knob_is_refused_before_connecting(args: list[str], knob:
     ],
 )
 async def test_invalid_schema_name_refused_by_every_command(dsn: str, args: list[str]) -> None:
-    out = await acli(*args, "--dsn", dsn)
+    out = await venturi_cli_async(*args, "--dsn", dsn)
     assert_one_clean_error(out, "schema must be a lower-case SQL identifier")
     conn = await asyncpg.connect(dsn)
     try:  # and nothing was rendered into the database

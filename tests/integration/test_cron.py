@@ -14,7 +14,8 @@ import msgspec
 import pytest
 
 import venturi
-from tests.support.helpers import running, wait_for, wait_status
+from tests.support import Item as Needs
+from tests.support import running, wait_for, wait_status
 from venturi import ConfigError, Context, CronScheduler, admin, cron, upkeep
 from venturi.cronspec import CronSpec
 from venturi.worker import Worker
@@ -22,10 +23,6 @@ from venturi.worker import Worker
 
 class Tick(msgspec.Struct):
     label: str = "tick"
-
-
-class Needs(msgspec.Struct):
-    n: int
 
 
 @pytest.fixture

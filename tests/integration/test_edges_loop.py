@@ -12,21 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-import msgspec
 import pytest
 
 import venturi
-from tests.support import workertasks
-from tests.support.helpers import running, status_of, wait_for, wait_status
+from tests.support import ROOT, running, status_of, wait_for, wait_status, workertasks
+from tests.support import Item as N
 from venturi import Backoff, Context, sql
 from venturi.worker import Worker
 
-ROOT = Path(__file__).resolve().parents[2]
 FAST = Backoff.fixed(0.05)
-
-
-class N(msgspec.Struct):
-    n: int
 
 
 def events(journal: list[venturi.JournalEntry]) -> list[str]:

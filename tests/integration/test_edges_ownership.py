@@ -6,27 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import asyncpg
-import msgspec
 
 import venturi
-from tests.support.helpers import running, wait_for, wait_status
+from tests.support import ROOT, expire_claims, running, venturi_cli_async, wait_for, wait_status
+from tests.support import Item as N
 from venturi import Backoff, Context, store
 from venturi.worker import Worker
 
 from .test_worker import LoseClaimAnswer
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-class N(msgspec.Struct):
-    n: int
 
 
 def events(journal: list[venturi.JournalEntry]) -> list[str]:
@@ -44,14 +37,6 @@ async def _waits_on_a_lock(observer: asyncpg.Connection, pid: int) -> bool:
 async def _count(conn: asyncpg.Connection, kind: str) -> int:
     counts = await store.job_counts(conn, "venturi")
     return sum(r["jobs"] for r in counts if r["kind"] == kind)
-
-
-async def _expire_claims(conn: asyncpg.Connection) -> None:
-    # Seed an already-expired lease rather than wait for one to pass.
-    await conn.execute(
-        "UPDATE venturi.jobs SET claim_expires_at = now() - interval '1 second' "
-        "WHERE status = 'claimed'"
-    )
 
 
 def _due_in(job: venturi.JobInfo | None) -> float:
@@ -141,7 +126,7 @@ async def test_recover_stale_uses_the_tasks_own_backoff(
     await store.claim(
         conn, "venturi", ghost, ["r_own", "r_default"], [60.0] * 2, 0, 2, Backoff.fixed(0)
     )
-    await _expire_claims(conn)
+    await expire_claims(conn)
     # The sweep knows no task: the row's stored backoff decides; its own only for b.
     recovered = await store.recover_stale(conn, "venturi", "sweeper:1", Backoff.fixed(30))
     assert sorted(r["id"] for r in recovered) == [a, b]
@@ -159,7 +144,7 @@ async def test_claims_recovery_uses_the_tasks_own_backoff_with_jitter(
     ids = [await own.enqueue(conn, N(i)) for i in range(20)]
     ghost = store.Claimant("ghost:1")
     await store.claim(conn, "venturi", ghost, ["r_jitter"], [60.0], 0, 20, Backoff.fixed(0))
-    await _expire_claims(conn)
+    await expire_claims(conn)
     # Another worker's claim of another kind recovers them, with its default fixed(0).
     other = store.Claimant("other:2")
     assert (
@@ -181,14 +166,8 @@ async def test_recover_command_uses_the_tasks_own_backoff(
     job_id = await own.enqueue(conn, N(1))
     ghost = store.Claimant("ghost:1")
     await store.claim(conn, "venturi", ghost, ["r_cli"], [60.0], 0, 1, Backoff.fixed(0))
-    await _expire_claims(conn)
-    out = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "venturi", "recover", "--dsn", dsn],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    await expire_claims(conn)
+    out = await venturi_cli_async("recover", "--dsn", dsn)
     assert out.returncode == 0, out.stderr
     assert "recovered 1 expired claim(s)" in out.stdout
     assert 890 < _due_in(await venturi.get_job(conn, job_id)) <= 900

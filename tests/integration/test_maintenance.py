@@ -7,17 +7,12 @@ import asyncio
 from typing import Any
 
 import asyncpg
-import msgspec
 import pytest
 
 import venturi
-from tests.support.helpers import running, wait_for, wait_status
+from tests.support import Item, running, wait_for, wait_status
 from venturi import ConfigError, Context
 from venturi.worker import Worker
-
-
-class Item(msgspec.Struct):
-    n: int
 
 
 class Counting:

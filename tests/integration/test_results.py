@@ -8,11 +8,10 @@ import json
 from typing import Any
 
 import asyncpg
-import msgspec
 import pytest
 
 import venturi
-from tests.support.helpers import running, wait_for, wait_status
+from tests.support import Item, running, wait_for, wait_status
 from venturi import ConfigError, Context, ResultCleanup, sql, store
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.registry import JobSpec
@@ -20,10 +19,6 @@ from venturi.worker import Worker
 
 # The claimant of the jobs these tests claim and settle through the store.
 W1 = store.Claimant("w:1")
-
-
-class Item(msgspec.Struct):
-    n: int
 
 
 def _declare(ttl: float | None, kind: str) -> venturi.Task[Any]:

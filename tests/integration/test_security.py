@@ -14,8 +14,6 @@ import asyncio
 import json
 import logging
 import re
-import subprocess
-import sys
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -27,11 +25,10 @@ import pytest
 from jinja2 import meta
 
 import venturi
-from tests.support.helpers import running, wait_for, wait_status
+from tests.support import ROOT, running, venturi_cli, venturi_cli_async, wait_for, wait_status
 from venturi import Backoff, Context, sql, store
 from venturi.worker import Worker
 
-ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "venturi"
 TEMPLATES = LIBRARY / "sql_templates"
 SECRET = "Pa55-w0rd-never-shown"
@@ -212,9 +209,7 @@ async def test_hostile_kind_key_carry_and_reasons_round_trip_as_data(
         (hostile, "dead"): 1,
     }
     # And the operator's commands take it as data too.
-    listed = await asyncio.to_thread(
-        _cli, "jobs", "list", "--dsn", dsn, "--kind", hostile, "--json"
-    )
+    listed = await venturi_cli_async("jobs", "list", "--dsn", dsn, "--kind", hostile, "--json")
     assert listed.returncode == 0, listed.stderr
     assert sorted(r["id"] for r in json.loads(listed.stdout)) == sorted([done, dies])
 
@@ -228,17 +223,6 @@ def _with_password(dsn: str, password: str) -> str:
     host = parts.netloc.rpartition("@")[2]
     netloc = f"{user}:{urllib.parse.quote(password, safe='')}@{host}"
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
-
-
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "venturi", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "VENTURI_TEST_RUNS_DIR": "/tmp", **(env or {})},
-        timeout=120,
-    )
 
 
 async def test_password_never_in_the_worker_logs_through_faults(
@@ -298,9 +282,9 @@ async def _true(v: bool) -> bool:
 def test_password_never_in_a_command_error(command: list[str], via: str) -> None:
     dsn = f"postgresql://me:{SECRET}@127.0.0.1:1/db"
     if via == "--dsn":
-        out = _cli(*command, "--dsn", dsn)
+        out = venturi_cli(*command, "--dsn", dsn)
     else:
-        out = _cli(*command, env={"VENTURI_DSN": dsn})
+        out = venturi_cli(*command, env={"VENTURI_DSN": dsn})
     assert out.returncode == 2, out.stderr
     assert SECRET not in out.stderr + out.stdout
     assert "Traceback" not in out.stderr
@@ -331,7 +315,7 @@ def test_password_never_in_a_command_error(command: list[str], via: str) -> None
     ],
 )
 def test_password_never_in_a_connect_error(dsn: str) -> None:
-    out = _cli("schema", "apply", "--dsn", dsn)
+    out = venturi_cli("schema", "apply", "--dsn", dsn)
     assert out.returncode == 2
     text = out.stderr + out.stdout
     for piece in {SECRET, SECRET[:4], SECRET[4:], urllib.parse.quote(SECRET + "@/#", safe="")}:
@@ -379,7 +363,7 @@ async def test_jobs_show_truncates_a_carry_it_cannot_decode(
     dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
     job_id = await _undecodable_big_job(dsn, conn)
-    out = await asyncio.to_thread(_cli, "jobs", "show", str(job_id), "--dsn", dsn)
+    out = await venturi_cli_async("jobs", "show", str(job_id), "--dsn", dsn)
     assert out.returncode == 0, out.stderr
     assert "no longer decodes" in out.stdout
     assert len(out.stdout) < 20_000 and "truncated" in out.stdout

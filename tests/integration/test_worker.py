@@ -16,17 +16,14 @@ import msgspec
 import pytest
 
 import venturi
-from tests.support.helpers import running, status_of, wait_for, wait_status
+from tests.support import Item as N
+from tests.support import running, status_of, wait_for, wait_status
 from venturi import Backoff, ConfigError, Context, Priority, sql, store
 from venturi.worker import Worker, default_concurrency
 
 FAST = Backoff.fixed(0.05)
 # A worker that claims and then dies (its claims expire and are recovered).
 GHOST = store.Claimant("ghost:9")
-
-
-class N(msgspec.Struct):
-    n: int
 
 
 class Renamed(msgspec.Struct):

@@ -9,18 +9,13 @@ import time
 from typing import Any
 
 import asyncpg
-import msgspec
 import pytest
 
 import venturi
-from tests.support.helpers import running, wait_for, wait_status
+from tests.support import Item, running, wait_for, wait_status
 from venturi import Backoff, ConfigError, Context, admin
 from venturi.rate import Rate, TokenBucket
 from venturi.worker import Worker
-
-
-class Item(msgspec.Struct):
-    n: int
 
 
 async def _true(v: bool) -> bool:

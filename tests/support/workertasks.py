@@ -10,13 +10,8 @@ import asyncio
 import os
 from typing import Any
 
-import msgspec
-
 import venturi
-
-
-class Item(msgspec.Struct):
-    n: int
+from tests.support.carries import Item
 
 
 def _record(ctx: venturi.Context[Any]) -> None:
