@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncpg
 
 from tests.support import Item as C
-from tests.support import venturi_cli, venturi_cli_async
+from tests.support import expire_claim, venturi_cli, venturi_cli_async
 from venturi import sql, store
 
 
@@ -102,7 +102,6 @@ def test_demo_on_the_embedded_database() -> None:
 
 
 async def test_recover_command(conn: asyncpg.Connection, dsn: str, kinds: list[str]) -> None:
-    import asyncio
 
     import venturi as v
 
@@ -121,7 +120,7 @@ async def test_recover_command(conn: asyncpg.Connection, dsn: str, kinds: list[s
         1,
         v.Backoff.fixed(0),
     )
-    await asyncio.sleep(0.01)
+    await expire_claim(conn, job_id)
     out = await venturi_cli_async("recover", "--dsn", dsn)
     assert out.returncode == 0, out.stderr
     assert f"job {job_id} (cli_recover): pending, claimed by gone:1" in out.stdout

@@ -12,7 +12,6 @@ database, bad knobs), which must be one line on stderr, exit code 2, no tracebac
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 from typing import Any
@@ -23,7 +22,14 @@ import pytest
 
 import venturi
 from tests.support import Item as N
-from tests.support import running, venturi_cli, venturi_cli_async, wait_for, wait_status
+from tests.support import (
+    running,
+    venturi_cli,
+    venturi_cli_async,
+    wait_for,
+    wait_stat,
+    wait_status,
+)
 from venturi import Backoff, Context, Priority, sql, store
 from venturi.registry import DEFAULT_MAX_CARRY_BYTES
 from venturi.worker import Worker
@@ -74,7 +80,7 @@ async def test_unknown_kind_is_never_claimed_and_is_listed(
         for job_id in ids:
             await wait_status(conn, job_id, "completed")
         # More claim rounds (and their recovery CTE) with only the orphan left.
-        await asyncio.sleep(0.3)
+        await wait_stat(worker, "empty_claims", worker.stats["empty_claims"] + 3)
     assert worker.stats["claimed"] == 30
     job = await venturi.get_job(conn, orphan)
     assert job is not None and (job.status, job.attempt, job.claimed_by) == ("pending", 0, None)
@@ -132,9 +138,11 @@ async def test_undecodable_carry_is_dead_once_with_the_error_in_the_journal(
     new_fn.__annotations__["carry"] = new_type  # ... and of the next one
     new = venturi.task(kind="bi_evolve", max_failures=5, backoff=FAST)(new_fn)
 
-    async with running(Worker(None, dsn, [new], poll_max=0.05)):
+    worker = Worker(None, dsn, [new], poll_max=0.05)
+    async with running(worker):
         await wait_status(conn, job_id, "dead")
-        await asyncio.sleep(0.3)  # a retry loop would have claimed it again by now
+        # Claim rounds since, where a retry loop would have claimed it again.
+        await wait_stat(worker, "empty_claims", worker.stats["empty_claims"] + 3)
     assert ran == []
     job = await venturi.get_job(conn, job_id)
     assert job is not None and (job.attempt, job.failures) == (1, 0)

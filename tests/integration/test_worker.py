@@ -17,7 +17,15 @@ import pytest
 
 import venturi
 from tests.support import Item as N
-from tests.support import running, status_of, wait_for, wait_status
+from tests.support import (
+    expire_claim,
+    running,
+    status_of,
+    until_cancelled,
+    wait_for,
+    wait_stat,
+    wait_status,
+)
 from venturi import Backoff, ConfigError, Context, Priority, sql, store
 from venturi.worker import Worker, default_concurrency
 
@@ -47,7 +55,7 @@ async def test_drains_with_at_most_n_in_flight(
     async def handler(ctx: Context[Any], carry: N) -> None:
         now["in"] += 1
         now["max"] = max(now["max"], now["in"])
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(0.005)  # stays: a run long enough for four to overlap
         seen.append(carry.n)
         now["in"] -= 1
 
@@ -73,7 +81,7 @@ async def test_serial_with_n_1(dsn: str, conn: asyncpg.Connection, kinds: list[s
     @venturi.task(kind="w_serial")
     async def handler(ctx: Context[Any], carry: N) -> None:
         order.append(carry.n)
-        await asyncio.sleep(0.002)
+        await asyncio.sleep(0.002)  # stays: a yield mid-run, where a second run would interleave
         order.append(-carry.n)
 
     ids = await venturi.enqueue_many(conn, [handler.job(N(i)) for i in range(1, 6)])
@@ -169,7 +177,7 @@ async def test_register_overrides_the_task_cap(
     async def handler(ctx: Context[Any], carry: N) -> None:
         peak["now"] += 1
         peak["max"] = max(peak["max"], peak["now"])
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # stays: a run long enough for runs over the cap to overlap
         peak["now"] -= 1
 
     ids = await venturi.enqueue_many(conn, [handler.job(N(i)) for i in range(12)])
@@ -194,7 +202,7 @@ async def test_notification_wakes_an_idle_worker(
     worker = Worker(None, dsn, [handler], poll_max=30)
     async with running(worker):
         await wait_for(lambda: _listening(worker))
-        await asyncio.sleep(0.1)  # let the worker settle into its 30 s idle wait
+        await wait_stat(worker, "empty_claims", 1)  # found nothing: now in its 30 s idle wait
         t0 = time.monotonic()
         await handler.enqueue(conn, N(1))
         await asyncio.wait_for(ran.wait(), 5)
@@ -245,7 +253,7 @@ async def test_notify_fires_for_every_write_that_makes_work_claimable(
         (row,) = await store.claim(conn, "venturi", me, ["w_n"], [60.0], 0, 1, bo)
         await expect(store.release(conn, "venturi", me, row["id"], row["attempt"], "test"))
         (row,) = await store.claim(conn, "venturi", me, ["w_n"], [0.001], 0, 1, bo)
-        await asyncio.sleep(0.01)
+        await expire_claim(conn, row["id"])
         await expect(store.recover_stale(conn, "venturi", "sweeper", bo))  # recovery
         # A claim (pending -> claimed) is not claimable work: no notification.
         listener_got.clear()
@@ -443,7 +451,7 @@ async def test_timeout_is_a_failed_execution(
 ) -> None:
     @venturi.task(kind="w_timeout", timeout=0.1, backoff=FAST, max_failures=2)
     async def handler(ctx: Context[Any], carry: N) -> None:
-        await asyncio.sleep(30)
+        await until_cancelled()  # past any timeout
 
     job_id = await _run_one(dsn, conn, handler, N(1), "dead")
     journal = await venturi.get_journal(conn, job_id)
@@ -493,7 +501,7 @@ async def test_sync_handler_runs_in_a_thread(
 
     @venturi.task(kind="w_sync")
     def handler(ctx: Context[Any], carry: N) -> venturi.Outcome:
-        time.sleep(0.01)  # blocking is fine here
+        time.sleep(0.01)  # stays: a blocking call, which a plain def handler may make
         threads.append(threading.get_ident())
         return venturi.complete(carry.n)
 
@@ -533,7 +541,7 @@ async def test_settle_after_reclaim_is_skipped(conn: asyncpg.Connection, kinds: 
     bo = Backoff.fixed(0)
     a_1, b_2 = store.Claimant("a:1"), store.Claimant("b:2")
     (a,) = await store.claim(conn, "venturi", a_1, ["w_own"], [0.001], 0, 1, bo)
-    await asyncio.sleep(0.01)
+    await expire_claim(conn, job_id)
     # B's first claim recovers the expired claim (a statement cannot claim a row it
     # recovered: one snapshot); its next claim takes the job.
     assert await store.claim(conn, "venturi", b_2, ["w_own"], [60.0], 0, 1, bo) == []
@@ -608,7 +616,7 @@ async def test_stale_claim_recovered_with_backoff_and_counted(
     job_id = await handler.enqueue(conn, N(1))
     bo = Backoff.exponential(60, factor=2, cap=3600, jitter=False)
     await store.claim(conn, "venturi", GHOST, ["w_stale"], [0.001], 0, 1, bo)
-    await asyncio.sleep(0.01)
+    await expire_claim(conn, job_id)
     recovered = await store.recover_stale(conn, "venturi", "sweeper:1", bo)
     assert [(r["id"], r["status"], r["claimed_by"]) for r in recovered] == [
         (job_id, "pending", "ghost:9")
@@ -630,7 +638,7 @@ async def test_recovery_to_dead_at_backstop(conn: asyncpg.Connection, kinds: lis
 
     job_id = await handler.enqueue(conn, N(1))
     await store.claim(conn, "venturi", GHOST, ["w_stale_dead"], [0.001], 0, 1, FAST)
-    await asyncio.sleep(0.01)
+    await expire_claim(conn, job_id)
     (r,) = await store.recover_stale(conn, "venturi", "sweeper:1", FAST)
     assert r["status"] == "dead"
     journal = await venturi.get_journal(conn, job_id)
@@ -708,7 +716,7 @@ async def test_forced_shutdown_releases(
     async def handler(ctx: Context[Any], carry: N) -> None:
         started.set()
         try:
-            await asyncio.sleep(60)
+            await until_cancelled()
         except asyncio.CancelledError:
             cancelled.set()
             raise
@@ -869,7 +877,7 @@ async def test_recovery_and_settles_are_logged_with_job_fields(
 
     job_id = await handler.enqueue(conn, N(1))
     await store.claim(conn, "venturi", store.Claimant("ghost:7"), ["w_logged"], [0.001], 0, 1, FAST)
-    await asyncio.sleep(0.01)
+    await expire_claim(conn, job_id)
     caplog.set_level(logging.DEBUG, logger="venturi")
     async with running(Worker(None, dsn, [handler], poll_max=0.1, backoff=Backoff.fixed(0))):
         await wait_status(conn, job_id, "completed")
@@ -892,7 +900,7 @@ async def test_cancelled_run_releases_its_running_jobs(
     @venturi.task(kind="w_abandon")
     async def handler(ctx: Context[Any], carry: N) -> None:
         started.set()
-        await asyncio.sleep(60)
+        await until_cancelled()
 
     job_id = await handler.enqueue(conn, N(1))
     worker = Worker(None, dsn, [handler], poll_max=0.1)

@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 import venturi
-from tests.support import Item, running, wait_for, wait_status
+from tests.support import Item, expire_claim, running, wait_for, wait_stat, wait_status
 from venturi import Backoff, ConfigError, Context, admin
 from venturi.rate import Rate, TokenBucket
 from venturi.worker import Worker
@@ -37,7 +37,7 @@ async def test_renewed_lease_keeps_a_long_job_from_running_twice(
     @venturi.task(kind="o_long", lease=0.3, renew_lease=True, backoff=Backoff.fixed(0))
     async def handler(ctx: Context[Any], carry: Item) -> None:
         runs.append(ctx.job.attempt)
-        await asyncio.sleep(1.2)  # four leases long
+        await asyncio.sleep(1.2)  # stays: four leases long, what renewal is for
 
     job_id = await handler.enqueue(conn, Item(1))
     first = Worker(None, dsn, [handler], poll_max=0.1, claimed_by="first:1")
@@ -53,12 +53,16 @@ async def test_without_renewal_the_same_long_job_runs_twice(
     dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
     runs: list[int] = []
+    rerun = asyncio.Event()
 
     @venturi.task(kind="o_long_plain", lease=0.3, backoff=Backoff.fixed(0))
     async def handler(ctx: Context[Any], carry: Item) -> None:
         runs.append(ctx.job.attempt)
         if ctx.job.attempt == 1:
-            await asyncio.sleep(1.2)  # past its lease: recovered and run again meanwhile
+            # Past its lease until recovered and run again meanwhile.
+            await asyncio.wait_for(rerun.wait(), 20)
+        else:
+            rerun.set()
 
     job_id = await handler.enqueue(conn, Item(1))
     first = Worker(None, dsn, [handler], poll_max=0.1, claimed_by="first:1")
@@ -112,7 +116,7 @@ async def test_renewal_that_finds_the_claim_lost_cancels_the_handler(
             await go.wait()
             # A handler that blocks its event loop past its lease: no renewal can run,
             # and the worker in the other thread recovers the job meanwhile.
-            time.sleep(1.5)  # noqa: ASYNC251 (the point of the test)
+            time.sleep(1.5)  # noqa: ASYNC251 (stays: blocking the loop is the point of the test)
             await asyncio.wait_for(ctx.cancelled(), 10)
             stopped.set()
             return venturi.complete("late")
@@ -334,7 +338,7 @@ async def test_paused_kind_is_not_claimed_until_resumed(
     worker = Worker(None, dsn, [paused, other], concurrency=2, poll_max=30)
     async with running(worker):
         await wait_status(conn, free, "completed")
-        await asyncio.sleep(0.3)  # a paused kind would have been claimed by now
+        await wait_stat(worker, "empty_claims", 1)  # a claim since: the paused kind stays
         job = await venturi.get_job(conn, held)
         assert job is not None and job.status == "pending" and job.attempt == 0
         assert [r["kind"] for r in await store.paused_kinds(conn, "venturi")] == ["o_paused"]
@@ -401,7 +405,7 @@ async def test_cancel_request_wins_over_pause_retry_release_and_recovery(
         == "cancelled"
     )
     assert await store.release(conn, "venturi", me, c, claimed[c], "shutdown")
-    await asyncio.sleep(0.01)
+    await expire_claim(conn, d)
     (recovered,) = await store.recover_stale(conn, "venturi", "sweeper:1", bo)
     assert recovered["id"] == d and recovered["status"] == "cancelled"
     for job_id, event in ((a, "paused"), (b, "failed"), (c, "released"), (d, "stale-recovered")):
