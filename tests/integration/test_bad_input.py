@@ -13,7 +13,6 @@ database, bad knobs), which must be one line on stderr, exit code 2, no tracebac
 from __future__ import annotations
 
 import json
-import subprocess
 from typing import Any
 
 import asyncpg
@@ -23,8 +22,8 @@ import pytest
 import venturi
 from tests.support import Item as N
 from tests.support import (
+    assert_one_clean_error,
     running,
-    venturi_cli,
     venturi_cli_async,
     wait_for,
     wait_stat,
@@ -35,17 +34,6 @@ from venturi.registry import DEFAULT_MAX_CARRY_BYTES
 from venturi.worker import Worker
 
 FAST = Backoff.fixed(0.05)
-UNREACHABLE = "postgresql://me:s3cret-pw@127.0.0.1:1/db"
-
-
-def assert_one_clean_error(out: subprocess.CompletedProcess[str], *fragments: str) -> None:
-    """Exit 2, no traceback, no password, and the error is the last line of stderr."""
-    assert out.returncode == 2, (out.returncode, out.stderr)
-    assert "Traceback" not in out.stderr and "s3cret-pw" not in out.stderr + out.stdout
-    last = out.stderr.strip().splitlines()[-1]
-    assert last.startswith("venturi: "), out.stderr
-    for f in fragments:
-        assert f in last, (f, last)
 
 
 async def run_until(dsn: str, conn: Any, task: venturi.Task[Any], job_id: int, status: str) -> None:
@@ -245,65 +233,7 @@ async def test_not_an_outcome_is_a_failed_execution_saying_what_came_back(
     assert [e.event for e in journal] == ["enqueued", "claimed", "failed", "dead"]
 
 
-# --- the `venturi worker` command ---------------------------------------------------------
-
-
-@pytest.mark.parametrize("schema", ["venturi", "jobs_b"])
-async def test_worker_cli_on_an_unapplied_schema_says_what_to_run(
-    empty_dsn: str, schema: str
-) -> None:
-    out = await venturi_cli_async(
-        "worker", "tests.support.workertasks", "--dsn", empty_dsn, "--schema", schema
-    )
-    assert_one_clean_error(
-        out, f"schema {schema!r} is not applied", f"run `venturi schema apply --schema {schema}`"
-    )
-
-
-async def test_worker_cli_on_an_unapplied_schema_prints_one_line(empty_dsn: str) -> None:
-    out = await venturi_cli_async("worker", "tests.support.workertasks", "--dsn", empty_dsn)
-    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
-
-
-@pytest.mark.parametrize(
-    ("dsn", "said"),
-    [
-        (UNREACHABLE, "cannot connect to postgresql://me:***@127.0.0.1:1/db"),
-        ("postgresql://me:s3cret-pw@no-such-host.invalid/db", "cannot connect to"),
-        ("mysql://me:s3cret-pw@127.0.0.1/db", "cannot connect to"),
-    ],
-)
-def test_worker_cli_on_an_unreachable_database_is_one_line(dsn: str, said: str) -> None:
-    out = venturi_cli("worker", "tests.support.workertasks", "--dsn", dsn)
-    assert_one_clean_error(out, said)
-    assert out.stderr.count("\n") == 1, out.stderr
-
-
-async def test_worker_cli_on_a_missing_database_is_one_line(dsn: str) -> None:
-    missing = dsn.rsplit("/", 1)[0] + "/venturi_no_such_db"
-    out = await venturi_cli_async("worker", "tests.support.workertasks", "--dsn", missing)
-    assert_one_clean_error(out, 'database "venturi_no_such_db" does not exist')
-
-
-@pytest.mark.parametrize(
-    ("args", "knob"),
-    [
-        (["--concurrency", "0"], "concurrency must be"),
-        (["--lease", "-1"], "lease must be positive"),
-        (["--lease", "nan"], "lease must be finite"),
-        (["--poll-max", "0"], "poll_max must be positive"),
-        (["--shutdown-timeout", "-1"], "shutdown_timeout must be"),
-        (["--priority-ratio", "1"], "priority-ratio must be"),
-        (["--log-level", "loud"], "log-level must be"),
-        (["--schema", "jobs; DROP TABLE x"], "schema must be a lower-case SQL identifier"),
-    ],
-)
-def test_worker_cli_bad_knob_is_refused_before_connecting(args: list[str], knob: str) -> None:
-    # The DSN cannot work: the knob's error, not a connection error, proves the check
-    # comes first.
-    out = venturi_cli("worker", "tests.support.workertasks", "--dsn", UNREACHABLE, *args)
-    assert_one_clean_error(out, knob)
-    assert out.stderr.count("\n") == 1 and "cannot connect" not in out.stderr
+# --- the commands and a schema name they refuse ----------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,13 @@ by name (``workertasks``, ``upkeeptasks``) and the ops fixtures (``opsdata``) ar
 of their own here."""
 
 from tests.support.carries import Item
-from tests.support.cli import ROOT, venturi_cli, venturi_cli_async
+from tests.support.cli import (
+    ROOT,
+    UNREACHABLE,
+    assert_one_clean_error,
+    venturi_cli,
+    venturi_cli_async,
+)
 from tests.support.leases import expire_claim, expire_claims
 from tests.support.waits import (
     status_of,
@@ -18,7 +24,9 @@ from tests.support.workers import running
 
 __all__ = [
     "ROOT",
+    "UNREACHABLE",
     "Item",
+    "assert_one_clean_error",
     "expire_claim",
     "expire_claims",
     "running",

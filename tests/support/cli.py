@@ -13,6 +13,12 @@ ROOT = Path(__file__).resolve().parents[2]
 """The repository root: the working directory of subprocesses, so that test task modules
 import by dotted name (``venturi worker tests.support.workertasks``)."""
 
+PASSWORD = "s3cret-pw"
+"""The password in the DSNs of tests that check it never shows."""
+
+UNREACHABLE = f"postgresql://me:{PASSWORD}@127.0.0.1:1/db"
+"""A DSN nothing answers at: a command must fail on it in one line, password hidden."""
+
 
 def venturi_cli(
     *args: str,
@@ -45,3 +51,14 @@ async def venturi_cli_async(
     """`venturi_cli` from async code: in a thread, so the test's event loop (and a worker
     running on it) keeps going meanwhile."""
     return await asyncio.to_thread(venturi_cli, *args, dsn=dsn, env=env, cwd=cwd)
+
+
+def assert_one_clean_error(out: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    """Exit 2, no traceback, no password, and the error (holding every fragment) is the
+    last line of stderr."""
+    assert out.returncode == 2, (out.returncode, out.stderr)
+    assert "Traceback" not in out.stderr and PASSWORD not in out.stderr + out.stdout
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("venturi: "), out.stderr
+    for f in fragments:
+        assert f in last, (f, last)
