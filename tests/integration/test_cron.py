@@ -135,7 +135,7 @@ def test_schedule_checks_its_carry_and_name(kinds: list[str], schedules: None) -
 
     with pytest.raises(ConfigError, match="build with no arguments"):
         venturi.schedule(handler, "* * * * *")
-    with pytest.raises(ConfigError, match="must be Needs"):
+    with pytest.raises(ConfigError, match="must be Item"):
         venturi.schedule(handler, "* * * * *", Tick())
     first = venturi.schedule(handler, "0 * * * *", Needs(1))
     assert first.name == "c_sched@0 * * * *"

@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 
 import venturi
-from tests.support import Item, running, wait_for, wait_status
+from tests.support import Item, running, wait_for, wait_stat, wait_status
 from venturi import ConfigError, Context, ResultCleanup, sql, store
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.registry import JobSpec
@@ -113,6 +113,9 @@ async def test_worker_runs_result_cleanup_as_maintenance(
             return job is not None and job.result is None
 
         await wait_for(cleared)
+        # The row is cleared before the task counts it: wait for the count, not only the
+        # row, or the shutdown below may cancel the task in between.
+        await wait_stat(worker, "results_cleared", 1)
     assert worker.stats["results_cleared"] == 1
     assert worker.stats["maintenance_runs:result_cleanup"] >= 1
 
