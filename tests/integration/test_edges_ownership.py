@@ -14,7 +14,15 @@ from typing import Any
 import asyncpg
 
 import venturi
-from tests.support import ROOT, expire_claims, running, venturi_cli_async, wait_for, wait_status
+from tests.support import (
+    ROOT,
+    expire_claims,
+    running,
+    venturi_cli_async,
+    wait_for,
+    wait_status,
+    wait_until,
+)
 from tests.support import Item as N
 from venturi import Backoff, Context, store
 from venturi.worker import Worker
@@ -222,7 +230,7 @@ async def test_a_lost_claim_answer_releases_only_this_runs_jobs(
     pool = await asyncpg.create_pool(dsn, min_size=1, max_size=4)
     try:
         async with running(holder):
-            await wait_for(lambda: _true(long_runs == [1]))
+            await wait_until(lambda: long_runs == [1])
             lossy = LoseClaimAnswer(pool)
             lossy.armed = True
             orphan = await quick.enqueue(conn, N(2))
@@ -242,10 +250,6 @@ async def test_a_lost_claim_answer_releases_only_this_runs_jobs(
         assert trail == ["enqueued", "claimed", "released", "claimed", "completed"]
     finally:
         await pool.close()
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 async def test_same_identity_claimants_never_touch_each_others_claims(

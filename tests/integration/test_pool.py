@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 
 import venturi
-from tests.support import Item, running, wait_for, wait_status
+from tests.support import Item, running, wait_status, wait_until
 from venturi import ConfigError, Context, Pool, SchemaError
 from venturi.worker import Worker
 
@@ -124,17 +124,13 @@ async def test_handlers_of_a_dead_loop_are_cancelled_and_their_job_released(
     async with running(pool):
         job_id = await slow.enqueue(conn, Item(0))
         await asyncio.wait_for(running_first.wait(), 15)
-        await wait_for(lambda: _true(bool(cancelled)))
+        await wait_until(lambda: bool(cancelled))
         # The dying loop releases it (no wait for the lease) and the restarted loop runs it.
         await wait_status(conn, job_id, "completed", within=30)
     assert cancelled == [job_id]
     events = [e.event for e in await venturi.get_journal(conn, job_id)]
     assert events == ["enqueued", "claimed", "released", "claimed", "completed"]
     assert pool.restarts == [1]
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 async def test_a_loop_that_cannot_start_stops_the_pool(

@@ -25,7 +25,7 @@ import pytest
 from jinja2 import meta
 
 import venturi
-from tests.support import ROOT, running, venturi_cli_async, wait_for, wait_status
+from tests.support import ROOT, running, venturi_cli_async, wait_status, wait_until
 from venturi import Backoff, Context, sql, store
 from venturi.worker import Worker
 
@@ -243,9 +243,7 @@ async def test_password_never_in_the_worker_logs_through_faults(
         first = await handler.enqueue(conn, Payload("ok"))
         await wait_status(conn, first, "completed")
         assert await conn.fetchval(sql.statement("maintenance/backends_terminate")) >= 1
-        await wait_for(
-            lambda: _true(worker.stats["db_errors"] + worker.stats["listen_reconnects"] > 0)
-        )
+        await wait_until(lambda: worker.stats["db_errors"] + worker.stats["listen_reconnects"] > 0)
         failing = await handler.enqueue(conn, Payload("fail"))
         await wait_status(conn, failing, "dead")
     assert "listen" in caplog.text.lower() or "database error" in caplog.text
@@ -257,10 +255,6 @@ async def test_password_never_in_the_worker_logs_through_faults(
             asyncio.Event()
         )
     assert SECRET not in str(err.value) and "***" in str(err.value)
-
-
-async def _true(v: bool) -> bool:
-    return v
 
 
 # --- the CLI and carries it cannot decode ----------------------------------------------------

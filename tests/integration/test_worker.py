@@ -25,6 +25,7 @@ from tests.support import (
     wait_for,
     wait_stat,
     wait_status,
+    wait_until,
 )
 from venturi import Backoff, ConfigError, Context, Priority, sql, store
 from venturi.worker import Worker, default_concurrency
@@ -588,17 +589,13 @@ async def test_slow_handler_loses_its_claim_and_its_settle_is_skipped(
         async with running(fast):
             await wait_status(conn, job_id, "completed")
         release.set()
-        await wait_for(lambda: _true(slow.stats["ownership_lost"] == 1))
+        await wait_until(lambda: slow.stats["ownership_lost"] == 1)
     job = await venturi.get_job(conn, job_id)
     assert job is not None and job.result == "second" and job.claimed_by == "fast:2"
     assert "no longer holds its claim" in caplog.text
     journal = await venturi.get_journal(conn, job_id)
     assert events(journal) == ["enqueued", "claimed", "stale-recovered", "claimed", "completed"]
     assert "slow:1 presumed dead" in (journal[2].detail or "")
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 async def _attempt_is(conn: Any, job_id: int, n: int) -> bool:

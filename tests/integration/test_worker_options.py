@@ -12,14 +12,10 @@ import asyncpg
 import pytest
 
 import venturi
-from tests.support import Item, expire_claim, running, wait_for, wait_stat, wait_status
+from tests.support import Item, expire_claim, running, wait_for, wait_stat, wait_status, wait_until
 from venturi import Backoff, ConfigError, Context, admin
 from venturi.rate import Rate, TokenBucket
 from venturi.worker import Worker
-
-
-async def _true(v: bool) -> bool:
-    return v
 
 
 def events(journal: list[venturi.JournalEntry]) -> list[str]:
@@ -69,7 +65,7 @@ async def test_without_renewal_the_same_long_job_runs_twice(
     second = Worker(None, dsn, [handler], poll_max=0.1, claimed_by="second:2")
     async with running(first), running(second):
         await wait_status(conn, job_id, "completed", within=20)
-        await wait_for(lambda: _true(len(runs) >= 2))
+        await wait_until(lambda: len(runs) >= 2)
     assert runs[:2] == [1, 2]
     assert "stale-recovered" in events(await venturi.get_journal(conn, job_id))
 
@@ -133,7 +129,7 @@ async def test_renewal_that_finds_the_claim_lost_cancels_the_handler(
             go.set()
             await wait_status(conn, job_id, "completed", within=20)
             await asyncio.wait_for(stopped.wait(), 10)
-            await wait_for(lambda: _true(blocked.stats["ownership_lost"] == 1))
+            await wait_until(lambda: blocked.stats["ownership_lost"] == 1)
     assert blocked.stats["claims_lost"] == 1
     job = await venturi.get_job(conn, job_id)
     assert job is not None and job.result == "second" and job.claimed_by == "other:2"
@@ -191,7 +187,7 @@ async def test_rate_limit_paces_claims(
     worker = Worker(None, dsn, [rated, free], concurrency=8, poll_max=30)
     t0 = time.monotonic()
     async with running(worker):
-        await wait_for(lambda: _true(len(started) == 30), within=20)
+        await wait_until(lambda: len(started) == 30, within=20)
         for i in free_ids:
             await wait_status(conn, i, "completed")
     elapsed = started[-1] - t0
@@ -215,7 +211,7 @@ async def test_register_overrides_rate(
         handler, rate=Rate(per_second=10, burst=1)
     )
     async with running(worker):
-        await wait_for(lambda: _true(len(started) == 6), within=20)
+        await wait_until(lambda: len(started) == 6, within=20)
     assert started[-1] - started[0] >= 0.45  # 5 intervals of 0.1 s
 
 
@@ -366,7 +362,7 @@ async def test_shared_rate_limit_holds_across_workers(
     # Three workers: with per-worker buckets they would run about 30 jobs a second.
     workers = [Worker(None, dsn, [handler], concurrency=4, poll_max=30) for _ in range(3)]
     async with running(workers[0]), running(workers[1]), running(workers[2]):
-        await wait_for(lambda: _true(len(started) == 12), within=30)
+        await wait_until(lambda: len(started) == 12, within=30)
     started.sort()
     rate = (len(started) - 1) / (started[-1] - started[0])
     assert 7 <= rate <= 11.5, rate
