@@ -3,19 +3,16 @@ per test, cloned from a migrated template; SQL snapshots in the top-level snapsh
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
+from tests.support.cli import ROOT
 from venturi import registry, testing
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 class SQLSnapshot(SingleFileSnapshotExtension):
@@ -34,31 +31,33 @@ def sql_snapshot(snapshot: Any) -> Any:
     return snapshot.use_extension(SQLSnapshot)
 
 
+# One fixture stack: the server, the template and the per-test databases are venturi's
+# own pytest plugin's (venturi/pytest_plugin.py), the ones an application's tests get;
+# the short names below are what this suite's tests ask for. The plugin's fixtures are
+# synchronous (their database work runs on a private loop in a thread), so they serve
+# async tests and async fixtures such as ``conn`` alike.
+
+
 @pytest.fixture(scope="session")
-def pg_admin_dsn() -> Iterator[str]:
+def pg_admin_dsn(venturi_postgres: str) -> str:
     """An admin DSN: VENTURI_TEST_DSN, 127.0.0.1:5432, a throwaway cluster, or embedded."""
-    with testing.postgres_server() as dsn:
-        yield dsn
+    return venturi_postgres
 
 
 @pytest.fixture(scope="session")
-def db_factory(pg_admin_dsn: str) -> Iterator[testing.DatabaseFactory]:
-    factory = testing.DatabaseFactory(pg_admin_dsn)
-    asyncio.run(factory.setup())
-    yield factory
-    asyncio.run(factory.teardown())
+def db_factory(venturi_databases: testing.DatabaseFactory) -> testing.DatabaseFactory:
+    """Makes the per-test databases from the session's migrated template."""
+    return venturi_databases
 
 
 @pytest.fixture
-async def dsn(db_factory: testing.DatabaseFactory) -> AsyncIterator[str]:
+def dsn(venturi_dsn: str) -> str:
     """A DSN of a database of this test's own, schema applied."""
-    url = await db_factory.create()
-    yield url
-    await db_factory.drop(url)
+    return venturi_dsn
 
 
 @pytest.fixture
-async def empty_dsn(pg_admin_dsn: str, db_factory: testing.DatabaseFactory) -> AsyncIterator[str]:
+async def empty_dsn(db_factory: testing.DatabaseFactory) -> AsyncIterator[str]:
     """A DSN of a database of this test's own with no schema at all."""
     url = await db_factory.create_empty()
     yield url

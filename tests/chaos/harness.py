@@ -194,7 +194,7 @@ class Harness:
             except TRANSIENT:
                 if attempt == 99:
                     raise
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(0.2)  # stays: the interval of a bounded reconnect poll
 
     async def _fetch(self, name: str, *args: Any) -> list[Any]:
         """A read on the harness connection, reconnecting after a fault."""
@@ -208,7 +208,7 @@ class Harness:
                     if attempt == 49:
                         raise
                     await self._drop_conn()
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.2)  # stays: the interval of a bounded retry
         raise AssertionError("unreachable")
 
     async def _drop_conn(self) -> None:
@@ -367,7 +367,7 @@ class Harness:
         for at, what in plan:
             delay = self.t_start + at - time.time()
             if delay > 0:
-                await asyncio.sleep(delay)
+                await asyncio.sleep(delay)  # stays: the faults follow a timetable
             await actions[what]()
 
     # --- the producer ---------------------------------------------------------------------
@@ -388,14 +388,14 @@ class Harness:
         cfg = self.cfg
         while time.time() < deadline or len(self.enqueued) < cfg.min_jobs:
             if self.unfinished > cfg.backlog:
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.05)  # stays: polls the backlog going down
                 continue
             batch = [self._job() for _ in range(cfg.batch)]
             ids = await self._enqueue(batch)
             for (seq, _), job_id in zip(batch, ids, strict=True):
                 self.enqueued[job_id] = seq
             self.unfinished += len(ids)
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # stays: paces the load, a stream not one burst
         self.producing = False
         self.log(f"enqueueing stopped: {len(self.enqueued)} jobs")
 
@@ -414,7 +414,7 @@ class Harness:
                     self.counters["ambiguous enqueue batches"] += 1
                     self.log(f"enqueue failed ({exc}); sending the batch again")
                     await self._drop_conn()
-            await asyncio.sleep(min(0.1 * attempt, 2))
+            await asyncio.sleep(min(0.1 * attempt, 2))  # stays: backoff of a bounded retry
         raise RuntimeError("could not enqueue")
 
     def _crashed(self) -> None:
@@ -434,7 +434,7 @@ class Harness:
     async def monitor(self) -> None:
         tick = 0
         while True:
-            await asyncio.sleep(1)
+            await asyncio.sleep(1)  # stays: the monitor's tick (crashes, progress)
             self._crashed()
             tick += 1
             if tick % 5:
@@ -512,7 +512,7 @@ class Harness:
             while time.time() - drain_start < cfg.drain_seconds:
                 if await self._unfinished() == 0:
                     break
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(0.5)  # stays: the interval of the drain poll
                 if int(time.time() - drain_start) % 10 == 0:
                     await self._log_unfinished()
             self.log(f"drained in {time.time() - drain_start:.1f}s: {self.unfinished} unfinished")

@@ -115,7 +115,7 @@ async def quick(ctx: Context[Any], carry: Chaos) -> venturi.Outcome:
 def sync(ctx: Context[Any], carry: Chaos) -> venturi.Outcome:
     """A plain def handler: runs in a thread, blocks a little."""
     _start(ctx)
-    time.sleep(0.002)
+    time.sleep(0.002)  # stays: a handler that blocks its thread is this kind's point
     return _done(ctx)
 
 
@@ -163,7 +163,7 @@ async def dead(ctx: Context[Any], carry: Chaos) -> venturi.Outcome:
 async def capped(ctx: Context[Any], carry: Chaos) -> venturi.Outcome:
     """At most CAPPED_CAP at once per worker; works a few tens of milliseconds."""
     _start(ctx)
-    await asyncio.sleep(carry.ms / 1000)
+    await asyncio.sleep(carry.ms / 1000)  # stays: work that takes time is this kind's point
     return _done(ctx)
 
 
@@ -181,7 +181,7 @@ async def slow(ctx: Context[Any], carry: Chaos) -> venturi.Outcome:
 async def stubborn(ctx: Context[Any], carry: Chaos) -> venturi.Outcome:
     """Works 1 to 3 s and ignores shutdown: force-released past shutdown_timeout."""
     _start(ctx)
-    await asyncio.sleep(carry.ms / 1000)
+    await asyncio.sleep(carry.ms / 1000)  # stays: work that takes time is this kind's point
     return _done(ctx)
 
 

@@ -15,20 +15,16 @@ import asyncpg
 import pytest
 
 import venturi
+from tests.support import ROOT, running, wait_for, wait_status, wait_until, workertasks
+from tests.support import sql as test_sql
 from venturi import Backoff, db, testing
 from venturi.runtime.worker import Worker
-
-from . import workertasks
-from .helpers import running, wait_for, wait_status
-from .support import sql as test_sql
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def spawn_worker(dsn: str, runs: Path, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "VENTURI_DSN": dsn, "VENTURI_TEST_RUNS_DIR": str(runs)}
     return subprocess.Popen(
-        [sys.executable, "-m", "venturi", "worker", "tests.workertasks", *args],
+        [sys.executable, "-m", "venturi", "worker", "tests.support.workertasks", *args],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -98,7 +94,7 @@ async def test_killed_worker_is_recovered_after_its_lease(
     victim = spawn_worker(dsn, tmp_path, "--lease", "1", "--poll-max", "0.2")
     try:
         await wait_status(conn, job_id, "claimed", within=30)
-        await wait_for(lambda: _true(bool(read_runs(tmp_path))), within=30)
+        await wait_until(lambda: bool(read_runs(tmp_path)), within=30)
     finally:
         victim.kill()  # SIGKILL: no chance to release
         await asyncio.to_thread(victim.communicate, timeout=30)
@@ -122,10 +118,6 @@ async def test_killed_worker_is_recovered_after_its_lease(
     assert f"{dead_identity} presumed dead" in (journal[2].detail or "")
     job = await venturi.get_job(conn, job_id)
     assert job is not None and job.failures == 1 and job.attempt == 2
-
-
-async def _true(v: bool) -> bool:
-    return v
 
 
 async def test_four_processes_drain_20000_exactly_once(
@@ -161,14 +153,14 @@ async def test_survives_terminated_backends(
     worker = Worker(None, dsn, [handler], poll_max=30)
     async with running(worker):
         await wait_status(conn, first, "completed")
-        await wait_for(lambda: _true(worker._listening))
+        await wait_until(lambda: worker._listening)
         terminated = await conn.fetchval(test_sql.statement("backends_terminate"))
         assert terminated >= 1
         # The LISTEN connection comes back; meanwhile polling covers the gap.
-        await wait_for(lambda: _true(worker.stats["listen_reconnects"] >= 1))
+        await wait_until(lambda: worker.stats["listen_reconnects"] >= 1)
         second = await handler.enqueue(conn, workertasks.Item(2))
         await wait_status(conn, second, "completed", within=15)
-        await wait_for(lambda: _true(worker._listening))
+        await wait_until(lambda: worker._listening)
         again = await conn.fetchval(test_sql.statement("backends_terminate"))
         assert again >= 1
         third = await handler.enqueue(conn, workertasks.Item(3))

@@ -7,18 +7,12 @@ import asyncio
 from typing import Any
 
 import asyncpg
-import msgspec
 import pytest
 
 import venturi
+from tests.support import Item, running, wait_for, wait_status
 from venturi import ConfigError, Context, Retention, admin, db
 from venturi.runtime.worker import Worker
-
-from .helpers import running, wait_for, wait_status
-
-
-class Item(msgspec.Struct):
-    n: int
 
 
 def _declare(kind: str) -> venturi.Task[Any]:

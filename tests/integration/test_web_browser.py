@@ -25,9 +25,8 @@ import uvicorn
 
 import venturi
 import venturi.web
+from tests.support.opsdata import S, make
 from venturi import db, sql
-
-from .opsdata import S, make
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

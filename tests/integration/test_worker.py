@@ -16,18 +16,23 @@ import msgspec
 import pytest
 
 import venturi
+from tests.support import Item as N
+from tests.support import (
+    expire_claim,
+    running,
+    status_of,
+    until_cancelled,
+    wait_for,
+    wait_stat,
+    wait_status,
+    wait_until,
+)
 from venturi import Backoff, ConfigError, Context, Priority, db, sql
 from venturi.runtime.worker import Worker, default_concurrency
-
-from .helpers import running, status_of, wait_for, wait_status
 
 FAST = Backoff.fixed(0.05)
 # A worker that claims and then dies (its claims expire and are recovered).
 GHOST = db.Claimant("ghost:9")
-
-
-class N(msgspec.Struct):
-    n: int
 
 
 class Renamed(msgspec.Struct):
@@ -51,7 +56,7 @@ async def test_drains_with_at_most_n_in_flight(
     async def handler(ctx: Context[Any], carry: N) -> None:
         now["in"] += 1
         now["max"] = max(now["max"], now["in"])
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(0.005)  # stays: a run long enough for four to overlap
         seen.append(carry.n)
         now["in"] -= 1
 
@@ -77,7 +82,7 @@ async def test_serial_with_n_1(dsn: str, conn: asyncpg.Connection, kinds: list[s
     @venturi.task(kind="w_serial")
     async def handler(ctx: Context[Any], carry: N) -> None:
         order.append(carry.n)
-        await asyncio.sleep(0.002)
+        await asyncio.sleep(0.002)  # stays: a yield mid-run, where a second run would interleave
         order.append(-carry.n)
 
     ids = await venturi.enqueue_many(conn, [handler.job(N(i)) for i in range(1, 6)])
@@ -173,7 +178,7 @@ async def test_register_overrides_the_task_cap(
     async def handler(ctx: Context[Any], carry: N) -> None:
         peak["now"] += 1
         peak["max"] = max(peak["max"], peak["now"])
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # stays: a run long enough for runs over the cap to overlap
         peak["now"] -= 1
 
     ids = await venturi.enqueue_many(conn, [handler.job(N(i)) for i in range(12)])
@@ -198,7 +203,7 @@ async def test_notification_wakes_an_idle_worker(
     worker = Worker(None, dsn, [handler], poll_max=30)
     async with running(worker):
         await wait_for(lambda: _listening(worker))
-        await asyncio.sleep(0.1)  # let the worker settle into its 30 s idle wait
+        await wait_stat(worker, "empty_claims", 1)  # found nothing: now in its 30 s idle wait
         t0 = time.monotonic()
         await handler.enqueue(conn, N(1))
         await asyncio.wait_for(ran.wait(), 5)
@@ -320,7 +325,7 @@ async def test_notify_fires_for_every_write_that_makes_work_claimable(
                 backoff=bo,
             )
         ).claimed
-        await asyncio.sleep(0.01)
+        await expire_claim(conn, row["id"])
         await expect(
             db.jobs.job_recover_stale(conn, schema="venturi", recoverer="sweeper", backoff=bo)
         )  # recovery
@@ -529,7 +534,7 @@ async def test_timeout_is_a_failed_execution(
 ) -> None:
     @venturi.task(kind="w_timeout", timeout=0.1, backoff=FAST, max_failures=2)
     async def handler(ctx: Context[Any], carry: N) -> None:
-        await asyncio.sleep(30)
+        await until_cancelled()  # past any timeout
 
     job_id = await _run_one(dsn, conn, handler, N(1), "dead")
     journal = await venturi.get_journal(conn, job_id)
@@ -579,7 +584,7 @@ async def test_sync_handler_runs_in_a_thread(
 
     @venturi.task(kind="w_sync")
     def handler(ctx: Context[Any], carry: N) -> venturi.Outcome:
-        time.sleep(0.01)  # blocking is fine here
+        time.sleep(0.01)  # stays: a blocking call, which a plain def handler may make
         threads.append(threading.get_ident())
         return venturi.complete(carry.n)
 
@@ -630,7 +635,7 @@ async def test_settle_after_reclaim_is_skipped(conn: asyncpg.Connection, kinds: 
             backoff=bo,
         )
     ).claimed
-    await asyncio.sleep(0.01)
+    await expire_claim(conn, job_id)
     # B's first claim recovers the expired claim (a statement cannot claim a row it
     # recovered: one snapshot); its next claim takes the job.
     assert (
@@ -738,17 +743,13 @@ async def test_slow_handler_loses_its_claim_and_its_settle_is_skipped(
         async with running(fast):
             await wait_status(conn, job_id, "completed")
         release.set()
-        await wait_for(lambda: _true(slow.stats["ownership_lost"] == 1))
+        await wait_until(lambda: slow.stats["ownership_lost"] == 1)
     job = await venturi.get_job(conn, job_id)
     assert job is not None and job.result == "second" and job.claimed_by == "fast:2"
     assert "no longer holds its claim" in caplog.text
     journal = await venturi.get_journal(conn, job_id)
     assert events(journal) == ["enqueued", "claimed", "stale-recovered", "claimed", "completed"]
     assert "slow:1 presumed dead" in (journal[2].detail or "")
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 async def _attempt_is(conn: Any, job_id: int, n: int) -> bool:
@@ -775,7 +776,7 @@ async def test_stale_claim_recovered_with_backoff_and_counted(
         limit=1,
         backoff=bo,
     )
-    await asyncio.sleep(0.01)
+    await expire_claim(conn, job_id)
     recovered = await db.jobs.job_recover_stale(
         conn, schema="venturi", recoverer="sweeper:1", backoff=bo
     )
@@ -831,7 +832,7 @@ async def test_recovery_to_dead_at_backstop(conn: asyncpg.Connection, kinds: lis
         limit=1,
         backoff=FAST,
     )
-    await asyncio.sleep(0.01)
+    await expire_claim(conn, job_id)
     (r,) = await db.jobs.job_recover_stale(
         conn, schema="venturi", recoverer="sweeper:1", backoff=FAST
     )
@@ -911,7 +912,7 @@ async def test_forced_shutdown_releases(
     async def handler(ctx: Context[Any], carry: N) -> None:
         started.set()
         try:
-            await asyncio.sleep(60)
+            await until_cancelled()
         except asyncio.CancelledError:
             cancelled.set()
             raise
@@ -1081,7 +1082,7 @@ async def test_recovery_and_settles_are_logged_with_job_fields(
         limit=1,
         backoff=FAST,
     )
-    await asyncio.sleep(0.01)
+    await expire_claim(conn, job_id)
     caplog.set_level(logging.DEBUG, logger="venturi")
     async with running(Worker(None, dsn, [handler], poll_max=0.1, backoff=Backoff.fixed(0))):
         await wait_status(conn, job_id, "completed")
@@ -1104,7 +1105,7 @@ async def test_cancelled_run_releases_its_running_jobs(
     @venturi.task(kind="w_abandon")
     async def handler(ctx: Context[Any], carry: N) -> None:
         started.set()
-        await asyncio.sleep(60)
+        await until_cancelled()
 
     job_id = await handler.enqueue(conn, N(1))
     worker = Worker(None, dsn, [handler], poll_max=0.1)

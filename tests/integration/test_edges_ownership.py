@@ -6,27 +6,28 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import asyncpg
-import msgspec
 
 import venturi
+from tests.support import (
+    ROOT,
+    expire_claims,
+    running,
+    venturi_cli_async,
+    wait_for,
+    wait_status,
+    wait_until,
+)
+from tests.support import Item as N
 from venturi import Backoff, Context, db
 from venturi.runtime.worker import Worker
 
-from .helpers import running, wait_for, wait_status
 from .test_worker import LoseClaimAnswer
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-class N(msgspec.Struct):
-    n: int
 
 
 def events(journal: list[venturi.JournalEntry]) -> list[str]:
@@ -44,14 +45,6 @@ async def _waits_on_a_lock(observer: asyncpg.Connection, pid: int) -> bool:
 async def _count(conn: asyncpg.Connection, kind: str) -> int:
     counts = await db.jobs.job_counts(conn, schema="venturi")
     return sum(r["jobs"] for r in counts if r["kind"] == kind)
-
-
-async def _expire_claims(conn: asyncpg.Connection) -> None:
-    # Seed an already-expired lease rather than wait for one to pass.
-    await conn.execute(
-        "UPDATE venturi.jobs SET claim_expires_at = now() - interval '1 second' "
-        "WHERE status = 'claimed'"
-    )
 
 
 def _due_in(job: venturi.JobInfo | None) -> float:
@@ -148,7 +141,7 @@ async def test_recover_stale_uses_the_tasks_own_backoff(
         limit=2,
         backoff=Backoff.fixed(0),
     )
-    await _expire_claims(conn)
+    await expire_claims(conn)
     # The sweep knows no task: the row's stored backoff decides; its own only for b.
     recovered = await db.jobs.job_recover_stale(
         conn, schema="venturi", recoverer="sweeper:1", backoff=Backoff.fixed(30)
@@ -177,7 +170,7 @@ async def test_claims_recovery_uses_the_tasks_own_backoff_with_jitter(
         limit=20,
         backoff=Backoff.fixed(0),
     )
-    await _expire_claims(conn)
+    await expire_claims(conn)
     # Another worker's claim of another kind recovers them, with its default fixed(0).
     other = db.Claimant("other:2")
     assert (
@@ -217,14 +210,8 @@ async def test_recover_command_uses_the_tasks_own_backoff(
         limit=1,
         backoff=Backoff.fixed(0),
     )
-    await _expire_claims(conn)
-    out = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "venturi", "recover", "--dsn", dsn],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    await expire_claims(conn)
+    out = await venturi_cli_async("recover", "--dsn", dsn)
     assert out.returncode == 0, out.stderr
     assert "recovered 1 expired claim(s)" in out.stdout
     assert 890 < _due_in(await venturi.get_job(conn, job_id)) <= 900
@@ -279,7 +266,7 @@ async def test_a_lost_claim_answer_releases_only_this_runs_jobs(
     pool = await asyncpg.create_pool(dsn, min_size=1, max_size=4)
     try:
         async with running(holder):
-            await wait_for(lambda: _true(long_runs == [1]))
+            await wait_until(lambda: long_runs == [1])
             lossy = LoseClaimAnswer(pool)
             lossy.armed = True
             orphan = await quick.enqueue(conn, N(2))
@@ -299,10 +286,6 @@ async def test_a_lost_claim_answer_releases_only_this_runs_jobs(
         assert trail == ["enqueued", "claimed", "released", "claimed", "completed"]
     finally:
         await pool.close()
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 async def test_same_identity_claimants_never_touch_each_others_claims(
@@ -401,7 +384,7 @@ import asyncio
 import sys
 
 import venturi
-from tests import workertasks
+from tests.support import workertasks
 
 
 async def main() -> None:
@@ -416,7 +399,7 @@ asyncio.run(main())
 async def test_another_process_with_the_same_identity_keeps_its_live_job(
     dsn: str, conn: asyncpg.Connection, tmp_path: Path, kinds: list[str]
 ) -> None:
-    from . import workertasks
+    from tests.support import workertasks
 
     @venturi.task(kind="o_mine", lease=3600)
     async def mine(ctx: Context[Any], carry: N) -> None:

@@ -12,14 +12,13 @@ import pytest
 from rich.console import Console
 
 import venturi
+from tests.support import wait_for
+from tests.support.opsdata import TRACEBACK, S, make, seed
 from venturi import admin, db, sql, views
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.cli import ops
 from venturi.errors import ConfigError
 from venturi.registry import JobSpec
-
-from .helpers import wait_for
-from .opsdata import TRACEBACK, S, make, seed
 
 # The claimant of the jobs these tests claim and settle through the store.
 W1 = db.Claimant("w:1")

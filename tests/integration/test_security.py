@@ -14,8 +14,6 @@ import asyncio
 import json
 import logging
 import re
-import subprocess
-import sys
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -27,13 +25,11 @@ import pytest
 from jinja2 import meta
 
 import venturi
+from tests.support import ROOT, running, venturi_cli_async, wait_status, wait_until
+from tests.support import sql as test_sql
 from venturi import Backoff, Context, db, sql
 from venturi.runtime.worker import Worker
 
-from .helpers import running, wait_for, wait_status
-from .support import sql as test_sql
-
-ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = ROOT / "venturi"
 TEMPLATES = LIBRARY / "sql_templates"
 SECRET = "Pa55-w0rd-never-shown"
@@ -214,9 +210,7 @@ async def test_hostile_kind_key_carry_and_reasons_round_trip_as_data(
         (hostile, "dead"): 1,
     }
     # And the operator's commands take it as data too.
-    listed = await asyncio.to_thread(
-        _cli, "jobs", "list", "--dsn", dsn, "--kind", hostile, "--json"
-    )
+    listed = await venturi_cli_async("jobs", "list", "--dsn", dsn, "--kind", hostile, "--json")
     assert listed.returncode == 0, listed.stderr
     assert sorted(r["id"] for r in json.loads(listed.stdout)) == sorted([done, dies])
 
@@ -230,17 +224,6 @@ def _with_password(dsn: str, password: str) -> str:
     host = parts.netloc.rpartition("@")[2]
     netloc = f"{user}:{urllib.parse.quote(password, safe='')}@{host}"
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
-
-
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "venturi", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "VENTURI_TEST_RUNS_DIR": "/tmp", **(env or {})},
-        timeout=120,
-    )
 
 
 async def test_password_never_in_the_worker_logs_through_faults(
@@ -261,9 +244,7 @@ async def test_password_never_in_the_worker_logs_through_faults(
         first = await handler.enqueue(conn, Payload("ok"))
         await wait_status(conn, first, "completed")
         assert await conn.fetchval(test_sql.statement("backends_terminate")) >= 1
-        await wait_for(
-            lambda: _true(worker.stats["db_errors"] + worker.stats["listen_reconnects"] > 0)
-        )
+        await wait_until(lambda: worker.stats["db_errors"] + worker.stats["listen_reconnects"] > 0)
         failing = await handler.enqueue(conn, Payload("fail"))
         await wait_status(conn, failing, "dead")
     assert "listen" in caplog.text.lower() or "database error" in caplog.text
@@ -275,69 +256,6 @@ async def test_password_never_in_the_worker_logs_through_faults(
             asyncio.Event()
         )
     assert SECRET not in str(err.value) and "***" in str(err.value)
-
-
-async def _true(v: bool) -> bool:
-    return v
-
-
-@pytest.mark.parametrize(
-    "command",
-    [
-        ["worker", "tests.workertasks"],
-        ["recover"],
-        ["jobs", "list"],
-        ["jobs", "show", "1"],
-        ["jobs", "retry", "1"],
-        ["jobs", "cancel", "1"],
-        ["stats"],
-        ["top", "--once"],
-        ["purge", "--older-than", "1d"],
-        ["schema", "apply"],
-    ],
-)
-@pytest.mark.parametrize("via", ["--dsn", "VENTURI_DSN"])
-def test_password_never_in_a_command_error(command: list[str], via: str) -> None:
-    dsn = f"postgresql://me:{SECRET}@127.0.0.1:1/db"
-    if via == "--dsn":
-        out = _cli(*command, "--dsn", dsn)
-    else:
-        out = _cli(*command, env={"VENTURI_DSN": dsn})
-    assert out.returncode == 2, out.stderr
-    assert SECRET not in out.stderr + out.stdout
-    assert "Traceback" not in out.stderr
-    assert out.stderr.strip().splitlines()[-1].startswith("venturi: cannot connect to")
-
-
-@pytest.mark.parametrize(
-    "dsn",
-    [
-        pytest.param(f"postgresql://me:{SECRET}@127.0.0.1:1/db?sslmode=disable", id="uri"),
-        pytest.param(f"postgresql://me@127.0.0.1:1/db?password={SECRET}", id="query"),
-        pytest.param(
-            f"postgresql://me:{urllib.parse.quote(SECRET + '@/#', safe='')}@127.0.0.1:1/db",
-            id="encoded",
-        ),
-        pytest.param(
-            f"host=127.0.0.1 port=1 user=me password={SECRET}",
-            id="conninfo",
-        ),
-        pytest.param(
-            f"postgresql://me:{SECRET[:4]}/{SECRET[4:]}@127.0.0.1:1/db",
-            id="slash-in-password",
-        ),
-        pytest.param(
-            f"postgresql://me:{SECRET[:4]}?{SECRET[4:]}@127.0.0.1:1/db",
-            id="question-mark-in-password",
-        ),
-    ],
-)
-def test_password_never_in_a_connect_error(dsn: str) -> None:
-    out = _cli("schema", "apply", "--dsn", dsn)
-    assert out.returncode == 2
-    text = out.stderr + out.stdout
-    for piece in {SECRET, SECRET[:4], SECRET[4:], urllib.parse.quote(SECRET + "@/#", safe="")}:
-        assert piece not in text, text
 
 
 # --- the CLI and carries it cannot decode ----------------------------------------------------
@@ -381,7 +299,7 @@ async def test_jobs_show_truncates_a_carry_it_cannot_decode(
     dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
     job_id = await _undecodable_big_job(dsn, conn)
-    out = await asyncio.to_thread(_cli, "jobs", "show", str(job_id), "--dsn", dsn)
+    out = await venturi_cli_async("jobs", "show", str(job_id), "--dsn", dsn)
     assert out.returncode == 0, out.stderr
     assert "no longer decodes" in out.stdout
     assert len(out.stdout) < 20_000 and "truncated" in out.stdout

@@ -8,23 +8,17 @@ import json
 from typing import Any
 
 import asyncpg
-import msgspec
 import pytest
 
 import venturi
+from tests.support import Item, running, wait_for, wait_stat, wait_status
 from venturi import ConfigError, Context, ResultCleanup, db, sql
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.registry import JobSpec
 from venturi.runtime.worker import Worker
 
-from .helpers import running, wait_for, wait_status
-
 # The claimant of the jobs these tests claim and settle through the store.
 W1 = db.Claimant("w:1")
-
-
-class Item(msgspec.Struct):
-    n: int
 
 
 def _declare(ttl: float | None, kind: str) -> venturi.Task[Any]:
@@ -119,6 +113,9 @@ async def test_worker_runs_result_cleanup_as_maintenance(
             return job is not None and job.result is None
 
         await wait_for(cleared)
+        # The row is cleared before the task counts it: wait for the count, not only the
+        # row, or the shutdown below may cancel the task in between.
+        await wait_stat(worker, "results_cleared", 1)
     assert worker.stats["results_cleared"] == 1
     assert worker.stats["maintenance_runs:result_cleanup"] >= 1
 

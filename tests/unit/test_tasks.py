@@ -6,17 +6,13 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import msgspec
 import pytest
 
 import venturi
+from tests.support import Item as Carry
 from venturi import Backoff, ConfigError, Context, Priority
 from venturi.outcomes import Complete, Dead, Pause, Retry
 from venturi.registry import registered
-
-
-class Carry(msgspec.Struct):
-    n: int
 
 
 def test_public_api_is_small_and_explicit() -> None:

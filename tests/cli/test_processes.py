@@ -16,13 +16,9 @@ import pytest
 import typer.main
 
 import venturi
+from tests.support import ROOT, wait_for, workertasks
 from venturi import admin, cli, db
 from venturi.cli import processes
-
-from . import workertasks
-from .helpers import wait_for
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def spawn(dsn: str, runs: Path, module: str, *args: str) -> subprocess.Popen[bytes]:
@@ -92,7 +88,9 @@ async def test_supervised_processes_restart_one_that_dies_and_stop_together(
     def started() -> int:
         return output(tmp_path).count(" started: kinds=")
 
-    proc = spawn(dsn, tmp_path, "tests.workertasks", "--processes", "2", "--poll-max", "0.2")
+    proc = spawn(
+        dsn, tmp_path, "tests.support.workertasks", "--processes", "2", "--poll-max", "0.2"
+    )
     try:
         await wait_for(lambda: _holds(lambda: started() == 2), within=30)
         first = children(proc.pid)
@@ -123,7 +121,9 @@ async def test_supervised_processes_restart_one_that_dies_and_stop_together(
 
 
 async def test_children_stop_when_their_supervisor_is_killed(dsn: str, tmp_path: Path) -> None:
-    proc = spawn(dsn, tmp_path, "tests.workertasks", "--processes", "2", "--poll-max", "0.2")
+    proc = spawn(
+        dsn, tmp_path, "tests.support.workertasks", "--processes", "2", "--poll-max", "0.2"
+    )
     try:
         await wait_for(lambda: _holds(lambda: len(children(proc.pid)) == 2), within=30)
         workers = children(proc.pid)
@@ -144,7 +144,7 @@ def test_processes_that_cannot_start_stop_the_supervisor() -> None:
             "-m",
             "venturi",
             "worker",
-            "tests.workertasks",
+            "tests.support.workertasks",
             "--processes",
             "2",
             "--dsn",
@@ -167,7 +167,7 @@ def test_processes_must_be_positive(processes: str) -> None:
             "-m",
             "venturi",
             "worker",
-            "tests.workertasks",
+            "tests.support.workertasks",
             f"--processes={processes}",
         ],
         cwd=ROOT,
@@ -186,7 +186,7 @@ def test_children_get_every_option_but_processes_and_the_dsn() -> None:
     ctx = worker.make_context(
         "worker",
         [
-            "tests.workertasks",
+            "tests.support.workertasks",
             "--dsn",
             "postgresql://u:secret@h/db",
             "--processes",
@@ -199,7 +199,7 @@ def test_children_get_every_option_but_processes_and_the_dsn() -> None:
         ],
     )
     args = processes.child_arguments(ctx)
-    assert args[0] == "tests.workertasks"
+    assert args[0] == "tests.support.workertasks"
     assert "--processes" not in args and "--dsn" not in args
     assert not any("secret" in a for a in args)
     pairs = dict(zip(args[1::2], args[2::2], strict=False))
@@ -216,7 +216,7 @@ def test_children_get_every_option_but_processes_and_the_dsn() -> None:
 async def test_cli_worker_runs_its_cron_schedule(
     dsn: str, conn: asyncpg.Connection, tmp_path: Path
 ) -> None:
-    proc = spawn(dsn, tmp_path, "tests.upkeeptasks", "--poll-max", "0.2")
+    proc = spawn(dsn, tmp_path, "tests.support.upkeeptasks", "--poll-max", "0.2")
 
     def beats() -> list[str]:
         return [line for f in tmp_path.glob("beats-*.txt") for line in f.read_text().splitlines()]

@@ -4,35 +4,16 @@ second while the others keep working, and one graceful shutdown for all."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
-import msgspec
 import pytest
 
 import venturi
+from tests.support import Item, running, wait_status, wait_until
 from venturi import ConfigError, Context, SchemaError, WorkerGroup
 from venturi.runtime.worker import Worker
-
-from .helpers import wait_for, wait_status
-
-
-class Item(msgspec.Struct):
-    n: int
-
-
-@contextlib.asynccontextmanager
-async def pool_running(pool: WorkerGroup) -> AsyncIterator[asyncio.Task[None]]:
-    shutdown = asyncio.Event()
-    task = asyncio.create_task(pool.run(shutdown))
-    try:
-        yield task
-    finally:
-        shutdown.set()
-        await asyncio.wait_for(task, 60)
 
 
 def _done_at(stamps: dict[int, float]) -> Any:
@@ -64,14 +45,14 @@ async def test_loops_run_side_by_side_and_stop_together(
     wb = Worker(None, dsn, [b], poll_max=0.1)
     pool = WorkerGroup([wa, wb])
     assert wa.claimed_by.endswith("/1") and wb.claimed_by.endswith("/2")  # told apart
-    async with pool_running(pool) as running:
+    async with running(pool) as run:
         ids = [await a.enqueue(conn, Item(i)) for i in range(3)]
         ids += [await b.enqueue(conn, Item(i)) for i in range(3)]
         held = await long.enqueue(conn, Item(0))
         for job_id in ids:
             await wait_status(conn, job_id, "completed")
         await asyncio.wait_for(started.wait(), 15)
-        assert not running.done()
+        assert not run.done()
     # Shutdown drained the loop holding the long job: checkpointed, not lost.
     job = await venturi.get_job(conn, held)
     assert job is not None and job.status == "pending" and job.carry == {"n": 1}
@@ -99,7 +80,7 @@ async def test_a_loop_that_dies_is_restarted_after_a_second(
 
     monkeypatch.setattr(wa, "_fill", bug_once)
     pool = WorkerGroup([wa, wb])
-    async with pool_running(pool):
+    async with running(pool):
         await asyncio.wait_for(crashed.wait(), 15)
         job_a = await a.enqueue(conn, Item(1))
         job_b = await b.enqueue(conn, Item(2))
@@ -140,20 +121,16 @@ async def test_handlers_of_a_dead_loop_are_cancelled_and_their_job_released(
 
     monkeypatch.setattr(worker, "_reap", bug_while_running)
     pool = WorkerGroup([worker])
-    async with pool_running(pool):
+    async with running(pool):
         job_id = await slow.enqueue(conn, Item(0))
         await asyncio.wait_for(running_first.wait(), 15)
-        await wait_for(lambda: _true(bool(cancelled)))
+        await wait_until(lambda: bool(cancelled))
         # The dying loop releases it (no wait for the lease) and the restarted loop runs it.
         await wait_status(conn, job_id, "completed", within=30)
     assert cancelled == [job_id]
     events = [e.event for e in await venturi.get_journal(conn, job_id)]
     assert events == ["enqueued", "claimed", "released", "claimed", "completed"]
     assert pool.restarts == [1]
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 async def test_a_loop_that_cannot_start_stops_the_pool(

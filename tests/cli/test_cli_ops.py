@@ -14,24 +14,9 @@ import sys
 import asyncpg
 
 import venturi
+from tests.support import venturi_cli
+from tests.support.opsdata import seed
 from venturi import admin
-
-from .opsdata import seed
-
-
-def venturi_cli(
-    *args: str, dsn: str | None = None, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    full = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **(env or {})}
-    if dsn is not None:
-        full["VENTURI_DSN"] = dsn
-    return subprocess.run(
-        [sys.executable, "-m", "venturi", *args],
-        capture_output=True,
-        text=True,
-        env=full,
-        timeout=120,
-    )
 
 
 def one_line_error(out: subprocess.CompletedProcess[str], *needles: str) -> None:

@@ -21,12 +21,11 @@ from starlette.routing import Mount
 
 import venturi
 import venturi.web
+from tests.support.opsdata import TRACEBACK, S, make
 from venturi import admin, db, sql, views
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.registry import JobSpec
 from venturi.web import charts
-
-from .opsdata import TRACEBACK, S, make
 
 TOKEN = "t0ken-for-the-dashboard-tests-0123456789"
 CSRF = re.compile(r'name="csrf-token" content="([0-9a-f]+)"')

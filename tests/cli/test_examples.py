@@ -13,7 +13,7 @@ import asyncpg
 import venturi
 from venturi import admin
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 async def run_example(name: str, dsn: str) -> str:

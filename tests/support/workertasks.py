@@ -1,4 +1,4 @@
-"""Tasks for tests that run `venturi worker tests.workertasks` in subprocesses.
+"""Tasks for tests that run `venturi worker tests.support.workertasks` in subprocesses.
 
 Each run appends "<job id> <attempt> <pid>" to a file of its own process under
 $VENTURI_TEST_RUNS_DIR, so the test can check afterwards which jobs ran how often.
@@ -10,13 +10,8 @@ import asyncio
 import os
 from typing import Any
 
-import msgspec
-
 import venturi
-
-
-class Item(msgspec.Struct):
-    n: int
+from tests.support.carries import Item
 
 
 def _record(ctx: venturi.Context[Any]) -> None:

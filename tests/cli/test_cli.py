@@ -2,38 +2,18 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import asyncpg
-import msgspec
 
+from tests.support import Item as C
+from tests.support import expire_claim, venturi_cli, venturi_cli_async
 from venturi import db, sql
 
 
-class C(msgspec.Struct):
-    n: int
-
-
-def venturi(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "venturi", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=120,
-    )
-
-
 def test_schema_render_matches_the_library() -> None:
-    out = venturi("schema", "render")
+    out = venturi_cli("schema", "render")
     assert out.returncode == 0, out.stderr
     assert out.stdout == sql.render("venturi", "all")
-    part = venturi("schema", "render", "--schema", "other", "--part", "indexes")
+    part = venturi_cli("schema", "render", "--schema", "other", "--part", "indexes")
     assert part.returncode == 0
     assert part.stdout == sql.render("other", "indexes")
 
@@ -41,20 +21,20 @@ def test_schema_render_matches_the_library() -> None:
 def test_schema_render_never_connects() -> None:
     # A DSN that cannot work: render must not care.
     env = {"VENTURI_DSN": "postgresql://nobody@127.0.0.1:1/none", "PATH": "/usr/bin:/bin"}
-    out = venturi("schema", "render", "--part", "claim", env=env)
+    out = venturi_cli("schema", "render", "--part", "claim", env=env)
     assert out.returncode == 0
     assert "PREPARE venturi_job_claim(" in out.stdout
 
 
 def test_invalid_schema_name_is_one_line() -> None:
-    out = venturi("schema", "render", "--schema", "Bad-Name")
+    out = venturi_cli("schema", "render", "--schema", "Bad-Name")
     assert out.returncode == 2
     assert out.stdout == ""
     assert out.stderr.count("\n") == 1 and "schema must be" in out.stderr
 
 
 def test_unreachable_dsn_is_one_line_without_password() -> None:
-    out = venturi("schema", "apply", "--dsn", "postgresql://me:s3cret@127.0.0.1:1/db")
+    out = venturi_cli("schema", "apply", "--dsn", "postgresql://me:s3cret@127.0.0.1:1/db")
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1, out.stderr
     assert "cannot connect to postgresql://me:***@127.0.0.1:1/db" in out.stderr
@@ -63,16 +43,16 @@ def test_unreachable_dsn_is_one_line_without_password() -> None:
 
 def test_missing_dsn() -> None:
     env = {"PATH": "/usr/bin:/bin"}
-    out = venturi("schema", "apply", env=env)
+    out = venturi_cli("schema", "apply", env=env)
     assert out.returncode == 2 and "VENTURI_DSN" in out.stderr
 
 
 async def test_schema_apply_via_cli(empty_dsn: str) -> None:
-    first = venturi("schema", "apply", "--dsn", empty_dsn)
+    first = venturi_cli("schema", "apply", "--dsn", empty_dsn)
     assert first.returncode == 0, first.stderr
     every = ", ".join(str(m.version) for m in sql.migrations())
     assert f"applied migration(s) {every}" in first.stdout
-    second = venturi("schema", "apply", env={"VENTURI_DSN": empty_dsn, "PATH": "/usr/bin:/bin"})
+    second = venturi_cli("schema", "apply", env={"VENTURI_DSN": empty_dsn, "PATH": "/usr/bin:/bin"})
     assert second.returncode == 0 and "up to date" in second.stdout
     conn = await asyncpg.connect(empty_dsn)
     try:
@@ -93,9 +73,8 @@ def test_redact() -> None:
 
 
 async def test_demo_on_a_given_database(dsn: str) -> None:
-    import asyncio
 
-    out = await asyncio.to_thread(venturi, "demo", "--dsn", dsn, "--jobs", "40")
+    out = await venturi_cli_async("demo", "--dsn", dsn, "--jobs", "40")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert "enqueued 60 jobs (40 fetches, 20 emails)" in lines
@@ -121,14 +100,13 @@ async def test_demo_on_a_given_database(dsn: str) -> None:
 
 def test_demo_on_the_embedded_database() -> None:
     env = {k: v for k, v in __import__("os").environ.items() if k != "VENTURI_DSN"}
-    out = venturi("demo", "--jobs", "20", env=env)
+    out = venturi_cli("demo", "--jobs", "20", env=env)
     assert out.returncode == 0, out.stderr
     assert "starting the embedded PostgreSQL" in out.stderr
     assert "fetch_bookmark  completed       19" in out.stdout
 
 
 async def test_recover_command(conn: asyncpg.Connection, dsn: str, kinds: list[str]) -> None:
-    import asyncio
 
     import venturi as v
 
@@ -147,8 +125,8 @@ async def test_recover_command(conn: asyncpg.Connection, dsn: str, kinds: list[s
         limit=1,
         backoff=v.Backoff.fixed(0),
     )
-    await asyncio.sleep(0.01)
-    out = await asyncio.to_thread(venturi, "recover", "--dsn", dsn)
+    await expire_claim(conn, job_id)
+    out = await venturi_cli_async("recover", "--dsn", dsn)
     assert out.returncode == 0, out.stderr
     assert f"job {job_id} (cli_recover): pending, claimed by gone:1" in out.stdout
     assert "recovered 1 expired claim(s)" in out.stdout
@@ -157,21 +135,20 @@ async def test_recover_command(conn: asyncpg.Connection, dsn: str, kinds: list[s
 
 
 async def test_kinds_pause_resume_list(dsn: str) -> None:
-    import asyncio
     import json
 
-    paused = await asyncio.to_thread(
-        venturi, "kinds", "pause", "emails", "reports", "--reason", "smtp down", "--dsn", dsn
+    paused = await venturi_cli_async(
+        "kinds", "pause", "emails", "reports", "--reason", "smtp down", "--dsn", dsn
     )
     assert paused.returncode == 0, paused.stderr
     assert paused.stdout.splitlines() == ["paused emails (smtp down)", "paused reports (smtp down)"]
-    listed = await asyncio.to_thread(venturi, "kinds", "list", "--json", "--dsn", dsn)
+    listed = await venturi_cli_async("kinds", "list", "--json", "--dsn", dsn)
     data = json.loads(listed.stdout)
     assert [(d["kind"], d["reason"]) for d in data] == [
         ("emails", "smtp down"),
         ("reports", "smtp down"),
     ]
-    resumed = await asyncio.to_thread(venturi, "kinds", "resume", "emails", "nothing", "--dsn", dsn)
+    resumed = await venturi_cli_async("kinds", "resume", "emails", "nothing", "--dsn", dsn)
     assert resumed.stdout.splitlines() == ["resumed emails", "nothing was not paused"]
     conn = await asyncpg.connect(dsn)
     try:
@@ -180,11 +157,11 @@ async def test_kinds_pause_resume_list(dsn: str) -> None:
         ]
     finally:
         await conn.close()
-    text = await asyncio.to_thread(venturi, "kinds", "list", "--dsn", dsn)
+    text = await venturi_cli_async("kinds", "list", "--dsn", dsn)
     assert text.stdout.startswith("reports\tpaused ") and text.stdout.rstrip().endswith("smtp down")
 
 
 def test_worker_help_lists_the_options() -> None:
-    out = venturi("worker", "--help")
+    out = venturi_cli("worker", "--help")
     for flag in ("--concurrency", "--renew-lease", "--heartbeat", "--metrics-port", "--processes"):
         assert flag in out.stdout, flag

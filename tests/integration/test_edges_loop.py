@@ -12,22 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-import msgspec
 import pytest
 
 import venturi
+from tests.support import ROOT, running, status_of, wait_for, wait_status, workertasks
+from tests.support import Item as N
 from venturi import Backoff, Context, sql
 from venturi.runtime.worker import Worker
 
-from . import workertasks
-from .helpers import running, status_of, wait_for, wait_status
-
-ROOT = Path(__file__).resolve().parent.parent
 FAST = Backoff.fixed(0.05)
-
-
-class N(msgspec.Struct):
-    n: int
 
 
 def events(journal: list[venturi.JournalEntry]) -> list[str]:
@@ -259,7 +252,7 @@ async def test_second_sigterm_releases_running_jobs_and_says_so(
         "-m",
         "venturi",
         "worker",
-        "tests.workertasks",
+        "tests.support.workertasks",
         "--shutdown-timeout",
         "600",
         "--poll-max",

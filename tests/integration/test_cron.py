@@ -14,20 +14,16 @@ import msgspec
 import pytest
 
 import venturi
+from tests.support import Item as Needs
+from tests.support import running, wait_for, wait_status
 from venturi import ConfigError, Context, CronScheduler, admin, db
 from venturi.cronspec import CronSpec
 from venturi.maintenance import cron
 from venturi.runtime.worker import Worker
 
-from .helpers import running, wait_for, wait_status
-
 
 class Tick(msgspec.Struct):
     label: str = "tick"
-
-
-class Needs(msgspec.Struct):
-    n: int
 
 
 @pytest.fixture
@@ -140,7 +136,7 @@ def test_schedule_checks_its_carry_and_name(kinds: list[str], schedules: None) -
 
     with pytest.raises(ConfigError, match="build with no arguments"):
         venturi.schedule(handler, "* * * * *")
-    with pytest.raises(ConfigError, match="must be Needs"):
+    with pytest.raises(ConfigError, match="must be Item"):
         venturi.schedule(handler, "* * * * *", Tick())
     first = venturi.schedule(handler, "0 * * * *", Needs(1))
     assert first.name == "c_sched@0 * * * *"

@@ -3,7 +3,6 @@ traceback, run as a real subprocess."""
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import subprocess
 import textwrap
@@ -14,9 +13,8 @@ import asyncpg
 import pytest
 
 import venturi
+from tests.support import venturi_cli, venturi_cli_async
 from venturi import db
-
-from .test_cli import venturi as cli
 
 UNREACHABLE = "postgresql://me@127.0.0.1:1/db"
 
@@ -35,10 +33,6 @@ def module(tmp_path: Path, name: str, source: str) -> Path:
         "import venturi\n\n" + textwrap.dedent(source), encoding="utf-8"
     )
     return tmp_path
-
-
-async def acli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return await asyncio.to_thread(cli, *args, cwd=cwd)
 
 
 @pytest.mark.parametrize(
@@ -72,12 +66,14 @@ async def acli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProce
 def test_worker_on_a_module_whose_import_raises_config_error(
     tmp_path: Path, source: str, message: str
 ) -> None:
-    out = cli("worker", "tasks", "--dsn", UNREACHABLE, cwd=module(tmp_path, "tasks", source))
+    out = venturi_cli(
+        "worker", "tasks", "--dsn", UNREACHABLE, cwd=module(tmp_path, "tasks", source)
+    )
     assert one_line_error(out) == message
 
 
 def test_worker_with_an_empty_module_name() -> None:
-    out = cli("worker", "", "--dsn", UNREACHABLE)
+    out = venturi_cli("worker", "", "--dsn", UNREACHABLE)
     assert one_line_error(out) == (
         "venturi: no module given: name the module that declares the tasks, e.g. app.tasks"
     )
@@ -85,7 +81,7 @@ def test_worker_with_an_empty_module_name() -> None:
 
 @pytest.mark.parametrize("given", ["app/tasks.py", "app/tasks.py:make_state", "./app/tasks"])
 def test_worker_given_a_file_path_says_to_use_the_dotted_name(given: str) -> None:
-    out = cli("worker", given, "--dsn", UNREACHABLE)
+    out = venturi_cli("worker", given, "--dsn", UNREACHABLE)
     path = given.partition(":")[0]
     assert one_line_error(out) == (
         f"venturi: {path!r} is a file path: give the dotted module name instead, "
@@ -105,7 +101,7 @@ def test_worker_with_a_state_factory_that_raises(tmp_path: Path) -> None:
             raise RuntimeError("no SMTP_HOST in the environment")
         """,
     )
-    out = cli("worker", "tasks:make_state", "--dsn", UNREACHABLE, cwd=here)
+    out = venturi_cli("worker", "tasks:make_state", "--dsn", UNREACHABLE, cwd=here)
     assert one_line_error(out) == (
         "venturi: STATE tasks:make_state raised RuntimeError: no SMTP_HOST in the environment"
     )
@@ -124,7 +120,9 @@ async def test_worker_with_a_metrics_port_in_use(dsn: str, tmp_path: Path) -> No
         taken.bind(("0.0.0.0", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        out = await acli("worker", "tasks", "--metrics-port", str(port), "--dsn", dsn, cwd=here)
+        out = await venturi_cli_async(
+            "worker", "tasks", "--metrics-port", str(port), "--dsn", dsn, cwd=here
+        )
     assert one_line_error(out) == (
         f"venturi: metrics-port {port}: cannot listen (Address already in use); "
         "choose a free port or stop what holds it"
@@ -133,7 +131,9 @@ async def test_worker_with_a_metrics_port_in_use(dsn: str, tmp_path: Path) -> No
 
 @pytest.mark.parametrize("bad", ["0", "1", "none", "None", "-3", "four"])
 def test_priority_ratio_names_its_one_spelling_of_strict(bad: str) -> None:
-    out = cli("worker", "tests.workertasks", "--priority-ratio", bad, "--dsn", UNREACHABLE)
+    out = venturi_cli(
+        "worker", "tests.support.workertasks", "--priority-ratio", bad, "--dsn", UNREACHABLE
+    )
     assert one_line_error(out) == (
         "venturi: priority-ratio must be an integer >= 2, or 'strict' for strict priority, "
         f"got {bad!r}"
@@ -143,7 +143,9 @@ def test_priority_ratio_names_its_one_spelling_of_strict(bad: str) -> None:
 @pytest.mark.parametrize("good", ["strict", "STRICT", "Strict", "2", "7"])
 def test_priority_ratio_accepts_strict_and_integers(good: str) -> None:
     # Accepted: the worker goes on to connect, and the unreachable database is the error.
-    out = cli("worker", "tests.workertasks", "--priority-ratio", good, "--dsn", UNREACHABLE)
+    out = venturi_cli(
+        "worker", "tests.support.workertasks", "--priority-ratio", good, "--dsn", UNREACHABLE
+    )
     assert one_line_error(out).startswith("venturi: cannot connect to ")
 
 
@@ -155,7 +157,7 @@ async def test_kinds_pause_warns_about_a_kind_nothing_has(
         return None
 
     await handler.enqueue(conn, {"n": 1})
-    out = await acli("kinds", "pause", "known_kind", "knwon_kind", "--dsn", dsn)
+    out = await venturi_cli_async("kinds", "pause", "known_kind", "knwon_kind", "--dsn", dsn)
     # Pausing a kind before it is deployed is legitimate: paused, exit 0, one warning.
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["paused known_kind", "paused knwon_kind"]

@@ -1,4 +1,4 @@
-"""Tasks for tests that run `venturi worker tests.upkeeptasks` in a subprocess: a task
+"""Tasks for tests that run `venturi worker tests.support.upkeeptasks` in a subprocess: a task
 on an every-second cron schedule. Each run appends "<job id> <pid>" to a file of its
 process under $VENTURI_TEST_RUNS_DIR."""
 

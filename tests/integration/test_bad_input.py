@@ -12,11 +12,7 @@ database, bad knobs), which must be one line on stderr, exit code 2, no tracebac
 
 from __future__ import annotations
 
-import asyncio
 import json
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -24,45 +20,20 @@ import msgspec
 import pytest
 
 import venturi
+from tests.support import Item as N
+from tests.support import (
+    assert_one_clean_error,
+    running,
+    venturi_cli_async,
+    wait_for,
+    wait_stat,
+    wait_status,
+)
 from venturi import Backoff, Context, Priority, db, sql
 from venturi.registry import DEFAULT_MAX_CARRY_BYTES
 from venturi.runtime.worker import Worker
 
-from .helpers import running, wait_for, wait_status
-
-ROOT = Path(__file__).resolve().parent.parent
 FAST = Backoff.fixed(0.05)
-UNREACHABLE = "postgresql://me:s3cret-pw@127.0.0.1:1/db"
-
-
-class N(msgspec.Struct):
-    n: int
-
-
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {"PATH": "/usr/bin:/bin", "VENTURI_TEST_RUNS_DIR": "/tmp"}
-    return subprocess.run(
-        [sys.executable, "-m", "venturi", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**base, **(env or {})},
-        timeout=120,
-    )
-
-
-async def acli(*args: str) -> subprocess.CompletedProcess[str]:
-    return await asyncio.to_thread(cli, *args)
-
-
-def assert_one_clean_error(out: subprocess.CompletedProcess[str], *fragments: str) -> None:
-    """Exit 2, no traceback, no password, and the error is the last line of stderr."""
-    assert out.returncode == 2, (out.returncode, out.stderr)
-    assert "Traceback" not in out.stderr and "s3cret-pw" not in out.stderr + out.stdout
-    last = out.stderr.strip().splitlines()[-1]
-    assert last.startswith("venturi: "), out.stderr
-    for f in fragments:
-        assert f in last, (f, last)
 
 
 async def run_until(dsn: str, conn: Any, task: venturi.Task[Any], job_id: int, status: str) -> None:
@@ -97,17 +68,17 @@ async def test_unknown_kind_is_never_claimed_and_is_listed(
         for job_id in ids:
             await wait_status(conn, job_id, "completed")
         # More claim rounds (and their recovery CTE) with only the orphan left.
-        await asyncio.sleep(0.3)
+        await wait_stat(worker, "empty_claims", worker.stats["empty_claims"] + 3)
     assert worker.stats["claimed"] == 30
     job = await venturi.get_job(conn, orphan)
     assert job is not None and (job.status, job.attempt, job.claimed_by) == ("pending", 0, None)
     # The manual sweep leaves it alone too; the operator finds it with `jobs list`.
-    assert (await acli("recover", "--dsn", dsn)).returncode == 0
-    listed = await acli("jobs", "list", "--dsn", dsn, "--kind", "bi_retired", "--json")
+    assert (await venturi_cli_async("recover", "--dsn", dsn)).returncode == 0
+    listed = await venturi_cli_async("jobs", "list", "--dsn", dsn, "--kind", "bi_retired", "--json")
     assert listed.returncode == 0, listed.stderr
     rows = json.loads(listed.stdout)
     assert [(r["id"], r["kind"], r["status"]) for r in rows] == [(orphan, "bi_retired", "pending")]
-    table = await acli("jobs", "list", "--dsn", dsn, "--status", "pending")
+    table = await venturi_cli_async("jobs", "list", "--dsn", dsn, "--status", "pending")
     assert table.returncode == 0 and "bi_retired" in table.stdout and "bi_known" not in table.stdout
 
 
@@ -155,9 +126,11 @@ async def test_undecodable_carry_is_dead_once_with_the_error_in_the_journal(
     new_fn.__annotations__["carry"] = new_type  # ... and of the next one
     new = venturi.task(kind="bi_evolve", max_failures=5, backoff=FAST)(new_fn)
 
-    async with running(Worker(None, dsn, [new], poll_max=0.05)):
+    worker = Worker(None, dsn, [new], poll_max=0.05)
+    async with running(worker):
         await wait_status(conn, job_id, "dead")
-        await asyncio.sleep(0.3)  # a retry loop would have claimed it again by now
+        # Claim rounds since, where a retry loop would have claimed it again.
+        await wait_stat(worker, "empty_claims", worker.stats["empty_claims"] + 3)
     assert ran == []
     job = await venturi.get_job(conn, job_id)
     assert job is not None and (job.attempt, job.failures) == (1, 0)
@@ -260,63 +233,7 @@ async def test_not_an_outcome_is_a_failed_execution_saying_what_came_back(
     assert [e.event for e in journal] == ["enqueued", "claimed", "failed", "dead"]
 
 
-# --- the `venturi worker` command ---------------------------------------------------------
-
-
-@pytest.mark.parametrize("schema", ["venturi", "jobs_b"])
-async def test_worker_cli_on_an_unapplied_schema_says_what_to_run(
-    empty_dsn: str, schema: str
-) -> None:
-    out = await acli("worker", "tests.workertasks", "--dsn", empty_dsn, "--schema", schema)
-    assert_one_clean_error(
-        out, f"schema {schema!r} is not applied", f"run `venturi schema apply --schema {schema}`"
-    )
-
-
-async def test_worker_cli_on_an_unapplied_schema_prints_one_line(empty_dsn: str) -> None:
-    out = await acli("worker", "tests.workertasks", "--dsn", empty_dsn)
-    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
-
-
-@pytest.mark.parametrize(
-    ("dsn", "said"),
-    [
-        (UNREACHABLE, "cannot connect to postgresql://me:***@127.0.0.1:1/db"),
-        ("postgresql://me:s3cret-pw@no-such-host.invalid/db", "cannot connect to"),
-        ("mysql://me:s3cret-pw@127.0.0.1/db", "cannot connect to"),
-    ],
-)
-def test_worker_cli_on_an_unreachable_database_is_one_line(dsn: str, said: str) -> None:
-    out = cli("worker", "tests.workertasks", "--dsn", dsn)
-    assert_one_clean_error(out, said)
-    assert out.stderr.count("\n") == 1, out.stderr
-
-
-async def test_worker_cli_on_a_missing_database_is_one_line(dsn: str) -> None:
-    missing = dsn.rsplit("/", 1)[0] + "/venturi_no_such_db"
-    out = await acli("worker", "tests.workertasks", "--dsn", missing)
-    assert_one_clean_error(out, 'database "venturi_no_such_db" does not exist')
-
-
-@pytest.mark.parametrize(
-    ("args", "knob"),
-    [
-        (["--concurrency", "0"], "concurrency must be"),
-        (["--lease", "-1"], "lease must be positive"),
-        (["--lease", "nan"], "lease must be finite"),
-        (["--poll-max", "0"], "poll_max must be positive"),
-        (["--shutdown-timeout", "-1"], "shutdown_timeout must be"),
-        (["--priority-ratio", "1"], "priority-ratio must be"),
-        (["--log-level", "loud"], "log-level must be"),
-        (["--schema", "jobs; DROP TABLE x"], "schema must be a lower-case SQL identifier"),
-    ],
-)
-def test_worker_cli_bad_knob_is_refused_before_connecting(args: list[str], knob: str) -> None:
-    # The DSN cannot work: the knob's error, not a connection error, proves the check
-    # comes first.
-    out = cli("worker", "tests.workertasks", "--dsn", UNREACHABLE, *args)
-    assert_one_clean_error(out, knob)
-    assert out.stderr.count("\n") == 1 and "cannot connect" not in out.stderr
+# --- the commands and a schema name they refuse ----------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -329,7 +246,7 @@ def test_worker_cli_bad_knob_is_refused_before_connecting(args: list[str], knob:
     ],
 )
 async def test_invalid_schema_name_refused_by_every_command(dsn: str, args: list[str]) -> None:
-    out = await acli(*args, "--dsn", dsn)
+    out = await venturi_cli_async(*args, "--dsn", dsn)
     assert_one_clean_error(out, "schema must be a lower-case SQL identifier")
     conn = await asyncpg.connect(dsn)
     try:  # and nothing was rendered into the database

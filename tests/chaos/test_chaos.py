@@ -16,10 +16,8 @@ import pytest
 import venturi
 from tests.chaos import harness, history
 from tests.chaos.history import Event, Faults, Job, Run
+from tests.support import running, wait_status, workertasks
 from venturi import Worker, testing
-
-from . import workertasks
-from .helpers import running, wait_status
 
 EXPECTED = {"q": "completed", "p": "completed", "d": "dead", "c": "completed"}
 LEASES = {"q": 4.0, "p": 4.0, "d": 4.0, "c": 4.0}

@@ -13,19 +13,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
-import msgspec
 import pytest
 
 import venturi
+from tests.support import Item, running, wait_for, wait_status
 from venturi import Alerts, ConfigError, Context
 from venturi.maintenance.alerts import Alert
 from venturi.runtime.worker import Worker
-
-from .helpers import running, wait_for, wait_status
-
-
-class Item(msgspec.Struct):
-    n: int
 
 
 class Webhook:
