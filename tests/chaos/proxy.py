@@ -73,6 +73,7 @@ class Link:
     blackholed_at: float | None = None
     stats: Stats = field(default_factory=Stats)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     @property
@@ -90,6 +91,7 @@ class Link:
     def _close(self, by: str, abort: bool = False) -> None:
         if self.closed is None:
             self.closed, self.closed_by = time.time(), by
+            self.ended.set()
         for w in (self.client, self.server):
             if abort:
                 sock = w.get_extra_info("socket")
