@@ -98,6 +98,7 @@ class Scenario(harness.Harness):
         self.fault_end: float | None = None
         self.rate_before: dict[int, float] = {}
         self.rate_during: dict[int, float] = {}
+        self.dropped: list[str] = []
 
     # --- setup -------------------------------------------------------------------------
 
@@ -277,6 +278,43 @@ class Scenario(harness.Harness):
             p.restore()
         self.log("delays lifted")
 
+    # --- the extra check ---------------------------------------------------------------
+
+    async def check(self) -> history.Report:
+        report = await super().check()
+        events: list[history.Event] = []
+        after = 0
+        while True:
+            rows = await self._fetch("maintenance/history_journal", after, 20_000)
+            if not rows:
+                break
+            after = rows[-1]["id"]
+            events += [
+                history.Event(
+                    r["job_id"], r["at"].timestamp(), r["event"], r["attempt"], r["worker"],
+                    r["detail"],
+                )
+                for r in rows
+            ]  # fmt: skip
+        lines: list[str] = []
+        for f in sorted(self.runs_dir.glob("runs-*.txt")):
+            lines += f.read_text().splitlines()
+        self.dropped = dropped_outcomes(
+            events,
+            history.parse_runs(lines),
+            self.faults,
+            {k: t.lease or self.cfg.lease for k, t in harness.TASKS.items()},
+        )
+        # A partition longer than the lease costs the partitioned worker its outcomes by
+        # design (the ownership guard must refuse them); anywhere else a dropped outcome
+        # is a lost write.
+        for d in self.dropped:
+            if self.name != "blackhole":
+                report.violate(d)
+        for d in self.dropped[:10]:
+            self.log(f"dropped outcome: {d}")
+        return report
+
     # --- the figures -------------------------------------------------------------------
 
     def _noticed(self, hole: Hole) -> str:
@@ -384,6 +422,47 @@ class Scenario(harness.Harness):
         extra = [f"| {'scenario figure':<{width}} | value |", f"|{'-' * (width + 2)}|-------|"]
         extra += [f"| {k:<{width}} | {v} |" for k, v in rows]
         return "\n".join(extra) + "\n\n" + base
+
+
+def dropped_outcomes(
+    events: list[history.Event],
+    runs: list[history.Run],
+    faults: history.Faults,
+    leases: dict[str, float],
+) -> list[str]:
+    """Claims whose handler returned an outcome while the claim was still owned (before
+    its lease ended, and before any shutdown), and which then ended by an interruption
+    (stale-recovered or released) instead of that outcome: the worker dropped a result it
+    had, and the job ran again. The soak's check explains such a re-run by the
+    interruption; it is still a write the worker gave up on."""
+    claims: dict[tuple[int, int], history.Event] = {}
+    ends: dict[tuple[int, int], history.Event] = {}
+    for e in sorted(events, key=lambda e: e.at):
+        key = (e.job, e.attempt)
+        if e.event == "claimed":
+            claims[key] = e
+        elif e.event in history.INTERRUPTIONS and key not in ends:
+            ends[key] = e
+    out: list[str] = []
+    for r in runs:
+        key = (r.job, r.attempt)
+        c, end = claims.get(key), ends.get(key)
+        if c is None or end is None or r.end is None or r.outcome in (None, "pause-cancel"):
+            continue
+        if history.pid_of(c.worker) != r.pid:
+            continue
+        stop = min(
+            c.at + leases.get(r.kind, 0.0),
+            faults.terms.get(r.pid, float("inf")),
+            faults.kills.get(r.pid, float("inf")),
+        )
+        if r.end < stop - 0.05:
+            out.append(
+                f"job {r.job} ({r.kind}) attempt {r.attempt}: pid {r.pid}'s handler returned "
+                f"{r.outcome} at {r.end:.3f}, {stop - r.end:.2f}s before its claim could end, "
+                f"and the claim ended {end.event} at {end.at:.3f} by {end.worker}"
+            )
+    return out
 
 
 async def run(
