@@ -320,7 +320,10 @@ class Scenario(harness.Harness):
     def _noticed(self, hole: Hole) -> str:
         """How long the worker took to give up on a black-holed connection: the first one
         it closed, or the first new connection it opened, after the black-hole began."""
-        stop = hole.healed or time.time()
+        # Until the partition healed, or the harness signalled the worker (a connection it
+        # closes while exiting, or the kernel's close at a SIGKILL, is not noticing).
+        w = self.workers[hole.worker - 1]
+        stop = min(hole.healed or time.time(), w.signalled or time.time())
         closed = [x.closed for x in hole.links if x.closed is not None and x.closed_by == "client"]
         opened = [x.opened for x in hole.proxy.links if x.opened > hole.at]
         seen = [t for t in closed + opened if t <= stop]
