@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import copy
 import datetime as dt
 import os
 import random
@@ -106,8 +107,9 @@ class Scenario(harness.Harness):
         try:
             if self.name == "failover":
                 self.pair = await asyncio.to_thread(standby.start_pair)
-                self.cluster = self.pair.primary
-                self.dsn = self.pair.dsn
+                # The soak takes its DSN from its cluster: hand it one naming both hosts.
+                self.cluster = copy.copy(self.pair.primary)
+                self.cluster.dsn = self.pair.dsn
             else:
                 self.cluster = await asyncio.to_thread(testing.start_cluster)
                 if self.cluster is None:
