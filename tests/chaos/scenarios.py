@@ -100,6 +100,7 @@ class Scenario(harness.Harness):
         self.rate_before: dict[int, float] = {}
         self.rate_during: dict[int, float] = {}
         self.dropped: list[str] = []
+        self.early_releases = 0
 
     # --- setup -------------------------------------------------------------------------
 
@@ -313,6 +314,13 @@ class Scenario(harness.Harness):
         for d in self.dropped:
             if self.name != "blackhole":
                 report.violate(d)
+        # The soak's check calls every release a SIGTERM drain; these came before one.
+        self.early_releases = sum(
+            1
+            for e in events
+            if e.event == "released"
+            and e.at < self.faults.terms.get(history.pid_of(e.worker), float("inf"))
+        )
         for d in self.dropped[:10]:
             self.log(f"dropped outcome: {d}")
         return report
@@ -412,6 +420,10 @@ class Scenario(harness.Harness):
         for needle, count in logs.items():
             rows.append((f"worker log lines: {needle!r}", count))
         rows.append(
+            ("outcomes dropped while the claim was owned (job run again)", len(self.dropped))
+        )
+        rows.append(("claims released before any SIGTERM (orphan release)", self.early_releases))
+        rows.append(
             (
                 "workers SIGKILLed after a SIGTERM they ignored",
                 self.counters["workers hung at SIGTERM"],
@@ -420,7 +432,6 @@ class Scenario(harness.Harness):
         return rows
 
     def summarize(self, rep: history.Report, elapsed: float) -> str:
-        # Open partitions end with the run, for the re-run attribution above.
         base = super().summarize(rep, elapsed)
         rows = self.figures(rep)
         width = max(len(k) for k, _ in rows)
