@@ -101,6 +101,7 @@ class Scenario(harness.Harness):
         self.rate_during: dict[int, float] = {}
         self.dropped: list[str] = []
         self.early_releases = 0
+        self.settle_lag = "-"
 
     # --- setup -------------------------------------------------------------------------
 
@@ -314,6 +315,27 @@ class Scenario(harness.Harness):
         for d in self.dropped:
             if self.name != "blackhole":
                 report.violate(d)
+        # How long a completion took to be written after its handler returned.
+        finished: dict[tuple[int, int], float] = {}
+        after = 0
+        while True:
+            rows = await self._fetch("maintenance/history_jobs", after, 10_000)
+            if not rows:
+                break
+            after = rows[-1]["id"]
+            for r in rows:
+                if r["status"] == "completed" and r["finished_at"] is not None:
+                    finished[(r["id"], r["attempt"])] = r["finished_at"].timestamp()
+        lags = sorted(
+            finished[(r.job, r.attempt)] - r.end
+            for r in history.parse_runs(lines)
+            if r.outcome == "complete" and r.end is not None and (r.job, r.attempt) in finished
+        )
+        if lags:
+            self.settle_lag = (
+                f"p50 {lags[len(lags) // 2]:.2f} s, p99 {lags[int(len(lags) * 0.99)]:.2f} s, "
+                f"max {lags[-1]:.2f} s ({len(lags)} completions)"
+            )
         # The soak's check calls every release a SIGTERM drain; these came before one.
         self.early_releases = sum(
             1
@@ -422,6 +444,7 @@ class Scenario(harness.Harness):
         rows.append(
             ("outcomes dropped while the claim was owned (job run again)", len(self.dropped))
         )
+        rows.append(("handler's return -> its completion written", self.settle_lag))
         rows.append(("claims released before any SIGTERM (orphan release)", self.early_releases))
         rows.append(
             (
