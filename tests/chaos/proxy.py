@@ -80,6 +80,14 @@ class Link:
     def is_open(self) -> bool:
         return self.closed is None
 
+    def gone(self) -> bool:
+        return self.closed is not None
+
+    def held(self) -> bool:
+        """Black-holed and still open: forward nothing for now. (A method, not a test of
+        ``mode`` inline: the mode changes while a pump awaits.)"""
+        return self.mode == "blackhole" and self.closed is None
+
     def set_mode(self, mode: Mode, delay: Delay = 0.0, both_ways: bool = False) -> None:
         if mode == "blackhole" and self.mode != "blackhole":
             self.blackholed_at = time.time()
@@ -229,11 +237,11 @@ class Proxy:
         side = "client" if up else "server"
         due = 0.0  # when the previous chunk left: delayed chunks keep their order
         try:
-            while link.is_open:
+            while not link.gone():
                 # A black-hole: read nothing and send nothing until the mode changes.
-                while link.mode == "blackhole" and link.is_open:
+                while link.held():
                     await link.changed.wait()
-                if not link.is_open:
+                if link.gone():
                     return
                 chunk = await reader.read(CHUNK)
                 if not chunk:
@@ -249,9 +257,9 @@ class Proxy:
                     due = max(due, time.monotonic() + self._draw(link.delay))
                     await asyncio.sleep(due - time.monotonic())
                 # A chunk read just before a black-hole began is held too.
-                while link.mode == "blackhole" and link.is_open:
+                while link.held():
                     await link.changed.wait()
-                if not link.is_open:
+                if link.gone():
                     return
                 writer.write(chunk)
                 await writer.drain()
