@@ -48,9 +48,10 @@ from typing import Any
 import asyncpg
 
 import venturi
+from tests.support import sql as pgsql
 from venturi import testing
 
-from . import harness, history, pgsql, standby
+from . import harness, history, standby
 from .harness import TRANSIENT
 from .proxy import Proxy
 

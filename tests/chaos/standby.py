@@ -23,9 +23,8 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from tests.support import sql as pgsql
 from venturi import testing
-
-from . import pgsql
 
 STANDBY_NAME = "venturi_standby"
 

@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from tests.chaos import pgsql
 from tests.chaos.proxy import Proxy
+from tests.support import sql as pgsql
 
 # What a client sees when the proxy cuts its connection under a statement.
 LINK_ERRORS = (ConnectionError, OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError)

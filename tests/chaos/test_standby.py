@@ -9,7 +9,8 @@ import time
 import asyncpg
 import pytest
 
-from tests.chaos import pgsql, standby
+from tests.chaos import standby
+from tests.support import sql as pgsql
 
 pytestmark = pytest.mark.skipif(
     standby.missing_tools() is not None, reason=str(standby.missing_tools())

@@ -1,5 +1,6 @@
-"""Statements only the tests run (fault injection), kept out of the wheel: one that ends
-every other session of a database has no place in a library's package data.
+"""Statements only the tests run (fault injection and server control for the chaos
+scenarios: settings, replication, probes), kept out of the wheel: one that ends every
+other session of a database has no place in a library's package data.
 
 The templates follow venturi's own conventions (a header naming the statement and what it
 does); none takes an identifier or a value.
