@@ -25,13 +25,14 @@ import asyncpg
 
 from tests.support import sql as pgsql
 from venturi import testing
+from venturi.testing import server
 
 STANDBY_NAME = "venturi_standby"
 
 
 def missing_tools() -> str | None:
     """Why a pair cannot be built here, or None."""
-    bindir = testing._find_bindir()
+    bindir = server._find_bindir()
     if bindir is None:
         return "no PostgreSQL server binaries (initdb, pg_ctl) on this machine"
     if not os.path.exists(os.path.join(bindir, "pg_basebackup")):
@@ -150,7 +151,7 @@ def start_pair(timeout: float = 60) -> Pair:
             "-d",
             f"application_name={STANDBY_NAME}",
         )
-        standby = testing.Cluster(primary.bindir, root, testing._free_port(), primary.user)
+        standby = testing.Cluster(primary.bindir, root, server._free_port(), primary.user)
         standby.start()
         asyncio.run(_sync_on(primary.dsn))
         asyncio.run(_wait_sync(primary.dsn, timeout))

@@ -22,7 +22,7 @@ from starlette.routing import Mount
 import venturi
 import venturi.web
 from tests.support.opsdata import TRACEBACK, S, make
-from venturi import admin, db, sql, views
+from venturi import admin, bulk, db, sql, views
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.registry import JobSpec
 from venturi.web import charts
@@ -585,5 +585,5 @@ async def test_delete_and_run_now_functions_report_each_job(conn: asyncpg.Connec
     assert "only pending jobs" in changes[0].message
     with pytest.raises(venturi.ConfigError, match="positive integers"):
         await admin.delete_jobs(conn, [0])
-    matching = await admin.count_matching(conn, kind="mail")
-    assert matching == admin.Matching(2, scheduled)
+    matching = await bulk.count_matching(conn, kind="mail")
+    assert matching == bulk.Matching(2, scheduled)

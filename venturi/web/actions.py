@@ -11,7 +11,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from venturi import admin, db
+from venturi import admin, bulk, db
 from venturi.web.asgi import BadInput, Dashboard, action, render
 from venturi.web.pages import BULK_ACTIONS, _job_id
 
@@ -72,7 +72,7 @@ async def bulk_action(request: Request, d: Dashboard, form: Any) -> Response:
         async def act(ids: list[int]) -> list[admin.Change]:
             return await fn(conn, ids, operator=who, schema=d.db.schema)
 
-        changes = await admin.act_on_matching(
+        changes = await bulk.act_on_matching(
             conn, act, status=status, kind=kind, key=key, up_to=up_to, schema=d.db.schema
         )
     return render(

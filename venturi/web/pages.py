@@ -8,7 +8,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from venturi import admin
+from venturi import admin, bulk
 from venturi.web import charts, queries
 from venturi.web.asgi import BadInput, Dashboard, error_page, page, render
 
@@ -168,7 +168,7 @@ async def bulk_confirm(request: Request, d: Dashboard) -> Response:
         raise BadInput(f"action must be one of {', '.join(BULK_ACTIONS)}, got {act[:40]!r}")
     f = filters(request)
     async with d.db.reading() as conn:
-        matching = await admin.count_matching(
+        matching = await bulk.count_matching(
             conn, status=f["status"], kind=f["kind"], key=f["key"], schema=d.db.schema
         )
     return render(

@@ -1,0 +1,64 @@
+"""Bulk actions on a filter (the dashboard's "retry all 1,204 dead jobs of this kind"):
+count what a filter matches, for the operator to confirm, then apply one of ``admin``'s
+actions to exactly those jobs in batches."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import msgspec
+
+from venturi import db
+from venturi.admin import Change, _ids, _status
+from venturi.db.conn import Conn
+from venturi.sql import DEFAULT_SCHEMA
+
+BULK_BATCH = 500
+
+
+class Matching(msgspec.Struct, frozen=True):
+    """How many jobs a filter matches now, and the newest one's id (None: no match)."""
+
+    jobs: int
+    newest_id: int | None
+
+
+async def count_matching(
+    conn: Conn,
+    *,
+    status: str | None = None,
+    kind: str | None = None,
+    key: str | None = None,
+    schema: str = DEFAULT_SCHEMA,
+) -> Matching:
+    """What a bulk action on this filter would touch: shown to the operator to confirm."""
+    _status(status)
+    row = await db.jobs.job_count_matching(conn, schema=schema, status=status, kind=kind, key=key)
+    return Matching(int(row["jobs"]), row["newest_id"])
+
+
+async def act_on_matching(
+    conn: Conn,
+    action: Callable[[list[int]], Awaitable[list[Change]]],
+    *,
+    status: str | None = None,
+    kind: str | None = None,
+    key: str | None = None,
+    up_to: int,
+    batch: int = BULK_BATCH,
+    schema: str = DEFAULT_SCHEMA,
+) -> list[Change]:
+    """Apply ``action`` (e.g. ``lambda ids: retry_jobs(conn, ids)``) to every job the filter
+    matches whose id is at most ``up_to`` (the newest id the operator confirmed, so jobs
+    enqueued since are left alone), newest first, ``batch`` ids per statement."""
+    _status(status)
+    cursor = _ids([up_to])[0] + 1
+    out: list[Change] = []
+    while True:
+        ids = await db.jobs.job_ids_matching(
+            conn, schema=schema, status=status, kind=kind, key=key, before=cursor, limit=batch
+        )
+        if not ids:
+            return out
+        out += await action(ids)
+        cursor = ids[-1]
