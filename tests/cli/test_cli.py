@@ -6,6 +6,7 @@ import asyncpg
 
 from tests.support import Item as C
 from tests.support import expire_claim, venturi_cli, venturi_cli_async
+from tests.support.claims import claim
 from venturi import db, sql
 
 
@@ -115,15 +116,8 @@ async def test_recover_command(conn: asyncpg.Connection, dsn: str, kinds: list[s
         return None
 
     job_id = await handler.enqueue(conn, C(1))
-    await db.jobs.job_claim(
-        conn,
-        schema="venturi",
-        claimant=db.Claimant("gone:1"),
-        kinds=["cli_recover"],
-        leases=[0.001],
-        floor=0,
-        limit=1,
-        backoff=v.Backoff.fixed(0),
+    await claim(
+        conn, db.Claimant("gone:1"), ["cli_recover"], lease=0.001, backoff=v.Backoff.fixed(0)
     )
     await expire_claim(conn, job_id)
     out = await venturi_cli_async("recover", "--dsn", dsn)

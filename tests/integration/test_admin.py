@@ -13,6 +13,7 @@ from rich.console import Console
 
 import venturi
 from tests.support import wait_for
+from tests.support.claims import claim
 from tests.support.opsdata import TRACEBACK, S, make, seed
 from venturi import admin, db, sql, views
 from venturi.backoff import DEFAULT_BACKOFF
@@ -110,18 +111,7 @@ async def test_retry_sends_dead_and_cancelled_back_to_pending(conn: asyncpg.Conn
     assert events(journal)[-1] == "retried"
     assert (journal[-1].worker, journal[-1].detail) == ("op:1", admin.MANUAL_RETRY)
     # Pending and visible now: the next claim of its kind takes it.
-    rows = (
-        await db.jobs.job_claim(
-            conn,
-            schema=S,
-            claimant=db.Claimant("w9:9"),
-            kinds=["fetch"],
-            leases=[60.0],
-            floor=0,
-            limit=10,
-            backoff=DEFAULT_BACKOFF,
-        )
-    ).claimed
+    rows = await claim(conn, db.Claimant("w9:9"), ["fetch"], limit=10, schema=S)
     assert dead in [r["id"] for r in rows]
 
 
@@ -188,18 +178,7 @@ async def test_cancel_pending_now_and_claimed_by_request(conn: asyncpg.Connectio
     again = await venturi.get_job(conn, claimed)
     assert again is not None and again.cancel_requested_at == asked
     # A cancelled job is no longer claimable.
-    rows = (
-        await db.jobs.job_claim(
-            conn,
-            schema=S,
-            claimant=db.Claimant("w9:9"),
-            kinds=["mail"],
-            leases=[60.0],
-            floor=0,
-            limit=10,
-            backoff=DEFAULT_BACKOFF,
-        )
-    ).claimed
+    rows = await claim(conn, db.Claimant("w9:9"), ["mail"], limit=10, schema=S)
     assert due not in [r["id"] for r in rows]
 
 
@@ -381,18 +360,7 @@ async def test_upgrade_from_version_1_keeps_jobs_and_adds_the_column(empty_dsn: 
         assert await db.schema.apply_schema(conn, schema=S) == [
             m.version for m in sql.migrations()[1:]
         ]
-        [claimed] = (
-            await db.jobs.job_claim(
-                conn,
-                schema=S,
-                claimant=W1,
-                kinds=["old"],
-                leases=[60.0],
-                floor=0,
-                limit=1,
-                backoff=DEFAULT_BACKOFF,
-            )
-        ).claimed
+        [claimed] = await claim(conn, W1, ["old"], schema=S)
         assert claimed["id"] == job
         [change] = await admin.cancel_jobs(conn, [job])
         assert change.done

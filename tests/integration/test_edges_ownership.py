@@ -24,6 +24,7 @@ from tests.support import (
     wait_until,
 )
 from tests.support import Item as N
+from tests.support.claims import claim
 from venturi import Backoff, Context, db
 from venturi.runtime.worker import Worker
 
@@ -160,31 +161,11 @@ async def test_claims_recovery_uses_the_tasks_own_backoff_with_jitter(
 
     ids = [await own.enqueue(conn, N(i)) for i in range(20)]
     ghost = db.Claimant("ghost:1")
-    await db.jobs.job_claim(
-        conn,
-        schema="venturi",
-        claimant=ghost,
-        kinds=["r_jitter"],
-        leases=[60.0],
-        floor=0,
-        limit=20,
-        backoff=Backoff.fixed(0),
-    )
+    await claim(conn, ghost, ["r_jitter"], limit=20, backoff=Backoff.fixed(0))
     await expire_claims(conn)
     # Another worker's claim of another kind recovers them, with its default fixed(0).
     other = db.Claimant("other:2")
-    assert (
-        await db.jobs.job_claim(
-            conn,
-            schema="venturi",
-            claimant=other,
-            kinds=["r_none"],
-            leases=[60.0],
-            floor=0,
-            limit=1,
-            backoff=Backoff.fixed(0),
-        )
-    ).claimed == []
+    assert (await claim(conn, other, ["r_none"], backoff=Backoff.fixed(0))) == []
     dues = [_due_in(await venturi.get_job(conn, i)) for i in ids]
     # First failure: 400 s, half-jittered into [200, 400].
     assert all(190 < d <= 400 for d in dues), dues
@@ -200,16 +181,7 @@ async def test_recover_command_uses_the_tasks_own_backoff(
 
     job_id = await own.enqueue(conn, N(1))
     ghost = db.Claimant("ghost:1")
-    await db.jobs.job_claim(
-        conn,
-        schema="venturi",
-        claimant=ghost,
-        kinds=["r_cli"],
-        leases=[60.0],
-        floor=0,
-        limit=1,
-        backoff=Backoff.fixed(0),
-    )
+    await claim(conn, ghost, ["r_cli"], backoff=Backoff.fixed(0))
     await expire_claims(conn)
     out = await venturi_cli_async("recover", "--dsn", dsn)
     assert out.returncode == 0, out.stderr
@@ -298,30 +270,8 @@ async def test_same_identity_claimants_never_touch_each_others_claims(
     first, second = await venturi.enqueue_many(conn, [handler.job(N(1)), handler.job(N(2))])
     a, b = db.Claimant("same:1"), db.Claimant("same:1")
     bo = Backoff.fixed(0)
-    (ra,) = (
-        await db.jobs.job_claim(
-            conn,
-            schema="venturi",
-            claimant=a,
-            kinds=["o_pair"],
-            leases=[60.0],
-            floor=0,
-            limit=1,
-            backoff=bo,
-        )
-    ).claimed
-    (rb,) = (
-        await db.jobs.job_claim(
-            conn,
-            schema="venturi",
-            claimant=b,
-            kinds=["o_pair"],
-            leases=[60.0],
-            floor=0,
-            limit=1,
-            backoff=bo,
-        )
-    ).claimed
+    (ra,) = await claim(conn, a, ["o_pair"], backoff=bo)
+    (rb,) = await claim(conn, b, ["o_pair"], backoff=bo)
     assert (ra["id"], rb["id"]) == (first, second)
     # b's orphan release, heartbeat and settlements leave a's claim alone.
     assert [

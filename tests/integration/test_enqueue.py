@@ -11,6 +11,7 @@ import msgspec
 import pytest
 
 import venturi
+from tests.support.claims import claim
 from venturi import Context, Priority, db, sql
 
 # The claimant of the jobs these tests claim and settle through the store.
@@ -137,18 +138,7 @@ async def test_key_deduplicates_while_unfinished(
     job = await venturi.get_job(conn, first)
     assert job is not None and job.carry["url"] == "a"  # the first carry is kept
     # Once the holder is finished, the key is free again.
-    rows = (
-        await db.jobs.job_claim(
-            conn,
-            schema="venturi",
-            claimant=W1,
-            kinds=["fetch"],
-            leases=[60.0],
-            floor=0,
-            limit=10,
-            backoff=venturi.Backoff.fixed(1),
-        )
-    ).claimed
+    rows = await claim(conn, W1, ["fetch"], limit=10, backoff=venturi.Backoff.fixed(1))
     done = [r for r in rows if r["id"] == first]
     await db.jobs.job_complete_many_if_owned(
         conn,

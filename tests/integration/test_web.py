@@ -21,9 +21,9 @@ from starlette.routing import Mount
 
 import venturi
 import venturi.web
+from tests.support.claims import claim
 from tests.support.opsdata import TRACEBACK, S, make
 from venturi import admin, bulk, db, sql, views
-from venturi.backoff import DEFAULT_BACKOFF
 from venturi.registry import JobSpec
 from venturi.web import charts
 
@@ -361,18 +361,7 @@ async def test_hostile_values_are_escaped_everywhere(
         specs=[JobSpec(HOSTILE_KIND, HOSTILE_CARRY, 1, None, None, HOSTILE_KEY, 25)],
     )
     hostile = db.Claimant("<b>worker</b>:1")
-    rows = (
-        await db.jobs.job_claim(
-            conn,
-            schema=S,
-            claimant=hostile,
-            kinds=[HOSTILE_KIND],
-            leases=[60.0],
-            floor=0,
-            limit=1,
-            backoff=DEFAULT_BACKOFF,
-        )
-    ).claimed
+    rows = await claim(conn, hostile, [HOSTILE_KIND], schema=S)
     assert await db.jobs.job_fail_if_owned(
         conn,
         schema=S,

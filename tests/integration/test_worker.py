@@ -27,6 +27,7 @@ from tests.support import (
     wait_status,
     wait_until,
 )
+from tests.support.claims import claim
 from venturi import Backoff, ConfigError, Context, Priority, db, sql
 from venturi.runtime.worker import Worker, default_concurrency
 
@@ -241,18 +242,7 @@ async def test_notify_fires_for_every_write_that_makes_work_claimable(
     try:
         me, bo = db.Claimant("t:1"), Backoff.fixed(0)
         await expect(handler.enqueue(conn, N(1)))  # enqueue
-        (row,) = (
-            await db.jobs.job_claim(
-                conn,
-                schema="venturi",
-                claimant=me,
-                kinds=["w_n"],
-                leases=[60.0],
-                floor=0,
-                limit=1,
-                backoff=bo,
-            )
-        ).claimed
+        (row,) = await claim(conn, me, ["w_n"], backoff=bo)
         await expect(
             db.jobs.job_fail_if_owned(
                 conn,
@@ -267,18 +257,7 @@ async def test_notify_fires_for_every_write_that_makes_work_claimable(
                 force_dead=False,
             )
         )
-        (row,) = (
-            await db.jobs.job_claim(
-                conn,
-                schema="venturi",
-                claimant=me,
-                kinds=["w_n"],
-                leases=[60.0],
-                floor=0,
-                limit=1,
-                backoff=bo,
-            )
-        ).claimed
+        (row,) = await claim(conn, me, ["w_n"], backoff=bo)
         await expect(
             db.jobs.job_pause_if_owned(
                 conn,
@@ -291,18 +270,7 @@ async def test_notify_fires_for_every_write_that_makes_work_claimable(
                 after=None,
             )
         )
-        (row,) = (
-            await db.jobs.job_claim(
-                conn,
-                schema="venturi",
-                claimant=me,
-                kinds=["w_n"],
-                leases=[60.0],
-                floor=0,
-                limit=1,
-                backoff=bo,
-            )
-        ).claimed
+        (row,) = await claim(conn, me, ["w_n"], backoff=bo)
         await expect(
             db.jobs.job_release_if_owned(
                 conn,
@@ -313,34 +281,14 @@ async def test_notify_fires_for_every_write_that_makes_work_claimable(
                 detail="test",
             )
         )
-        (row,) = (
-            await db.jobs.job_claim(
-                conn,
-                schema="venturi",
-                claimant=me,
-                kinds=["w_n"],
-                leases=[0.001],
-                floor=0,
-                limit=1,
-                backoff=bo,
-            )
-        ).claimed
+        (row,) = await claim(conn, me, ["w_n"], lease=0.001, backoff=bo)
         await expire_claim(conn, row["id"])
         await expect(
             db.jobs.job_recover_stale(conn, schema="venturi", recoverer="sweeper", backoff=bo)
         )  # recovery
         # A claim (pending -> claimed) is not claimable work: no notification.
         listener_got.clear()
-        await db.jobs.job_claim(
-            conn,
-            schema="venturi",
-            claimant=me,
-            kinds=["w_n"],
-            leases=[60.0],
-            floor=0,
-            limit=1,
-            backoff=bo,
-        )
+        await claim(conn, me, ["w_n"], backoff=bo)
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(listener_got.wait(), 0.3)
     finally:
@@ -623,45 +571,12 @@ async def test_settle_after_reclaim_is_skipped(conn: asyncpg.Connection, kinds: 
     job_id = await handler.enqueue(conn, N(1))
     bo = Backoff.fixed(0)
     a_1, b_2 = db.Claimant("a:1"), db.Claimant("b:2")
-    (a,) = (
-        await db.jobs.job_claim(
-            conn,
-            schema="venturi",
-            claimant=a_1,
-            kinds=["w_own"],
-            leases=[0.001],
-            floor=0,
-            limit=1,
-            backoff=bo,
-        )
-    ).claimed
+    (a,) = await claim(conn, a_1, ["w_own"], lease=0.001, backoff=bo)
     await expire_claim(conn, job_id)
     # B's first claim recovers the expired claim (a statement cannot claim a row it
     # recovered: one snapshot); its next claim takes the job.
-    assert (
-        await db.jobs.job_claim(
-            conn,
-            schema="venturi",
-            claimant=b_2,
-            kinds=["w_own"],
-            leases=[60.0],
-            floor=0,
-            limit=1,
-            backoff=bo,
-        )
-    ).claimed == []
-    (b,) = (
-        await db.jobs.job_claim(
-            conn,
-            schema="venturi",
-            claimant=b_2,
-            kinds=["w_own"],
-            leases=[60.0],
-            floor=0,
-            limit=1,
-            backoff=bo,
-        )
-    ).claimed
+    assert (await claim(conn, b_2, ["w_own"], backoff=bo)) == []
+    (b,) = await claim(conn, b_2, ["w_own"], backoff=bo)
     assert a["id"] == b["id"] == job_id and b["attempt"] == 2
     # A, late: every settle path is refused.
     assert (
@@ -766,16 +681,7 @@ async def test_stale_claim_recovered_with_backoff_and_counted(
 
     job_id = await handler.enqueue(conn, N(1))
     bo = Backoff.exponential(60, factor=2, cap=3600, jitter=False)
-    await db.jobs.job_claim(
-        conn,
-        schema="venturi",
-        claimant=GHOST,
-        kinds=["w_stale"],
-        leases=[0.001],
-        floor=0,
-        limit=1,
-        backoff=bo,
-    )
+    await claim(conn, GHOST, ["w_stale"], lease=0.001, backoff=bo)
     await expire_claim(conn, job_id)
     recovered = await db.jobs.job_recover_stale(
         conn, schema="venturi", recoverer="sweeper:1", backoff=bo
@@ -791,28 +697,8 @@ async def test_stale_claim_recovered_with_backoff_and_counted(
         == []
     )  # nothing left
     # Second expiry reaches the backstop: dead.
-    await db.jobs.job_claim(
-        conn,
-        schema="venturi",
-        claimant=GHOST,
-        kinds=["w_stale"],
-        leases=[0.001],
-        floor=0,
-        limit=1,
-        backoff=Backoff.fixed(0),
-    )
-    (row,) = (
-        await db.jobs.job_claim(
-            conn,
-            schema="venturi",
-            claimant=GHOST,
-            kinds=["w_stale"],
-            leases=[0.001],
-            floor=0,
-            limit=1,
-            backoff=bo,
-        )
-    ).claimed or [None]
+    await claim(conn, GHOST, ["w_stale"], lease=0.001, backoff=Backoff.fixed(0))
+    (row,) = (await claim(conn, GHOST, ["w_stale"], lease=0.001, backoff=bo)) or [None]
     assert row is None  # invisible during its backoff
 
 
@@ -822,16 +708,7 @@ async def test_recovery_to_dead_at_backstop(conn: asyncpg.Connection, kinds: lis
         return None
 
     job_id = await handler.enqueue(conn, N(1))
-    await db.jobs.job_claim(
-        conn,
-        schema="venturi",
-        claimant=GHOST,
-        kinds=["w_stale_dead"],
-        leases=[0.001],
-        floor=0,
-        limit=1,
-        backoff=FAST,
-    )
+    await claim(conn, GHOST, ["w_stale_dead"], lease=0.001, backoff=FAST)
     await expire_claim(conn, job_id)
     (r,) = await db.jobs.job_recover_stale(
         conn, schema="venturi", recoverer="sweeper:1", backoff=FAST
@@ -1072,16 +949,7 @@ async def test_recovery_and_settles_are_logged_with_job_fields(
         return None
 
     job_id = await handler.enqueue(conn, N(1))
-    await db.jobs.job_claim(
-        conn,
-        schema="venturi",
-        claimant=db.Claimant("ghost:7"),
-        kinds=["w_logged"],
-        leases=[0.001],
-        floor=0,
-        limit=1,
-        backoff=FAST,
-    )
+    await claim(conn, db.Claimant("ghost:7"), ["w_logged"], lease=0.001, backoff=FAST)
     await expire_claim(conn, job_id)
     caplog.set_level(logging.DEBUG, logger="venturi")
     async with running(Worker(None, dsn, [handler], poll_max=0.1, backoff=Backoff.fixed(0))):

@@ -13,6 +13,7 @@ import pytest
 
 import venturi
 from tests.support import Item, expire_claim, running, wait_for, wait_stat, wait_status, wait_until
+from tests.support.claims import claim
 from venturi import Backoff, ConfigError, Context, admin
 from venturi.rate import Rate, TokenBucket
 from venturi.runtime.worker import Worker
@@ -394,30 +395,8 @@ async def test_cancel_request_wins_over_pause_retry_release_and_recovery(
 
     ids = await venturi.enqueue_many(conn, [handler.job(Item(i)) for i in range(4)])
     me, bo = db.Claimant("w:1"), Backoff.fixed(0)
-    rows = (
-        await db.jobs.job_claim(
-            conn,
-            schema="venturi",
-            claimant=me,
-            kinds=["o_cancel_race"],
-            leases=[60.0],
-            floor=0,
-            limit=3,
-            backoff=bo,
-        )
-    ).claimed
-    ghost = (
-        await db.jobs.job_claim(
-            conn,
-            schema="venturi",
-            claimant=db.Claimant("ghost:9"),
-            kinds=["o_cancel_race"],
-            leases=[0.001],
-            floor=0,
-            limit=1,
-            backoff=bo,
-        )
-    ).claimed
+    rows = await claim(conn, me, ["o_cancel_race"], limit=3, backoff=bo)
+    ghost = await claim(conn, db.Claimant("ghost:9"), ["o_cancel_race"], lease=0.001, backoff=bo)
     claimed = {r["id"]: r["attempt"] for r in [*rows, *ghost]}
     assert sorted(claimed) == sorted(ids)
     changes = await admin.cancel_jobs(conn, ids, operator="ops")
@@ -465,15 +444,4 @@ async def test_cancel_request_wins_over_pause_retry_release_and_recovery(
         if event != "paused":
             assert event in trail
     # Nothing is left to claim.
-    assert (
-        await db.jobs.job_claim(
-            conn,
-            schema="venturi",
-            claimant=me,
-            kinds=["o_cancel_race"],
-            leases=[60.0],
-            floor=0,
-            limit=10,
-            backoff=bo,
-        )
-    ).claimed == []
+    assert (await claim(conn, me, ["o_cancel_race"], limit=10, backoff=bo)) == []

@@ -1,12 +1,22 @@
-import asyncio, sys, time, msgspec, asyncpg, venturi
+import asyncio
+import sys
+import time
+
+import asyncpg
+import msgspec
+
+import venturi
 from venturi import testing
+
 
 class C(msgspec.Struct):
     n: int
 
+
 @venturi.task(kind="ab_enq")
 async def h(ctx, carry: C) -> None:
     return None
+
 
 async def main():
     f = testing.DatabaseFactory("postgresql://postgres@127.0.0.1:5432/postgres")
@@ -30,5 +40,6 @@ async def main():
         await conn.close()
         await f.drop(dsn)
         await f.teardown()
+
 
 asyncio.run(main())
