@@ -34,6 +34,10 @@ RETRYABLE = (
     asyncpg.exceptions.InsufficientResourcesError,
     asyncpg.exceptions.TransactionRollbackError,
     asyncpg.exceptions.LockNotAvailableError,
+    # The server refuses every write for now (read-only mode, a demoted primary): the
+    # outcome is right and is written once writes return. Only this one of class 25; the
+    # rest of that class is about the statement's own transaction.
+    asyncpg.exceptions.ReadOnlySQLTransactionError,
 )
 
 # An error the server raised about a statement (a constraint, a type, a missing table).
