@@ -399,9 +399,13 @@ class Harness:
         self.producing = False
         self.log(f"enqueueing stopped: {len(self.enqueued)} jobs")
 
+    # A bounded retry of a failed enqueue: how many tries, and the longest pause between.
+    enqueue_attempts = 100
+    enqueue_pause_cap = 2.0
+
     async def _enqueue(self, batch: list[tuple[int, Any]]) -> list[int]:
         specs = [spec for _, spec in batch]
-        for attempt in range(1, 100):
+        for attempt in range(1, self.enqueue_attempts):
             async with self.lock:
                 try:
                     if self.conn is None or self.conn.is_closed():
@@ -412,10 +416,14 @@ class Harness:
                     # let the history check accept a second copy of these seqs.
                     self.ambiguous.update(seq for seq, _ in batch)
                     self.counters["ambiguous enqueue batches"] += 1
-                    self.log(f"enqueue failed ({exc}); sending the batch again")
+                    self._enqueue_failed(exc)
                     await self._drop_conn()
-            await asyncio.sleep(min(0.1 * attempt, 2))  # stays: backoff of a bounded retry
+            # stays: backoff of a bounded retry
+            await asyncio.sleep(min(0.1 * attempt, self.enqueue_pause_cap))
         raise RuntimeError("could not enqueue")
+
+    def _enqueue_failed(self, exc: BaseException) -> None:
+        self.log(f"enqueue failed ({exc}); sending the batch again")
 
     def _crashed(self) -> None:
         """A worker that exited without being signalled crashed: a bug. Replace it."""

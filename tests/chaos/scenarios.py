@@ -47,12 +47,10 @@ from typing import Any
 
 import asyncpg
 
-import venturi
 from tests.support import sql as pgsql
 from venturi import testing
 
 from . import harness, history, standby
-from .harness import TRANSIENT
 from .proxy import Proxy
 
 NAMES = ("failover", "blackhole", "refused-writes", "slow")
@@ -155,24 +153,15 @@ class Scenario(harness.Harness):
     async def _reap(self, w: harness.Worker, within: float) -> None:
         await super()._reap(w, min(within, self.cfg.shutdown_timeout + HUNG_AFTER))
 
-    async def _enqueue(self, batch: list[tuple[int, Any]]) -> list[int]:
-        specs = [spec for _, spec in batch]
-        for attempt in range(1, 200):
-            async with self.lock:
-                try:
-                    if self.conn is None or self.conn.is_closed():
-                        await self.connect()
-                    return await venturi.enqueue_many(self.conn, specs)
-                except TRANSIENT as exc:
-                    # Which error an enqueuer must be ready to retry: counted by type.
-                    self.enqueue_errors[type(exc).__name__] += 1
-                    self.ambiguous.update(seq for seq, _ in batch)
-                    self.counters["ambiguous enqueue batches"] += 1
-                    if self.enqueue_errors[type(exc).__name__] <= 3:
-                        self.log(f"enqueue failed ({type(exc).__name__}: {exc}); sending again")
-                    await self._drop_conn()
-            await asyncio.sleep(min(0.1 * attempt, 1))
-        raise RuntimeError("could not enqueue")
+    # Faults here last seconds (writes refused, a failover): retry longer, more often.
+    enqueue_attempts = 200
+    enqueue_pause_cap = 1.0
+
+    def _enqueue_failed(self, exc: BaseException) -> None:
+        # Which error an enqueuer must be ready to retry: counted by type.
+        self.enqueue_errors[type(exc).__name__] += 1
+        if self.enqueue_errors[type(exc).__name__] <= 3:
+            self.log(f"enqueue failed ({type(exc).__name__}: {exc}); sending again")
 
     # --- the faults --------------------------------------------------------------------
 
