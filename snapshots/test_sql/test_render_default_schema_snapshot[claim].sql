@@ -88,6 +88,11 @@ LEFT JOIN completed c ON c.kind = k.kind
 LEFT JOIN failures f ON f.kind = k.kind
 ORDER BY k.kind;
 
+-- connection_probe: touches nothing; answers only if the connection still reaches a live
+-- server (the LISTEN connection's health check).
+PREPARE venturi_connection_probe AS
+SELECT 1 AS alive;
+
 -- job_activity_per_minute: completions and failed executions in each of the last $2
 -- minutes, oldest first, every minute present (zero when idle): the dashboard's charts.
 -- $1 text manual_detail: the journal detail of an operator's retry, not counted a failure
@@ -1402,3 +1407,13 @@ SELECT version FROM "venturi".schema_version ORDER BY version;
 PREPARE venturi_schema_version_record(integer, text) AS
 INSERT INTO "venturi".schema_version (version, name) VALUES ($1, $2)
 ON CONFLICT (version) DO NOTHING;
+
+-- transaction_deadlines: the server's side of the client's statement deadline, for the
+-- rest of this transaction only (set_config's is_local; a transaction pooler keeps no
+-- session state). A client whose network froze would otherwise hold the transaction's
+-- row locks until the server's TCP keepalive gives up, two hours by default.
+-- $1 text statement_ms: statement_timeout, milliseconds
+-- $2 text idle_ms: idle_in_transaction_session_timeout, milliseconds
+PREPARE venturi_transaction_deadlines(text, text) AS
+SELECT set_config('statement_timeout', $1::text, true) AS statement_timeout,
+       set_config('idle_in_transaction_session_timeout', $2::text, true) AS idle_timeout;

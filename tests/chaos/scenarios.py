@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ from typing import Any
 import asyncpg
 
 from tests.support import sql as pgsql
-from venturi import testing
+from venturi import db, testing
 
 from . import harness, history, standby
 from .proxy import Proxy
@@ -99,6 +100,7 @@ class Scenario(harness.Harness):
         self.rate_before: dict[int, float] = {}
         self.rate_during: dict[int, float] = {}
         self.dropped: list[str] = []
+        self.expired_in_outage = 0
         self.early_releases = 0
         self.settle_lag = "-"
 
@@ -293,11 +295,20 @@ class Scenario(harness.Harness):
         lines: list[str] = []
         for f in sorted(self.runs_dir.glob("runs-*.txt")):
             lines += f.read_text().splitlines()
-        self.dropped = dropped_outcomes(
+        # While writes are refused no outcome can be written: a lease that ends then (or
+        # before the worker's error backoff brings it back) is recovered by design, and
+        # the re-run is journaled stale-recovered.
+        refused = (
+            [(self.fault_at, self.fault_end + db.errors.ERROR_BACKOFF.cap)]
+            if self.name == "refused-writes" and self.fault_at and self.fault_end
+            else []
+        )
+        self.dropped, self.expired_in_outage = dropped_outcomes(
             events,
             history.parse_runs(lines),
             self.faults,
             {k: t.lease or self.cfg.lease for k, t in harness.TASKS.items()},
+            refused,
         )
         # A partition longer than the lease costs the partitioned worker its outcomes by
         # design (the ownership guard must refuse them); anywhere else a dropped outcome
@@ -434,6 +445,13 @@ class Scenario(harness.Harness):
         rows.append(
             ("outcomes dropped while the claim was owned (job run again)", len(self.dropped))
         )
+        if self.name == "refused-writes":
+            rows.append(
+                (
+                    "outcomes whose lease ended while writes were refused (re-run, journaled)",
+                    self.expired_in_outage,
+                )
+            )
         rows.append(("handler's return -> its completion written", self.settle_lag))
         rows.append(("claims released before any SIGTERM (orphan release)", self.early_releases))
         rows.append(
@@ -458,12 +476,17 @@ def dropped_outcomes(
     runs: list[history.Run],
     faults: history.Faults,
     leases: dict[str, float],
-) -> list[str]:
+    refused: Sequence[tuple[float, float]] = (),
+) -> tuple[list[str], int]:
     """Claims whose handler returned an outcome while the claim was still owned (before
     its lease ended, and before any shutdown), and which then ended by an interruption
     (stale-recovered or released) instead of that outcome: the worker dropped a result it
     had, and the job ran again. The soak's check explains such a re-run by the
-    interruption; it is still a write the worker gave up on."""
+    interruption; it is still a write the worker gave up on.
+
+    Also returns how many such claims are explained by ``refused``: windows in which the
+    server refused every write, holding both the handler's return and the claim's end,
+    so the outcome could not be written before the lease ended."""
     claims: dict[tuple[int, int], history.Event] = {}
     ends: dict[tuple[int, int], history.Event] = {}
     for e in sorted(events, key=lambda e: e.at):
@@ -473,6 +496,7 @@ def dropped_outcomes(
         elif e.event in history.INTERRUPTIONS and key not in ends:
             ends[key] = e
     out: list[str] = []
+    explained = 0
     for r in runs:
         key = (r.job, r.attempt)
         c, end = claims.get(key), ends.get(key)
@@ -486,12 +510,15 @@ def dropped_outcomes(
             faults.kills.get(r.pid, float("inf")),
         )
         if r.end < stop - 0.05:
+            if any(start <= r.end and stop <= end for start, end in refused):
+                explained += 1
+                continue
             out.append(
                 f"job {r.job} ({r.kind}) attempt {r.attempt}: pid {r.pid}'s handler returned "
                 f"{r.outcome} at {r.end:.3f}, {stop - r.end:.2f}s before its claim could end, "
                 f"and the claim ended {end.event} at {end.at:.3f} by {end.worker}"
             )
-    return out
+    return out, explained
 
 
 async def run(

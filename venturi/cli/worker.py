@@ -197,6 +197,13 @@ def worker(
     metrics_port: Annotated[
         int | None, typer.Option(help="Serve Prometheus metrics on this port.")
     ] = None,
+    statement_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Longest any statement may take, seconds (default 30, at most half the "
+            "shortest lease, at least 1)."
+        ),
+    ] = None,
 ) -> None:
     """Run a worker over the tasks declared in MODULE until SIGINT/SIGTERM.
 
@@ -235,6 +242,7 @@ def worker(
             renew_lease=renew_lease,
             heartbeat=heartbeat,
             metrics_port=metrics_port,
+            statement_timeout=statement_timeout,
         )
         if metrics_port is not None:
             _serve_metrics(metrics_port)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import socket
 import urllib.parse
 from collections.abc import AsyncIterator
 from typing import Any
@@ -101,3 +102,44 @@ async def transaction(conn: Any) -> AsyncIterator[TxConn]:
         return
     async with conn.acquire() as held, held.transaction():
         yield held
+
+
+# Client TCP keepalives on the worker's own connections: asyncpg sets none, and the
+# kernel's default first probe comes after two hours. With these a dead host, or a
+# firewall that silently drops the flow, fails the socket in about 25 s (10 s idle, then
+# 3 probes 5 s apart), the idle LISTEN connection included; TCP_USER_TIMEOUT bounds how
+# long sent data may stay unacknowledged (a write into a vanished peer). A peer that is
+# alive but frozen (a stuck pooler, a stopped server process) ACKs probes from its
+# kernel: the statement deadline and the LISTEN health check catch that.
+KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 10, 5, 3
+USER_TIMEOUT_MS = 30_000
+
+
+def set_keepalive(conn: Any) -> bool:
+    """Turn on TCP keepalives (and, on Linux, TCP_USER_TIMEOUT) on ``conn``'s socket;
+    False when it has none to set (a Unix socket, a look-alike)."""
+    transport = getattr(conn, "_transport", None)
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return False
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in (
+        ("TCP_KEEPIDLE", KEEPALIVE_IDLE),
+        ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL),
+        ("TCP_KEEPCNT", KEEPALIVE_COUNT),
+        ("TCP_USER_TIMEOUT", USER_TIMEOUT_MS),
+    ):
+        option = getattr(socket, name, None)
+        if option is not None:  # not every platform has each
+            sock.setsockopt(socket.IPPROTO_TCP, option, value)
+    return True
+
+
+async def _keepalive_init(conn: asyncpg.Connection) -> None:
+    set_keepalive(conn)
+
+
+async def create_worker_pool(dsn: str, **kwargs: Any) -> asyncpg.Pool:
+    """The pool a worker opens from a DSN: ``create_pool`` with TCP keepalives on every
+    connection it makes."""
+    return await create_pool(dsn, init=_keepalive_init, **kwargs)

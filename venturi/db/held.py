@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -15,10 +16,20 @@ from venturi.db.errors import TRANSIENT, unusable
 class Held:
     """One connection of a pool, held for the worker loop's sequential statements and
     replaced when it breaks: a pool's acquire and release cost a reset round trip per
-    statement. Looks like a pool to the statement functions (a ``Source``)."""
+    statement. Looks like a pool to the statement functions (a ``Source``).
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    ``deadline`` bounds each statement (and each ``acquire`` block) in seconds: past it
+    the statement raises ``TimeoutError`` and its connection is closed, so a connection
+    that stays open while nothing answers (a black-holed network, a frozen pooler) costs
+    one deadline, not the worker. With ``keep=False`` the connection goes back to the
+    pool after each statement (the heartbeat shares the pool with maintenance)."""
+
+    def __init__(
+        self, pool: asyncpg.Pool, deadline: float | None = None, *, keep: bool = True
+    ) -> None:
         self.pool = pool
+        self.deadline = deadline
+        self.keep = keep
         self.conn: Any = None
 
     async def _get(self) -> Any:
@@ -34,20 +45,28 @@ class Held:
             self.conn = await self.pool.acquire()
         return self.conn
 
-    async def _drop(self) -> None:
+    async def _drop(self, exc: BaseException | None = None) -> None:
         conn, self.conn = self.conn, None
+        if conn is not None and isinstance(exc, (TimeoutError, asyncio.CancelledError)):
+            # Cut mid-statement: the server may never answer, and a reset would wait for
+            # it. Close the socket; the pool opens a new connection.
+            conn.terminate()
         if conn is not None:
             # The pool replaces a broken connection; a healthy one it resets.
             with contextlib.suppress(*TRANSIENT):
                 await self.pool.release(conn, timeout=2)
 
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        conn = await self._get()
         try:
-            return await getattr(conn, method)(*args, **kwargs)
+            async with asyncio.timeout(self.deadline):
+                conn = await self._get()
+                answer = await getattr(conn, method)(*args, **kwargs)
+                if not self.keep:
+                    await self._drop()
+                return answer
         except BaseException as exc:
             if unusable(exc):
-                await self._drop()
+                await self._drop(exc)
             raise
 
     async def fetch(self, *args: Any, **kwargs: Any) -> Any:
@@ -64,20 +83,21 @@ class Held:
 
     @contextlib.asynccontextmanager
     async def acquire(self) -> AsyncIterator[Any]:
-        """The held connection, for a transaction (a shared-rate claim)."""
-        conn = await self._get()
+        """The held connection, for a transaction (a shared-rate claim); the deadline
+        bounds the whole block."""
         try:
-            yield conn
+            async with asyncio.timeout(self.deadline):
+                yield await self._get()
         except BaseException as exc:
             if unusable(exc):
-                await self._drop()
+                await self._drop(exc)
             raise
 
     async def close(self) -> None:
         await self._drop()
 
 
-def hold(pool: Any) -> Any:
+def hold(pool: Any, deadline: float | None = None, *, keep: bool = True) -> Any:
     """A ``Held`` connection of an asyncpg Pool; any other source as it is (a look-alike
     that forwards statements, as ``venturi.testing.drain`` passes)."""
-    return Held(pool) if is_pool(pool) else pool
+    return Held(pool, deadline, keep=keep) if is_pool(pool) else pool

@@ -5,6 +5,7 @@ from __future__ import annotations
 from venturi import sql
 from venturi.backoff import Backoff
 from venturi.db.conn import Conn, Source
+from venturi.db.health import transaction_deadlines
 from venturi.db.jobs import ClaimAnswer, Claimant, job_claim
 
 
@@ -33,11 +34,18 @@ async def claim_within_rate(
     burst: int,
     wanted: int,
     backoff: Backoff,
+    deadline: float | None = None,
 ) -> tuple[ClaimAnswer, float]:
     """Claim up to ``wanted`` jobs of a kind with a shared rate limit, within its bucket:
     ``rate_take``, ``job_claim``, ``rate_spend`` in one transaction. Returns the claim and,
-    when the bucket was empty, the seconds until its next token."""
+    when the bucket was empty, the seconds until its next token. With ``deadline``
+    (seconds) the server ends the transaction's statements, and the transaction if it
+    sits idle, after that long: its row locks on the bucket and the jobs never outlive a
+    client that stopped answering."""
     async with source.acquire() as conn, conn.transaction():
+        if deadline is not None:
+            ms = max(1, round(deadline * 1000))
+            await transaction_deadlines(conn, schema=schema, statement_ms=ms, idle_ms=ms)
         granted, wait = await rate_take(
             conn, schema=schema, kind=kind, per_second=per_second, burst=burst, wanted=wanted
         )

@@ -72,6 +72,10 @@ async def run_forever(tasks: Sequence[MaintenanceTask], pool: Any, worker: Any) 
         await asyncio.sleep(max(0.0, min(due.values()) - time.monotonic()))
 
 
+# How long stopping waits for the maintenance task to end after its cancel.
+STOP_WITHIN = 5.0
+
+
 @contextlib.asynccontextmanager
 async def running(tasks: Sequence[MaintenanceTask], pool: Any, worker: Any) -> Any:
     """Run the maintenance tasks for the duration of the block."""
@@ -81,5 +85,10 @@ async def running(tasks: Sequence[MaintenanceTask], pool: Any, worker: Any) -> A
     finally:
         if handle is not None:
             handle.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await handle
+            # A maintenance statement stuck on a frozen connection may not let go of
+            # its cancel (the pool waits for the connection to answer): stop waiting
+            # for it after a few seconds; closing the pool closes the connection.
+            await asyncio.wait([handle], timeout=STOP_WITHIN)
+            if handle.done() and not handle.cancelled():
+                with contextlib.suppress(asyncio.CancelledError):
+                    handle.result()

@@ -45,8 +45,12 @@ class Claimer:
         per_kind: Counter[str],
         recovery: Recovery,
         instruments: Instruments,
+        deadline: float | None = None,
     ) -> None:
         self.schema = schema
+        # The statement deadline, also set on the server for a shared-rate claim's
+        # transaction.
+        self.deadline = deadline
         self.claimant = claimant
         self.kinds = sorted(kinds)
         self.leases = leases
@@ -204,6 +208,7 @@ class Claimer:
                 burst=rate.burst,
                 wanted=room,
                 backoff=self.backoff,
+                deadline=self.deadline,
             )
             if recovered:
                 self.recovery.claimed(recovered)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,12 @@ log = logging.getLogger("venturi.worker")
 
 # How long between reconnect attempts: doubling, capped.
 _RECONNECT_BACKOFF = db.errors.ERROR_BACKOFF
+
+# After this long without a notification, ask the LISTEN connection whether it still
+# answers: a connection that stays open while nothing comes through (a frozen pooler, a
+# firewall that dropped the flow) looks exactly like a quiet queue.
+PROBE_AFTER = 10.0
+PROBE_DEADLINE = 5.0
 
 
 class Listener:
@@ -31,8 +38,16 @@ class Listener:
         notified: Callable[[str], None],
         state: Callable[[bool], None],
         instruments: Instruments,
+        *,
+        deadline: float | None = None,
+        probe_after: float = PROBE_AFTER,
     ) -> None:
         self.pool = pool
+        # The probe's deadline: the worker's statement deadline, at most PROBE_DEADLINE.
+        self.probe_deadline = min(PROBE_DEADLINE, deadline or PROBE_DEADLINE)
+        self.probe_after = probe_after
+        self._heard = time.monotonic()
+        self._health: asyncio.Task[None] | None = None
         self.conn: Any = None
         self.channel = channel
         self._on_notified = notified
@@ -42,6 +57,7 @@ class Listener:
         self._reconnect: asyncio.Task[None] | None = None
 
     def _notified(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        self._heard = time.monotonic()
         self._on_notified(payload)
 
     def _terminated(self, _conn: Any) -> None:
@@ -50,6 +66,9 @@ class Listener:
             log.warning("LISTEN connection lost; reconnecting (polling meanwhile)")
             self._instruments.listen_reconnect()
             self._spawn_reconnect()
+
+    def _reconnecting(self) -> bool:
+        return self._reconnect is not None and not self._reconnect.done()
 
     def _spawn_reconnect(self) -> None:
         if self._reconnect is None or self._reconnect.done():
@@ -64,9 +83,40 @@ class Listener:
             await self._drop(conn)
             raise
         self.conn = conn
+        self._heard = time.monotonic()
         self._on_state(True)
 
+    async def _health_loop(self) -> None:
+        """Probe the LISTEN connection after ``probe_after`` seconds of silence; one that
+        does not answer within the probe's deadline is closed, which reconnects it."""
+        while not self._closing:
+            await asyncio.sleep(max(0.0, self._heard + self.probe_after - time.monotonic()))
+            conn = self.conn
+            if conn is None or self._reconnecting():
+                self._heard = time.monotonic()  # look again a probe interval later
+                continue
+            if time.monotonic() - self._heard < self.probe_after:
+                continue
+            try:
+                async with asyncio.timeout(self.probe_deadline):
+                    await db.health.connection_probe(conn)
+                self._heard = time.monotonic()
+            except db.errors.TRANSIENT as exc:
+                if conn is not self.conn or self._closing or self._reconnecting():
+                    continue  # replaced (or closing) meanwhile: not this one's news
+                log.warning(
+                    "LISTEN connection did not answer a probe within %.1fs (%s); reconnecting",
+                    self.probe_deadline,
+                    db.errors.one_line(exc),
+                )
+                self._instruments.stats["listen_probe_failed"] += 1
+                # Closing it runs the termination listener: polling, then a reconnect.
+                conn.terminate()
+                self._heard = time.monotonic()
+
     async def start(self) -> None:
+        if self._health is None:
+            self._health = asyncio.create_task(self._health_loop())
         try:
             await self._connect()
         except db.errors.TRANSIENT as exc:
@@ -99,13 +149,21 @@ class Listener:
 
     async def close(self) -> None:
         self._closing = True
+        if self._health is not None:
+            self._health.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._health
         if self._reconnect is not None:
             self._reconnect.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reconnect
         if self.conn is not None:
             conn, self.conn = self.conn, None
-            with contextlib.suppress(*db.errors.TRANSIENT):
-                await conn.remove_listener(self.channel, self._notified)
+            try:
+                # UNLISTEN is a statement: on a frozen connection it would never return.
+                async with asyncio.timeout(self.probe_deadline):
+                    await conn.remove_listener(self.channel, self._notified)
+            except db.errors.TRANSIENT:
+                conn.terminate()
             await self._drop(conn)
         self._on_state(False)

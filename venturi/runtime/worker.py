@@ -46,6 +46,18 @@ TRANSIENT, _ERROR_BACKOFF = db.errors.TRANSIENT, db.errors.ERROR_BACKOFF
 # With the LISTEN connection down, poll at least this often so pickup stays prompt.
 _POLL_WITHOUT_LISTENER = 1.0
 
+# The default statement deadline, and its floor when a short lease caps it.
+DEFAULT_STATEMENT_TIMEOUT = 30.0
+_MIN_STATEMENT_TIMEOUT = 1.0
+
+# After shutdown, how long an iteration of the loop may take to come back before it is
+# cut (normally milliseconds; a statement on a frozen connection never comes back).
+_CUT_AFTER = 1.0
+
+# How long stopping waits for maintenance and the pool to let go of their connections
+# before it closes them by force (a statement stuck on a frozen connection).
+_CLOSE_WITHIN = 5.0
+
 
 def default_concurrency() -> int:
     """``max(1, min(8, cores // 2))``: a safe floor, not an optimum. Handlers are mostly
@@ -85,6 +97,7 @@ class Worker(Generic[S]):
         heartbeat: timedelta | float = 1.0,
         metrics: bool = False,
         metrics_port: int | None = None,
+        statement_timeout: timedelta | float | None = None,
     ) -> None:
         self._dsn, self._pool = validate.pool_or_dsn(pool_or_dsn, "pool_or_dsn")
         if concurrency is None:
@@ -111,6 +124,11 @@ class Worker(Generic[S]):
         self.lease = validate.seconds(lease, "lease")
         self.shutdown_timeout = validate.seconds(
             shutdown_timeout, "shutdown_timeout", allow_zero=True
+        )
+        self.statement_timeout = (
+            None
+            if statement_timeout is None
+            else validate.seconds(statement_timeout, "statement_timeout")
         )
         self.priority_ratio = priority_ratio
         self.claimed_by = claimed_by or default_identity()
@@ -164,6 +182,16 @@ class Worker(Generic[S]):
         own = self._renew[kind]
         return own if own is not None else (self._tasks[kind].renew_lease or self.renew_lease)
 
+    def statement_deadline(self) -> float:
+        """The longest any statement of the worker's loop, heartbeat or LISTEN health
+        check may take, in seconds: ``statement_timeout`` when set; by default 30 s,
+        capped at half the worker's ``lease`` (never below 1 s), since a worker that
+        cannot reach the database for a lease has lost its claims anyway. (Not a task's
+        own shorter lease: one 1 s-lease kind would put a 1 s deadline on every claim.)"""
+        if self.statement_timeout is not None:
+            return self.statement_timeout
+        return max(_MIN_STATEMENT_TIMEOUT, min(DEFAULT_STATEMENT_TIMEOUT, self.lease / 2))
+
     @property
     def tasks(self) -> dict[str, Task[Any]]:
         """The registered tasks by kind (a copy)."""
@@ -203,15 +231,22 @@ class Worker(Generic[S]):
         pool = self._pool
         if pool is None:
             assert self._dsn is not None
-            # One connection for the loop, one for LISTEN, one for maintenance.
-            pool = await db.connect.create_pool(self._dsn, min_size=1, max_size=3)
+            # One connection for the loop, one for LISTEN, one for maintenance and the
+            # heartbeat; TCP keepalives on each.
+            pool = await db.connect.create_worker_pool(self._dsn, min_size=1, max_size=3)
+        deadline = self.statement_deadline()
         self._running = True
         self._start_parts()
         if self.metrics_port is not None:
             instruments.serve(self.metrics_port)
         self._wake = asyncio.Event()
         listener = Listener(
-            pool, sql.channel(self.schema), self._on_notify, self._on_listening, self._instruments
+            pool,
+            sql.channel(self.schema),
+            self._on_notify,
+            self._on_listening,
+            self._instruments,
+            deadline=deadline,
         )
         watcher = asyncio.create_task(self._watch(shutdown))
         started = False
@@ -225,12 +260,14 @@ class Worker(Generic[S]):
                 ",".join(self.kinds),
                 self.concurrency,
             )
-            beating = asyncio.create_task(self._heartbeat.run(pool))
-            held = db.held.hold(pool)
+            beating = asyncio.create_task(
+                self._heartbeat.run(db.held.hold(pool, deadline, keep=False))
+            )
+            held = db.held.hold(pool, deadline)
             try:
                 async with maintenance_tasks.running(self.maintenance, pool, self):
                     try:
-                        await self._loop(held, shutdown)
+                        await self._loop_until(held, shutdown)
                         await self._drain(held)
                     except BaseException:
                         # A bug outside the handlers, or run() itself cancelled: do not
@@ -249,7 +286,12 @@ class Worker(Generic[S]):
                 await watcher
             await listener.close()
             if own_pool:
-                await pool.close()
+                try:
+                    # A connection stuck on a frozen network would hold close() for ever.
+                    async with asyncio.timeout(_CLOSE_WITHIN):
+                        await pool.close()
+                except TimeoutError:
+                    pool.terminate()
             self._running = False
             if started:
                 log.info("worker %s stopped: %s", self.claimed_by, dict(self.stats))
@@ -278,6 +320,7 @@ class Worker(Generic[S]):
             per_kind=per_kind,
             recovery=self._recovery,
             instruments=inst,
+            deadline=self.statement_deadline(),
         )
         self._completer = Completer(
             self.schema, claimant, self.backoff, self.failures_to_dead, inst, per_kind
@@ -303,6 +346,34 @@ class Worker(Generic[S]):
         if up:
             # Work may have arrived while we were not listening.
             self._wake.set()
+
+    async def _loop_until(self, conn: Source, shutdown: asyncio.Event) -> None:
+        """Run the loop until shutdown. An iteration that has not come back ``_CUT_AFTER``
+        seconds after shutdown is waiting on a statement that may never answer (a
+        black-holed connection): cut it, so the drain starts now. Its claim may have
+        committed with the answer lost: the drain releases such orphans."""
+        loop = asyncio.create_task(self._loop(conn, shutdown))
+        stop = asyncio.create_task(shutdown.wait())
+        try:
+            await asyncio.wait([loop, stop], return_when=asyncio.FIRST_COMPLETED)
+            if not loop.done():
+                await asyncio.wait([loop], timeout=_CUT_AFTER)
+            if not loop.done():
+                log.warning(
+                    "stopping: the worker loop is waiting on the database; abandoning "
+                    "that statement to drain now"
+                )
+                loop.cancel()
+                await asyncio.wait([loop])
+                self._completer.orphans_possible = True
+                return
+            loop.result()  # a bug in the loop: raised, and the run abandons its jobs
+        finally:
+            stop.cancel()
+            if not loop.done():  # run() itself cancelled
+                loop.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await loop
 
     async def _loop(self, conn: Source, shutdown: asyncio.Event) -> None:
         errors = 0
@@ -436,11 +507,31 @@ class Worker(Generic[S]):
             )
             why = "shutdown_timeout elapsed; handler cancelled"
             await self._running_now.stop(why, self._reap, self._completer.queue)
-        # Settle what is left; if the database stays away, lease expiry recovers it.
-        for attempt in range(1, 6):
-            try:
-                await self._completer.settle(conn)
-                break
-            except TRANSIENT as exc:
-                log.warning("settling at shutdown failed (%s); retrying", db.errors.one_line(exc))
-                await asyncio.sleep(_ERROR_BACKOFF.delay(attempt))
+        # Settle what is left, and release any job a cut claim took; if the database
+        # stays away, lease expiry recovers them. Bounded: each statement by its
+        # deadline, the whole by two of them.
+        completer = self._completer
+        deadline = self.statement_deadline()
+        try:
+            async with asyncio.timeout(2 * deadline + 1):
+                for attempt in range(1, 6):
+                    try:
+                        await completer.settle(conn)
+                        break
+                    except TRANSIENT as exc:
+                        log.warning(
+                            "settling at shutdown failed (%s); retrying", db.errors.one_line(exc)
+                        )
+                        await asyncio.sleep(_ERROR_BACKOFF.delay(attempt))
+        except TimeoutError:
+            log.warning(
+                "could not settle %d job(s) while stopping: the database does not answer; "
+                "their leases expire and they are recovered",
+                len(completer.unsettled),
+            )
+        if completer.orphans_possible:
+            # Best effort, briefly: lease expiry recovers them too.
+            with contextlib.suppress(*TRANSIENT):
+                async with asyncio.timeout(min(deadline, _CLOSE_WITHIN)):
+                    await completer.release_orphans(conn, [r.id for r in completer.unsettled])
+                    completer.orphans_possible = False

@@ -1,0 +1,195 @@
+"""Connections that stay open while nothing answers (a black-holed network, a frozen
+pooler or server): every statement has a deadline, the LISTEN connection is probed, the
+worker reconnects and loses nothing, and a shutdown does not wait on a stuck statement.
+
+The faults come from the chaos harness's TCP proxy (tests/chaos/proxy.py), between the
+worker and the real server; the test's own connection stays direct.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import urllib.parse
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+
+import venturi
+from tests.chaos.proxy import Proxy
+from tests.support import Item, running, wait_stat, wait_status, wait_until
+from tests.support import sql as test_sql
+from venturi import Context, Worker, db
+from venturi.runtime.instruments import Instruments
+from venturi.runtime.listener import Listener
+
+
+@pytest.fixture
+async def proxy(pg_admin_dsn: str) -> AsyncIterator[Proxy]:
+    parts = urllib.parse.urlsplit(pg_admin_dsn)
+    p = await Proxy.start(parts.hostname or "127.0.0.1", parts.port or 5432, seed=3)
+    try:
+        yield p
+    finally:
+        await p.close()
+
+
+def _sent_since(proxy: Proxy, before: dict[int, int]) -> bool:
+    """Has a client sent anything on a link since ``before`` (chunks up per link)? A
+    black-holed link reads the first chunk and then holds it."""
+    return any(link.stats.chunks_up > before.get(link.n, 0) for link in proxy.links)
+
+
+def _chunks(proxy: Proxy) -> dict[int, int]:
+    return {link.n: link.stats.chunks_up for link in proxy.links}
+
+
+async def test_a_statement_on_a_black_holed_connection_ends_at_its_deadline(
+    proxy: Proxy, dsn: str
+) -> None:
+    pool = await db.connect.create_worker_pool(proxy.dsn(dsn), min_size=1, max_size=2)
+    try:
+        held = db.held.Held(pool, deadline=0.5)
+        assert await db.health.connection_probe(held)
+        stuck = held.conn._con  # the pool's connection behind its proxy object
+        proxy.blackhole(new=False)  # the links open now; new connections pass
+        with pytest.raises(TimeoutError):
+            await db.health.connection_probe(held)
+        assert held.conn is None and stuck.is_closed()  # closed, not handed back
+        assert await db.health.connection_probe(held)  # on a new connection
+        assert held.conn._con is not stuck
+    finally:
+        pool.terminate()
+
+
+async def test_the_worker_pool_sets_tcp_keepalives(dsn: str) -> None:
+    pool = await db.connect.create_worker_pool(dsn, min_size=1, max_size=1)
+    try:
+        async with pool.acquire() as conn:
+            sock = conn._transport.get_extra_info("socket")  # type: ignore[attr-defined]
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+            if hasattr(socket, "TCP_KEEPIDLE"):
+                keepidle = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE)
+                assert keepidle == db.connect.KEEPALIVE_IDLE
+            if hasattr(socket, "TCP_USER_TIMEOUT"):
+                user_timeout = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT)
+                assert user_timeout == db.connect.USER_TIMEOUT_MS
+    finally:
+        await pool.close()
+
+
+async def test_transaction_deadlines_end_a_transaction_left_idle(dsn: str) -> None:
+    conn = await asyncpg.connect(dsn)
+    ended = asyncio.Event()
+    conn.add_termination_listener(lambda _c: ended.set())
+    try:
+        tx = conn.transaction()
+        await tx.start()
+        await db.health.transaction_deadlines(
+            conn, schema="venturi", statement_ms=1000, idle_ms=200
+        )
+        assert await conn.fetchval(test_sql.statement("setting_idle_in_transaction")) == "200ms"
+        # The client goes quiet inside its transaction: the server ends the session.
+        await asyncio.wait_for(ended.wait(), 10)
+    finally:
+        conn.terminate()
+    # Only that transaction: a new session has the server's default.
+    fresh = await asyncpg.connect(dsn)
+    try:
+        assert await fresh.fetchval(test_sql.statement("setting_idle_in_transaction")) == "0"
+    finally:
+        await fresh.close()
+
+
+async def test_the_listener_probes_a_silent_connection_and_reconnects(
+    proxy: Proxy, dsn: str
+) -> None:
+    pool = await asyncpg.create_pool(proxy.dsn(dsn), min_size=1, max_size=2)
+    ups: list[bool] = []
+    woken: list[str] = []
+    inst = Instruments(False)
+    listener = Listener(
+        pool, "venturi_probe_test", woken.append, ups.append, inst, deadline=0.5, probe_after=0.3
+    )
+    try:
+        await listener.start()
+        await wait_until(lambda: ups == [True])
+        proxy.blackhole(new=False)  # the LISTEN link freezes; a new one would pass
+        await wait_until(lambda: inst.stats["listen_probe_failed"] >= 1)
+        await wait_until(lambda: ups[-2:] == [False, True])  # dropped, then back
+        assert listener.conn is not None and not listener.conn.is_closed()
+        assert inst.stats["listen_reconnects"] >= 1
+    finally:
+        await listener.close()
+        pool.terminate()
+
+
+async def test_a_worker_on_black_holed_connections_reconnects_and_runs_the_rest(
+    proxy: Proxy, dsn: str, conn: asyncpg.Connection
+) -> None:
+    ran: list[int] = []
+
+    @venturi.task(kind="frozen_rest")
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        ran.append(carry.n)
+
+    worker = Worker(
+        None, proxy.dsn(dsn), [handler], concurrency=2, poll_max=0.3, statement_timeout=1.0
+    )
+    async with running(worker):
+        first = await handler.enqueue(conn, Item(1))
+        await wait_status(conn, first, "completed")
+        before = _chunks(proxy)
+        proxy.blackhole(new=False)  # every connection the worker holds now
+        await wait_until(lambda: _sent_since(proxy, before))  # its next statement is stuck
+        await wait_stat(worker, "db_errors", 1)  # ... until its deadline
+        second = await handler.enqueue(conn, Item(2))
+        await wait_status(conn, second, "completed", within=30)
+    assert sorted(ran) == [1, 2]
+    events = [e.event for e in await venturi.get_journal(conn, second)]
+    assert events.count("claimed") == 1, events  # ran once, nothing lost or doubled
+
+
+async def test_shutdown_does_not_wait_on_a_statement_that_never_returns(
+    proxy: Proxy, dsn: str, conn: asyncpg.Connection, caplog: pytest.LogCaptureFixture
+) -> None:
+    go = asyncio.Event()
+
+    @venturi.task(kind="frozen_stop")
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        await go.wait()
+
+    # Stopping may take: the cut (1 s), the final settle (two deadlines), closing the
+    # LISTEN connection (a deadline) and the pool (5 s): well under the bound below. The
+    # log line shows the stuck iteration was cut rather than left to its deadline.
+    worker = Worker(
+        None,
+        proxy.dsn(dsn),
+        [handler],
+        concurrency=1,
+        poll_max=0.3,
+        shutdown_timeout=0.5,
+        statement_timeout=3,
+    )
+    job = await handler.enqueue(conn, Item(1))
+    shutdown = asyncio.Event()
+    run = asyncio.create_task(worker.run(shutdown))
+    try:
+        await wait_until(lambda: worker.jobs_held() == 1)
+        before = _chunks(proxy)
+        proxy.blackhole()  # every link, new ones too: the database is unreachable
+        go.set()  # the handler completes; writing that is stuck
+        await wait_until(lambda: _sent_since(proxy, before))
+        caplog.set_level(logging.WARNING, logger="venturi.worker")
+        shutdown.set()
+        await asyncio.wait_for(asyncio.shield(run), 30)
+    finally:
+        if not run.done():
+            run.cancel()
+        proxy.restore()
+    assert "abandoning that statement to drain now" in caplog.text
+    # The outcome could not be written: the job is still claimed, for lease expiry.
+    assert (await venturi.get_job(conn, job)).status == "claimed"  # type: ignore[union-attr]
