@@ -21,6 +21,11 @@ instead of process kills:
 - ``slow``: every worker's client-to-server bytes delayed 50-500 ms (drawn per chunk)
   through its proxy for most of the run: leases sized for the default must hold and the
   loop must not spin.
+- ``all``: the long soak (11 minutes, at least 200,000 jobs by default): the chaos
+  soak's long run of SIGKILLs, SIGTERMs, backend kills and a restart, on a primary and
+  a synchronous standby, every worker behind two proxies of its own (one per host of the
+  multi-host DSN), with one of each fault above: a black-hole healed after a lease, one
+  for good, writes refused, a slow minute, and the failover last.
 
 It prints the soak's table plus the scenario's figures; the exit code is 0 only if the
 history check finds no violation.
@@ -54,7 +59,7 @@ from venturi import db, testing
 from . import harness, history, standby
 from .proxy import Proxy
 
-NAMES = ("failover", "blackhole", "refused-writes", "slow")
+NAMES = ("failover", "blackhole", "refused-writes", "slow", "all")
 
 # Process faults off: one kind of fault at a time. A shorter drain than the soak's: a
 # scenario that cannot drain in 30 s has already shown what it breaks.
@@ -68,6 +73,16 @@ BASE = replace(
     restarts=0,
     drain_seconds=30,
 )
+# The long soak with every fault: the chaos soak's long run (SIGKILLs, SIGTERMs, backend
+# kills, a restart) plus each scenario's fault, on a primary and a standby, every worker
+# behind proxies of its own.
+ALL = replace(
+    harness.LONG,
+    mode="scenario",
+    seconds=660,
+    min_jobs=200_000,
+    drain_seconds=120,
+)
 READ_ONLY_SECONDS = 5.0
 SLOW_DELAY = (0.05, 0.5)
 # How long the harness waits for a SIGTERMed worker past its shutdown_timeout before it
@@ -75,12 +90,54 @@ SLOW_DELAY = (0.05, 0.5)
 HUNG_AFTER = 10.0
 
 
+class Twin:
+    """A worker's two proxies, one to each host of the primary/standby pair, behind one
+    multi-host DSN: faults apply to both."""
+
+    def __init__(self, proxies: list[Proxy]) -> None:
+        self.proxies = proxies
+
+    @classmethod
+    async def start(cls, ports: list[int], seed: int) -> Twin:
+        return cls([await Proxy.start("127.0.0.1", p, seed * 10 + i) for i, p in enumerate(ports)])
+
+    @property
+    def links(self) -> list[Any]:
+        return [x for p in self.proxies for x in p.links]
+
+    def open_links(self) -> list[Any]:
+        return [x for p in self.proxies for x in p.open_links()]
+
+    def dsn(self, own: str) -> str:
+        scheme, rest = own.split("://", 1)
+        netloc, _, tail = rest.partition("/")
+        user, _, _hosts = netloc.rpartition("@")
+        hosts = ",".join(p.address for p in self.proxies)
+        return f"{scheme}://{user + '@' if user else ''}{hosts}/{tail}"
+
+    def blackhole(self, links: Any = None, new: bool = True) -> None:
+        for p in self.proxies:
+            p.blackhole(links, new)
+
+    def restore(self, links: Any = None, new: bool = True) -> None:
+        for p in self.proxies:
+            p.restore(links, new)
+
+    def delay(self, seconds: Any) -> None:
+        for p in self.proxies:
+            p.delay(seconds)
+
+    async def close(self) -> None:
+        for p in self.proxies:
+            await p.close()
+
+
 @dataclass
 class Hole:
     """A black-holed set of links of one worker's proxy."""
 
     worker: int
-    proxy: Proxy
+    proxy: Any  # a Proxy, or a Twin
     at: float
     links: list[Any]
     healed: float | None = None
@@ -91,7 +148,9 @@ class Scenario(harness.Harness):
         super().__init__(config, out, echo)
         self.name = name
         self.pair: standby.Pair | None = None
-        self.proxies: list[Proxy] = []
+        self.proxies: list[Any] = []  # per worker: a Proxy, or a Twin in "all"
+        # Each fault's window (start, end), by fault.
+        self.windows: dict[str, tuple[float, float]] = {}
         self.holes: list[Hole] = []
         self.enqueue_errors: Counter[str] = Counter()
         self.control: Any = None  # a session that ignores the read-only switch
@@ -101,6 +160,8 @@ class Scenario(harness.Harness):
         self.rate_during: dict[int, float] = {}
         self.dropped: list[str] = []
         self.expired_in_outage = 0
+        self.lost_to_partition = 0
+        self.short_when_slow = 0
         self.early_releases = 0
         self.settle_lag = "-"
 
@@ -108,7 +169,7 @@ class Scenario(harness.Harness):
 
     async def run(self) -> harness.Result:
         try:
-            if self.name == "failover":
+            if self.name in ("failover", "all"):
                 self.pair = await asyncio.to_thread(standby.start_pair)
                 # The soak takes its DSN from its cluster: hand it one naming both hosts.
                 self.cluster = copy.copy(self.pair.primary)
@@ -123,6 +184,13 @@ class Scenario(harness.Harness):
                 # leave room): a worker's connections are exactly its proxy's links.
                 for n in range(self.cfg.workers + 2):
                     self.proxies.append(await Proxy.start("127.0.0.1", self.cluster.port, n))
+            if self.name == "all":
+                assert self.pair is not None
+                ports = [self.pair.primary.port, self.pair.standby.port]
+                # Every worker ever started (the first ones and each replacement) gets
+                # its own pair of proxies.
+                for n in range(self.cfg.workers + self.cfg.kills + self.cfg.terms + 2):
+                    self.proxies.append(await Twin.start(ports, n))
             return await self._run()
         finally:
             for w in self.workers:
@@ -179,6 +247,22 @@ class Scenario(harness.Harness):
             ]
         if self.name == "refused-writes":
             return [(s * 0.4, "writes refused")]
+        if self.name == "all":
+            # The soak's process faults (its restart at 40-60 %) around one of each
+            # network and server fault; the failover last, the restart being the
+            # primary's.
+            return sorted(
+                [
+                    *super().schedule(),
+                    (s * 0.10, "blackhole a worker"),
+                    (s * 0.16, "heal the black-holed"),
+                    (s * 0.25, "blackhole a worker for good"),
+                    (s * 0.32, "writes refused"),
+                    (s * 0.66, "slow"),
+                    (s * 0.76, "fast again"),
+                    (s * 0.85, "failover"),
+                ]
+            )
         return [(3.0, "slow"), (s - 3.0, "fast again")]
 
     async def run_schedule(self, plan: list[tuple[float, str]]) -> None:
@@ -190,6 +274,13 @@ class Scenario(harness.Harness):
             "writes refused": self.refuse_writes,
             "slow": self.slow,
             "fast again": self.fast,
+            "blackhole a worker": lambda: self.blackhole(self._a_running_worker()),
+            "heal the black-holed": self.heal_all,
+            "blackhole a worker for good": lambda: self.blackhole(self._a_running_worker()),
+            "SIGKILL": self.kill_one,
+            "SIGTERM": self.term_one,
+            "pg_terminate_backend": self.terminate_backends,
+            "PostgreSQL restart": self.restart_postgres,
         }
         for at, what in plan:
             delay = self.t_start + at - time.time()
@@ -197,12 +288,22 @@ class Scenario(harness.Harness):
                 await asyncio.sleep(delay)
             await actions[what]()
 
+    def _a_running_worker(self) -> int:
+        """A running worker not black-holed already (the first such)."""
+        held = {h.worker for h in self.holes if h.healed is None}
+        return next(w.n for w in self.running() if w.n not in held)
+
+    async def heal_all(self) -> None:
+        for n in sorted({h.worker for h in self.holes if h.healed is None}):
+            await self.heal(n)
+
     async def failover(self) -> None:
         assert self.pair is not None
         start = time.time()
         self.fault_at = start
         took = await asyncio.to_thread(self.pair.fail_over)
         self.fault_end = time.time()
+        self.windows["failover"] = (start, self.fault_end)
         self.faults.connection.append((start, self.fault_end + 1))
         self.counters["failovers"] += 1
         self.log(
@@ -249,6 +350,7 @@ class Scenario(harness.Harness):
         await conn.execute(pgsql.statement("settings_read_only_reset"))
         await conn.fetchval(pgsql.statement("config_reload"))
         self.fault_end = time.time()
+        self.windows["writes refused"] = (self.fault_at, self.fault_end)
         self.faults.connection.append((self.fault_at, self.fault_end + 1))
         self.log("writes allowed again")
 
@@ -269,6 +371,8 @@ class Scenario(harness.Harness):
 
     async def fast(self) -> None:
         self.fault_end = time.time()
+        assert self.fault_at is not None
+        self.windows["slow"] = (self.fault_at, self.fault_end)
         self.rate_during = self._rates()
         for p in self.proxies:
             p.restore()
@@ -298,24 +402,36 @@ class Scenario(harness.Harness):
         # While writes are refused no outcome can be written: a lease that ends then (or
         # before the worker's error backoff brings it back) is recovered by design, and
         # the re-run is journaled stale-recovered.
-        refused = (
-            [(self.fault_at, self.fault_end + db.errors.ERROR_BACKOFF.cap)]
-            if self.name == "refused-writes" and self.fault_at and self.fault_end
-            else []
-        )
-        self.dropped, self.expired_in_outage = dropped_outcomes(
-            events,
-            history.parse_runs(lines),
-            self.faults,
-            {k: t.lease or self.cfg.lease for k, t in harness.TASKS.items()},
-            refused,
-        )
-        # A partition longer than the lease costs the partitioned worker its outcomes by
-        # design (the ownership guard must refuse them); anywhere else a dropped outcome
-        # is a lost write.
+        refused = [
+            (start, end + db.errors.ERROR_BACKOFF.cap)
+            for what, (start, end) in self.windows.items()
+            if what == "writes refused"
+        ]
+        # A partition longer than the lease costs the partitioned worker the outcomes it
+        # held by design (the ownership guard must refuse them).
+        partitioned = [
+            (self.workers[h.worker - 1].proc.pid, h.at, h.healed or float("inf"))
+            for h in self.holes
+        ]
+        # Under the slow database, the leases shorter than the workers' default (the
+        # 1 s and 1.5 s kinds) are shorter than a few delayed round trips: they may end
+        # before a completion is written, and the job is recovered (journaled). Leases
+        # of the default must hold.
+        leases = {k: t.lease or self.cfg.lease for k, t in harness.TASKS.items()}
+        short = {k for k, lease in leases.items() if lease < self.cfg.lease}
+        slowed = [
+            (start, end + self.cfg.lease)
+            for what, (start, end) in self.windows.items()
+            if what == "slow"
+        ]
+        drops = dropped_outcomes(
+            events, history.parse_runs(lines), self.faults, leases, refused, partitioned,
+            slowed, short,
+        )  # fmt: skip
+        self.dropped, self.expired_in_outage, self.lost_to_partition, self.short_when_slow = drops
+        # Any other dropped outcome is a write the worker gave up on.
         for d in self.dropped:
-            if self.name != "blackhole":
-                report.violate(d)
+            report.violate(d)
         # How long a completion took to be written after its handler returned.
         finished: dict[tuple[int, int], float] = {}
         after = 0
@@ -377,8 +493,9 @@ class Scenario(harness.Harness):
         return "nothing logged"
 
     def _pickup_gap(self) -> str:
-        if self.fault_at is None:
+        if "failover" not in self.windows:
             return "-"
+        fault_at, fault_end = self.windows["failover"]
         starts = []
         for f in sorted(self.runs_dir.glob("runs-*.txt")):
             for line in f.read_text().splitlines():
@@ -386,12 +503,12 @@ class Scenario(harness.Harness):
                 if len(parts) == 6 and parts[0] == "S":
                     starts.append(float(parts[5]))
         starts.sort()
-        before = [t for t in starts if t < self.fault_at]
-        after = [t for t in starts if t >= (self.fault_end or self.fault_at)]
+        before = [t for t in starts if t < fault_at]
+        after = [t for t in starts if t >= (fault_end)]
         if not before or not after:
             return "no run on one side of the fault"
         gap = after[0] - before[-1]
-        tail = after[0] - (self.fault_end or self.fault_at)
+        tail = after[0] - (fault_end)
         return f"{gap:.2f} s (last run start before the fault -> first after; {tail:.2f} s after promotion)"
 
     def figures(self, rep: history.Report) -> list[tuple[str, Any]]:
@@ -408,7 +525,7 @@ class Scenario(harness.Harness):
                 ", ".join(f"{k}: {v}" for k, v in sorted(self.enqueue_errors.items())) or "none",
             )
         )
-        if self.name == "failover":
+        if self.name in ("failover", "all"):
             rows.append(("pickup gap around the failover", self._pickup_gap()))
         for hole in self.holes:
             rows.append(
@@ -420,8 +537,9 @@ class Scenario(harness.Harness):
                     self._first_log_after(hole.worker, hole.at),
                 )
             )
-        if self.name == "slow" and self.fault_at and self.fault_end:
-            span = self.fault_end - self.fault_at
+        if "slow" in self.windows:
+            start, end = self.windows["slow"]
+            span = end - start
             for w in self.workers:
                 during = self.rate_during.get(w.n, 0) - self.rate_before.get(w.n, 0)
                 rows.append(
@@ -445,11 +563,25 @@ class Scenario(harness.Harness):
         rows.append(
             ("outcomes dropped while the claim was owned (job run again)", len(self.dropped))
         )
-        if self.name == "refused-writes":
+        if self.name in ("refused-writes", "all"):
             rows.append(
                 (
                     "outcomes whose lease ended while writes were refused (re-run, journaled)",
                     self.expired_in_outage,
+                )
+            )
+        if "slow" in self.windows:
+            rows.append(
+                (
+                    "outcomes of a lease under the default that ended while slow (re-run, journaled)",
+                    self.short_when_slow,
+                )
+            )
+        if self.holes:
+            rows.append(
+                (
+                    "outcomes a black-holed worker held past its lease (re-run, journaled)",
+                    self.lost_to_partition,
                 )
             )
         rows.append(("handler's return -> its completion written", self.settle_lag))
@@ -477,7 +609,10 @@ def dropped_outcomes(
     faults: history.Faults,
     leases: dict[str, float],
     refused: Sequence[tuple[float, float]] = (),
-) -> tuple[list[str], int]:
+    partitioned: Sequence[tuple[int, float, float]] = (),
+    slowed: Sequence[tuple[float, float]] = (),
+    short: frozenset[str] | set[str] = frozenset(),
+) -> tuple[list[str], int, int, int]:
     """Claims whose handler returned an outcome while the claim was still owned (before
     its lease ended, and before any shutdown), and which then ended by an interruption
     (stale-recovered or released) instead of that outcome: the worker dropped a result it
@@ -486,7 +621,10 @@ def dropped_outcomes(
 
     Also returns how many such claims are explained by ``refused``: windows in which the
     server refused every write, holding both the handler's return and the claim's end,
-    so the outcome could not be written before the lease ended."""
+    so the outcome could not be written before the lease ended; and how many by
+    ``partitioned``: (pid, start, end) of a worker whose connections were black-holed
+    when its handler returned; and how many by ``slowed``: windows of a slow database in
+    which a kind with a ``short`` lease (below the workers' default) lost its claim."""
     claims: dict[tuple[int, int], history.Event] = {}
     ends: dict[tuple[int, int], history.Event] = {}
     for e in sorted(events, key=lambda e: e.at):
@@ -496,7 +634,7 @@ def dropped_outcomes(
         elif e.event in history.INTERRUPTIONS and key not in ends:
             ends[key] = e
     out: list[str] = []
-    explained = 0
+    explained = partition = too_short = 0
     for r in runs:
         key = (r.job, r.attempt)
         c, end = claims.get(key), ends.get(key)
@@ -513,12 +651,18 @@ def dropped_outcomes(
             if any(start <= r.end and stop <= end for start, end in refused):
                 explained += 1
                 continue
+            if any(pid == r.pid and start <= r.end <= end for pid, start, end in partitioned):
+                partition += 1
+                continue
+            if r.kind in short and any(start <= r.end <= end for start, end in slowed):
+                too_short += 1
+                continue
             out.append(
                 f"job {r.job} ({r.kind}) attempt {r.attempt}: pid {r.pid}'s handler returned "
                 f"{r.outcome} at {r.end:.3f}, {stop - r.end:.2f}s before its claim could end, "
                 f"and the claim ended {end.event} at {end.at:.3f} by {end.worker}"
             )
-    return out, explained
+    return out, explained, partition, too_short
 
 
 async def run(
@@ -527,7 +671,7 @@ async def run(
 ) -> harness.Result:  # fmt: skip
     if name not in NAMES:
         raise ValueError(f"scenario must be one of {', '.join(NAMES)}, got {name!r}")
-    cfg = replace(BASE, mode=name, seed=seed)
+    cfg = replace(ALL if name == "all" else BASE, mode=name, seed=seed)
     if seconds is not None:
         cfg = replace(cfg, seconds=seconds)
     own = out_dir is None
