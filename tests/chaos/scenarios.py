@@ -288,6 +288,11 @@ class Scenario(harness.Harness):
                 await asyncio.sleep(delay)
             await actions[what]()
 
+    async def restart_postgres(self) -> None:
+        start = time.time()
+        await super().restart_postgres()
+        self.windows["restart"] = (start, time.time())
+
     def _a_running_worker(self) -> int:
         """A running worker not black-holed already (the first such)."""
         held = {h.worker for h in self.holes if h.healed is None}
@@ -399,13 +404,14 @@ class Scenario(harness.Harness):
         lines: list[str] = []
         for f in sorted(self.runs_dir.glob("runs-*.txt")):
             lines += f.read_text().splitlines()
-        # While writes are refused no outcome can be written: a lease that ends then (or
-        # before the worker's error backoff brings it back) is recovered by design, and
-        # the re-run is journaled stale-recovered.
+        # No outcome can be written while the server is down or refuses writes (a
+        # restart, a failover, read-only mode): a lease that ends then, or before the
+        # worker's error backoff brings it back, is recovered by design, and the re-run
+        # is journaled stale-recovered.
         refused = [
             (start, end + db.errors.ERROR_BACKOFF.cap)
             for what, (start, end) in self.windows.items()
-            if what == "writes refused"
+            if what in ("writes refused", "restart", "failover")
         ]
         # A partition longer than the lease costs the partitioned worker the outcomes it
         # held by design (the ownership guard must refuse them).
@@ -563,10 +569,11 @@ class Scenario(harness.Harness):
         rows.append(
             ("outcomes dropped while the claim was owned (job run again)", len(self.dropped))
         )
-        if self.name in ("refused-writes", "all"):
+        if self.name in ("refused-writes", "failover", "all"):
             rows.append(
                 (
-                    "outcomes whose lease ended while writes were refused (re-run, journaled)",
+                    "outcomes whose lease ended while the server was down or refused writes "
+                    "(re-run, journaled)",
                     self.expired_in_outage,
                 )
             )
@@ -620,7 +627,7 @@ def dropped_outcomes(
     interruption; it is still a write the worker gave up on.
 
     Also returns how many such claims are explained by ``refused``: windows in which the
-    server refused every write, holding both the handler's return and the claim's end,
+    server was down or refused every write, holding both the handler's return and the claim's end,
     so the outcome could not be written before the lease ended; and how many by
     ``partitioned``: (pid, start, end) of a worker whose connections were black-holed
     when its handler returned; and how many by ``slowed``: windows of a slow database in

@@ -9,6 +9,7 @@ worker and the real server; the test's own connection stays direct.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import urllib.parse
@@ -61,6 +62,27 @@ async def test_a_statement_on_a_black_holed_connection_ends_at_its_deadline(
         assert held.conn is None and stuck.is_closed()  # closed, not handed back
         assert await db.health.connection_probe(held)  # on a new connection
         assert held.conn._con is not stuck
+    finally:
+        pool.terminate()
+
+
+async def test_a_connection_slower_to_open_than_a_statement_deadline_still_opens(
+    proxy: Proxy, dsn: str
+) -> None:
+    # Every chunk a client sends waits 0.5 s: opening a connection takes two (1 s), its
+    # first statement two more (prepare, execute). Each fits the 1.6 s deadline; the two
+    # together do not. A worker whose connections were cut on a slow network must still
+    # open new ones (the long soak found one that could not, for a minute).
+    proxy.delay(0.5)
+    pool = await db.connect.create_worker_pool(proxy.dsn(dsn), min_size=0, max_size=2)
+    try:
+        held = db.held.Held(pool, deadline=1.6)
+        assert await db.health.connection_probe(held)
+        assert proxy.reset() == 1  # cut it: a statement after that opens a new one
+        with contextlib.suppress(*db.errors.TRANSIENT):
+            await db.health.connection_probe(held)  # this one may meet the cut
+        assert await db.health.connection_probe(held)
+        assert len(proxy.links) == 2
     finally:
         pool.terminate()
 

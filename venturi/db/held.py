@@ -12,6 +12,9 @@ import asyncpg
 from venturi.db.connect import is_pool
 from venturi.db.errors import TRANSIENT, unusable
 
+# The least time a Held connection gives the pool to open a new connection.
+CONNECT_DEADLINE = 10.0
+
 
 class Held:
     """One connection of a pool, held for the worker loop's sequential statements and
@@ -29,6 +32,10 @@ class Held:
     ) -> None:
         self.pool = pool
         self.deadline = deadline
+        # Opening a connection is several round trips (TLS negotiation, startup, auth):
+        # on a slow network it takes longer than one statement, and under the statement's
+        # deadline a worker whose connections were cut could never open a new one.
+        self.connect_deadline = None if deadline is None else max(deadline, CONNECT_DEADLINE)
         self.keep = keep
         self.conn: Any = None
 
@@ -58,8 +65,9 @@ class Held:
 
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         try:
-            async with asyncio.timeout(self.deadline):
+            async with asyncio.timeout(self.connect_deadline):
                 conn = await self._get()
+            async with asyncio.timeout(self.deadline):
                 answer = await getattr(conn, method)(*args, **kwargs)
                 if not self.keep:
                     await self._drop()
@@ -86,8 +94,10 @@ class Held:
         """The held connection, for a transaction (a shared-rate claim); the deadline
         bounds the whole block."""
         try:
+            async with asyncio.timeout(self.connect_deadline):
+                conn = await self._get()
             async with asyncio.timeout(self.deadline):
-                yield await self._get()
+                yield conn
         except BaseException as exc:
             if unusable(exc):
                 await self._drop(exc)
