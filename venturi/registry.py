@@ -93,6 +93,9 @@ class Task(Generic[C]):
         result_ttl: float | None = None,
         cron: CronSpec | None = None,
         cron_carry: Any = None,
+        global_cap: int | None = None,
+        unique_for: float | None = None,
+        retry_on: tuple[type[BaseException], ...] | None = None,
     ) -> None:
         self.fn = fn
         self.kind = kind
@@ -111,6 +114,13 @@ class Task(Generic[C]):
         # The recurring schedule of @task(cron=...) and the carry each slot's job gets.
         self.cron = cron
         self.cron_carry = cron_carry
+        # At most this many jobs of the kind claimed across every worker together.
+        self.global_cap = global_cap
+        # Seconds a key stays held after its job finished (None: only while unfinished).
+        self.unique_for = unique_for
+        # The exceptions that are retried; any other settles the job dead at once
+        # (None: every exception is retried).
+        self.retry_on = retry_on
         self.is_async = inspect.iscoroutinefunction(fn)
         self.codec: CarryCodec[C] = CarryCodec(carry_type, kind, max_carry_bytes)
         self.__name__ = getattr(fn, "__name__", kind)
@@ -240,6 +250,9 @@ def task(
     result_ttl: timedelta | float | None = None,
     cron: str | None = None,
     tz: str | None = None,
+    global_cap: int | None = None,
+    unique_for: timedelta | float | None = None,
+    retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
 ) -> Callable[[Handler], Task[Any]]:
     """Declare a job kind. Every argument is checked here; a bad one raises ConfigError.
 
@@ -253,6 +266,10 @@ def task(
     is how long a completed job's result stays readable (``venturi.ResultCleanup`` clears
     it after); ``cron`` (read in time zone ``tz``, default UTC) enqueues the task on a
     schedule, run by ``venturi.CronScheduler``, with a carry built with no arguments.
+    ``global_cap`` bounds the jobs of the kind claimed across every worker together
+    (``cap`` bounds one worker's); ``unique_for`` keeps a key held for that long after
+    its job finished; ``retry_on`` names the exceptions that are retried (any other
+    settles the job dead at once; default: every exception is retried).
     """
     if not isinstance(kind, str) or not kind or len(kind) > 200 or kind != kind.strip():
         raise ConfigError(
@@ -279,6 +296,9 @@ def task(
     if tz is not None and cron is None:
         raise ConfigError("tz applies to a cron schedule: pass cron= too")
     cron_spec = None if cron is None else CronSpec(cron, tz)
+    global_cap_n = None if global_cap is None else _positive_int(global_cap, "global_cap")
+    unique_s = None if unique_for is None else seconds(unique_for, "unique_for")
+    retry_types = None if retry_on is None else validate.exception_types(retry_on, "retry_on")
 
     def decorate(fn: Handler) -> Task[Any]:
         if not callable(fn):
@@ -305,6 +325,9 @@ def task(
             ttl_s,
             cron_spec,
             None if cron_spec is None else default_cron_carry(carry_type, kind),
+            global_cap=global_cap_n,
+            unique_for=unique_s,
+            retry_on=retry_types,
         )
         if cron_spec is not None:
             # The default carry must also pass the task's own checks (type, size).

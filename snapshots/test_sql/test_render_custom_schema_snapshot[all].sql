@@ -672,9 +672,10 @@ WHERE kind = ANY($1::text[])
 -- $5 text error: what went wrong (message and traceback), kept as last_error
 -- $6 text carry: the carry to keep (NULL: keep the pre-run carry)
 -- $7 float8 delay: seconds before the job is visible again
--- $8 boolean force_dead: settle dead now (failures_to_dead) instead of retrying
+-- $8 boolean force_dead: settle dead now (failures_to_dead, retry_on) instead of retrying
+-- $9 text dead_reason: the dead entry's detail when $8 (NULL: the failures_to_dead one)
 -- index: primary key.
-PREPARE billing_jobs_job_fail_if_owned(uuid, bigint, integer, text, text, text, float8, boolean) AS
+PREPARE billing_jobs_job_fail_if_owned(uuid, bigint, integer, text, text, text, float8, boolean, text) AS
 WITH settled AS (
     UPDATE "billing_jobs".jobs j
     SET failures = j.failures + 1,
@@ -698,7 +699,7 @@ journaled AS (
     SELECT id, now(), $4, attempt, claimed_by, $5 FROM settled
     UNION ALL
     SELECT id, now(), 'dead', attempt, claimed_by,
-           CASE WHEN $8 THEN 'failures_to_dead: a failed execution settles dead'
+           CASE WHEN $8 THEN coalesce($9::text, 'failures_to_dead: a failed execution settles dead')
                 ELSE 'failure backstop reached (' || failures || ' of ' || max_failures || ')'
            END
     FROM settled WHERE status = 'dead'

@@ -251,9 +251,11 @@ async def job_fail_if_owned(
     carry: str | None,
     delay: float,
     force_dead: bool,
+    dead_reason: str | None = None,
 ) -> str | None:
     """Settle a failed execution (``event`` failed, timed-out or retried); returns the new
-    status (pending or dead), or None if the claim was lost."""
+    status (pending or dead), or None if the claim was lost. ``force_dead`` settles dead
+    at once, journaled with ``dead_reason`` (None: the failures_to_dead reason)."""
     row = await conn.fetchrow(
         sql.statement("job_fail_if_owned", schema),
         claimant.token,
@@ -264,6 +266,7 @@ async def job_fail_if_owned(
         carry,
         delay,
         force_dead,
+        dead_reason,
     )
     return None if row is None else str(row["status"])
 

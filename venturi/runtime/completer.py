@@ -234,7 +234,10 @@ class Completer:
                 return status is not None
             case Failed(error) | TimedOut(error):
                 delay = self._backoff(run.task).delay(run.failures + 1)
-                force = self.failures_to_dead and type(outcome) is Failed
+                dead_reason = outcome.dead if type(outcome) is Failed else None
+                force = dead_reason is not None or (
+                    self.failures_to_dead and type(outcome) is Failed
+                )
                 status = await db.jobs.job_fail_if_owned(
                     conn,
                     schema=sch,
@@ -246,6 +249,7 @@ class Completer:
                     carry=None,
                     delay=delay,
                     force_dead=force,
+                    dead_reason=dead_reason,
                 )
                 if status is not None:
                     log.info(

@@ -55,10 +55,19 @@ async def run_handler(run: Run, state: Any) -> None:
             + traceback.format_exc()
         )
         return
-    except Exception:
-        run.outcome = s.Failed(traceback.format_exc())
+    except Exception as exc:
+        run.outcome = s.Failed(traceback.format_exc(), _not_retried(task, exc))
         return
     run.outcome = settlement_of(task, result)
+
+
+def _not_retried(task: Task[Any], exc: Exception) -> str | None:
+    """Why ``exc`` settles the job dead at once: it is not among the task's ``retry_on``
+    (None: it is retried)."""
+    if task.retry_on is None or isinstance(exc, task.retry_on):
+        return None
+    names = ", ".join(t.__name__ for t in task.retry_on)
+    return f"retry_on: {type(exc).__name__} is not one of ({names}); not retried"
 
 
 async def _call(task: Task[Any], ctx: Context[Any], carry: Any) -> Any:

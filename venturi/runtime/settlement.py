@@ -43,9 +43,11 @@ class Retried:
 
 @dataclass(frozen=True, slots=True)
 class Failed:
-    """The handler raised, or returned something that is not an outcome."""
+    """The handler raised, or returned something that is not an outcome. ``dead``, when
+    set, is why it settles dead at once (an exception its task does not retry)."""
 
     error: str
+    dead: str | None = None
     name: ClassVar[str] = "failed"
 
 
