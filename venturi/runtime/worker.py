@@ -120,6 +120,7 @@ class Worker(Generic[S]):
         self._caps: dict[str, int | None] = {}
         self._rates: dict[str, Rate | None] = {}
         self._renew: dict[str, bool | None] = {}
+        self._global_caps: dict[str, int | None] = {}
         self._running = False
         for t in tasks:
             self.register(t)
@@ -135,9 +136,11 @@ class Worker(Generic[S]):
         *,
         rate: Rate | None = None,
         renew_lease: bool | None = None,
+        global_cap: int | None = None,
     ) -> Worker[S]:
         """Teach the worker a kind; ``cap``, ``rate`` and ``renew_lease`` override the
-        task's own for this worker.
+        task's own for this worker, and so does ``global_cap`` (at most that many jobs
+        of the kind claimed across every worker: give every worker the same).
 
         The registered kinds are exactly the claim filter.
         """
@@ -150,10 +153,13 @@ class Worker(Generic[S]):
             validate.instance(rate, Rate, "rate", "a venturi.Rate")
         if renew_lease is not None:
             validate.boolean(renew_lease, "renew_lease")
+        if global_cap is not None:
+            validate.integer(global_cap, "global_cap")
         self._tasks[task.kind] = task
         self._caps[task.kind] = cap if cap is not None else task.cap
         self._rates[task.kind] = rate if rate is not None else task.rate
         self._renew[task.kind] = renew_lease
+        self._global_caps[task.kind] = global_cap if global_cap is not None else task.global_cap
         return self
 
     def _lease(self, kind: str) -> float:
@@ -278,6 +284,7 @@ class Worker(Generic[S]):
             per_kind=per_kind,
             recovery=self._recovery,
             instruments=inst,
+            global_caps={k: n for k, n in self._global_caps.items() if n is not None},
         )
         self._completer = Completer(
             self.schema, claimant, self.backoff, self.failures_to_dead, inst, per_kind
@@ -393,6 +400,9 @@ class Worker(Generic[S]):
         if claimer.shared and free > 0 and not shutdown.is_set():
             free -= await claimer.fill_shared(conn, free, self._running_now.start)
             # Slots left over: wait for the next scheduled job or the next token.
+            short = short or free > 0
+        if claimer.global_caps and free > 0 and not shutdown.is_set():
+            free -= await claimer.fill_capped(conn, free, self._running_now.start)
             short = short or free > 0
         return short
 
