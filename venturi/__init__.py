@@ -9,7 +9,14 @@ from typing import Any
 
 from venturi.backoff import Backoff
 from venturi.context import Context, JobMeta
-from venturi.errors import ConfigError, ConnectError, SchemaError, VenturiError
+from venturi.errors import (
+    ClaimLost,
+    ConfigError,
+    ConnectError,
+    DuplicateJob,
+    SchemaError,
+    VenturiError,
+)
 from venturi.jobs import JobInfo, JournalEntry, get_job, get_journal, get_result
 from venturi.maintenance.alerts import Alerts
 from venturi.maintenance.cron import CronScheduler, schedule
@@ -27,10 +34,12 @@ __version__ = "0.1.0"
 __all__ = [
     "Alerts",
     "Backoff",
+    "ClaimLost",
     "ConfigError",
     "ConnectError",
     "Context",
     "CronScheduler",
+    "DuplicateJob",
     "JobInfo",
     "JobMeta",
     "JournalEntry",

@@ -67,6 +67,8 @@ class JobSpec(msgspec.Struct, frozen=True):
     max_failures: int
     # The task's declared Backoff, stored for recovery; None: the worker's default.
     backoff: Backoff | None = None
+    # The task's unique_for: seconds a finished job still holds the key (None: none).
+    unique_for: float | None = None
 
 
 class Task(Generic[C]):
@@ -157,6 +159,7 @@ class Task(Generic[C]):
             key=key,
             max_failures=self.max_failures,
             backoff=self.backoff,
+            unique_for=self.unique_for,
         )
 
     async def enqueue(
@@ -168,32 +171,51 @@ class Task(Generic[C]):
         at: datetime | None = None,
         after: timedelta | float | None = None,
         key: str | None = None,
+        on_conflict: str = "existing",
         schema: str = DEFAULT_SCHEMA,
     ) -> int:
-        """Insert one job and return its id (an unfinished job holding ``key`` wins).
+        """Insert one job and return its id.
 
         ``conn`` is an asyncpg Connection, so the job commits or rolls back with the
         caller's transaction, or a Pool. Nothing is written if the carry is invalid.
+        A ``key`` is held by its unfinished job (and, with the task's ``unique_for``, for
+        that long after it finished); ``on_conflict`` says what an enqueue of a held key
+        does: ``existing`` returns the holder's id, ``raise`` raises
+        ``venturi.DuplicateJob``, ``replace`` gives a pending holder this carry, priority
+        and visible time (a claimed or finished holder is left alone) and returns its id.
         """
+        mode = _on_conflict(on_conflict)
         spec = self.job(carry, priority=priority, at=at, after=after, key=key)
-        return await db.jobs.job_insert(conn, schema=schema, spec=spec)
+        return await db.jobs.job_insert(conn, schema=schema, spec=spec, on_conflict=mode)
+
+
+def _on_conflict(value: object) -> str:
+    return validate.one_of(value, db.jobs.ON_CONFLICT, "on_conflict")
 
 
 async def enqueue_many(
-    conn: Conn, jobs: Iterable[JobSpec], *, schema: str = DEFAULT_SCHEMA
+    conn: Conn,
+    jobs: Iterable[JobSpec],
+    *,
+    on_conflict: str = "existing",
+    schema: str = DEFAULT_SCHEMA,
 ) -> list[int]:
     """Insert many jobs (built with ``Task.job``); ids in input order.
 
     All or nothing: one statement, or with keys one transaction (a savepoint inside the
-    caller's open transaction on a Connection). A key held by an unfinished job gives
-    that job's id, also when its holder commits while this call waits on it."""
+    caller's open transaction on a Connection). A held key (see ``Task.enqueue``) gives
+    its holder's id, also when its holder commits while this call waits on it; with
+    ``on_conflict="raise"`` it raises ``venturi.DuplicateJob`` and nothing is written,
+    with ``"replace"`` a pending holder takes the row's carry, priority and visible time
+    (a key given twice in one batch: the last row's values, one job)."""
+    mode = _on_conflict(on_conflict)
     specs = list(jobs)
     for spec in specs:
         if not isinstance(spec, JobSpec):
             raise TypeError(f"enqueue_many takes jobs built with task.job(...), got {spec!r}")
     if not specs:
         return []
-    return await db.jobs.job_insert_many(conn, schema=schema, specs=specs)
+    return await db.jobs.job_insert_many(conn, schema=schema, specs=specs, on_conflict=mode)
 
 
 def _carry_type(fn: Callable[..., Any], kind: str) -> Any:

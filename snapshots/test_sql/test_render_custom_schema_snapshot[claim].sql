@@ -592,7 +592,11 @@ WHERE ($1::text IS NULL OR status = $1::text)
 ORDER BY id DESC
 LIMIT $5::integer;
 
--- job_insert: enqueue one job, or return the unfinished job that already holds its key.
+-- job_insert: enqueue one job, or find the job that holds its key: the unfinished one, or
+-- (with unique_for) one that finished less than unique_for seconds ago. With replace, a
+-- pending holder takes this enqueue's carry, priority and visible time; a claimed or
+-- finished holder is left alone. Returns the id and the outcome: inserted, replaced,
+-- pending or claimed (the unfinished holder, left as it was), finished (a recent one).
 -- $1 text kind: the task kind
 -- $2 text carry: msgspec-encoded JSON, validated by the caller
 -- $3 smallint priority: 0 HIGH, 1 NORMAL, 2 LOW
@@ -604,28 +608,63 @@ LIMIT $5::integer;
 -- $9 float8 backoff_factor: its growth per failure
 -- $10 float8 backoff_cap: its longest delay in seconds
 -- $11 boolean backoff_jitter: whether it is half-jittered
--- index: jobs_key_idx is the ON CONFLICT arbiter and finds the existing job.
-PREPARE billing_jobs_job_insert(text, text, smallint, timestamptz, float8, text, integer, float8, float8, float8, boolean) AS
-WITH inserted AS (
+-- $12 float8 unique_for: seconds a finished job still holds its key (NULL: none)
+-- $13 boolean replace: a pending holder takes $2, $3 and the visible time of $4/$5
+-- index: jobs_key_idx is the ON CONFLICT arbiter and finds the unfinished holder;
+-- jobs_key_search_idx finds a recently finished one.
+PREPARE billing_jobs_job_insert(text, text, smallint, timestamptz, float8, text, integer, float8, float8, float8, boolean, float8, boolean) AS
+WITH recent AS (
+    SELECT id FROM "billing_jobs".jobs
+    WHERE $12::float8 IS NOT NULL AND $6::text IS NOT NULL AND key = $6 AND kind = $1
+      AND finished_at > now() - make_interval(secs => $12::float8)
+    ORDER BY finished_at DESC
+    LIMIT 1
+),
+inserted AS (
     INSERT INTO "billing_jobs".jobs (kind, carry, priority, visible_at, key, max_failures,
                               backoff_base, backoff_factor, backoff_cap, backoff_jitter)
-    VALUES ($1, $2::jsonb, $3::smallint,
-            coalesce($4::timestamptz, now() + make_interval(secs => coalesce($5::float8, 0))),
-            $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean)
+    SELECT $1, $2::jsonb, $3::smallint,
+           coalesce($4::timestamptz, now() + make_interval(secs => coalesce($5::float8, 0))),
+           $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean
+    WHERE NOT EXISTS (SELECT 1 FROM recent)
     ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed')
     DO NOTHING
     RETURNING id
-)
-SELECT id FROM inserted
-UNION ALL
+),
 -- Reached only on a key conflict. A conflicting row committed after this statement's
 -- snapshot is invisible here; the caller then runs the statement again.
-SELECT id FROM "billing_jobs".jobs
-WHERE $6::text IS NOT NULL AND kind = $1 AND key = $6 AND status IN ('pending', 'claimed')
+holder AS (
+    SELECT id, status FROM "billing_jobs".jobs
+    WHERE $6::text IS NOT NULL AND kind = $1 AND key = $6 AND status IN ('pending', 'claimed')
+    LIMIT 1
+),
+replaced AS (
+    -- A claim that locked the holder first wins: this waits for it, then finds the row
+    -- claimed and leaves it alone.
+    UPDATE "billing_jobs".jobs j
+    SET carry = $2::jsonb, priority = $3::smallint,
+        visible_at = coalesce($4::timestamptz,
+                              now() + make_interval(secs => coalesce($5::float8, 0)))
+    FROM holder
+    WHERE $13::boolean AND j.id = holder.id AND j.status = 'pending'
+      AND NOT EXISTS (SELECT 1 FROM inserted)
+    RETURNING j.id
+)
+SELECT id, outcome FROM (
+    SELECT id, 'inserted' AS outcome, 1 AS rank FROM inserted
+    UNION ALL
+    SELECT h.id, CASE WHEN r.id IS NOT NULL THEN 'replaced' ELSE h.status END, 2
+    FROM holder h LEFT JOIN replaced r ON r.id = h.id
+    UNION ALL
+    SELECT id, 'finished', 3 FROM recent
+) found
+ORDER BY rank
 LIMIT 1;
 
 -- job_insert_many: enqueue many jobs in one statement; returns one id per input row, in
--- input order (an existing unfinished job's id where a key was already held). The id is
+-- input order, with its outcome: inserted; batch (an earlier row of this batch holds the
+-- key); replaced, pending or claimed (the key's unfinished holder, replaced when $13 and
+-- pending); finished (with unique_for, a job of the key finished within it). The id is
 -- NULL where the key's holder committed after this statement's snapshot (it waited on
 -- the holder's transaction): the caller runs the statement again for those rows, in the
 -- same transaction, and the next snapshot sees the holder.
@@ -640,16 +679,30 @@ LIMIT 1;
 -- $9 float8[] backoff_factors: its growth per failure
 -- $10 float8[] backoff_caps: its longest delay in seconds
 -- $11 boolean[] backoff_jitters: whether it is half-jittered
--- index: jobs_key_idx (arbiter and lookup of existing keys).
-PREPARE billing_jobs_job_insert_many(text[], text[], smallint[], timestamptz[], float8[], text[], integer[], float8[], float8[], float8[], boolean[]) AS
+-- $12 float8[] unique_fors: seconds a finished job still holds the row's key (NULL: none)
+-- $13 boolean replace: a pending holder takes the row's carry, priority and visible time
+-- (the caller sends each key once when it replaces)
+-- index: jobs_key_idx (arbiter and lookup of unfinished holders); jobs_key_search_idx
+-- (recently finished holders).
+PREPARE billing_jobs_job_insert_many(text[], text[], smallint[], timestamptz[], float8[], text[], integer[], float8[], float8[], float8[], boolean[], float8[], boolean) AS
 WITH input AS (
     -- Ids are drawn up front so that each input row can be matched to what was inserted.
     SELECT nextval(pg_get_serial_sequence('"billing_jobs".jobs', 'id')) AS id, u.*
     FROM unnest($1::text[], $2::text[], $3::smallint[], $4::timestamptz[], $5::float8[],
                 $6::text[], $7::integer[], $8::float8[], $9::float8[], $10::float8[],
-                $11::boolean[])
+                $11::boolean[], $12::float8[])
          WITH ORDINALITY AS u(kind, carry, priority, at, after, key, max_failures,
-                              backoff_base, backoff_factor, backoff_cap, backoff_jitter, ord)
+                              backoff_base, backoff_factor, backoff_cap, backoff_jitter,
+                              unique_for, ord)
+),
+recent AS (
+    SELECT DISTINCT ON (input.ord) input.ord, j.id
+    FROM input
+    JOIN "billing_jobs".jobs j
+      ON input.key IS NOT NULL AND input.unique_for IS NOT NULL
+     AND j.key = input.key AND j.kind = input.kind
+     AND j.finished_at > now() - make_interval(secs => input.unique_for)
+    ORDER BY input.ord, j.finished_at DESC
 ),
 inserted AS (
     INSERT INTO "billing_jobs".jobs (id, kind, carry, priority, visible_at, key, max_failures,
@@ -658,23 +711,43 @@ inserted AS (
            coalesce(at, now() + make_interval(secs => coalesce(after, 0))), key, max_failures,
            backoff_base, backoff_factor, backoff_cap, backoff_jitter
     FROM input
+    WHERE NOT EXISTS (SELECT 1 FROM recent WHERE recent.ord = input.ord)
     ORDER BY ord
     ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed')
     DO NOTHING
     RETURNING id, kind, key
+),
+replaced AS (
+    -- A claim that locked the holder first wins: this waits for it, then finds the row
+    -- claimed and leaves it alone.
+    UPDATE "billing_jobs".jobs j
+    SET carry = input.carry::jsonb, priority = input.priority,
+        visible_at = coalesce(input.at, now() + make_interval(secs => coalesce(input.after, 0)))
+    FROM input
+    WHERE $13::boolean AND input.key IS NOT NULL
+      AND j.kind = input.kind AND j.key = input.key AND j.status = 'pending'
+    RETURNING j.id
 )
-SELECT coalesce(mine.id, same_batch.id, existing.id) AS id
+SELECT coalesce(mine.id, same_batch.id, existing.id, recent.id) AS id,
+       CASE WHEN mine.id IS NOT NULL THEN 'inserted'
+            WHEN same_batch.id IS NOT NULL THEN 'batch'
+            WHEN existing.id IS NOT NULL THEN
+                CASE WHEN existing.id IN (SELECT id FROM replaced) THEN 'replaced'
+                     ELSE existing.status END
+            WHEN recent.id IS NOT NULL THEN 'finished'
+       END AS outcome
 FROM input
 LEFT JOIN inserted mine ON mine.id = input.id
 -- Two rows of one batch with the same key: the later one gets the earlier one's id.
 LEFT JOIN inserted same_batch
        ON input.key IS NOT NULL AND same_batch.kind = input.kind AND same_batch.key = input.key
 LEFT JOIN LATERAL (
-    SELECT j.id FROM "billing_jobs".jobs j
+    SELECT j.id, j.status FROM "billing_jobs".jobs j
     WHERE input.key IS NOT NULL AND j.kind = input.kind AND j.key = input.key
       AND j.status IN ('pending', 'claimed')
     LIMIT 1
 ) existing ON true
+LEFT JOIN recent ON recent.ord = input.ord
 ORDER BY input.ord;
 
 -- job_insert_many_unkeyed: enqueue many jobs that carry no de-duplication key, in one
