@@ -27,6 +27,7 @@ from venturi.runtime.instruments import Instruments
 from venturi.runtime.run import Run
 from venturi.runtime.settlement import (
     Cancelled,
+    Committed,
     Completed,
     Dead,
     Failed,
@@ -75,6 +76,9 @@ class Completer:
                 self._m.run_seconds.labels(run.task.kind).observe(time.monotonic() - run.started)
             run.outcome = executor.ending(handle, run)
             self.unsettled.append(run)
+            if type(run.outcome) is Committed:
+                # Written by the handler's own transaction (ctx.complete): nothing to do.
+                self.finish(run, "completed", True)
 
     def completes(self) -> list[Run]:
         """The queued completions (they may ride the next claim)."""
@@ -176,6 +180,8 @@ class Completer:
                 f"cancelled by an operator; the handler ended with {outcome.name}"
             )
         match outcome:
+            case Committed():
+                return True  # the handler's own transaction wrote it
             case Completed(result):
                 settled = await db.jobs.job_complete_many_if_owned(
                     conn,

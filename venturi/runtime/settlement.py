@@ -92,9 +92,27 @@ class Cancelled:
     name: ClassVar[str] = "cancelled"
 
 
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """The handler completed the job in its own transaction (``ctx.complete``), and it
+    committed: already written, nothing left to settle."""
+
+    name: ClassVar[str] = "completed"
+
+
 Settlement = (
-    Completed | Paused | Retried | Failed | TimedOut | Dead | Undecodable | Released | Cancelled
+    Completed
+    | Paused
+    | Retried
+    | Failed
+    | TimedOut
+    | Dead
+    | Undecodable
+    | Released
+    | Cancelled
+    | Committed
 )
 
 # A completion without a result, shared: the common ending costs no allocation.
 COMPLETED = Completed()
+COMMITTED = Committed()

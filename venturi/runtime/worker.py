@@ -209,10 +209,14 @@ class Worker(Generic[S]):
         pool = self._pool
         if pool is None:
             assert self._dsn is not None
-            # One connection for the loop, one for LISTEN, one for maintenance.
-            pool = await db.connect.create_pool(self._dsn, min_size=1, max_size=3)
+            # One connection for the loop, one for LISTEN, one for maintenance, and one per
+            # slot for handlers' ctx.transaction() (opened only when a handler asks).
+            pool = await db.connect.create_pool(
+                self._dsn, min_size=1, max_size=3 + self.concurrency
+            )
         self._running = True
         self._start_parts()
+        self._running_now.pool = pool
         if self.metrics_port is not None:
             instruments.serve(self.metrics_port)
         self._wake = asyncio.Event()
@@ -268,7 +272,9 @@ class Worker(Generic[S]):
         inst, per_kind = self._instruments, Counter[str]()
         leases = {k: self._lease(k) for k in self._tasks}
         renews = {k: self._renews(k) for k in self._tasks}
-        self._running_now = InFlight(self.state, self._tasks, leases, renews, self._ended, inst)
+        self._running_now = InFlight(
+            self.state, self._tasks, leases, renews, self._ended, inst, self.schema, claimant
+        )
         self._inflight = self._running_now.handles
         self._recovery = Recovery(self.schema, self.claimed_by, self.backoff, self.stats)
         self._claimer = Claimer(
