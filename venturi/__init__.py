@@ -17,7 +17,7 @@ from venturi.errors import (
     SchemaError,
     VenturiError,
 )
-from venturi.jobs import JobInfo, JournalEntry, get_job, get_journal, get_result
+from venturi.jobs import JobInfo, JournalEntry, get_job, get_journal, get_result, wait
 from venturi.maintenance.alerts import Alerts
 from venturi.maintenance.cron import CronScheduler, schedule
 from venturi.maintenance.results import ResultCleanup
@@ -63,6 +63,7 @@ __all__ = [
     "retry",
     "schedule",
     "task",
+    "wait",
 ]
 
 

@@ -51,7 +51,10 @@ CREATE TABLE IF NOT EXISTS "billing_jobs".jobs (
     backoff_base     float8,
     backoff_factor   float8,
     backoff_cap      float8,
-    backoff_jitter   boolean
+    backoff_jitter   boolean,
+    -- Set by venturi.wait() on the job it waits for: the job notifies when it finishes
+    -- (jobs_notify_finished). NULL on every other job.
+    awaited          boolean
 );
 
 -- Every claim and settlement leaves a dead row version behind, and a bulk enqueue
@@ -116,6 +119,23 @@ CREATE TRIGGER jobs_notify_update
     WHEN (NEW.status = 'pending')
     EXECUTE FUNCTION "billing_jobs".notify_pending_row();
 
+-- A waited-for job (venturi.wait) that reaches completed, dead or cancelled notifies its
+-- id. Every other job fails the WHEN at once: no function call, no notification.
+CREATE OR REPLACE FUNCTION "billing_jobs".notify_finished() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('billing_jobs_done', NEW.id::text);
+    RETURN NULL;
+END
+$$;
+
+DROP TRIGGER IF EXISTS jobs_notify_finished ON "billing_jobs".jobs;
+CREATE TRIGGER jobs_notify_finished
+    AFTER UPDATE ON "billing_jobs".jobs
+    FOR EACH ROW
+    WHEN (NEW.awaited AND NEW.status IN ('completed', 'dead', 'cancelled'))
+    EXECUTE FUNCTION "billing_jobs".notify_finished();
+
 -- Kinds an operator paused (`venturi kinds pause`): every worker leaves them out of its
 -- claim until resumed.
 CREATE TABLE IF NOT EXISTS "billing_jobs".paused_kinds (
@@ -162,7 +182,8 @@ INSERT INTO "billing_jobs".schema_version (version, name) VALUES
     (5, 'rate_limits'),
     (6, 'queue_autovacuum'),
     (7, 'claim_token_backoff'),
-    (8, 'dashboard_indexes')
+    (8, 'dashboard_indexes'),
+    (9, 'finished_notify')
 ON CONFLICT (version) DO NOTHING;
 
 -- venturi schema "billing_jobs": indexes. Each names the statements it backs.
@@ -1048,6 +1069,16 @@ LIMIT $1::integer;
 -- index: none (a sequential scan); for test databases.
 PREPARE billing_jobs_job_list_claimed_by(text) AS
 SELECT id FROM "billing_jobs".jobs WHERE claimed_by = $1::text ORDER BY id;
+
+-- job_mark_awaited: venturi.wait() marks the unfinished job it waits for, so that it
+-- notifies the finished channel when it finishes (jobs_notify_finished). A finished job
+-- is left alone: the waiter reads it next.
+-- $1 bigint id: the job waited for
+-- index: primary key.
+PREPARE billing_jobs_job_mark_awaited(bigint) AS
+UPDATE "billing_jobs".jobs
+SET awaited = true
+WHERE id = $1::bigint AND status IN ('pending', 'claimed') AND awaited IS NOT TRUE;
 
 -- job_next_visible_at: when the nearest pending job of these kinds is or becomes
 -- claimable (NULL: none), so an idle worker wakes exactly then. A time already past is

@@ -821,6 +821,16 @@ LIMIT $1::integer;
 PREPARE billing_jobs_job_list_claimed_by(text) AS
 SELECT id FROM "billing_jobs".jobs WHERE claimed_by = $1::text ORDER BY id;
 
+-- job_mark_awaited: venturi.wait() marks the unfinished job it waits for, so that it
+-- notifies the finished channel when it finishes (jobs_notify_finished). A finished job
+-- is left alone: the waiter reads it next.
+-- $1 bigint id: the job waited for
+-- index: primary key.
+PREPARE billing_jobs_job_mark_awaited(bigint) AS
+UPDATE "billing_jobs".jobs
+SET awaited = true
+WHERE id = $1::bigint AND status IN ('pending', 'claimed') AND awaited IS NOT TRUE;
+
 -- job_next_visible_at: when the nearest pending job of these kinds is or becomes
 -- claimable (NULL: none), so an idle worker wakes exactly then. A time already past is
 -- an answer too: the job became visible after the claim before this lookup read now()

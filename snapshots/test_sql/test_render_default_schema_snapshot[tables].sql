@@ -51,7 +51,10 @@ CREATE TABLE IF NOT EXISTS "venturi".jobs (
     backoff_base     float8,
     backoff_factor   float8,
     backoff_cap      float8,
-    backoff_jitter   boolean
+    backoff_jitter   boolean,
+    -- Set by venturi.wait() on the job it waits for: the job notifies when it finishes
+    -- (jobs_notify_finished). NULL on every other job.
+    awaited          boolean
 );
 
 -- Every claim and settlement leaves a dead row version behind, and a bulk enqueue
@@ -116,6 +119,23 @@ CREATE TRIGGER jobs_notify_update
     WHEN (NEW.status = 'pending')
     EXECUTE FUNCTION "venturi".notify_pending_row();
 
+-- A waited-for job (venturi.wait) that reaches completed, dead or cancelled notifies its
+-- id. Every other job fails the WHEN at once: no function call, no notification.
+CREATE OR REPLACE FUNCTION "venturi".notify_finished() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('venturi_done', NEW.id::text);
+    RETURN NULL;
+END
+$$;
+
+DROP TRIGGER IF EXISTS jobs_notify_finished ON "venturi".jobs;
+CREATE TRIGGER jobs_notify_finished
+    AFTER UPDATE ON "venturi".jobs
+    FOR EACH ROW
+    WHEN (NEW.awaited AND NEW.status IN ('completed', 'dead', 'cancelled'))
+    EXECUTE FUNCTION "venturi".notify_finished();
+
 -- Kinds an operator paused (`venturi kinds pause`): every worker leaves them out of its
 -- claim until resumed.
 CREATE TABLE IF NOT EXISTS "venturi".paused_kinds (
@@ -162,5 +182,6 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (5, 'rate_limits'),
     (6, 'queue_autovacuum'),
     (7, 'claim_token_backoff'),
-    (8, 'dashboard_indexes')
+    (8, 'dashboard_indexes'),
+    (9, 'finished_notify')
 ON CONFLICT (version) DO NOTHING;

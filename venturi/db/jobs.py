@@ -405,6 +405,12 @@ async def job_get(conn: Conn, *, schema: str, job_id: int) -> Record | None:
     return await conn.fetchrow(sql.statement("job_get", schema), job_id)
 
 
+async def job_mark_awaited(conn: Conn, *, schema: str, job_id: int) -> None:
+    """Mark an unfinished job as waited for: it notifies ``sql.finished_channel`` when it
+    finishes."""
+    await conn.execute(sql.statement("job_mark_awaited", schema), job_id)
+
+
 async def job_counts(conn: Conn, *, schema: str, ids: Sequence[int] | None = None) -> list[Record]:
     """Jobs per kind and status (of ``ids`` only, when given)."""
     return list(await conn.fetch(sql.statement("job_counts", schema), ids))
