@@ -7,6 +7,7 @@ a ``venturi.Worker`` that claims, runs and settles them with at-least-once deliv
 import warnings
 from typing import Any
 
+from venturi.admin import delete_job
 from venturi.backoff import Backoff
 from venturi.context import Context, JobMeta
 from venturi.errors import (
@@ -55,6 +56,7 @@ __all__ = [
     "WorkerGroup",
     "complete",
     "dead",
+    "delete_job",
     "enqueue_many",
     "get_job",
     "get_journal",

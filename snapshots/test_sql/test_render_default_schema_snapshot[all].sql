@@ -1490,6 +1490,43 @@ LEFT JOIN "venturi".jobs j ON j.id = input.id
 LEFT JOIN moved m ON m.id = input.id
 ORDER BY input.id;
 
+-- job_set_priority_many_if_pending: an operator's re-prioritisation: pending jobs take
+-- priority $2, journaled as released (not a failure) with the operator and the change.
+-- Returns one row per distinct input id with its status and priority before and whether
+-- it changed (a job already at $2 is left as it is, unjournaled).
+-- $1 bigint[] ids: the jobs
+-- $2 smallint priority: 0 HIGH, 1 NORMAL, 2 LOW
+-- $3 text operator: who asked, for the journal's worker column
+-- $4 text detail: the journal entry's detail, followed by the priority before
+-- index: primary key.
+PREPARE venturi_job_set_priority_many_if_pending(bigint[], smallint, text, text) AS
+WITH input AS (
+    SELECT DISTINCT unnest($1::bigint[]) AS id
+),
+moved AS (
+    UPDATE "venturi".jobs j
+    SET priority = $2::smallint
+    FROM input
+    WHERE j.id = input.id AND j.status = 'pending' AND j.priority <> $2::smallint
+    RETURNING j.id, j.attempt
+),
+journaled AS (
+    INSERT INTO "venturi".journal (job_id, at, event, attempt, worker, detail)
+    SELECT m.id, now(), 'released', m.attempt, $3::text,
+           $4::text || ' (was ' || CASE b.priority WHEN 0 THEN 'high' WHEN 1 THEN 'normal'
+                                                   ELSE 'low' END || ')'
+    FROM moved m
+    -- Read from the statement's snapshot: the priority before.
+    JOIN "venturi".jobs b ON b.id = m.id
+)
+-- Read from the statement's snapshot: status and priority are the ones before.
+SELECT input.id, j.kind, j.status AS was, j.priority AS was_priority,
+       m.id IS NOT NULL AS moved
+FROM input
+LEFT JOIN "venturi".jobs j ON j.id = input.id
+LEFT JOIN moved m ON m.id = input.id
+ORDER BY input.id;
+
 -- job_stats: per kind: jobs in each status, the oldest due job's wait, completions in the
 -- last $2 seconds and failures journaled in the last $3 seconds (`venturi stats`).
 -- $1 text manual_detail: the journal detail of an operator's retry, not counted a failure

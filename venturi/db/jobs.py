@@ -465,6 +465,20 @@ async def job_run_now_many_if_pending(
     )
 
 
+async def job_set_priority_many_if_pending(
+    conn: Conn, *, schema: str, ids: Sequence[int], priority: int, operator: str, detail: str
+) -> list[Record]:
+    return list(
+        await conn.fetch(
+            sql.statement("job_set_priority_many_if_pending", schema),
+            ids,
+            priority,
+            operator,
+            detail,
+        )
+    )
+
+
 async def job_count_matching(
     conn: Conn, *, schema: str, status: str | None, kind: str | None, key: str | None
 ) -> Record:
