@@ -1677,6 +1677,34 @@ LEFT JOIN dead d ON d.kind = k.kind
 LEFT JOIN failures x ON x.kind = k.kind
 ORDER BY k.kind;
 
+-- job_undo_insert_if_key_finished: after an enqueue with unique_for inserted jobs, in
+-- the same transaction, delete each inserted job whose key's holder finished within
+-- unique_for after all, and return it with that holder. The insert cannot see it: a
+-- holder completing while the insert waits on its key ends the conflict, and the
+-- insert's snapshot is older than the completion. This statement's snapshot is newer.
+-- $1 bigint[] ids: the jobs just inserted (uncommitted, so no worker has seen them)
+-- $2 text[] kinds: their kinds
+-- $3 text[] keys: their keys
+-- $4 float8[] unique_fors: their tasks' unique_for in seconds
+-- index: jobs_key_search_idx (the key's finished jobs); primary key for the delete.
+PREPARE billing_jobs_job_undo_insert_if_key_finished(bigint[], text[], text[], float8[]) AS
+WITH found AS (
+    SELECT input.id, holder.id AS holder
+    FROM unnest($1::bigint[], $2::text[], $3::text[], $4::float8[])
+         AS input(id, kind, key, unique_for)
+    JOIN LATERAL (
+        SELECT j.id FROM "billing_jobs".jobs j
+        WHERE j.key = input.key AND j.kind = input.kind AND j.id <> input.id
+          AND j.finished_at > now() - make_interval(secs => input.unique_for)
+        ORDER BY j.finished_at DESC
+        LIMIT 1
+    ) holder ON true
+),
+deleted AS (
+    DELETE FROM "billing_jobs".jobs j USING found WHERE j.id = found.id
+)
+SELECT id, holder FROM found;
+
 -- journal_get: a job's written history, oldest first; the routine enqueued / claimed /
 -- completed entries are read off the job row by the caller and merged in.
 -- $1 bigint job_id: the job

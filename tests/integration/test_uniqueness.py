@@ -250,3 +250,50 @@ async def test_on_conflict_and_unique_for_are_checked(
         @venturi.task(kind="u_bad", unique_for=0)
         async def bad(ctx: Context[Any], carry: Item) -> None:
             return None
+
+
+async def test_unique_for_holds_a_key_whose_holder_completes_while_the_enqueue_waits(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="u_finishing", unique_for=3600)
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        return None
+
+    holder = await handler.enqueue(conn, Item(1), key="K")
+    [row] = await claim(conn, W, ["u_finishing"])
+    completer = await asyncpg.connect(dsn)
+    enqueuer = await asyncpg.connect(dsn)
+    try:
+        for enqueue in (
+            lambda: handler.enqueue(enqueuer, Item(2), key="K"),
+            lambda: venturi.enqueue_many(enqueuer, [handler.job(Item(3), key="K")]),
+        ):
+            tx = completer.transaction()
+            await tx.start()
+            if row is not None:
+                await _complete(completer, row)  # the completion, not yet committed
+                row = None
+            else:
+                # Second round: the holder is finished already; an update of the row
+                # in an open transaction stands in for a completion still in flight.
+                await completer.execute(
+                    "UPDATE venturi.jobs SET status = 'claimed', finished_at = NULL WHERE id = $1",
+                    holder,
+                )
+                await tx.commit()
+                tx = completer.transaction()
+                await tx.start()
+                await completer.execute(
+                    "UPDATE venturi.jobs SET status = 'completed', finished_at = now() "
+                    "WHERE id = $1",
+                    holder,
+                )
+            racing = asyncio.create_task(enqueue())
+            await wait_for(lambda: _waits_on_a_lock(conn, enqueuer.get_server_pid()))
+            await tx.commit()
+            got = await asyncio.wait_for(racing, 15)
+            assert got == holder or got == [holder]
+    finally:
+        await completer.close()
+        await enqueuer.close()
+    assert await _jobs(conn, "u_finishing") == 1

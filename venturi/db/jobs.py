@@ -97,11 +97,38 @@ async def job_insert(
     )
     # No row means the key's holder committed after our snapshot; try again.
     for _ in range(5):
-        row = await conn.fetchrow(text, *args)
+        if spec.unique_for is not None and spec.key is not None:
+            # The insert and its check in one transaction (a savepoint inside the
+            # caller's), so that a job undone is never seen.
+            async with transaction(conn) as tx:
+                row = await tx.fetchrow(text, *args)
+                if row is not None and row["outcome"] == "inserted":
+                    undone = await job_undo_insert_if_key_finished(
+                        tx, schema=schema, specs=[spec], ids=[int(row["id"])]
+                    )
+                    if undone:
+                        row = {"id": undone[int(row["id"])], "outcome": "finished"}
+        else:
+            row = await conn.fetchrow(text, *args)
         if row is not None:
             _check_conflict(spec, int(row["id"]), row["outcome"], on_conflict)
             return int(row["id"])
     raise RuntimeError(f"could not enqueue {spec.kind!r} with key {spec.key!r}: key kept changing")
+
+
+async def job_undo_insert_if_key_finished(
+    conn: Conn, *, schema: str, specs: Sequence[NewJob], ids: Sequence[int]
+) -> dict[int, int]:
+    """Delete the jobs just inserted (``ids``, of ``specs``, in this transaction) whose
+    key's holder finished within their ``unique_for`` after all; inserted id -> holder."""
+    rows = await conn.fetch(
+        sql.statement("job_undo_insert_if_key_finished", schema),
+        list(ids),
+        [s.kind for s in specs],
+        [s.key for s in specs],
+        [s.unique_for for s in specs],
+    )
+    return {int(r["id"]): int(r["holder"]) for r in rows}
 
 
 def _check_conflict(spec: NewJob, job_id: int, outcome: str, on_conflict: str) -> None:
@@ -168,6 +195,8 @@ async def job_insert_many(
     async with transaction(conn) as tx:
         text = sql.statement("job_insert_many", schema)
         ids: list[int | None] = [None] * len(specs)
+        # Rows inserted with unique_for, checked once all are in (see job_insert).
+        windowed: list[int] = []
         todo = [i for i in range(len(specs)) if i not in alias]
         for _ in range(5):
             rows = await tx.fetch(
@@ -187,8 +216,26 @@ async def job_insert_many(
                 ids[i] = None if row["id"] is None else int(row["id"])
                 if row["id"] is not None:
                     _check_conflict(sent[i], int(row["id"]), row["outcome"], on_conflict)
+                    if row["outcome"] == "inserted" and sent[i].unique_for is not None:
+                        windowed.append(i)
             todo = [i for i in todo if ids[i] is None]
             if not todo:
+                if windowed:
+                    undone = await job_undo_insert_if_key_finished(
+                        tx,
+                        schema=schema,
+                        specs=[sent[i] for i in windowed],
+                        ids=[int(ids[i]) for i in windowed],  # type: ignore[arg-type]
+                    )
+                    for i in windowed:
+                        holder = undone.get(int(ids[i]))  # type: ignore[arg-type]
+                        if holder is not None:
+                            _check_conflict(sent[i], holder, "finished", on_conflict)
+                            ids[i] = holder
+                    # Later rows of the batch given an undone row's id get its holder's.
+                    for i, job_id in enumerate(ids):
+                        if job_id in undone:
+                            ids[i] = undone[job_id]
                 for i, held in alias.items():
                     ids[i] = ids[held]
                 return [int(i) for i in ids if i is not None]
