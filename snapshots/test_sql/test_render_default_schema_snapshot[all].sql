@@ -136,6 +136,65 @@ CREATE TRIGGER jobs_notify_finished
     WHEN (NEW.awaited AND NEW.status IN ('completed', 'dead', 'cancelled'))
     EXECUTE FUNCTION "venturi".notify_finished();
 
+-- Global caps (@venturi.task(global_cap=N)): a claim of a capped kind, in one statement
+-- (job_claim_capped calls it). The kind's advisory lock serializes its claims until
+-- commit; the count of its claimed rows is then read in a snapshot taken after the lock,
+-- so racing workers never claim more than the cap together. A released, recovered or
+-- settled job is no longer claimed, so it frees its place at once.
+CREATE OR REPLACE FUNCTION "venturi".claim_capped(
+    p_claimed_by text, p_kind text, p_lease float8, p_limit integer, p_cap integer,
+    p_token uuid)
+RETURNS TABLE (id bigint, kind text, priority smallint, carry text, attempt integer,
+               failures integer, max_failures integer, created_at timestamptz,
+               visible_at timestamptz, claim_expires_at timestamptz, waited float8,
+               held integer)
+LANGUAGE plpgsql VOLATILE AS $$
+#variable_conflict use_column
+BEGIN
+    -- Held until the caller's transaction commits: the kind's claims take turns.
+    PERFORM pg_advisory_xact_lock(hashtextextended('venturi cap "venturi" ' || p_kind, 0));
+    -- A new statement, so a new snapshot (a VOLATILE function under READ COMMITTED):
+    -- taken after the lock, it sees every claim of the kind committed before it.
+    RETURN QUERY
+    WITH counted AS (
+        SELECT count(*)::integer AS n FROM "venturi".jobs j
+        WHERE j.status = 'claimed' AND j.kind = p_kind
+    ),
+    candidates AS (
+        SELECT j.id FROM "venturi".jobs j
+        WHERE j.status = 'pending'
+          AND j.kind = p_kind
+          AND j.visible_at <= now()
+          AND NOT EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = p_kind)
+        ORDER BY j.priority, j.created_at, j.id
+        LIMIT greatest(0, least(p_limit, p_cap - (SELECT n FROM counted)))
+        FOR UPDATE SKIP LOCKED
+    ),
+    claimed AS (
+        UPDATE "venturi".jobs j
+        SET status = 'claimed',
+            claimed_by = p_claimed_by,
+            claim_token = p_token,
+            claimed_at = now(),
+            attempt = j.attempt + 1,
+            claim_expires_at = now() + make_interval(secs => p_lease)
+        FROM candidates c
+        WHERE j.id = c.id
+        RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt, j.failures,
+                  j.max_failures, j.created_at, j.visible_at, j.claim_expires_at,
+                  extract(epoch FROM now() - j.visible_at)::float8 AS waited
+    )
+    SELECT c.id, c.kind, c.priority, c.carry, c.attempt, c.failures, c.max_failures,
+           c.created_at, c.visible_at, c.claim_expires_at, c.waited, NULL::integer
+    FROM claimed c
+    UNION ALL
+    -- How many of the kind are claimed once this commits: a full cap makes the worker
+    -- leave the kind alone for a while.
+    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+           (SELECT n FROM counted) + (SELECT count(*) FROM claimed)::integer;
+END
+$$;
+
 -- Kinds an operator paused (`venturi kinds pause`): every worker leaves them out of its
 -- claim until resumed.
 CREATE TABLE IF NOT EXISTS "venturi".paused_kinds (
@@ -183,7 +242,7 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (6, 'queue_autovacuum'),
     (7, 'claim_token_backoff'),
     (8, 'dashboard_indexes'),
-    (9, 'finished_notify')
+    (9, 'caps_and_waits')
 ON CONFLICT (version) DO NOTHING;
 
 -- venturi schema "venturi": indexes. Each names the statements it backs.
@@ -567,13 +626,12 @@ SELECT true, id, kind, NULL, NULL, attempt, failures, max_failures, NULL, NULL, 
 FROM recovered;
 
 -- job_claim_capped: claim up to $4 jobs of one kind with a global cap, so that at most $5
--- jobs of the kind are claimed across every worker together. Runs in a transaction after
--- kind_cap_lock: claims of the kind are serialized, and this statement's snapshot, taken
--- after the lock, counts every claim of the kind committed before it. A released,
--- recovered or settled job is no longer claimed, so it frees its place.
--- The rows with an id are the claimed jobs; one more row, without an id, says how many of
--- the kind are claimed once this commits (held), so a worker finding the cap full can
--- leave the kind alone for a while.
+-- jobs of the kind are claimed across every worker together, in one statement: the
+-- schema's claim_capped function takes the kind's advisory cap lock (held to commit),
+-- then counts the kind's claimed rows in a snapshot taken after it and claims within
+-- the room left. A released, recovered or settled job is no longer claimed, so it frees
+-- its place. The rows with an id are the claimed jobs; one more row, without an id,
+-- says how many of the kind are claimed once this commits (held).
 -- $1 text claimed_by: identity stamped on every claimed row (host:pid), for diagnostics
 -- $2 text kind: the capped kind
 -- $3 float8 lease: its lease in seconds
@@ -583,40 +641,10 @@ FROM recovered;
 -- index: jobs_stale_idx (claimed rows, to count: few, at most every worker's slots);
 -- jobs_next_visible_idx or jobs_claim_idx for the kind's pending rows.
 PREPARE venturi_job_claim_capped(text, text, float8, integer, integer, uuid) AS
-WITH held AS (
-    SELECT count(*)::integer AS n FROM "venturi".jobs
-    WHERE status = 'claimed' AND kind = $2::text
-),
-candidates AS (
-    SELECT id FROM "venturi".jobs
-    WHERE status = 'pending'
-      AND kind = $2::text
-      AND visible_at <= now()
-      AND NOT EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = $2::text)
-    ORDER BY priority, created_at, id
-    LIMIT greatest(0, least($4::integer, $5::integer - (SELECT n FROM held)))
-    FOR UPDATE SKIP LOCKED
-),
-claimed AS (
-    UPDATE "venturi".jobs j
-    SET status = 'claimed',
-        claimed_by = $1,
-        claim_token = $6::uuid,
-        claimed_at = now(),
-        attempt = j.attempt + 1,
-        claim_expires_at = now() + make_interval(secs => $3::float8)
-    FROM candidates
-    WHERE j.id = candidates.id
-    RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt, j.failures,
-              j.max_failures, j.created_at, j.visible_at, j.claim_expires_at,
-              extract(epoch FROM now() - j.visible_at)::float8 AS waited
-)
 SELECT id, kind, priority, carry, attempt, failures, max_failures, created_at, visible_at,
-       claim_expires_at, waited, NULL::integer AS held
-FROM claimed
-UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       (SELECT n FROM held) + (SELECT count(*) FROM claimed)::integer;
+       claim_expires_at, waited, held
+FROM "venturi".claim_capped($1::text, $2::text, $3::float8, $4::integer, $5::integer,
+                          $6::uuid);
 
 -- job_claims_by_worker: the workers holding claims now (from claimed_by), with how many,
 -- of which kinds, since when, and how many of those claims have expired (`venturi top`).
@@ -1714,14 +1742,6 @@ SELECT at, event, attempt, worker, detail
 FROM "venturi".journal
 WHERE job_id = $1
 ORDER BY at, id;
-
--- kind_cap_lock: serialize the claims of a kind with a global cap until commit. The claim
--- that follows in the same transaction (job_claim_capped) then counts, in a snapshot taken
--- after this lock, every claim of the kind that committed before it.
--- $1 text kind: the capped kind
--- index: none; an advisory lock, so holding it writes nothing.
-PREPARE venturi_kind_cap_lock(text) AS
-SELECT pg_advisory_xact_lock(hashtextextended('venturi cap "venturi" ' || $1::text, 0));
 
 -- kind_list_known: of the given kinds, those the database knows: a job of the kind exists
 -- (any status) or a recurring schedule carries its name. `venturi kinds pause` warns about

@@ -85,7 +85,7 @@ async def test_a_claim_waiting_on_the_cap_lock_counts_the_claims_committed_meanw
     try:
         tx = first.transaction()
         await tx.start()
-        await db.caps.kind_cap_lock(first, schema=SCHEMA, kind="gc_lock")
+        # The claim takes the kind's cap lock and holds it until this transaction ends.
         rows, held = await db.caps.job_claim_capped(
             first,
             schema=SCHEMA,

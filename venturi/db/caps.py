@@ -21,10 +21,6 @@ class CappedClaim(NamedTuple):
     wait: float
 
 
-async def kind_cap_lock(conn: Conn, *, schema: str, kind: str) -> None:
-    await conn.execute(sql.statement("kind_cap_lock", schema), kind)
-
-
 async def job_claim_capped(
     conn: Conn,
     *,
@@ -35,8 +31,8 @@ async def job_claim_capped(
     limit: int,
     global_cap: int,
 ) -> tuple[list[Record], int]:
-    """Claim up to ``limit`` jobs of ``kind`` within its global cap (after
-    ``kind_cap_lock`` in the same transaction): the rows, and the kind's claims after."""
+    """Claim up to ``limit`` jobs of ``kind`` within its global cap, in one statement
+    (it takes the kind's cap lock itself): the rows, and the kind's claims after."""
     rows = await conn.fetch(
         sql.statement("job_claim_capped", schema),
         claimant.name,
@@ -62,23 +58,14 @@ async def claim_within_cap(
     wanted: int,
     rate: tuple[float, int] | None = None,
 ) -> CappedClaim:
-    """Claim up to ``wanted`` jobs of a kind with a global cap: ``kind_cap_lock`` and
-    ``job_claim_capped`` in one transaction (the lock must come first, in a statement of
-    its own, for the claim's snapshot to see every committed claim of the kind). With a
-    shared rate limit ``rate`` (per_second, burst), ``rate_take`` and ``rate_spend``
-    join the transaction, after the cap lock, so every worker takes the locks in one
-    order. ``source`` is a pool (the worker's held connection) or a Connection."""
-    async with transaction(source) as conn:
-        await kind_cap_lock(conn, schema=schema, kind=kind)
-        if rate is not None:
-            granted, wait = await rate_take(
-                conn, schema=schema, kind=kind, per_second=rate[0], burst=rate[1], wanted=wanted
-            )
-            if granted < 1:
-                return CappedClaim([], 0, max(wait, 0.001))
-            wanted = granted
+    """Claim up to ``wanted`` jobs of a kind with a global cap: ``job_claim_capped``, one
+    statement and one commit. With a shared rate limit ``rate`` (per_second, burst),
+    ``rate_take``, the claim and ``rate_spend`` run in one transaction (every worker
+    takes the bucket's lock, then the cap's). ``source`` is a pool (the worker's held
+    connection) or a Connection."""
+    if rate is None:
         claimed, held = await job_claim_capped(
-            conn,
+            source,
             schema=schema,
             claimant=claimant,
             kind=kind,
@@ -86,6 +73,22 @@ async def claim_within_cap(
             limit=wanted,
             global_cap=global_cap,
         )
-        if rate is not None and claimed:
+        return CappedClaim(claimed, held, 0.0)
+    async with transaction(source) as conn:
+        granted, wait = await rate_take(
+            conn, schema=schema, kind=kind, per_second=rate[0], burst=rate[1], wanted=wanted
+        )
+        if granted < 1:
+            return CappedClaim([], 0, max(wait, 0.001))
+        claimed, held = await job_claim_capped(
+            conn,
+            schema=schema,
+            claimant=claimant,
+            kind=kind,
+            lease=lease,
+            limit=granted,
+            global_cap=global_cap,
+        )
+        if claimed:
             await rate_spend(conn, schema=schema, kind=kind, tokens=len(claimed))
         return CappedClaim(claimed, held, 0.0)
