@@ -13,6 +13,7 @@ import asyncpg
 import pytest
 
 import venturi
+import venturi.testing
 from tests.support import Item, running, wait_status, wait_until
 from venturi import Backoff, Context
 from venturi.runtime.worker import Worker
@@ -167,3 +168,24 @@ async def test_misuse_is_a_clear_error(
     )  # type: ignore[union-attr]
     with pytest.raises(venturi.VenturiError, match="needs a context made by a running worker"):
         bare.transaction()
+
+
+async def test_drain_runs_transactional_handlers_and_capped_kinds(
+    dsn: str, effects: asyncpg.Connection, pool: asyncpg.Pool, kinds: list[str]
+) -> None:
+    @venturi.task(kind="t_drain", global_cap=1)
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        async with ctx.transaction() as conn:
+            await conn.execute("INSERT INTO effects VALUES ($1, $2)", ctx.job.id, carry.n)
+            await ctx.complete(conn)
+
+    ids = [await handler.enqueue(effects, Item(i)) for i in range(3)]
+    done = await venturi.testing.drain(pool, [handler])
+    assert sorted(done) == ids and {j.status for j in done.values()} == {"completed"}
+    assert await _effects(effects) == ids
+    # On one shared Connection, the handler gets a clear error instead of a connection.
+    other = await handler.enqueue(effects, Item(9))
+    done = await venturi.testing.drain(effects, [handler])
+    job = done[other]
+    assert job.status == "pending" and job.last_error is not None
+    assert "ctx.transaction() needs a pool" in job.last_error

@@ -34,6 +34,11 @@ class JobTransactions:
     async def transaction(self) -> AsyncIterator[Any]:
         if self._open is not None:
             raise VenturiError("ctx.transaction() is already open: nest conn.transaction()")
+        if getattr(self.pool, "shares_one_connection", False):
+            raise VenturiError(
+                "ctx.transaction() needs a pool: this worker runs on one shared connection "
+                "(venturi.testing.drain on a Connection); give it a DSN or a Pool"
+            )
         completed = False
         async with db.connect.transaction(self.pool) as conn:
             self._open, self._done = conn, False
