@@ -185,6 +185,8 @@ async def insert_single(dsn: str, *, jobs: int, schema: str = sql.DEFAULT_SCHEMA
         "backoff_factor": None,
         "backoff_cap": None,
         "backoff_jitter": None,
+        "unique_for": None,
+        "replace": False,
     }
     args = _args(names, values, "job_insert")
     conn = await asyncpg.connect(dsn)

@@ -7,10 +7,18 @@ a ``venturi.Worker`` that claims, runs and settles them with at-least-once deliv
 import warnings
 from typing import Any
 
+from venturi.admin import delete_job
 from venturi.backoff import Backoff
 from venturi.context import Context, JobMeta
-from venturi.errors import ConfigError, ConnectError, SchemaError, VenturiError
-from venturi.jobs import JobInfo, JournalEntry, get_job, get_journal, get_result
+from venturi.errors import (
+    ClaimLost,
+    ConfigError,
+    ConnectError,
+    DuplicateJob,
+    SchemaError,
+    VenturiError,
+)
+from venturi.jobs import JobInfo, JournalEntry, get_job, get_journal, get_result, wait
 from venturi.maintenance.alerts import Alerts
 from venturi.maintenance.cron import CronScheduler, schedule
 from venturi.maintenance.results import ResultCleanup
@@ -27,10 +35,12 @@ __version__ = "0.1.0"
 __all__ = [
     "Alerts",
     "Backoff",
+    "ClaimLost",
     "ConfigError",
     "ConnectError",
     "Context",
     "CronScheduler",
+    "DuplicateJob",
     "JobInfo",
     "JobMeta",
     "JournalEntry",
@@ -46,6 +56,7 @@ __all__ = [
     "WorkerGroup",
     "complete",
     "dead",
+    "delete_job",
     "enqueue_many",
     "get_job",
     "get_journal",
@@ -54,6 +65,7 @@ __all__ = [
     "retry",
     "schedule",
     "task",
+    "wait",
 ]
 
 

@@ -19,8 +19,9 @@ import msgspec
 
 from venturi import db, validate
 from venturi.db.conn import Conn
-from venturi.errors import ConfigError
+from venturi.errors import ConfigError, VenturiError
 from venturi.jobs import JobInfo, JournalEntry, get_job, get_journal
+from venturi.priority import Priority
 from venturi.sql import DEFAULT_SCHEMA
 
 STATUSES = ("pending", "claimed", "completed", "dead", "cancelled")
@@ -31,6 +32,7 @@ FINISHED = ("completed", "dead", "cancelled")
 MANUAL_RETRY = "manual retry"
 CANCEL_DETAIL = "cancelled by an operator"
 RUN_NOW_DETAIL = "run now"
+SET_PRIORITY_DETAIL = "priority set to"
 
 # Windows of the recent counts: `venturi stats` reports completions in the last minute,
 # `venturi top` a per-second rate over the last ten seconds; both count failures over
@@ -384,6 +386,80 @@ async def run_now_jobs(
                 )
             )
     return results
+
+
+async def delete_job(
+    conn: Conn, job_id: int, *, operator: str | None = None, schema: str = DEFAULT_SCHEMA
+) -> bool:
+    """Delete one job no worker holds, its journal with it; True once deleted, False if
+    there is no such job. A claimed job raises ``VenturiError`` (cancel it first). The
+    deletion is logged with the operator (logger ``venturi.admin``): the journal goes
+    with the job."""
+    [change] = await delete_jobs(conn, [job_id], operator=operator, schema=schema)
+    if change.done:
+        return True
+    if change.was is None:
+        return False
+    raise VenturiError(change.message)
+
+
+async def set_priority(
+    conn: Conn,
+    ids: Iterable[int],
+    priority: Priority | str,
+    *,
+    operator: str | None = None,
+    schema: str = DEFAULT_SCHEMA,
+) -> list[Change]:
+    """Pending jobs take ``priority`` (a ``Priority`` or high, normal, low), journaled
+    ``released`` with the operator and the priority before; jobs in any other status
+    are refused. One result per distinct id, in id order."""
+    tier = parse_priority(priority)
+    wanted = sorted(set(_ids(ids)))
+    who = operator or operator_identity()
+    name = tier.name.lower()
+    results = []
+    rows = await db.jobs.job_set_priority_many_if_pending(
+        conn,
+        schema=schema,
+        ids=wanted,
+        priority=int(tier),
+        operator=who,
+        detail=f"{SET_PRIORITY_DETAIL} {name}",
+    )
+    for r in rows:
+        job_id, kind, was = r["id"], r["kind"], r["was"]
+        if was is None:
+            results.append(Change(job_id, False, f"job {job_id} does not exist"))
+        elif r["moved"]:
+            before = Priority(r["was_priority"]).name.lower()
+            results.append(
+                Change(job_id, True, f"job {job_id} ({kind}): {before} -> {name}", kind, was, was)
+            )
+        elif was == "pending" and r["was_priority"] == int(tier):
+            results.append(
+                Change(job_id, True, f"job {job_id} ({kind}): already {name}", kind, was, was)
+            )
+        else:
+            results.append(
+                Change(
+                    job_id,
+                    False,
+                    f"job {job_id} ({kind}) is {was}: only a pending job's priority can be set",
+                    kind,
+                    was,
+                )
+            )
+    return results
+
+
+def parse_priority(value: Priority | str) -> Priority:
+    """A ``Priority`` from itself or its name (high, normal, low; any case)."""
+    if isinstance(value, Priority):
+        return value
+    if isinstance(value, str) and value.strip().upper() in Priority.__members__:
+        return Priority[value.strip().upper()]
+    raise ConfigError(f"priority must be one of high, normal, low, got {value!r}")
 
 
 # --- statistics -----------------------------------------------------------------------

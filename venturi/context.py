@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
+from venturi.errors import VenturiError
 from venturi.priority import Priority
 
 S = TypeVar("S")
@@ -27,6 +29,15 @@ class JobMeta(msgspec.Struct, frozen=True):
     created_at: datetime
 
 
+class Transactions(Protocol):
+    """What a worker gives a context for ``ctx.transaction()`` and ``ctx.complete()``
+    (``venturi.runtime.transactional.JobTransactions``)."""
+
+    def transaction(self) -> AbstractAsyncContextManager[Any]: ...
+
+    async def complete(self, conn: Any, result: Any = None) -> None: ...
+
+
 class _JobLogger(logging.LoggerAdapter[logging.Logger]):
     """Adds job id, kind and attempt to every record as ``extra`` fields."""
 
@@ -38,13 +49,37 @@ class _JobLogger(logging.LoggerAdapter[logging.Logger]):
 class Context(Generic[S]):
     """Passed to every handler: shared state, job metadata, cancellation and a logger."""
 
-    __slots__ = ("_cancel", "_log", "job", "state")
+    __slots__ = ("_cancel", "_log", "_tx", "job", "state")
 
-    def __init__(self, state: S, job: JobMeta, cancel: asyncio.Event | None = None) -> None:
+    def __init__(
+        self,
+        state: S,
+        job: JobMeta,
+        cancel: asyncio.Event | None = None,
+        transactions: Transactions | None = None,
+    ) -> None:
         self.state = state
         self.job = job
         self._cancel = cancel if cancel is not None else asyncio.Event()
         self._log: _JobLogger | None = None
+        self._tx = transactions
+
+    def transaction(self) -> AbstractAsyncContextManager[Any]:
+        """``async with ctx.transaction() as conn``: an asyncpg connection of the worker's
+        pool in a transaction. Call ``ctx.complete(conn)`` inside it and the job's
+        completion commits or rolls back with the handler's own writes."""
+        if self._tx is None:
+            raise VenturiError("ctx.transaction() needs a context made by a running worker")
+        return self._tx.transaction()
+
+    async def complete(self, conn: Any, result: Any = None) -> None:
+        """Mark the job completed (with ``result``) in the open ``ctx.transaction()``,
+        guarded by this run's claim: ``venturi.ClaimLost`` when the claim is gone
+        (nothing written; let it propagate so the transaction rolls back). Once the
+        block commits, the worker settles nothing more, whatever the handler returns."""
+        if self._tx is None:
+            raise VenturiError("ctx.complete() needs a context made by a running worker")
+        await self._tx.complete(conn, result)
 
     @property
     def log(self) -> logging.LoggerAdapter[logging.Logger]:

@@ -1,17 +1,24 @@
-"""Reading jobs back: ``get_job``, ``get_journal`` and ``get_result``."""
+"""Reading jobs back: ``get_job``, ``get_journal``, ``get_result``, and ``wait`` for a
+job to finish."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 from datetime import datetime
 from typing import Any
 
 import msgspec
 
-from venturi import db, registry
+from venturi import db, registry, sql, validate
 from venturi.codecs import decode_any
 from venturi.db.conn import Conn
+from venturi.errors import VenturiError
 from venturi.priority import Priority
 from venturi.sql import DEFAULT_SCHEMA
+
+FINISHED = ("completed", "dead", "cancelled")
 
 
 class JobInfo(msgspec.Struct, frozen=True):
@@ -122,3 +129,71 @@ async def get_result(conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA) ->
     if ttl is not None and (row["finished_seconds_ago"] or 0.0) > ttl:
         return None
     return decode_any(row["result"])
+
+
+async def wait(
+    conn_or_pool: Any,
+    job_id: int,
+    timeout: float | None = None,  # noqa: ASYNC109 (the API SPEC fixes: wait(..., timeout=None))
+    *,
+    poll: float = 1.0,
+    schema: str = DEFAULT_SCHEMA,
+) -> JobInfo:
+    """Wait until the job is completed, dead or cancelled, and return it as it stands.
+
+    The job is marked as waited for, so that it notifies when it finishes (jobs no one
+    waits for send nothing), and this LISTENs for that; every ``poll`` seconds it also
+    reads the job, in case a notification is missed. A Pool lends one connection for the
+    wait. A Connection inside an open transaction cannot hear notifications before its
+    transaction ends: that one polls only. ``TimeoutError`` once ``timeout`` seconds
+    have passed; ``VenturiError`` if the job does not exist (or is deleted meanwhile).
+    """
+    limit = None if timeout is None else validate.seconds(timeout, "timeout", allow_zero=True)
+    every = validate.seconds(poll, "poll")
+    deadline = None if limit is None else time.monotonic() + limit
+    if db.connect.is_pool(conn_or_pool):
+        async with conn_or_pool.acquire() as conn:
+            return await _wait_on(conn, job_id, deadline, every, schema)
+    return await _wait_on(conn_or_pool, job_id, deadline, every, schema)
+
+
+async def _wait_on(
+    conn: Any, job_id: int, deadline: float | None, every: float, schema: str
+) -> JobInfo:
+    woken = asyncio.Event()
+    wanted = str(job_id)
+
+    def notified(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        if payload == wanted:
+            woken.set()
+
+    # LISTEN inside an open transaction takes effect only at its commit.
+    listening = hasattr(conn, "add_listener") and not conn.is_in_transaction()
+    channel = sql.finished_channel(schema)
+    if listening:
+        await conn.add_listener(channel, notified)
+    try:
+        if listening:
+            # After LISTEN: a job finishing from here on notifies, one finished before
+            # is read below.
+            await db.jobs.job_mark_awaited(conn, schema=schema, job_id=job_id)
+        while True:
+            woken.clear()
+            job = await get_job(conn, job_id, schema=schema)
+            if job is None:
+                raise VenturiError(f"job {job_id} does not exist")
+            if job.status in FINISHED:
+                return job
+            pause = every
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"job {job_id} is still {job.status}")
+                pause = min(pause, left)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(pause):
+                    await woken.wait()
+    finally:
+        if listening:
+            with contextlib.suppress(Exception):
+                await conn.remove_listener(channel, notified)

@@ -67,6 +67,8 @@ class JobSpec(msgspec.Struct, frozen=True):
     max_failures: int
     # The task's declared Backoff, stored for recovery; None: the worker's default.
     backoff: Backoff | None = None
+    # The task's unique_for: seconds a finished job still holds the key (None: none).
+    unique_for: float | None = None
 
 
 class Task(Generic[C]):
@@ -93,6 +95,9 @@ class Task(Generic[C]):
         result_ttl: float | None = None,
         cron: CronSpec | None = None,
         cron_carry: Any = None,
+        global_cap: int | None = None,
+        unique_for: float | None = None,
+        retry_on: tuple[type[BaseException], ...] | None = None,
     ) -> None:
         self.fn = fn
         self.kind = kind
@@ -111,6 +116,13 @@ class Task(Generic[C]):
         # The recurring schedule of @task(cron=...) and the carry each slot's job gets.
         self.cron = cron
         self.cron_carry = cron_carry
+        # At most this many jobs of the kind claimed across every worker together.
+        self.global_cap = global_cap
+        # Seconds a key stays held after its job finished (None: only while unfinished).
+        self.unique_for = unique_for
+        # The exceptions that are retried; any other settles the job dead at once
+        # (None: every exception is retried).
+        self.retry_on = retry_on
         self.is_async = inspect.iscoroutinefunction(fn)
         self.codec: CarryCodec[C] = CarryCodec(carry_type, kind, max_carry_bytes)
         self.__name__ = getattr(fn, "__name__", kind)
@@ -147,6 +159,7 @@ class Task(Generic[C]):
             key=key,
             max_failures=self.max_failures,
             backoff=self.backoff,
+            unique_for=self.unique_for,
         )
 
     async def enqueue(
@@ -158,32 +171,51 @@ class Task(Generic[C]):
         at: datetime | None = None,
         after: timedelta | float | None = None,
         key: str | None = None,
+        on_conflict: str = "existing",
         schema: str = DEFAULT_SCHEMA,
     ) -> int:
-        """Insert one job and return its id (an unfinished job holding ``key`` wins).
+        """Insert one job and return its id.
 
         ``conn`` is an asyncpg Connection, so the job commits or rolls back with the
         caller's transaction, or a Pool. Nothing is written if the carry is invalid.
+        A ``key`` is held by its unfinished job (and, with the task's ``unique_for``, for
+        that long after it finished); ``on_conflict`` says what an enqueue of a held key
+        does: ``existing`` returns the holder's id, ``raise`` raises
+        ``venturi.DuplicateJob``, ``replace`` gives a pending holder this carry, priority
+        and visible time (a claimed or finished holder is left alone) and returns its id.
         """
+        mode = _on_conflict(on_conflict)
         spec = self.job(carry, priority=priority, at=at, after=after, key=key)
-        return await db.jobs.job_insert(conn, schema=schema, spec=spec)
+        return await db.jobs.job_insert(conn, schema=schema, spec=spec, on_conflict=mode)
+
+
+def _on_conflict(value: object) -> str:
+    return validate.one_of(value, db.jobs.ON_CONFLICT, "on_conflict")
 
 
 async def enqueue_many(
-    conn: Conn, jobs: Iterable[JobSpec], *, schema: str = DEFAULT_SCHEMA
+    conn: Conn,
+    jobs: Iterable[JobSpec],
+    *,
+    on_conflict: str = "existing",
+    schema: str = DEFAULT_SCHEMA,
 ) -> list[int]:
     """Insert many jobs (built with ``Task.job``); ids in input order.
 
     All or nothing: one statement, or with keys one transaction (a savepoint inside the
-    caller's open transaction on a Connection). A key held by an unfinished job gives
-    that job's id, also when its holder commits while this call waits on it."""
+    caller's open transaction on a Connection). A held key (see ``Task.enqueue``) gives
+    its holder's id, also when its holder commits while this call waits on it; with
+    ``on_conflict="raise"`` it raises ``venturi.DuplicateJob`` and nothing is written,
+    with ``"replace"`` a pending holder takes the row's carry, priority and visible time
+    (a key given twice in one batch: the last row's values, one job)."""
+    mode = _on_conflict(on_conflict)
     specs = list(jobs)
     for spec in specs:
         if not isinstance(spec, JobSpec):
             raise TypeError(f"enqueue_many takes jobs built with task.job(...), got {spec!r}")
     if not specs:
         return []
-    return await db.jobs.job_insert_many(conn, schema=schema, specs=specs)
+    return await db.jobs.job_insert_many(conn, schema=schema, specs=specs, on_conflict=mode)
 
 
 def _carry_type(fn: Callable[..., Any], kind: str) -> Any:
@@ -240,6 +272,9 @@ def task(
     result_ttl: timedelta | float | None = None,
     cron: str | None = None,
     tz: str | None = None,
+    global_cap: int | None = None,
+    unique_for: timedelta | float | None = None,
+    retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
 ) -> Callable[[Handler], Task[Any]]:
     """Declare a job kind. Every argument is checked here; a bad one raises ConfigError.
 
@@ -253,6 +288,10 @@ def task(
     is how long a completed job's result stays readable (``venturi.ResultCleanup`` clears
     it after); ``cron`` (read in time zone ``tz``, default UTC) enqueues the task on a
     schedule, run by ``venturi.CronScheduler``, with a carry built with no arguments.
+    ``global_cap`` bounds the jobs of the kind claimed across every worker together
+    (``cap`` bounds one worker's); ``unique_for`` keeps a key held for that long after
+    its job finished; ``retry_on`` names the exceptions that are retried (any other
+    settles the job dead at once; default: every exception is retried).
     """
     if not isinstance(kind, str) or not kind or len(kind) > 200 or kind != kind.strip():
         raise ConfigError(
@@ -279,6 +318,9 @@ def task(
     if tz is not None and cron is None:
         raise ConfigError("tz applies to a cron schedule: pass cron= too")
     cron_spec = None if cron is None else CronSpec(cron, tz)
+    global_cap_n = None if global_cap is None else _positive_int(global_cap, "global_cap")
+    unique_s = None if unique_for is None else seconds(unique_for, "unique_for")
+    retry_types = None if retry_on is None else validate.exception_types(retry_on, "retry_on")
 
     def decorate(fn: Handler) -> Task[Any]:
         if not callable(fn):
@@ -305,6 +347,9 @@ def task(
             ttl_s,
             cron_spec,
             None if cron_spec is None else default_cron_carry(carry_type, kind),
+            global_cap=global_cap_n,
+            unique_for=unique_s,
+            retry_on=retry_types,
         )
         if cron_spec is not None:
             # The default carry must also pass the task's own checks (type, size).

@@ -44,6 +44,12 @@ def channel(schema: str) -> str:
     return f"{validate_schema(schema)}_pending"
 
 
+def finished_channel(schema: str) -> str:
+    """The channel on which a schema announces the id of a job that ``venturi.wait`` waits
+    for once it finished (short enough, like ``channel``, for 63 bytes)."""
+    return f"{validate_schema(schema)}_done"
+
+
 @functools.cache
 def _env() -> jinja2.Environment:
     root = resources.files("venturi") / "sql_templates"
@@ -59,7 +65,11 @@ def _env() -> jinja2.Environment:
 
 def _render(template: str, schema: str) -> str:
     validate_schema(schema)
-    text = _env().get_template(template).render(s=f'"{schema}"', channel=channel(schema))
+    text = (
+        _env()
+        .get_template(template)
+        .render(s=f'"{schema}"', channel=channel(schema), finished_channel=finished_channel(schema))
+    )
     # A marker that survived rendering means a template bug; refuse to hand it to Postgres.
     if "{{" in text or "{%" in text or "{#" in text:
         raise RuntimeError(f"unrendered template marker left in {template}")

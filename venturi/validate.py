@@ -76,3 +76,13 @@ def seconds(value: timedelta | float | int, knob: str, *, allow_zero: bool = Fal
         bound = "non-negative" if allow_zero else "positive"
         raise ConfigError(f"{knob} must be {bound}, got {value!r}")
     return secs
+
+
+def exception_types(value: Any, knob: str) -> tuple[type[BaseException], ...]:
+    """An exception class or a non-empty tuple of them, as ``except`` takes them."""
+    types = value if isinstance(value, tuple) else (value,)
+    if not types or not all(isinstance(t, type) and issubclass(t, BaseException) for t in types):
+        raise ConfigError(
+            f"{knob} must be an exception class or a non-empty tuple of them, got {value!r}"
+        )
+    return types

@@ -51,7 +51,10 @@ CREATE TABLE IF NOT EXISTS "billing_jobs".jobs (
     backoff_base     float8,
     backoff_factor   float8,
     backoff_cap      float8,
-    backoff_jitter   boolean
+    backoff_jitter   boolean,
+    -- Set by venturi.wait() on the job it waits for: the job notifies when it finishes
+    -- (jobs_notify_finished). NULL on every other job.
+    awaited          boolean
 );
 
 -- Every claim and settlement leaves a dead row version behind, and a bulk enqueue
@@ -116,6 +119,82 @@ CREATE TRIGGER jobs_notify_update
     WHEN (NEW.status = 'pending')
     EXECUTE FUNCTION "billing_jobs".notify_pending_row();
 
+-- A waited-for job (venturi.wait) that reaches completed, dead or cancelled notifies its
+-- id. Every other job fails the WHEN at once: no function call, no notification.
+CREATE OR REPLACE FUNCTION "billing_jobs".notify_finished() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('billing_jobs_done', NEW.id::text);
+    RETURN NULL;
+END
+$$;
+
+DROP TRIGGER IF EXISTS jobs_notify_finished ON "billing_jobs".jobs;
+CREATE TRIGGER jobs_notify_finished
+    AFTER UPDATE ON "billing_jobs".jobs
+    FOR EACH ROW
+    WHEN (NEW.awaited AND NEW.status IN ('completed', 'dead', 'cancelled'))
+    EXECUTE FUNCTION "billing_jobs".notify_finished();
+
+-- Global caps (@venturi.task(global_cap=N)): a claim of a capped kind, in one statement
+-- (job_claim_capped calls it). The kind's advisory lock serializes its claims until
+-- commit; the count of its claimed rows is then read in a snapshot taken after the lock,
+-- so racing workers never claim more than the cap together. A released, recovered or
+-- settled job is no longer claimed, so it frees its place at once.
+CREATE OR REPLACE FUNCTION "billing_jobs".claim_capped(
+    p_claimed_by text, p_kind text, p_lease float8, p_limit integer, p_cap integer,
+    p_token uuid)
+RETURNS TABLE (id bigint, kind text, priority smallint, carry text, attempt integer,
+               failures integer, max_failures integer, created_at timestamptz,
+               visible_at timestamptz, claim_expires_at timestamptz, waited float8,
+               held integer)
+LANGUAGE plpgsql VOLATILE AS $$
+#variable_conflict use_column
+BEGIN
+    -- Held until the caller's transaction commits: the kind's claims take turns.
+    PERFORM pg_advisory_xact_lock(hashtextextended('venturi cap "billing_jobs" ' || p_kind, 0));
+    -- A new statement, so a new snapshot (a VOLATILE function under READ COMMITTED):
+    -- taken after the lock, it sees every claim of the kind committed before it.
+    RETURN QUERY
+    WITH counted AS (
+        SELECT count(*)::integer AS n FROM "billing_jobs".jobs j
+        WHERE j.status = 'claimed' AND j.kind = p_kind
+    ),
+    candidates AS (
+        SELECT j.id FROM "billing_jobs".jobs j
+        WHERE j.status = 'pending'
+          AND j.kind = p_kind
+          AND j.visible_at <= now()
+          AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = p_kind)
+        ORDER BY j.priority, j.created_at, j.id
+        LIMIT greatest(0, least(p_limit, p_cap - (SELECT n FROM counted)))
+        FOR UPDATE SKIP LOCKED
+    ),
+    claimed AS (
+        UPDATE "billing_jobs".jobs j
+        SET status = 'claimed',
+            claimed_by = p_claimed_by,
+            claim_token = p_token,
+            claimed_at = now(),
+            attempt = j.attempt + 1,
+            claim_expires_at = now() + make_interval(secs => p_lease)
+        FROM candidates c
+        WHERE j.id = c.id
+        RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt, j.failures,
+                  j.max_failures, j.created_at, j.visible_at, j.claim_expires_at,
+                  extract(epoch FROM now() - j.visible_at)::float8 AS waited
+    )
+    SELECT c.id, c.kind, c.priority, c.carry, c.attempt, c.failures, c.max_failures,
+           c.created_at, c.visible_at, c.claim_expires_at, c.waited, NULL::integer
+    FROM claimed c
+    UNION ALL
+    -- How many of the kind are claimed once this commits: a full cap makes the worker
+    -- leave the kind alone for a while.
+    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+           (SELECT n FROM counted) + (SELECT count(*) FROM claimed)::integer;
+END
+$$;
+
 -- Kinds an operator paused (`venturi kinds pause`): every worker leaves them out of its
 -- claim until resumed.
 CREATE TABLE IF NOT EXISTS "billing_jobs".paused_kinds (
@@ -162,5 +241,6 @@ INSERT INTO "billing_jobs".schema_version (version, name) VALUES
     (5, 'rate_limits'),
     (6, 'queue_autovacuum'),
     (7, 'claim_token_backoff'),
-    (8, 'dashboard_indexes')
+    (8, 'dashboard_indexes'),
+    (9, 'caps_and_waits')
 ON CONFLICT (version) DO NOTHING;

@@ -322,6 +322,27 @@ SELECT true, id, kind, NULL, NULL, attempt, failures, max_failures, NULL, NULL, 
        coalesce(claimed_by, '?')
 FROM recovered;
 
+-- job_claim_capped: claim up to $4 jobs of one kind with a global cap, so that at most $5
+-- jobs of the kind are claimed across every worker together, in one statement: the
+-- schema's claim_capped function takes the kind's advisory cap lock (held to commit),
+-- then counts the kind's claimed rows in a snapshot taken after it and claims within
+-- the room left. A released, recovered or settled job is no longer claimed, so it frees
+-- its place. The rows with an id are the claimed jobs; one more row, without an id,
+-- says how many of the kind are claimed once this commits (held).
+-- $1 text claimed_by: identity stamped on every claimed row (host:pid), for diagnostics
+-- $2 text kind: the capped kind
+-- $3 float8 lease: its lease in seconds
+-- $4 integer claim_limit: this worker's free slots for the kind
+-- $5 integer global_cap: most jobs of the kind claimed at once across every worker
+-- $6 uuid claim_token: this worker run's ownership token, stamped on claims
+-- index: jobs_stale_idx (claimed rows, to count: few, at most every worker's slots);
+-- jobs_next_visible_idx or jobs_claim_idx for the kind's pending rows.
+PREPARE venturi_job_claim_capped(text, text, float8, integer, integer, uuid) AS
+SELECT id, kind, priority, carry, attempt, failures, max_failures, created_at, visible_at,
+       claim_expires_at, waited, held
+FROM "venturi".claim_capped($1::text, $2::text, $3::float8, $4::integer, $5::integer,
+                          $6::uuid);
+
 -- job_claims_by_worker: the workers holding claims now (from claimed_by), with how many,
 -- of which kinds, since when, and how many of those claims have expired (`venturi top`).
 -- index: jobs_stale_idx WHERE status = 'claimed'.
@@ -449,9 +470,10 @@ WHERE kind = ANY($1::text[])
 -- $5 text error: what went wrong (message and traceback), kept as last_error
 -- $6 text carry: the carry to keep (NULL: keep the pre-run carry)
 -- $7 float8 delay: seconds before the job is visible again
--- $8 boolean force_dead: settle dead now (failures_to_dead) instead of retrying
+-- $8 boolean force_dead: settle dead now (failures_to_dead, retry_on) instead of retrying
+-- $9 text dead_reason: the dead entry's detail when $8 (NULL: the failures_to_dead one)
 -- index: primary key.
-PREPARE venturi_job_fail_if_owned(uuid, bigint, integer, text, text, text, float8, boolean) AS
+PREPARE venturi_job_fail_if_owned(uuid, bigint, integer, text, text, text, float8, boolean, text) AS
 WITH settled AS (
     UPDATE "venturi".jobs j
     SET failures = j.failures + 1,
@@ -475,7 +497,7 @@ journaled AS (
     SELECT id, now(), $4, attempt, claimed_by, $5 FROM settled
     UNION ALL
     SELECT id, now(), 'dead', attempt, claimed_by,
-           CASE WHEN $8 THEN 'failures_to_dead: a failed execution settles dead'
+           CASE WHEN $8 THEN coalesce($9::text, 'failures_to_dead: a failed execution settles dead')
                 ELSE 'failure backstop reached (' || failures || ' of ' || max_failures || ')'
            END
     FROM settled WHERE status = 'dead'
@@ -544,7 +566,11 @@ WHERE ($1::text IS NULL OR status = $1::text)
 ORDER BY id DESC
 LIMIT $5::integer;
 
--- job_insert: enqueue one job, or return the unfinished job that already holds its key.
+-- job_insert: enqueue one job, or find the job that holds its key: the unfinished one, or
+-- (with unique_for) one that finished less than unique_for seconds ago. With replace, a
+-- pending holder takes this enqueue's carry, priority and visible time; a claimed or
+-- finished holder is left alone. Returns the id and the outcome: inserted, replaced,
+-- pending or claimed (the unfinished holder, left as it was), finished (a recent one).
 -- $1 text kind: the task kind
 -- $2 text carry: msgspec-encoded JSON, validated by the caller
 -- $3 smallint priority: 0 HIGH, 1 NORMAL, 2 LOW
@@ -556,28 +582,63 @@ LIMIT $5::integer;
 -- $9 float8 backoff_factor: its growth per failure
 -- $10 float8 backoff_cap: its longest delay in seconds
 -- $11 boolean backoff_jitter: whether it is half-jittered
--- index: jobs_key_idx is the ON CONFLICT arbiter and finds the existing job.
-PREPARE venturi_job_insert(text, text, smallint, timestamptz, float8, text, integer, float8, float8, float8, boolean) AS
-WITH inserted AS (
+-- $12 float8 unique_for: seconds a finished job still holds its key (NULL: none)
+-- $13 boolean replace: a pending holder takes $2, $3 and the visible time of $4/$5
+-- index: jobs_key_idx is the ON CONFLICT arbiter and finds the unfinished holder;
+-- jobs_key_search_idx finds a recently finished one.
+PREPARE venturi_job_insert(text, text, smallint, timestamptz, float8, text, integer, float8, float8, float8, boolean, float8, boolean) AS
+WITH recent AS (
+    SELECT id FROM "venturi".jobs
+    WHERE $12::float8 IS NOT NULL AND $6::text IS NOT NULL AND key = $6 AND kind = $1
+      AND finished_at > now() - make_interval(secs => $12::float8)
+    ORDER BY finished_at DESC
+    LIMIT 1
+),
+inserted AS (
     INSERT INTO "venturi".jobs (kind, carry, priority, visible_at, key, max_failures,
                               backoff_base, backoff_factor, backoff_cap, backoff_jitter)
-    VALUES ($1, $2::jsonb, $3::smallint,
-            coalesce($4::timestamptz, now() + make_interval(secs => coalesce($5::float8, 0))),
-            $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean)
+    SELECT $1, $2::jsonb, $3::smallint,
+           coalesce($4::timestamptz, now() + make_interval(secs => coalesce($5::float8, 0))),
+           $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean
+    WHERE NOT EXISTS (SELECT 1 FROM recent)
     ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed')
     DO NOTHING
     RETURNING id
-)
-SELECT id FROM inserted
-UNION ALL
+),
 -- Reached only on a key conflict. A conflicting row committed after this statement's
 -- snapshot is invisible here; the caller then runs the statement again.
-SELECT id FROM "venturi".jobs
-WHERE $6::text IS NOT NULL AND kind = $1 AND key = $6 AND status IN ('pending', 'claimed')
+holder AS (
+    SELECT id, status FROM "venturi".jobs
+    WHERE $6::text IS NOT NULL AND kind = $1 AND key = $6 AND status IN ('pending', 'claimed')
+    LIMIT 1
+),
+replaced AS (
+    -- A claim that locked the holder first wins: this waits for it, then finds the row
+    -- claimed and leaves it alone.
+    UPDATE "venturi".jobs j
+    SET carry = $2::jsonb, priority = $3::smallint,
+        visible_at = coalesce($4::timestamptz,
+                              now() + make_interval(secs => coalesce($5::float8, 0)))
+    FROM holder
+    WHERE $13::boolean AND j.id = holder.id AND j.status = 'pending'
+      AND NOT EXISTS (SELECT 1 FROM inserted)
+    RETURNING j.id
+)
+SELECT id, outcome FROM (
+    SELECT id, 'inserted' AS outcome, 1 AS rank FROM inserted
+    UNION ALL
+    SELECT h.id, CASE WHEN r.id IS NOT NULL THEN 'replaced' ELSE h.status END, 2
+    FROM holder h LEFT JOIN replaced r ON r.id = h.id
+    UNION ALL
+    SELECT id, 'finished', 3 FROM recent
+) found
+ORDER BY rank
 LIMIT 1;
 
 -- job_insert_many: enqueue many jobs in one statement; returns one id per input row, in
--- input order (an existing unfinished job's id where a key was already held). The id is
+-- input order, with its outcome: inserted; batch (an earlier row of this batch holds the
+-- key); replaced, pending or claimed (the key's unfinished holder, replaced when $13 and
+-- pending); finished (with unique_for, a job of the key finished within it). The id is
 -- NULL where the key's holder committed after this statement's snapshot (it waited on
 -- the holder's transaction): the caller runs the statement again for those rows, in the
 -- same transaction, and the next snapshot sees the holder.
@@ -592,16 +653,30 @@ LIMIT 1;
 -- $9 float8[] backoff_factors: its growth per failure
 -- $10 float8[] backoff_caps: its longest delay in seconds
 -- $11 boolean[] backoff_jitters: whether it is half-jittered
--- index: jobs_key_idx (arbiter and lookup of existing keys).
-PREPARE venturi_job_insert_many(text[], text[], smallint[], timestamptz[], float8[], text[], integer[], float8[], float8[], float8[], boolean[]) AS
+-- $12 float8[] unique_fors: seconds a finished job still holds the row's key (NULL: none)
+-- $13 boolean replace: a pending holder takes the row's carry, priority and visible time
+-- (the caller sends each key once when it replaces)
+-- index: jobs_key_idx (arbiter and lookup of unfinished holders); jobs_key_search_idx
+-- (recently finished holders).
+PREPARE venturi_job_insert_many(text[], text[], smallint[], timestamptz[], float8[], text[], integer[], float8[], float8[], float8[], boolean[], float8[], boolean) AS
 WITH input AS (
     -- Ids are drawn up front so that each input row can be matched to what was inserted.
     SELECT nextval(pg_get_serial_sequence('"venturi".jobs', 'id')) AS id, u.*
     FROM unnest($1::text[], $2::text[], $3::smallint[], $4::timestamptz[], $5::float8[],
                 $6::text[], $7::integer[], $8::float8[], $9::float8[], $10::float8[],
-                $11::boolean[])
+                $11::boolean[], $12::float8[])
          WITH ORDINALITY AS u(kind, carry, priority, at, after, key, max_failures,
-                              backoff_base, backoff_factor, backoff_cap, backoff_jitter, ord)
+                              backoff_base, backoff_factor, backoff_cap, backoff_jitter,
+                              unique_for, ord)
+),
+recent AS (
+    SELECT DISTINCT ON (input.ord) input.ord, j.id
+    FROM input
+    JOIN "venturi".jobs j
+      ON input.key IS NOT NULL AND input.unique_for IS NOT NULL
+     AND j.key = input.key AND j.kind = input.kind
+     AND j.finished_at > now() - make_interval(secs => input.unique_for)
+    ORDER BY input.ord, j.finished_at DESC
 ),
 inserted AS (
     INSERT INTO "venturi".jobs (id, kind, carry, priority, visible_at, key, max_failures,
@@ -610,23 +685,43 @@ inserted AS (
            coalesce(at, now() + make_interval(secs => coalesce(after, 0))), key, max_failures,
            backoff_base, backoff_factor, backoff_cap, backoff_jitter
     FROM input
+    WHERE NOT EXISTS (SELECT 1 FROM recent WHERE recent.ord = input.ord)
     ORDER BY ord
     ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed')
     DO NOTHING
     RETURNING id, kind, key
+),
+replaced AS (
+    -- A claim that locked the holder first wins: this waits for it, then finds the row
+    -- claimed and leaves it alone.
+    UPDATE "venturi".jobs j
+    SET carry = input.carry::jsonb, priority = input.priority,
+        visible_at = coalesce(input.at, now() + make_interval(secs => coalesce(input.after, 0)))
+    FROM input
+    WHERE $13::boolean AND input.key IS NOT NULL
+      AND j.kind = input.kind AND j.key = input.key AND j.status = 'pending'
+    RETURNING j.id
 )
-SELECT coalesce(mine.id, same_batch.id, existing.id) AS id
+SELECT coalesce(mine.id, same_batch.id, existing.id, recent.id) AS id,
+       CASE WHEN mine.id IS NOT NULL THEN 'inserted'
+            WHEN same_batch.id IS NOT NULL THEN 'batch'
+            WHEN existing.id IS NOT NULL THEN
+                CASE WHEN existing.id IN (SELECT id FROM replaced) THEN 'replaced'
+                     ELSE existing.status END
+            WHEN recent.id IS NOT NULL THEN 'finished'
+       END AS outcome
 FROM input
 LEFT JOIN inserted mine ON mine.id = input.id
 -- Two rows of one batch with the same key: the later one gets the earlier one's id.
 LEFT JOIN inserted same_batch
        ON input.key IS NOT NULL AND same_batch.kind = input.kind AND same_batch.key = input.key
 LEFT JOIN LATERAL (
-    SELECT j.id FROM "venturi".jobs j
+    SELECT j.id, j.status FROM "venturi".jobs j
     WHERE input.key IS NOT NULL AND j.kind = input.kind AND j.key = input.key
       AND j.status IN ('pending', 'claimed')
     LIMIT 1
 ) existing ON true
+LEFT JOIN recent ON recent.ord = input.ord
 ORDER BY input.ord;
 
 -- job_insert_many_unkeyed: enqueue many jobs that carry no de-duplication key, in one
@@ -699,6 +794,16 @@ LIMIT $1::integer;
 -- index: none (a sequential scan); for test databases.
 PREPARE venturi_job_list_claimed_by(text) AS
 SELECT id FROM "venturi".jobs WHERE claimed_by = $1::text ORDER BY id;
+
+-- job_mark_awaited: venturi.wait() marks the unfinished job it waits for, so that it
+-- notifies the finished channel when it finishes (jobs_notify_finished). A finished job
+-- is left alone: the waiter reads it next.
+-- $1 bigint id: the job waited for
+-- index: primary key.
+PREPARE venturi_job_mark_awaited(bigint) AS
+UPDATE "venturi".jobs
+SET awaited = true
+WHERE id = $1::bigint AND status IN ('pending', 'claimed') AND awaited IS NOT TRUE;
 
 -- job_next_visible_at: when the nearest pending job of these kinds is or becomes
 -- claimable (NULL: none), so an idle worker wakes exactly then. A time already past is
@@ -1110,6 +1215,43 @@ LEFT JOIN "venturi".jobs j ON j.id = input.id
 LEFT JOIN moved m ON m.id = input.id
 ORDER BY input.id;
 
+-- job_set_priority_many_if_pending: an operator's re-prioritisation: pending jobs take
+-- priority $2, journaled as released (not a failure) with the operator and the change.
+-- Returns one row per distinct input id with its status and priority before and whether
+-- it changed (a job already at $2 is left as it is, unjournaled).
+-- $1 bigint[] ids: the jobs
+-- $2 smallint priority: 0 HIGH, 1 NORMAL, 2 LOW
+-- $3 text operator: who asked, for the journal's worker column
+-- $4 text detail: the journal entry's detail, followed by the priority before
+-- index: primary key.
+PREPARE venturi_job_set_priority_many_if_pending(bigint[], smallint, text, text) AS
+WITH input AS (
+    SELECT DISTINCT unnest($1::bigint[]) AS id
+),
+moved AS (
+    UPDATE "venturi".jobs j
+    SET priority = $2::smallint
+    FROM input
+    WHERE j.id = input.id AND j.status = 'pending' AND j.priority <> $2::smallint
+    RETURNING j.id, j.attempt
+),
+journaled AS (
+    INSERT INTO "venturi".journal (job_id, at, event, attempt, worker, detail)
+    SELECT m.id, now(), 'released', m.attempt, $3::text,
+           $4::text || ' (was ' || CASE b.priority WHEN 0 THEN 'high' WHEN 1 THEN 'normal'
+                                                   ELSE 'low' END || ')'
+    FROM moved m
+    -- Read from the statement's snapshot: the priority before.
+    JOIN "venturi".jobs b ON b.id = m.id
+)
+-- Read from the statement's snapshot: status and priority are the ones before.
+SELECT input.id, j.kind, j.status AS was, j.priority AS was_priority,
+       m.id IS NOT NULL AS moved
+FROM input
+LEFT JOIN "venturi".jobs j ON j.id = input.id
+LEFT JOIN moved m ON m.id = input.id
+ORDER BY input.id;
+
 -- job_stats: per kind: jobs in each status, the oldest due job's wait, completions in the
 -- last $2 seconds and failures journaled in the last $3 seconds (`venturi stats`).
 -- $1 text manual_detail: the journal detail of an operator's retry, not counted a failure
@@ -1259,6 +1401,34 @@ LEFT JOIN recent r ON r.kind = k.kind
 LEFT JOIN dead d ON d.kind = k.kind
 LEFT JOIN failures x ON x.kind = k.kind
 ORDER BY k.kind;
+
+-- job_undo_insert_if_key_finished: after an enqueue with unique_for inserted jobs, in
+-- the same transaction, delete each inserted job whose key's holder finished within
+-- unique_for after all, and return it with that holder. The insert cannot see it: a
+-- holder completing while the insert waits on its key ends the conflict, and the
+-- insert's snapshot is older than the completion. This statement's snapshot is newer.
+-- $1 bigint[] ids: the jobs just inserted (uncommitted, so no worker has seen them)
+-- $2 text[] kinds: their kinds
+-- $3 text[] keys: their keys
+-- $4 float8[] unique_fors: their tasks' unique_for in seconds
+-- index: jobs_key_search_idx (the key's finished jobs); primary key for the delete.
+PREPARE venturi_job_undo_insert_if_key_finished(bigint[], text[], text[], float8[]) AS
+WITH found AS (
+    SELECT input.id, holder.id AS holder
+    FROM unnest($1::bigint[], $2::text[], $3::text[], $4::float8[])
+         AS input(id, kind, key, unique_for)
+    JOIN LATERAL (
+        SELECT j.id FROM "venturi".jobs j
+        WHERE j.key = input.key AND j.kind = input.kind AND j.id <> input.id
+          AND j.finished_at > now() - make_interval(secs => input.unique_for)
+        ORDER BY j.finished_at DESC
+        LIMIT 1
+    ) holder ON true
+),
+deleted AS (
+    DELETE FROM "venturi".jobs j USING found WHERE j.id = found.id
+)
+SELECT id, holder FROM found;
 
 -- journal_get: a job's written history, oldest first; the routine enqueued / claimed /
 -- completed entries are read off the job row by the caller and merged in.

@@ -222,10 +222,11 @@ def test_schema_name_validation_matches_the_rule_everywhere(name: Any) -> None:
 
 
 def _normalized(text: str, name: str) -> str:
-    """The rendering with the schema name's three sanctioned spellings replaced."""
+    """The rendering with the schema name's four sanctioned spellings replaced."""
     return (
         text.replace(f'"{name}"', '"<S>"')
         .replace(f"'{name}_pending'", "'<S>_pending'")
+        .replace(f"'{name}_done'", "'<S>_done'")
         .replace(f"PREPARE {name}_", "PREPARE <S>_")
     )
 
@@ -237,6 +238,6 @@ DEFAULT = {part: _normalized(sql.render("venturi", part), "venturi") for part in
 @settings(max_examples=100, deadline=None)
 def test_a_valid_name_appears_only_as_a_quoted_identifier(name: str, part: str) -> None:
     """Rendering for any valid name differs from the default rendering only where the
-    schema is named: quoted, in the channel literal and in PREPARE names."""
+    schema is named: quoted, in the channel literals and in PREPARE names."""
     assume(name != "venturi")
     assert _normalized(sql.render(name, part), name) == DEFAULT[part]

@@ -22,12 +22,25 @@ async def _catalog(conn: asyncpg.Connection, schema: str) -> list[tuple[str, ...
         UNION ALL
         SELECT 'trigger', event_object_table, trigger_name, event_manipulation, action_timing, ''
         FROM information_schema.triggers WHERE trigger_schema = $1
+        UNION ALL
+        SELECT 'function', p.proname, pg_get_function_arguments(p.oid),
+               pg_get_function_result(p.oid), p.prosrc, ''
+        FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1
         ORDER BY 1, 2, 3, 4
         """,
         schema,
     )
     # Index definitions name their schema; compare shapes, not names.
-    return [tuple(str(v).replace(f"{schema}.", "<schema>.") for v in r) for r in rows]
+    return [
+        tuple(
+            str(v)
+            .replace(f'"{schema}"', "<schema>")
+            .replace(f"{schema}.", "<schema>.")
+            .replace(f"'{schema}_", "'<schema>_")
+            for v in r
+        )
+        for r in rows
+    ]
 
 
 async def test_apply_twice_changes_nothing(empty_dsn: str) -> None:

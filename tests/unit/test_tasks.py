@@ -20,10 +20,12 @@ def test_public_api_is_small_and_explicit() -> None:
         [
             "Alerts",
             "Backoff",
+            "ClaimLost",
             "ConfigError",
             "ConnectError",
             "Context",
             "CronScheduler",
+            "DuplicateJob",
             "JobInfo",
             "JobMeta",
             "JournalEntry",
@@ -39,6 +41,7 @@ def test_public_api_is_small_and_explicit() -> None:
             "WorkerGroup",
             "complete",
             "dead",
+            "delete_job",
             "enqueue_many",
             "get_job",
             "get_journal",
@@ -47,6 +50,7 @@ def test_public_api_is_small_and_explicit() -> None:
             "retry",
             "schedule",
             "task",
+            "wait",
         ]
     )
     for name in venturi.__all__:

@@ -1,4 +1,4 @@
-"""``venturi jobs``: list, show, retry and cancel jobs."""
+"""``venturi jobs``: list, show, retry, cancel, delete, run now and re-prioritise jobs."""
 
 from __future__ import annotations
 
@@ -130,3 +130,62 @@ def jobs_cancel(
         as_json,
         f"cancelled {cancelled}, asked {asked} running to stop, refused {refused}",
     )
+
+
+@jobs_app.command("delete")
+def jobs_delete(
+    ids: IdsArgument,
+    as_json: JsonOption = False,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """Delete jobs and their journal; a claimed job is refused (cancel it first). Each
+    deletion is logged with the operator. Exit 2 if any job was refused."""
+    from venturi import admin
+
+    target = _need_dsn(dsn)
+    changes = _admin_run(target, schema, lambda c: admin.delete_jobs(c, ids, schema=schema))
+    done = sum(c.done for c in changes)
+    _report(changes, as_json, f"deleted {done} of {len(changes)} job(s)")
+
+
+@jobs_app.command("run-now")
+def jobs_run_now(
+    ids: IdsArgument,
+    as_json: JsonOption = False,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """Make pending jobs scheduled for later visible now and wake the workers of their
+    kinds (journaled released: run now). Exit 2 if any job was refused."""
+    from venturi import admin
+
+    target = _need_dsn(dsn)
+    changes = _admin_run(target, schema, lambda c: admin.run_now_jobs(c, ids, schema=schema))
+    done = sum(c.done for c in changes)
+    _report(changes, as_json, f"made {done} of {len(changes)} job(s) visible now")
+
+
+@jobs_app.command("set-priority")
+def jobs_set_priority(
+    job_id: Annotated[int, typer.Argument(metavar="ID", help="The job id.")],
+    priority: Annotated[str, typer.Argument(metavar="PRIORITY", help="high, normal or low.")],
+    as_json: JsonOption = False,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """Set a pending job's priority (journaled released, with the priority before).
+    Exit 2 if the job was refused."""
+    from venturi import admin
+    from venturi.errors import ConfigError
+
+    try:
+        tier = admin.parse_priority(priority)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    target = _need_dsn(dsn)
+    changes = _admin_run(
+        target, schema, lambda c: admin.set_priority(c, [job_id], tier, schema=schema)
+    )
+    done = sum(c.done for c in changes)
+    _report(changes, as_json, f"set the priority of {done} of {len(changes)} job(s)")

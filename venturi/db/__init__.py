@@ -8,6 +8,7 @@ what the driver raises; ``connect`` opens connections; ``schema`` applies migrat
 
 from venturi.db import (
     alerts,
+    caps,
     conn,
     connect,
     dashboard,
@@ -27,6 +28,7 @@ from venturi.db.jobs import Claimant
 __all__ = [
     "Claimant",
     "alerts",
+    "caps",
     "conn",
     "connect",
     "dashboard",

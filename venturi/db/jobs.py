@@ -19,6 +19,7 @@ from venturi.backoff import Backoff
 from venturi.db.conn import Conn, Record
 from venturi.db.connect import transaction
 from venturi.db.schema import needs_schema
+from venturi.errors import ConfigError, DuplicateJob
 
 
 class NewJob(Protocol):
@@ -48,6 +49,9 @@ class NewJob(Protocol):
     @property
     def backoff(self) -> Backoff | None: ...
 
+    @property
+    def unique_for(self) -> float | None: ...
+
 
 @dataclass(frozen=True)
 class Claimant:
@@ -67,9 +71,17 @@ def _backoff_args(spec: NewJob) -> tuple[float | None, float | None, float | Non
     return (None, None, None, None) if b is None else (b.base, b.factor, b.cap, b.jitter)
 
 
+ON_CONFLICT = ("existing", "raise", "replace")
+
+
 @needs_schema
-async def job_insert(conn: Conn, *, schema: str, spec: NewJob) -> int:
-    """Insert one job (or find the unfinished holder of its key); its id."""
+async def job_insert(
+    conn: Conn, *, schema: str, spec: NewJob, on_conflict: str = "existing"
+) -> int:
+    """Insert one job, or find the holder of its key (unfinished, or finished within the
+    spec's ``unique_for``); its id. ``on_conflict``: ``existing`` returns the holder,
+    ``raise`` raises ``DuplicateJob``, ``replace`` also gives a pending holder this
+    spec's carry, priority and visible time (a claimed or finished one is left alone)."""
     text = sql.statement("job_insert", schema)
     args = (
         spec.kind,
@@ -80,13 +92,49 @@ async def job_insert(conn: Conn, *, schema: str, spec: NewJob) -> int:
         spec.key,
         spec.max_failures,
         *_backoff_args(spec),
+        spec.unique_for,
+        on_conflict == "replace",
     )
-    # A None answer means the key's holder committed after our snapshot; try again.
+    # No row means the key's holder committed after our snapshot; try again.
     for _ in range(5):
-        job_id = await conn.fetchval(text, *args)
-        if job_id is not None:
-            return int(job_id)
+        if spec.unique_for is not None and spec.key is not None:
+            # The insert and its check in one transaction (a savepoint inside the
+            # caller's), so that a job undone is never seen.
+            async with transaction(conn) as tx:
+                row = await tx.fetchrow(text, *args)
+                if row is not None and row["outcome"] == "inserted":
+                    undone = await job_undo_insert_if_key_finished(
+                        tx, schema=schema, specs=[spec], ids=[int(row["id"])]
+                    )
+                    if undone:
+                        row = {"id": undone[int(row["id"])], "outcome": "finished"}
+        else:
+            row = await conn.fetchrow(text, *args)
+        if row is not None:
+            _check_conflict(spec, int(row["id"]), row["outcome"], on_conflict)
+            return int(row["id"])
     raise RuntimeError(f"could not enqueue {spec.kind!r} with key {spec.key!r}: key kept changing")
+
+
+async def job_undo_insert_if_key_finished(
+    conn: Conn, *, schema: str, specs: Sequence[NewJob], ids: Sequence[int]
+) -> dict[int, int]:
+    """Delete the jobs just inserted (``ids``, of ``specs``, in this transaction) whose
+    key's holder finished within their ``unique_for`` after all; inserted id -> holder."""
+    rows = await conn.fetch(
+        sql.statement("job_undo_insert_if_key_finished", schema),
+        list(ids),
+        [s.kind for s in specs],
+        [s.key for s in specs],
+        [s.unique_for for s in specs],
+    )
+    return {int(r["id"]): int(r["holder"]) for r in rows}
+
+
+def _check_conflict(spec: NewJob, job_id: int, outcome: str, on_conflict: str) -> None:
+    if on_conflict == "raise" and outcome != "inserted":
+        assert spec.key is not None
+        raise DuplicateJob(job_id, spec.kind, spec.key)
 
 
 def _backoff_arrays(specs: Sequence[NewJob]) -> list[list[Any]]:
@@ -95,11 +143,37 @@ def _backoff_arrays(specs: Sequence[NewJob]) -> list[list[Any]]:
     return [[r[i] for r in rows] for i in range(4)]
 
 
+def _same_key(specs: Sequence[NewJob], on_conflict: str) -> tuple[list[NewJob], dict[int, int]]:
+    """The specs to send and, for rows whose key an earlier row of the batch holds, the
+    index of that row (``replace``: sent once, with the last row's values)."""
+    first: dict[tuple[str, str], int] = {}
+    sent = list(specs)
+    alias: dict[int, int] = {}
+    for i, s in enumerate(specs):
+        if s.key is None:
+            continue
+        held = first.setdefault((s.kind, s.key), i)
+        if held == i:
+            continue
+        if on_conflict == "raise":
+            raise ConfigError(
+                f"enqueue_many: key {s.key!r} of kind {s.kind!r} appears more than once in "
+                "the batch (on_conflict='raise')"
+            )
+        if on_conflict == "replace":
+            alias[i] = held
+            sent[held] = s
+    return sent, alias
+
+
 @needs_schema
-async def job_insert_many(conn: Any, *, schema: str, specs: Sequence[NewJob]) -> list[int]:
+async def job_insert_many(
+    conn: Any, *, schema: str, specs: Sequence[NewJob], on_conflict: str = "existing"
+) -> list[int]:
     """Insert jobs all or nothing; their ids in input order. Without keys this is one
     ``job_insert_many_unkeyed``; with keys, ``job_insert_many`` in a transaction (a
-    savepoint inside the caller's), run again for the rows whose key holder moved."""
+    savepoint inside the caller's), run again for the rows whose key holder moved.
+    ``on_conflict`` as for ``job_insert``; ``raise`` rolls the whole batch back."""
     if all(s.key is None for s in specs):
         # One statement: all or nothing by itself, and no key to wait on.
         rows = await conn.fetch(
@@ -114,29 +188,56 @@ async def job_insert_many(conn: Any, *, schema: str, specs: Sequence[NewJob]) ->
         )
         # Ascending ids are input order (see the statement's header).
         return sorted(int(r["id"]) for r in rows)
+    sent, alias = _same_key(specs, on_conflict)
     # A key whose holder commits while the statement waits on it comes back without an
     # id; the statement runs again for those rows. The batch is one transaction, so a
-    # batch that cannot finish leaves nothing behind.
+    # batch that cannot finish (or raises DuplicateJob) leaves nothing behind.
     async with transaction(conn) as tx:
         text = sql.statement("job_insert_many", schema)
         ids: list[int | None] = [None] * len(specs)
-        todo = list(range(len(specs)))
+        # Rows inserted with unique_for, checked once all are in (see job_insert).
+        windowed: list[int] = []
+        todo = [i for i in range(len(specs)) if i not in alias]
         for _ in range(5):
             rows = await tx.fetch(
                 text,
-                [specs[i].kind for i in todo],
-                [specs[i].carry for i in todo],
-                [specs[i].priority for i in todo],
-                [specs[i].at for i in todo],
-                [specs[i].after for i in todo],
-                [specs[i].key for i in todo],
-                [specs[i].max_failures for i in todo],
-                *_backoff_arrays([specs[i] for i in todo]),
+                [sent[i].kind for i in todo],
+                [sent[i].carry for i in todo],
+                [sent[i].priority for i in todo],
+                [sent[i].at for i in todo],
+                [sent[i].after for i in todo],
+                [sent[i].key for i in todo],
+                [sent[i].max_failures for i in todo],
+                *_backoff_arrays([sent[i] for i in todo]),
+                [sent[i].unique_for for i in todo],
+                on_conflict == "replace",
             )
             for i, row in zip(todo, rows, strict=True):
                 ids[i] = None if row["id"] is None else int(row["id"])
+                if row["id"] is not None:
+                    _check_conflict(sent[i], int(row["id"]), row["outcome"], on_conflict)
+                    if row["outcome"] == "inserted" and sent[i].unique_for is not None:
+                        windowed.append(i)
             todo = [i for i in todo if ids[i] is None]
             if not todo:
+                if windowed:
+                    undone = await job_undo_insert_if_key_finished(
+                        tx,
+                        schema=schema,
+                        specs=[sent[i] for i in windowed],
+                        ids=[int(ids[i]) for i in windowed],  # type: ignore[arg-type]
+                    )
+                    for i in windowed:
+                        holder = undone.get(int(ids[i]))  # type: ignore[arg-type]
+                        if holder is not None:
+                            _check_conflict(sent[i], holder, "finished", on_conflict)
+                            ids[i] = holder
+                    # Later rows of the batch given an undone row's id get its holder's.
+                    for i, job_id in enumerate(ids):
+                        if job_id in undone:
+                            ids[i] = undone[job_id]
+                for i, held in alias.items():
+                    ids[i] = ids[held]
                 return [int(i) for i in ids if i is not None]
         s = specs[todo[0]]
         raise RuntimeError(f"could not enqueue {s.kind!r} with key {s.key!r}: key kept changing")
@@ -251,9 +352,11 @@ async def job_fail_if_owned(
     carry: str | None,
     delay: float,
     force_dead: bool,
+    dead_reason: str | None = None,
 ) -> str | None:
     """Settle a failed execution (``event`` failed, timed-out or retried); returns the new
-    status (pending or dead), or None if the claim was lost."""
+    status (pending or dead), or None if the claim was lost. ``force_dead`` settles dead
+    at once, journaled with ``dead_reason`` (None: the failures_to_dead reason)."""
     row = await conn.fetchrow(
         sql.statement("job_fail_if_owned", schema),
         claimant.token,
@@ -264,6 +367,7 @@ async def job_fail_if_owned(
         carry,
         delay,
         force_dead,
+        dead_reason,
     )
     return None if row is None else str(row["status"])
 
@@ -348,6 +452,12 @@ async def job_get(conn: Conn, *, schema: str, job_id: int) -> Record | None:
     return await conn.fetchrow(sql.statement("job_get", schema), job_id)
 
 
+async def job_mark_awaited(conn: Conn, *, schema: str, job_id: int) -> None:
+    """Mark an unfinished job as waited for: it notifies ``sql.finished_channel`` when it
+    finishes."""
+    await conn.execute(sql.statement("job_mark_awaited", schema), job_id)
+
+
 async def job_counts(conn: Conn, *, schema: str, ids: Sequence[int] | None = None) -> list[Record]:
     """Jobs per kind and status (of ``ids`` only, when given)."""
     return list(await conn.fetch(sql.statement("job_counts", schema), ids))
@@ -398,6 +508,20 @@ async def job_run_now_many_if_pending(
     return list(
         await conn.fetch(
             sql.statement("job_run_now_many_if_pending", schema), ids, operator, detail
+        )
+    )
+
+
+async def job_set_priority_many_if_pending(
+    conn: Conn, *, schema: str, ids: Sequence[int], priority: int, operator: str, detail: str
+) -> list[Record]:
+    return list(
+        await conn.fetch(
+            sql.statement("job_set_priority_many_if_pending", schema),
+            ids,
+            priority,
+            operator,
+            detail,
         )
     )
 

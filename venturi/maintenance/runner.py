@@ -73,7 +73,7 @@ async def run_forever(tasks: Sequence[MaintenanceTask], pool: Any, worker: Any) 
 
 
 # How long stopping waits for the maintenance task to end after its cancel.
-STOP_WITHIN = 5.0
+STOP_WITHIN = 2.0
 
 
 @contextlib.asynccontextmanager

@@ -3,7 +3,8 @@
 The claim filter is the registered kinds minus those at their cap or out of tokens.
 A batch never overshoots a cap or spends more tokens than a local bucket holds. Kinds
 with a shared (database) rate limit are claimed on their own, each in a transaction
-with its bucket. Completions ride the claim: one statement settles them and claims.
+with its bucket, and so are kinds with a global cap, each in a transaction that holds
+the kind's cap lock. Completions ride the claim: one statement settles them and claims.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ from venturi.runtime.instruments import Instruments
 from venturi.runtime.recovery import Recovery
 from venturi.runtime.run import Run
 from venturi.runtime.settlement import Completed
+
+# How long a worker leaves a kind found at its global cap before it looks again: a place
+# freed by another worker's settlement sends no notification.
+CAP_RECHECK = 0.5
 
 
 class Claimer:
@@ -46,6 +51,7 @@ class Claimer:
         recovery: Recovery,
         instruments: Instruments,
         deadline: float | None = None,
+        global_caps: dict[str, int] | None = None,
     ) -> None:
         self.schema = schema
         # The statement deadline, also set on the server for a shared-rate claim's
@@ -69,6 +75,10 @@ class Claimer:
         # next token.
         self.shared = {k: r for k, r in rates.items() if r is not None and r.shared}
         self.shared_until: dict[str, float] = {}
+        # Kinds with a global cap, claimed on their own (their shared rate, if any, in the
+        # same transaction); until = when a kind found at its cap is looked at again.
+        self.global_caps = dict(global_caps or {})
+        self.capped_until: dict[str, float] = {}
         self._claims = 0
         # Lookups in a row that found a job due which the claim before did not take.
         self._due_again = 0
@@ -82,6 +92,7 @@ class Claimer:
             if ((cap := self.caps[k]) is None or self.per_kind[k] - rel[k] < cap)
             and ((bucket := self.buckets.get(k)) is None or bucket.available() >= 1)
             and k not in self.shared
+            and k not in self.global_caps
         ]
 
     def shared_claimable(self, now: float) -> list[str]:
@@ -90,6 +101,19 @@ class Claimer:
             for k in self.shared
             if ((cap := self.caps[k]) is None or self.per_kind[k] < cap)
             and self.shared_until.get(k, 0.0) <= now
+            and k not in self.global_caps
+        ]
+
+    def capped_claimable(self, now: float) -> list[str]:
+        """Kinds with a global cap that a claim may try now: under this worker's own
+        cap, with a token if locally rate-limited, not found full (or out of shared
+        tokens) a moment ago."""
+        return [
+            k
+            for k in self.global_caps
+            if ((cap := self.caps[k]) is None or self.per_kind[k] < cap)
+            and ((bucket := self.buckets.get(k)) is None or bucket.available() >= 1)
+            and self.capped_until.get(k, 0.0) <= now
         ]
 
     def token_wait(self) -> float | None:
@@ -97,6 +121,7 @@ class Claimer:
         waits = [b.wait() for b in self.buckets.values() if b.available() < 1]
         now = time.monotonic()
         waits += [max(0.0, t - now) for t in self.shared_until.values() if t > now]
+        waits += [max(0.0, t - now) for t in self.capped_until.values() if t > now]
         return min(waits) if waits else None
 
     def next_floor(self) -> int:
@@ -221,6 +246,46 @@ class Claimer:
             taken += len(rows)
         return taken
 
+    async def fill_capped(self, conn: Any, free: int, start: Callable[[list[Record]], None]) -> int:
+        """Claim kinds with a global cap, each in a transaction holding its cap lock (and
+        within its shared bucket, if it has one); how many jobs were claimed. A kind
+        found at its cap is left alone for ``CAP_RECHECK`` seconds: another worker's
+        settlement, which frees a place, sends no notification."""
+        taken = 0
+        now = time.monotonic()
+        for kind in self.capped_claimable(now):
+            room = free - taken
+            cap = self.caps[kind]
+            if cap is not None:
+                room = min(room, cap - self.per_kind[kind])
+            if (bucket := self.buckets.get(kind)) is not None:
+                room = min(room, bucket.available())
+            if room < 1:
+                continue
+            rate = self.shared.get(kind)
+            global_cap = self.global_caps[kind]
+            rows, held, wait = await db.caps.claim_within_cap(
+                conn,
+                schema=self.schema,
+                claimant=self.claimant,
+                kind=kind,
+                lease=self.leases[kind],
+                global_cap=global_cap,
+                wanted=room,
+                rate=None if rate is None else (rate.per_second, rate.burst),
+                deadline=self.deadline,
+            )
+            if wait:
+                self.capped_until[kind] = time.monotonic() + wait
+            elif held >= global_cap:
+                self.capped_until[kind] = time.monotonic() + min(CAP_RECHECK, self.poll_max)
+            else:
+                self.capped_until.pop(kind, None)
+            self._count(rows)
+            start(rows)
+            taken += len(rows)
+        return taken
+
     def _count(self, rows: list[Record]) -> None:
         """Count a claim: its rows occupy slots and spend tokens."""
         for row in rows:
@@ -249,7 +314,8 @@ class Claimer:
         It asks only about kinds a claim would take now, else a due job of a kind at its
         cap or out of tokens would keep the loop claiming in vain.
         """
-        kinds = self.claimable_kinds() + self.shared_claimable(time.monotonic())
+        now = time.monotonic()
+        kinds = self.claimable_kinds() + self.shared_claimable(now) + self.capped_claimable(now)
         if not kinds:
             return self.poll_max
         nxt = await db.jobs.job_next_visible_at(conn, schema=self.schema, kinds=sorted(kinds))

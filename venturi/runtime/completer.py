@@ -27,6 +27,7 @@ from venturi.runtime.instruments import Instruments
 from venturi.runtime.run import Run
 from venturi.runtime.settlement import (
     Cancelled,
+    Committed,
     Completed,
     Dead,
     Failed,
@@ -75,6 +76,9 @@ class Completer:
                 self._m.run_seconds.labels(run.task.kind).observe(time.monotonic() - run.started)
             run.outcome = executor.ending(handle, run)
             self.unsettled.append(run)
+            if type(run.outcome) is Committed:
+                # Written by the handler's own transaction (ctx.complete): nothing to do.
+                self.finish(run, "completed", True)
 
     def completes(self) -> list[Run]:
         """The queued completions (they may ride the next claim)."""
@@ -176,6 +180,8 @@ class Completer:
                 f"cancelled by an operator; the handler ended with {outcome.name}"
             )
         match outcome:
+            case Committed():
+                return True  # the handler's own transaction wrote it
             case Completed(result):
                 settled = await db.jobs.job_complete_many_if_owned(
                     conn,
@@ -234,7 +240,10 @@ class Completer:
                 return status is not None
             case Failed(error) | TimedOut(error):
                 delay = self._backoff(run.task).delay(run.failures + 1)
-                force = self.failures_to_dead and type(outcome) is Failed
+                dead_reason = outcome.dead if type(outcome) is Failed else None
+                force = dead_reason is not None or (
+                    self.failures_to_dead and type(outcome) is Failed
+                )
                 status = await db.jobs.job_fail_if_owned(
                     conn,
                     schema=sch,
@@ -246,6 +255,7 @@ class Completer:
                     carry=None,
                     delay=delay,
                     force_dead=force,
+                    dead_reason=dead_reason,
                 )
                 if status is not None:
                     log.info(

@@ -3,23 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import traceback
 from typing import Any
 
 import msgspec
 
 from venturi.codecs import encode_any
-from venturi.context import Context, JobMeta
+from venturi.context import Context, JobMeta, Transactions
 from venturi.outcomes import Complete, Dead, Pause, Retry
 from venturi.priority import Priority
 from venturi.registry import Task
 from venturi.runtime import settlement as s
 from venturi.runtime.run import Run
 
+log = logging.getLogger("venturi.worker")
 
-async def run_handler(run: Run, state: Any) -> None:
+
+async def run_handler(run: Run, state: Any, transactions: Transactions | None = None) -> None:
     """Run one handler and record its settlement on ``run``; never raises but for a
-    cancellation by the worker (``run.stopped``), which the loop turns into a release."""
+    cancellation by the worker (``run.stopped``), which the loop turns into a release.
+    ``transactions`` backs the context's ``transaction()`` and ``complete()``."""
     task = run.task
     try:
         carry = task.codec.decode(run.carry_text)
@@ -29,7 +33,7 @@ async def run_handler(run: Run, state: Any) -> None:
     meta = JobMeta(
         run.id, task.kind, Priority(run.priority), run.attempt, run.failures, run.created_at
     )
-    ctx: Context[Any] = Context(state, meta, run.cancel)
+    ctx: Context[Any] = Context(state, meta, run.cancel, transactions)
     deadline = None
     try:
         if task.timeout is None:
@@ -55,10 +59,19 @@ async def run_handler(run: Run, state: Any) -> None:
             + traceback.format_exc()
         )
         return
-    except Exception:
-        run.outcome = s.Failed(traceback.format_exc())
+    except Exception as exc:
+        run.outcome = s.Failed(traceback.format_exc(), _not_retried(task, exc))
         return
     run.outcome = settlement_of(task, result)
+
+
+def _not_retried(task: Task[Any], exc: Exception) -> str | None:
+    """Why ``exc`` settles the job dead at once: it is not among the task's ``retry_on``
+    (None: it is retried)."""
+    if task.retry_on is None or isinstance(exc, task.retry_on):
+        return None
+    names = ", ".join(t.__name__ for t in task.retry_on)
+    return f"retry_on: {type(exc).__name__} is not one of ({names}); not retried"
 
 
 async def _call(task: Task[Any], ctx: Context[Any], carry: Any) -> Any:
@@ -97,7 +110,20 @@ def settlement_of(task: Task[Any], result: Any) -> s.Settlement:
 
 def ending(handle: asyncio.Task[None], run: Run) -> s.Settlement:
     """The settlement of a handler's finished task: what it recorded, or what its task's
-    end says (cancelled by the worker: released; anything else: failed)."""
+    end says (cancelled by the worker: released; anything else: failed). A job the
+    handler completed in its own committed transaction is settled, however it ended."""
+    if run.committed:
+        other = ending_after_commit(handle, run)
+        if other is not None:
+            log.warning(
+                "job %d (%s) was completed in the handler's own transaction; the handler "
+                "then ended with %s, which is ignored",
+                run.id,
+                run.task.kind,
+                other,
+                extra=run.log_extra(),
+            )
+        return s.COMMITTED
     if handle.cancelled():
         if run.stopped is not None:
             return s.Released(run.stopped)
@@ -107,3 +133,16 @@ def ending(handle: asyncio.Task[None], run: Run) -> s.Settlement:
     if run.outcome is None:
         return s.Failed("handler ended without an outcome")
     return run.outcome
+
+
+def ending_after_commit(handle: asyncio.Task[None], run: Run) -> str | None:
+    """How a handler that completed its job in its own transaction ended, if not with a
+    completion (its worker ignores it): the name of that ending, or None."""
+    if handle.cancelled():
+        return "a cancellation"
+    if (exc := handle.exception()) is not None:
+        return f"{type(exc).__name__}: {exc}"
+    outcome = run.outcome
+    if outcome is None or type(outcome) is s.Completed:
+        return None
+    return outcome.name

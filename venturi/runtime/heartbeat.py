@@ -41,7 +41,8 @@ class Heartbeat:
             await self.beat(conn)
 
     async def beat(self, conn: Conn) -> None:
-        runs = [r for r in self._inflight.values() if r.outcome is None]
+        # A run completed in its own transaction no longer holds a claim to renew.
+        runs = [r for r in self._inflight.values() if r.outcome is None and not r.committed]
         if not runs:
             return
         now = time.monotonic()

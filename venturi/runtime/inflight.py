@@ -8,11 +8,13 @@ from collections.abc import Callable
 from typing import Any
 
 from venturi.db.conn import Record
+from venturi.db.jobs import Claimant
 from venturi.registry import Task
 from venturi.runtime import executor
 from venturi.runtime.instruments import Instruments
 from venturi.runtime.run import Run
-from venturi.runtime.settlement import Released
+from venturi.runtime.settlement import COMMITTED, Released
+from venturi.runtime.transactional import JobTransactions
 
 log = logging.getLogger("venturi.worker")
 
@@ -34,6 +36,8 @@ class InFlight:
         renews: dict[str, bool],
         ended: Callable[[asyncio.Task[None]], None],
         instruments: Instruments,
+        schema: str = "venturi",
+        claimant: Claimant | None = None,
     ) -> None:
         self.handles: dict[asyncio.Task[None], Run] = {}
         self._state = state
@@ -42,6 +46,10 @@ class InFlight:
         self._renews = renews
         self._ended = ended
         self._m = instruments.prom
+        self._schema = schema
+        self._claimant = claimant
+        # The worker's pool, for the handlers' ctx.transaction(); set when it runs.
+        self.pool: Any = None
 
     def __len__(self) -> int:
         return len(self.handles)
@@ -62,8 +70,11 @@ class InFlight:
                 lease=self._leases[kind],
                 renew=self._renews[kind],
             )
+            tx = None
+            if self.pool is not None and self._claimant is not None:
+                tx = JobTransactions(self.pool, self._schema, self._claimant, run)
             handle = asyncio.create_task(
-                executor.run_handler(run, self._state), name=f"venturi job {run.id}"
+                executor.run_handler(run, self._state, tx), name=f"venturi job {run.id}"
             )
             handle.add_done_callback(self._ended)
             self.handles[handle] = run
@@ -94,8 +105,12 @@ class InFlight:
         reap()
         for handle, run in list(self.handles.items()):
             del self.handles[handle]
-            run.outcome = Released(
-                f"{why}; the handler did not stop within {CANCEL_GRACE:g}s of its cancellation"
+            run.outcome = (
+                COMMITTED
+                if run.committed
+                else Released(
+                    f"{why}; the handler did not stop within {CANCEL_GRACE:g}s of its cancellation"
+                )
             )
             queue(run)
             log.warning(

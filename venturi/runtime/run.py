@@ -36,6 +36,9 @@ class Run:
     stopped: str | None = None
     # How it ended, once the handler has.
     outcome: Settlement | None = None
+    # The handler completed the job in its own transaction (ctx.complete), which
+    # committed: the worker writes nothing more for this run.
+    committed: bool = False
 
     def log_extra(self) -> dict[str, Any]:
         """The structured fields of this job's log lines."""

@@ -43,9 +43,11 @@ class Retried:
 
 @dataclass(frozen=True, slots=True)
 class Failed:
-    """The handler raised, or returned something that is not an outcome."""
+    """The handler raised, or returned something that is not an outcome. ``dead``, when
+    set, is why it settles dead at once (an exception its task does not retry)."""
 
     error: str
+    dead: str | None = None
     name: ClassVar[str] = "failed"
 
 
@@ -90,9 +92,27 @@ class Cancelled:
     name: ClassVar[str] = "cancelled"
 
 
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """The handler completed the job in its own transaction (``ctx.complete``), and it
+    committed: already written, nothing left to settle."""
+
+    name: ClassVar[str] = "completed"
+
+
 Settlement = (
-    Completed | Paused | Retried | Failed | TimedOut | Dead | Undecodable | Released | Cancelled
+    Completed
+    | Paused
+    | Retried
+    | Failed
+    | TimedOut
+    | Dead
+    | Undecodable
+    | Released
+    | Cancelled
+    | Committed
 )
 
 # A completion without a result, shared: the common ending costs no allocation.
 COMPLETED = Completed()
+COMMITTED = Committed()

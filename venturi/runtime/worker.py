@@ -56,7 +56,7 @@ _CUT_AFTER = 1.0
 
 # How long stopping waits for maintenance and the pool to let go of their connections
 # before it closes them by force (a statement stuck on a frozen connection).
-_CLOSE_WITHIN = 5.0
+_CLOSE_WITHIN = 2.0
 
 
 def default_concurrency() -> int:
@@ -138,6 +138,7 @@ class Worker(Generic[S]):
         self._caps: dict[str, int | None] = {}
         self._rates: dict[str, Rate | None] = {}
         self._renew: dict[str, bool | None] = {}
+        self._global_caps: dict[str, int | None] = {}
         self._running = False
         for t in tasks:
             self.register(t)
@@ -153,9 +154,11 @@ class Worker(Generic[S]):
         *,
         rate: Rate | None = None,
         renew_lease: bool | None = None,
+        global_cap: int | None = None,
     ) -> Worker[S]:
         """Teach the worker a kind; ``cap``, ``rate`` and ``renew_lease`` override the
-        task's own for this worker.
+        task's own for this worker, and so does ``global_cap`` (at most that many jobs
+        of the kind claimed across every worker: give every worker the same).
 
         The registered kinds are exactly the claim filter.
         """
@@ -168,10 +171,13 @@ class Worker(Generic[S]):
             validate.instance(rate, Rate, "rate", "a venturi.Rate")
         if renew_lease is not None:
             validate.boolean(renew_lease, "renew_lease")
+        if global_cap is not None:
+            validate.integer(global_cap, "global_cap")
         self._tasks[task.kind] = task
         self._caps[task.kind] = cap if cap is not None else task.cap
         self._rates[task.kind] = rate if rate is not None else task.rate
         self._renew[task.kind] = renew_lease
+        self._global_caps[task.kind] = global_cap if global_cap is not None else task.global_cap
         return self
 
     def _lease(self, kind: str) -> float:
@@ -232,11 +238,15 @@ class Worker(Generic[S]):
         if pool is None:
             assert self._dsn is not None
             # One connection for the loop, one for LISTEN, one for maintenance and the
-            # heartbeat; TCP keepalives on each.
-            pool = await db.connect.create_worker_pool(self._dsn, min_size=1, max_size=3)
+            # heartbeat, and one per slot for handlers' ctx.transaction() (opened only
+            # when a handler asks); TCP keepalives on each.
+            pool = await db.connect.create_worker_pool(
+                self._dsn, min_size=1, max_size=3 + self.concurrency
+            )
         deadline = self.statement_deadline()
         self._running = True
         self._start_parts()
+        self._running_now.pool = pool
         if self.metrics_port is not None:
             instruments.serve(self.metrics_port)
         self._wake = asyncio.Event()
@@ -304,7 +314,9 @@ class Worker(Generic[S]):
         inst, per_kind = self._instruments, Counter[str]()
         leases = {k: self._lease(k) for k in self._tasks}
         renews = {k: self._renews(k) for k in self._tasks}
-        self._running_now = InFlight(self.state, self._tasks, leases, renews, self._ended, inst)
+        self._running_now = InFlight(
+            self.state, self._tasks, leases, renews, self._ended, inst, self.schema, claimant
+        )
         self._inflight = self._running_now.handles
         self._recovery = Recovery(self.schema, self.claimed_by, self.backoff, self.stats)
         self._claimer = Claimer(
@@ -321,6 +333,7 @@ class Worker(Generic[S]):
             recovery=self._recovery,
             instruments=inst,
             deadline=self.statement_deadline(),
+            global_caps={k: n for k, n in self._global_caps.items() if n is not None},
         )
         self._completer = Completer(
             self.schema, claimant, self.backoff, self.failures_to_dead, inst, per_kind
@@ -464,6 +477,9 @@ class Worker(Generic[S]):
         if claimer.shared and free > 0 and not shutdown.is_set():
             free -= await claimer.fill_shared(conn, free, self._running_now.start)
             # Slots left over: wait for the next scheduled job or the next token.
+            short = short or free > 0
+        if claimer.global_caps and free > 0 and not shutdown.is_set():
+            free -= await claimer.fill_capped(conn, free, self._running_now.start)
             short = short or free > 0
         return short
 

@@ -25,6 +25,9 @@ class _SharedConnection:
     statements take turns on the connection (the worker's loop and heartbeat run
     concurrently), and LISTEN goes through the same lock."""
 
+    # Handlers cannot have a connection of their own (ctx.transaction()): there is one.
+    shares_one_connection = True
+
     def __init__(self, conn: asyncpg.Connection) -> None:
         self.conn = conn
         self.lock = asyncio.Lock()
@@ -86,6 +89,7 @@ class _Observed:
     def __init__(self, inner: Any, activity: asyncio.Event) -> None:
         self.inner = inner
         self.activity = activity
+        self.shares_one_connection = getattr(inner, "shares_one_connection", False)
 
     async def fetch(self, *args: Any, **kwargs: Any) -> Any:
         try:

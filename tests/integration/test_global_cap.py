@@ -1,0 +1,168 @@
+"""Global caps: ``@venturi.task(global_cap=N)`` bounds the jobs of a kind claimed across
+every worker together, enforced by the claim under a per-kind lock."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import asyncpg
+import pytest
+
+import venturi
+from tests.support import Item, expire_claim, running, wait_for, wait_status, wait_until
+from venturi import Backoff, ConfigError, Context, db
+from venturi.backoff import DEFAULT_BACKOFF
+from venturi.runtime.worker import Worker
+
+SCHEMA = "venturi"
+
+
+async def _capped(
+    conn: Any, claimant: db.Claimant, kind: str, *, cap: int, wanted: int = 5
+) -> db.caps.CappedClaim:
+    return await db.caps.claim_within_cap(
+        conn,
+        schema=SCHEMA,
+        claimant=claimant,
+        kind=kind,
+        lease=60.0,
+        global_cap=cap,
+        wanted=wanted,
+    )
+
+
+async def _waits_on_a_lock(observer: asyncpg.Connection, pid: int) -> bool:
+    # Test-side catalog read: is that backend blocked on a lock (the kind's cap lock)?
+    kind = await observer.fetchval(
+        "SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1", pid
+    )
+    return bool(kind == "Lock")
+
+
+async def test_three_workers_racing_a_global_cap_of_two_never_run_three(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    active = 0
+    peak = 0
+    done = 0
+
+    @venturi.task(kind="gc_race", global_cap=2)
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        nonlocal active, peak, done
+        active += 1
+        peak = max(peak, active)
+        try:
+            await asyncio.sleep(0.03)  # stays: work long enough for the others to race
+        finally:
+            active -= 1
+            done += 1
+
+    ids = await venturi.enqueue_many(conn, [handler.job(Item(i)) for i in range(24)])
+    workers = [
+        Worker(None, dsn, [handler], concurrency=4, poll_max=0.2, claimed_by=f"w{i}")
+        for i in range(3)
+    ]
+    async with running(workers[0]), running(workers[1]), running(workers[2]):
+        await wait_until(lambda: done == 24, within=60)
+    assert peak == 2, f"{peak} handlers ran at once under a global cap of 2"
+    for job_id in ids:
+        assert (await venturi.get_job(conn, job_id)).status == "completed"  # type: ignore[union-attr]
+    # Every worker had room for 4: the cap, not the slots, held them to 2 together.
+    assert sum(w.stats["claimed"] for w in workers) == 24
+
+
+async def test_a_claim_waiting_on_the_cap_lock_counts_the_claims_committed_meanwhile(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="gc_lock")
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        return None
+
+    await venturi.enqueue_many(conn, [handler.job(Item(i)) for i in range(5)])
+    first = await asyncpg.connect(dsn)
+    second = await asyncpg.connect(dsn)
+    try:
+        tx = first.transaction()
+        await tx.start()
+        # The claim takes the kind's cap lock and holds it until this transaction ends.
+        rows, held = await db.caps.job_claim_capped(
+            first,
+            schema=SCHEMA,
+            claimant=db.Claimant("a"),
+            kind="gc_lock",
+            lease=60.0,
+            limit=5,
+            global_cap=2,
+        )
+        assert (len(rows), held) == (2, 2)
+        racing = asyncio.create_task(_capped(second, db.Claimant("b"), "gc_lock", cap=2))
+        await wait_for(lambda: _waits_on_a_lock(conn, second.get_server_pid()))
+        await tx.commit()
+        answer = await asyncio.wait_for(racing, 15)
+        # Its snapshot came after the lock: it saw the two claims and took none.
+        assert (answer.claimed, answer.held) == ([], 2)
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_released_and_recovered_jobs_free_their_places(
+    conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="gc_free")
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        return None
+
+    await venturi.enqueue_many(conn, [handler.job(Item(i)) for i in range(6)])
+    me = db.Claimant("w")
+    first = await _capped(conn, me, "gc_free", cap=2)
+    assert (len(first.claimed), first.held) == (2, 2)
+    assert (await _capped(conn, me, "gc_free", cap=2)).claimed == []
+    a, b = first.claimed
+    assert await db.jobs.job_release_if_owned(
+        conn, schema=SCHEMA, claimant=me, job_id=a["id"], attempt=a["attempt"], detail="test"
+    )
+    again = await _capped(conn, me, "gc_free", cap=2)
+    assert (len(again.claimed), again.held) == (1, 2)
+    await expire_claim(conn, b["id"])
+    await db.jobs.job_recover_stale(conn, schema=SCHEMA, recoverer="r", backoff=DEFAULT_BACKOFF)
+    after = await _capped(conn, me, "gc_free", cap=2)
+    assert (len(after.claimed), after.held) == (1, 2)
+
+
+async def test_a_paused_kind_is_not_claimed_under_its_cap(
+    conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="gc_paused")
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        return None
+
+    await handler.enqueue(conn, Item(1))
+    await db.kinds.kind_pause(conn, schema=SCHEMA, kinds=["gc_paused"], paused_by="t", reason="")
+    assert (await _capped(conn, db.Claimant("w"), "gc_paused", cap=2)).claimed == []
+
+
+async def test_register_overrides_the_global_cap_and_a_capped_kind_still_retries(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    seen: list[int] = []
+
+    @venturi.task(kind="gc_reg", backoff=Backoff.fixed(0))
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        seen.append(ctx.job.attempt)
+        if ctx.job.attempt == 1:
+            raise RuntimeError("once")
+
+    job_id = await handler.enqueue(conn, Item(1))
+    worker = Worker(None, dsn, poll_max=0.2).register(handler, global_cap=1)
+    async with running(worker):
+        await wait_status(conn, job_id, "completed")
+    assert seen == [1, 2]
+    with pytest.raises(ConfigError, match="global_cap must be an integer >= 1"):
+        Worker(None, dsn).register(handler, global_cap=0)
+    with pytest.raises(ConfigError, match="global_cap must be an integer >= 1"):
+
+        @venturi.task(kind="gc_bad", global_cap=-1)
+        async def bad(ctx: Context[Any], carry: Item) -> None:
+            return None

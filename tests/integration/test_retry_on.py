@@ -1,0 +1,90 @@
+"""``@venturi.task(retry_on=...)``: only the named exceptions are retried; any other
+settles the job dead at once, journaled failed then dead with the reason."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+import pytest
+
+import venturi
+from tests.support import Item, running, wait_status
+from venturi import Backoff, ConfigError, Context
+from venturi.runtime.worker import Worker
+
+
+class Flaky(Exception):
+    pass
+
+
+class FlakierStill(Flaky):
+    pass
+
+
+async def test_an_exception_not_in_retry_on_settles_dead_at_once(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="ro_dead", retry_on=(Flaky, ConnectionError), backoff=Backoff.fixed(0))
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        raise ValueError("bad input")
+
+    job_id = await handler.enqueue(conn, Item(1))
+    async with running(Worker(None, dsn, [handler], poll_max=0.1)):
+        await wait_status(conn, job_id, "dead")
+    job = await venturi.get_job(conn, job_id)
+    assert job is not None and (job.attempt, job.failures) == (1, 1)
+    assert job.last_error is not None and "ValueError: bad input" in job.last_error
+    journal = await venturi.get_journal(conn, job_id)
+    assert [e.event for e in journal] == ["enqueued", "claimed", "failed", "dead"]
+    assert journal[-1].detail == (
+        "retry_on: ValueError is not one of (Flaky, ConnectionError); not retried"
+    )
+
+
+async def test_an_exception_in_retry_on_is_retried_subclasses_too(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    attempts: list[int] = []
+
+    @venturi.task(kind="ro_retry", retry_on=Flaky, backoff=Backoff.fixed(0), max_failures=5)
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        attempts.append(ctx.job.attempt)
+        if ctx.job.attempt == 1:
+            raise Flaky("try again")
+        if ctx.job.attempt == 2:
+            raise FlakierStill("and again")
+        return None
+
+    job_id = await handler.enqueue(conn, Item(1))
+    async with running(Worker(None, dsn, [handler], poll_max=0.1)):
+        await wait_status(conn, job_id, "completed")
+    assert attempts == [1, 2, 3]
+    journal = await venturi.get_journal(conn, job_id)
+    assert [e.event for e in journal].count("failed") == 2
+    assert "dead" not in [e.event for e in journal]
+
+
+async def test_without_retry_on_every_exception_is_retried(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="ro_default", backoff=Backoff.fixed(0), max_failures=2)
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        raise ValueError("always")
+
+    job_id = await handler.enqueue(conn, Item(1))
+    async with running(Worker(None, dsn, [handler], poll_max=0.1)):
+        await wait_status(conn, job_id, "dead")
+    journal = await venturi.get_journal(conn, job_id)
+    # Two executions: the backstop, not retry_on, made it dead.
+    assert [e.event for e in journal].count("failed") == 2
+    assert journal[-1].detail == "failure backstop reached (2 of 2)"
+
+
+@pytest.mark.parametrize("bad", [(), ("ValueError",), (ValueError, 3), int, "x"])
+def test_retry_on_is_checked_when_declared(bad: Any, kinds: list[str]) -> None:
+    with pytest.raises(ConfigError, match="retry_on must be an exception class"):
+
+        @venturi.task(kind="ro_bad", retry_on=bad)
+        async def handler(ctx: Context[Any], carry: Item) -> None:
+            return None

@@ -1,0 +1,71 @@
+"""Completion inside the handler's own transaction: ``ctx.transaction()`` and
+``ctx.complete(conn)``, so a handler's writes and its job's completion commit or roll
+back together."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from venturi import db
+from venturi.codecs import encode_any
+from venturi.errors import ClaimLost, VenturiError
+from venturi.runtime.run import Run
+
+
+class JobTransactions:
+    """``ctx.transaction()`` and ``ctx.complete()`` of one run: a connection of the
+    worker's pool in a transaction, and the completion written on it under this run's
+    claim token. Once a block with a completion commits, the run is ``committed`` and the
+    worker writes no settlement of its own."""
+
+    __slots__ = ("_done", "_open", "claimant", "pool", "run", "schema")
+
+    def __init__(self, pool: Any, schema: str, claimant: db.Claimant, run: Run) -> None:
+        self.pool = pool
+        self.schema = schema
+        self.claimant = claimant
+        self.run = run
+        self._open: Any = None
+        self._done = False
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Any]:
+        if self._open is not None:
+            raise VenturiError("ctx.transaction() is already open: nest conn.transaction()")
+        if getattr(self.pool, "shares_one_connection", False):
+            raise VenturiError(
+                "ctx.transaction() needs a pool: this worker runs on one shared connection "
+                "(venturi.testing.drain on a Connection); give it a DSN or a Pool"
+            )
+        completed = False
+        async with db.connect.transaction(self.pool) as conn:
+            self._open, self._done = conn, False
+            try:
+                yield conn
+            finally:
+                completed, self._open, self._done = self._done, None, False
+        # Reached only once the transaction committed: the completion is durable.
+        if completed:
+            self.run.committed = True
+
+    async def complete(self, conn: Any, result: Any = None) -> None:
+        run = self.run
+        if self._open is None or conn is not self._open:
+            raise VenturiError(
+                "ctx.complete(conn) takes the connection of the open ctx.transaction() block"
+            )
+        if self._done:
+            return
+        settled = await db.jobs.job_complete_many_if_owned(
+            conn,
+            schema=self.schema,
+            claimant=self.claimant,
+            ids=[run.id],
+            attempts=[run.attempt],
+            results=[None if result is None else encode_any(result, "result")],
+        )
+        if run.id not in settled:
+            raise ClaimLost(run.id)
+        self._done = True
