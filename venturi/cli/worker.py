@@ -197,6 +197,15 @@ def worker(
     metrics_port: Annotated[
         int | None, typer.Option(help="Serve Prometheus metrics on this port.")
     ] = None,
+    listen_dsn: Annotated[
+        str | None,
+        typer.Option(
+            envvar="VENTURI_LISTEN_DSN",
+            help="A direct DSN for LISTEN (or VENTURI_LISTEN_DSN), when --dsn is a "
+            "transaction pooler.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run a worker over the tasks declared in MODULE until SIGINT/SIGTERM.
 
@@ -213,8 +222,8 @@ def worker(
 
         if processes < 1:
             raise fail(f"processes must be >= 1, got {processes}")
-        args = supervisor.child_arguments(ctx)
-        raise typer.Exit(supervisor.run_processes(processes, args, target_dsn))
+        args = supervisor.child_arguments(ctx, skip=("processes", "dsn", "listen_dsn"))
+        raise typer.Exit(supervisor.run_processes(processes, args, target_dsn, listen_dsn))
 
     from venturi.runtime.worker import Worker
 
@@ -235,6 +244,7 @@ def worker(
             renew_lease=renew_lease,
             heartbeat=heartbeat,
             metrics_port=metrics_port,
+            listen_dsn=listen_dsn,
         )
         if metrics_port is not None:
             _serve_metrics(metrics_port)
