@@ -36,8 +36,12 @@ from venturi import sql
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
-SYSTEMS = ("venturi", "procrastinate", "pgqueuer")
-PEERS = ("procrastinate", "pgqueuer")
+SYSTEMS = ("venturi", "procrastinate", "pgqueuer", "chancy", "dbos")
+PEERS = ("procrastinate", "pgqueuer", "chancy", "dbos")
+# Peers that do not install here, and why (pip's own answer on this machine).
+LEFT_OUT = {
+    "oban": "pip: every release (0.5.0-0.7.0) requires Python >= 3.12; this machine runs 3.11",
+}
 LEVELS = (1, 10, 32)
 
 
@@ -109,6 +113,24 @@ DRAIN_CONFIGS: dict[str, dict[int, list[tuple[str, dict[str, Any]]]]] = {
         ]
         for n in LEVELS
     },
+    "chancy": {
+        n: [
+            (
+                f"Queue(concurrency={n}, executor=Async, eager_polling=True, polling_interval=1)",
+                {"concurrency": n},
+            )
+        ]
+        for n in LEVELS
+    },
+    "dbos": {
+        n: [
+            (
+                f"queue worker_concurrency={n}, polling_interval_sec=0.01, async workflow",
+                {"concurrency": n},
+            )
+        ]
+        for n in LEVELS
+    },
     "pgqueuer": {
         1: [("1 consumer, batch_size=1, drain mode", {"consumers": 1, "batch_size": 1})],
         10: [
@@ -144,6 +166,11 @@ LATENCY_CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "venturi": ("Worker(concurrency=10)", {"concurrency": 10}),
     "procrastinate": ("run_worker_async(concurrency=10), listen_notify", {"concurrency": 10}),
     "pgqueuer": ("1 consumer, batch_size=10, continuous mode", {"consumers": 1, "batch_size": 10}),
+    "chancy": (
+        "Queue(concurrency=10, executor=Async, eager_polling=True, polling_interval=1)",
+        {"concurrency": 10},
+    ),
+    "dbos": ("queue worker_concurrency=10, polling_interval_sec=0.01", {"concurrency": 10}),
 }
 
 
@@ -829,7 +856,17 @@ def evaluate(results: dict[str, Any], names: list[str]) -> list[dict[str, Any]]:
 
 def versions() -> dict[str, str]:
     out = {}
-    for pkg in ("venturi", "procrastinate", "pgqueuer", "asyncpg", "psycopg", "uvloop", "msgspec"):
+    for pkg in (
+        "venturi",
+        "procrastinate",
+        "pgqueuer",
+        "chancy",
+        "dbos",
+        "asyncpg",
+        "psycopg",
+        "uvloop",
+        "msgspec",
+    ):
         try:
             # venturi is distributed as venturi-jobs (the name venturi is another project's).
             out[pkg] = metadata.version("venturi-jobs" if pkg == "venturi" else pkg)
