@@ -97,7 +97,15 @@ class VenturiClient:
 
 
 async def venturi_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
-    worker = venturi.Worker(None, dsn, [venturi_noop], concurrency=cfg["concurrency"])
+    # benchmarks.steady runs retention beside the loop, as a production worker would.
+    maintenance = []
+    if cfg.get("retention_s") is not None:
+        maintenance.append(
+            venturi.Retention(completed=cfg["retention_s"], interval=cfg.get("retention_every", 10))
+        )
+    worker = venturi.Worker(
+        None, dsn, [venturi_noop], concurrency=cfg["concurrency"], maintenance=maintenance
+    )
     await worker.run(stop)
 
 
