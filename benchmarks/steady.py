@@ -106,6 +106,20 @@ async def produce(conn: Any, rate: float, until: float, sent: list[int]) -> None
         )
 
 
+async def vacuum(dsn: str, every: float, until: float, runs: list[float]) -> None:
+    """VACUUM (ANALYZE) the queue tables every ``every`` seconds: autovacuum's work, for a
+    server that has autovacuum off (it is a cluster-wide setting)."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        while time.monotonic() + every < until:
+            await asyncio.sleep(every)
+            t0 = time.monotonic()
+            await conn.execute(sql.statement("maintenance/vacuum_analyze", SCHEMA))
+            runs.append(time.monotonic() - t0)
+    finally:
+        await conn.close()
+
+
 async def sample(conn: Any, since: Any) -> dict[str, Any]:
     """The jobs claimed since ``since`` (a server timestamp) and the sizes now."""
     row = await conn.fetchrow(
@@ -128,7 +142,9 @@ async def sample(conn: Any, since: Any) -> dict[str, Any]:
                pg_total_relation_size('{SCHEMA}.journal') AS journal_total,
                s.n_live_tup, s.n_dead_tup, s.autovacuum_count, s.autoanalyze_count,
                s.n_tup_upd, s.n_tup_hot_upd,
-               (SELECT count(*) FROM {SCHEMA}.jobs WHERE status = 'pending') AS pending
+               (SELECT count(*) FROM {SCHEMA}.jobs WHERE status = 'pending') AS pending,
+               (SELECT count(*) FROM pg_stat_progress_vacuum v
+                WHERE v.relid = '{SCHEMA}.jobs'::regclass) AS vacuuming
         FROM pg_stat_user_tables s WHERE s.relid = '{SCHEMA}.jobs'::regclass
         """
     )
@@ -160,6 +176,15 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             out["max_jobs_per_s"] = top
             log(f"maximum (c=32 drain of 20,000): {top:,.0f} jobs/s; running at {rate:,.0f}")
         out["rate"] = rate
+        out["server_autovacuum"] = await conn.fetchval("SHOW autovacuum")
+        if out["server_autovacuum"] != "on" and not args.vacuum_every:
+            log("! the server runs with autovacuum = off: nothing vacuums the queue table")
+        if args.table_settings:
+            # An A/B of the queue table's storage parameters (autovacuum, fillfactor).
+            await conn.execute(f"ALTER TABLE {SCHEMA}.jobs SET ({args.table_settings})")
+        out["table_options"] = await conn.fetchval(
+            f"SELECT reloptions::text FROM pg_class WHERE oid = '{SCHEMA}.jobs'::regclass"
+        )
         if args.fresh:
             # A queue table without statistics: the claim's plan until autovacuum's
             # first ANALYZE (benchmarks/README.md, finding 2).
@@ -174,6 +199,12 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         until = time.monotonic() + duration
         sent = [0]
         producer = asyncio.create_task(produce(producer_conn, rate, until, sent))
+        vacuums: list[float] = []
+        vacuumer = (
+            asyncio.create_task(vacuum(dsn, args.vacuum_every, until, vacuums))
+            if args.vacuum_every
+            else None
+        )
         since = await conn.fetchval("SELECT now()")
         while time.monotonic() < until:
             await asyncio.sleep(min(args.sample, max(0.0, until - time.monotonic())))
@@ -183,15 +214,20 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             s["sent"] = sent[0]
             s["load_average"] = os.getloadavg()[0]
             s["jobs_per_s"] = s["claimed"] / args.sample
+            s["harness_vacuums"] = len(vacuums)
             out["samples"].append(s)
             log(
                 f"{s['minute']:>3}: {s['jobs_per_s']:,.0f} jobs/s claimed, pickup p50 "
                 f"{s['p50_ms'] or 0:.1f} / p99 {s['p99_ms'] or 0:.1f} ms, pending {s['pending']:,}, "
                 f"jobs {s['jobs_heap'] / 2**20:.1f} MB + indexes {s['jobs_indexes'] / 2**20:.1f} MB, "
-                f"dead {s['n_dead_tup']:,}, autovacuums {s['autovacuum_count']}, "
+                f"dead {s['n_dead_tup']:,}, autovacuums {s['autovacuum_count']} "
+                f"(running: {s['vacuuming']}), harness vacuums {len(vacuums)}, "
                 f"load {s['load_average']:.2f}"
             )
         await producer
+        if vacuumer is not None:
+            await vacuumer
+        out["harness_vacuum_seconds"] = vacuums
         await proc.communicate()
         await producer_conn.close()
         await conn.close()
@@ -269,6 +305,19 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="start from a truncated table without statistics (default: ANALYZEd after "
         "the maximum's drain)",
+    )
+    p.add_argument(
+        "--table-settings",
+        default="",
+        help="storage parameters set on the jobs table first, e.g. "
+        "'autovacuum_vacuum_cost_delay = 0'",
+    )
+    p.add_argument(
+        "--vacuum-every",
+        type=float,
+        default=0,
+        help="seconds between VACUUM (ANALYZE) runs of the jobs table by the harness, "
+        "standing in for autovacuum where the server has it off",
     )
     p.add_argument("--json")
     p.add_argument("--plot", help="a PNG of throughput, pickup p99 and sizes over time")
