@@ -36,8 +36,12 @@ from venturi import sql
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
-SYSTEMS = ("venturi", "procrastinate", "pgqueuer")
-PEERS = ("procrastinate", "pgqueuer")
+SYSTEMS = ("venturi", "procrastinate", "pgqueuer", "chancy", "dbos")
+PEERS = ("procrastinate", "pgqueuer", "chancy", "dbos")
+# Peers that do not install here, and why (pip's own answer on this machine).
+LEFT_OUT = {
+    "oban": "pip: every release (0.5.0-0.7.0) requires Python >= 3.12; this machine runs 3.11",
+}
 LEVELS = (1, 10, 32)
 
 
@@ -109,6 +113,24 @@ DRAIN_CONFIGS: dict[str, dict[int, list[tuple[str, dict[str, Any]]]]] = {
         ]
         for n in LEVELS
     },
+    "chancy": {
+        n: [
+            (
+                f"Queue(concurrency={n}, executor=Async, eager_polling=True, polling_interval=1)",
+                {"concurrency": n},
+            )
+        ]
+        for n in LEVELS
+    },
+    "dbos": {
+        n: [
+            (
+                f"queue worker_concurrency={n}, polling_interval_sec=0.01, async workflow",
+                {"concurrency": n},
+            )
+        ]
+        for n in LEVELS
+    },
     "pgqueuer": {
         1: [("1 consumer, batch_size=1, drain mode", {"consumers": 1, "batch_size": 1})],
         10: [
@@ -144,6 +166,11 @@ LATENCY_CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "venturi": ("Worker(concurrency=10)", {"concurrency": 10}),
     "procrastinate": ("run_worker_async(concurrency=10), listen_notify", {"concurrency": 10}),
     "pgqueuer": ("1 consumer, batch_size=10, continuous mode", {"consumers": 1, "batch_size": 10}),
+    "chancy": (
+        "Queue(concurrency=10, executor=Async, eager_polling=True, polling_interval=1)",
+        {"concurrency": 10},
+    ),
+    "dbos": ("queue worker_concurrency=10, polling_interval_sec=0.01", {"concurrency": 10}),
 }
 
 
@@ -610,7 +637,9 @@ def fastest_peer(results: dict[str, Any], peers: list[str], level: int) -> tuple
     return best
 
 
-def report(results: dict[str, Any], names: list[str]) -> tuple[str, list[dict[str, Any]]]:
+def report(
+    results: dict[str, Any], names: list[str], extras: dict[str, Any] | None = None
+) -> tuple[str, list[dict[str, Any]]]:
     peers = [n for n in names if n != "venturi"]
     lines: list[str] = []
     cols = ["metric", *names, *[f"v/{p[:5]}" for p in peers]]
@@ -702,13 +731,19 @@ def report(results: dict[str, Any], names: list[str]) -> tuple[str, list[dict[st
         lines.append(f"step {step} FAILED: {error.splitlines()[0] if error else '?'}")
 
     targets = evaluate(results, names)
+    marks = {True: "MET   ", False: "MISSED", None: "n/a   "}
     if targets:
         lines.append("")
         lines.append("issue-4 targets:")
         for t in targets:
-            mark = {True: "MET   ", False: "MISSED", None: "n/a   "}[t["met"]]
-            lines.append(f"  {mark} {t['target']}: {t['measured']}")
-    return "\n".join(lines), targets
+            lines.append(f"  {marks[t['met']]} {t['target']}: {t['measured']}")
+    later = evaluate_16(results, names, extras or {})
+    if later:
+        lines.append("")
+        lines.append("issue-16 targets:")
+        for t in later:
+            lines.append(f"  {marks[t['met']]} {t['target']}: {t['measured']}")
+    return "\n".join(lines), targets + later
 
 
 def cut_short(results: dict[str, Any]) -> list[str]:
@@ -827,9 +862,113 @@ def evaluate(results: dict[str, Any], names: list[str]) -> list[dict[str, Any]]:
     return out
 
 
+def evaluate_16(
+    results: dict[str, Any], names: list[str], extras: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Issue 16's targets: those this run measures, and those of the scripts whose JSON
+    was given (--bulk-json, --scale-json, --steady-json, --pooler-json); n/a otherwise."""
+    out: list[dict[str, Any]] = []
+
+    def add(target: str, met: bool | None, measured: str) -> None:
+        out.append({"target": f"[16] {target}", "met": met, "measured": measured})
+
+    if "venturi" not in names:
+        return out
+    if "drain" in results and "pgqueuer" in names:
+        for level in (10, 1, 32):
+            v = drain_at(results, "venturi", level)[0]
+            p, label = fastest_peer(results, ["pgqueuer"], level)
+            got = v / p if p == p and p else float("nan")
+            add(
+                f"1. drain c={level} >= 2x pgqueuer's fastest configuration",
+                got >= 2 if got == got else None,
+                f"{times(got, 2)} ({v:,.0f} vs {p:,.0f} jobs/s, {label})",
+            )
+    if "pickup_latency" in results and "pgqueuer" in names:
+        lat = results["pickup_latency"]
+        v, p = lat["venturi"], lat["pgqueuer"]
+        add(
+            "2. pickup p50 <= 0.5x pgqueuer's, p99 below it",
+            v["p50_ms"] <= 0.5 * p["p50_ms"] and v["p99_ms"] < p["p99_ms"],
+            f"p50 {v['p50_ms']:.2f} vs {p['p50_ms']:.2f} ms ({v['p50_ms'] / p['p50_ms']:.2f}x), "
+            f"p99 {v['p99_ms']:.2f} vs {p['p99_ms']:.2f} ms",
+        )
+    if "bulk_enqueue" in results and "pgqueuer" in names:
+        v = results["bulk_enqueue"]["venturi"]["jobs_per_s"]
+        p = results["bulk_enqueue"]["pgqueuer"]["jobs_per_s"]
+        add(
+            "3. bulk enqueue >= 2x pgqueuer",
+            v / p >= 2,
+            f"{times(v / p, 2)} ({v:,.0f} vs {p:,.0f})",
+        )
+    bulk = extras.get("bulk")
+    if bulk:
+        big = [r for r in bulk["runs"] if r["per_call"] == r["jobs"]]
+        rate = {
+            path: statistics.median(r["jobs_per_s"] for r in big if r["path"] == path)
+            for path in {r["path"] for r in big}
+        }
+        add(
+            f"3. {big[0]['jobs']:,} jobs in one call, against the raw COPY of the rows",
+            None,
+            f"enqueue_many {rate.get('copy', float('nan')):,.0f} jobs/s "
+            f"(INSERT path {rate.get('insert', float('nan')):,.0f}), raw COPY "
+            f"{rate.get('raw', float('nan')):,.0f} ({bulk['commit']})",
+        )
+    else:
+        add("3. one-call bulk vs raw COPY", None, "run benchmarks.bulk, pass --bulk-json")
+    for key, number, script in (
+        ("scale", 4, "benchmarks.scale"),
+        ("steady", 5, "benchmarks.steady"),
+    ):
+        got = extras.get(key)
+        if not got:
+            add(f"{number}. ({script})", None, f"not run: pass --{key}-json")
+            continue
+        for t in got.get("targets", []):
+            add(f"{number}. {t['target']}", t["met"], f"{script} on {got['commit']}")
+    pooler = extras.get("pooler")
+    if pooler:
+        runs = {r["config"]: r for r in pooler["runs"]}
+        pooled, direct = runs.get("pooled+listen"), runs.get("direct")
+        if pooled:
+            extra = ""
+            if direct and direct["jobs_per_s"]:
+                extra = (
+                    f", direct ({direct['processes']} processes) {direct['jobs_per_s']:,.0f} "
+                    f"jobs/s: {pooled['jobs_per_s'] / direct['jobs_per_s']:.2f}x"
+                )
+            add(
+                f"6. {pooled['processes']} processes x c={pooled['concurrency']} through a "
+                f"pool of {pooler['args']['pool']} drain {pooled['jobs']:,} jobs, each once",
+                bool(pooled["every_job_once"]),
+                f"{pooled['jobs_per_s']:,.0f} jobs/s through pgbouncer{extra} ({pooler['commit']})",
+            )
+    else:
+        add("6. behind PgBouncer (benchmarks.pooler)", None, "not run: pass --pooler-json")
+    ran = [p for p in ("chancy", "dbos") if p in names]
+    add(
+        "7. more peers in the same run",
+        len(ran) == 2,
+        f"ran: {', '.join(ran) or 'none'}; left out: "
+        + "; ".join(f"{k} ({why})" for k, why in LEFT_OUT.items()),
+    )
+    return out
+
+
 def versions() -> dict[str, str]:
     out = {}
-    for pkg in ("venturi", "procrastinate", "pgqueuer", "asyncpg", "psycopg", "uvloop", "msgspec"):
+    for pkg in (
+        "venturi",
+        "procrastinate",
+        "pgqueuer",
+        "chancy",
+        "dbos",
+        "asyncpg",
+        "psycopg",
+        "uvloop",
+        "msgspec",
+    ):
         try:
             # venturi is distributed as venturi-jobs (the name venturi is another project's).
             out[pkg] = metadata.version("venturi-jobs" if pkg == "venturi" else pkg)
@@ -894,7 +1033,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     results = bench.results
     results["plan_drain_jobs"] = plan.drain_jobs
     results["peak_rss_mb"] = {n: max(v) for n, v in bench.rss.items() if v}
-    text, targets = report(results, names)
+    text, targets = report(results, names, args.extras)
     elapsed = time.monotonic() - started
     machine = {
         "nproc": os.cpu_count(),
@@ -968,8 +1107,24 @@ def main(argv: list[str] | None = None) -> int:
         default="uvloop",
         help="event loop of every process",
     )
+    for key, script in (
+        ("bulk", "bulk"),
+        ("scale", "scale"),
+        ("steady", "steady"),
+        ("pooler", "pooler"),
+    ):
+        parser.add_argument(
+            f"--{key}-json",
+            metavar="PATH",
+            help=f"the --json of a benchmarks.{script} run, for its issue-16 targets",
+        )
     parser.add_argument("--worker-timeout", type=float, default=900.0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    args.extras = {}
+    for key in ("bulk", "scale", "steady", "pooler"):
+        path = getattr(args, f"{key}_json")
+        if path:
+            args.extras[key] = json.loads(Path(path).read_text())
     if args.loop == "uvloop":
         import uvloop
 

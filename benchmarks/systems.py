@@ -42,6 +42,12 @@ def set_probe(fn: Callable[[int], None]) -> None:
     _probe = fn
 
 
+def report(i: int) -> None:
+    """A handler's report, for the systems that import their handlers from elsewhere
+    (chancy loads its jobs by import path)."""
+    _probe(i)
+
+
 # --- venturi ------------------------------------------------------------------------
 
 
@@ -91,7 +97,15 @@ class VenturiClient:
 
 
 async def venturi_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
-    worker = venturi.Worker(None, dsn, [venturi_noop], concurrency=cfg["concurrency"])
+    # benchmarks.steady runs retention beside the loop, as a production worker would.
+    maintenance = []
+    if cfg.get("retention_s") is not None:
+        maintenance.append(
+            venturi.Retention(completed=cfg["retention_s"], interval=cfg.get("retention_every", 10))
+        )
+    worker = venturi.Worker(
+        None, dsn, [venturi_noop], concurrency=cfg["concurrency"], maintenance=maintenance
+    )
     await worker.run(stop)
 
 
@@ -258,14 +272,45 @@ async def pgqueuer_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) ->
         await conn.close()
 
 
+# --- chancy and dbos, each in a module of its own (imported when used) -------------
+
+
+def _chancy_client(dsn: str) -> Any:
+    from benchmarks.chancy_system import ChancyClient
+
+    return ChancyClient(dsn)
+
+
+async def _chancy_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
+    from benchmarks.chancy_system import chancy_worker
+
+    await chancy_worker(dsn, cfg, stop)
+
+
+def _dbos_client(dsn: str) -> Any:
+    from benchmarks.dbos_system import DbosClient
+
+    return DbosClient(dsn)
+
+
+async def _dbos_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
+    from benchmarks.dbos_system import dbos_worker
+
+    await dbos_worker(dsn, cfg, stop, _probe)
+
+
 CLIENTS: dict[str, Callable[[str], Any]] = {
     "venturi": VenturiClient,
     "procrastinate": ProcrastinateClient,
     "pgqueuer": PgqueuerClient,
+    "chancy": _chancy_client,
+    "dbos": _dbos_client,
 }
 
 WORKERS: dict[str, Callable[[str, dict[str, Any], asyncio.Event], Any]] = {
     "venturi": venturi_worker,
     "procrastinate": procrastinate_worker,
     "pgqueuer": pgqueuer_worker,
+    "chancy": _chancy_worker,
+    "dbos": _dbos_worker,
 }

@@ -86,7 +86,10 @@ LANGUAGE plpgsql AS $$
 DECLARE
     kinds text;
 BEGIN
-    SELECT string_agg(DISTINCT kind, ',') INTO kinds FROM new_rows WHERE status = 'pending';
+    -- DISTINCT in a subquery hashes; inside the aggregate it sorts every new row (a
+    -- third of a second for a million-row COPY).
+    SELECT string_agg(kind, ',' ORDER BY kind) INTO kinds
+    FROM (SELECT DISTINCT kind FROM new_rows WHERE status = 'pending') AS pending;
     IF kinds IS NOT NULL THEN
         -- NOTIFY payloads are limited to 8000 bytes; an empty payload means "any kind".
         PERFORM pg_notify('billing_jobs_pending', CASE WHEN length(kinds) < 7000 THEN kinds ELSE '' END);
@@ -242,5 +245,6 @@ INSERT INTO "billing_jobs".schema_version (version, name) VALUES
     (6, 'queue_autovacuum'),
     (7, 'claim_token_backoff'),
     (8, 'dashboard_indexes'),
-    (9, 'caps_and_waits')
+    (9, 'caps_and_waits'),
+    (11, 'bulk_notify')
 ON CONFLICT (version) DO NOTHING;

@@ -547,6 +547,18 @@ FROM beat
 LEFT JOIN "venturi".jobs j ON j.id = beat.id
 LEFT JOIN renewed ON renewed.id = beat.id;
 
+-- job_ids_draw: the ids and the clock of a bulk enqueue by COPY (job_insert_many's copy
+-- path): $1 fresh ids of the jobs table's identity, in ascending order, and the
+-- transaction's now(), from which the rows' visible_at are computed exactly as
+-- job_insert_many_unkeyed computes them (coalesce(at, now() + after)).
+-- $1 integer count: how many ids
+-- index: none; the identity's sequence only.
+PREPARE venturi_job_ids_draw(integer) AS
+SELECT now() AS now,
+       array(SELECT nextval(seq.name) FROM generate_series(1, $1::integer) AS g(i) ORDER BY g.i)
+           AS ids
+FROM (SELECT pg_get_serial_sequence('"venturi".jobs', 'id') AS name) AS seq;
+
 -- job_ids_matching: one batch of the ids of the jobs a filter matches, newest first, for
 -- the dashboard's bulk actions (which then act on these ids by the single-job statements).
 -- $1 text status: only this status (NULL: any)

@@ -207,7 +207,9 @@ def test_children_get_every_option_but_processes_and_the_dsn() -> None:
     assert "--failures-to-dead" in args and "--no-failures-to-dead" not in args
     assert args[args.index("--schema") + 1] == "venturi"
     # Each child listens for metrics on its own port.
-    spread = processes._Supervisor(3, ["m", "--metrics-port", "9100", "--poll-max", "1"], "", 1)
+    spread = processes._Supervisor(
+        3, ["m", "--metrics-port", "9100", "--poll-max", "1"], "", None, 1
+    )
     assert [spread._args(i) for i in range(3)] == [
         ["m", "--metrics-port", str(9100 + i), "--poll-max", "1"] for i in range(3)
     ]

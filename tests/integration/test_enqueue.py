@@ -11,6 +11,8 @@ import msgspec
 import pytest
 
 import venturi
+from tests.support import sql as test_sql
+from tests.support import wait_until
 from tests.support.claims import claim
 from venturi import Context, Priority, db, sql
 
@@ -226,3 +228,118 @@ async def test_unapplied_schema_is_a_clear_error(empty_dsn: str, kinds: list[str
             await db.schema.schema_version(conn, schema="venturi")
     finally:
         await conn.close()
+
+
+# --- bulk enqueue by binary COPY (db.jobs.job_copy_in, from COPY_MIN_ROWS jobs) -------
+
+
+def _mixed(fetch: venturi.Task[Fetch], mail: venturi.Task[Any], at: datetime) -> list[Any]:
+    """Every way a job can be built: kinds, priorities, at, after, a backoff, defaults."""
+    return [
+        fetch.job(Fetch("a")),
+        mail.job({"to": "x"}, priority=Priority.LOW, after=90),
+        fetch.job(Fetch("b", 3), at=at),
+        mail.job({"to": "y"}, after=0.25),
+        fetch.job(Fetch("c"), priority=Priority.NORMAL),
+    ]
+
+
+async def _stored(conn: asyncpg.Connection, ids: list[int]) -> list[tuple[Any, ...]]:
+    """What the enqueue wrote of each job, but its id and the clock."""
+    out = []
+    for i in ids:
+        j = await venturi.get_job(conn, i)
+        assert j is not None
+        row = await conn.fetchrow(test_sql.statement("job_backoff_columns"), i)
+        after = (j.visible_at - j.created_at).total_seconds()
+        out.append(
+            (
+                *(j.kind, j.status, j.priority, j.carry, j.key, j.attempt, j.failures),
+                *(j.max_failures, j.visible_at if after > 1000 else round(after, 3), *row),
+            )
+        )
+    return out
+
+
+async def test_copy_writes_what_the_insert_writes(
+    conn: asyncpg.Connection, fetch: venturi.Task[Fetch], kinds: list[str]
+) -> None:
+    @venturi.task(kind="mail", backoff=venturi.Backoff.exponential(2, 3, 60), max_failures=4)
+    async def mail(ctx: Context[Any], carry: dict[str, str]) -> None:
+        return None
+
+    at = datetime.now(UTC) + timedelta(days=2)
+    specs = _mixed(fetch, mail, at)
+    inserted = await db.jobs.job_insert_many(conn, schema=sql.DEFAULT_SCHEMA, specs=specs)
+    copied = await db.jobs.job_copy_in(conn, schema=sql.DEFAULT_SCHEMA, specs=specs)
+    assert copied == sorted(copied) and min(copied) > max(inserted)
+    assert await _stored(conn, copied) == await _stored(conn, inserted)
+    with pytest.raises(ValueError, match="unkeyed"):
+        await db.jobs.job_copy_in(
+            conn, schema=sql.DEFAULT_SCHEMA, specs=[fetch.job(Fetch("k"), key="k")]
+        )
+
+
+async def test_a_large_batch_goes_by_copy_in_order_with_one_notification(
+    dsn: str, conn: asyncpg.Connection, fetch: venturi.Task[Fetch], mail: venturi.Task[Any]
+) -> None:
+    n = db.jobs.COPY_MIN_ROWS
+    heard: list[str] = []
+    listener = await asyncpg.connect(dsn)
+    try:
+        await listener.add_listener(sql.channel(sql.DEFAULT_SCHEMA), lambda *a: heard.append(a[3]))
+        specs = [
+            (fetch if i % 2 else mail).job(Fetch(str(i)) if i % 2 else {"i": str(i)})
+            for i in range(n)
+        ]
+        ids = await venturi.enqueue_many(conn, specs)
+        # A marker after it: notifications arrive in commit order, so when the marker's
+        # is in, every notification of the batch is too.
+        await mail.enqueue(conn, {"marker": "1"})
+        await wait_until(lambda: len(heard) >= 2)
+    finally:
+        await listener.close()
+    assert len(heard) == 2 and heard[1] == "mail"
+    assert sorted(heard[0].split(",")) == ["fetch", "mail"]
+    assert len(ids) == n and ids == sorted(ids)
+    for i in (0, 1, n // 2, n - 1):
+        job = await venturi.get_job(conn, ids[i])
+        assert job is not None and job.kind == ("fetch" if i % 2 else "mail")
+        assert job.carry == ({"url": str(i), "pages_done": 0} if i % 2 else {"i": str(i)})
+    assert await _count(conn) == n + 1
+
+
+async def test_a_copy_rolls_back_with_the_callers_transaction(
+    dsn: str, conn: asyncpg.Connection, fetch: venturi.Task[Fetch]
+) -> None:
+    n = db.jobs.COPY_MIN_ROWS
+
+    class Undo(Exception):
+        pass
+
+    with pytest.raises(Undo):
+        async with conn.transaction():
+            ids = await venturi.enqueue_many(conn, [fetch.job(Fetch(str(i))) for i in range(n)])
+            assert len(ids) == n and await _count(conn) == n
+            raise Undo
+    assert await _count(conn) == 0
+    # Two at once, on two connections: each id is its own input's job.
+    other = await asyncpg.connect(dsn)
+    try:
+        a, b = await asyncio.gather(
+            venturi.enqueue_many(conn, [fetch.job(Fetch(f"a{i}")) for i in range(n)]),
+            venturi.enqueue_many(other, [fetch.job(Fetch(f"b{i}")) for i in range(n)]),
+        )
+    finally:
+        await other.close()
+    for batch, tag in ((a, "a"), (b, "b")):
+        for i in (0, 1, n - 1):
+            job = await venturi.get_job(conn, batch[i])
+            assert job is not None and job.carry["url"] == f"{tag}{i}"
+
+
+async def test_a_copy_on_a_pool(pool: asyncpg.Pool, fetch: venturi.Task[Fetch]) -> None:
+    n = db.jobs.COPY_MIN_ROWS
+    ids = await venturi.enqueue_many(pool, [fetch.job(Fetch(str(i))) for i in range(n)])
+    job = await venturi.get_job(pool, ids[-1])
+    assert job is not None and job.carry["url"] == str(n - 1)

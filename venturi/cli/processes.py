@@ -60,21 +60,31 @@ def run_processes(
     processes: int,
     args: Sequence[str],
     dsn: str,
+    listen_dsn: str | None = None,
     *,
     restart_delay: float = DEFAULT_RESTART_DELAY,
 ) -> int:
     """Run ``processes`` worker processes (``venturi worker ARGS``) until SIGINT/SIGTERM,
     restarting one that exits after ``restart_delay``; returns the exit status: 0 after a
     graceful stop, 2 when a process could not start (exit status 2 on its first start)."""
-    return asyncio.run(_Supervisor(processes, list(args), dsn, restart_delay).run())
+    return asyncio.run(_Supervisor(processes, list(args), dsn, listen_dsn, restart_delay).run())
 
 
 class _Supervisor:
-    def __init__(self, processes: int, args: list[str], dsn: str, restart_delay: float) -> None:
+    def __init__(
+        self,
+        processes: int,
+        args: list[str],
+        dsn: str,
+        listen_dsn: str | None,
+        restart_delay: float,
+    ) -> None:
         self.processes = processes
         self.args = args
-        # The DSN goes through the environment, not argv, where `ps` would show it.
+        # The DSNs go through the environment, not argv, where `ps` would show them.
         self.env = {**os.environ, "VENTURI_DSN": dsn}
+        if listen_dsn is not None:
+            self.env["VENTURI_LISTEN_DSN"] = listen_dsn
         self.restart_delay = restart_delay
         self.stop = asyncio.Event()
         self.children: dict[int, asyncio.subprocess.Process] = {}

@@ -201,7 +201,16 @@ def worker(
         float | None,
         typer.Option(
             help="Longest any statement may take, seconds (default 30, at most half the "
-            "shortest lease, at least 1)."
+            "lease, at least 1)."
+        ),
+    ] = None,
+    listen_dsn: Annotated[
+        str | None,
+        typer.Option(
+            envvar="VENTURI_LISTEN_DSN",
+            help="A direct DSN for LISTEN (or VENTURI_LISTEN_DSN), when --dsn is a "
+            "transaction pooler.",
+            show_default=False,
         ),
     ] = None,
 ) -> None:
@@ -220,8 +229,8 @@ def worker(
 
         if processes < 1:
             raise fail(f"processes must be >= 1, got {processes}")
-        args = supervisor.child_arguments(ctx)
-        raise typer.Exit(supervisor.run_processes(processes, args, target_dsn))
+        args = supervisor.child_arguments(ctx, skip=("processes", "dsn", "listen_dsn"))
+        raise typer.Exit(supervisor.run_processes(processes, args, target_dsn, listen_dsn))
 
     from venturi.runtime.worker import Worker
 
@@ -243,6 +252,7 @@ def worker(
             heartbeat=heartbeat,
             metrics_port=metrics_port,
             statement_timeout=statement_timeout,
+            listen_dsn=listen_dsn,
         )
         if metrics_port is not None:
             _serve_metrics(metrics_port)

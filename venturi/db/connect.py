@@ -66,18 +66,83 @@ def _connect_error(dsn: str, exc: BaseException) -> ConnectError:
     return ConnectError(f"cannot connect to {redact(dsn)}: {scrub(one_line(exc), dsn)}")
 
 
-async def connect(dsn: str, **kwargs: Any) -> asyncpg.Connection:
-    """An asyncpg connection, or ``ConnectError`` with a one-line, password-free message."""
+# A DSN that points at a transaction pooler (PgBouncer's pool_mode = transaction) says so
+# with this query parameter; venturi removes it before connecting, so the driver and the
+# server never see it.
+POOLER_PARAM = "pooler"
+POOLER_TRANSACTION = "transaction"
+_POOLER_CONNINFO = re.compile(r"(?i)(?:^|\s)pooler\s*=\s*(\S*)")
+
+
+def split_pooler(dsn: str) -> tuple[str, bool]:
+    """``dsn`` without its ``pooler=transaction`` parameter, and whether it had one.
+
+    Behind a transaction pooler consecutive transactions of one client connection may run
+    on different server connections, so a statement prepared by name on one is unknown on
+    the next: such connections are opened without asyncpg's prepared-statement cache.
+    Any other value of the parameter is a ``ConnectError`` (a typo must not silently keep
+    the cache)."""
+    if "://" not in dsn:
+        found = _POOLER_CONNINFO.search(dsn)
+        if found is None:
+            return dsn, False
+        _check_pooler(found.group(1), dsn)
+        return (dsn[: found.start()] + dsn[found.end() :]).strip(), True
+    head, sep, query = dsn.partition("?")
+    if not sep:
+        return dsn, False
+    query, hash_, fragment = query.partition("#")
+    kept, pooled = [], False
+    for item in query.split("&"):
+        key, _, value = item.partition("=")
+        if urllib.parse.unquote(key).lower() == POOLER_PARAM:
+            _check_pooler(urllib.parse.unquote(value), dsn)
+            pooled = True
+        elif item:
+            kept.append(item)
+    if not pooled:
+        return dsn, False
+    return head + ("?" + "&".join(kept) if kept else "") + hash_ + fragment, True
+
+
+def _check_pooler(value: str, dsn: str) -> None:
+    if value.strip().lower() != POOLER_TRANSACTION:
+        raise ConnectError(
+            f"{redact(dsn)}: {POOLER_PARAM} must be {POOLER_TRANSACTION!r} "
+            f"(the DSN points at a transaction pooler), got {value!r}"
+        )
+
+
+def behind_pooler(dsn: str) -> bool:
+    """Does ``dsn`` say it points at a transaction pooler (``pooler=transaction``)?"""
+    return split_pooler(dsn)[1]
+
+
+def _options(dsn: str, pooled: bool, kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    plain, marked = split_pooler(dsn)
+    if marked or pooled:
+        kwargs = {**kwargs, "statement_cache_size": 0}
+    return plain, kwargs
+
+
+async def connect(dsn: str, *, pooled: bool = False, **kwargs: Any) -> asyncpg.Connection:
+    """An asyncpg connection, or ``ConnectError`` with a one-line, password-free message.
+
+    Without a prepared-statement cache when ``pooled`` or when the DSN says
+    ``pooler=transaction`` (see ``split_pooler``)."""
+    plain, kwargs = _options(dsn, pooled, kwargs)
     try:
-        return await asyncpg.connect(dsn, **kwargs)
+        return await asyncpg.connect(plain, **kwargs)
     except CONNECT_ERRORS as exc:
         raise _connect_error(dsn, exc) from None
 
 
-async def create_pool(dsn: str, **kwargs: Any) -> asyncpg.Pool:
-    """An asyncpg pool, or ``ConnectError`` like ``connect``."""
+async def create_pool(dsn: str, *, pooled: bool = False, **kwargs: Any) -> asyncpg.Pool:
+    """An asyncpg pool, or ``ConnectError`` like ``connect`` (and like it, without a
+    prepared-statement cache behind a transaction pooler)."""
+    plain, kwargs = _options(dsn, pooled, kwargs)
     try:
-        return await asyncpg.create_pool(dsn, **kwargs)
+        return await asyncpg.create_pool(plain, **kwargs)
     except CONNECT_ERRORS as exc:
         raise _connect_error(dsn, exc) from None
 

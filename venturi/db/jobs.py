@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Protocol
 
 from venturi import sql
@@ -166,15 +166,46 @@ def _same_key(specs: Sequence[NewJob], on_conflict: str) -> tuple[list[NewJob], 
     return sent, alias
 
 
+# An unkeyed batch at least this large goes by binary COPY (``job_copy_in``): below it,
+# COPY's extra round trips (ids, column types, the COPY itself) cost what its cheaper
+# encoding saves (benchmarks/bulk.py measures the crossover).
+COPY_MIN_ROWS = 10_000
+
+# The columns a COPY writes; the others take their defaults, as in an INSERT.
+COPY_COLUMNS = (
+    "id",
+    "kind",
+    "carry",
+    "priority",
+    "visible_at",
+    "max_failures",
+    "backoff_base",
+    "backoff_factor",
+    "backoff_cap",
+    "backoff_jitter",
+)
+
+
+def _copies(conn: Any) -> bool:
+    """Can ``conn`` COPY in a transaction (an asyncpg Connection or Pool)?"""
+    return hasattr(conn, "copy_records_to_table") and (
+        hasattr(conn, "transaction") or hasattr(conn, "acquire")
+    )
+
+
 @needs_schema
 async def job_insert_many(
     conn: Any, *, schema: str, specs: Sequence[NewJob], on_conflict: str = "existing"
 ) -> list[int]:
     """Insert jobs all or nothing; their ids in input order. Without keys this is one
-    ``job_insert_many_unkeyed``; with keys, ``job_insert_many`` in a transaction (a
-    savepoint inside the caller's), run again for the rows whose key holder moved.
-    ``on_conflict`` as for ``job_insert``; ``raise`` rolls the whole batch back."""
-    if all(s.key is None for s in specs):
+    ``job_insert_many_unkeyed`` (or, for a large batch, ``job_copy_in``); with keys,
+    ``job_insert_many`` in a transaction (a savepoint inside the caller's), run again for
+    the rows whose key holder moved. ``on_conflict`` as for ``job_insert``; ``raise``
+    rolls the whole batch back."""
+    unkeyed = all(s.key is None for s in specs)
+    if unkeyed and len(specs) >= COPY_MIN_ROWS and _copies(conn):
+        return await job_copy_in(conn, schema=schema, specs=specs)
+    if unkeyed:
         # One statement: all or nothing by itself, and no key to wait on.
         rows = await conn.fetch(
             sql.statement("job_insert_many_unkeyed", schema),
@@ -241,6 +272,38 @@ async def job_insert_many(
                 return [int(i) for i in ids if i is not None]
         s = specs[todo[0]]
         raise RuntimeError(f"could not enqueue {s.kind!r} with key {s.key!r}: key kept changing")
+
+
+@needs_schema
+async def job_copy_in(conn: Any, *, schema: str, specs: Sequence[NewJob]) -> list[int]:
+    """Insert unkeyed jobs by binary COPY, all or nothing, in one transaction (a savepoint
+    inside the caller's); their ids in input order.
+
+    ``job_ids_draw`` gives the ids and the transaction's clock; asyncpg's
+    ``copy_records_to_table`` writes the rows (it builds the ``COPY ... FROM STDIN
+    (FORMAT binary)`` from the table and ``COPY_COLUMNS``, identifiers only). The table's
+    checks and defaults apply as in an INSERT, and its statement trigger sends the one
+    notification of the batch."""
+    if any(s.key is not None for s in specs):
+        raise ValueError("job_copy_in takes unkeyed jobs only (keys need job_insert_many)")
+    async with transaction(conn) as tx:
+        row = await tx.fetchrow(sql.statement("job_ids_draw", schema), len(specs))
+        assert row is not None  # one row, always
+        now, ids = row["now"], row["ids"]
+        records = []
+        for job_id, s in zip(ids, specs, strict=True):
+            at = s.at
+            if at is None:
+                at = now if s.after is None else now + timedelta(seconds=s.after)
+            b = s.backoff
+            records.append(
+                (job_id, s.kind, s.carry, s.priority, at, s.max_failures)
+                + ((None, None, None, None) if b is None else (b.base, b.factor, b.cap, b.jitter))
+            )
+        await tx.copy_records_to_table(  # type: ignore[attr-defined]
+            "jobs", schema_name=schema, columns=COPY_COLUMNS, records=records
+        )
+    return [int(i) for i in ids]
 
 
 # --- the worker's statements --------------------------------------------------------

@@ -75,6 +75,12 @@ class Worker(Generic[S]):
     Every knob is checked here and raises ``ConfigError`` naming it. ``pool_or_dsn`` is
     an asyncpg Pool (the worker holds one of its connections for LISTEN, so give it at
     least two) or a DSN, from which the worker opens its own small pool.
+
+    ``listen_dsn`` is a direct connection to the server for LISTEN alone: with it, the
+    main DSN may point at a transaction pooler (PgBouncer), and the worker opens its
+    connections without a prepared-statement cache. A main DSN marked
+    ``pooler=transaction`` without ``listen_dsn`` does not LISTEN (a pooler does not
+    keep a session's notifications): the worker polls, at least every second.
     """
 
     def __init__(
@@ -98,8 +104,12 @@ class Worker(Generic[S]):
         metrics: bool = False,
         metrics_port: int | None = None,
         statement_timeout: timedelta | float | None = None,
+        listen_dsn: str | None = None,
     ) -> None:
         self._dsn, self._pool = validate.pool_or_dsn(pool_or_dsn, "pool_or_dsn")
+        if listen_dsn is not None:
+            validate.non_empty_str(listen_dsn, "listen_dsn")
+        self.listen_dsn = listen_dsn
         if concurrency is None:
             concurrency = default_concurrency()
         self.concurrency = validate.integer(concurrency, "concurrency")
@@ -241,7 +251,10 @@ class Worker(Generic[S]):
             # heartbeat, and one per slot for handlers' ctx.transaction() (opened only
             # when a handler asks); TCP keepalives on each.
             pool = await db.connect.create_worker_pool(
-                self._dsn, min_size=1, max_size=3 + self.concurrency
+                self._dsn,
+                min_size=1,
+                max_size=3 + self.concurrency,
+                pooled=self.listen_dsn is not None,
             )
         deadline = self.statement_deadline()
         self._running = True
@@ -250,20 +263,36 @@ class Worker(Generic[S]):
         if self.metrics_port is not None:
             instruments.serve(self.metrics_port)
         self._wake = asyncio.Event()
-        listener = Listener(
-            pool,
-            sql.channel(self.schema),
-            self._on_notify,
-            self._on_listening,
-            self._instruments,
-            deadline=deadline,
-        )
+        listen_pool: Any = None
+        listener: Listener | None = None
         watcher = asyncio.create_task(self._watch(shutdown))
         started = False
         try:
+            if self.listen_dsn is not None:
+                # The LISTEN session needs a server connection of its own, never a pooler's.
+                listen_pool = await db.connect.create_worker_pool(
+                    self.listen_dsn, min_size=1, max_size=1
+                )
             await db.schema.schema_version(pool, schema=self.schema)
             started = True
-            await listener.start()
+            if listen_pool is not None or not (
+                self._dsn is not None and db.connect.behind_pooler(self._dsn)
+            ):
+                listener = Listener(
+                    listen_pool or pool,
+                    sql.channel(self.schema),
+                    self._on_notify,
+                    self._on_listening,
+                    self._instruments,
+                    deadline=deadline,
+                )
+                await listener.start()
+            else:
+                log.info(
+                    "no LISTEN: the DSN points at a transaction pooler and no listen_dsn "
+                    "is given; polling every %.0fs",
+                    min(self.poll_max, _POLL_WITHOUT_LISTENER),
+                )
             log.info(
                 "worker %s started: kinds=%s concurrency=%d",
                 self.claimed_by,
@@ -294,7 +323,10 @@ class Worker(Generic[S]):
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
-            await listener.close()
+            if listener is not None:
+                await listener.close()
+            if listen_pool is not None:
+                await listen_pool.close()
             if own_pool:
                 try:
                     # A connection stuck on a frozen network would hold close() for ever.

@@ -1,0 +1,183 @@
+"""Bulk enqueue (issue 16, target 3): ``venturi.enqueue_many`` by binary COPY against its
+INSERT ... unnest path and against a raw COPY of the same rows.
+
+    python -m benchmarks.bulk [--jobs 1000000] [--calls-of 1000,5000,20000] [--json out]
+
+One database of its own; each measurement starts from an empty, CHECKPOINTed table, and
+the paths alternate (A B A B ...) so that drift on the machine hits both alike.
+
+- ``enqueue_many (copy)``: ``venturi.enqueue_many`` with the library's threshold
+  (``db.jobs.COPY_MIN_ROWS``): calls at or above it go by COPY;
+- ``enqueue_many (insert)``: the same calls with the threshold out of reach, so every call
+  is one ``job_insert_many_unkeyed`` (the path before COPY);
+- ``raw COPY``: asyncpg ``copy_records_to_table`` of the rows the COPY path writes, built
+  beforehand (ids drawn, clock read): the server's floor for these rows and indexes.
+
+Payload building (``Task.job``) is inside the timing of both enqueue paths, as in
+``benchmarks.compare``; every call is its own transaction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+import venturi
+from benchmarks import systems
+from benchmarks.compare import DEFAULT_ADMIN_DSN, git_head, versions
+from venturi import db, sql
+
+SCHEMA = sql.DEFAULT_SCHEMA
+
+
+def log(msg: str) -> None:
+    sys.stderr.write(f"[bulk {time.strftime('%H:%M:%S')}] {msg}\n")
+    sys.stderr.flush()
+
+
+async def _empty(conn: Any) -> None:
+    await conn.execute(f"TRUNCATE {SCHEMA}.jobs, {SCHEMA}.journal")
+    await conn.execute("CHECKPOINT")
+
+
+async def enqueue(conn: Any, jobs: int, per_call: int, path: str) -> float:
+    """Seconds to enqueue ``jobs`` in calls of ``per_call`` by ``path``."""
+    saved = db.jobs.COPY_MIN_ROWS
+    if path == "insert":
+        db.jobs.COPY_MIN_ROWS = jobs + 1
+    try:
+        t0 = time.perf_counter()
+        for start in range(0, jobs, per_call):
+            batch = range(start, min(start + per_call, jobs))
+            await venturi.enqueue_many(
+                conn, [systems.venturi_noop.job(systems.Noop(i)) for i in batch]
+            )
+        return time.perf_counter() - t0
+    finally:
+        db.jobs.COPY_MIN_ROWS = saved
+
+
+async def raw_copy(conn: Any, jobs: int) -> float:
+    """Seconds of the COPY alone, of rows built before the clock starts."""
+    specs = [systems.venturi_noop.job(systems.Noop(i)) for i in range(jobs)]
+    async with conn.transaction():
+        row = await conn.fetchrow(sql.statement("job_ids_draw", SCHEMA), jobs)
+        now, ids = row["now"], row["ids"]
+        records = [
+            (i, s.kind, s.carry, s.priority, now, s.max_failures, None, None, None, None)
+            for i, s in zip(ids, specs, strict=True)
+        ]
+        t0 = time.perf_counter()
+        await conn.copy_records_to_table(
+            "jobs", schema_name=SCHEMA, columns=db.jobs.COPY_COLUMNS, records=records
+        )
+        return time.perf_counter() - t0
+
+
+async def amain(args: argparse.Namespace) -> dict[str, Any]:
+    admin = args.dsn
+    database = f"bench_bulk_{os.getpid()}"
+    conn = await asyncpg.connect(admin)
+    await conn.execute(f"CREATE DATABASE {database}")
+    await conn.close()
+    from venturi.testing.server import with_database
+
+    results: dict[str, Any] = {
+        "commit": git_head(),
+        "versions": versions(),
+        "args": vars(args),
+        "copy_min_rows": db.jobs.COPY_MIN_ROWS,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "runs": [],
+    }
+    try:
+        conn = await asyncpg.connect(with_database(admin, database))
+        await db.schema.apply_schema(conn, schema=SCHEMA)
+        shapes = [(args.jobs, args.jobs)] + [(args.small_jobs, n) for n in args.calls_of]
+        for jobs, per_call in shapes:
+            paths = ["copy", "insert"] + (["raw"] if per_call == jobs else [])
+            for round_ in range(args.repeat):
+                for path in paths if round_ % 2 == 0 else paths[::-1]:
+                    await _empty(conn)
+                    load = os.getloadavg()[0]
+                    if path == "raw":
+                        secs = await raw_copy(conn, jobs)
+                    else:
+                        secs = await enqueue(conn, jobs, per_call, path)
+                    rate = jobs / secs
+                    log(
+                        f"{jobs:,} jobs in calls of {per_call:,}, {path}: {rate:,.0f} jobs/s "
+                        f"({secs:.2f} s, load {load:.2f})"
+                    )
+                    results["runs"].append(
+                        {
+                            "jobs": jobs,
+                            "per_call": per_call,
+                            "path": path,
+                            "round": round_ + 1,
+                            "seconds": secs,
+                            "jobs_per_s": rate,
+                            "load_average": load,
+                        }
+                    )
+        await conn.close()
+    finally:
+        conn = await asyncpg.connect(admin)
+        await conn.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+        await conn.close()
+    results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return results
+
+
+def report(results: dict[str, Any]) -> str:
+    lines = [
+        f"venturi {results['commit']}: bulk enqueue (COPY from {results['copy_min_rows']:,} "
+        "jobs per call), median of the rounds",
+        "",
+        "jobs        per call   path     jobs/s    load 1m",
+    ]
+    groups: dict[tuple[int, int, str], list[dict[str, Any]]] = {}
+    for r in results["runs"]:
+        groups.setdefault((r["jobs"], r["per_call"], r["path"]), []).append(r)
+    for (jobs, per_call, path), runs in groups.items():
+        rate = statistics.median(r["jobs_per_s"] for r in runs)
+        loads = [r["load_average"] for r in runs]
+        lines.append(
+            f"{jobs:>9,}  {per_call:>9,}   {path:<7} {rate:>8,.0f}   "
+            f"{min(loads):.2f}-{max(loads):.2f}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.bulk", description=__doc__)
+    p.add_argument("--dsn", default=os.environ.get("VENTURI_BENCH_DSN", DEFAULT_ADMIN_DSN))
+    p.add_argument("--jobs", type=int, default=1_000_000, help="jobs of the one-call run")
+    p.add_argument("--small-jobs", type=int, default=100_000, help="jobs of the other runs")
+    p.add_argument(
+        "--calls-of",
+        default=[1_000, 5_000, 20_000],
+        type=lambda s: [int(x) for x in s.split(",") if x.strip()],
+    )
+    p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--json")
+    args = p.parse_args(argv)
+    results = asyncio.run(amain(args))
+    print(report(results))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,236 @@
+"""Ten million pending (issue 16, target 4): bulk-load, then drain at c=32 from the big
+table against the same drain from a small one.
+
+    python -m benchmarks.scale [--pending 10000000] [--drain 20000] [--json out.json]
+
+One database of its own. Steps:
+
+1. the small table: ``--small`` (10,000) pending jobs, ANALYZEd, CHECKPOINT, then a worker
+   process (``benchmarks.worker_proc``, ``Worker(concurrency=32)``) drains ``--drain``
+   of them (at most the table);
+2. the big table: ``--pending`` jobs loaded by ``venturi.enqueue_many`` in calls of
+   ``--load-batch`` (binary COPY), load rate reported; ANALYZE, CHECKPOINT; the plan of
+   ``job_claim`` for 32 rows (EXPLAIN ANALYZE in a transaction rolled back, so it claims
+   nothing); then the same drain of ``--drain`` jobs, its rate, and the worker's peak RSS;
+3. the table's and its indexes' sizes.
+
+The rate is (jobs - 1) / (last handler start - first handler start); the target is the
+big table's rate >= 80% of the small one's, the claim plan on ``jobs_claim_idx`` and
+the worker's RSS under 60 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+import venturi
+from benchmarks import ceiling, systems
+from benchmarks.compare import DEFAULT_ADMIN_DSN, ROOT, git_head, versions
+from venturi import db, sql
+
+SCHEMA = sql.DEFAULT_SCHEMA
+
+
+def log(msg: str) -> None:
+    sys.stderr.write(f"[scale {time.strftime('%H:%M:%S')}] {msg}\n")
+    sys.stderr.flush()
+
+
+async def load(conn: Any, n: int, batch: int) -> float:
+    """Enqueue ``n`` jobs in calls of ``batch``; seconds."""
+    t0 = time.perf_counter()
+    for start in range(0, n, batch):
+        rng = range(start, min(start + batch, n))
+        await venturi.enqueue_many(conn, [systems.venturi_noop.job(systems.Noop(i)) for i in rng])
+        if start and start % (10 * batch) == 0:
+            log(f"  loaded {start:,} ({start / (time.perf_counter() - t0):,.0f} jobs/s)")
+    return time.perf_counter() - t0
+
+
+async def prepare(conn: Any) -> None:
+    await conn.execute(sql.statement("maintenance/analyze", SCHEMA))
+    await conn.execute("CHECKPOINT")
+
+
+async def drain(dsn: str, jobs: int, concurrency: int) -> dict[str, Any]:
+    spec = json.dumps(
+        {
+            "system": "venturi",
+            "dsn": dsn,
+            "cfg": {"concurrency": concurrency},
+            "mode": "drain",
+            "target": jobs,
+            "loop": "uvloop",
+            "timeout": 600,
+        }
+    )
+    load_before = os.getloadavg()[0]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "benchmarks.worker_proc",
+        spec,
+        cwd=str(ROOT),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await proc.communicate()
+    r = json.loads(out.decode().strip().splitlines()[-1])
+    window = (r["t_target"] or r["t_last"]) - r["t_first"]
+    return {
+        "jobs": r["count"],
+        "jobs_per_s": (r["count"] - 1) / window,
+        "peak_rss_mb": r["maxrss_kb"] / 1024,
+        "cut_short": r["t_target"] is None,
+        "load_average": [load_before, os.getloadavg()[0]],
+    }
+
+
+async def claim_plan(conn: Any, limit: int) -> str:
+    """EXPLAIN ANALYZE of ``job_claim`` for ``limit`` rows, rolled back."""
+    names = ceiling.parameters("job_claim", SCHEMA)
+    b = ceiling.DEFAULT_BACKOFF
+    values = {
+        "kinds": [systems.KIND],
+        "leases": [ceiling.LEASE],
+        "priority_floor": 0,
+        "claim_limit": limit,
+        "backoff_base": b.base,
+        "backoff_factor": b.factor,
+        "backoff_cap": b.cap,
+        "backoff_jitter": b.jitter,
+        "claimed_by": "benchmarks.scale",
+        "claim_token": uuid.uuid4(),
+        "done_ids": [],
+        "done_attempts": [],
+        "done_results": [],
+    }
+    text = sql.statement("job_claim", SCHEMA)
+    tx = conn.transaction()
+    await tx.start()
+    try:
+        rows = await conn.fetch(
+            "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + text,
+            *ceiling._args(names, values, "job_claim"),
+        )
+    finally:
+        await tx.rollback()
+    return "\n".join(r[0] for r in rows)
+
+
+async def sizes(conn: Any) -> dict[str, int]:
+    row = await conn.fetchrow(
+        f"SELECT pg_relation_size('{SCHEMA}.jobs') AS heap, "
+        f"pg_indexes_size('{SCHEMA}.jobs') AS indexes, "
+        f"pg_total_relation_size('{SCHEMA}.jobs') AS total"
+    )
+    return dict(row)
+
+
+async def amain(args: argparse.Namespace) -> dict[str, Any]:
+    database = f"bench_scale_{os.getpid()}"
+    admin = await asyncpg.connect(args.dsn)
+    await admin.execute(f"CREATE DATABASE {database}")
+    from venturi.testing.server import with_database
+
+    dsn = with_database(args.dsn, database)
+    out: dict[str, Any] = {
+        "commit": git_head(),
+        "versions": versions(),
+        "args": vars(args),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    try:
+        conn = await asyncpg.connect(dsn)
+        await db.schema.apply_schema(conn, schema=SCHEMA)
+        log(f"small table: {args.small:,} pending")
+        await load(conn, args.small, args.load_batch)
+        await prepare(conn)
+        out["small"] = {"pending": args.small, **await drain(dsn, min(args.drain, args.small), 32)}
+        log(f"  drain: {out['small']['jobs_per_s']:,.0f} jobs/s")
+        await conn.execute(f"TRUNCATE {SCHEMA}.jobs, {SCHEMA}.journal")
+        log(f"big table: loading {args.pending:,} jobs in calls of {args.load_batch:,}")
+        load_before = os.getloadavg()[0]
+        secs = await load(conn, args.pending, args.load_batch)
+        out["load"] = {
+            "jobs": args.pending,
+            "seconds": secs,
+            "jobs_per_s": args.pending / secs,
+            "load_average": [load_before, os.getloadavg()[0]],
+        }
+        log(f"  loaded at {args.pending / secs:,.0f} jobs/s; ANALYZE, CHECKPOINT")
+        await prepare(conn)
+        out["sizes_loaded"] = await sizes(conn)
+        out["claim_plan"] = await claim_plan(conn, 32)
+        log("  claim plan:\n" + out["claim_plan"])
+        out["big"] = {"pending": args.pending, **await drain(dsn, args.drain, 32)}
+        out["ratio"] = out["big"]["jobs_per_s"] / out["small"]["jobs_per_s"]
+        log(
+            f"  drain: {out['big']['jobs_per_s']:,.0f} jobs/s ({out['ratio']:.0%} of the small "
+            f"table's), worker peak RSS {out['big']['peak_rss_mb']:.1f} MB"
+        )
+        out["sizes_drained"] = await sizes(conn)
+        await conn.close()
+    finally:
+        await admin.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+        await admin.close()
+    out["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return out
+
+
+def targets(out: dict[str, Any]) -> list[tuple[bool, str]]:
+    plan = out["claim_plan"]
+    return [
+        (
+            out["ratio"] >= 0.8,
+            f"drain c=32 with {out['big']['pending']:,} pending >= 80% of "
+            f"{out['small']['pending']:,}: {out['ratio']:.0%} ({out['big']['jobs_per_s']:,.0f} "
+            f"vs {out['small']['jobs_per_s']:,.0f} jobs/s)",
+        ),
+        (
+            "Index Scan using jobs_claim_idx" in plan and "Seq Scan on jobs" not in plan,
+            "claim plan on jobs_claim_idx (EXPLAIN in the JSON)",
+        ),
+        (
+            out["big"]["peak_rss_mb"] < 60,
+            f"worker RSS under 60 MB: {out['big']['peak_rss_mb']:.1f} MB",
+        ),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.scale", description=__doc__)
+    p.add_argument("--dsn", default=os.environ.get("VENTURI_BENCH_DSN", DEFAULT_ADMIN_DSN))
+    p.add_argument("--pending", type=int, default=10_000_000)
+    p.add_argument("--small", type=int, default=10_000)
+    p.add_argument("--drain", type=int, default=20_000)
+    p.add_argument("--load-batch", type=int, default=100_000)
+    p.add_argument("--json")
+    args = p.parse_args(argv)
+    out = asyncio.run(amain(args))
+    s = out["sizes_loaded"]
+    print(
+        f"venturi {out['commit']}: {args.pending:,} pending loaded at "
+        f"{out['load']['jobs_per_s']:,.0f} jobs/s; table {s['heap'] / 2**20:,.0f} MB, "
+        f"indexes {s['indexes'] / 2**20:,.0f} MB"
+    )
+    for met, what in targets(out):
+        print(f"  {'MET   ' if met else 'MISSED'} {what}")
+    out["targets"] = [{"met": m, "target": w} for m, w in targets(out)]
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(out, indent=2, default=str) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
