@@ -46,7 +46,10 @@ from . import history, tasks
 from .tasks import Chaos
 
 ROOT = Path(__file__).resolve().parents[2]
-TRANSIENT = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
+# What the enqueuer retries: venturi's own list, which includes asyncpg's client-side
+# errors (TargetServerAttributeNotMatched: no host of the multi-host DSN is writable,
+# while writes are refused or during a failover).
+TRANSIENT = db.errors.TRANSIENT
 
 
 @dataclass(frozen=True)
