@@ -6,7 +6,7 @@ import inspect
 import typing
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import msgspec
 
@@ -15,7 +15,6 @@ from venturi.backoff import Backoff
 from venturi.codecs import CarryCodec
 from venturi.context import Context
 from venturi.cronspec import CronSpec
-from venturi.db.conn import Conn
 from venturi.errors import ConfigError
 from venturi.outcomes import Outcome
 from venturi.priority import Priority
@@ -23,12 +22,27 @@ from venturi.rate import Rate
 from venturi.sql import DEFAULT_SCHEMA
 from venturi.validate import seconds
 
+if TYPE_CHECKING:
+    from venturi.db.drivers import AsyncConnection, SyncConnection
+
 C = TypeVar("C")
 
 DEFAULT_MAX_FAILURES = 25
 DEFAULT_MAX_CARRY_BYTES = 1 << 20
 
 Handler = Callable[[Context[Any], Any], Awaitable[Outcome | None] | Outcome | None]
+
+# What a handler of carry type C is: ``async def f(ctx: Context[S], carry: C)`` (or a
+# plain def), returning an Outcome or None.
+HandlerOf = Callable[[Context[Any], C], Awaitable[Outcome | None] | Outcome | None]
+
+
+class TaskDecorator(Protocol):
+    """What ``@venturi.task(kind)`` returns: it turns a handler of carry type ``C`` into a
+    ``Task[C]``, so a type checker knows the carry ``enqueue`` takes."""
+
+    def __call__(self, fn: HandlerOf[C], /) -> Task[C]: ...
+
 
 _REGISTRY: dict[str, Task[Any]] = {}
 
@@ -151,7 +165,7 @@ class Task(Generic[C]):
 
     async def enqueue(
         self,
-        conn: Conn,
+        conn: AsyncConnection,
         carry: C,
         *,
         priority: Priority | None = None,
@@ -162,28 +176,64 @@ class Task(Generic[C]):
     ) -> int:
         """Insert one job and return its id (an unfinished job holding ``key`` wins).
 
-        ``conn`` is an asyncpg Connection, so the job commits or rolls back with the
-        caller's transaction, or a Pool. Nothing is written if the carry is invalid.
+        ``conn`` is an asyncpg Connection or Pool, a psycopg AsyncConnection or
+        AsyncConnectionPool, or a SQLAlchemy AsyncConnection, AsyncSession or
+        AsyncEngine. On a connection or session with an open transaction the job
+        commits or rolls back with it; without one, and on a pool or engine, it commits
+        before this returns. Nothing is written if the carry is invalid.
         """
         spec = self.job(carry, priority=priority, at=at, after=after, key=key)
         return await db.jobs.job_insert(conn, schema=schema, spec=spec)
 
+    def enqueue_sync(
+        self,
+        conn: SyncConnection,
+        carry: C,
+        *,
+        priority: Priority | None = None,
+        at: datetime | None = None,
+        after: timedelta | float | None = None,
+        key: str | None = None,
+        schema: str = DEFAULT_SCHEMA,
+    ) -> int:
+        """``enqueue`` from synchronous code: ``conn`` is a psycopg Connection or
+        ConnectionPool, a psycopg2 connection, a SQLAlchemy Connection, Session (or
+        scoped_session) or Engine, or a Django connection; the same transaction rules."""
+        spec = self.job(carry, priority=priority, at=at, after=after, key=key)
+        return db.jobs.job_insert_sync(conn, schema=schema, spec=spec)
 
-async def enqueue_many(
-    conn: Conn, jobs: Iterable[JobSpec], *, schema: str = DEFAULT_SCHEMA
-) -> list[int]:
-    """Insert many jobs (built with ``Task.job``); ids in input order.
 
-    All or nothing: one statement, or with keys one transaction (a savepoint inside the
-    caller's open transaction on a Connection). A key held by an unfinished job gives
-    that job's id, also when its holder commits while this call waits on it."""
+def _specs(jobs: Iterable[JobSpec]) -> list[JobSpec]:
     specs = list(jobs)
     for spec in specs:
         if not isinstance(spec, JobSpec):
             raise TypeError(f"enqueue_many takes jobs built with task.job(...), got {spec!r}")
+    return specs
+
+
+async def enqueue_many(
+    conn: AsyncConnection, jobs: Iterable[JobSpec], *, schema: str = DEFAULT_SCHEMA
+) -> list[int]:
+    """Insert many jobs (built with ``Task.job``); ids in input order. ``conn`` is any
+    connection ``Task.enqueue`` takes, with the same transaction rules.
+
+    All or nothing: one statement, or with keys one transaction (a savepoint inside the
+    caller's open transaction). A key held by an unfinished job gives that job's id,
+    also when its holder commits while this call waits on it."""
+    specs = _specs(jobs)
     if not specs:
         return []
     return await db.jobs.job_insert_many(conn, schema=schema, specs=specs)
+
+
+def enqueue_many_sync(
+    conn: SyncConnection, jobs: Iterable[JobSpec], *, schema: str = DEFAULT_SCHEMA
+) -> list[int]:
+    """``enqueue_many`` on any connection ``Task.enqueue_sync`` takes."""
+    specs = _specs(jobs)
+    if not specs:
+        return []
+    return db.jobs.job_insert_many_sync(conn, schema=schema, specs=specs)
 
 
 def _carry_type(fn: Callable[..., Any], kind: str) -> Any:
@@ -240,7 +290,7 @@ def task(
     result_ttl: timedelta | float | None = None,
     cron: str | None = None,
     tz: str | None = None,
-) -> Callable[[Handler], Task[Any]]:
+) -> TaskDecorator:
     """Declare a job kind. Every argument is checked here; a bad one raises ConfigError.
 
     ``lease`` overrides the worker's default lease, ``cap`` is the default per-kind
@@ -280,7 +330,7 @@ def task(
         raise ConfigError("tz applies to a cron schedule: pass cron= too")
     cron_spec = None if cron is None else CronSpec(cron, tz)
 
-    def decorate(fn: Handler) -> Task[Any]:
+    def decorate(fn: HandlerOf[C]) -> Task[C]:
         if not callable(fn):
             raise ConfigError(f"task {kind!r}: the handler must be callable, got {fn!r}")
         carry_type = _carry_type(fn, kind)
@@ -289,7 +339,7 @@ def task(
             raise ConfigError(
                 f"kind {kind!r} is already declared by {'.'.join(_origin(existing.fn))}"
             )
-        t: Task[Any] = Task(
+        t: Task[C] = Task(
             fn,
             kind,
             carry_type,

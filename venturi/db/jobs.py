@@ -16,9 +16,9 @@ from typing import Any, NamedTuple, Protocol
 
 from venturi import sql
 from venturi.backoff import Backoff
+from venturi.db import drivers
 from venturi.db.conn import Conn, Record
-from venturi.db.connect import transaction
-from venturi.db.schema import needs_schema
+from venturi.db.drivers import Query, Row, Steps
 
 
 class NewJob(Protocol):
@@ -60,6 +60,10 @@ class Claimant:
 
 
 # --- enqueue ------------------------------------------------------------------------
+#
+# The application's calls, written once as steps (``drivers.Steps``) that every driver
+# runs: ``job_insert`` and ``job_insert_many`` (async, any driver ``drivers.run`` takes)
+# and their ``_sync`` twins are the same steps on another seam.
 
 
 def _backoff_args(spec: NewJob) -> tuple[float | None, float | None, float | None, bool | None]:
@@ -67,11 +71,9 @@ def _backoff_args(spec: NewJob) -> tuple[float | None, float | None, float | Non
     return (None, None, None, None) if b is None else (b.base, b.factor, b.cap, b.jitter)
 
 
-@needs_schema
-async def job_insert(conn: Conn, *, schema: str, spec: NewJob) -> int:
-    """Insert one job (or find the unfinished holder of its key); its id."""
-    text = sql.statement("job_insert", schema)
-    args = (
+def job_insert_args(spec: NewJob) -> tuple[Any, ...]:
+    """The values of ``job_insert``'s ``$1..$n`` for one job."""
+    return (
         spec.kind,
         spec.carry,
         spec.priority,
@@ -81,12 +83,27 @@ async def job_insert(conn: Conn, *, schema: str, spec: NewJob) -> int:
         spec.max_failures,
         *_backoff_args(spec),
     )
-    # A None answer means the key's holder committed after our snapshot; try again.
+
+
+def job_insert_steps(*, spec: NewJob) -> Steps[int]:
+    """Insert one job (or find the unfinished holder of its key); its id."""
+    query = Query("job_insert", job_insert_args(spec))
+    # No id means the key's holder committed after our snapshot; try again.
     for _ in range(5):
-        job_id = await conn.fetchval(text, *args)
-        if job_id is not None:
-            return int(job_id)
+        rows = yield query
+        if rows and rows[0]["id"] is not None:
+            return int(rows[0]["id"])
     raise RuntimeError(f"could not enqueue {spec.kind!r} with key {spec.key!r}: key kept changing")
+
+
+async def job_insert(conn: Any, *, schema: str, spec: NewJob) -> int:
+    """``job_insert_steps`` on an async connection (``drivers.AsyncConnection``)."""
+    return await drivers.run(conn, job_insert_steps(spec=spec), schema=schema)
+
+
+def job_insert_sync(conn: Any, *, schema: str, spec: NewJob) -> int:
+    """``job_insert_steps`` on a sync connection (``drivers.SyncConnection``)."""
+    return drivers.run_sync(conn, job_insert_steps(spec=spec), schema=schema)
 
 
 def _backoff_arrays(specs: Sequence[NewJob]) -> list[list[Any]]:
@@ -95,15 +112,12 @@ def _backoff_arrays(specs: Sequence[NewJob]) -> list[list[Any]]:
     return [[r[i] for r in rows] for i in range(4)]
 
 
-@needs_schema
-async def job_insert_many(conn: Any, *, schema: str, specs: Sequence[NewJob]) -> list[int]:
-    """Insert jobs all or nothing; their ids in input order. Without keys this is one
-    ``job_insert_many_unkeyed``; with keys, ``job_insert_many`` in a transaction (a
-    savepoint inside the caller's), run again for the rows whose key holder moved."""
-    if all(s.key is None for s in specs):
-        # One statement: all or nothing by itself, and no key to wait on.
-        rows = await conn.fetch(
-            sql.statement("job_insert_many_unkeyed", schema),
+def job_insert_many_unkeyed_steps(*, specs: Sequence[NewJob]) -> Steps[list[int]]:
+    """Insert jobs that carry no key in one statement (all or nothing by itself, and no
+    key to wait on); their ids in input order."""
+    rows = yield Query(
+        "job_insert_many_unkeyed",
+        (
             [s.kind for s in specs],
             [s.carry for s in specs],
             [s.priority for s in specs],
@@ -111,19 +125,22 @@ async def job_insert_many(conn: Any, *, schema: str, specs: Sequence[NewJob]) ->
             [s.after for s in specs],
             [s.max_failures for s in specs],
             *_backoff_arrays(specs),
-        )
-        # Ascending ids are input order (see the statement's header).
-        return sorted(int(r["id"]) for r in rows)
-    # A key whose holder commits while the statement waits on it comes back without an
-    # id; the statement runs again for those rows. The batch is one transaction, so a
-    # batch that cannot finish leaves nothing behind.
-    async with transaction(conn) as tx:
-        text = sql.statement("job_insert_many", schema)
-        ids: list[int | None] = [None] * len(specs)
-        todo = list(range(len(specs)))
-        for _ in range(5):
-            rows = await tx.fetch(
-                text,
+        ),
+    )
+    # Ascending ids are input order (see the statement's header).
+    return sorted(int(r["id"]) for r in rows)
+
+
+def job_insert_many_steps(*, specs: Sequence[NewJob]) -> Steps[list[int]]:
+    """Insert keyed jobs; their ids in input order. Run ``atomic``: a key whose holder
+    commits while the statement waits on it comes back without an id and the statement
+    runs again for those rows, and a batch that cannot finish leaves nothing behind."""
+    ids: list[int | None] = [None] * len(specs)
+    todo = list(range(len(specs)))
+    for _ in range(5):
+        rows = yield Query(
+            "job_insert_many",
+            (
                 [specs[i].kind for i in todo],
                 [specs[i].carry for i in todo],
                 [specs[i].priority for i in todo],
@@ -132,14 +149,36 @@ async def job_insert_many(conn: Any, *, schema: str, specs: Sequence[NewJob]) ->
                 [specs[i].key for i in todo],
                 [specs[i].max_failures for i in todo],
                 *_backoff_arrays([specs[i] for i in todo]),
-            )
-            for i, row in zip(todo, rows, strict=True):
-                ids[i] = None if row["id"] is None else int(row["id"])
-            todo = [i for i in todo if ids[i] is None]
-            if not todo:
-                return [int(i) for i in ids if i is not None]
-        s = specs[todo[0]]
-        raise RuntimeError(f"could not enqueue {s.kind!r} with key {s.key!r}: key kept changing")
+            ),
+        )
+        for i, row in zip(todo, rows, strict=True):
+            ids[i] = None if row["id"] is None else int(row["id"])
+        todo = [i for i in todo if ids[i] is None]
+        if not todo:
+            return [int(i) for i in ids if i is not None]
+    s = specs[todo[0]]
+    raise RuntimeError(f"could not enqueue {s.kind!r} with key {s.key!r}: key kept changing")
+
+
+def _many(specs: Sequence[NewJob]) -> tuple[Steps[list[int]], bool]:
+    """The steps of an insert of ``specs`` and whether they must run atomic."""
+    if all(s.key is None for s in specs):
+        return job_insert_many_unkeyed_steps(specs=specs), False
+    return job_insert_many_steps(specs=specs), True
+
+
+async def job_insert_many(conn: Any, *, schema: str, specs: Sequence[NewJob]) -> list[int]:
+    """Insert jobs all or nothing; their ids in input order. Without keys this is one
+    ``job_insert_many_unkeyed``; with keys, ``job_insert_many`` in a transaction (a
+    savepoint inside the caller's), run again for the rows whose key holder moved."""
+    steps, atomic = _many(specs)
+    return await drivers.run(conn, steps, schema=schema, atomic=atomic)
+
+
+def job_insert_many_sync(conn: Any, *, schema: str, specs: Sequence[NewJob]) -> list[int]:
+    """``job_insert_many`` on a sync connection."""
+    steps, atomic = _many(specs)
+    return drivers.run_sync(conn, steps, schema=schema, atomic=atomic)
 
 
 # --- the worker's statements --------------------------------------------------------
@@ -343,9 +382,14 @@ async def job_release_orphans_if_owned(
 # --- reads --------------------------------------------------------------------------
 
 
-@needs_schema
-async def job_get(conn: Conn, *, schema: str, job_id: int) -> Record | None:
-    return await conn.fetchrow(sql.statement("job_get", schema), job_id)
+def job_get_steps(*, job_id: int) -> Steps[Row | None]:
+    """One job's row, or None."""
+    rows = yield Query("job_get", (job_id,))
+    return rows[0] if rows else None
+
+
+async def job_get(conn: Any, *, schema: str, job_id: int) -> Row | None:
+    return await drivers.run(conn, job_get_steps(job_id=job_id), schema=schema)
 
 
 async def job_counts(conn: Conn, *, schema: str, ids: Sequence[int] | None = None) -> list[Record]:
