@@ -118,6 +118,8 @@ class Migration:
     version: int
     name: str
     sql: str
+    # The template's name for ``statement`` ("migrations/0001_initial").
+    template: str = ""
 
 
 @functools.cache
@@ -128,7 +130,9 @@ def migrations(schema: str = DEFAULT_SCHEMA) -> tuple[Migration, ...]:
         if tpl.startswith("migrations/") and tpl.endswith(".sql.j2"):
             stem = tpl.removeprefix("migrations/").removesuffix(".sql.j2")
             number, _, label = stem.partition("_")
-            found.append(Migration(int(number), label, _render(tpl, schema)))
+            found.append(
+                Migration(int(number), label, _render(tpl, schema), tpl.removesuffix(".sql.j2"))
+            )
     return tuple(sorted(found, key=lambda m: m.version))
 
 

@@ -31,7 +31,7 @@ from tests.support import sql as tsql
 from tests.support.carries import Item
 from tests.support.waits import wait_for, wait_stat, wait_until
 from tests.support.workers import running
-from venturi import Context, Worker, testing
+from venturi import Context, Worker, db, sql, testing
 
 
 class Wrong:
@@ -626,3 +626,26 @@ async def test_a_sync_connection_in_the_async_call_says_which_to_use(
     sqlite = sqlalchemy.create_engine("sqlite://")
     with pytest.raises(TypeError, match="needs PostgreSQL"):
         work.enqueue_sync(sqlite, Item(1))
+
+
+async def test_the_schema_applies_through_a_sync_driver(
+    empty_dsn: str, work: venturi.Task[Item]
+) -> None:
+    """What the Django app's migration runs: venturi's own migrate-to-latest, on the
+    application's connection, in a transaction of its own or the caller's."""
+    latest = sql.migrations()[-1].version
+    with psycopg.connect(empty_dsn) as c:
+        applied = await asyncio.to_thread(db.schema.apply_schema_sync, c, schema="venturi")
+        assert applied == list(range(1, latest + 1))
+        assert c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    p2 = psycopg2.connect(empty_dsn)
+    try:
+        assert db.schema.apply_schema_sync(p2, schema="venturi") == []
+        assert work.enqueue_sync(p2, Item(1)) > 0
+    finally:
+        p2.close()
+    c2 = await asyncpg.connect(empty_dsn)
+    try:
+        assert await db.schema.schema_version(c2, schema="venturi") == latest
+    finally:
+        await c2.close()

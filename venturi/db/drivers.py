@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 from venturi import sql
 from venturi.db.conn import Conn
 from venturi.db.connect import transaction
-from venturi.db.schema import not_applied
+from venturi.db.errors import not_applied
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -53,10 +53,15 @@ Row = Mapping[str, Any]
 
 
 class Query(NamedTuple):
-    """One statement to run: its template's name and the values of its ``$1..$n``."""
+    """One statement to run: its template's name and the values of its ``$1..$n``. A
+    ``script`` (the schema's tables, a migration) is several statements and no values,
+    run by the simple query protocol; it returns no rows. A query without values is
+    sent as rendered, with no parameters (so no driver reads its ``%`` as a
+    placeholder)."""
 
     name: str
     args: tuple[Any, ...] = ()
+    script: bool = False
 
 
 # What an operation is written as: yields its queries, is sent their rows, returns.
@@ -159,6 +164,9 @@ class _Asyncpg:
         self.conn, self.schema = conn, schema
 
     async def rows(self, q: Query) -> list[Row]:
+        if q.script:
+            await self.conn.execute(sql.statement(q.name, self.schema))
+            return []
         return list(await self.conn.fetch(sql.statement(q.name, self.schema), *q.args))
 
 
@@ -170,9 +178,12 @@ class _AsyncCursor:
 
     async def rows(self, q: Query) -> list[Row]:
         async with self.conn.cursor() as cur:
-            await cur.execute(
-                sql.statement(q.name, self.schema, "pyformat"), sql.bind(q.args, "pyformat")
-            )
+            if q.args:
+                await cur.execute(
+                    sql.statement(q.name, self.schema, "pyformat"), sql.bind(q.args, "pyformat")
+                )
+            else:
+                await cur.execute(sql.statement(q.name, self.schema))
             if cur.description is None:
                 return []
             return _described(cur.description, await cur.fetchall())
@@ -186,9 +197,12 @@ class _Cursor:
 
     def rows(self, q: Query) -> list[Row]:
         with self.conn.cursor() as cur:
-            cur.execute(
-                sql.statement(q.name, self.schema, "pyformat"), sql.bind(q.args, "pyformat")
-            )
+            if q.args:
+                cur.execute(
+                    sql.statement(q.name, self.schema, "pyformat"), sql.bind(q.args, "pyformat")
+                )
+            else:
+                cur.execute(sql.statement(q.name, self.schema))
             if cur.description is None:
                 return []
             return _described(cur.description, cur.fetchall())
@@ -201,9 +215,12 @@ class _AsyncAlchemy:
         self.conn, self.schema, self.style = conn, schema, _sa_style(conn)
 
     async def rows(self, q: Query) -> list[Row]:
-        result = await self.conn.exec_driver_sql(
-            sql.statement(q.name, self.schema, self.style), sql.bind(q.args, self.style)
-        )
+        if not q.args:
+            result = await self.conn.exec_driver_sql(sql.statement(q.name, self.schema))
+        else:
+            result = await self.conn.exec_driver_sql(
+                sql.statement(q.name, self.schema, self.style), sql.bind(q.args, self.style)
+            )
         return [dict(r._mapping) for r in result] if result.returns_rows else []
 
 
@@ -214,9 +231,12 @@ class _Alchemy:
         self.conn, self.schema, self.style = conn, schema, _sa_style(conn)
 
     def rows(self, q: Query) -> list[Row]:
-        result = self.conn.exec_driver_sql(
-            sql.statement(q.name, self.schema, self.style), sql.bind(q.args, self.style)
-        )
+        if not q.args:
+            result = self.conn.exec_driver_sql(sql.statement(q.name, self.schema))
+        else:
+            result = self.conn.exec_driver_sql(
+                sql.statement(q.name, self.schema, self.style), sql.bind(q.args, self.style)
+            )
         return [dict(r._mapping) for r in result] if result.returns_rows else []
 
 
