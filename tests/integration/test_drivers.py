@@ -153,6 +153,16 @@ class PsycopgAsync(Stack):
                 raise _Rollback
 
 
+class PsycopgAsyncAutocommit(PsycopgAsync):
+    """An autocommit connection: no implicit transaction; ``conn.transaction()`` opens
+    one explicitly, and outside it each call commits by itself."""
+
+    name = "psycopg-async-autocommit"
+
+    async def open(self) -> None:
+        self.native = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
+
+
 class PsycopgAsyncPool(Stack):
     name = "psycopg-async-pool"
     has_transaction = False
@@ -211,6 +221,13 @@ class PsycopgSyncBlock(PsycopgSync):
         else:
             exc = psycopg.Rollback()
             await asyncio.to_thread(block.__exit__, type(exc), exc, None)
+
+
+class PsycopgSyncAutocommit(PsycopgSyncBlock):
+    name = "psycopg-connection-autocommit"
+
+    async def open(self) -> None:
+        self.native = await asyncio.to_thread(psycopg.connect, self.dsn, autocommit=True)
 
 
 class PsycopgSyncPool(Stack):
@@ -391,9 +408,11 @@ STACKS = [
     AsyncpgConnection,
     AsyncpgPool,
     PsycopgAsync,
+    PsycopgAsyncAutocommit,
     PsycopgAsyncPool,
     PsycopgSync,
     PsycopgSyncBlock,
+    PsycopgSyncAutocommit,
     PsycopgSyncPool,
     Psycopg2,
     Psycopg2Autocommit,
