@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import asyncpg
+import msgspec
 import psycopg
 import psycopg2
 import psycopg2.extensions
@@ -668,3 +669,20 @@ async def test_the_schema_applies_through_a_sync_driver(
         assert await db.schema.schema_version(c2, schema="venturi") == latest
     finally:
         await c2.close()
+
+
+async def test_a_keyed_batch_that_fails_leaves_the_callers_transaction_usable(
+    tx_stack: Stack, conn: asyncpg.Connection, work: venturi.Task[Item]
+) -> None:
+    """enqueue_many with keys runs in a savepoint inside the caller's transaction: a batch
+    the server refuses is undone alone, and the caller's own work still commits."""
+    good = work.job(Item(2), key="fine")
+    # A row the table refuses (priority outside 0..2), past venturi's own checks.
+    refused = msgspec.structs.replace(work.job(Item(3), key="bad"), priority=7)
+    async with tx_stack.transaction(commit=True):
+        before = await tx_stack.enqueue(work, Item(1))
+        with pytest.raises(Exception, match="priority"):
+            await tx_stack.enqueue_many([good, refused])
+        after = await tx_stack.enqueue(work, Item(4))
+    assert await _exists(conn, before) and await _exists(conn, after)
+    assert await conn.fetchval(tsql.statement("jobs_count")) == 2
