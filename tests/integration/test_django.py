@@ -252,6 +252,11 @@ async def test_a_task_result_round_trip(dsn: str, driver: str) -> None:
     assert found["status"] == "SUCCESSFUL" and found["return_value"] == 5
     assert found["finished"] is True and found["attempts"] == 1 and found["worker_ids"] == 1
     assert found["started"] is True and found["args"] == [2, 3]
+    assert found["signals"] == [
+        ["task_enqueued", "READY"],
+        ["task_started", "RUNNING"],
+        ["task_finished", "SUCCESSFUL"],
+    ]
 
 
 async def test_enqueue_commits_and_rolls_back_with_the_atomic_block(dsn: str) -> None:

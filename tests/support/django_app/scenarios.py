@@ -125,6 +125,14 @@ def journal() -> dict[str, Any]:
 
 @scenario
 def tasks_roundtrip() -> dict[str, Any]:
+    signals: list[tuple[str, str]] = []
+    for name in ("task_enqueued", "task_started", "task_finished"):
+        getattr(backend, name).connect(
+            lambda sender, task_result, name=name, **kw: signals.append(
+                (name, str(task_result.status))
+            ),
+            weak=False,
+        )
     result = tasks.add.enqueue(2, 3)
     ready = tasks.add.get_result(result.id)
     job = venturi.get_job_sync(connection, int(result.id))
@@ -142,6 +150,7 @@ def tasks_roundtrip() -> dict[str, Any]:
         "worker_ids": len(result.worker_ids),
         "started": result.started_at is not None and result.finished_at is not None,
         "args": result.args,
+        "signals": signals,
     }
 
 
