@@ -240,6 +240,34 @@ async def test_manage_venturi_worker_runs_venturi_and_django_tasks(
     assert "dj_note" in out.decode()
 
 
+async def test_manage_venturi_worker_without_a_module_runs_every_django_queue(
+    dsn: str, conn: asyncpg.Connection
+) -> None:
+    found = await scenario("tasks_enqueue_add", dsn)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(MANAGE),
+        "venturi",
+        "worker",
+        cwd=ROOT,
+        env=_env(dsn),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+
+        async def done() -> bool:
+            job = await venturi.get_job(conn, int(found["id"]))
+            return job is not None and job.status == "completed"
+
+        await wait_for(done, within=60)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    assert "venturi worker: django.default, django.reports" in out.decode()
+
+
 # --- VenturiBackend under Django's Tasks framework ------------------------------------
 
 
