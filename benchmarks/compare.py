@@ -208,6 +208,7 @@ class Bench:
         self.rss: dict[str, list[float]] = {n: [] for n in names}
         self.step_seconds: dict[str, float] = {}
         self._round = 0
+        self.psycopg_client: Any = None
 
     # --- databases ---------------------------------------------------------------
 
@@ -231,9 +232,14 @@ class Bench:
             await client.install()
             self.clients[name] = client
             self.monitors[name] = await asyncpg.connect(self.dsns[name])
+        if "venturi" in self.names:
+            # venturi's enqueue on psycopg 3 too, on venturi's database.
+            self.psycopg_client = systems.VenturiPsycopgClient(self.dsns["venturi"])
+            await self.psycopg_client.open()
 
     async def teardown(self) -> None:
-        for conn in [*self.clients.values(), *self.monitors.values()]:
+        extra = [self.psycopg_client] if self.psycopg_client is not None else []
+        for conn in [*self.clients.values(), *self.monitors.values(), *extra]:
             with contextlib.suppress(Exception):
                 await conn.close()
         admin = await asyncpg.connect(self.admin_dsn)
@@ -438,25 +444,34 @@ class Bench:
 
     async def measure_enqueue(self) -> None:
         plan = self.plan
-        bulk: dict[str, list[float]] = {n: [] for n in self.names}
-        single: dict[str, list[float]] = {n: [] for n in self.names}
+        # venturi-psycopg: venturi's enqueue on psycopg 3, measured in venturi's turn,
+        # right after its asyncpg run, on the same database.
+        both = [*self.names, *(["venturi-psycopg"] if self.psycopg_client else [])]
+        bulk: dict[str, list[float]] = {n: [] for n in both}
+        single: dict[str, list[float]] = {n: [] for n in both}
         for rnd in range(plan.repeat):
             for name in self.order():
-                client = self.clients[name]
-                await client.reset()
-                t0 = time.monotonic()
-                for start in range(0, plan.bulk_jobs, plan.bulk_batch):
-                    await client.enqueue_bulk(start, min(plan.bulk_batch, plan.bulk_jobs - start))
-                bulk[name].append(plan.bulk_jobs / (time.monotonic() - t0))
-                await client.reset()
-                t0 = time.monotonic()
-                for i in range(plan.single_jobs):
-                    await client.enqueue_one(i)
-                single[name].append(plan.single_jobs / (time.monotonic() - t0))
-                log(
-                    f"  round {rnd + 1} {name}: bulk {bulk[name][-1]:,.0f}/s, "
-                    f"single {single[name][-1]:,.0f}/s"
-                )
+                runs = [(name, self.clients[name])]
+                if name == "venturi" and self.psycopg_client is not None:
+                    runs.append(("venturi-psycopg", self.psycopg_client))
+                for label, client in runs:
+                    reset = self.clients[name].reset
+                    await reset()
+                    t0 = time.monotonic()
+                    for start in range(0, plan.bulk_jobs, plan.bulk_batch):
+                        await client.enqueue_bulk(
+                            start, min(plan.bulk_batch, plan.bulk_jobs - start)
+                        )
+                    bulk[label].append(plan.bulk_jobs / (time.monotonic() - t0))
+                    await reset()
+                    t0 = time.monotonic()
+                    for i in range(plan.single_jobs):
+                        await client.enqueue_one(i)
+                    single[label].append(plan.single_jobs / (time.monotonic() - t0))
+                    log(
+                        f"  round {rnd + 1} {label}: bulk {bulk[label][-1]:,.0f}/s, "
+                        f"single {single[label][-1]:,.0f}/s"
+                    )
         self.results["bulk_enqueue"] = {
             n: {"jobs_per_s": median(v), "runs": v, "batch": plan.bulk_batch}
             for n, v in bulk.items()
@@ -661,6 +676,18 @@ def report(
             "single enqueue, jobs/s",
             {n: r["jobs_per_s"] for n, r in results["single_enqueue"].items()},
         )
+        if "venturi-psycopg" in results["bulk_enqueue"]:
+            # The psycopg 3 path: venturi's enqueue on psycopg beside procrastinate's,
+            # which always enqueues on psycopg (pgqueuer's figure is its asyncpg one).
+            for key, what in (("bulk_enqueue", "bulk"), ("single_enqueue", "single")):
+                got = {n: r["jobs_per_s"] for n, r in results[key].items()}
+                row(
+                    f"{what} enqueue on psycopg 3, jobs/s",
+                    {
+                        "venturi": got["venturi-psycopg"],
+                        "procrastinate": got.get("procrastinate"),
+                    },
+                )
     if "drain" in results:
         for level in LEVELS:
             row(f"drain c={level}, jobs/s", {n: drain_at(results, n, level)[0] for n in names})

@@ -96,6 +96,35 @@ class VenturiClient:
         return sum(r["jobs"] for r in rows if r["status"] in ("pending", "claimed"))
 
 
+class VenturiPsycopgClient:
+    """venturi's enqueue through psycopg 3 (an ``AsyncConnection``, autocommit as the
+    asyncpg client is, so each call is its own transaction), on venturi's database: the
+    driver seam's path beside asyncpg's, and the driver procrastinate enqueues with. Only
+    enqueues: the database's housekeeping is ``VenturiClient``'s."""
+
+    name = "venturi-psycopg"
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.conn: Any = None
+
+    async def open(self) -> None:
+        import psycopg
+
+        self.conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+    async def enqueue_one(self, i: int) -> None:
+        await venturi_noop.enqueue(self.conn, Noop(i))
+
+    async def enqueue_bulk(self, start: int, n: int) -> None:
+        await venturi.enqueue_many(
+            self.conn, [venturi_noop.job(Noop(i)) for i in range(start, start + n)]
+        )
+
+
 async def venturi_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
     # benchmarks.steady runs retention beside the loop, as a production worker would.
     maintenance = []

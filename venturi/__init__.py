@@ -18,7 +18,16 @@ from venturi.errors import (
     SchemaError,
     VenturiError,
 )
-from venturi.jobs import JobInfo, JournalEntry, get_job, get_journal, get_result, wait
+from venturi.jobs import (
+    JobInfo,
+    JournalEntry,
+    get_job,
+    get_job_sync,
+    get_journal,
+    get_journal_sync,
+    get_result,
+    wait,
+)
 from venturi.maintenance.alerts import Alerts
 from venturi.maintenance.cron import CronScheduler, schedule
 from venturi.maintenance.results import ResultCleanup
@@ -26,7 +35,7 @@ from venturi.maintenance.retention import Retention
 from venturi.outcomes import Outcome, complete, dead, pause, retry
 from venturi.priority import Priority
 from venturi.rate import Rate
-from venturi.registry import Task, enqueue_many, task
+from venturi.registry import Task, enqueue_many, enqueue_many_sync, task
 from venturi.runtime.group import WorkerGroup
 from venturi.runtime.worker import Worker
 
@@ -58,8 +67,11 @@ __all__ = [
     "dead",
     "delete_job",
     "enqueue_many",
+    "enqueue_many_sync",
     "get_job",
+    "get_job_sync",
     "get_journal",
+    "get_journal_sync",
     "get_result",
     "pause",
     "retry",

@@ -7,18 +7,21 @@ import asyncio
 import contextlib
 import time
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from venturi import db, registry, sql, validate
 from venturi.codecs import decode_any
-from venturi.db.conn import Conn
+from venturi.db.drivers import Row, Steps
 from venturi.errors import VenturiError
 from venturi.priority import Priority
 from venturi.sql import DEFAULT_SCHEMA
 
 FINISHED = ("completed", "dead", "cancelled")
+
+if TYPE_CHECKING:
+    from venturi.db.drivers import AsyncConnection, SyncConnection
 
 
 class JobInfo(msgspec.Struct, frozen=True):
@@ -55,11 +58,7 @@ class JournalEntry(msgspec.Struct, frozen=True):
     detail: str | None
 
 
-async def get_job(conn: Conn, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> JobInfo | None:
-    """The job with this id, or None."""
-    row = await db.jobs.job_get(conn, schema=schema, job_id=job_id)
-    if row is None:
-        return None
+def _job_info(row: Row) -> JobInfo:
     return JobInfo(
         id=row["id"],
         kind=row["kind"],
@@ -82,21 +81,32 @@ async def get_job(conn: Conn, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> J
     )
 
 
-async def get_journal(
-    conn: Conn, job_id: int, *, schema: str = DEFAULT_SCHEMA
-) -> list[JournalEntry]:
-    """The job's whole history, oldest first.
+def _get_job_steps(job_id: int) -> Steps[JobInfo | None]:
+    row = yield from db.jobs.job_get_steps(job_id=job_id)
+    return None if row is None else _job_info(row)
 
-    The routine entries (enqueued, the current claim, completed) are not written as
-    journal rows; they are read off the job row and merged here, so the common path
-    costs no extra writes.
-    """
-    row = await db.jobs.job_get(conn, schema=schema, job_id=job_id)
+
+async def get_job(
+    conn: AsyncConnection, job_id: int, *, schema: str = DEFAULT_SCHEMA
+) -> JobInfo | None:
+    """The job with this id, or None. ``conn`` is any connection ``Task.enqueue`` takes."""
+    return await db.drivers.run(conn, _get_job_steps(job_id), schema=schema)
+
+
+def get_job_sync(
+    conn: SyncConnection, job_id: int, *, schema: str = DEFAULT_SCHEMA
+) -> JobInfo | None:
+    """``get_job`` on any connection ``Task.enqueue_sync`` takes."""
+    return db.drivers.run_sync(conn, _get_job_steps(job_id), schema=schema)
+
+
+def _get_journal_steps(job_id: int) -> Steps[list[JournalEntry]]:
+    row = yield from db.jobs.job_get_steps(job_id=job_id)
     if row is None:
         return []
     written = [
         JournalEntry(r["at"], r["event"], r["attempt"], r["worker"], r["detail"])
-        for r in await db.journal.journal_get(conn, schema=schema, job_id=job_id)
+        for r in (yield from db.journal.journal_get_steps(job_id=job_id))
     ]
     merged = [JournalEntry(row["created_at"], "enqueued", 0, None, None), *written]
     # The current claim is on the row only while it is running or once it completed; a
@@ -112,6 +122,25 @@ async def get_journal(
     # Stable sort: entries with one timestamp (one transaction) keep their written order.
     merged.sort(key=lambda e: e.at)
     return merged
+
+
+async def get_journal(
+    conn: AsyncConnection, job_id: int, *, schema: str = DEFAULT_SCHEMA
+) -> list[JournalEntry]:
+    """The job's whole history, oldest first.
+
+    The routine entries (enqueued, the current claim, completed) are not written as
+    journal rows; they are read off the job row and merged here, so the common path
+    costs no extra writes.
+    """
+    return await db.drivers.run(conn, _get_journal_steps(job_id), schema=schema)
+
+
+def get_journal_sync(
+    conn: SyncConnection, job_id: int, *, schema: str = DEFAULT_SCHEMA
+) -> list[JournalEntry]:
+    """``get_journal`` on any connection ``Task.enqueue_sync`` takes."""
+    return db.drivers.run_sync(conn, _get_journal_steps(job_id), schema=schema)
 
 
 async def get_result(conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> Any:

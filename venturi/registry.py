@@ -6,7 +6,7 @@ import inspect
 import typing
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import msgspec
 
@@ -15,7 +15,6 @@ from venturi.backoff import Backoff
 from venturi.codecs import CarryCodec
 from venturi.context import Context
 from venturi.cronspec import CronSpec
-from venturi.db.conn import Conn
 from venturi.errors import ConfigError
 from venturi.outcomes import Outcome
 from venturi.priority import Priority
@@ -23,12 +22,27 @@ from venturi.rate import Rate
 from venturi.sql import DEFAULT_SCHEMA
 from venturi.validate import seconds
 
+if TYPE_CHECKING:
+    from venturi.db.drivers import AsyncConnection, SyncConnection
+
 C = TypeVar("C")
 
 DEFAULT_MAX_FAILURES = 25
 DEFAULT_MAX_CARRY_BYTES = 1 << 20
 
 Handler = Callable[[Context[Any], Any], Awaitable[Outcome | None] | Outcome | None]
+
+# What a handler of carry type C is: ``async def f(ctx: Context[S], carry: C)`` (or a
+# plain def), returning an Outcome or None.
+HandlerOf = Callable[[Context[Any], C], Awaitable[Outcome | None] | Outcome | None]
+
+
+class TaskDecorator(Protocol):
+    """What ``@venturi.task(kind)`` returns: it turns a handler of carry type ``C`` into a
+    ``Task[C]``, so a type checker knows the carry ``enqueue`` takes."""
+
+    def __call__(self, fn: HandlerOf[C], /) -> Task[C]: ...
+
 
 _REGISTRY: dict[str, Task[Any]] = {}
 
@@ -164,7 +178,7 @@ class Task(Generic[C]):
 
     async def enqueue(
         self,
-        conn: Conn,
+        conn: AsyncConnection,
         carry: C,
         *,
         priority: Priority | None = None,
@@ -176,8 +190,11 @@ class Task(Generic[C]):
     ) -> int:
         """Insert one job and return its id.
 
-        ``conn`` is an asyncpg Connection, so the job commits or rolls back with the
-        caller's transaction, or a Pool. Nothing is written if the carry is invalid.
+        ``conn`` is an asyncpg Connection or Pool, a psycopg AsyncConnection or
+        AsyncConnectionPool, or a SQLAlchemy AsyncConnection, AsyncSession or
+        AsyncEngine. On a connection or session with an open transaction the job
+        commits or rolls back with it; without one, and on a pool or engine, it commits
+        before this returns. Nothing is written if the carry is invalid.
         A ``key`` is held by its unfinished job (and, with the task's ``unique_for``, for
         that long after it finished); ``on_conflict`` says what an enqueue of a held key
         does: ``existing`` returns the holder's id, ``raise`` raises
@@ -188,34 +205,75 @@ class Task(Generic[C]):
         spec = self.job(carry, priority=priority, at=at, after=after, key=key)
         return await db.jobs.job_insert(conn, schema=schema, spec=spec, on_conflict=mode)
 
+    def enqueue_sync(
+        self,
+        conn: SyncConnection,
+        carry: C,
+        *,
+        priority: Priority | None = None,
+        at: datetime | None = None,
+        after: timedelta | float | None = None,
+        key: str | None = None,
+        on_conflict: str = "existing",
+        schema: str = DEFAULT_SCHEMA,
+    ) -> int:
+        """``enqueue`` from synchronous code: ``conn`` is a psycopg Connection or
+        ConnectionPool, a psycopg2 connection, a SQLAlchemy Connection, Session (or
+        scoped_session) or Engine, or a Django connection; the same transaction rules
+        and the same ``key`` and ``on_conflict``."""
+        mode = _on_conflict(on_conflict)
+        spec = self.job(carry, priority=priority, at=at, after=after, key=key)
+        return db.jobs.job_insert_sync(conn, schema=schema, spec=spec, on_conflict=mode)
+
 
 def _on_conflict(value: object) -> str:
     return validate.one_of(value, db.jobs.ON_CONFLICT, "on_conflict")
 
 
+def _specs(jobs: Iterable[JobSpec]) -> list[JobSpec]:
+    specs = list(jobs)
+    for spec in specs:
+        if not isinstance(spec, JobSpec):
+            raise TypeError(f"enqueue_many takes jobs built with task.job(...), got {spec!r}")
+    return specs
+
+
 async def enqueue_many(
-    conn: Conn,
+    conn: AsyncConnection,
     jobs: Iterable[JobSpec],
     *,
     on_conflict: str = "existing",
     schema: str = DEFAULT_SCHEMA,
 ) -> list[int]:
-    """Insert many jobs (built with ``Task.job``); ids in input order.
+    """Insert many jobs (built with ``Task.job``); ids in input order. ``conn`` is any
+    connection ``Task.enqueue`` takes, with the same transaction rules.
 
     All or nothing: one statement, or with keys one transaction (a savepoint inside the
-    caller's open transaction on a Connection). A held key (see ``Task.enqueue``) gives
-    its holder's id, also when its holder commits while this call waits on it; with
+    caller's open transaction). A held key (see ``Task.enqueue``) gives its holder's id,
+    also when its holder commits while this call waits on it; with
     ``on_conflict="raise"`` it raises ``venturi.DuplicateJob`` and nothing is written,
     with ``"replace"`` a pending holder takes the row's carry, priority and visible time
     (a key given twice in one batch: the last row's values, one job)."""
     mode = _on_conflict(on_conflict)
-    specs = list(jobs)
-    for spec in specs:
-        if not isinstance(spec, JobSpec):
-            raise TypeError(f"enqueue_many takes jobs built with task.job(...), got {spec!r}")
+    specs = _specs(jobs)
     if not specs:
         return []
     return await db.jobs.job_insert_many(conn, schema=schema, specs=specs, on_conflict=mode)
+
+
+def enqueue_many_sync(
+    conn: SyncConnection,
+    jobs: Iterable[JobSpec],
+    *,
+    on_conflict: str = "existing",
+    schema: str = DEFAULT_SCHEMA,
+) -> list[int]:
+    """``enqueue_many`` on any connection ``Task.enqueue_sync`` takes."""
+    mode = _on_conflict(on_conflict)
+    specs = _specs(jobs)
+    if not specs:
+        return []
+    return db.jobs.job_insert_many_sync(conn, schema=schema, specs=specs, on_conflict=mode)
 
 
 def _carry_type(fn: Callable[..., Any], kind: str) -> Any:
@@ -275,7 +333,7 @@ def task(
     global_cap: int | None = None,
     unique_for: timedelta | float | None = None,
     retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
-) -> Callable[[Handler], Task[Any]]:
+) -> TaskDecorator:
     """Declare a job kind. Every argument is checked here; a bad one raises ConfigError.
 
     ``lease`` overrides the worker's default lease, ``cap`` is the default per-kind
@@ -322,7 +380,7 @@ def task(
     unique_s = None if unique_for is None else seconds(unique_for, "unique_for")
     retry_types = None if retry_on is None else validate.exception_types(retry_on, "retry_on")
 
-    def decorate(fn: Handler) -> Task[Any]:
+    def decorate(fn: HandlerOf[C]) -> Task[C]:
         if not callable(fn):
             raise ConfigError(f"task {kind!r}: the handler must be callable, got {fn!r}")
         carry_type = _carry_type(fn, kind)
@@ -331,7 +389,7 @@ def task(
             raise ConfigError(
                 f"kind {kind!r} is already declared by {'.'.join(_origin(existing.fn))}"
             )
-        t: Task[Any] = Task(
+        t: Task[C] = Task(
             fn,
             kind,
             carry_type,

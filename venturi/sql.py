@@ -3,6 +3,13 @@
 Every statement the runtime runs comes from here, rendered once per schema name and
 cached. Templates fill in identifiers only (the schema name, validated and quoted);
 values are always ``$n`` bind parameters. Rendering never touches a database.
+
+A statement renders in the parameter style of the driver that runs it (``STYLES``):
+``dollar`` is the templates' own ``$n`` (asyncpg, SQLAlchemy's asyncpg dialect);
+``pyformat`` names each ``$n`` ``%(pn)s`` and doubles literal ``%`` (psycopg 3,
+psycopg2, Django, SQLAlchemy over either), with the values passed as ``{"pn": ...}``
+(``bind``). Named rather than positional ``%s`` because a template may use one ``$n``
+twice.
 """
 
 from __future__ import annotations
@@ -23,6 +30,10 @@ DEFAULT_SCHEMA = "venturi"
 _IDENT = re.compile(r"[a-z_][a-z0-9_]{0,54}")
 
 PARTS: tuple[str, ...] = ("all", "tables", "indexes", "claim")
+
+# The parameter styles a statement renders in: the drivers' placeholders.
+STYLES: tuple[str, ...] = ("dollar", "pyformat")
+_PLACEHOLDER = re.compile(r"\$(\d+)")
 
 # Statement headers declare their parameters as "-- $n <type> <name>: <what>"; the types
 # let `schema render` print each statement as a PREPARE that psql can check.
@@ -88,12 +99,28 @@ def statement_names() -> list[str]:
 
 
 @functools.cache
-def statement(name: str, schema: str = DEFAULT_SCHEMA) -> str:
+def statement(name: str, schema: str = DEFAULT_SCHEMA, style: str = "dollar") -> str:
     """The rendered text of statement ``name``: a file of ``sql_templates/statements``, or
     ``folder/name`` for the other folders (maintenance statements that are not runtime
-    statements and cannot be PREPAREd)."""
+    statements and cannot be PREPAREd), with its placeholders in ``style``."""
     path = name if "/" in name else f"statements/{name}"
-    return _render(f"{path}.sql.j2", schema)
+    text = _render(f"{path}.sql.j2", schema)
+    if style == "dollar":
+        return text
+    if style == "pyformat":
+        # A dollar-quoted body would hold "$" that is not a placeholder; no statement
+        # has one, and one that did must not be rewritten blindly.
+        if "$$" in text:
+            raise RuntimeError(f"statement {name} holds a dollar-quoted body")
+        return _PLACEHOLDER.sub(r"%(p\1)s", text.replace("%", "%%"))
+    raise ConfigError(f"style must be one of {', '.join(STYLES)}, got {style!r}")
+
+
+def bind(args: tuple[object, ...], style: str) -> tuple[object, ...] | dict[str, object]:
+    """The values of a statement's ``$1..$n`` as the driver of ``style`` takes them."""
+    if style == "pyformat":
+        return {f"p{i}": value for i, value in enumerate(args, 1)}
+    return args
 
 
 @dataclass(frozen=True)
@@ -101,6 +128,8 @@ class Migration:
     version: int
     name: str
     sql: str
+    # The template's name for ``statement`` ("migrations/0001_initial").
+    template: str = ""
 
 
 @functools.cache
@@ -111,7 +140,9 @@ def migrations(schema: str = DEFAULT_SCHEMA) -> tuple[Migration, ...]:
         if tpl.startswith("migrations/") and tpl.endswith(".sql.j2"):
             stem = tpl.removeprefix("migrations/").removesuffix(".sql.j2")
             number, _, label = stem.partition("_")
-            found.append(Migration(int(number), label, _render(tpl, schema)))
+            found.append(
+                Migration(int(number), label, _render(tpl, schema), tpl.removesuffix(".sql.j2"))
+            )
     return tuple(sorted(found, key=lambda m: m.version))
 
 

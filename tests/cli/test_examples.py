@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 from pathlib import Path
 
 import asyncpg
 
 import venturi
+from tests.support.waits import wait_for
 from venturi import admin
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -36,8 +38,11 @@ def test_every_example_has_a_test() -> None:
         "long_job_checkpoint.py",
         "web_enqueue.py",
         "mount_dashboard.py",
+        "flask_sqlalchemy.py",
+        "fastapi_sqlalchemy.py",
     }
     assert {p.name for p in EXAMPLES.glob("*.py")} == tested
+    assert {p.name for p in EXAMPLES.iterdir() if p.is_dir()} - {"__pycache__"} == {"django_shop"}
 
 
 async def test_transactional_enqueue(dsn: str, conn: asyncpg.Connection) -> None:
@@ -84,3 +89,77 @@ async def test_mount_dashboard(dsn: str, conn: asyncpg.Connection) -> None:
     assert any(line.startswith("GET /jobs-admin/api/stats (bearer) -> 200") for line in lines)
     [job] = await admin.list_jobs(conn, kind="example_send_invoice")
     assert f"job {job.id}: example_send_invoice pending carry={{'number': '2026-0042'}}" in lines
+
+
+async def test_flask_sqlalchemy(dsn: str, conn: asyncpg.Connection) -> None:
+    out = await run_example("flask_sqlalchemy.py", dsn)
+    assert "-> 201" in out and "(fails after the enqueue) -> 500" in out
+    assert "'status': 'completed'" in out
+    assert out.rstrip().endswith("the failed sign-up left neither a user nor a job")
+    # Two sign-ups, one user, one job: the failed view rolled back both.
+    [job] = await admin.list_jobs(conn, kind="example_flask_welcome")
+    assert job.status == "completed"
+    info = await venturi.get_job(conn, job.id)
+    assert info is not None and info.result["sent_to"].startswith("alice-")
+
+
+async def test_fastapi_sqlalchemy(dsn: str, conn: asyncpg.Connection) -> None:
+    out = await run_example("fastapi_sqlalchemy.py", dsn)
+    assert "POST /orders teapot -> 202" in out and "POST /orders (no item) -> 422" in out
+    assert "'status': 'completed', 'result': {'shipped': 1}" in out
+    [job] = await admin.list_jobs(conn, kind="example_fastapi_ship")
+    assert job.status == "completed"
+
+
+async def test_django_shop(empty_dsn: str) -> None:
+    """migrate (venturi's schema with the shop's tables), a view that enqueues inside
+    atomic() through the test client, then ``manage.py venturi worker``."""
+    shop = EXAMPLES / "django_shop"
+    env = {**os.environ, "VENTURI_DSN": empty_dsn}
+
+    async def run(*args: str) -> str:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *args,
+            cwd=shop,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
+        assert proc.returncode == 0, f"{args}:\n{out.decode()}\n{err.decode()}"
+        return out.decode()
+
+    assert "Applying venturi.0001_venturi_schema... OK" in await run("manage.py", "migrate")
+    out = await run("try_it.py")
+    assert "POST /orders teapot -> 202" in out and "POST /orders cup x0 -> 422" in out
+    assert "orders: ['teapot']" in out
+    conn = await asyncpg.connect(empty_dsn)
+    worker = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "manage.py",
+        "venturi",
+        "worker",
+        "orders.jobs",
+        cwd=shop,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        jobs = await admin.list_jobs(conn)
+        # The accepted order's shipping job and receipt task; the refused one left none.
+        assert sorted(j.kind for j in jobs) == ["django.default", "shop_ship"]
+
+        async def done() -> bool:
+            return all(j.status == "completed" for j in await admin.list_jobs(conn))
+
+        await wait_for(done, within=60)
+        receipt = next(j for j in await admin.list_jobs(conn) if j.kind == "django.default")
+        info = await venturi.get_job(conn, receipt.id)
+        assert info is not None and info.result == "receipt for order 1"
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(worker.communicate(), 60)
+        await conn.close()
+    assert worker.returncode == 0

@@ -239,3 +239,33 @@ async def test_dashboard_reads_use_their_indexes(conn: asyncpg.Connection) -> No
             "journal_at_idx",
         } <= overview
         assert "jobs_stale_idx" in await _explain(conn, "job_list_claimed", 2000)
+
+
+# The statements of the application's calls, which every driver runs (venturi.db.drivers).
+DRIVER_STATEMENTS = (
+    "job_insert",
+    "job_insert_many",
+    "job_insert_many_unkeyed",
+    "job_get",
+    "journal_get",
+    "transaction/savepoint",
+    "transaction/savepoint_release",
+    "transaction/savepoint_rollback",
+)
+
+
+@pytest.mark.parametrize("style", sql.STYLES)
+def test_driver_statements_per_parameter_style_snapshot(style: str, sql_snapshot: Any) -> None:
+    text = "\n".join(sql.statement(name, "venturi", style) for name in DRIVER_STATEMENTS)
+    if style != "dollar":
+        assert not re.search(r"\$\d", text)
+    assert text == sql_snapshot
+
+
+def test_pyformat_names_each_placeholder() -> None:
+    text = sql.statement("job_insert", "venturi", "pyformat")
+    assert "%(p6)s::text IS NOT NULL" in text and "$6" not in text
+    assert sql.bind((1, "a"), "pyformat") == {"p1": 1, "p2": "a"}
+    assert sql.bind((1, "a"), "dollar") == (1, "a")
+    with pytest.raises(ConfigError, match="style must be one of dollar, pyformat"):
+        sql.statement("job_get", "venturi", "qmark")

@@ -232,6 +232,48 @@ def worker(
         args = supervisor.child_arguments(ctx, skip=("processes", "dsn", "listen_dsn"))
         raise typer.Exit(supervisor.run_processes(processes, args, target_dsn, listen_dsn))
 
+    serve(
+        tasks,
+        state_src,
+        target,
+        target_dsn,
+        concurrency=concurrency,
+        poll_max=poll_max,
+        lease=lease,
+        shutdown_timeout=shutdown_timeout,
+        priority_ratio=ratio,
+        failures_to_dead=failures_to_dead,
+        schema=schema,
+        renew_lease=renew_lease,
+        heartbeat=heartbeat,
+        metrics_port=metrics_port,
+        statement_timeout=statement_timeout,
+        listen_dsn=listen_dsn,
+    )
+
+
+def serve(
+    tasks: list[registry.Task[Any]],
+    state_src: Any,
+    target: str,
+    target_dsn: str,
+    *,
+    concurrency: int | None,
+    poll_max: float,
+    lease: float,
+    shutdown_timeout: float,
+    priority_ratio: int | None,
+    failures_to_dead: bool,
+    schema: str,
+    renew_lease: bool,
+    heartbeat: float,
+    metrics_port: int | None,
+    statement_timeout: float | None = None,
+    listen_dsn: str | None = None,
+) -> None:
+    """Run one worker process over ``tasks`` until SIGINT/SIGTERM (a second signal stops
+    it at once): ``venturi worker`` and ``manage.py venturi worker``."""
+    ratio = priority_ratio
     from venturi.runtime.worker import Worker
 
     async def go() -> None:

@@ -2,7 +2,8 @@
 
 Each statement function runs the ``sql_templates`` statement it is named after
 (``jobs.job_claim`` runs ``job_claim``), takes a ``conn.Conn`` and keyword-only
-parameters, and holds no SQL text. ``conn`` is the driver seam; ``errors`` classifies
+parameters, and holds no SQL text. ``conn`` is the driver seam of the worker's statements, ``drivers`` the one of the
+application's calls (every driver an application may hold); ``errors`` classifies
 what the driver raises; ``connect`` opens connections; ``schema`` applies migrations.
 """
 
@@ -13,6 +14,7 @@ from venturi.db import (
     connect,
     dashboard,
     databases,
+    drivers,
     errors,
     health,
     held,
@@ -33,6 +35,7 @@ __all__ = [
     "connect",
     "dashboard",
     "databases",
+    "drivers",
     "errors",
     "health",
     "held",

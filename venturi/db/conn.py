@@ -1,9 +1,10 @@
 """The seam between venturi and a database driver.
 
-Every statement function in ``venturi.db`` takes a ``Conn``: the four query methods
-asyncpg's Connection and Pool share. A second driver (psycopg, say) implements these and
-the rest of venturi does not change. ``TxConn`` adds the transaction a statement group
-needs; ``Source`` is what hands out connections (a pool).
+The worker's statement functions in ``venturi.db`` take a ``Conn``: the four query
+methods asyncpg's Connection and Pool share (the worker runs on asyncpg). ``TxConn`` adds
+the transaction a statement group needs; ``Source`` is what hands out connections (a
+pool). The application's calls (enqueue, reads, schema apply) take any driver the
+application holds instead, through ``venturi.db.drivers``.
 """
 
 from __future__ import annotations

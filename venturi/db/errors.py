@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncpg
 
 from venturi.backoff import Backoff
+from venturi.errors import SchemaError
 
 # What the loop survives: a lost connection, a restarting server, a terminated backend.
 TRANSIENT = (
@@ -75,3 +76,11 @@ def one_line(exc: BaseException) -> str:
 
 # How long to wait between attempts after a database error: doubling, capped.
 ERROR_BACKOFF = Backoff.exponential(0.1, 2.0, 5.0, jitter=True)
+
+
+def not_applied(schema: str) -> SchemaError:
+    """The error of a call on a database without the schema: it says what to run."""
+    return SchemaError(
+        f"the venturi schema {schema!r} is not applied to this database: "
+        f"run `venturi schema apply --schema {schema}`"
+    )

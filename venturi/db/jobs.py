@@ -16,8 +16,10 @@ from typing import Any, NamedTuple, Protocol
 
 from venturi import sql
 from venturi.backoff import Backoff
+from venturi.db import drivers
 from venturi.db.conn import Conn, Record
 from venturi.db.connect import transaction
+from venturi.db.drivers import Query, Row, Steps
 from venturi.db.schema import needs_schema
 from venturi.errors import ConfigError, DuplicateJob
 
@@ -64,6 +66,12 @@ class Claimant:
 
 
 # --- enqueue ------------------------------------------------------------------------
+#
+# The application's calls, written once as steps (``drivers.Steps``) that every driver
+# runs: ``job_insert`` and ``job_insert_many`` (async, any driver ``drivers.run`` takes)
+# and their ``_sync`` twins are the same steps on another seam.
+
+ON_CONFLICT = ("existing", "raise", "replace")
 
 
 def _backoff_args(spec: NewJob) -> tuple[float | None, float | None, float | None, bool | None]:
@@ -71,19 +79,9 @@ def _backoff_args(spec: NewJob) -> tuple[float | None, float | None, float | Non
     return (None, None, None, None) if b is None else (b.base, b.factor, b.cap, b.jitter)
 
 
-ON_CONFLICT = ("existing", "raise", "replace")
-
-
-@needs_schema
-async def job_insert(
-    conn: Conn, *, schema: str, spec: NewJob, on_conflict: str = "existing"
-) -> int:
-    """Insert one job, or find the holder of its key (unfinished, or finished within the
-    spec's ``unique_for``); its id. ``on_conflict``: ``existing`` returns the holder,
-    ``raise`` raises ``DuplicateJob``, ``replace`` also gives a pending holder this
-    spec's carry, priority and visible time (a claimed or finished one is left alone)."""
-    text = sql.statement("job_insert", schema)
-    args = (
+def job_insert_args(spec: NewJob, on_conflict: str = "existing") -> tuple[Any, ...]:
+    """The values of ``job_insert``'s ``$1..$n`` for one job."""
+    return (
         spec.kind,
         spec.carry,
         spec.priority,
@@ -95,46 +93,67 @@ async def job_insert(
         spec.unique_for,
         on_conflict == "replace",
     )
-    # No row means the key's holder committed after our snapshot; try again.
-    for _ in range(5):
-        if spec.unique_for is not None and spec.key is not None:
-            # The insert and its check in one transaction (a savepoint inside the
-            # caller's), so that a job undone is never seen.
-            async with transaction(conn) as tx:
-                row = await tx.fetchrow(text, *args)
-                if row is not None and row["outcome"] == "inserted":
-                    undone = await job_undo_insert_if_key_finished(
-                        tx, schema=schema, specs=[spec], ids=[int(row["id"])]
-                    )
-                    if undone:
-                        row = {"id": undone[int(row["id"])], "outcome": "finished"}
-        else:
-            row = await conn.fetchrow(text, *args)
-        if row is not None:
-            _check_conflict(spec, int(row["id"]), row["outcome"], on_conflict)
-            return int(row["id"])
-    raise RuntimeError(f"could not enqueue {spec.kind!r} with key {spec.key!r}: key kept changing")
-
-
-async def job_undo_insert_if_key_finished(
-    conn: Conn, *, schema: str, specs: Sequence[NewJob], ids: Sequence[int]
-) -> dict[int, int]:
-    """Delete the jobs just inserted (``ids``, of ``specs``, in this transaction) whose
-    key's holder finished within their ``unique_for`` after all; inserted id -> holder."""
-    rows = await conn.fetch(
-        sql.statement("job_undo_insert_if_key_finished", schema),
-        list(ids),
-        [s.kind for s in specs],
-        [s.key for s in specs],
-        [s.unique_for for s in specs],
-    )
-    return {int(r["id"]): int(r["holder"]) for r in rows}
 
 
 def _check_conflict(spec: NewJob, job_id: int, outcome: str, on_conflict: str) -> None:
     if on_conflict == "raise" and outcome != "inserted":
         assert spec.key is not None
         raise DuplicateJob(job_id, spec.kind, spec.key)
+
+
+def _undo_query(specs: Sequence[NewJob], ids: Sequence[int]) -> Query:
+    """``job_undo_insert_if_key_finished``: delete the jobs just inserted (``ids``, of
+    ``specs``, in this transaction) whose key's holder finished within their
+    ``unique_for`` after all; its rows map an inserted id to its holder."""
+    return Query(
+        "job_undo_insert_if_key_finished",
+        (
+            list(ids),
+            [s.kind for s in specs],
+            [s.key for s in specs],
+            [s.unique_for for s in specs],
+        ),
+    )
+
+
+def _windowed(spec: NewJob) -> bool:
+    """Does the insert need its unique_for check after it, in the same transaction?"""
+    return spec.unique_for is not None and spec.key is not None
+
+
+def job_insert_steps(*, spec: NewJob, on_conflict: str = "existing") -> Steps[int]:
+    """Insert one job, or find the holder of its key (unfinished, or finished within the
+    spec's ``unique_for``); its id. ``on_conflict``: ``existing`` returns the holder,
+    ``raise`` raises ``DuplicateJob``, ``replace`` also gives a pending holder this
+    spec's carry, priority and visible time (a claimed or finished one is left alone).
+    Run ``atomic`` when ``_windowed``: a job the check undoes is never seen."""
+    query = Query("job_insert", job_insert_args(spec, on_conflict))
+    # No id means the key's holder committed after our snapshot; try again.
+    for _ in range(5):
+        rows = yield query
+        if not rows or rows[0]["id"] is None:
+            continue
+        job_id, outcome = int(rows[0]["id"]), str(rows[0]["outcome"])
+        if outcome == "inserted" and _windowed(spec):
+            undone = yield _undo_query([spec], [job_id])
+            if undone:
+                job_id, outcome = int(undone[0]["holder"]), "finished"
+        _check_conflict(spec, job_id, outcome, on_conflict)
+        return job_id
+    raise RuntimeError(f"could not enqueue {spec.kind!r} with key {spec.key!r}: key kept changing")
+
+
+@needs_schema
+async def job_insert(conn: Any, *, schema: str, spec: NewJob, on_conflict: str = "existing") -> int:
+    """``job_insert_steps`` on an async connection (``drivers.AsyncConnection``)."""
+    steps = job_insert_steps(spec=spec, on_conflict=on_conflict)
+    return await drivers.run(conn, steps, schema=schema, atomic=_windowed(spec))
+
+
+def job_insert_sync(conn: Any, *, schema: str, spec: NewJob, on_conflict: str = "existing") -> int:
+    """``job_insert_steps`` on a sync connection (``drivers.SyncConnection``)."""
+    steps = job_insert_steps(spec=spec, on_conflict=on_conflict)
+    return drivers.run_sync(conn, steps, schema=schema, atomic=_windowed(spec))
 
 
 def _backoff_arrays(specs: Sequence[NewJob]) -> list[list[Any]]:
@@ -166,9 +185,93 @@ def _same_key(specs: Sequence[NewJob], on_conflict: str) -> tuple[list[NewJob], 
     return sent, alias
 
 
-# An unkeyed batch at least this large goes by binary COPY (``job_copy_in``): below it,
-# COPY's extra round trips (ids, column types, the COPY itself) cost what its cheaper
-# encoding saves (benchmarks/bulk.py measures the crossover).
+def job_insert_many_unkeyed_steps(*, specs: Sequence[NewJob]) -> Steps[list[int]]:
+    """Insert jobs that carry no key in one statement (all or nothing by itself, and no
+    key to wait on); their ids in input order."""
+    rows = yield Query(
+        "job_insert_many_unkeyed",
+        (
+            [s.kind for s in specs],
+            [s.carry for s in specs],
+            [s.priority for s in specs],
+            [s.at for s in specs],
+            [s.after for s in specs],
+            [s.max_failures for s in specs],
+            *_backoff_arrays(specs),
+        ),
+    )
+    # Ascending ids are input order (see the statement's header).
+    return sorted(int(r["id"]) for r in rows)
+
+
+def job_insert_many_steps(
+    *, specs: Sequence[NewJob], on_conflict: str = "existing"
+) -> Steps[list[int]]:
+    """Insert keyed jobs; their ids in input order. Run ``atomic``: a key whose holder
+    commits while the statement waits on it comes back without an id and the statement
+    runs again for those rows, and a batch that cannot finish (or raises
+    ``DuplicateJob``) leaves nothing behind."""
+    sent, alias = _same_key(specs, on_conflict)
+    ids: list[int | None] = [None] * len(specs)
+    # Rows inserted with unique_for, checked once all are in (see job_insert_steps).
+    windowed: list[int] = []
+    todo = [i for i in range(len(specs)) if i not in alias]
+    for _ in range(5):
+        rows = yield Query(
+            "job_insert_many",
+            (
+                [sent[i].kind for i in todo],
+                [sent[i].carry for i in todo],
+                [sent[i].priority for i in todo],
+                [sent[i].at for i in todo],
+                [sent[i].after for i in todo],
+                [sent[i].key for i in todo],
+                [sent[i].max_failures for i in todo],
+                *_backoff_arrays([sent[i] for i in todo]),
+                [sent[i].unique_for for i in todo],
+                on_conflict == "replace",
+            ),
+        )
+        for i, row in zip(todo, rows, strict=True):
+            ids[i] = None if row["id"] is None else int(row["id"])
+            if row["id"] is not None:
+                _check_conflict(sent[i], int(row["id"]), str(row["outcome"]), on_conflict)
+                if row["outcome"] == "inserted" and sent[i].unique_for is not None:
+                    windowed.append(i)
+        todo = [i for i in todo if ids[i] is None]
+        if todo:
+            continue
+        if windowed:
+            answer = yield _undo_query(
+                [sent[i] for i in windowed], [int(ids[i] or 0) for i in windowed]
+            )
+            undone = {int(r["id"]): int(r["holder"]) for r in answer}
+            for i in windowed:
+                holder = undone.get(int(ids[i] or 0))
+                if holder is not None:
+                    _check_conflict(sent[i], holder, "finished", on_conflict)
+                    ids[i] = holder
+            # Later rows of the batch given an undone row's id get its holder's.
+            for i, job_id in enumerate(ids):
+                if job_id in undone:
+                    ids[i] = undone[job_id]
+        for i, held in alias.items():
+            ids[i] = ids[held]
+        return [int(i) for i in ids if i is not None]
+    s = specs[todo[0]]
+    raise RuntimeError(f"could not enqueue {s.kind!r} with key {s.key!r}: key kept changing")
+
+
+def _many(specs: Sequence[NewJob], on_conflict: str) -> tuple[Steps[list[int]], bool]:
+    """The steps of an insert of ``specs`` and whether they must run atomic."""
+    if all(s.key is None for s in specs):
+        return job_insert_many_unkeyed_steps(specs=specs), False
+    return job_insert_many_steps(specs=specs, on_conflict=on_conflict), True
+
+
+# An unkeyed batch at least this large goes by binary COPY (``job_copy_in``) on asyncpg:
+# below it, COPY's extra round trips (ids, column types, the COPY itself) cost what its
+# cheaper encoding saves (benchmarks/bulk.py measures the crossover).
 COPY_MIN_ROWS = 10_000
 
 # The columns a COPY writes; the others take their defaults, as in an INSERT.
@@ -198,80 +301,22 @@ async def job_insert_many(
     conn: Any, *, schema: str, specs: Sequence[NewJob], on_conflict: str = "existing"
 ) -> list[int]:
     """Insert jobs all or nothing; their ids in input order. Without keys this is one
-    ``job_insert_many_unkeyed`` (or, for a large batch, ``job_copy_in``); with keys,
-    ``job_insert_many`` in a transaction (a savepoint inside the caller's), run again for
-    the rows whose key holder moved. ``on_conflict`` as for ``job_insert``; ``raise``
-    rolls the whole batch back."""
-    unkeyed = all(s.key is None for s in specs)
-    if unkeyed and len(specs) >= COPY_MIN_ROWS and _copies(conn):
+    ``job_insert_many_unkeyed`` (or, for a large batch on asyncpg, ``job_copy_in``); with
+    keys, ``job_insert_many`` in a transaction (a savepoint inside the caller's), run
+    again for the rows whose key holder moved. ``on_conflict`` as for ``job_insert``;
+    ``raise`` rolls the whole batch back."""
+    if all(s.key is None for s in specs) and len(specs) >= COPY_MIN_ROWS and _copies(conn):
         return await job_copy_in(conn, schema=schema, specs=specs)
-    if unkeyed:
-        # One statement: all or nothing by itself, and no key to wait on.
-        rows = await conn.fetch(
-            sql.statement("job_insert_many_unkeyed", schema),
-            [s.kind for s in specs],
-            [s.carry for s in specs],
-            [s.priority for s in specs],
-            [s.at for s in specs],
-            [s.after for s in specs],
-            [s.max_failures for s in specs],
-            *_backoff_arrays(specs),
-        )
-        # Ascending ids are input order (see the statement's header).
-        return sorted(int(r["id"]) for r in rows)
-    sent, alias = _same_key(specs, on_conflict)
-    # A key whose holder commits while the statement waits on it comes back without an
-    # id; the statement runs again for those rows. The batch is one transaction, so a
-    # batch that cannot finish (or raises DuplicateJob) leaves nothing behind.
-    async with transaction(conn) as tx:
-        text = sql.statement("job_insert_many", schema)
-        ids: list[int | None] = [None] * len(specs)
-        # Rows inserted with unique_for, checked once all are in (see job_insert).
-        windowed: list[int] = []
-        todo = [i for i in range(len(specs)) if i not in alias]
-        for _ in range(5):
-            rows = await tx.fetch(
-                text,
-                [sent[i].kind for i in todo],
-                [sent[i].carry for i in todo],
-                [sent[i].priority for i in todo],
-                [sent[i].at for i in todo],
-                [sent[i].after for i in todo],
-                [sent[i].key for i in todo],
-                [sent[i].max_failures for i in todo],
-                *_backoff_arrays([sent[i] for i in todo]),
-                [sent[i].unique_for for i in todo],
-                on_conflict == "replace",
-            )
-            for i, row in zip(todo, rows, strict=True):
-                ids[i] = None if row["id"] is None else int(row["id"])
-                if row["id"] is not None:
-                    _check_conflict(sent[i], int(row["id"]), row["outcome"], on_conflict)
-                    if row["outcome"] == "inserted" and sent[i].unique_for is not None:
-                        windowed.append(i)
-            todo = [i for i in todo if ids[i] is None]
-            if not todo:
-                if windowed:
-                    undone = await job_undo_insert_if_key_finished(
-                        tx,
-                        schema=schema,
-                        specs=[sent[i] for i in windowed],
-                        ids=[int(ids[i]) for i in windowed],  # type: ignore[arg-type]
-                    )
-                    for i in windowed:
-                        holder = undone.get(int(ids[i]))  # type: ignore[arg-type]
-                        if holder is not None:
-                            _check_conflict(sent[i], holder, "finished", on_conflict)
-                            ids[i] = holder
-                    # Later rows of the batch given an undone row's id get its holder's.
-                    for i, job_id in enumerate(ids):
-                        if job_id in undone:
-                            ids[i] = undone[job_id]
-                for i, held in alias.items():
-                    ids[i] = ids[held]
-                return [int(i) for i in ids if i is not None]
-        s = specs[todo[0]]
-        raise RuntimeError(f"could not enqueue {s.kind!r} with key {s.key!r}: key kept changing")
+    steps, atomic = _many(specs, on_conflict)
+    return await drivers.run(conn, steps, schema=schema, atomic=atomic)
+
+
+def job_insert_many_sync(
+    conn: Any, *, schema: str, specs: Sequence[NewJob], on_conflict: str = "existing"
+) -> list[int]:
+    """``job_insert_many`` on a sync connection."""
+    steps, atomic = _many(specs, on_conflict)
+    return drivers.run_sync(conn, steps, schema=schema, atomic=atomic)
 
 
 @needs_schema
@@ -510,9 +555,14 @@ async def job_release_orphans_if_owned(
 # --- reads --------------------------------------------------------------------------
 
 
-@needs_schema
-async def job_get(conn: Conn, *, schema: str, job_id: int) -> Record | None:
-    return await conn.fetchrow(sql.statement("job_get", schema), job_id)
+def job_get_steps(*, job_id: int) -> Steps[Row | None]:
+    """One job's row, or None."""
+    rows = yield Query("job_get", (job_id,))
+    return rows[0] if rows else None
+
+
+async def job_get(conn: Any, *, schema: str, job_id: int) -> Row | None:
+    return await drivers.run(conn, job_get_steps(job_id=job_id), schema=schema)
 
 
 async def job_mark_awaited(conn: Conn, *, schema: str, job_id: int) -> None:

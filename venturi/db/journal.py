@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from venturi import sql
-from venturi.db.conn import Conn, Record
-from venturi.db.schema import needs_schema
+from typing import Any
+
+from venturi.db import drivers
+from venturi.db.drivers import Query, Row, Steps
 
 
-@needs_schema
-async def journal_get(conn: Conn, *, schema: str, job_id: int) -> list[Record]:
+def journal_get_steps(*, job_id: int) -> Steps[list[Row]]:
     """The job's written journal rows, oldest first."""
-    return list(await conn.fetch(sql.statement("journal_get", schema), job_id))
+    return (yield Query("journal_get", (job_id,)))
+
+
+async def journal_get(conn: Any, *, schema: str, job_id: int) -> list[Row]:
+    """``journal_get_steps`` on an async connection."""
+    return await drivers.run(conn, journal_get_steps(job_id=job_id), schema=schema)

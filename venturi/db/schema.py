@@ -7,18 +7,13 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar, cast
 
 from venturi import sql
+from venturi.db import drivers
 from venturi.db.conn import Conn
-from venturi.db.errors import MISSING_SCHEMA
+from venturi.db.drivers import Query, Steps
+from venturi.db.errors import MISSING_SCHEMA, not_applied
 from venturi.errors import SchemaError
 
 F = TypeVar("F", bound=Callable[..., Coroutine[Any, Any, Any]])
-
-
-def not_applied(schema: str) -> SchemaError:
-    return SchemaError(
-        f"the venturi schema {schema!r} is not applied to this database: "
-        f"run `venturi schema apply --schema {schema}`"
-    )
 
 
 def needs_schema(fn: F) -> F:
@@ -54,26 +49,31 @@ async def schema_version(conn: Conn, *, schema: str) -> int:
     return int(version)
 
 
+def apply_schema_steps() -> Steps[list[int]]:
+    """Create or upgrade the schema (run ``atomic``: the whole upgrade is one
+    transaction); the migration versions applied, none when the database is current.
+    Concurrent appliers wait for each other on a lock."""
+    yield Query("schema_lock")
+    [exists] = yield Query("schema_version_exists")
+    if not exists["applied"]:
+        yield Query("schema/tables", script=True)
+        yield Query("schema/indexes", script=True)
+        return [m.version for m in sql.migrations()]
+    done = {r["version"] for r in (yield Query("schema_version_list"))}
+    applied = []
+    for migration in sql.migrations():
+        if migration.version not in done:
+            yield Query(migration.template, script=True)
+            yield Query("schema_version_record", (migration.version, migration.name))
+            applied.append(migration.version)
+    return applied
+
+
 async def apply_schema(conn: Any, *, schema: str) -> list[int]:
-    """Create or upgrade the schema; returns the migration versions it applied (none when
-    the database is current). Concurrent appliers wait for each other on a lock.
-    ``conn`` is one connection (a ``TxConn``): the whole upgrade is one transaction."""
-    async with conn.transaction():
-        await conn.execute(sql.statement("schema_lock", schema))
-        if not await conn.fetchval(sql.statement("schema_version_exists", schema)):
-            await conn.execute(sql.fresh_schema(schema))
-            return [m.version for m in sql.migrations(schema)]
-        done = {
-            r["version"] for r in await conn.fetch(sql.statement("schema_version_list", schema))
-        }
-        applied = []
-        for migration in sql.migrations(schema):
-            if migration.version not in done:
-                await conn.execute(migration.sql)
-                await conn.execute(
-                    sql.statement("schema_version_record", schema),
-                    migration.version,
-                    migration.name,
-                )
-                applied.append(migration.version)
-        return applied
+    """``apply_schema_steps`` on one async connection (or a pool: one of its own)."""
+    return await drivers.run(conn, apply_schema_steps(), schema=schema, atomic=True)
+
+
+def apply_schema_sync(conn: Any, *, schema: str) -> list[int]:
+    """``apply_schema_steps`` on a sync connection (Django's, in its migration)."""
+    return drivers.run_sync(conn, apply_schema_steps(), schema=schema, atomic=True)

@@ -1,0 +1,215 @@
+-- job_insert: enqueue one job, or find the job that holds its key: the unfinished one, or
+-- (with unique_for) one that finished less than unique_for seconds ago. With replace, a
+-- pending holder takes this enqueue's carry, priority and visible time; a claimed or
+-- finished holder is left alone. Returns the id and the outcome: inserted, replaced,
+-- pending or claimed (the unfinished holder, left as it was), finished (a recent one).
+-- $1 text kind: the task kind
+-- $2 text carry: msgspec-encoded JSON, validated by the caller
+-- $3 smallint priority: 0 HIGH, 1 NORMAL, 2 LOW
+-- $4 timestamptz at: visible from this instant (NULL: use $5)
+-- $5 float8 after: visible after this many seconds (NULL and $4 NULL: now)
+-- $6 text key: de-duplication key (NULL: none)
+-- $7 integer max_failures: the task's failure backstop
+-- $8 float8 backoff_base: the task's declared Backoff, for recovery (NULL: none declared)
+-- $9 float8 backoff_factor: its growth per failure
+-- $10 float8 backoff_cap: its longest delay in seconds
+-- $11 boolean backoff_jitter: whether it is half-jittered
+-- $12 float8 unique_for: seconds a finished job still holds its key (NULL: none)
+-- $13 boolean replace: a pending holder takes $2, $3 and the visible time of $4/$5
+-- index: jobs_key_idx is the ON CONFLICT arbiter and finds the unfinished holder;
+-- jobs_key_search_idx finds a recently finished one.
+WITH recent AS (
+    SELECT id FROM "venturi".jobs
+    WHERE $12::float8 IS NOT NULL AND $6::text IS NOT NULL AND key = $6 AND kind = $1
+      AND finished_at > now() - make_interval(secs => $12::float8)
+    ORDER BY finished_at DESC
+    LIMIT 1
+),
+inserted AS (
+    INSERT INTO "venturi".jobs (kind, carry, priority, visible_at, key, max_failures,
+                              backoff_base, backoff_factor, backoff_cap, backoff_jitter)
+    SELECT $1, $2::jsonb, $3::smallint,
+           coalesce($4::timestamptz, now() + make_interval(secs => coalesce($5::float8, 0))),
+           $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean
+    WHERE NOT EXISTS (SELECT 1 FROM recent)
+    ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed')
+    DO NOTHING
+    RETURNING id
+),
+-- Reached only on a key conflict. A conflicting row committed after this statement's
+-- snapshot is invisible here; the caller then runs the statement again.
+holder AS (
+    SELECT id, status FROM "venturi".jobs
+    WHERE $6::text IS NOT NULL AND kind = $1 AND key = $6 AND status IN ('pending', 'claimed')
+    LIMIT 1
+),
+replaced AS (
+    -- A claim that locked the holder first wins: this waits for it, then finds the row
+    -- claimed and leaves it alone.
+    UPDATE "venturi".jobs j
+    SET carry = $2::jsonb, priority = $3::smallint,
+        visible_at = coalesce($4::timestamptz,
+                              now() + make_interval(secs => coalesce($5::float8, 0)))
+    FROM holder
+    WHERE $13::boolean AND j.id = holder.id AND j.status = 'pending'
+      AND NOT EXISTS (SELECT 1 FROM inserted)
+    RETURNING j.id
+)
+SELECT id, outcome FROM (
+    SELECT id, 'inserted' AS outcome, 1 AS rank FROM inserted
+    UNION ALL
+    SELECT h.id, CASE WHEN r.id IS NOT NULL THEN 'replaced' ELSE h.status END, 2
+    FROM holder h LEFT JOIN replaced r ON r.id = h.id
+    UNION ALL
+    SELECT id, 'finished', 3 FROM recent
+) found
+ORDER BY rank
+LIMIT 1;
+
+-- job_insert_many: enqueue many jobs in one statement; returns one id per input row, in
+-- input order, with its outcome: inserted; batch (an earlier row of this batch holds the
+-- key); replaced, pending or claimed (the key's unfinished holder, replaced when $13 and
+-- pending); finished (with unique_for, a job of the key finished within it). The id is
+-- NULL where the key's holder committed after this statement's snapshot (it waited on
+-- the holder's transaction): the caller runs the statement again for those rows, in the
+-- same transaction, and the next snapshot sees the holder.
+-- $1 text[] kinds: the task kind of each row
+-- $2 text[] carries: msgspec-encoded JSON of each row
+-- $3 smallint[] priorities: 0 HIGH, 1 NORMAL, 2 LOW
+-- $4 timestamptz[] ats: visible from (NULL: use afters)
+-- $5 float8[] afters: visible after seconds (NULL: now)
+-- $6 text[] keys: de-duplication keys (NULL: none)
+-- $7 integer[] max_failures: each task's failure backstop
+-- $8 float8[] backoff_bases: each task's declared Backoff, for recovery (NULL: none)
+-- $9 float8[] backoff_factors: its growth per failure
+-- $10 float8[] backoff_caps: its longest delay in seconds
+-- $11 boolean[] backoff_jitters: whether it is half-jittered
+-- $12 float8[] unique_fors: seconds a finished job still holds the row's key (NULL: none)
+-- $13 boolean replace: a pending holder takes the row's carry, priority and visible time
+-- (the caller sends each key once when it replaces)
+-- index: jobs_key_idx (arbiter and lookup of unfinished holders); jobs_key_search_idx
+-- (recently finished holders).
+WITH input AS (
+    -- Ids are drawn up front so that each input row can be matched to what was inserted.
+    SELECT nextval(pg_get_serial_sequence('"venturi".jobs', 'id')) AS id, u.*
+    FROM unnest($1::text[], $2::text[], $3::smallint[], $4::timestamptz[], $5::float8[],
+                $6::text[], $7::integer[], $8::float8[], $9::float8[], $10::float8[],
+                $11::boolean[], $12::float8[])
+         WITH ORDINALITY AS u(kind, carry, priority, at, after, key, max_failures,
+                              backoff_base, backoff_factor, backoff_cap, backoff_jitter,
+                              unique_for, ord)
+),
+recent AS (
+    SELECT DISTINCT ON (input.ord) input.ord, j.id
+    FROM input
+    JOIN "venturi".jobs j
+      ON input.key IS NOT NULL AND input.unique_for IS NOT NULL
+     AND j.key = input.key AND j.kind = input.kind
+     AND j.finished_at > now() - make_interval(secs => input.unique_for)
+    ORDER BY input.ord, j.finished_at DESC
+),
+inserted AS (
+    INSERT INTO "venturi".jobs (id, kind, carry, priority, visible_at, key, max_failures,
+                              backoff_base, backoff_factor, backoff_cap, backoff_jitter)
+    SELECT id, kind, carry::jsonb, priority,
+           coalesce(at, now() + make_interval(secs => coalesce(after, 0))), key, max_failures,
+           backoff_base, backoff_factor, backoff_cap, backoff_jitter
+    FROM input
+    WHERE NOT EXISTS (SELECT 1 FROM recent WHERE recent.ord = input.ord)
+    ORDER BY ord
+    ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed')
+    DO NOTHING
+    RETURNING id, kind, key
+),
+replaced AS (
+    -- A claim that locked the holder first wins: this waits for it, then finds the row
+    -- claimed and leaves it alone.
+    UPDATE "venturi".jobs j
+    SET carry = input.carry::jsonb, priority = input.priority,
+        visible_at = coalesce(input.at, now() + make_interval(secs => coalesce(input.after, 0)))
+    FROM input
+    WHERE $13::boolean AND input.key IS NOT NULL
+      AND j.kind = input.kind AND j.key = input.key AND j.status = 'pending'
+    RETURNING j.id
+)
+SELECT coalesce(mine.id, same_batch.id, existing.id, recent.id) AS id,
+       CASE WHEN mine.id IS NOT NULL THEN 'inserted'
+            WHEN same_batch.id IS NOT NULL THEN 'batch'
+            WHEN existing.id IS NOT NULL THEN
+                CASE WHEN existing.id IN (SELECT id FROM replaced) THEN 'replaced'
+                     ELSE existing.status END
+            WHEN recent.id IS NOT NULL THEN 'finished'
+       END AS outcome
+FROM input
+LEFT JOIN inserted mine ON mine.id = input.id
+-- Two rows of one batch with the same key: the later one gets the earlier one's id.
+LEFT JOIN inserted same_batch
+       ON input.key IS NOT NULL AND same_batch.kind = input.kind AND same_batch.key = input.key
+LEFT JOIN LATERAL (
+    SELECT j.id, j.status FROM "venturi".jobs j
+    WHERE input.key IS NOT NULL AND j.kind = input.kind AND j.key = input.key
+      AND j.status IN ('pending', 'claimed')
+    LIMIT 1
+) existing ON true
+LEFT JOIN recent ON recent.ord = input.ord
+ORDER BY input.ord;
+
+-- job_insert_many_unkeyed: enqueue many jobs that carry no de-duplication key, in one
+-- statement; the fast path of enqueue_many (several times faster than job_insert_many,
+-- which must match every row against existing keys).
+-- Ids come back in ascending order, which is input order: rows are inserted in ordinality
+-- order and each takes the next identity value as it is inserted.
+-- $1 text[] kinds: the task kind of each row
+-- $2 text[] carries: msgspec-encoded JSON of each row
+-- $3 smallint[] priorities: 0 HIGH, 1 NORMAL, 2 LOW
+-- $4 timestamptz[] ats: visible from (NULL: use afters)
+-- $5 float8[] afters: visible after seconds (NULL: now)
+-- $6 integer[] max_failures: each task's failure backstop
+-- $7 float8[] backoff_bases: each task's declared Backoff, for recovery (NULL: none)
+-- $8 float8[] backoff_factors: its growth per failure
+-- $9 float8[] backoff_caps: its longest delay in seconds
+-- $10 boolean[] backoff_jitters: whether it is half-jittered
+-- index: none read; the statement's notify trigger fires once for the whole batch.
+INSERT INTO "venturi".jobs (kind, carry, priority, visible_at, max_failures,
+                          backoff_base, backoff_factor, backoff_cap, backoff_jitter)
+SELECT kind, carry::jsonb, priority,
+       coalesce(at, now() + make_interval(secs => coalesce(after, 0))), max_failures,
+       backoff_base, backoff_factor, backoff_cap, backoff_jitter
+FROM unnest($1::text[], $2::text[], $3::smallint[], $4::timestamptz[], $5::float8[],
+            $6::integer[], $7::float8[], $8::float8[], $9::float8[], $10::boolean[])
+     WITH ORDINALITY AS u(kind, carry, priority, at, after, max_failures,
+                          backoff_base, backoff_factor, backoff_cap, backoff_jitter, ord)
+ORDER BY ord
+RETURNING id;
+
+-- job_get: one job's row, with JSON columns as text for the caller's decoder.
+-- $1 bigint id: the job
+-- index: primary key.
+SELECT id, kind, status, priority, carry::text AS carry, key, attempt, failures,
+       max_failures, created_at, visible_at, claimed_at, claimed_by, claim_expires_at,
+       finished_at, result::text AS result, last_error, cancel_requested_at
+FROM "venturi".jobs
+WHERE id = $1;
+
+-- journal_get: a job's written history, oldest first; the routine enqueued / claimed /
+-- completed entries are read off the job row by the caller and merged in.
+-- $1 bigint job_id: the job
+-- index: journal_job_idx.
+SELECT at, event, attempt, worker, detail
+FROM "venturi".journal
+WHERE job_id = $1
+ORDER BY at, id;
+
+-- savepoint: open a savepoint inside the caller's transaction, for a statement group
+-- that must be all or nothing (enqueue_many with keys) on a driver with no savepoint
+-- API of its own (psycopg2).
+-- index: none.
+SAVEPOINT venturi_batch;
+
+-- savepoint_release: the group succeeded; its writes stay in the caller's transaction.
+-- index: none.
+RELEASE SAVEPOINT venturi_batch;
+
+-- savepoint_rollback: the group failed; undo its writes, keep the caller's transaction.
+-- index: none.
+ROLLBACK TO SAVEPOINT venturi_batch;

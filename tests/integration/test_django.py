@@ -1,0 +1,336 @@
+"""venturi in a Django project (``venturi.contrib.django``), against a real database: enqueue
+on Django's connection inside and outside ``atomic()`` on psycopg 3 and psycopg2, the app's
+migration and ``manage.py venturi``, and ``VenturiBackend`` under Django's Tasks framework
+as its documentation describes a backend.
+
+Django's settings are configured once per process, so each test runs a scenario of
+``tests/support/django_app/scenarios.py`` (or ``manage.py``) in a subprocess on this test's
+database; the parent checks the database itself, and runs the worker where the scenario
+does not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+import asyncpg
+import pytest
+
+import venturi
+from tests.support import sql as tsql
+from tests.support.carries import Item
+from tests.support.cli import ROOT
+from tests.support.django_app import jobs
+from tests.support.waits import wait_for, wait_stat, wait_until
+from tests.support.workers import running
+from venturi import Worker, db, sql, testing
+
+DRIVERS = ["psycopg", "psycopg2"]
+MANAGE = ROOT / "tests" / "support" / "django_app" / "manage.py"
+
+
+def _env(dsn: str, driver: str = "psycopg", **extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "VENTURI_DJANGO_DSN": dsn,
+        "VENTURI_DJANGO_DRIVER": driver,
+        "DJANGO_SETTINGS_MODULE": "tests.support.django_app.settings",
+        "PYTHONPATH": str(ROOT),
+        **extra,
+    }
+
+
+async def scenario(name: str, dsn: str, driver: str = "psycopg", **extra: str) -> dict[str, Any]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.support.django_app.scenarios",
+        name,
+        cwd=ROOT,
+        env=_env(dsn, driver, **extra),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 180)
+    assert proc.returncode == 0, f"{name}:\n{out.decode()}\n{err.decode()}"
+    found: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
+    return found
+
+
+async def manage(dsn: str, *args: str, driver: str = "psycopg") -> subprocess.CompletedProcess[str]:
+    def go() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(MANAGE), *args],
+            cwd=ROOT,
+            env=_env(dsn, driver),
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+
+    return await asyncio.to_thread(go)
+
+
+# --- enqueue on Django's connection, per driver ---------------------------------------
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_django_runs_on_the_driver_asked_for(dsn: str, driver: str) -> None:
+    found = await scenario("driver", dsn, driver)
+    assert found["driver"] == driver
+    assert found["dsn"].endswith("/" + dsn.rsplit("/", 1)[1])
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_rollback_of_the_atomic_block_writes_nothing(
+    dsn: str, conn: asyncpg.Connection, driver: str
+) -> None:
+    found = await scenario("rollback", dsn, driver)
+    assert found["seen_inside"] is True and found["after"] is None
+    assert await venturi.get_job(conn, found["id"]) is None
+    assert await conn.fetchval(tsql.statement("jobs_count")) == 0
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_commit_then_a_worker_runs_it(
+    dsn: str, conn: asyncpg.Connection, driver: str, kinds: list[str]
+) -> None:
+    found = await scenario("commit", dsn, driver)
+    assert found["in_atomic"] is False
+    ran = await testing.drain(conn, [jobs.note])
+    assert sorted(ran) == sorted(found["ids"])
+    assert {j.status for j in ran.values()} == {"completed"}
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_wrong_carry_is_a_type_error_before_any_write(
+    dsn: str, conn: asyncpg.Connection, driver: str
+) -> None:
+    found = await scenario("wrong_carry", dsn, driver)
+    assert found["errors"] == ["TypeError", "TypeError"]
+    assert await conn.fetchval(tsql.statement("jobs_count")) == 1  # only the one after
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_a_key_taken_through_asyncpg_is_the_same_job_through_django(
+    dsn: str, conn: asyncpg.Connection, driver: str, kinds: list[str]
+) -> None:
+    held = await jobs.note.enqueue(conn, Item(1), key="held")
+    found = await scenario("key", dsn, driver, VENTURI_TEST_HELD=str(held))
+    assert found["same"] == held
+    assert await jobs.note.enqueue(conn, Item(2), key="mine") == found["mine"]
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_the_notification_wakes_an_idle_worker(
+    dsn: str, conn: asyncpg.Connection, driver: str
+) -> None:
+    # Polling every 60 s: only the notification wakes it within the wait.
+    worker = Worker(None, dsn, [jobs.note], poll_max=60)
+    async with running(worker):
+        await wait_until(lambda: worker._listening)
+        await wait_stat(worker, "empty_claims", 1)
+        found = await scenario("enqueue_one", dsn, driver)
+
+        async def done() -> bool:
+            job = await venturi.get_job(conn, found["id"])
+            return job is not None and job.status == "completed"
+
+        await wait_for(done, within=20)
+
+
+async def test_get_job_and_journal_through_django(dsn: str) -> None:
+    found = await scenario("journal", dsn)
+    assert found["status"] == "completed" and found["result"] == {"noted": 1}
+    assert found["events"] == ["enqueued", "claimed", "completed"]
+
+
+# --- the app: migrate, manage.py venturi ----------------------------------------------
+
+
+async def test_migrate_applies_the_schema(empty_dsn: str) -> None:
+    done = await manage(empty_dsn, "migrate", "venturi")
+    assert done.returncode == 0, done.stderr
+    assert "Applying venturi.0001_venturi_schema... OK" in done.stdout
+    c = await asyncpg.connect(empty_dsn)
+    try:
+        latest = sql.migrations()[-1].version
+        assert await db.schema.schema_version(c, schema="venturi") == latest
+    finally:
+        await c.close()
+
+
+async def test_a_later_venturi_is_upgraded_by_migrate_without_a_django_migration(
+    empty_dsn: str,
+) -> None:
+    """The app's migration ran under an older venturi (here: the schema at version 1 and
+    the Django migration recorded as applied): the next ``migrate`` has no Django
+    migration to run for venturi, and still brings the schema to this venturi's latest."""
+    c = await asyncpg.connect(empty_dsn)
+    try:
+        first = sql.migrations()[0]
+        await c.execute(first.sql)
+        await c.execute(sql.statement("schema_version_record"), first.version, first.name)
+        with pytest.raises(venturi.SchemaError, match="at version 1"):
+            await db.schema.schema_version(c, schema="venturi")
+        fake = await manage(empty_dsn, "migrate", "venturi", "--fake")
+        assert fake.returncode == 0, fake.stderr
+        again = await manage(empty_dsn, "migrate")
+        assert again.returncode == 0, again.stderr
+        assert "Applying venturi" not in again.stdout
+        latest = sql.migrations()[-1].version
+        assert await db.schema.schema_version(c, schema="venturi") == latest
+    finally:
+        await c.close()
+
+
+async def test_manage_venturi_schema_apply_and_venturis_own_commands(empty_dsn: str) -> None:
+    first = await manage(empty_dsn, "venturi", "schema", "apply", driver="psycopg2")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("schema venturi: applied migration(s) 1, ")
+    second = await manage(empty_dsn, "venturi", "schema", "apply")
+    assert second.stdout.strip() == "schema venturi: up to date"
+    # Any other command is venturi's own, on the project's database.
+    listed = await manage(empty_dsn, "venturi", "jobs", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == []
+
+
+async def test_manage_venturi_worker_runs_venturi_and_django_tasks(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    note = await scenario("enqueue_one", dsn)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(MANAGE),
+        "venturi",
+        "worker",
+        "tests.support.django_app.jobs",
+        "--poll-max",
+        "1",
+        cwd=ROOT,
+        env=_env(dsn),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+
+        async def done(job_id: int) -> bool:
+            job = await venturi.get_job(conn, job_id)
+            return job is not None and job.status == "completed"
+
+        await wait_for(lambda: done(note["id"]), within=60)
+        # A Django task enqueued while the worker runs: the worker runs every queue of
+        # TASKS beside the module's tasks.
+        found = await scenario("tasks_enqueue_add", dsn)
+        await wait_for(lambda: done(int(found["id"])), within=60)
+        job = await venturi.get_job(conn, int(found["id"]))
+        assert job is not None and job.result == 5
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    assert "django.default" in out.decode() and "django.reports" in out.decode()
+    assert "dj_note" in out.decode()
+
+
+async def test_manage_venturi_worker_without_a_module_runs_every_django_queue(
+    dsn: str, conn: asyncpg.Connection
+) -> None:
+    found = await scenario("tasks_enqueue_add", dsn)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(MANAGE),
+        "venturi",
+        "worker",
+        cwd=ROOT,
+        env=_env(dsn),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+
+        async def done() -> bool:
+            job = await venturi.get_job(conn, int(found["id"]))
+            return job is not None and job.status == "completed"
+
+        await wait_for(done, within=60)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    assert "venturi worker: django.default, django.reports" in out.decode()
+
+
+# --- VenturiBackend under Django's Tasks framework ------------------------------------
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_a_task_result_round_trip(dsn: str, driver: str) -> None:
+    found = await scenario("tasks_roundtrip", dsn, driver)
+    assert found["id"].isdigit()
+    assert found["enqueued_status"] == "READY"
+    assert found["kind"] == "django.default" and found["priority"] == venturi.Priority.NORMAL
+    assert found["status"] == "SUCCESSFUL" and found["return_value"] == 5
+    assert found["finished"] is True and found["attempts"] == 1 and found["worker_ids"] == 1
+    assert found["started"] is True and found["args"] == [2, 3]
+    assert found["signals"] == [
+        ["task_enqueued", "READY"],
+        ["task_started", "RUNNING"],
+        ["task_finished", "SUCCESSFUL"],
+    ]
+
+
+async def test_enqueue_commits_and_rolls_back_with_the_atomic_block(dsn: str) -> None:
+    found = await scenario("tasks_atomic", dsn)
+    assert found == {"rolled_back_gone": True, "kept": "READY"}
+
+
+async def test_a_task_that_raises_is_failed_at_once_with_its_error(dsn: str) -> None:
+    found = await scenario("tasks_failure", dsn)
+    assert found["status"] == "FAILED" and found["raised"] == "Task failed"
+    assert found["errors"] == [["tests.support.django_app.tasks.Refused", True]]
+    assert found["class_ok"] is True and found["job_status"] == "dead"
+
+
+async def test_max_attempts_lets_venturi_retry(dsn: str) -> None:
+    found = await scenario(
+        "tasks_retries",
+        dsn,
+        VENTURI_DJANGO_TASK_OPTIONS=json.dumps({"MAX_ATTEMPTS": 2}),
+        VENTURI_TEST_MAKE_DUE=tsql.statement("job_make_due"),
+    )
+    assert found["statuses"] == [["READY", 1], ["FAILED", 2]]
+
+
+async def test_priority_run_after_queues_and_context_map_onto_venturi(dsn: str) -> None:
+    found = await scenario("tasks_mapping", dsn)
+    assert found["deferred_visible_at_ok"] is True and found["deferred_status"] == "READY"
+    assert found["kinds"] == {
+        "deferred": "django.default",
+        "report": "django.reports",
+        "low": "django.default",
+        "ctx": "django.default",
+    }
+    assert found["priorities"] == {
+        "deferred": venturi.Priority.NORMAL,
+        "report": venturi.Priority.HIGH,
+        "low": venturi.Priority.LOW,
+        "ctx": venturi.Priority.NORMAL,
+    }
+    assert found["report"] == ["SUCCESSFUL", [0, 1, 2]]  # an async task function
+    assert found["ctx"] == {"tag": "t", "attempt": 1, "id": found["ctx_id"]}
+    assert found["invalid"] == ["InvalidTaskError", "InvalidTaskError"]
+    assert found["missing"] == ["999999", "not-a-number"]
+    assert found["flags"] == [True, True, True, True]
+
+
+async def test_aenqueue_and_aget_result(dsn: str) -> None:
+    found = await scenario("tasks_aenqueue", dsn)
+    assert found == {"ready": "READY", "status": "SUCCESSFUL", "value": 9}

@@ -1,0 +1,688 @@
+"""Enqueue and read back through every driver and style an application may hold, against a
+real database: asyncpg, psycopg 3 (connections and pools, sync and async), psycopg2 and
+SQLAlchemy 2 (Connection, Session, Engine, AsyncConnection, AsyncSession, over psycopg,
+psycopg2 and asyncpg). Django's connection has its own module (a configured settings
+module in a subprocess: tests/integration/test_django.py).
+
+Each stack is a ``Stack``: how to open it, how the application opens and ends its own
+transaction on it, and venturi's calls on it (a sync driver's run in a thread, so that the
+test's event loop keeps serving the worker). One test body per behaviour runs on all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import asyncpg
+import msgspec
+import psycopg
+import psycopg2
+import psycopg2.extensions
+import psycopg_pool
+import pytest
+import sqlalchemy
+import sqlalchemy.orm
+from sqlalchemy.ext import asyncio as sa_asyncio
+
+import venturi
+from tests.support import sql as tsql
+from tests.support.carries import Item
+from tests.support.waits import wait_for, wait_stat, wait_until
+from tests.support.workers import running
+from venturi import Context, Worker, db, sql, testing
+
+
+class Wrong:
+    """Not the carry type of any task here."""
+
+
+def _url(dsn: str, driver: str) -> str:
+    return dsn.replace("postgresql://", f"postgresql+{driver}://", 1)
+
+
+class Stack:
+    """One way of holding the database. ``native`` is what the application passes to
+    venturi; ``transaction`` is None for a pool or engine (no caller transaction)."""
+
+    name = "?"
+    sync = False
+    has_transaction = True
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.native: Any = None
+
+    async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if self.sync:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        return await fn(*args, **kwargs)
+
+    async def open(self) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    def transaction(self, commit: bool) -> contextlib.AbstractAsyncContextManager[None]:
+        raise NotImplementedError
+
+    async def app_write(self) -> None:
+        raise NotImplementedError
+
+    async def enqueue(self, task: venturi.Task[Any], carry: Any, **kw: Any) -> int:
+        fn = task.enqueue_sync if self.sync else task.enqueue
+        return int(await self.call(fn, self.native, carry, **kw))
+
+    async def enqueue_many(self, jobs: list[Any]) -> list[int]:
+        fn = venturi.enqueue_many_sync if self.sync else venturi.enqueue_many
+        return list(await self.call(fn, self.native, jobs))
+
+    async def get_job(self, job_id: int) -> venturi.JobInfo | None:
+        fn = venturi.get_job_sync if self.sync else venturi.get_job
+        job: venturi.JobInfo | None = await self.call(fn, self.native, job_id)
+        return job
+
+    async def get_journal(self, job_id: int) -> list[venturi.JournalEntry]:
+        fn = venturi.get_journal_sync if self.sync else venturi.get_journal
+        return list(await self.call(fn, self.native, job_id))
+
+
+class _Rollback(Exception):
+    """Raised out of a transaction block to end it in a rollback."""
+
+
+@contextlib.asynccontextmanager
+async def _ends(commit: bool) -> AsyncIterator[None]:
+    """Swallow the rollback a test asked for."""
+    try:
+        yield
+    except _Rollback:
+        assert not commit
+
+
+# --- asyncpg --------------------------------------------------------------------------
+
+
+class AsyncpgConnection(Stack):
+    name = "asyncpg-connection"
+
+    async def open(self) -> None:
+        self.native = await asyncpg.connect(self.dsn)
+
+    async def close(self) -> None:
+        await self.native.close()
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, commit: bool) -> AsyncIterator[None]:
+        async with _ends(commit), self.native.transaction():
+            yield
+            if not commit:
+                raise _Rollback
+
+
+class AsyncpgPool(Stack):
+    name = "asyncpg-pool"
+    has_transaction = False
+
+    async def open(self) -> None:
+        self.native = await asyncpg.create_pool(self.dsn, min_size=1, max_size=2)
+
+    async def close(self) -> None:
+        await self.native.close()
+
+
+# --- psycopg 3 --------------------------------------------------------------------------
+
+
+class PsycopgAsync(Stack):
+    name = "psycopg-async-connection"
+
+    async def open(self) -> None:
+        self.native = await psycopg.AsyncConnection.connect(self.dsn)
+
+    async def close(self) -> None:
+        await self.native.close()
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, commit: bool) -> AsyncIterator[None]:
+        async with _ends(commit), self.native.transaction():
+            yield
+            if not commit:
+                raise _Rollback
+
+
+class PsycopgAsyncAutocommit(PsycopgAsync):
+    """An autocommit connection: no implicit transaction; ``conn.transaction()`` opens
+    one explicitly, and outside it each call commits by itself."""
+
+    name = "psycopg-async-autocommit"
+
+    async def open(self) -> None:
+        self.native = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
+
+
+class PsycopgAsyncPool(Stack):
+    name = "psycopg-async-pool"
+    has_transaction = False
+
+    async def open(self) -> None:
+        self.native = psycopg_pool.AsyncConnectionPool(self.dsn, min_size=1, open=False)
+        await self.native.open()
+
+    async def close(self) -> None:
+        await self.native.close()
+
+
+class PsycopgSync(Stack):
+    """The application's own write opens psycopg's implicit transaction; the job joins it
+    and ``commit()`` / ``rollback()`` end both."""
+
+    name = "psycopg-connection"
+    sync = True
+
+    async def open(self) -> None:
+        self.native = await asyncio.to_thread(psycopg.connect, self.dsn)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.native.close)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, commit: bool) -> AsyncIterator[None]:
+        await self.app_write()
+        try:
+            yield
+        except BaseException:
+            await asyncio.to_thread(self.native.rollback)
+            raise
+        await asyncio.to_thread(self.native.commit if commit else self.native.rollback)
+
+    async def app_write(self) -> None:
+        await asyncio.to_thread(self.native.execute, tsql.statement("app_order_insert"))
+
+
+class PsycopgSyncBlock(PsycopgSync):
+    """psycopg's own transaction block (``with conn.transaction():``)."""
+
+    name = "psycopg-connection-block"
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, commit: bool) -> AsyncIterator[None]:
+        block = self.native.transaction()
+        await asyncio.to_thread(block.__enter__)
+        try:
+            yield
+        except BaseException as exc:
+            await asyncio.to_thread(block.__exit__, type(exc), exc, None)
+            raise
+        if commit:
+            await asyncio.to_thread(block.__exit__, None, None, None)
+        else:
+            exc = psycopg.Rollback()
+            await asyncio.to_thread(block.__exit__, type(exc), exc, None)
+
+
+class PsycopgSyncAutocommit(PsycopgSyncBlock):
+    name = "psycopg-connection-autocommit"
+
+    async def open(self) -> None:
+        self.native = await asyncio.to_thread(psycopg.connect, self.dsn, autocommit=True)
+
+
+class PsycopgSyncPool(Stack):
+    name = "psycopg-pool"
+    sync = True
+    has_transaction = False
+
+    async def open(self) -> None:
+        self.native = psycopg_pool.ConnectionPool(self.dsn, min_size=1, open=False)
+        await asyncio.to_thread(self.native.open)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.native.close)
+
+
+# --- psycopg2 ---------------------------------------------------------------------------
+
+
+class Psycopg2(PsycopgSync):
+    name = "psycopg2-connection"
+
+    async def open(self) -> None:
+        self.native = await asyncio.to_thread(psycopg2.connect, self.dsn)
+
+    async def app_write(self) -> None:
+        def write() -> None:
+            with self.native.cursor() as cur:
+                cur.execute(tsql.statement("app_order_insert"))
+
+        await asyncio.to_thread(write)
+
+
+class Psycopg2Autocommit(Psycopg2):
+    """An autocommit psycopg2 connection: no caller transaction, each call commits."""
+
+    name = "psycopg2-autocommit"
+    has_transaction = False
+
+    async def open(self) -> None:
+        await super().open()
+        self.native.autocommit = True
+
+
+# --- SQLAlchemy -------------------------------------------------------------------------
+
+
+class AlchemyConnection(Stack):
+    name = "sqlalchemy-connection-psycopg"
+    sync = True
+    driver = "psycopg"
+
+    async def open(self) -> None:
+        self.engine = sqlalchemy.create_engine(_url(self.dsn, self.driver))
+        self.native = await asyncio.to_thread(self.engine.connect)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.native.close)
+        await asyncio.to_thread(self.engine.dispose)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, commit: bool) -> AsyncIterator[None]:
+        tx = await asyncio.to_thread(self.native.begin)
+        try:
+            yield
+        except BaseException:
+            await asyncio.to_thread(tx.rollback)
+            raise
+        await asyncio.to_thread(tx.commit if commit else tx.rollback)
+
+
+class AlchemySession(AlchemyConnection):
+    name = "sqlalchemy-session-psycopg2"
+    driver = "psycopg2"
+
+    async def open(self) -> None:
+        self.engine = sqlalchemy.create_engine(_url(self.dsn, self.driver))
+        self.native = sqlalchemy.orm.Session(self.engine)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, commit: bool) -> AsyncIterator[None]:
+        await asyncio.to_thread(self.native.begin)
+        try:
+            yield
+        except BaseException:
+            await asyncio.to_thread(self.native.rollback)
+            raise
+        await asyncio.to_thread(self.native.commit if commit else self.native.rollback)
+
+
+class AlchemyScopedSession(AlchemySession):
+    """Flask-SQLAlchemy's ``db.session`` is a scoped_session."""
+
+    name = "sqlalchemy-scoped-session-psycopg"
+    driver = "psycopg"
+
+    async def open(self) -> None:
+        self.engine = sqlalchemy.create_engine(_url(self.dsn, self.driver))
+        self.native = sqlalchemy.orm.scoped_session(
+            sqlalchemy.orm.sessionmaker(self.engine), scopefunc=lambda: "test"
+        )
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.native.remove)
+        await asyncio.to_thread(self.engine.dispose)
+
+
+class AlchemyEngine(Stack):
+    name = "sqlalchemy-engine-psycopg"
+    sync = True
+    has_transaction = False
+
+    async def open(self) -> None:
+        self.native = sqlalchemy.create_engine(_url(self.dsn, "psycopg"))
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.native.dispose)
+
+
+class AlchemyAsyncConnection(Stack):
+    name = "sqlalchemy-async-connection-asyncpg"
+    driver = "asyncpg"
+
+    async def open(self) -> None:
+        self.engine = sa_asyncio.create_async_engine(_url(self.dsn, self.driver))
+        self.native = await self.engine.connect()
+
+    async def close(self) -> None:
+        await self.native.close()
+        await self.engine.dispose()
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, commit: bool) -> AsyncIterator[None]:
+        tx = await self.native.begin()
+        try:
+            yield
+        except BaseException:
+            await tx.rollback()
+            raise
+        await (tx.commit() if commit else tx.rollback())
+
+
+class AlchemyAsyncSession(AlchemyAsyncConnection):
+    name = "sqlalchemy-async-session-psycopg"
+    driver = "psycopg"
+
+    async def open(self) -> None:
+        self.engine = sa_asyncio.create_async_engine(_url(self.dsn, self.driver))
+        self.native = sa_asyncio.AsyncSession(self.engine)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, commit: bool) -> AsyncIterator[None]:
+        await self.native.begin()
+        try:
+            yield
+        except BaseException:
+            await self.native.rollback()
+            raise
+        await (self.native.commit() if commit else self.native.rollback())
+
+
+class AlchemyAsyncSessionAsyncpg(AlchemyAsyncSession):
+    name = "sqlalchemy-async-session-asyncpg"
+    driver = "asyncpg"
+
+
+class AlchemyAsyncEngine(Stack):
+    name = "sqlalchemy-async-engine-psycopg"
+    has_transaction = False
+
+    async def open(self) -> None:
+        self.native = sa_asyncio.create_async_engine(_url(self.dsn, "psycopg"))
+
+    async def close(self) -> None:
+        await self.native.dispose()
+
+
+STACKS = [
+    AsyncpgConnection,
+    AsyncpgPool,
+    PsycopgAsync,
+    PsycopgAsyncAutocommit,
+    PsycopgAsyncPool,
+    PsycopgSync,
+    PsycopgSyncBlock,
+    PsycopgSyncAutocommit,
+    PsycopgSyncPool,
+    Psycopg2,
+    Psycopg2Autocommit,
+    AlchemyConnection,
+    AlchemySession,
+    AlchemyScopedSession,
+    AlchemyEngine,
+    AlchemyAsyncConnection,
+    AlchemyAsyncSession,
+    AlchemyAsyncSessionAsyncpg,
+    AlchemyAsyncEngine,
+]
+WITH_TRANSACTION = [s for s in STACKS if s.has_transaction]
+
+
+@contextlib.asynccontextmanager
+async def _opened(s: Stack) -> AsyncIterator[Stack]:
+    """The stack open, over a database that also holds the application's own table."""
+    c = await asyncpg.connect(s.dsn)
+    try:
+        await c.execute(tsql.statement("app_orders_create"))
+    finally:
+        await c.close()
+    await s.open()
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+@pytest.fixture(params=STACKS, ids=lambda s: s.name)
+async def stack(request: Any, dsn: str) -> AsyncIterator[Stack]:
+    async with _opened(request.param(dsn)) as s:
+        yield s
+
+
+@pytest.fixture(params=WITH_TRANSACTION, ids=lambda s: s.name)
+async def tx_stack(request: Any, dsn: str) -> AsyncIterator[Stack]:
+    async with _opened(request.param(dsn)) as s:
+        yield s
+
+
+@pytest.fixture
+def work(kinds: list[str]) -> venturi.Task[Item]:
+    @venturi.task("drv_work")
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        return None
+
+    return handler
+
+
+async def _exists(conn: asyncpg.Connection, job_id: int) -> bool:
+    return await venturi.get_job(conn, job_id) is not None
+
+
+async def test_rollback_writes_nothing(
+    tx_stack: Stack, conn: asyncpg.Connection, work: venturi.Task[Item]
+) -> None:
+    async with tx_stack.transaction(commit=False):
+        job_id = await tx_stack.enqueue(work, Item(1))
+        [many] = await tx_stack.enqueue_many([work.job(Item(2), key="k")])
+        # Inside the caller's transaction the job is there for the caller...
+        assert (await tx_stack.get_job(job_id)) is not None
+        # ...and for nobody else yet.
+        assert not await _exists(conn, job_id)
+    assert not await _exists(conn, job_id)
+    assert not await _exists(conn, many)
+    assert await tx_stack.get_job(job_id) is None
+
+
+async def test_commit_then_a_worker_runs_it(
+    tx_stack: Stack, conn: asyncpg.Connection, work: venturi.Task[Item]
+) -> None:
+    async with tx_stack.transaction(commit=True):
+        job_id = await tx_stack.enqueue(work, Item(1))
+        assert not await _exists(conn, job_id)
+    assert await _exists(conn, job_id)
+    ran = await testing.drain(conn, [work])
+    assert ran[job_id].status == "completed"
+    job = await tx_stack.get_job(job_id)
+    assert job is not None and job.status == "completed" and job.carry == {"n": 1}
+    events = [e.event for e in await tx_stack.get_journal(job_id)]
+    assert events == ["enqueued", "claimed", "completed"]
+
+
+async def test_the_job_commits_and_rolls_back_with_the_applications_write(
+    dsn: str, conn: asyncpg.Connection, work: venturi.Task[Item]
+) -> None:
+    """The implicit transaction a psycopg or psycopg2 write opens is the one the job
+    joins: the row and the job commit together or not at all."""
+    await conn.execute(tsql.statement("app_orders_create"))
+    for cls in (PsycopgSync, Psycopg2):
+        s = cls(dsn)
+        await s.open()
+        try:
+            for commit in (False, True):
+                before = await conn.fetchval(tsql.statement("app_order_count"))
+                async with s.transaction(commit=commit):
+                    job_id = await s.enqueue(work, Item(1))
+                after = await conn.fetchval(tsql.statement("app_order_count"))
+                assert (after - before, await _exists(conn, job_id)) == (
+                    (1, True) if commit else (0, False)
+                ), (cls.name, commit)
+        finally:
+            await s.close()
+
+
+async def test_without_a_transaction_it_commits_on_its_own(
+    stack: Stack, conn: asyncpg.Connection, work: venturi.Task[Item]
+) -> None:
+    job_id = await stack.enqueue(work, Item(1))
+    ids = await stack.enqueue_many([work.job(Item(2)), work.job(Item(3), key="a")])
+    for i in (job_id, *ids):
+        assert await _exists(conn, i)
+    if isinstance(stack.native, psycopg.Connection | psycopg.AsyncConnection):
+        # Nothing left open on the application's connection.
+        assert stack.native.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    if isinstance(stack.native, psycopg2.extensions.connection):
+        assert stack.native.get_transaction_status() == psycopg2.extensions.TRANSACTION_STATUS_IDLE
+
+
+async def test_wrong_carry_is_a_type_error_before_any_write(
+    stack: Stack, conn: asyncpg.Connection, work: venturi.Task[Item]
+) -> None:
+    with pytest.raises(TypeError, match="drv_work"):
+        await stack.enqueue(work, Wrong())
+    with pytest.raises(TypeError):
+        await stack.enqueue_many([work.job(Item(1)), Wrong()])
+    with pytest.raises(TypeError):
+        await stack.enqueue_many([work.job(Wrong())])  # type: ignore[arg-type]
+    assert await conn.fetchval(tsql.statement("jobs_count")) == 0
+    # The connection was not touched: it still works, with no transaction left open.
+    await stack.enqueue(work, Item(1))
+    assert await conn.fetchval(tsql.statement("jobs_count")) == 1
+
+
+async def test_a_key_taken_through_one_driver_is_the_same_job_through_another(
+    stack: Stack, conn: asyncpg.Connection, work: venturi.Task[Item]
+) -> None:
+    mine = await stack.enqueue(work, Item(1), key="mine")
+    assert await work.enqueue(conn, Item(2), key="mine") == mine
+    theirs = await work.enqueue(conn, Item(3), key="theirs")
+    assert await stack.enqueue(work, Item(4), key="theirs") == theirs
+    got = await stack.enqueue_many(
+        [work.job(Item(5), key="theirs"), work.job(Item(6), key="new"), work.job(Item(7))]
+    )
+    assert got[0] == theirs and len({mine, *got}) == 4
+    assert await work.enqueue(conn, Item(8), key="new") == got[1]
+
+
+async def test_a_holder_that_commits_after_the_snapshot_gives_its_id(
+    stack: Stack, dsn: str, conn: asyncpg.Connection, work: venturi.Task[Item]
+) -> None:
+    """The key's holder commits while this driver's insert waits on it: the insert's
+    snapshot misses the holder, so it runs again and returns the holder's id."""
+    for many in (False, True):
+        key = f"held-{many}"
+        holder = await asyncpg.connect(dsn)
+        try:
+            tx = holder.transaction()
+            await tx.start()
+            held = await work.enqueue(holder, Item(1), key=key)
+            if many:
+                waiting = asyncio.ensure_future(stack.enqueue_many([work.job(Item(2), key=key)]))
+            else:
+                waiting = asyncio.ensure_future(stack.enqueue(work, Item(2), key=key))
+            await wait_for(lambda: _waits_on_a_lock(conn))
+            assert not waiting.done()
+            await tx.commit()
+            got = await asyncio.wait_for(waiting, 30)
+            assert got == ([held] if many else held)
+        finally:
+            await holder.close()
+
+
+async def _waits_on_a_lock(conn: asyncpg.Connection) -> bool:
+    return bool(await conn.fetchval(tsql.statement("backends_waiting_on_a_lock")))
+
+
+async def test_the_notification_wakes_an_idle_worker(
+    stack: Stack, dsn: str, kinds: list[str]
+) -> None:
+    ran = asyncio.Event()
+
+    @venturi.task("drv_notify")
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        ran.set()
+
+    # An idle worker polls every 60 s: only the notification can wake it within the wait.
+    worker = Worker(None, dsn, [handler], poll_max=60)
+    async with running(worker):
+        await wait_until(lambda: worker._listening)
+        await wait_stat(worker, "empty_claims", 1)
+        await stack.enqueue(handler, Item(1))
+        await asyncio.wait_for(ran.wait(), 20)
+
+
+async def test_a_schema_not_applied_says_what_to_run(
+    empty_dsn: str, work: venturi.Task[Item]
+) -> None:
+    for cls in STACKS:
+        s = cls(empty_dsn)
+        await s.open()
+        try:
+            with pytest.raises(venturi.SchemaError, match="venturi schema apply"):
+                await s.enqueue(work, Item(1))
+            with pytest.raises(venturi.SchemaError, match="venturi schema apply"):
+                await s.get_job(1)
+        finally:
+            await s.close()
+
+
+async def test_a_sync_connection_in_the_async_call_says_which_to_use(
+    dsn: str, work: venturi.Task[Item]
+) -> None:
+    sync = await asyncio.to_thread(psycopg.connect, dsn)
+    try:
+        with pytest.raises(TypeError, match="enqueue_sync"):
+            await work.enqueue(sync, Item(1))  # type: ignore[arg-type]
+    finally:
+        sync.close()
+    async_conn = await psycopg.AsyncConnection.connect(dsn)
+    try:
+        with pytest.raises(TypeError, match="await"):
+            work.enqueue_sync(async_conn, Item(1))  # type: ignore[arg-type]
+    finally:
+        await async_conn.close()
+    with pytest.raises(TypeError, match="venturi takes"):
+        work.enqueue_sync(object(), Item(1))  # type: ignore[arg-type]
+    sqlite = sqlalchemy.create_engine("sqlite://")
+    with pytest.raises(TypeError, match="needs PostgreSQL"):
+        work.enqueue_sync(sqlite, Item(1))
+
+
+async def test_the_schema_applies_through_a_sync_driver(
+    empty_dsn: str, work: venturi.Task[Item]
+) -> None:
+    """What the Django app's migration runs: venturi's own migrate-to-latest, on the
+    application's connection, in a transaction of its own or the caller's."""
+    latest = sql.migrations()[-1].version
+    with psycopg.connect(empty_dsn) as c:
+        applied = await asyncio.to_thread(db.schema.apply_schema_sync, c, schema="venturi")
+        assert applied == list(range(1, latest + 1))
+        assert c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    p2 = psycopg2.connect(empty_dsn)
+    try:
+        assert db.schema.apply_schema_sync(p2, schema="venturi") == []
+        assert work.enqueue_sync(p2, Item(1)) > 0
+    finally:
+        p2.close()
+    c2 = await asyncpg.connect(empty_dsn)
+    try:
+        assert await db.schema.schema_version(c2, schema="venturi") == latest
+    finally:
+        await c2.close()
+
+
+async def test_a_keyed_batch_that_fails_leaves_the_callers_transaction_usable(
+    tx_stack: Stack, conn: asyncpg.Connection, work: venturi.Task[Item]
+) -> None:
+    """enqueue_many with keys runs in a savepoint inside the caller's transaction: a batch
+    the server refuses is undone alone, and the caller's own work still commits."""
+    good = work.job(Item(2), key="fine")
+    # A row the table refuses (priority outside 0..2), past venturi's own checks.
+    refused = msgspec.structs.replace(work.job(Item(3), key="bad"), priority=7)
+    async with tx_stack.transaction(commit=True):
+        before = await tx_stack.enqueue(work, Item(1))
+        with pytest.raises(Exception, match="priority"):
+            await tx_stack.enqueue_many([good, refused])
+        after = await tx_stack.enqueue(work, Item(4))
+    assert await _exists(conn, before) and await _exists(conn, after)
+    assert await conn.fetchval(tsql.statement("jobs_count")) == 2

@@ -1,0 +1,281 @@
+"""What a test runs inside Django: ``python -m tests.support.django_app.scenarios NAME``
+with ``VENTURI_DJANGO_DSN`` set prints one JSON object, the scenario's findings, as its
+last line. ``VENTURI_DJANGO_DRIVER=psycopg2`` hides psycopg 3, so Django's postgresql
+backend runs on psycopg2."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+if os.environ.get("VENTURI_DJANGO_DRIVER") == "psycopg2":
+    sys.modules["psycopg"] = None  # type: ignore[assignment]
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.support.django_app.settings")
+
+import django
+
+django.setup()
+
+from django.db import connection, transaction  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+import venturi  # noqa: E402
+from tests.support.carries import Item  # noqa: E402
+from tests.support.django_app import jobs, tasks  # noqa: E402
+from venturi import testing  # noqa: E402
+from venturi.contrib.django import backend, config  # noqa: E402
+
+SCENARIOS: dict[str, Callable[[], dict[str, Any]]] = {}
+
+
+def scenario(fn: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
+    SCENARIOS[fn.__name__] = fn
+    return fn
+
+
+class _Rollback(Exception):
+    pass
+
+
+def _drain(*queues: str) -> None:
+    """Run every due job of the Django queues (and the venturi task) in this process."""
+    todo = [backend.runner(q) for q in queues] or [jobs.note]
+    asyncio.run(testing.drain(config.dsn(), todo))
+
+
+@scenario
+def driver() -> dict[str, Any]:
+    return {"driver": connection.Database.__name__, "dsn": config.dsn()}
+
+
+@scenario
+def rollback() -> dict[str, Any]:
+    try:
+        with transaction.atomic():
+            job_id = jobs.note.enqueue_sync(connection, Item(1))
+            seen = venturi.get_job_sync(connection, job_id) is not None
+            raise _Rollback
+    except _Rollback:
+        pass
+    return {"id": job_id, "seen_inside": seen, "after": venturi.get_job_sync(connection, job_id)}
+
+
+@scenario
+def commit() -> dict[str, Any]:
+    with transaction.atomic():
+        inside = jobs.note.enqueue_sync(connection, Item(1))
+        [many] = venturi.enqueue_many_sync(connection, [jobs.note.job(Item(2), key="k")])
+    # Outside atomic(): Django's autocommit; the call commits on its own.
+    alone = jobs.note.enqueue_sync(connection, Item(3))
+    return {"ids": [inside, many, alone], "in_atomic": connection.in_atomic_block}
+
+
+@scenario
+def wrong_carry() -> dict[str, Any]:
+    got = []
+    with transaction.atomic():
+        for call in (
+            lambda: jobs.note.enqueue_sync(connection, "not an Item"),
+            lambda: venturi.enqueue_many_sync(connection, [jobs.note.job(Item(1)), object()]),
+        ):
+            try:
+                call()
+            except TypeError as exc:
+                got.append(type(exc).__name__)
+        # The block's transaction is intact: nothing was sent, so it goes on.
+        after = jobs.note.enqueue_sync(connection, Item(2))
+    return {"errors": got, "after": after}
+
+
+@scenario
+def key() -> dict[str, Any]:
+    job_id = int(os.environ["VENTURI_TEST_HELD"])
+    with transaction.atomic():
+        same = jobs.note.enqueue_sync(connection, Item(9), key="held")
+    mine = jobs.note.enqueue_sync(connection, Item(9), key="mine")
+    return {"held": job_id, "same": same, "mine": mine}
+
+
+@scenario
+def enqueue_one() -> dict[str, Any]:
+    return {"id": jobs.note.enqueue_sync(connection, Item(1))}
+
+
+@scenario
+def journal() -> dict[str, Any]:
+    job_id = jobs.note.enqueue_sync(connection, Item(1))
+    _drain()
+    job = venturi.get_job_sync(connection, job_id)
+    events = [e.event for e in venturi.get_journal_sync(connection, job_id)]
+    return {
+        "status": job.status if job else None,
+        "result": job.result if job else None,
+        "events": events,
+    }
+
+
+# --- the Tasks framework -------------------------------------------------------------
+
+
+@scenario
+def tasks_roundtrip() -> dict[str, Any]:
+    signals: list[tuple[str, str]] = []
+    for name in ("task_enqueued", "task_started", "task_finished"):
+        getattr(backend, name).connect(
+            lambda sender, task_result, name=name, **kw: signals.append(
+                (name, str(task_result.status))
+            ),
+            weak=False,
+        )
+    result = tasks.add.enqueue(2, 3)
+    ready = tasks.add.get_result(result.id)
+    job = venturi.get_job_sync(connection, int(result.id))
+    _drain("default")
+    result.refresh()
+    return {
+        "id": result.id,
+        "enqueued_status": str(ready.status),
+        "kind": job.kind if job else None,
+        "priority": int(job.priority) if job else None,
+        "status": str(result.status),
+        "return_value": result.return_value,
+        "finished": result.is_finished,
+        "attempts": result.attempts,
+        "worker_ids": len(result.worker_ids),
+        "started": result.started_at is not None and result.finished_at is not None,
+        "args": result.args,
+        "signals": signals,
+    }
+
+
+@scenario
+def tasks_enqueue_add() -> dict[str, Any]:
+    return {"id": tasks.add.enqueue(2, 3).id}
+
+
+@scenario
+def tasks_atomic() -> dict[str, Any]:
+    try:
+        with transaction.atomic():
+            rolled = tasks.add.enqueue(1, 1)
+            raise _Rollback
+    except _Rollback:
+        pass
+    with transaction.atomic():
+        kept = tasks.add.enqueue(1, 2)
+    gone = False
+    try:
+        tasks.add.get_result(rolled.id)
+    except backend.TaskResultDoesNotExist:
+        gone = True
+    return {"rolled_back_gone": gone, "kept": str(tasks.add.get_result(kept.id).status)}
+
+
+@scenario
+def tasks_failure() -> dict[str, Any]:
+    result = tasks.fails.enqueue("no stock")
+    _drain("default")
+    result.refresh()
+    try:
+        result.return_value  # noqa: B018
+        raised = None
+    except ValueError as exc:
+        raised = str(exc)
+    return {
+        "status": str(result.status),
+        "raised": raised,
+        "errors": [(e.exception_class_path, "no stock" in e.traceback) for e in result.errors],
+        "class_ok": result.errors[0].exception_class is tasks.Refused if result.errors else False,
+        "job_status": venturi.get_job_sync(connection, int(result.id)).status,  # type: ignore[union-attr]
+    }
+
+
+@scenario
+def tasks_retries() -> dict[str, Any]:
+    """OPTIONS MAX_ATTEMPTS=2: READY again after the first failure, FAILED after two."""
+    result = tasks.fails.enqueue("twice")
+    statuses = []
+    for _ in range(2):
+        # Each failure backs off: make the job due again rather than wait.
+        _drain("default")
+        result.refresh()
+        statuses.append((str(result.status), len(result.errors)))
+        with connection.cursor() as cur:
+            cur.execute(os.environ["VENTURI_TEST_MAKE_DUE"], [int(result.id)])
+    return {"statuses": statuses}
+
+
+@scenario
+def tasks_mapping() -> dict[str, Any]:
+    later = timezone.now() + timedelta(hours=1)
+    deferred = tasks.add.using(run_after=later).enqueue(1, 2)
+    report = tasks.report.enqueue(3)
+    low = tasks.low.enqueue()
+    ctx = tasks.with_context.enqueue("t")
+    rows = {
+        name: venturi.get_job_sync(connection, int(r.id))
+        for name, r in (("deferred", deferred), ("report", report), ("low", low), ("ctx", ctx))
+    }
+    invalid = []
+    for bad in (
+        lambda: tasks.add.using(queue_name="nope").enqueue(1, 1),
+        lambda: tasks.add.using(priority=101).enqueue(1, 1),
+    ):
+        try:
+            bad()
+        except backend.InvalidTask as exc:
+            invalid.append(type(exc).__name__)
+    _drain("default", "reports")
+    for r in (deferred, report, ctx):
+        r.refresh()
+    missing = []
+    for rid in ("999999", "not-a-number"):
+        try:
+            tasks.add.get_result(rid)
+        except backend.TaskResultDoesNotExist:
+            missing.append(rid)
+    return {
+        "deferred_visible_at_ok": abs((rows["deferred"].visible_at - later).total_seconds()) < 1,  # type: ignore[union-attr]
+        "deferred_status": str(deferred.status),
+        "kinds": {k: v.kind for k, v in rows.items() if v},
+        "priorities": {k: int(v.priority) for k, v in rows.items() if v},
+        "report": [str(report.status), report.return_value],
+        "ctx": ctx.return_value,
+        "ctx_id": ctx.id,
+        "invalid": invalid,
+        "missing": missing,
+        "flags": [
+            backend.VenturiBackend.supports_defer,
+            backend.VenturiBackend.supports_async_task,
+            backend.VenturiBackend.supports_get_result,
+            backend.VenturiBackend.supports_priority,
+        ],
+    }
+
+
+@scenario
+def tasks_aenqueue() -> dict[str, Any]:
+    async def go() -> Any:
+        result = await tasks.add.aenqueue(4, 5)
+        again = await tasks.add.aget_result(result.id)
+        return result, again
+
+    result, again = asyncio.run(go())
+    _drain("default")
+
+    async def refresh() -> None:
+        await result.arefresh()
+
+    asyncio.run(refresh())
+    return {"ready": str(again.status), "status": str(result.status), "value": result.return_value}
+
+
+if __name__ == "__main__":
+    found = SCENARIOS[sys.argv[1]]()
+    print(json.dumps(found, default=str))

@@ -1,0 +1,1 @@
+"""Integrations with the frameworks an application runs: ``venturi.contrib.django``."""

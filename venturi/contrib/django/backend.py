@@ -1,0 +1,319 @@
+"""``VenturiBackend``: Django's Tasks framework on venturi.
+
+A Django task's ``.enqueue()`` writes a venturi job on Django's own connection (inside
+an open ``transaction.atomic()`` block the job commits or rolls back with it), and
+``manage.py venturi worker`` runs it. How the framework's concepts map onto venturi's:
+
+- the ``TaskResult`` id is the venturi job id, as a string;
+- a queue is a venturi kind, ``django.<queue_name>``: operators cap, rate-limit, pause
+  and list a queue as a kind;
+- ``priority`` (-100..100, larger runs sooner) is one of venturi's three tiers: above 0
+  HIGH, 0 NORMAL, below 0 LOW (jobs of one tier run in the order they became due);
+- ``run_after`` is the job's ``at`` (``supports_defer``);
+- ``takes_context``: the task gets a ``TaskContext`` whose ``attempt`` is the venturi
+  attempt;
+- status: pending READY, claimed RUNNING, completed SUCCESSFUL (the return value is the
+  job's stored result), dead or cancelled FAILED;
+- errors: one ``TaskError`` (exception class path, traceback) per failed attempt, from
+  the job's journal.
+
+Django's framework has no retries, so by default a task that raises is FAILED at once
+(the job settles dead). ``OPTIONS = {"MAX_ATTEMPTS": n}`` lets venturi run it up to n
+times with its backoff in between (READY again after each failure, errors kept).
+Other options: ``DATABASE`` (a ``DATABASES`` alias) and ``SCHEMA``, by default the
+``VENTURI`` setting's.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import datetime
+from typing import Any
+
+import msgspec
+from django.db import close_old_connections
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+import venturi
+from venturi import db, registry
+from venturi.contrib.django import config
+from venturi.contrib.django.tasks_api import (
+    BaseTaskBackend,
+    InvalidTask,
+    Task,
+    TaskContext,
+    TaskError,
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    get_exception_traceback,
+    get_module_path,
+    normalize_json,
+    task_backends,
+    task_enqueued,
+    task_finished,
+    task_started,
+)
+from venturi.jobs import JobInfo, JournalEntry
+
+KIND_PREFIX = "django."
+OPTIONS = ("DATABASE", "SCHEMA", "MAX_ATTEMPTS")
+
+# Who ran an attempt, as venturi's worker names itself (its default identity).
+WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
+
+_STATUS = {
+    "pending": TaskResultStatus.READY,
+    "claimed": TaskResultStatus.RUNNING,
+    "completed": TaskResultStatus.SUCCESSFUL,
+    "dead": TaskResultStatus.FAILED,
+    "cancelled": TaskResultStatus.FAILED,
+}
+# The journal events that record a failed attempt (detail: what it raised).
+_FAILURES = ("failed", "retried", "timed-out", "dead")
+
+
+class DjangoCall(msgspec.Struct, frozen=True):
+    """The carry of a Django task's job: which task, with what, as it was enqueued."""
+
+    task: str  # the task function's module path
+    args: list[Any]
+    kwargs: dict[str, Any]
+    backend: str  # the TASKS alias
+    queue_name: str
+    priority: int
+    run_after: datetime | None = None
+    max_attempts: int = 1
+
+
+def kind_of(queue_name: str) -> str:
+    """The venturi kind of a Django queue."""
+    return f"{KIND_PREFIX}{queue_name}"
+
+
+def tier_of(priority: int) -> venturi.Priority:
+    """venturi's tier for a Django priority (-100..100, larger sooner)."""
+    if priority > 0:
+        return venturi.Priority.HIGH
+    return venturi.Priority.NORMAL if priority == 0 else venturi.Priority.LOW
+
+
+def run_django_task(ctx: venturi.Context[Any], carry: DjangoCall) -> venturi.Outcome:
+    """The venturi handler of every Django task (a plain def: the worker runs it in a
+    thread, where Django's ORM works as in a request)."""
+    close_old_connections()
+    try:
+        return _run(ctx, carry)
+    finally:
+        close_old_connections()
+
+
+def _run(ctx: venturi.Context[Any], carry: DjangoCall) -> venturi.Outcome:
+    final = ctx.job.failures + 1 >= carry.max_attempts
+    try:
+        task = _task_of(carry)
+    except Exception as exc:
+        # A task that cannot be imported here will not be importable on a retry either.
+        return venturi.dead(_error_text(exc))
+    backend = task.get_backend()
+    now = timezone.now()
+    result = TaskResult(
+        task=task,
+        id=str(ctx.job.id),
+        status=TaskResultStatus.RUNNING,
+        enqueued_at=ctx.job.created_at,
+        started_at=now,
+        finished_at=None,
+        last_attempted_at=now,
+        args=carry.args,
+        kwargs=carry.kwargs,
+        backend=carry.backend,
+        errors=[],
+        worker_ids=[WORKER_ID] * max(ctx.job.attempt, 1),
+    )
+    task_started.send(sender=type(backend), task_result=result)
+    try:
+        if task.takes_context:
+            value = task.call(TaskContext(task_result=result), *carry.args, **carry.kwargs)
+        else:
+            value = task.call(*carry.args, **carry.kwargs)
+        value = normalize_json(value)
+    except Exception as exc:
+        text = _error_text(exc)
+        object.__setattr__(result, "finished_at", timezone.now())
+        result.errors.append(_task_error(text))
+        if final:
+            object.__setattr__(result, "status", TaskResultStatus.FAILED)
+        task_finished.send(sender=type(backend), task_result=result)
+        return venturi.dead(text) if final else venturi.retry(reason=text)
+    object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
+    object.__setattr__(result, "finished_at", timezone.now())
+    object.__setattr__(result, "_return_value", value)
+    task_finished.send(sender=type(backend), task_result=result)
+    return venturi.complete(value)
+
+
+def _error_text(exc: BaseException) -> str:
+    """What a failed attempt's journal entry holds: the exception's class path on the
+    first line, then its traceback (readable as it is in the dashboard)."""
+    return f"{get_module_path(type(exc))}\n{get_exception_traceback(exc)}"
+
+
+def _task_error(text: str) -> Any:
+    path, _, trace = text.partition("\n")
+    if not path or " " in path or "." not in path:
+        # Not an error this backend wrote (a lease that expired, a timeout): venturi's.
+        return TaskError(exception_class_path="venturi.errors.VenturiError", traceback=text)
+    return TaskError(exception_class_path=path, traceback=trace)
+
+
+def _task_of(carry: DjangoCall) -> Any:
+    task = import_string(carry.task)
+    if not isinstance(task, Task):
+        raise TypeError(f"{carry.task} is not a Django task")
+    return task.using(
+        priority=carry.priority,
+        queue_name=carry.queue_name,
+        run_after=carry.run_after,
+        backend=carry.backend,
+    )
+
+
+def runner(queue_name: str) -> venturi.Task[DjangoCall]:
+    """The venturi task that runs the Django tasks of one queue."""
+    kind = kind_of(queue_name)
+    existing = registry.registered().get(kind)
+    if existing is not None:
+        return existing
+    return venturi.task(kind)(run_django_task)
+
+
+class VenturiBackend(BaseTaskBackend):  # type: ignore[misc]
+    """Django's Tasks framework on venturi; see the module's docstring for the mapping."""
+
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        super().__init__(alias, params)
+        unknown = sorted(set(self.options) - set(OPTIONS))
+        if unknown:
+            raise InvalidTask(
+                f"TASKS[{alias!r}]['OPTIONS']: unknown key(s) {', '.join(unknown)}; "
+                f"known: {', '.join(OPTIONS)}"
+            )
+        attempts = self.options.get("MAX_ATTEMPTS", 1)
+        if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 1:
+            raise InvalidTask(
+                f"TASKS[{alias!r}]['OPTIONS']['MAX_ATTEMPTS'] must be an integer >= 1, "
+                f"got {attempts!r}"
+            )
+        self.max_attempts = attempts
+        for queue in self.queues:
+            self._check_queue(queue)
+
+    @property
+    def database(self) -> str:
+        return str(self.options.get("DATABASE") or config.database())
+
+    @property
+    def schema(self) -> str:
+        return str(self.options.get("SCHEMA") or config.schema())
+
+    def _check_queue(self, queue: str) -> None:
+        try:
+            venturi.task(kind_of(queue))  # checks the kind, registers nothing
+        except venturi.ConfigError as exc:
+            raise InvalidTask(f"queue {queue!r} cannot be a venturi kind: {exc}") from None
+
+    def validate_task(self, task: Any) -> None:
+        super().validate_task(task)
+        self._check_queue(task.queue_name)
+
+    def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
+        self.validate_task(task)
+        carry = DjangoCall(
+            task=task.module_path,
+            args=normalize_json(list(args)),
+            kwargs=normalize_json(dict(kwargs)),
+            backend=self.alias,
+            queue_name=task.queue_name,
+            priority=task.priority,
+            run_after=task.run_after,
+            max_attempts=self.max_attempts,
+        )
+        spec = runner(task.queue_name).job(
+            carry, priority=tier_of(task.priority), at=task.run_after
+        )
+        spec = msgspec.structs.replace(spec, max_failures=self.max_attempts)
+        job_id = db.jobs.job_insert_sync(
+            config.connection(self.database), schema=self.schema, spec=spec
+        )
+        result = TaskResult(
+            task=task,
+            id=str(job_id),
+            status=TaskResultStatus.READY,
+            enqueued_at=timezone.now(),
+            started_at=None,
+            finished_at=None,
+            last_attempted_at=None,
+            args=carry.args,
+            kwargs=carry.kwargs,
+            backend=self.alias,
+            errors=[],
+            worker_ids=[],
+        )
+        task_enqueued.send(sender=type(self), task_result=result)
+        return result
+
+    def get_result(self, result_id: str) -> Any:
+        try:
+            job_id = int(result_id)
+        except (TypeError, ValueError):
+            raise TaskResultDoesNotExist(result_id) from None
+        conn = config.connection(self.database)
+        job = venturi.get_job_sync(conn, job_id, schema=self.schema)
+        if job is None or not job.kind.startswith(KIND_PREFIX):
+            raise TaskResultDoesNotExist(result_id)
+        journal = venturi.get_journal_sync(conn, job_id, schema=self.schema)
+        return result_of(job, journal)
+
+
+def result_of(job: JobInfo, journal: list[JournalEntry]) -> Any:
+    """The ``TaskResult`` a venturi job of a Django task stands for."""
+    carry = msgspec.convert(job.carry, DjangoCall)
+    task = _task_of(carry)
+    # One worker per attempt: who claimed it (a failed claim's worker is on its entry).
+    workers: dict[int, str] = {}
+    for e in journal:
+        if e.attempt > 0 and e.worker is not None:
+            workers.setdefault(e.attempt, e.worker)
+    attempts = [e.at for e in journal if e.event == "claimed"] + [
+        e.at for e in journal if e.event in _FAILURES
+    ]
+    result = TaskResult(
+        task=task,
+        id=str(job.id),
+        status=_STATUS.get(job.status, TaskResultStatus.FAILED),
+        enqueued_at=job.created_at,
+        started_at=min(attempts) if attempts else None,
+        finished_at=job.finished_at,
+        last_attempted_at=job.claimed_at or (max(attempts) if attempts else None),
+        args=carry.args,
+        kwargs=carry.kwargs,
+        backend=carry.backend,
+        errors=[_task_error(e.detail or "") for e in journal if e.event in _FAILURES],
+        worker_ids=[workers[a] for a in sorted(workers)],
+    )
+    if job.status == "completed":
+        object.__setattr__(result, "_return_value", job.result)
+    return result
+
+
+def venturi_backends() -> list[Any]:
+    """Every ``TASKS`` backend of the project that is a ``VenturiBackend``."""
+    return [b for b in task_backends.all() if isinstance(b, VenturiBackend)]

@@ -1,0 +1,137 @@
+"""``manage.py venturi``: venturi's command line on the project's ``DATABASES``.
+
+- ``manage.py venturi worker [MODULE ...] [--queue NAME ...] [options]`` runs a worker
+  over the venturi tasks of the modules given and every Django task enqueued through a
+  ``VenturiBackend`` (the queues of ``TASKS``, or those named with ``--queue``);
+- ``manage.py venturi schema apply`` applies or upgrades the schema on Django's
+  connection;
+- any other command (``jobs list``, ``stats``, ``schema render``, ...) is venturi's own,
+  run with the DSN of the ``VENTURI["DATABASE"]`` alias.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from venturi import registry
+from venturi.contrib.django import config
+
+
+class Command(BaseCommand):  # type: ignore[misc]
+    help = "venturi on this project's database: worker, schema apply, and venturi's commands."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("command", help="worker, schema apply, or any venturi command")
+        parser.add_argument("rest", nargs=argparse.REMAINDER)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        command, rest = options["command"], list(options["rest"])
+        if command == "worker":
+            self.worker(rest)
+        elif command == "schema" and rest[:1] == ["apply"]:
+            if rest[1:]:
+                raise CommandError("manage.py venturi schema apply takes no options")
+            applied = config.apply_schema()
+            what = (
+                f"applied migration(s) {', '.join(map(str, applied))}" if applied else "up to date"
+            )
+            self.stdout.write(f"schema {config.schema()}: {what}")
+        else:
+            self.forward([command, *rest])
+
+    def forward(self, argv: list[str]) -> None:
+        """venturi's own command, on the project's database."""
+        from venturi.cli.app import app
+
+        # The project's database, whatever VENTURI_DSN says outside it.
+        os.environ["VENTURI_DSN"] = config.dsn()
+        try:
+            app(argv, prog_name="manage.py venturi", standalone_mode=False)
+        except SystemExit as exc:
+            if exc.code:
+                raise
+        except Exception as exc:  # click's usage errors, typer.Exit
+            code = getattr(exc, "exit_code", 1)
+            if code:
+                raise CommandError(str(exc) or f"exit code {code}") from None
+
+    def worker(self, argv: list[str]) -> None:
+        from venturi.cli.worker import load_target, parse_priority_ratio, serve
+
+        parser = argparse.ArgumentParser(prog="manage.py venturi worker")
+        parser.add_argument("modules", nargs="*", metavar="MODULE")
+        parser.add_argument("--queue", action="append", default=None)
+        parser.add_argument("--concurrency", type=int, default=None)
+        parser.add_argument("--poll-max", type=float, default=30.0)
+        parser.add_argument("--lease", type=float, default=900.0)
+        parser.add_argument("--shutdown-timeout", type=float, default=30.0)
+        parser.add_argument("--priority-ratio", default="4")
+        parser.add_argument("--renew-lease", action="store_true")
+        parser.add_argument("--heartbeat", type=float, default=1.0)
+        parser.add_argument("--metrics-port", type=int, default=None)
+        parser.add_argument("--log-level", default="info")
+        ns = parser.parse_args(argv)
+        level = getattr(logging, ns.log_level.upper(), None)
+        if not isinstance(level, int):
+            raise CommandError(
+                f"log-level must be debug, info, warning or error, got {ns.log_level!r}"
+            )
+        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        tasks: dict[str, registry.Task[Any]] = {}
+        for module in ns.modules:
+            found, _ = load_target(module)
+            tasks.update({t.kind: t for t in found})
+        for queue in self.queues(ns.queue):
+            from venturi.contrib.django.backend import runner
+
+            t = runner(queue)
+            tasks[t.kind] = t
+        if not tasks:
+            raise CommandError(
+                "nothing to run: name a MODULE of venturi tasks, or configure TASKS with "
+                "venturi.contrib.django.VenturiBackend"
+            )
+        self.stdout.write(f"venturi worker: {', '.join(sorted(tasks))}")
+        self.stdout.flush()
+        serve(
+            list(tasks.values()),
+            None,
+            "manage.py venturi worker",
+            config.dsn(),
+            concurrency=ns.concurrency,
+            poll_max=ns.poll_max,
+            lease=ns.lease,
+            shutdown_timeout=ns.shutdown_timeout,
+            priority_ratio=parse_priority_ratio(ns.priority_ratio),
+            failures_to_dead=False,
+            schema=config.schema(),
+            renew_lease=ns.renew_lease,
+            heartbeat=ns.heartbeat,
+            metrics_port=ns.metrics_port,
+        )
+
+    def queues(self, named: list[str] | None) -> list[str]:
+        """The Django queues to run: those named, else every VenturiBackend's QUEUES."""
+        try:
+            from venturi.contrib.django.backend import venturi_backends
+        except ImportError:
+            # No Tasks framework installed: only venturi's own tasks.
+            if named:
+                raise CommandError(
+                    "--queue needs django.tasks or the django-tasks backport"
+                ) from None
+            return []
+        backends = venturi_backends()
+        if named:
+            return sorted(set(named))
+        if any(not b.queues for b in backends):
+            raise CommandError(
+                "a VenturiBackend in TASKS accepts any queue (QUEUES is empty): name the "
+                "queues this worker runs with --queue"
+            )
+        return sorted({q for b in backends for q in b.queues})
