@@ -166,3 +166,37 @@ async def test_register_overrides_the_global_cap_and_a_capped_kind_still_retries
         @venturi.task(kind="gc_bad", global_cap=-1)
         async def bad(ctx: Context[Any], carry: Item) -> None:
             return None
+
+
+async def test_a_capped_kind_with_a_shared_rate_limit_keeps_both(
+    conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="gc_rate")
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        return None
+
+    await venturi.enqueue_many(conn, [handler.job(Item(i)) for i in range(6)])
+    me = db.Claimant("w")
+
+    async def take(wanted: int) -> db.caps.CappedClaim:
+        return await db.caps.claim_within_cap(
+            conn,
+            schema=SCHEMA,
+            claimant=me,
+            kind="gc_rate",
+            lease=60.0,
+            global_cap=2,
+            wanted=wanted,
+            rate=(0.001, 3),  # three tokens, then hardly any
+        )
+
+    first = await take(5)
+    assert (len(first.claimed), first.held, first.wait) == (2, 2, 0.0)  # the cap
+    for row in first.claimed:
+        await db.jobs.job_complete_many_if_owned(
+            conn, schema=SCHEMA, claimant=me, ids=[row["id"]], attempts=[1], results=[None]
+        )
+    second = await take(5)
+    assert len(second.claimed) == 1  # the bucket's last token, though the cap has room
+    third = await take(5)
+    assert third.claimed == [] and third.wait > 0  # out of tokens: when the next one comes
