@@ -317,20 +317,6 @@ SELECT true, id, kind, NULL, NULL, attempt, failures, max_failures, NULL, NULL, 
        coalesce(claimed_by, '?')
 FROM recovered;
 
--- job_claims_by_worker: the workers holding claims now (from claimed_by), with how many,
--- of which kinds, since when, and how many of those claims have expired (`venturi top`).
--- index: jobs_stale_idx WHERE status = 'claimed'.
-PREPARE billing_jobs_job_claims_by_worker AS
-SELECT claimed_by,
-       count(*) AS claims,
-       string_agg(DISTINCT kind, ',' ORDER BY kind) AS kinds,
-       min(claimed_at) AS oldest_claim_at,
-       count(*) FILTER (WHERE claim_expires_at < now()) AS expired
-FROM "billing_jobs".jobs
-WHERE status = 'claimed'
-GROUP BY claimed_by
-ORDER BY claims DESC, claimed_by;
-
 -- job_complete_many_if_owned: settle finished jobs as completed, only where this worker
 -- still holds the same claim; returns the ids it settled (a missing id lost its claim).
 -- $1 uuid claim_token: ownership token of the worker run holding the claim
@@ -676,16 +662,17 @@ WHERE ($1::text IS NULL OR status = $1::text)
 ORDER BY id DESC
 LIMIT $3::integer;
 
--- job_list_claimed: the claimed jobs, grouped by the worker that holds them (the
--- dashboard's /workers lists what each holds).
+-- job_list_claimed: the claimed jobs, grouped by the worker run that holds them (its
+-- claim token and identity; the dashboard's /workers lists what each holds).
 -- $1 integer max_rows: how many to return at most
 -- index: jobs_stale_idx WHERE status = 'claimed' (claimed jobs are at most the fleet's
 -- concurrency).
 PREPARE billing_jobs_job_list_claimed(integer) AS
-SELECT id, kind, claimed_by, claimed_at, claim_expires_at, attempt, cancel_requested_at
+SELECT id, kind, claimed_by, claim_token, claimed_at, claim_expires_at, attempt,
+       cancel_requested_at
 FROM "billing_jobs".jobs
 WHERE status = 'claimed'
-ORDER BY claimed_by, id
+ORDER BY claimed_by, claim_token, id
 LIMIT $1::integer;
 
 -- job_list_claimed_by: ids of the jobs whose latest claim is this worker's (the jobs a
@@ -900,6 +887,66 @@ recovered AS (
         claim_expires_at = NULL, claim_token = NULL,
         last_error = 'lease expired at ' || j.claim_expires_at || '; worker '
                      || coalesce(j.claimed_by, '?') || ' presumed dead'
+    FROM stale
+    WHERE j.id = stale.id
+    RETURNING j.id, j.kind, j.status, j.attempt, j.failures, j.max_failures, j.claimed_by,
+              j.claimed_at, j.last_error
+),
+recovered_journal AS (
+    INSERT INTO "billing_jobs".journal (job_id, at, event, attempt, worker, detail)
+    SELECT id, claimed_at, 'claimed', attempt, claimed_by, NULL FROM recovered
+    UNION ALL
+    SELECT id, now(), 'stale-recovered', attempt, $1, last_error FROM recovered
+    UNION ALL
+    SELECT id, now(), 'dead', attempt, $1,
+           'failure backstop reached (' || failures || ' of ' || max_failures || ')'
+    FROM recovered WHERE status = 'dead'
+    UNION ALL
+    SELECT id, now(), 'cancelled', attempt, $1, 'cancelled by an operator while running'
+    FROM recovered WHERE status = 'cancelled'
+)
+SELECT id, kind, status, attempt, claimed_by FROM recovered ORDER BY id;
+
+-- job_recover_worker: return one worker run's claims to pending now, expired or not
+-- (`venturi recover --worker`, for a worker that is gone): each is a failed execution,
+-- journaled stale-recovered, with backoff and the backstop, exactly as a lease expiry.
+-- $1 text recoverer: identity of whoever recovers, for the journal
+-- $2 float8 backoff_base: backoff of jobs whose task declared none, seconds of the first
+-- $3 float8 backoff_factor: its growth per failure
+-- $4 float8 backoff_cap: its longest delay in seconds
+-- $5 boolean backoff_jitter: whether it is half-jittered
+-- $6 uuid claim_token: the worker run (its id in the workers table)
+-- $7 text reason: the jobs' last_error and the journal detail
+-- index: jobs_stale_idx WHERE status = 'claimed'.
+PREPARE billing_jobs_job_recover_worker(text, float8, float8, float8, boolean, uuid, text) AS
+WITH stale AS (
+    SELECT id FROM "billing_jobs".jobs
+    WHERE status = 'claimed' AND claim_token = $6::uuid
+    ORDER BY claim_expires_at
+    LIMIT 1000
+    -- Another recoverer (or the owner settling late) holds the row: leave it to them.
+    FOR UPDATE SKIP LOCKED
+),
+recovered AS (
+    UPDATE "billing_jobs".jobs j
+    SET status = CASE WHEN j.failures + 1 >= j.max_failures THEN 'dead'
+                      -- Cancelled while it ran: not run again.
+                      WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                      ELSE 'pending' END,
+        failures = j.failures + 1,
+        -- min(cap, base * factor^failures), half-jittered like Backoff.delay. In numeric,
+        -- where any float8 factor to the 64th fits; least() bounds the exponent.
+        visible_at = now() + make_interval(secs => least(
+                coalesce(j.backoff_cap, $4::float8)::numeric,
+                coalesce(j.backoff_base, $2::float8)::numeric
+                * power(coalesce(j.backoff_factor, $3::float8)::numeric,
+                        least(j.failures, 64)::numeric))::float8
+            * CASE WHEN coalesce(j.backoff_jitter, $5::boolean)
+                   THEN 0.5 + random() * 0.5 ELSE 1 END),
+        finished_at = CASE WHEN j.failures + 1 >= j.max_failures
+                             OR j.cancel_requested_at IS NOT NULL THEN now() END,
+        claim_expires_at = NULL, claim_token = NULL,
+        last_error = $7::text
     FROM stale
     WHERE j.id = stale.id
     RETURNING j.id, j.kind, j.status, j.attempt, j.failures, j.max_failures, j.claimed_by,
@@ -1402,3 +1449,90 @@ SELECT version FROM "billing_jobs".schema_version ORDER BY version;
 PREPARE billing_jobs_schema_version_record(integer, text) AS
 INSERT INTO "billing_jobs".schema_version (version, name) VALUES ($1, $2)
 ON CONFLICT (version) DO NOTHING;
+
+-- worker_heartbeat: a running worker is alive; its one statement per heartbeat. No row
+-- back means the row is missing (pruned while the worker was cut off): register again.
+-- $1 uuid id: the run's claim token
+-- index: workers primary key (a HOT update: no indexed column changes).
+PREPARE billing_jobs_worker_heartbeat(uuid) AS
+UPDATE "billing_jobs".workers SET heartbeat_at = now() WHERE id = $1::uuid RETURNING true;
+
+-- worker_list: the registered workers, each live, gone (no heartbeat for $1 seconds) or
+-- stopped, with the claims it holds; then, as 'unregistered', the holders of claims whose
+-- token no row names (a venturi from before the registry, or a pruned row).
+-- $1 float8 liveness: seconds without a heartbeat after which a worker is gone
+-- $2 text match: only the worker whose id starts with this, or whose name is this (NULL: all)
+-- index: workers primary key; jobs_stale_idx WHERE status = 'claimed'.
+PREPARE billing_jobs_worker_list(float8, text) AS
+WITH claims AS (
+    SELECT claim_token, claimed_by,
+           count(*) AS claims,
+           count(*) FILTER (WHERE claim_expires_at < now()) AS expired,
+           min(claimed_at) AS oldest_claim_at,
+           array_agg(DISTINCT kind ORDER BY kind) AS claimed_kinds
+    FROM "billing_jobs".jobs
+    WHERE status = 'claimed'
+    GROUP BY claim_token, claimed_by
+),
+listed AS (
+    SELECT w.id, w.name, w.host, w.pid, w.kinds, w.concurrency, w.version, w.started_at,
+           w.heartbeat_at, w.stopped_at,
+           CASE WHEN w.stopped_at IS NOT NULL THEN 'stopped'
+                WHEN w.heartbeat_at < now() - make_interval(secs => $1::float8) THEN 'gone'
+                ELSE 'live' END AS state,
+           coalesce(sum(c.claims), 0)::bigint AS claims,
+           coalesce(sum(c.expired), 0)::bigint AS expired,
+           min(c.oldest_claim_at) AS oldest_claim_at
+    FROM "billing_jobs".workers w
+    LEFT JOIN claims c ON c.claim_token = w.id
+    GROUP BY w.id
+    UNION ALL
+    SELECT c.claim_token, coalesce(c.claimed_by, '?'), NULL, NULL, c.claimed_kinds, NULL, NULL,
+           NULL, NULL, NULL, 'unregistered', c.claims, c.expired, c.oldest_claim_at
+    FROM claims c
+    WHERE NOT EXISTS (SELECT 1 FROM "billing_jobs".workers w WHERE w.id = c.claim_token)
+)
+SELECT id, name, host, pid, kinds, concurrency, version, started_at, heartbeat_at,
+       stopped_at, state, claims, expired, oldest_claim_at,
+       extract(epoch FROM now() - heartbeat_at)::float8 AS heartbeat_age_seconds
+FROM listed
+WHERE $2::text IS NULL OR starts_with(id::text, lower($2::text)) OR name = $2::text
+ORDER BY CASE state WHEN 'live' THEN 0 WHEN 'gone' THEN 1 WHEN 'unregistered' THEN 2 ELSE 3 END,
+         started_at DESC NULLS LAST, name, id;
+
+-- worker_prune: forget the rows of workers that stopped, or were last heard of, more than
+-- $1 seconds ago (run as a worker registers, and by Retention). A gone worker that still
+-- holds claims is kept: its row is how an operator finds and recovers them.
+-- $1 float8 older_than: seconds since the stop or the last heartbeat
+-- index: none; the table holds one row per recent worker run.
+PREPARE billing_jobs_worker_prune(float8) AS
+WITH pruned AS (
+    DELETE FROM "billing_jobs".workers w
+    WHERE coalesce(w.stopped_at, w.heartbeat_at) < now() - make_interval(secs => $1::float8)
+      AND NOT EXISTS (
+          SELECT 1 FROM "billing_jobs".jobs j WHERE j.status = 'claimed' AND j.claim_token = w.id)
+    RETURNING 1
+)
+SELECT count(*) FROM pruned;
+
+-- worker_register: record a worker run as it starts (`venturi workers`). Run again by the
+-- heartbeat when the row is missing (pruned, or the first insert failed), so it is an
+-- upsert that leaves started_at alone.
+-- $1 uuid id: the run's claim token, so its claims are the jobs claimed under it
+-- $2 text name: the worker's identity (claimed_by)
+-- $3 text host: the host name
+-- $4 integer pid: the process id
+-- $5 text[] kinds: the kinds it registers, sorted
+-- $6 integer concurrency: its in-flight slots
+-- $7 text version: the venturi version it runs
+-- index: workers primary key.
+PREPARE billing_jobs_worker_register(uuid, text, text, integer, text[], integer, text) AS
+INSERT INTO "billing_jobs".workers (id, name, host, pid, kinds, concurrency, version)
+VALUES ($1::uuid, $2, $3, $4::integer, $5::text[], $6::integer, $7)
+ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), stopped_at = NULL;
+
+-- worker_stop: a worker run stopped cleanly (its jobs settled or released).
+-- $1 uuid id: the run's claim token
+-- index: workers primary key.
+PREPARE billing_jobs_worker_stop(uuid) AS
+UPDATE "billing_jobs".workers SET stopped_at = now(), heartbeat_at = now() WHERE id = $1::uuid;

@@ -23,7 +23,7 @@ import venturi
 import venturi.web
 from tests.support.claims import claim
 from tests.support.opsdata import TRACEBACK, S, make
-from venturi import admin, bulk, db, sql, views
+from venturi import admin, bulk, db, sql
 from venturi.registry import JobSpec
 from venturi.web import charts
 
@@ -171,8 +171,8 @@ async def test_api_answers_what_the_cli_prints(
             assert k.pop("oldest_due_seconds") is None or k["due"] > 0
     assert stats == printed
     workers = (await web.get("/api/workers")).json()
-    assert [w["claimed_by"] for w in workers] == ["host-b:7"]
-    assert workers == json.loads(views.to_json(await admin.claim_holders(conn)))
+    assert [(w["name"], w["state"]) for w in workers] == [("host-b:7", "unregistered")]
+    assert workers == await cli_json(dsn, "workers")
     missing = await web.get("/api/jobs/424242")
     assert missing.status_code == 404 and "does not exist" in missing.json()["error"]
     assert (await web.get("/api/jobs?limit=0")).status_code == 400

@@ -17,21 +17,48 @@ import typer
 from venturi import db, registry, sql
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.cli.app import (
+    DEFAULT_LIVENESS,
     DsnOption,
+    LivenessOption,
     SchemaOption,
+    _admin_run,
     _need_dsn,
     _run,
     app,
     fail,
+    liveness_seconds,
 )
 from venturi.cli.signals import FORCED_EXIT_WITHIN, exit_now, install_signal_handlers
 from venturi.errors import VenturiError
 
 
 @app.command("recover")
-def recover(dsn: DsnOption = None, schema: SchemaOption = sql.DEFAULT_SCHEMA) -> None:
-    """Return expired claims to pending now (the manual stale sweep)."""
+def recover(
+    worker_id: Annotated[
+        str | None,
+        typer.Option(
+            "--worker",
+            help="Recover this gone worker's claims now, expired or not: its id (or a "
+            "unique prefix) or its name, from `venturi workers`.",
+            show_default=False,
+        ),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option(help="With --worker: recover it even if it is live.")
+    ] = False,
+    liveness: LivenessOption = DEFAULT_LIVENESS,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """Return expired claims to pending now (the manual stale sweep); with --worker, the
+    claims of one worker that is gone, at once. Each counts as a failed execution."""
     target = _need_dsn(dsn)
+    secs = liveness_seconds(liveness)
+    if worker_id is not None:
+        _recover_worker(target, schema, worker_id, force, secs)
+        return
+    if force:
+        raise fail("--force goes with --worker")
 
     async def go() -> list[Any]:
         conn = await db.connect.connect(target)
@@ -49,6 +76,20 @@ def recover(dsn: DsnOption = None, schema: SchemaOption = sql.DEFAULT_SCHEMA) ->
     for r in rows:
         typer.echo(f"job {r['id']} ({r['kind']}): {r['status']}, claimed by {r['claimed_by']}")
     typer.echo(f"recovered {len(rows)} expired claim(s)")
+
+
+def _recover_worker(target: str, schema: str, worker: str, force: bool, liveness: float) -> None:
+    from venturi import admin
+
+    done = _admin_run(
+        target,
+        schema,
+        lambda c: admin.recover_worker(c, worker, force=force, liveness=liveness, schema=schema),
+    )
+    w = done.worker
+    for change in done.jobs:
+        typer.echo(change.message)
+    typer.echo(f"recovered {len(done.jobs)} claim(s) of worker {w.name} ({w.id}, {w.state})")
 
 
 def load_target(target: str) -> tuple[list[registry.Task[Any]], Any]:

@@ -20,6 +20,7 @@ from venturi.db import (
     rates,
     schedules,
     schema,
+    workers,
 )
 from venturi.db.jobs import Claimant
 
@@ -38,4 +39,5 @@ __all__ = [
     "rates",
     "schedules",
     "schema",
+    "workers",
 ]

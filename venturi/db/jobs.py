@@ -468,10 +468,6 @@ async def job_top(
     )
 
 
-async def job_claims_by_worker(conn: Conn, *, schema: str) -> list[Record]:
-    return list(await conn.fetch(sql.statement("job_claims_by_worker", schema)))
-
-
 async def job_purge_count(
     conn: Conn, *, schema: str, status: str, older_than: float, kind: str | None
 ) -> int:

@@ -9,16 +9,18 @@ import time
 from venturi import db
 from venturi.db.conn import Conn
 from venturi.runtime.instruments import Instruments
+from venturi.runtime.presence import Presence
 from venturi.runtime.run import Run
 
 log = logging.getLogger("venturi.worker")
 
 
 class Heartbeat:
-    """While handlers run, every ``tick`` seconds: push forward, every third of a lease,
-    the claims that renew (guarded by ownership, so a crash is still detected within one
-    lease); pass operators' cancel requests to the handlers' contexts; ask a handler
-    whose claim was lost to stop."""
+    """Every ``tick`` seconds: push the worker's row in the registry forward (one
+    statement, busy or idle); and while handlers run, push forward, every third of a
+    lease, the claims that renew (guarded by ownership, so a crash is still detected
+    within one lease); pass operators' cancel requests to the handlers' contexts; ask a
+    handler whose claim was lost to stop."""
 
     def __init__(
         self,
@@ -27,6 +29,7 @@ class Heartbeat:
         tick: float,
         instruments: Instruments,
         inflight: dict[asyncio.Task[None], Run],
+        presence: Presence,
     ) -> None:
         self.schema = schema
         self.claimant = claimant
@@ -34,10 +37,12 @@ class Heartbeat:
         self.stats = instruments.stats
         self._instruments = instruments
         self._inflight = inflight
+        self._presence = presence
 
     async def run(self, conn: Conn) -> None:
         while True:
             await asyncio.sleep(self.tick)
+            await self._presence.beat(conn)
             await self.beat(conn)
 
     async def beat(self, conn: Conn) -> None:

@@ -34,6 +34,7 @@ from venturi.runtime.completer import Completer
 from venturi.runtime.heartbeat import Heartbeat
 from venturi.runtime.inflight import InFlight
 from venturi.runtime.listener import Listener
+from venturi.runtime.presence import Presence
 from venturi.runtime.recovery import Recovery
 from venturi.runtime.run import Run
 
@@ -214,11 +215,12 @@ class Worker(Generic[S]):
             pool, sql.channel(self.schema), self._on_notify, self._on_listening, self._instruments
         )
         watcher = asyncio.create_task(self._watch(shutdown))
-        started = False
+        started, began = False, time.monotonic()
         try:
             await db.schema.schema_version(pool, schema=self.schema)
             started = True
             await listener.start()
+            await self._presence.register(pool)
             log.info(
                 "worker %s started: kinds=%s concurrency=%d",
                 self.claimed_by,
@@ -241,6 +243,7 @@ class Worker(Generic[S]):
                 beating.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await beating
+                await self._presence.stop(pool)
                 if isinstance(held, db.held.Held):
                     await held.close()
         finally:
@@ -252,7 +255,12 @@ class Worker(Generic[S]):
                 await pool.close()
             self._running = False
             if started:
-                log.info("worker %s stopped: %s", self.claimed_by, dict(self.stats))
+                log.info(
+                    "worker %s stopped after %.0fs: %s",
+                    self.claimed_by,
+                    time.monotonic() - began,
+                    instruments.summary(self.stats),
+                )
 
     def _start_parts(self) -> None:
         """This run's parts, fresh. A token of this run's own: ownership of its claims
@@ -285,7 +293,10 @@ class Worker(Generic[S]):
         # The heartbeat's tick: a quarter of the shortest renewing lease, so a renewal due
         # at a third of a lease happens before 0.6 of it has passed.
         tick = min([self.heartbeat, *(leases[k] / 4 for k in self._tasks if renews[k])])
-        self._heartbeat = Heartbeat(self.schema, claimant, tick, inst, self._inflight)
+        self._presence = Presence(self.schema, claimant, self.kinds, self.concurrency)
+        self._heartbeat = Heartbeat(
+            self.schema, claimant, tick, inst, self._inflight, self._presence
+        )
 
     def _ended(self, _handle: asyncio.Task[None]) -> None:
         self._wake.set()
