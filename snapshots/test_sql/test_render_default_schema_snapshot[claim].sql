@@ -1326,6 +1326,24 @@ WHERE EXISTS (SELECT 1 FROM "venturi".jobs j WHERE j.kind = k.kind AND j.status 
    OR EXISTS (SELECT 1 FROM "venturi".schedules c WHERE c.name = k.kind)
    OR EXISTS (SELECT 1 FROM "venturi".jobs j WHERE j.kind = k.kind);
 
+-- kind_list_unserved: kinds with due jobs that no live worker registers (the opt-in
+-- UnservedKinds warning), with how many are due and the oldest one's wait.
+-- $1 float8 liveness: seconds without a heartbeat after which a worker is gone
+-- index: jobs_next_visible_idx (kind, visible_at) WHERE status = 'pending'.
+PREPARE venturi_kind_list_unserved(float8) AS
+WITH served AS (
+    SELECT DISTINCT unnest(kinds) AS kind
+    FROM "venturi".workers
+    WHERE stopped_at IS NULL AND heartbeat_at >= now() - make_interval(secs => $1::float8)
+)
+SELECT kind, count(*) AS due,
+       extract(epoch FROM now() - min(visible_at))::float8 AS oldest_due_seconds
+FROM "venturi".jobs
+WHERE status = 'pending' AND visible_at <= now()
+  AND kind NOT IN (SELECT kind FROM served)
+GROUP BY kind
+ORDER BY kind;
+
 -- kind_pause: pause kinds: every worker leaves them out of its claim until they are
 -- resumed (jobs already running finish normally). Pausing again updates the reason.
 -- $1 text[] kinds: the kinds to pause
@@ -1354,6 +1372,88 @@ WITH resumed AS (
 SELECT kind, pg_notify('venturi_pending', kind)::text AS notified
 FROM resumed
 ORDER BY kind;
+
+-- queue_gauges: the queue gauges of `venturi metrics` (and QueueGauges in a worker), in
+-- one statement per scrape interval: per kind, pending due and scheduled, claimed and
+-- expired, dead and cancelled, the oldest due job's wait, whether it is paused, how many
+-- live workers register it; and on every row the fleet's live and gone workers. One row
+-- with a NULL kind when there is no kind at all. Completed jobs are not counted here
+-- (every finished row would be read each scrape): the workers' venturi_jobs_settled
+-- counter has them.
+-- $1 float8 liveness: seconds without a heartbeat after which a worker is gone
+-- index: jobs_next_visible_idx, jobs_stale_idx, jobs_failed_id_idx; workers and
+-- paused_kinds are small.
+PREPARE venturi_queue_gauges(float8) AS
+WITH pending AS (
+    -- jobs_next_visible_idx (kind, visible_at) WHERE status = 'pending'.
+    SELECT kind,
+           count(*) FILTER (WHERE visible_at <= now()) AS due,
+           count(*) FILTER (WHERE visible_at > now()) AS scheduled,
+           -- How long the longest-waiting due job has been claimable (not since it was
+           -- created: a job scheduled for later is not late before its time).
+           extract(epoch FROM now() - min(visible_at) FILTER (WHERE visible_at <= now()))::float8
+               AS oldest_due_seconds
+    FROM "venturi".jobs
+    WHERE status = 'pending'
+    GROUP BY kind
+),
+claimed AS (
+    -- jobs_stale_idx WHERE status = 'claimed'.
+    SELECT kind,
+           count(*) AS claimed,
+           count(*) FILTER (WHERE claim_expires_at < now()) AS expired
+    FROM "venturi".jobs
+    WHERE status = 'claimed'
+    GROUP BY kind
+),
+failed AS (
+    -- jobs_failed_id_idx WHERE status IN ('dead', 'cancelled').
+    SELECT kind,
+           count(*) FILTER (WHERE status = 'dead') AS dead,
+           count(*) FILTER (WHERE status = 'cancelled') AS cancelled
+    FROM "venturi".jobs
+    WHERE status IN ('dead', 'cancelled')
+    GROUP BY kind
+),
+registered AS (
+    SELECT id, kinds,
+           heartbeat_at >= now() - make_interval(secs => $1::float8) AS live
+    FROM "venturi".workers
+    WHERE stopped_at IS NULL
+),
+served AS (
+    SELECT kind, count(*) AS workers
+    FROM registered, unnest(kinds) AS kind
+    WHERE live
+    GROUP BY kind
+),
+fleet AS (
+    SELECT count(*) FILTER (WHERE live) AS workers_live,
+           count(*) FILTER (WHERE NOT live) AS workers_gone
+    FROM registered
+),
+kinds AS (
+    SELECT kind FROM pending UNION SELECT kind FROM claimed UNION SELECT kind FROM failed
+    UNION SELECT kind FROM served UNION SELECT kind FROM "venturi".paused_kinds
+)
+SELECT f.workers_live, f.workers_gone, k.kind,
+       coalesce(p.due, 0) AS due,
+       coalesce(p.scheduled, 0) AS scheduled,
+       coalesce(c.claimed, 0) AS claimed,
+       coalesce(c.expired, 0) AS expired,
+       coalesce(x.dead, 0) AS dead,
+       coalesce(x.cancelled, 0) AS cancelled,
+       p.oldest_due_seconds,
+       pk.kind IS NOT NULL AS paused,
+       coalesce(sv.workers, 0) AS workers
+FROM fleet f
+LEFT JOIN kinds k ON true
+LEFT JOIN pending p ON p.kind = k.kind
+LEFT JOIN claimed c ON c.kind = k.kind
+LEFT JOIN failed x ON x.kind = k.kind
+LEFT JOIN served sv ON sv.kind = k.kind
+LEFT JOIN "venturi".paused_kinds pk ON pk.kind = k.kind
+ORDER BY k.kind;
 
 -- rate_spend: spend one token of a kind's shared bucket per job its claim returned (a
 -- claim that returned nothing spends nothing). Same transaction as rate_take.

@@ -206,3 +206,81 @@ async def _top_live(
     finally:
         if conn is not None:
             await conn.close()
+
+
+@app.command("metrics")
+def metrics(
+    port: Annotated[int, typer.Option("--port", help="Serve Prometheus metrics on this port.")],
+    interval: Annotated[
+        float, typer.Option(help="Seconds between reads of the queue (one statement each).")
+    ] = 15.0,
+    addr: Annotated[str, typer.Option(help="Address to listen on.")] = "0.0.0.0",
+    liveness: LivenessOption = DEFAULT_LIVENESS,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """Export the queue gauges (jobs by kind and status, the oldest due job's wait, live
+    and gone workers, paused kinds, kinds no live worker registers) for Prometheus,
+    without a worker. Runs until SIGINT/SIGTERM."""
+    from venturi import validate
+
+    target = _need_dsn(dsn)
+    try:
+        validate.port(port, "port")
+        every = validate.seconds(interval, "interval")
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    secs = liveness_seconds(liveness)
+    with contextlib.suppress(KeyboardInterrupt):
+        _run(lambda: _export(target, schema, port, addr, every, secs))
+
+
+async def _export(
+    target: str, schema: str, port: int, addr: str, interval: float, liveness: float
+) -> None:
+    """Read the gauges every ``interval`` on one connection (re-opened when it breaks;
+    ``venturi_queue_up`` is 0 meanwhile) and serve the last read."""
+    import logging
+    import signal
+
+    from venturi.maintenance import gauges
+    from venturi.runtime import instruments
+
+    log = logging.getLogger("venturi.metrics")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    conn = await db.connect.connect(target)
+    try:
+        await db.schema.schema_version(conn, schema=schema)
+        await gauges.refresh(conn, schema=schema, liveness=liveness)
+        try:
+            instruments.serve(port, addr)
+        except OSError as exc:
+            raise fail(f"port {port}: cannot listen ({exc.strerror or exc})") from None
+        log.info(
+            "serving queue metrics on http://%s:%d/metrics, read every %gs", addr, port, interval
+        )
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stop.set)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval)
+            if stop.is_set():
+                break
+            try:
+                if conn is None:
+                    conn = await db.connect.connect(target)
+                await gauges.refresh(conn, schema=schema, liveness=liveness)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, VenturiError) as exc:
+                log.warning("reading the queue failed (retrying): %s", db.errors.one_line(exc))
+                if conn is not None:
+                    conn.terminate()
+                conn = None
+        log.info("metrics exporter stopped")
+    finally:
+        if conn is not None:
+            await conn.close()

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from venturi import db, registry, sql
+from venturi import db, logs, registry, sql
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.cli.app import (
     DEFAULT_LIVENESS,
@@ -186,10 +186,13 @@ def _serve_metrics(port: int) -> None:
         ) from None
 
 
-def default_maintenance(tasks: Iterable[Any]) -> list[Any]:
+def default_maintenance(
+    tasks: Iterable[Any], *, queue_metrics: bool = False, warn_unserved: bool = False
+) -> list[Any]:
     """What ``venturi worker`` runs beside its loop for these tasks: a ``CronScheduler``
     when one of them is recurring (``cron=`` or ``venturi.schedule``), a
-    ``ResultCleanup`` when one keeps results for a ``result_ttl``."""
+    ``ResultCleanup`` when one keeps results for a ``result_ttl``; ``QueueGauges`` and
+    ``UnservedKinds`` when asked for."""
     from venturi.maintenance.cron import CronScheduler, schedules_for
     from venturi.maintenance.results import ResultCleanup
 
@@ -199,6 +202,14 @@ def default_maintenance(tasks: Iterable[Any]) -> list[Any]:
         found.append(CronScheduler())
     if any(t.result_ttl is not None for t in tasks):
         found.append(ResultCleanup())
+    if queue_metrics:
+        from venturi.maintenance.gauges import QueueGauges
+
+        found.append(QueueGauges())
+    if warn_unserved:
+        from venturi.maintenance.unserved import UnservedKinds
+
+        found.append(UnservedKinds())
     return found
 
 
@@ -238,6 +249,21 @@ def worker(
     metrics_port: Annotated[
         int | None, typer.Option(help="Serve Prometheus metrics on this port.")
     ] = None,
+    queue_metrics: Annotated[
+        bool,
+        typer.Option(
+            help="With --metrics-port: also export the queue gauges (as `venturi metrics`)."
+        ),
+    ] = False,
+    warn_unserved: Annotated[
+        bool,
+        typer.Option(
+            help="Warn once per kind that has due jobs and no live worker registering it."
+        ),
+    ] = False,
+    log_format: Annotated[
+        str, typer.Option(help="text, or json (one object per line, for log shippers).")
+    ] = "text",
 ) -> None:
     """Run a worker over the tasks declared in MODULE until SIGINT/SIGTERM.
 
@@ -247,7 +273,11 @@ def worker(
     if not isinstance(level, int):
         raise fail(f"log-level must be debug, info, warning or error, got {log_level!r}")
     ratio = parse_priority_ratio(priority_ratio)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if log_format not in logs.FORMATS:
+        raise fail(f"log-format must be text or json, got {log_format!r}")
+    if queue_metrics and metrics_port is None:
+        raise fail("--queue-metrics goes with --metrics-port")
+    logs.configure(level, log_format)
     tasks, state_src = load_target(target)
     if processes != 1:
         from venturi.cli import processes as supervisor
@@ -272,7 +302,9 @@ def worker(
             priority_ratio=ratio,
             failures_to_dead=failures_to_dead,
             schema=schema,
-            maintenance=default_maintenance(tasks),
+            maintenance=default_maintenance(
+                tasks, queue_metrics=queue_metrics, warn_unserved=warn_unserved
+            ),
             renew_lease=renew_lease,
             heartbeat=heartbeat,
             metrics_port=metrics_port,

@@ -1,5 +1,6 @@
 """Statements on the registry of workers (the ``workers`` table): a run registers,
-heartbeats and stops; operators list them and recover a gone one's claims."""
+heartbeats and stops; operators list them and recover a gone one's claims; and the reads
+that weigh the queue against the live workers (the queue gauges, unserved kinds)."""
 
 from __future__ import annotations
 
@@ -82,3 +83,11 @@ async def job_recover_worker(
         out += rows
         if len(rows) < 1000:
             return out
+
+
+async def queue_gauges(conn: Conn, *, schema: str, liveness: float) -> list[Record]:
+    return list(await conn.fetch(sql.statement("queue_gauges", schema), liveness))
+
+
+async def kind_list_unserved(conn: Conn, *, schema: str, liveness: float) -> list[Record]:
+    return list(await conn.fetch(sql.statement("kind_list_unserved", schema), liveness))

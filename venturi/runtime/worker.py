@@ -222,10 +222,11 @@ class Worker(Generic[S]):
             await listener.start()
             await self._presence.register(pool)
             log.info(
-                "worker %s started: kinds=%s concurrency=%d",
+                "worker %s started: kinds=%s concurrency=%d id=%s",
                 self.claimed_by,
                 ",".join(self.kinds),
                 self.concurrency,
+                self._presence.claimant.token,
             )
             beating = asyncio.create_task(self._heartbeat.run(pool))
             held = db.held.hold(pool)
