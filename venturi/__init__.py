@@ -13,8 +13,10 @@ from venturi.errors import ConfigError, ConnectError, SchemaError, VenturiError
 from venturi.jobs import JobInfo, JournalEntry, get_job, get_journal, get_result
 from venturi.maintenance.alerts import Alerts
 from venturi.maintenance.cron import CronScheduler, schedule
+from venturi.maintenance.gauges import QueueGauges
 from venturi.maintenance.results import ResultCleanup
 from venturi.maintenance.retention import Retention
+from venturi.maintenance.unserved import UnservedKinds
 from venturi.outcomes import Outcome, complete, dead, pause, retry
 from venturi.priority import Priority
 from venturi.rate import Rate
@@ -36,11 +38,13 @@ __all__ = [
     "JournalEntry",
     "Outcome",
     "Priority",
+    "QueueGauges",
     "Rate",
     "ResultCleanup",
     "Retention",
     "SchemaError",
     "Task",
+    "UnservedKinds",
     "VenturiError",
     "Worker",
     "WorkerGroup",
