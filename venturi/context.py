@@ -17,7 +17,8 @@ _log = logging.getLogger("venturi.job")
 
 
 class JobMeta(msgspec.Struct, frozen=True):
-    """The claimed job's identity and counters."""
+    """The claimed job's identity and counters; ``traceparent``: the W3C trace context
+    its enqueue ran in (OpenTelemetry), if any."""
 
     id: int
     kind: str
@@ -25,6 +26,7 @@ class JobMeta(msgspec.Struct, frozen=True):
     attempt: int
     failures: int
     created_at: datetime
+    traceparent: str | None = None
 
 
 class _JobLogger(logging.LoggerAdapter[logging.Logger]):

@@ -10,7 +10,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from venturi import db, validate
+from venturi import db, tracing, validate
 from venturi.backoff import Backoff
 from venturi.codecs import CarryCodec
 from venturi.context import Context
@@ -166,7 +166,9 @@ class Task(Generic[C]):
         caller's transaction, or a Pool. Nothing is written if the carry is invalid.
         """
         spec = self.job(carry, priority=priority, at=at, after=after, key=key)
-        return await db.jobs.job_insert(conn, schema=schema, spec=spec)
+        return await db.jobs.job_insert(
+            conn, schema=schema, spec=spec, traceparent=tracing.current_traceparent()
+        )
 
 
 async def enqueue_many(
@@ -183,7 +185,9 @@ async def enqueue_many(
             raise TypeError(f"enqueue_many takes jobs built with task.job(...), got {spec!r}")
     if not specs:
         return []
-    return await db.jobs.job_insert_many(conn, schema=schema, specs=specs)
+    return await db.jobs.job_insert_many(
+        conn, schema=schema, specs=specs, traceparent=tracing.current_traceparent()
+    )
 
 
 def _carry_type(fn: Callable[..., Any], kind: str) -> Any:

@@ -301,20 +301,21 @@ claimed AS (
     FROM candidates, unnest($2::text[], $3::float8[]) AS lease(kind, seconds)
     WHERE j.id = candidates.id AND lease.kind = j.kind
     RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt, j.failures,
-              j.max_failures, j.created_at, j.visible_at, j.claim_expires_at,
+              j.max_failures, j.created_at, j.visible_at, j.claim_expires_at, j.traceparent,
               -- Pickup latency: from visible to claimed, measured by the database clock.
               extract(epoch FROM now() - j.visible_at)::float8 AS waited
 )
 SELECT false AS settled, id, kind, priority, carry, attempt, failures, max_failures,
-       created_at, visible_at, claim_expires_at, waited, NULL::text AS recovered_from
+       created_at, visible_at, claim_expires_at, waited, NULL::text AS recovered_from,
+       traceparent
 FROM claimed
 UNION ALL
-SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM completed
 UNION ALL
 -- The expired claims this statement recovered, for the worker's log.
 SELECT true, id, kind, NULL, NULL, attempt, failures, max_failures, NULL, NULL, NULL, NULL,
-       coalesce(claimed_by, '?')
+       coalesce(claimed_by, '?'), NULL
 FROM recovered;
 
 -- job_complete_many_if_owned: settle finished jobs as completed, only where this worker
@@ -537,14 +538,16 @@ LIMIT $5::integer;
 -- $9 float8 backoff_factor: its growth per failure
 -- $10 float8 backoff_cap: its longest delay in seconds
 -- $11 boolean backoff_jitter: whether it is half-jittered
+-- $12 text traceparent: W3C trace context of the enqueuing span (NULL: none)
 -- index: jobs_key_idx is the ON CONFLICT arbiter and finds the existing job.
-PREPARE venturi_job_insert(text, text, smallint, timestamptz, float8, text, integer, float8, float8, float8, boolean) AS
+PREPARE venturi_job_insert(text, text, smallint, timestamptz, float8, text, integer, float8, float8, float8, boolean, text) AS
 WITH inserted AS (
     INSERT INTO "venturi".jobs (kind, carry, priority, visible_at, key, max_failures,
-                              backoff_base, backoff_factor, backoff_cap, backoff_jitter)
+                              backoff_base, backoff_factor, backoff_cap, backoff_jitter,
+                              traceparent)
     VALUES ($1, $2::jsonb, $3::smallint,
             coalesce($4::timestamptz, now() + make_interval(secs => coalesce($5::float8, 0))),
-            $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean)
+            $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean, $12::text)
     ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed')
     DO NOTHING
     RETURNING id
@@ -573,8 +576,9 @@ LIMIT 1;
 -- $9 float8[] backoff_factors: its growth per failure
 -- $10 float8[] backoff_caps: its longest delay in seconds
 -- $11 boolean[] backoff_jitters: whether it is half-jittered
+-- $12 text traceparent: W3C trace context of the enqueuing span, for every row (NULL: none)
 -- index: jobs_key_idx (arbiter and lookup of existing keys).
-PREPARE venturi_job_insert_many(text[], text[], smallint[], timestamptz[], float8[], text[], integer[], float8[], float8[], float8[], boolean[]) AS
+PREPARE venturi_job_insert_many(text[], text[], smallint[], timestamptz[], float8[], text[], integer[], float8[], float8[], float8[], boolean[], text) AS
 WITH input AS (
     -- Ids are drawn up front so that each input row can be matched to what was inserted.
     SELECT nextval(pg_get_serial_sequence('"venturi".jobs', 'id')) AS id, u.*
@@ -586,10 +590,11 @@ WITH input AS (
 ),
 inserted AS (
     INSERT INTO "venturi".jobs (id, kind, carry, priority, visible_at, key, max_failures,
-                              backoff_base, backoff_factor, backoff_cap, backoff_jitter)
+                              backoff_base, backoff_factor, backoff_cap, backoff_jitter,
+                              traceparent)
     SELECT id, kind, carry::jsonb, priority,
            coalesce(at, now() + make_interval(secs => coalesce(after, 0))), key, max_failures,
-           backoff_base, backoff_factor, backoff_cap, backoff_jitter
+           backoff_base, backoff_factor, backoff_cap, backoff_jitter, $12::text
     FROM input
     ORDER BY ord
     ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed')
@@ -625,13 +630,14 @@ ORDER BY input.ord;
 -- $8 float8[] backoff_factors: its growth per failure
 -- $9 float8[] backoff_caps: its longest delay in seconds
 -- $10 boolean[] backoff_jitters: whether it is half-jittered
+-- $11 text traceparent: W3C trace context of the enqueuing span, for every row (NULL: none)
 -- index: none read; the statement's notify trigger fires once for the whole batch.
-PREPARE venturi_job_insert_many_unkeyed(text[], text[], smallint[], timestamptz[], float8[], integer[], float8[], float8[], float8[], boolean[]) AS
+PREPARE venturi_job_insert_many_unkeyed(text[], text[], smallint[], timestamptz[], float8[], integer[], float8[], float8[], float8[], boolean[], text) AS
 INSERT INTO "venturi".jobs (kind, carry, priority, visible_at, max_failures,
-                          backoff_base, backoff_factor, backoff_cap, backoff_jitter)
+                          backoff_base, backoff_factor, backoff_cap, backoff_jitter, traceparent)
 SELECT kind, carry::jsonb, priority,
        coalesce(at, now() + make_interval(secs => coalesce(after, 0))), max_failures,
-       backoff_base, backoff_factor, backoff_cap, backoff_jitter
+       backoff_base, backoff_factor, backoff_cap, backoff_jitter, $11::text
 FROM unnest($1::text[], $2::text[], $3::smallint[], $4::timestamptz[], $5::float8[],
             $6::integer[], $7::float8[], $8::float8[], $9::float8[], $10::boolean[])
      WITH ORDINALITY AS u(kind, carry, priority, at, after, max_failures,

@@ -68,8 +68,11 @@ def _backoff_args(spec: NewJob) -> tuple[float | None, float | None, float | Non
 
 
 @needs_schema
-async def job_insert(conn: Conn, *, schema: str, spec: NewJob) -> int:
-    """Insert one job (or find the unfinished holder of its key); its id."""
+async def job_insert(
+    conn: Conn, *, schema: str, spec: NewJob, traceparent: str | None = None
+) -> int:
+    """Insert one job (or find the unfinished holder of its key); its id. ``traceparent``:
+    the W3C trace context of the enqueuing span, stored for the worker's span."""
     text = sql.statement("job_insert", schema)
     args = (
         spec.kind,
@@ -80,6 +83,7 @@ async def job_insert(conn: Conn, *, schema: str, spec: NewJob) -> int:
         spec.key,
         spec.max_failures,
         *_backoff_args(spec),
+        traceparent,
     )
     # A None answer means the key's holder committed after our snapshot; try again.
     for _ in range(5):
@@ -96,7 +100,9 @@ def _backoff_arrays(specs: Sequence[NewJob]) -> list[list[Any]]:
 
 
 @needs_schema
-async def job_insert_many(conn: Any, *, schema: str, specs: Sequence[NewJob]) -> list[int]:
+async def job_insert_many(
+    conn: Any, *, schema: str, specs: Sequence[NewJob], traceparent: str | None = None
+) -> list[int]:
     """Insert jobs all or nothing; their ids in input order. Without keys this is one
     ``job_insert_many_unkeyed``; with keys, ``job_insert_many`` in a transaction (a
     savepoint inside the caller's), run again for the rows whose key holder moved."""
@@ -111,6 +117,7 @@ async def job_insert_many(conn: Any, *, schema: str, specs: Sequence[NewJob]) ->
             [s.after for s in specs],
             [s.max_failures for s in specs],
             *_backoff_arrays(specs),
+            traceparent,
         )
         # Ascending ids are input order (see the statement's header).
         return sorted(int(r["id"]) for r in rows)
@@ -132,6 +139,7 @@ async def job_insert_many(conn: Any, *, schema: str, specs: Sequence[NewJob]) ->
                 [specs[i].key for i in todo],
                 [specs[i].max_failures for i in todo],
                 *_backoff_arrays([specs[i] for i in todo]),
+                traceparent,
             )
             for i, row in zip(todo, rows, strict=True):
                 ids[i] = None if row["id"] is None else int(row["id"])

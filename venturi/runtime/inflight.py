@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from venturi.db.conn import Record
+from venturi.middleware import Middleware
 from venturi.registry import Task
 from venturi.runtime import executor
 from venturi.runtime.instruments import Instruments
@@ -34,8 +35,10 @@ class InFlight:
         renews: dict[str, bool],
         ended: Callable[[asyncio.Task[None]], None],
         instruments: Instruments,
+        middleware: Sequence[Middleware] = (),
     ) -> None:
         self.handles: dict[asyncio.Task[None], Run] = {}
+        self._middleware = middleware
         self._state = state
         self._tasks = tasks
         self._leases = leases
@@ -61,9 +64,11 @@ class InFlight:
                 created_at=row["created_at"],
                 lease=self._leases[kind],
                 renew=self._renews[kind],
+                traceparent=row["traceparent"],
             )
             handle = asyncio.create_task(
-                executor.run_handler(run, self._state), name=f"venturi job {run.id}"
+                executor.run_handler(run, self._state, self._middleware),
+                name=f"venturi job {run.id}",
             )
             handle.add_done_callback(self._ended)
             self.handles[handle] = run

@@ -26,6 +26,8 @@ from venturi.backoff import DEFAULT_BACKOFF, Backoff
 from venturi.db.conn import Source
 from venturi.errors import ConfigError
 from venturi.maintenance import MaintenanceTask
+from venturi.middleware import Middleware
+from venturi.middleware import check as middleware_check
 from venturi.rate import Rate
 from venturi.registry import Task
 from venturi.runtime import instruments
@@ -86,6 +88,7 @@ class Worker(Generic[S]):
         heartbeat: timedelta | float = 1.0,
         metrics: bool = False,
         metrics_port: int | None = None,
+        middleware: Iterable[Middleware] = (),
     ) -> None:
         self._dsn, self._pool = validate.pool_or_dsn(pool_or_dsn, "pool_or_dsn")
         if concurrency is None:
@@ -117,6 +120,7 @@ class Worker(Generic[S]):
         self.claimed_by = claimed_by or default_identity()
         self.schema = sql.validate_schema(schema)
         self.maintenance = maintenance_tasks.check(list(maintenance))
+        self.middleware = middleware_check(middleware)
         self._tasks: dict[str, Task[Any]] = {}
         self._caps: dict[str, int | None] = {}
         self._rates: dict[str, Rate | None] = {}
@@ -271,7 +275,9 @@ class Worker(Generic[S]):
         inst, per_kind = self._instruments, Counter[str]()
         leases = {k: self._lease(k) for k in self._tasks}
         renews = {k: self._renews(k) for k in self._tasks}
-        self._running_now = InFlight(self.state, self._tasks, leases, renews, self._ended, inst)
+        self._running_now = InFlight(
+            self.state, self._tasks, leases, renews, self._ended, inst, self.middleware
+        )
         self._inflight = self._running_now.handles
         self._recovery = Recovery(self.schema, self.claimed_by, self.backoff, self.stats)
         self._claimer = Claimer(
