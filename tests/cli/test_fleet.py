@@ -96,7 +96,9 @@ async def test_killed_worker_is_gone_and_recover_worker_frees_its_claims_at_once
     assert next(k for k in stats.kinds if k.kind == "proc_block").failures_recent == 1
 
 
-async def test_recover_worker_force_and_bad_input(dsn: str, conn: asyncpg.Connection) -> None:
+async def test_recover_worker_force_and_bad_input(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
     started = asyncio.Event()
 
     @venturi.task(kind="fleet_hang")
@@ -126,7 +128,7 @@ async def test_recover_worker_force_and_bad_input(dsn: str, conn: asyncpg.Connec
 
 
 async def test_idle_worker_is_listed_and_a_clean_stop_marks_it_stopped(
-    dsn: str, conn: asyncpg.Connection
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
     @venturi.task(kind="fleet_idle")
     async def idle(ctx: venturi.Context[None], carry: None) -> None:
@@ -158,7 +160,7 @@ async def test_idle_worker_is_listed_and_a_clean_stop_marks_it_stopped(
 
 
 async def test_long_stopped_workers_are_pruned_as_a_worker_registers(
-    dsn: str, conn: asyncpg.Connection
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
     @venturi.task(kind="fleet_prune")
     async def prune(ctx: venturi.Context[None], carry: None) -> None:
@@ -182,7 +184,7 @@ async def test_long_stopped_workers_are_pruned_as_a_worker_registers(
 
 
 async def test_a_kind_without_a_live_worker_is_flagged_until_one_starts(
-    dsn: str, conn: asyncpg.Connection
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
     @venturi.task(kind="fleet_orphan")
     async def orphan(ctx: venturi.Context[None], carry: None) -> None:

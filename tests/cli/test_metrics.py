@@ -62,7 +62,7 @@ async def scrape_when(port: int, wanted: str, within: float = 30) -> list[str]:
 
 
 async def test_exporter_serves_queue_gauges_without_a_worker(
-    dsn: str, conn: asyncpg.Connection
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
     @venturi.task(kind="m_mail")
     async def mail(ctx: venturi.Context[None], carry: None) -> None:
@@ -123,7 +123,9 @@ def test_exporter_bad_input_is_one_line(dsn: str) -> None:
     )
 
 
-async def test_a_worker_exports_the_queue_gauges_too(dsn: str, conn: asyncpg.Connection) -> None:
+async def test_a_worker_exports_the_queue_gauges_too(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
     @venturi.task(kind="m_own")
     async def own(ctx: venturi.Context[None], carry: None) -> None:
         pass
@@ -149,7 +151,7 @@ async def test_a_worker_exports_the_queue_gauges_too(dsn: str, conn: asyncpg.Con
 
 
 async def test_unserved_kind_warning_is_opt_in_and_said_once(
-    dsn: str, conn: asyncpg.Connection, caplog: pytest.LogCaptureFixture
+    dsn: str, conn: asyncpg.Connection, caplog: pytest.LogCaptureFixture, kinds: list[str]
 ) -> None:
     @venturi.task(kind="u_mine")
     async def mine(ctx: venturi.Context[None], carry: None) -> None:
