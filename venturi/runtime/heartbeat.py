@@ -7,7 +7,7 @@ import logging
 import time
 
 from venturi import db
-from venturi.db.conn import Conn
+from venturi.db.conn import Conn, Source
 from venturi.runtime.instruments import Instruments
 from venturi.runtime.presence import Presence
 from venturi.runtime.run import Run
@@ -39,11 +39,18 @@ class Heartbeat:
         self._inflight = inflight
         self._presence = presence
 
-    async def run(self, conn: Conn) -> None:
+    async def run(self, source: Source) -> None:
         while True:
             await asyncio.sleep(self.tick)
-            await self._presence.beat(conn)
-            await self.beat(conn)
+            try:
+                # One connection for the tick's statements: a pool resets a connection
+                # as it takes it back, a round trip per acquisition.
+                async with source.acquire() as conn:
+                    await self._presence.beat(conn)
+                    await self.beat(conn)
+            except db.errors.TRANSIENT as exc:
+                self._instruments.db_error()
+                log.warning("heartbeat failed (retrying): %s", db.errors.one_line(exc))
 
     async def beat(self, conn: Conn) -> None:
         runs = [r for r in self._inflight.values() if r.outcome is None]
