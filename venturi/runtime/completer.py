@@ -269,7 +269,7 @@ class Completer:
                 )
                 if status is not None:
                     kind, message = error_of(error, type(outcome) is TimedOut)
-                    then = "and is dead" if status == "dead" else f"retry in {delay:.1f}s"
+                    then = "now dead" if status == "dead" else f"retry in {delay:.1f}s"
                     log.info(
                         "job %d (%s) attempt %d %s: %s; %s",
                         job_id,
