@@ -166,12 +166,10 @@ async def test_long_stopped_workers_are_pruned_as_a_worker_registers(
     async def prune(ctx: venturi.Context[None], carry: None) -> None:
         pass
 
-    olds = []
     for name in ("old-a", "old-b"):
         w = Worker(None, dsn, [prune], poll_max=0.2, claimed_by=name)
         async with running(w):
             await wait_stat(w, "empty_claims", 1)
-        olds.append(w)
     [a, b] = sorted(await admin.list_workers(conn), key=lambda x: x.name)
     await stop_long_ago(conn, a.id, 2 * 86_400)  # two days: pruned
     await stop_long_ago(conn, b.id, 3_600)  # an hour: kept
@@ -180,6 +178,13 @@ async def test_long_stopped_workers_are_pruned_as_a_worker_registers(
         await wait_stat(w, "empty_claims", 1)
         names = sorted(x.name for x in await admin.list_workers(conn))
     assert names == ["new", "old-b"]
+    # Retention prunes on its own period: an hour-old stop is past a minute's.
+    keep = venturi.Retention(completed=None, dead=None, cancelled=None, workers=60)
+    w = Worker(None, dsn, [prune], poll_max=0.2, claimed_by="newer", maintenance=[keep])
+    async with running(w):
+        await wait_stat(w, "maintenance_runs:retention", 1)
+        names = sorted(x.name for x in await admin.list_workers(conn))
+    assert names == ["new", "newer"] and w.stats["retention_deleted:workers"] == 1
     assert await db.workers.worker_prune(conn, schema="venturi", older_than=0.0) == 2
 
 
