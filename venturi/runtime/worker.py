@@ -64,8 +64,9 @@ class Worker(Generic[S]):
     """Claims, runs and settles jobs of its registered kinds until ``run``'s shutdown event.
 
     Every knob is checked here and raises ``ConfigError`` naming it. ``pool_or_dsn`` is
-    an asyncpg Pool (the worker holds one of its connections for LISTEN, so give it at
-    least two) or a DSN, from which the worker opens its own small pool.
+    an asyncpg Pool (the worker holds one of its connections for LISTEN and one for its
+    loop, and the heartbeat takes a third each tick, so give it at least three) or a DSN,
+    from which the worker opens its own small pool.
     """
 
     def __init__(
