@@ -1582,7 +1582,8 @@ WHERE EXISTS (SELECT 1 FROM "venturi".jobs j WHERE j.kind = k.kind AND j.status 
    OR EXISTS (SELECT 1 FROM "venturi".jobs j WHERE j.kind = k.kind);
 
 -- kind_list_unserved: kinds with due jobs that no live worker registers (the opt-in
--- UnservedKinds warning), with how many are due and the oldest one's wait.
+-- UnservedKinds warning), with how many are due and the oldest one's wait. A paused kind
+-- is left out: its jobs wait because an operator said so.
 -- $1 float8 liveness: seconds without a heartbeat after which a worker is gone
 -- index: jobs_next_visible_idx (kind, visible_at) WHERE status = 'pending'.
 PREPARE venturi_kind_list_unserved(float8) AS
@@ -1596,6 +1597,7 @@ SELECT kind, count(*) AS due,
 FROM "venturi".jobs
 WHERE status = 'pending' AND visible_at <= now()
   AND kind NOT IN (SELECT kind FROM served)
+  AND kind NOT IN (SELECT kind FROM "venturi".paused_kinds)
 GROUP BY kind
 ORDER BY kind;
 

@@ -17,7 +17,15 @@ import asyncpg
 import pytest
 
 import venturi
-from tests.support import ROOT, assert_one_clean_error, running, venturi_cli, wait_for, wait_stat
+from tests.support import (
+    ROOT,
+    assert_one_clean_error,
+    running,
+    venturi_cli,
+    wait_for,
+    wait_stat,
+    wait_status,
+)
 from venturi import db
 from venturi.runtime.worker import Worker
 
@@ -72,8 +80,7 @@ async def test_exporter_serves_queue_gauges_without_a_worker(
     async def later(ctx: venturi.Context[None], carry: None) -> None:
         pass
 
-    for _ in range(3):
-        await mail.enqueue(conn, None)
+    mails = [await mail.enqueue(conn, None) for _ in range(3)]
     await later.enqueue(conn, None, after=3600)
     port = free_port()
     proc = spawn_exporter(dsn, port)
@@ -94,6 +101,8 @@ async def test_exporter_serves_queue_gauges_without_a_worker(
             lines = await scrape_when(port, 'venturi_queue_workers{state="live"} 1.0')
             await scrape_when(port, 'venturi_queue_kind_workers{kind="m_mail"} 1.0')
             await scrape_when(port, 'venturi_queue_kind_without_worker{kind="m_mail"} 0.0')
+            for job_id in mails:
+                await wait_status(conn, job_id, "completed", within=30)
         await scrape_when(port, 'venturi_queue_jobs{kind="m_mail",status="due"} 0.0')
         await venturi_cli_pause(dsn, "m_later")
         await scrape_when(port, 'venturi_queue_kind_paused{kind="m_later"} 1.0')
@@ -161,7 +170,7 @@ async def test_unserved_kind_warning_is_opt_in_and_said_once(
     async def nobody(ctx: venturi.Context[None], carry: None) -> None:
         pass
 
-    await nobody.enqueue(conn, None)
+    nothing = await nobody.enqueue(conn, None)
     caplog.set_level(logging.WARNING, "venturi.worker")
     plain = Worker(None, dsn, [mine], poll_max=0.2)
     async with running(plain):
@@ -175,19 +184,40 @@ async def test_unserved_kind_warning_is_opt_in_and_said_once(
     said = _warnings(caplog)
     assert len(said) == 1 and "kind u_nobody has 1 due job(s)" in said[0].getMessage()
     assert said[0].kind == "u_nobody"
-    # Not said when a live worker registers the kind, though this one does not: the kind
-    # is paused, so that worker is live and the job stays due.
+    # Not said when a live worker registers the kind, though this one does not: that
+    # worker's one slot is busy with a job of higher priority, so the job stays due.
     caplog.clear()
-    await db.kinds.kind_pause(conn, schema="venturi", kinds=["u_nobody"], paused_by="t", reason="")
-    other = Worker(None, dsn, [nobody], poll_max=0.2)
+    started = asyncio.Event()
+
+    @venturi.task(kind="u_block", priority=venturi.Priority.HIGH)
+    async def block(ctx: venturi.Context[None], carry: None) -> None:
+        started.set()
+        await ctx.cancelled()
+
+    await block.enqueue(conn, None)
+    other = Worker(None, dsn, [nobody, block], poll_max=0.2, concurrency=1)
     async with running(other):
-        await wait_stat(other, "empty_claims", 1)
+        await asyncio.wait_for(started.wait(), 30)
         warn = Worker(
             None, dsn, [mine], poll_max=0.2, maintenance=[venturi.UnservedKinds(interval=0.05)]
         )
         async with running(warn):
             await wait_stat(warn, "maintenance_runs:unserved_kinds", 3)
+        assert await _status(conn, nothing) == "pending"
     assert not _warnings(caplog)
+    # Nor for a kind an operator paused, with no worker at all.
+    await db.kinds.kind_pause(conn, schema="venturi", kinds=["u_nobody"], paused_by="t", reason="")
+    warn = Worker(
+        None, dsn, [mine], poll_max=0.2, maintenance=[venturi.UnservedKinds(interval=0.05)]
+    )
+    async with running(warn):
+        await wait_stat(warn, "maintenance_runs:unserved_kinds", 3)
+    assert not _warnings(caplog)
+
+
+async def _status(conn: asyncpg.Connection, job_id: int) -> str | None:
+    job = await venturi.get_job(conn, job_id)
+    return None if job is None else job.status
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:

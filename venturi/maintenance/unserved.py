@@ -22,7 +22,8 @@ DEFAULT_LIVENESS = 30.0
 
 class UnservedKinds:
     """Maintenance task: every ``interval``, log a warning for each kind with due jobs
-    that no live worker registers (``venturi worker --warn-unserved``)."""
+    that no live worker registers and no operator paused (``venturi worker
+    --warn-unserved``)."""
 
     name = "unserved_kinds"
 
