@@ -53,7 +53,7 @@ def scrape(port: int) -> list[str]:
         return str(r.read().decode()).splitlines()
 
 
-async def scrape_when(port: int, wanted: str, within: float = 30) -> list[str]:
+async def scrape_when(port: int, wanted: str, within: float = 60) -> list[str]:
     """The exporter's page once it holds the line ``wanted`` (it reads every interval)."""
     found: list[str] = []
 
@@ -61,8 +61,8 @@ async def scrape_when(port: int, wanted: str, within: float = 30) -> list[str]:
         nonlocal found
         try:
             found = await asyncio.to_thread(scrape, port)
-        except (urllib.error.URLError, ConnectionError):
-            return False  # not listening yet
+        except OSError:  # URLError, a reset, a timeout: not listening yet, or too busy
+            return False
         return wanted in found
 
     await wait_for(holds, within, every=0.1)
