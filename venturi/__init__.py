@@ -30,8 +30,10 @@ from venturi.jobs import (
 )
 from venturi.maintenance.alerts import Alerts
 from venturi.maintenance.cron import CronScheduler, schedule
+from venturi.maintenance.gauges import QueueGauges
 from venturi.maintenance.results import ResultCleanup
 from venturi.maintenance.retention import Retention
+from venturi.maintenance.unserved import UnservedKinds
 from venturi.outcomes import Outcome, complete, dead, pause, retry
 from venturi.priority import Priority
 from venturi.rate import Rate
@@ -55,11 +57,13 @@ __all__ = [
     "JournalEntry",
     "Outcome",
     "Priority",
+    "QueueGauges",
     "Rate",
     "ResultCleanup",
     "Retention",
     "SchemaError",
     "Task",
+    "UnservedKinds",
     "VenturiError",
     "Worker",
     "WorkerGroup",

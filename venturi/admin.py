@@ -12,17 +12,22 @@ import getpass
 import logging
 import re
 import socket
+import uuid
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import msgspec
 
 from venturi import db, validate
+from venturi.backoff import DEFAULT_BACKOFF
 from venturi.db.conn import Conn
 from venturi.errors import ConfigError, VenturiError
 from venturi.jobs import JobInfo, JournalEntry, get_job, get_journal
 from venturi.priority import Priority
 from venturi.sql import DEFAULT_SCHEMA
+
+KindStatsT = TypeVar("KindStatsT", "KindStats", "KindNow")
 
 STATUSES = ("pending", "claimed", "completed", "dead", "cancelled")
 FINISHED = ("completed", "dead", "cancelled")
@@ -42,6 +47,9 @@ TOP_COMPLETED_WINDOW = 10.0
 FAILURES_WINDOW = 3600.0
 
 PURGE_BATCH = 1000
+
+# A worker with no heartbeat for this long is gone (`venturi workers --liveness`).
+DEFAULT_LIVENESS = 30.0
 
 log = logging.getLogger("venturi.admin")
 
@@ -481,14 +489,21 @@ class KindStats(msgspec.Struct, frozen=True):
     oldest_due_seconds: float | None
     completed_recent: int
     failures_recent: int
+    # An operator paused the kind (`venturi kinds pause`): no worker claims it.
+    paused: bool = False
+    # Due jobs wait and no live worker registers the kind: nobody will run them.
+    no_live_worker: bool = False
 
 
 class Stats(msgspec.Struct, frozen=True):
-    """Every kind's counts, and the windows of the recent counts in seconds."""
+    """Every kind's counts, the windows of the recent counts in seconds, and the
+    workers that are live or gone (``liveness_seconds`` tells them apart)."""
 
     completed_window_seconds: float
     failures_window_seconds: float
     kinds: list[KindStats]
+    liveness_seconds: float = DEFAULT_LIVENESS
+    workers: list[WorkerInfo] = []
 
 
 async def stats(
@@ -496,10 +511,14 @@ async def stats(
     *,
     completed_window: float = STATS_COMPLETED_WINDOW,
     failures_window: float = FAILURES_WINDOW,
+    liveness: float = DEFAULT_LIVENESS,
     schema: str = DEFAULT_SCHEMA,
 ) -> Stats:
     """Counts per kind and status, the oldest due job's wait, completions in the last
-    ``completed_window`` seconds and failed executions in the last ``failures_window``."""
+    ``completed_window`` seconds and failed executions in the last ``failures_window``;
+    which kinds are paused or have due jobs that no live worker registers; the workers
+    live or gone (no heartbeat for ``liveness`` seconds)."""
+    liveness = validate.seconds(liveness, "liveness")
     rows = await db.jobs.job_stats(
         conn,
         schema=schema,
@@ -507,7 +526,9 @@ async def stats(
         completed_window=completed_window,
         failures_window=failures_window,
     )
-    return Stats(completed_window, failures_window, [KindStats(**dict(r)) for r in rows])
+    fleet = await _fleet(conn, liveness, schema)
+    kinds = [fleet.flag(KindStats(**dict(r))) for r in rows]
+    return Stats(completed_window, failures_window, kinds, liveness, fleet.running)
 
 
 class KindNow(msgspec.Struct, frozen=True):
@@ -522,16 +543,8 @@ class KindNow(msgspec.Struct, frozen=True):
     failures_recent: int
     dead: int
     oldest_due_seconds: float | None
-
-
-class WorkerClaims(msgspec.Struct, frozen=True):
-    """A worker (its ``claimed_by``) holding claims now."""
-
-    claimed_by: str | None
-    claims: int
-    kinds: str
-    oldest_claim_at: datetime | None
-    expired: int
+    paused: bool = False
+    no_live_worker: bool = False
 
 
 class TopFrame(msgspec.Struct, frozen=True):
@@ -541,7 +554,8 @@ class TopFrame(msgspec.Struct, frozen=True):
     completed_window_seconds: float
     failures_window_seconds: float
     kinds: list[KindNow]
-    workers: list[WorkerClaims]
+    workers: list[WorkerInfo]
+    liveness_seconds: float = DEFAULT_LIVENESS
 
 
 async def top_frame(
@@ -549,9 +563,12 @@ async def top_frame(
     *,
     completed_window: float = TOP_COMPLETED_WINDOW,
     failures_window: float = FAILURES_WINDOW,
+    liveness: float = DEFAULT_LIVENESS,
     schema: str = DEFAULT_SCHEMA,
 ) -> TopFrame:
-    """Read one frame of ``venturi top``; it never counts all completed jobs."""
+    """Read one frame of ``venturi top``; it never counts all completed jobs. Its
+    workers are the live and gone ones, idle or not (``list_workers``)."""
+    liveness = validate.seconds(liveness, "liveness")
     kinds = await db.jobs.job_top(
         conn,
         schema=schema,
@@ -559,20 +576,137 @@ async def top_frame(
         completed_window=completed_window,
         failures_window=failures_window,
     )
+    fleet = await _fleet(conn, liveness, schema)
     return TopFrame(
         datetime.now(UTC),
         completed_window,
         failures_window,
-        [KindNow(**dict(r)) for r in kinds],
-        await claim_holders(conn, schema=schema),
+        [fleet.flag(KindNow(**dict(r))) for r in kinds],
+        fleet.running,
+        liveness,
     )
 
 
-async def claim_holders(conn: Conn, *, schema: str = DEFAULT_SCHEMA) -> list[WorkerClaims]:
-    """The workers holding claims now, read from the claimed jobs' ``claimed_by``, most
-    claims first (``venturi top``'s workers, the dashboard's /api/workers)."""
-    rows = await db.jobs.job_claims_by_worker(conn, schema=schema)
-    return [WorkerClaims(**dict(r)) for r in rows]
+# --- the registry of workers ---------------------------------------------------------
+
+
+class WorkerInfo(msgspec.Struct, frozen=True):
+    """One worker run of ``venturi workers``: ``state`` is ``live``, ``gone`` (no heartbeat
+    for the liveness), ``stopped`` (a clean stop) or ``unregistered`` (claims held under a
+    token no row names: a venturi from before the registry; only name, kinds and the
+    claims are known). ``id`` is the run's claim token; ``claims`` the jobs it holds."""
+
+    id: uuid.UUID | None
+    name: str
+    state: str
+    host: str | None
+    pid: int | None
+    kinds: list[str]
+    concurrency: int | None
+    version: str | None
+    started_at: datetime | None
+    heartbeat_at: datetime | None
+    stopped_at: datetime | None
+    heartbeat_age_seconds: float | None
+    claims: int
+    expired: int
+    oldest_claim_at: datetime | None
+
+
+async def list_workers(
+    conn: Conn,
+    *,
+    liveness: float = DEFAULT_LIVENESS,
+    match: str | None = None,
+    schema: str = DEFAULT_SCHEMA,
+) -> list[WorkerInfo]:
+    """Every registered worker run, live first, then gone, unregistered claim holders and
+    stopped ones; ``match`` keeps the one whose id starts with it or whose name it is."""
+    liveness = validate.seconds(liveness, "liveness")
+    rows = await db.workers.worker_list(conn, schema=schema, liveness=liveness, match=match)
+    return [WorkerInfo(**{**dict(r), "kinds": list(r["kinds"] or [])}) for r in rows]
+
+
+class _Fleet:
+    """What stats and top add to each kind and show below them."""
+
+    def __init__(self, workers: list[WorkerInfo], paused: set[str]) -> None:
+        self.running = [w for w in workers if w.state != "stopped"]
+        self.served = {k for w in workers if w.state == "live" for k in w.kinds}
+        self.paused = paused
+
+    def flag(self, row: KindStatsT) -> KindStatsT:
+        return msgspec.structs.replace(
+            row,
+            paused=row.kind in self.paused,
+            no_live_worker=row.due > 0 and row.kind not in self.served,
+        )
+
+
+async def _fleet(conn: Conn, liveness: float, schema: str) -> _Fleet:
+    workers = await list_workers(conn, liveness=liveness, schema=schema)
+    paused = {str(r["kind"]) for r in await db.kinds.kind_paused_list(conn, schema=schema)}
+    return _Fleet(workers, paused)
+
+
+class RecoveredWorker(msgspec.Struct, frozen=True):
+    """What ``recover_worker`` did: the worker, as it was, and its claims it recovered
+    (each ``id``, ``kind``, ``status`` now: pending, dead or cancelled)."""
+
+    worker: WorkerInfo
+    jobs: list[Change]
+
+
+async def recover_worker(
+    conn: Conn,
+    worker: str,
+    *,
+    force: bool = False,
+    liveness: float = DEFAULT_LIVENESS,
+    operator: str | None = None,
+    schema: str = DEFAULT_SCHEMA,
+) -> RecoveredWorker:
+    """Recover the claims of a worker that is gone at once, instead of at their leases'
+    expiry: each is a failed execution (journaled ``stale-recovered``, with backoff and
+    the backstop), exactly as a lease expiry. ``worker`` is its id (or a unique prefix of
+    it) or its name; a live worker is refused (``ConfigError``) unless ``force``."""
+    validate.non_empty_str(worker, "worker")
+    found = [
+        w
+        for w in await list_workers(conn, liveness=liveness, match=worker, schema=schema)
+        if w.id is not None
+    ]
+    if not found:
+        raise ConfigError(f"no worker has id or name {worker!r} (see `venturi workers`)")
+    if len(found) > 1:
+        ids = ", ".join(f"{w.id} ({w.state})" for w in found[:5])
+        raise ConfigError(f"{worker!r} names {len(found)} workers: give the id ({ids})")
+    w = found[0]
+    assert w.id is not None
+    if w.state == "live" and not force:
+        raise ConfigError(
+            f"worker {w.name} ({w.id}) is live (heartbeat {w.heartbeat_age_seconds or 0:.0f}s "
+            f"ago, liveness {liveness:g}s): refusing to recover its claims; pass --force "
+            "if it is wedged"
+        )
+    who = operator or operator_identity()
+    heard = "" if w.heartbeat_at is None else f"; no heartbeat since {w.heartbeat_at}"
+    reason = f"worker {w.name} ({w.id}) {w.state}{heard}; its claim recovered by {who}"
+    rows = await db.workers.job_recover_worker(
+        conn, schema=schema, recoverer=who, backoff=DEFAULT_BACKOFF, token=w.id, reason=reason
+    )
+    jobs = [
+        Change(
+            r["id"],
+            True,
+            f"job {r['id']} ({r['kind']}): claimed -> {r['status']}",
+            r["kind"],
+            "claimed",
+            r["status"],
+        )
+        for r in rows
+    ]
+    return RecoveredWorker(w, jobs)
 
 
 # --- retention ------------------------------------------------------------------------

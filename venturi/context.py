@@ -19,7 +19,8 @@ _log = logging.getLogger("venturi.job")
 
 
 class JobMeta(msgspec.Struct, frozen=True):
-    """The claimed job's identity and counters."""
+    """The claimed job's identity and counters; ``traceparent``: the W3C trace context
+    its enqueue ran in (OpenTelemetry), if any."""
 
     id: int
     kind: str
@@ -27,6 +28,7 @@ class JobMeta(msgspec.Struct, frozen=True):
     attempt: int
     failures: int
     created_at: datetime
+    traceparent: str | None = None
 
 
 class Transactions(Protocol):

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import msgspec
 
-from venturi import db, validate
+from venturi import db, tracing, validate
 from venturi.backoff import Backoff
 from venturi.codecs import CarryCodec
 from venturi.context import Context
@@ -203,7 +203,13 @@ class Task(Generic[C]):
         """
         mode = _on_conflict(on_conflict)
         spec = self.job(carry, priority=priority, at=at, after=after, key=key)
-        return await db.jobs.job_insert(conn, schema=schema, spec=spec, on_conflict=mode)
+        return await db.jobs.job_insert(
+            conn,
+            schema=schema,
+            spec=spec,
+            on_conflict=mode,
+            traceparent=tracing.current_traceparent(),
+        )
 
     def enqueue_sync(
         self,
@@ -223,7 +229,13 @@ class Task(Generic[C]):
         and the same ``key`` and ``on_conflict``."""
         mode = _on_conflict(on_conflict)
         spec = self.job(carry, priority=priority, at=at, after=after, key=key)
-        return db.jobs.job_insert_sync(conn, schema=schema, spec=spec, on_conflict=mode)
+        return db.jobs.job_insert_sync(
+            conn,
+            schema=schema,
+            spec=spec,
+            on_conflict=mode,
+            traceparent=tracing.current_traceparent(),
+        )
 
 
 def _on_conflict(value: object) -> str:
@@ -258,7 +270,13 @@ async def enqueue_many(
     specs = _specs(jobs)
     if not specs:
         return []
-    return await db.jobs.job_insert_many(conn, schema=schema, specs=specs, on_conflict=mode)
+    return await db.jobs.job_insert_many(
+        conn,
+        schema=schema,
+        specs=specs,
+        on_conflict=mode,
+        traceparent=tracing.current_traceparent(),
+    )
 
 
 def enqueue_many_sync(
@@ -273,7 +291,13 @@ def enqueue_many_sync(
     specs = _specs(jobs)
     if not specs:
         return []
-    return db.jobs.job_insert_many_sync(conn, schema=schema, specs=specs, on_conflict=mode)
+    return db.jobs.job_insert_many_sync(
+        conn,
+        schema=schema,
+        specs=specs,
+        on_conflict=mode,
+        traceparent=tracing.current_traceparent(),
+    )
 
 
 def _carry_type(fn: Callable[..., Any], kind: str) -> Any:

@@ -17,11 +17,13 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from venturi.admin import JobDetail, JobRow, Stats, TopFrame
+from venturi.admin import JobDetail, JobRow, Stats, TopFrame, WorkerInfo
 from venturi.priority import Priority
 
 # Journal events that end an execution badly; their detail may hold a traceback.
 _FAILURE_EVENTS = {"failed", "retried", "timed-out", "stale-recovered", "dead"}
+
+_STATE_STYLE = {"live": "green", "gone": "bold red", "stopped": "dim", "unregistered": "yellow"}
 
 _STATUS_STYLE = {
     "pending": "cyan",
@@ -238,6 +240,7 @@ def stats_table(stats: Stats) -> Table:
     table.add_column("oldest due", justify="right")
     table.add_column(recent, justify="right")
     table.add_column(failed, justify="right")
+    table.add_column("note")
     totals = [0] * 8
     oldest: float | None = None
     for k in stats.kinds:
@@ -254,6 +257,7 @@ def stats_table(stats: Stats) -> Table:
             duration(k.oldest_due_seconds),
             str(k.completed_recent),
             Text(str(k.failures_recent), style="red" if k.failures_recent else ""),
+            kind_note(k.paused, k.no_live_worker),
         )
         for i, n in enumerate([*nums, k.completed_recent, k.failures_recent]):
             totals[i] += n
@@ -267,8 +271,100 @@ def stats_table(stats: Stats) -> Table:
             duration(oldest),
             str(totals[6]),
             str(totals[7]),
+            "",
         )
     return table
+
+
+def kind_note(paused: bool, no_live_worker: bool) -> Text:
+    """What an operator must know of a kind: ``paused``, ``no live worker`` (its due jobs
+    wait for a worker that registers it)."""
+    notes = []
+    if paused:
+        notes.append(("paused", "magenta"))
+    if no_live_worker:
+        notes.append(("no live worker", "bold red"))
+    return Text(", ").join(Text(n, style=s) for n, s in notes)
+
+
+def stats(stats: Stats) -> Group:
+    """``venturi stats``: the kinds, then the workers live or gone."""
+    return Group(stats_table(stats), "", fleet_table(stats.workers, stats.liveness_seconds))
+
+
+def fleet_table(workers: list[WorkerInfo], liveness: float) -> Table:
+    """The workers of ``venturi stats`` and ``top``: live (idle ones too) and gone."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for name, justify in (
+        ("worker", "left"),
+        ("state", "left"),
+        ("kinds", "left"),
+        ("claims", "right"),
+        ("slots", "right"),
+        ("heartbeat", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for w in workers:
+        table.add_row(
+            escape(w.name),
+            _state(w.state),
+            escape(",".join(w.kinds)),
+            _claims(w),
+            "—" if w.concurrency is None else str(w.concurrency),
+            _heartbeat(w),
+        )
+    if not workers:
+        table.add_row(Text(f"no worker live or gone (liveness {liveness:g}s)", style="dim"))
+    return table
+
+
+def workers_table(workers: list[WorkerInfo]) -> Table:
+    """``venturi workers``: every registered worker run and the claims each holds."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for name, justify in (
+        ("id", "left"),
+        ("worker", "left"),
+        ("state", "left"),
+        ("kinds", "left"),
+        ("claims", "right"),
+        ("slots", "right"),
+        ("heartbeat", "right"),
+        ("up", "right"),
+        ("version", "left"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for w in workers:
+        up = None
+        if w.started_at is not None and w.heartbeat_at is not None:
+            up = (w.heartbeat_at - w.started_at).total_seconds()
+        table.add_row(
+            "—" if w.id is None else str(w.id)[:8],
+            escape(w.name),
+            _state(w.state),
+            escape(",".join(w.kinds)),
+            _claims(w),
+            "—" if w.concurrency is None else str(w.concurrency),
+            _heartbeat(w),
+            duration(up),
+            escape(w.version or "—"),
+        )
+    if not workers:
+        table.add_row(Text("no worker has registered", style="dim"))
+    return table
+
+
+def _state(state: str) -> Text:
+    return Text(state, style=_STATE_STYLE.get(state, ""))
+
+
+def _claims(w: WorkerInfo) -> str:
+    return str(w.claims) + (f" ({w.expired} expired)" if w.expired else "")
+
+
+def _heartbeat(w: WorkerInfo) -> str:
+    if w.heartbeat_age_seconds is None:
+        return "—"
+    return f"{duration(w.heartbeat_age_seconds)} ago"
 
 
 def top(frame: TopFrame, title: str = "venturi top") -> Group:
@@ -279,6 +375,7 @@ def top(frame: TopFrame, title: str = "venturi top") -> Group:
     failed = f"failed/{window_label(frame.failures_window_seconds)}"
     for name in ("pending", "scheduled", "claimed", "done/s", failed, "dead", "oldest due"):
         kinds.add_column(name, justify="right")
+    kinds.add_column("note")
     for k in frame.kinds:
         kinds.add_row(
             escape(k.kind),
@@ -289,24 +386,11 @@ def top(frame: TopFrame, title: str = "venturi top") -> Group:
             Text(str(k.failures_recent), style="red" if k.failures_recent else ""),
             Text(str(k.dead), style="red" if k.dead else ""),
             duration(k.oldest_due_seconds),
+            kind_note(k.paused, k.no_live_worker),
         )
     if not frame.kinds:
-        kinds.add_row(Text("no jobs", style="dim"), *[""] * 7)
-    workers = Table(box=None, header_style="bold", pad_edge=False)
-    workers.add_column("worker (claimed_by)")
-    workers.add_column("claims", justify="right")
-    workers.add_column("kinds")
-    workers.add_column("oldest claim", justify="right")
-    for w in frame.workers:
-        claims = str(w.claims) + (f" ({w.expired} expired)" if w.expired else "")
-        workers.add_row(
-            escape(w.claimed_by or "?"),
-            claims,
-            escape(w.kinds),
-            ago(w.oldest_claim_at, frame.at),
-        )
-    if not frame.workers:
-        workers.add_row(Text("no claims held", style="dim"), "", "", "")
+        kinds.add_row(Text("no jobs", style="dim"), *[""] * 8)
+    workers = fleet_table(frame.workers, frame.liveness_seconds)
     stamp = frame.at.astimezone().strftime("%H:%M:%S")
     header = Text.assemble(
         (title, "bold"),

@@ -16,6 +16,7 @@
 -- $11 boolean backoff_jitter: whether it is half-jittered
 -- $12 float8 unique_for: seconds a finished job still holds its key (NULL: none)
 -- $13 boolean replace: a pending holder takes $2, $3 and the visible time of $4/$5
+-- $14 text traceparent: W3C trace context of the enqueuing span (NULL: none)
 -- index: jobs_key_idx is the ON CONFLICT arbiter and finds the unfinished holder;
 -- jobs_key_search_idx finds a recently finished one.
 WITH recent AS (
@@ -27,10 +28,11 @@ WITH recent AS (
 ),
 inserted AS (
     INSERT INTO "venturi".jobs (kind, carry, priority, visible_at, key, max_failures,
-                              backoff_base, backoff_factor, backoff_cap, backoff_jitter)
+                              backoff_base, backoff_factor, backoff_cap, backoff_jitter,
+                              traceparent)
     SELECT $1, $2::jsonb, $3::smallint,
            coalesce($4::timestamptz, now() + make_interval(secs => coalesce($5::float8, 0))),
-           $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean
+           $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean, $14::text
     WHERE NOT EXISTS (SELECT 1 FROM recent)
     ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed')
     DO NOTHING
@@ -87,6 +89,7 @@ LIMIT 1;
 -- $12 float8[] unique_fors: seconds a finished job still holds the row's key (NULL: none)
 -- $13 boolean replace: a pending holder takes the row's carry, priority and visible time
 -- (the caller sends each key once when it replaces)
+-- $14 text traceparent: W3C trace context of the enqueuing span, for every row (NULL: none)
 -- index: jobs_key_idx (arbiter and lookup of unfinished holders); jobs_key_search_idx
 -- (recently finished holders).
 WITH input AS (
@@ -110,10 +113,11 @@ recent AS (
 ),
 inserted AS (
     INSERT INTO "venturi".jobs (id, kind, carry, priority, visible_at, key, max_failures,
-                              backoff_base, backoff_factor, backoff_cap, backoff_jitter)
+                              backoff_base, backoff_factor, backoff_cap, backoff_jitter,
+                              traceparent)
     SELECT id, kind, carry::jsonb, priority,
            coalesce(at, now() + make_interval(secs => coalesce(after, 0))), key, max_failures,
-           backoff_base, backoff_factor, backoff_cap, backoff_jitter
+           backoff_base, backoff_factor, backoff_cap, backoff_jitter, $14::text
     FROM input
     WHERE NOT EXISTS (SELECT 1 FROM recent WHERE recent.ord = input.ord)
     ORDER BY ord
@@ -169,12 +173,13 @@ ORDER BY input.ord;
 -- $8 float8[] backoff_factors: its growth per failure
 -- $9 float8[] backoff_caps: its longest delay in seconds
 -- $10 boolean[] backoff_jitters: whether it is half-jittered
+-- $11 text traceparent: W3C trace context of the enqueuing span, for every row (NULL: none)
 -- index: none read; the statement's notify trigger fires once for the whole batch.
 INSERT INTO "venturi".jobs (kind, carry, priority, visible_at, max_failures,
-                          backoff_base, backoff_factor, backoff_cap, backoff_jitter)
+                          backoff_base, backoff_factor, backoff_cap, backoff_jitter, traceparent)
 SELECT kind, carry::jsonb, priority,
        coalesce(at, now() + make_interval(secs => coalesce(after, 0))), max_failures,
-       backoff_base, backoff_factor, backoff_cap, backoff_jitter
+       backoff_base, backoff_factor, backoff_cap, backoff_jitter, $11::text
 FROM unnest($1::text[], $2::text[], $3::smallint[], $4::timestamptz[], $5::float8[],
             $6::integer[], $7::float8[], $8::float8[], $9::float8[], $10::boolean[])
      WITH ORDINALITY AS u(kind, carry, priority, at, after, max_failures,

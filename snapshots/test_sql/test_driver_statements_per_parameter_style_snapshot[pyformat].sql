@@ -16,6 +16,7 @@
 -- %(p11)s boolean backoff_jitter: whether it is half-jittered
 -- %(p12)s float8 unique_for: seconds a finished job still holds its key (NULL: none)
 -- %(p13)s boolean replace: a pending holder takes %(p2)s, %(p3)s and the visible time of %(p4)s/%(p5)s
+-- %(p14)s text traceparent: W3C trace context of the enqueuing span (NULL: none)
 -- index: jobs_key_idx is the ON CONFLICT arbiter and finds the unfinished holder;
 -- jobs_key_search_idx finds a recently finished one.
 WITH recent AS (
@@ -27,10 +28,11 @@ WITH recent AS (
 ),
 inserted AS (
     INSERT INTO "venturi".jobs (kind, carry, priority, visible_at, key, max_failures,
-                              backoff_base, backoff_factor, backoff_cap, backoff_jitter)
+                              backoff_base, backoff_factor, backoff_cap, backoff_jitter,
+                              traceparent)
     SELECT %(p1)s, %(p2)s::jsonb, %(p3)s::smallint,
            coalesce(%(p4)s::timestamptz, now() + make_interval(secs => coalesce(%(p5)s::float8, 0))),
-           %(p6)s, %(p7)s::integer, %(p8)s::float8, %(p9)s::float8, %(p10)s::float8, %(p11)s::boolean
+           %(p6)s, %(p7)s::integer, %(p8)s::float8, %(p9)s::float8, %(p10)s::float8, %(p11)s::boolean, %(p14)s::text
     WHERE NOT EXISTS (SELECT 1 FROM recent)
     ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed')
     DO NOTHING
@@ -87,6 +89,7 @@ LIMIT 1;
 -- %(p12)s float8[] unique_fors: seconds a finished job still holds the row's key (NULL: none)
 -- %(p13)s boolean replace: a pending holder takes the row's carry, priority and visible time
 -- (the caller sends each key once when it replaces)
+-- %(p14)s text traceparent: W3C trace context of the enqueuing span, for every row (NULL: none)
 -- index: jobs_key_idx (arbiter and lookup of unfinished holders); jobs_key_search_idx
 -- (recently finished holders).
 WITH input AS (
@@ -110,10 +113,11 @@ recent AS (
 ),
 inserted AS (
     INSERT INTO "venturi".jobs (id, kind, carry, priority, visible_at, key, max_failures,
-                              backoff_base, backoff_factor, backoff_cap, backoff_jitter)
+                              backoff_base, backoff_factor, backoff_cap, backoff_jitter,
+                              traceparent)
     SELECT id, kind, carry::jsonb, priority,
            coalesce(at, now() + make_interval(secs => coalesce(after, 0))), key, max_failures,
-           backoff_base, backoff_factor, backoff_cap, backoff_jitter
+           backoff_base, backoff_factor, backoff_cap, backoff_jitter, %(p14)s::text
     FROM input
     WHERE NOT EXISTS (SELECT 1 FROM recent WHERE recent.ord = input.ord)
     ORDER BY ord
@@ -169,12 +173,13 @@ ORDER BY input.ord;
 -- %(p8)s float8[] backoff_factors: its growth per failure
 -- %(p9)s float8[] backoff_caps: its longest delay in seconds
 -- %(p10)s boolean[] backoff_jitters: whether it is half-jittered
+-- %(p11)s text traceparent: W3C trace context of the enqueuing span, for every row (NULL: none)
 -- index: none read; the statement's notify trigger fires once for the whole batch.
 INSERT INTO "venturi".jobs (kind, carry, priority, visible_at, max_failures,
-                          backoff_base, backoff_factor, backoff_cap, backoff_jitter)
+                          backoff_base, backoff_factor, backoff_cap, backoff_jitter, traceparent)
 SELECT kind, carry::jsonb, priority,
        coalesce(at, now() + make_interval(secs => coalesce(after, 0))), max_failures,
-       backoff_base, backoff_factor, backoff_cap, backoff_jitter
+       backoff_base, backoff_factor, backoff_cap, backoff_jitter, %(p11)s::text
 FROM unnest(%(p1)s::text[], %(p2)s::text[], %(p3)s::smallint[], %(p4)s::timestamptz[], %(p5)s::float8[],
             %(p6)s::integer[], %(p7)s::float8[], %(p8)s::float8[], %(p9)s::float8[], %(p10)s::boolean[])
      WITH ORDINALITY AS u(kind, carry, priority, at, after, max_failures,

@@ -306,20 +306,21 @@ claimed AS (
     FROM candidates, unnest($2::text[], $3::float8[]) AS lease(kind, seconds)
     WHERE j.id = candidates.id AND lease.kind = j.kind
     RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt, j.failures,
-              j.max_failures, j.created_at, j.visible_at, j.claim_expires_at,
+              j.max_failures, j.created_at, j.visible_at, j.claim_expires_at, j.traceparent,
               -- Pickup latency: from visible to claimed, measured by the database clock.
               extract(epoch FROM now() - j.visible_at)::float8 AS waited
 )
 SELECT false AS settled, id, kind, priority, carry, attempt, failures, max_failures,
-       created_at, visible_at, claim_expires_at, waited, NULL::text AS recovered_from
+       created_at, visible_at, claim_expires_at, waited, NULL::text AS recovered_from,
+       traceparent
 FROM claimed
 UNION ALL
-SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM completed
 UNION ALL
 -- The expired claims this statement recovered, for the worker's log.
 SELECT true, id, kind, NULL, NULL, attempt, failures, max_failures, NULL, NULL, NULL, NULL,
-       coalesce(claimed_by, '?')
+       coalesce(claimed_by, '?'), NULL
 FROM recovered;
 
 -- job_claim_capped: claim up to $4 jobs of one kind with a global cap, so that at most $5
@@ -342,20 +343,6 @@ SELECT id, kind, priority, carry, attempt, failures, max_failures, created_at, v
        claim_expires_at, waited, held
 FROM "billing_jobs".claim_capped($1::text, $2::text, $3::float8, $4::integer, $5::integer,
                           $6::uuid);
-
--- job_claims_by_worker: the workers holding claims now (from claimed_by), with how many,
--- of which kinds, since when, and how many of those claims have expired (`venturi top`).
--- index: jobs_stale_idx WHERE status = 'claimed'.
-PREPARE billing_jobs_job_claims_by_worker AS
-SELECT claimed_by,
-       count(*) AS claims,
-       string_agg(DISTINCT kind, ',' ORDER BY kind) AS kinds,
-       min(claimed_at) AS oldest_claim_at,
-       count(*) FILTER (WHERE claim_expires_at < now()) AS expired
-FROM "billing_jobs".jobs
-WHERE status = 'claimed'
-GROUP BY claimed_by
-ORDER BY claims DESC, claimed_by;
 
 -- job_complete_many_if_owned: settle finished jobs as completed, only where this worker
 -- still holds the same claim; returns the ids it settled (a missing id lost its claim).
@@ -596,9 +583,10 @@ LIMIT $5::integer;
 -- $11 boolean backoff_jitter: whether it is half-jittered
 -- $12 float8 unique_for: seconds a finished job still holds its key (NULL: none)
 -- $13 boolean replace: a pending holder takes $2, $3 and the visible time of $4/$5
+-- $14 text traceparent: W3C trace context of the enqueuing span (NULL: none)
 -- index: jobs_key_idx is the ON CONFLICT arbiter and finds the unfinished holder;
 -- jobs_key_search_idx finds a recently finished one.
-PREPARE billing_jobs_job_insert(text, text, smallint, timestamptz, float8, text, integer, float8, float8, float8, boolean, float8, boolean) AS
+PREPARE billing_jobs_job_insert(text, text, smallint, timestamptz, float8, text, integer, float8, float8, float8, boolean, float8, boolean, text) AS
 WITH recent AS (
     SELECT id FROM "billing_jobs".jobs
     WHERE $12::float8 IS NOT NULL AND $6::text IS NOT NULL AND key = $6 AND kind = $1
@@ -608,10 +596,11 @@ WITH recent AS (
 ),
 inserted AS (
     INSERT INTO "billing_jobs".jobs (kind, carry, priority, visible_at, key, max_failures,
-                              backoff_base, backoff_factor, backoff_cap, backoff_jitter)
+                              backoff_base, backoff_factor, backoff_cap, backoff_jitter,
+                              traceparent)
     SELECT $1, $2::jsonb, $3::smallint,
            coalesce($4::timestamptz, now() + make_interval(secs => coalesce($5::float8, 0))),
-           $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean
+           $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean, $14::text
     WHERE NOT EXISTS (SELECT 1 FROM recent)
     ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed')
     DO NOTHING
@@ -668,9 +657,10 @@ LIMIT 1;
 -- $12 float8[] unique_fors: seconds a finished job still holds the row's key (NULL: none)
 -- $13 boolean replace: a pending holder takes the row's carry, priority and visible time
 -- (the caller sends each key once when it replaces)
+-- $14 text traceparent: W3C trace context of the enqueuing span, for every row (NULL: none)
 -- index: jobs_key_idx (arbiter and lookup of unfinished holders); jobs_key_search_idx
 -- (recently finished holders).
-PREPARE billing_jobs_job_insert_many(text[], text[], smallint[], timestamptz[], float8[], text[], integer[], float8[], float8[], float8[], boolean[], float8[], boolean) AS
+PREPARE billing_jobs_job_insert_many(text[], text[], smallint[], timestamptz[], float8[], text[], integer[], float8[], float8[], float8[], boolean[], float8[], boolean, text) AS
 WITH input AS (
     -- Ids are drawn up front so that each input row can be matched to what was inserted.
     SELECT nextval(pg_get_serial_sequence('"billing_jobs".jobs', 'id')) AS id, u.*
@@ -692,10 +682,11 @@ recent AS (
 ),
 inserted AS (
     INSERT INTO "billing_jobs".jobs (id, kind, carry, priority, visible_at, key, max_failures,
-                              backoff_base, backoff_factor, backoff_cap, backoff_jitter)
+                              backoff_base, backoff_factor, backoff_cap, backoff_jitter,
+                              traceparent)
     SELECT id, kind, carry::jsonb, priority,
            coalesce(at, now() + make_interval(secs => coalesce(after, 0))), key, max_failures,
-           backoff_base, backoff_factor, backoff_cap, backoff_jitter
+           backoff_base, backoff_factor, backoff_cap, backoff_jitter, $14::text
     FROM input
     WHERE NOT EXISTS (SELECT 1 FROM recent WHERE recent.ord = input.ord)
     ORDER BY ord
@@ -751,13 +742,14 @@ ORDER BY input.ord;
 -- $8 float8[] backoff_factors: its growth per failure
 -- $9 float8[] backoff_caps: its longest delay in seconds
 -- $10 boolean[] backoff_jitters: whether it is half-jittered
+-- $11 text traceparent: W3C trace context of the enqueuing span, for every row (NULL: none)
 -- index: none read; the statement's notify trigger fires once for the whole batch.
-PREPARE billing_jobs_job_insert_many_unkeyed(text[], text[], smallint[], timestamptz[], float8[], integer[], float8[], float8[], float8[], boolean[]) AS
+PREPARE billing_jobs_job_insert_many_unkeyed(text[], text[], smallint[], timestamptz[], float8[], integer[], float8[], float8[], float8[], boolean[], text) AS
 INSERT INTO "billing_jobs".jobs (kind, carry, priority, visible_at, max_failures,
-                          backoff_base, backoff_factor, backoff_cap, backoff_jitter)
+                          backoff_base, backoff_factor, backoff_cap, backoff_jitter, traceparent)
 SELECT kind, carry::jsonb, priority,
        coalesce(at, now() + make_interval(secs => coalesce(after, 0))), max_failures,
-       backoff_base, backoff_factor, backoff_cap, backoff_jitter
+       backoff_base, backoff_factor, backoff_cap, backoff_jitter, $11::text
 FROM unnest($1::text[], $2::text[], $3::smallint[], $4::timestamptz[], $5::float8[],
             $6::integer[], $7::float8[], $8::float8[], $9::float8[], $10::boolean[])
      WITH ORDINALITY AS u(kind, carry, priority, at, after, max_failures,
@@ -788,16 +780,17 @@ WHERE ($1::text IS NULL OR status = $1::text)
 ORDER BY id DESC
 LIMIT $3::integer;
 
--- job_list_claimed: the claimed jobs, grouped by the worker that holds them (the
--- dashboard's /workers lists what each holds).
+-- job_list_claimed: the claimed jobs, grouped by the worker run that holds them (its
+-- claim token and identity; the dashboard's /workers lists what each holds).
 -- $1 integer max_rows: how many to return at most
 -- index: jobs_stale_idx WHERE status = 'claimed' (claimed jobs are at most the fleet's
 -- concurrency).
 PREPARE billing_jobs_job_list_claimed(integer) AS
-SELECT id, kind, claimed_by, claimed_at, claim_expires_at, attempt, cancel_requested_at
+SELECT id, kind, claimed_by, claim_token, claimed_at, claim_expires_at, attempt,
+       cancel_requested_at
 FROM "billing_jobs".jobs
 WHERE status = 'claimed'
-ORDER BY claimed_by, id
+ORDER BY claimed_by, claim_token, id
 LIMIT $1::integer;
 
 -- job_list_claimed_by: ids of the jobs whose latest claim is this worker's (the jobs a
@@ -1022,6 +1015,66 @@ recovered AS (
         claim_expires_at = NULL, claim_token = NULL,
         last_error = 'lease expired at ' || j.claim_expires_at || '; worker '
                      || coalesce(j.claimed_by, '?') || ' presumed dead'
+    FROM stale
+    WHERE j.id = stale.id
+    RETURNING j.id, j.kind, j.status, j.attempt, j.failures, j.max_failures, j.claimed_by,
+              j.claimed_at, j.last_error
+),
+recovered_journal AS (
+    INSERT INTO "billing_jobs".journal (job_id, at, event, attempt, worker, detail)
+    SELECT id, claimed_at, 'claimed', attempt, claimed_by, NULL FROM recovered
+    UNION ALL
+    SELECT id, now(), 'stale-recovered', attempt, $1, last_error FROM recovered
+    UNION ALL
+    SELECT id, now(), 'dead', attempt, $1,
+           'failure backstop reached (' || failures || ' of ' || max_failures || ')'
+    FROM recovered WHERE status = 'dead'
+    UNION ALL
+    SELECT id, now(), 'cancelled', attempt, $1, 'cancelled by an operator while running'
+    FROM recovered WHERE status = 'cancelled'
+)
+SELECT id, kind, status, attempt, claimed_by FROM recovered ORDER BY id;
+
+-- job_recover_worker: return one worker run's claims to pending now, expired or not
+-- (`venturi recover --worker`, for a worker that is gone): each is a failed execution,
+-- journaled stale-recovered, with backoff and the backstop, exactly as a lease expiry.
+-- $1 text recoverer: identity of whoever recovers, for the journal
+-- $2 float8 backoff_base: backoff of jobs whose task declared none, seconds of the first
+-- $3 float8 backoff_factor: its growth per failure
+-- $4 float8 backoff_cap: its longest delay in seconds
+-- $5 boolean backoff_jitter: whether it is half-jittered
+-- $6 uuid claim_token: the worker run (its id in the workers table)
+-- $7 text reason: the jobs' last_error and the journal detail
+-- index: jobs_stale_idx WHERE status = 'claimed'.
+PREPARE billing_jobs_job_recover_worker(text, float8, float8, float8, boolean, uuid, text) AS
+WITH stale AS (
+    SELECT id FROM "billing_jobs".jobs
+    WHERE status = 'claimed' AND claim_token = $6::uuid
+    ORDER BY claim_expires_at
+    LIMIT 1000
+    -- Another recoverer (or the owner settling late) holds the row: leave it to them.
+    FOR UPDATE SKIP LOCKED
+),
+recovered AS (
+    UPDATE "billing_jobs".jobs j
+    SET status = CASE WHEN j.failures + 1 >= j.max_failures THEN 'dead'
+                      -- Cancelled while it ran: not run again.
+                      WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                      ELSE 'pending' END,
+        failures = j.failures + 1,
+        -- min(cap, base * factor^failures), half-jittered like Backoff.delay. In numeric,
+        -- where any float8 factor to the 64th fits; least() bounds the exponent.
+        visible_at = now() + make_interval(secs => least(
+                coalesce(j.backoff_cap, $4::float8)::numeric,
+                coalesce(j.backoff_base, $2::float8)::numeric
+                * power(coalesce(j.backoff_factor, $3::float8)::numeric,
+                        least(j.failures, 64)::numeric))::float8
+            * CASE WHEN coalesce(j.backoff_jitter, $5::boolean)
+                   THEN 0.5 + random() * 0.5 ELSE 1 END),
+        finished_at = CASE WHEN j.failures + 1 >= j.max_failures
+                             OR j.cancel_requested_at IS NOT NULL THEN now() END,
+        claim_expires_at = NULL, claim_token = NULL,
+        last_error = $7::text
     FROM stale
     WHERE j.id = stale.id
     RETURNING j.id, j.kind, j.status, j.attempt, j.failures, j.max_failures, j.claimed_by,
@@ -1466,6 +1519,26 @@ WHERE EXISTS (SELECT 1 FROM "billing_jobs".jobs j WHERE j.kind = k.kind AND j.st
    OR EXISTS (SELECT 1 FROM "billing_jobs".schedules c WHERE c.name = k.kind)
    OR EXISTS (SELECT 1 FROM "billing_jobs".jobs j WHERE j.kind = k.kind);
 
+-- kind_list_unserved: kinds with due jobs that no live worker registers (the opt-in
+-- UnservedKinds warning), with how many are due and the oldest one's wait. A paused kind
+-- is left out: its jobs wait because an operator said so.
+-- $1 float8 liveness: seconds without a heartbeat after which a worker is gone
+-- index: jobs_next_visible_idx (kind, visible_at) WHERE status = 'pending'.
+PREPARE billing_jobs_kind_list_unserved(float8) AS
+WITH served AS (
+    SELECT DISTINCT unnest(kinds) AS kind
+    FROM "billing_jobs".workers
+    WHERE stopped_at IS NULL AND heartbeat_at >= now() - make_interval(secs => $1::float8)
+)
+SELECT kind, count(*) AS due,
+       extract(epoch FROM now() - min(visible_at))::float8 AS oldest_due_seconds
+FROM "billing_jobs".jobs
+WHERE status = 'pending' AND visible_at <= now()
+  AND kind NOT IN (SELECT kind FROM served)
+  AND kind NOT IN (SELECT kind FROM "billing_jobs".paused_kinds)
+GROUP BY kind
+ORDER BY kind;
+
 -- kind_pause: pause kinds: every worker leaves them out of its claim until they are
 -- resumed (jobs already running finish normally). Pausing again updates the reason.
 -- $1 text[] kinds: the kinds to pause
@@ -1494,6 +1567,88 @@ WITH resumed AS (
 SELECT kind, pg_notify('billing_jobs_pending', kind)::text AS notified
 FROM resumed
 ORDER BY kind;
+
+-- queue_gauges: the queue gauges of `venturi metrics` (and QueueGauges in a worker), in
+-- one statement per scrape interval: per kind, pending due and scheduled, claimed and
+-- expired, dead and cancelled, the oldest due job's wait, whether it is paused, how many
+-- live workers register it; and on every row the fleet's live and gone workers. One row
+-- with a NULL kind when there is no kind at all. Completed jobs are not counted here
+-- (every finished row would be read each scrape): the workers' venturi_jobs_settled
+-- counter has them.
+-- $1 float8 liveness: seconds without a heartbeat after which a worker is gone
+-- index: jobs_next_visible_idx, jobs_stale_idx, jobs_failed_id_idx; workers and
+-- paused_kinds are small.
+PREPARE billing_jobs_queue_gauges(float8) AS
+WITH pending AS (
+    -- jobs_next_visible_idx (kind, visible_at) WHERE status = 'pending'.
+    SELECT kind,
+           count(*) FILTER (WHERE visible_at <= now()) AS due,
+           count(*) FILTER (WHERE visible_at > now()) AS scheduled,
+           -- How long the longest-waiting due job has been claimable (not since it was
+           -- created: a job scheduled for later is not late before its time).
+           extract(epoch FROM now() - min(visible_at) FILTER (WHERE visible_at <= now()))::float8
+               AS oldest_due_seconds
+    FROM "billing_jobs".jobs
+    WHERE status = 'pending'
+    GROUP BY kind
+),
+claimed AS (
+    -- jobs_stale_idx WHERE status = 'claimed'.
+    SELECT kind,
+           count(*) AS claimed,
+           count(*) FILTER (WHERE claim_expires_at < now()) AS expired
+    FROM "billing_jobs".jobs
+    WHERE status = 'claimed'
+    GROUP BY kind
+),
+failed AS (
+    -- jobs_failed_id_idx WHERE status IN ('dead', 'cancelled').
+    SELECT kind,
+           count(*) FILTER (WHERE status = 'dead') AS dead,
+           count(*) FILTER (WHERE status = 'cancelled') AS cancelled
+    FROM "billing_jobs".jobs
+    WHERE status IN ('dead', 'cancelled')
+    GROUP BY kind
+),
+registered AS (
+    SELECT id, kinds,
+           heartbeat_at >= now() - make_interval(secs => $1::float8) AS live
+    FROM "billing_jobs".workers
+    WHERE stopped_at IS NULL
+),
+served AS (
+    SELECT kind, count(*) AS workers
+    FROM registered, unnest(kinds) AS kind
+    WHERE live
+    GROUP BY kind
+),
+fleet AS (
+    SELECT count(*) FILTER (WHERE live) AS workers_live,
+           count(*) FILTER (WHERE NOT live) AS workers_gone
+    FROM registered
+),
+kinds AS (
+    SELECT kind FROM pending UNION SELECT kind FROM claimed UNION SELECT kind FROM failed
+    UNION SELECT kind FROM served UNION SELECT kind FROM "billing_jobs".paused_kinds
+)
+SELECT f.workers_live, f.workers_gone, k.kind,
+       coalesce(p.due, 0) AS due,
+       coalesce(p.scheduled, 0) AS scheduled,
+       coalesce(c.claimed, 0) AS claimed,
+       coalesce(c.expired, 0) AS expired,
+       coalesce(x.dead, 0) AS dead,
+       coalesce(x.cancelled, 0) AS cancelled,
+       p.oldest_due_seconds,
+       pk.kind IS NOT NULL AS paused,
+       coalesce(sv.workers, 0) AS workers
+FROM fleet f
+LEFT JOIN kinds k ON true
+LEFT JOIN pending p ON p.kind = k.kind
+LEFT JOIN claimed c ON c.kind = k.kind
+LEFT JOIN failed x ON x.kind = k.kind
+LEFT JOIN served sv ON sv.kind = k.kind
+LEFT JOIN "billing_jobs".paused_kinds pk ON pk.kind = k.kind
+ORDER BY k.kind;
 
 -- rate_spend: spend one token of a kind's shared bucket per job its claim returned (a
 -- claim that returned nothing spends nothing). Same transaction as rate_take.
@@ -1599,3 +1754,90 @@ ON CONFLICT (version) DO NOTHING;
 PREPARE billing_jobs_transaction_deadlines(text, text) AS
 SELECT set_config('statement_timeout', $1::text, true) AS statement_timeout,
        set_config('idle_in_transaction_session_timeout', $2::text, true) AS idle_timeout;
+
+-- worker_heartbeat: a running worker is alive; its one statement per heartbeat. No row
+-- back means the row is missing (pruned while the worker was cut off): register again.
+-- $1 uuid id: the run's claim token
+-- index: workers primary key (a HOT update: no indexed column changes).
+PREPARE billing_jobs_worker_heartbeat(uuid) AS
+UPDATE "billing_jobs".workers SET heartbeat_at = now() WHERE id = $1::uuid RETURNING true;
+
+-- worker_list: the registered workers, each live, gone (no heartbeat for $1 seconds) or
+-- stopped, with the claims it holds; then, as 'unregistered', the holders of claims whose
+-- token no row names (a venturi from before the registry, or a pruned row).
+-- $1 float8 liveness: seconds without a heartbeat after which a worker is gone
+-- $2 text match: only the worker whose id starts with this, or whose name is this (NULL: all)
+-- index: workers primary key; jobs_stale_idx WHERE status = 'claimed'.
+PREPARE billing_jobs_worker_list(float8, text) AS
+WITH claims AS (
+    SELECT claim_token, claimed_by,
+           count(*) AS claims,
+           count(*) FILTER (WHERE claim_expires_at < now()) AS expired,
+           min(claimed_at) AS oldest_claim_at,
+           array_agg(DISTINCT kind ORDER BY kind) AS claimed_kinds
+    FROM "billing_jobs".jobs
+    WHERE status = 'claimed'
+    GROUP BY claim_token, claimed_by
+),
+listed AS (
+    SELECT w.id, w.name, w.host, w.pid, w.kinds, w.concurrency, w.version, w.started_at,
+           w.heartbeat_at, w.stopped_at,
+           CASE WHEN w.stopped_at IS NOT NULL THEN 'stopped'
+                WHEN w.heartbeat_at < now() - make_interval(secs => $1::float8) THEN 'gone'
+                ELSE 'live' END AS state,
+           coalesce(sum(c.claims), 0)::bigint AS claims,
+           coalesce(sum(c.expired), 0)::bigint AS expired,
+           min(c.oldest_claim_at) AS oldest_claim_at
+    FROM "billing_jobs".workers w
+    LEFT JOIN claims c ON c.claim_token = w.id
+    GROUP BY w.id
+    UNION ALL
+    SELECT c.claim_token, coalesce(c.claimed_by, '?'), NULL, NULL, c.claimed_kinds, NULL, NULL,
+           NULL, NULL, NULL, 'unregistered', c.claims, c.expired, c.oldest_claim_at
+    FROM claims c
+    WHERE NOT EXISTS (SELECT 1 FROM "billing_jobs".workers w WHERE w.id = c.claim_token)
+)
+SELECT id, name, host, pid, kinds, concurrency, version, started_at, heartbeat_at,
+       stopped_at, state, claims, expired, oldest_claim_at,
+       extract(epoch FROM now() - heartbeat_at)::float8 AS heartbeat_age_seconds
+FROM listed
+WHERE $2::text IS NULL OR starts_with(id::text, lower($2::text)) OR name = $2::text
+ORDER BY CASE state WHEN 'live' THEN 0 WHEN 'gone' THEN 1 WHEN 'unregistered' THEN 2 ELSE 3 END,
+         started_at DESC NULLS LAST, name, id;
+
+-- worker_prune: forget the rows of workers that stopped, or were last heard of, more than
+-- $1 seconds ago (run as a worker registers, and by Retention). A gone worker that still
+-- holds claims is kept: its row is how an operator finds and recovers them.
+-- $1 float8 older_than: seconds since the stop or the last heartbeat
+-- index: none; the table holds one row per recent worker run.
+PREPARE billing_jobs_worker_prune(float8) AS
+WITH pruned AS (
+    DELETE FROM "billing_jobs".workers w
+    WHERE coalesce(w.stopped_at, w.heartbeat_at) < now() - make_interval(secs => $1::float8)
+      AND NOT EXISTS (
+          SELECT 1 FROM "billing_jobs".jobs j WHERE j.status = 'claimed' AND j.claim_token = w.id)
+    RETURNING 1
+)
+SELECT count(*) FROM pruned;
+
+-- worker_register: record a worker run as it starts (`venturi workers`). Run again by the
+-- heartbeat when the row is missing (pruned, or the first insert failed), so it is an
+-- upsert that leaves started_at alone.
+-- $1 uuid id: the run's claim token, so its claims are the jobs claimed under it
+-- $2 text name: the worker's identity (claimed_by)
+-- $3 text host: the host name
+-- $4 integer pid: the process id
+-- $5 text[] kinds: the kinds it registers, sorted
+-- $6 integer concurrency: its in-flight slots
+-- $7 text version: the venturi version it runs
+-- index: workers primary key.
+PREPARE billing_jobs_worker_register(uuid, text, text, integer, text[], integer, text) AS
+INSERT INTO "billing_jobs".workers (id, name, host, pid, kinds, concurrency, version)
+VALUES ($1::uuid, $2, $3, $4::integer, $5::text[], $6::integer, $7)
+ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), stopped_at = NULL;
+
+-- worker_stop: a worker run stopped cleanly (its jobs settled or released).
+-- $1 uuid id: the run's claim token
+-- index: workers primary key.
+PREPARE billing_jobs_worker_stop(uuid) AS
+UPDATE "billing_jobs".workers SET stopped_at = now(), heartbeat_at = now() WHERE id = $1::uuid;

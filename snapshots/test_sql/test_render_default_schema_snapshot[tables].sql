@@ -54,7 +54,10 @@ CREATE TABLE IF NOT EXISTS "venturi".jobs (
     backoff_jitter   boolean,
     -- Set by venturi.wait() on the job it waits for: the job notifies when it finishes
     -- (jobs_notify_finished). NULL on every other job.
-    awaited          boolean
+    awaited          boolean,
+    -- The W3C traceparent of the span current at enqueue (OpenTelemetry), for the worker's
+    -- span of each run to link to. NULL: none.
+    traceparent      text
 );
 
 -- Every claim and settlement leaves a dead row version behind, and a bulk enqueue
@@ -235,6 +238,23 @@ CREATE TABLE IF NOT EXISTS "venturi".rate_limits (
     refilled_at timestamptz NOT NULL
 );
 
+-- One row per worker run (`venturi workers`): registered when Worker.run starts,
+-- heartbeat_at pushed forward on the worker's heartbeat cadence, stopped_at set by a clean
+-- stop; a row whose heartbeat is older than the liveness and that never stopped is gone.
+-- id is the run's claim token: its claims are the claimed jobs with that claim_token.
+CREATE TABLE IF NOT EXISTS "venturi".workers (
+    id           uuid        PRIMARY KEY,
+    name         text        NOT NULL,
+    host         text        NOT NULL,
+    pid          integer     NOT NULL,
+    kinds        text[]      NOT NULL,
+    concurrency  integer     NOT NULL,
+    version      text        NOT NULL,
+    started_at   timestamptz NOT NULL DEFAULT now(),
+    heartbeat_at timestamptz NOT NULL DEFAULT now(),
+    stopped_at   timestamptz
+);
+
 -- The migrations this fresh schema embodies.
 INSERT INTO "venturi".schema_version (version, name) VALUES
     (1, 'initial'),
@@ -246,5 +266,6 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (7, 'claim_token_backoff'),
     (8, 'dashboard_indexes'),
     (9, 'caps_and_waits'),
+    (10, 'fleet'),
     (11, 'bulk_notify')
 ON CONFLICT (version) DO NOTHING;

@@ -127,6 +127,7 @@ async def test_stats_table_and_json(dsn: str, conn: asyncpg.Connection) -> None:
         "due",
         "done/1m",
         "failed/1h",
+        "note",
     ]
     fetch = next(line for line in lines if line.startswith("fetch"))
     assert fetch.split()[:7] == ["fetch", "1", "1", "1", "1", "1", "0"]
@@ -176,7 +177,7 @@ async def test_top_once_and_json(dsn: str, conn: asyncpg.Connection) -> None:
     assert mail.split()[:4] == ["mail", "3", "1", "1"]
     assert any(line.startswith("w2:2 ") for line in lines)
     data = json.loads(venturi_cli("top", "--json", dsn=dsn).stdout)
-    assert {w["claimed_by"] for w in data["workers"]} == {"w1:1", "w2:2"}
+    assert {w["name"] for w in data["workers"]} == {"w1:1", "w2:2"}
 
 
 async def test_top_live_quits_cleanly_on_ctrl_c(dsn: str, conn: asyncpg.Connection) -> None:

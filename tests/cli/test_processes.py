@@ -117,7 +117,7 @@ async def test_supervised_processes_restart_one_that_dies_and_stop_together(
     assert "restarting it in 1s" in out
     assert not any(alive(pid) for pid in first | second)
     # The two live children drained and stopped, each logging it.
-    assert out.count(" stopped: ") == 2 and "all worker processes stopped" in out
+    assert out.count(" stopped after ") == 2 and "all worker processes stopped" in out
 
 
 async def test_children_stop_when_their_supervisor_is_killed(dsn: str, tmp_path: Path) -> None:
@@ -134,7 +134,7 @@ async def test_children_stop_when_their_supervisor_is_killed(dsn: str, tmp_path:
         await stop(proc, signal.SIGKILL)  # the supervisor cannot pass anything on
     # Each child sees its pipe from the supervisor close and drains as on SIGTERM.
     await wait_for(lambda: _holds(lambda: not any(alive(p) for p in workers)), within=60)
-    assert output(tmp_path).count(" stopped: ") == 2
+    assert output(tmp_path).count(" stopped after ") == 2
 
 
 def test_processes_that_cannot_start_stop_the_supervisor() -> None:

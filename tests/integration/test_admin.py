@@ -244,7 +244,9 @@ async def test_top_frame_renders_from_a_seeded_database(conn: asyncpg.Connection
     kinds = {k.kind: k for k in frame.kinds}
     assert (kinds["mail"].due, kinds["mail"].claimed, kinds["mail"].completed_recent) == (3, 1, 2)
     assert (kinds["fetch"].dead, kinds["fetch"].failures_recent) == (1, 2)
-    assert {w.claimed_by: w.claims for w in frame.workers} == {"w1:1": 1, "w2:2": 1, "w3:3": 1}
+    # Claims under no registered worker: shown by their holders' names, as unregistered.
+    assert {w.name: w.claims for w in frame.workers} == {"w1:1": 1, "w2:2": 1, "w3:3": 1}
+    assert {w.state for w in frame.workers} == {"unregistered"}
 
     text = render(views.top(frame))
     lines = text.splitlines()
@@ -260,6 +262,7 @@ async def test_top_frame_renders_from_a_seeded_database(conn: asyncpg.Connection
         "dead",
         "oldest",
         "due",
+        "note",
     ]
     mail = next(line for line in lines if line.startswith("mail "))
     # 3 due, 1 scheduled, 1 claimed, 2 completions over the 10 s window = 0.2/s, no failure.
@@ -274,7 +277,7 @@ async def test_top_frame_renders_from_a_seeded_database(conn: asyncpg.Connection
 
 async def test_top_frame_of_an_empty_database(conn: asyncpg.Connection) -> None:
     text = render(views.top(await admin.top_frame(conn)))
-    assert "no jobs" in text and "no claims held" in text
+    assert "no jobs" in text and "no worker live or gone" in text
 
 
 async def test_top_live_redraws_and_survives_a_database_error(
@@ -454,4 +457,4 @@ async def test_operator_statements_use_their_indexes(conn: asyncpg.Connection) -
     # Pending and claimed rows through their partial indexes, dead ones through the
     # finished index: a frame does not read the 9,000 completed rows' heap to count dead.
     assert {"jobs_next_visible_idx", "jobs_stale_idx", "jobs_finished_idx"} <= top
-    assert "jobs_stale_idx" in await _plan_indexes(conn, "job_claims_by_worker")
+    assert "jobs_stale_idx" in await _plan_indexes(conn, "worker_list", 30.0, None)

@@ -23,7 +23,7 @@ import venturi
 import venturi.web
 from tests.support.claims import claim
 from tests.support.opsdata import TRACEBACK, S, make
-from venturi import admin, bulk, db, sql, views
+from venturi import admin, bulk, db, sql
 from venturi.registry import JobSpec
 from venturi.web import charts
 
@@ -171,8 +171,8 @@ async def test_api_answers_what_the_cli_prints(
             assert k.pop("oldest_due_seconds") is None or k["due"] > 0
     assert stats == printed
     workers = (await web.get("/api/workers")).json()
-    assert [w["claimed_by"] for w in workers] == ["host-b:7"]
-    assert workers == json.loads(views.to_json(await admin.claim_holders(conn)))
+    assert [(w["name"], w["state"]) for w in workers] == [("host-b:7", "unregistered")]
+    assert workers == await cli_json(dsn, "workers")
     missing = await web.get("/api/jobs/424242")
     assert missing.status_code == 404 and "does not exist" in missing.json()["error"]
     assert (await web.get("/api/jobs?limit=0")).status_code == 400
@@ -576,3 +576,61 @@ async def test_delete_and_run_now_functions_report_each_job(conn: asyncpg.Connec
         await admin.delete_jobs(conn, [0])
     matching = await bulk.count_matching(conn, kind="mail")
     assert matching == bulk.Matching(2, scheduled)
+
+
+# --- the registry of workers ------------------------------------------------------------
+
+
+async def test_workers_page_shows_the_registry_and_flags_kinds_without_a_worker(
+    dsn: str, conn: asyncpg.Connection, web: httpx.AsyncClient, kinds: list[str]
+) -> None:
+    from tests.support import running, wait_stat, wait_status
+    from tests.support.fleet import silence_worker
+    from venturi.runtime.worker import Worker
+
+    started = asyncio.Event()
+
+    @venturi.task(kind="wr_hold")
+    async def hold(ctx: venturi.Context[None], carry: None) -> None:
+        started.set()
+        await ctx.cancelled()
+
+    @venturi.task(kind="wr_idle")
+    async def idle(ctx: venturi.Context[None], carry: None) -> None:
+        pass
+
+    @venturi.task(kind="wr_orphan")
+    async def orphan(ctx: venturi.Context[None], carry: None) -> None:
+        pass
+
+    held = await hold.enqueue(conn, None)
+    await orphan.enqueue(conn, None)
+    busy = Worker(None, dsn, [hold], poll_max=0.2, claimed_by="busy-one", shutdown_timeout=5)
+    # No heartbeat within the test: once silenced, it stays gone.
+    lazy = Worker(None, dsn, [idle], poll_max=0.2, claimed_by="idle-one", heartbeat=3600)
+    async with running(busy), running(lazy):
+        await asyncio.wait_for(started.wait(), 30)
+        await wait_stat(lazy, "empty_claims", 1)
+        [gone] = [w for w in await admin.list_workers(conn) if w.name == "idle-one"]
+        await silence_worker(conn, gone.id, 3600)
+        r = await web.get("/workers")
+        assert r.status_code == 200
+        rows = re.findall(r'<tr data-state="(\w+)">\s*<td class="worker">([^<]+)', r.text)
+        assert sorted((name.strip(), state) for state, name in rows) == [
+            ("busy-one", "live"),
+            ("idle-one", "gone"),
+        ]
+        assert f'href="/jobs/{held}"' in r.text  # the claim it holds, linked
+        api = (await web.get("/api/workers")).json()
+        assert {w["name"]: (w["state"], w["claims"]) for w in api} == {
+            "busy-one": ("live", 1),
+            "idle-one": ("gone", 0),
+        }
+        page = await web.get("/")
+        orphan_row = next(
+            line for line in page.text.split("<tr") if 'data-kind="wr_orphan"' in line
+        )
+        assert "no live worker" in orphan_row
+        hold_row = next(line for line in page.text.split("<tr") if 'data-kind="wr_hold"' in line)
+        assert "no live worker" not in hold_row
+    await wait_status(conn, held, "completed")  # its handler returned when asked to stop

@@ -13,8 +13,8 @@ from typing import Annotated, Any, TypeVar
 import asyncpg
 import typer
 
-from venturi import db
-from venturi.errors import VenturiError
+from venturi import db, validate
+from venturi.errors import ConfigError, VenturiError
 
 T = TypeVar("T")
 
@@ -42,6 +42,22 @@ SchemaOption = Annotated[str, typer.Option("--schema", help="Schema that holds v
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print JSON (for scripts) instead of a table.")
 ]
+
+
+LivenessOption = Annotated[
+    float,
+    typer.Option("--liveness", help="Seconds without a heartbeat after which a worker is gone."),
+]
+
+DEFAULT_LIVENESS = 30.0
+
+
+def liveness_seconds(value: float) -> float:
+    """``--liveness``: a positive, finite number of seconds."""
+    try:
+        return validate.seconds(value, "liveness")
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
 
 
 def fail(message: str) -> typer.Exit:

@@ -1,4 +1,5 @@
-"""Operator views of the queue: ``venturi stats``, ``venturi purge``, ``venturi top``."""
+"""Operator views of the queue: ``venturi stats``, ``venturi purge``, ``venturi top``,
+``venturi workers``."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import typer
 
 from venturi import db, sql
 from venturi.cli.app import (
+    DEFAULT_LIVENESS,
     DsnOption,
     JsonOption,
+    LivenessOption,
     SchemaOption,
     _admin_run,
     _console,
@@ -22,6 +25,7 @@ from venturi.cli.app import (
     _run,
     app,
     fail,
+    liveness_seconds,
 )
 from venturi.errors import ConfigError, VenturiError
 
@@ -29,23 +33,48 @@ from venturi.errors import ConfigError, VenturiError
 @app.command("stats")
 def stats(
     as_json: JsonOption = False,
+    liveness: LivenessOption = DEFAULT_LIVENESS,
     dsn: DsnOption = None,
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
 ) -> None:
     """Per kind: jobs in each status, the oldest due job's wait, completions in the last
-    minute and failed executions in the last hour."""
+    minute, failed executions in the last hour, paused kinds and kinds with due jobs no
+    live worker registers; then the workers, live (idle ones too) or gone."""
     from venturi import admin, views
 
     target = _need_dsn(dsn)
-    result = _admin_run(target, schema, lambda c: admin.stats(c, schema=schema))
+    secs = liveness_seconds(liveness)
+    result = _admin_run(target, schema, lambda c: admin.stats(c, liveness=secs, schema=schema))
     if as_json:
         _echo_json(result)
         return
     console = _console()
-    if not result.kinds:
+    if not result.kinds and not result.workers:
         console.print("no jobs")
         return
-    console.print(views.stats_table(result))
+    console.print(views.stats(result))
+
+
+@app.command("workers")
+def workers(
+    as_json: JsonOption = False,
+    liveness: LivenessOption = DEFAULT_LIVENESS,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """The registered workers: live, gone (no heartbeat for --liveness seconds) or
+    stopped, with the claims each holds. Stopped ones are kept for a day."""
+    from venturi import admin, views
+
+    target = _need_dsn(dsn)
+    secs = liveness_seconds(liveness)
+    found = _admin_run(
+        target, schema, lambda c: admin.list_workers(c, liveness=secs, schema=schema)
+    )
+    if as_json:
+        _echo_json(found)
+        return
+    _console().print(views.workers_table(found))
 
 
 @app.command("purge")
@@ -105,19 +134,22 @@ def top(
     window: Annotated[float, typer.Option(help="Seconds over which done/s is averaged.")] = 10.0,
     once: Annotated[bool, typer.Option(help="Print one frame and exit.")] = False,
     as_json: JsonOption = False,
+    liveness: LivenessOption = DEFAULT_LIVENESS,
     dsn: DsnOption = None,
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
 ) -> None:
-    """A live view: per kind pending / claimed / done per second / failed / dead and the
-    oldest due job's wait, and the workers holding claims. Ctrl-C quits."""
+    """A live view: per kind pending / claimed / done per second / failed / dead, the
+    oldest due job's wait, paused kinds and kinds no live worker runs; and the workers,
+    live (idle ones too) or gone. Ctrl-C quits."""
     from venturi import admin, views
 
     target = _need_dsn(dsn)
     if not interval > 0 or not window > 0:
         raise fail("interval and window must be positive numbers of seconds")
+    secs = liveness_seconds(liveness)
 
     async def frame(conn: Any) -> admin.TopFrame:
-        return await admin.top_frame(conn, completed_window=window, schema=schema)
+        return await admin.top_frame(conn, completed_window=window, liveness=secs, schema=schema)
 
     if once or as_json:
         result = _admin_run(target, schema, frame)
@@ -171,6 +203,84 @@ async def _top_live(
                     if conn is not None:
                         conn.terminate()
                     conn = None
+    finally:
+        if conn is not None:
+            await conn.close()
+
+
+@app.command("metrics")
+def metrics(
+    port: Annotated[int, typer.Option("--port", help="Serve Prometheus metrics on this port.")],
+    interval: Annotated[
+        float, typer.Option(help="Seconds between reads of the queue (one statement each).")
+    ] = 15.0,
+    addr: Annotated[str, typer.Option(help="Address to listen on.")] = "0.0.0.0",
+    liveness: LivenessOption = DEFAULT_LIVENESS,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """Export the queue gauges (jobs by kind and status, the oldest due job's wait, live
+    and gone workers, paused kinds, kinds no live worker registers) for Prometheus,
+    without a worker. Runs until SIGINT/SIGTERM."""
+    from venturi import validate
+
+    target = _need_dsn(dsn)
+    try:
+        validate.port(port, "port")
+        every = validate.seconds(interval, "interval")
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    secs = liveness_seconds(liveness)
+    with contextlib.suppress(KeyboardInterrupt):
+        _run(lambda: _export(target, schema, port, addr, every, secs))
+
+
+async def _export(
+    target: str, schema: str, port: int, addr: str, interval: float, liveness: float
+) -> None:
+    """Read the gauges every ``interval`` on one connection (re-opened when it breaks;
+    ``venturi_queue_up`` is 0 meanwhile) and serve the last read."""
+    import logging
+    import signal
+
+    from venturi.maintenance import gauges
+    from venturi.runtime import instruments
+
+    log = logging.getLogger("venturi.metrics")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    conn = await db.connect.connect(target)
+    try:
+        await db.schema.schema_version(conn, schema=schema)
+        await gauges.refresh(conn, schema=schema, liveness=liveness)
+        try:
+            instruments.serve(port, addr)
+        except OSError as exc:
+            raise fail(f"port {port}: cannot listen ({exc.strerror or exc})") from None
+        log.info(
+            "serving queue metrics on http://%s:%d/metrics, read every %gs", addr, port, interval
+        )
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stop.set)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval)
+            if stop.is_set():
+                break
+            try:
+                if conn is None:
+                    conn = await db.connect.connect(target)
+                await gauges.refresh(conn, schema=schema, liveness=liveness)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, VenturiError) as exc:
+                log.warning("reading the queue failed (retrying): %s", db.errors.one_line(exc))
+                if conn is not None:
+                    conn.terminate()
+                conn = None
+        log.info("metrics exporter stopped")
     finally:
         if conn is not None:
             await conn.close()

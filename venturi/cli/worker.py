@@ -14,24 +14,51 @@ from typing import Annotated, Any
 
 import typer
 
-from venturi import db, registry, sql
+from venturi import db, logs, registry, sql
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.cli.app import (
+    DEFAULT_LIVENESS,
     DsnOption,
+    LivenessOption,
     SchemaOption,
+    _admin_run,
     _need_dsn,
     _run,
     app,
     fail,
+    liveness_seconds,
 )
 from venturi.cli.signals import FORCED_EXIT_WITHIN, exit_now, install_signal_handlers
 from venturi.errors import VenturiError
 
 
 @app.command("recover")
-def recover(dsn: DsnOption = None, schema: SchemaOption = sql.DEFAULT_SCHEMA) -> None:
-    """Return expired claims to pending now (the manual stale sweep)."""
+def recover(
+    worker_id: Annotated[
+        str | None,
+        typer.Option(
+            "--worker",
+            help="Recover this gone worker's claims now, expired or not: its id (or a "
+            "unique prefix) or its name, from `venturi workers`.",
+            show_default=False,
+        ),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option(help="With --worker: recover it even if it is live.")
+    ] = False,
+    liveness: LivenessOption = DEFAULT_LIVENESS,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """Return expired claims to pending now (the manual stale sweep); with --worker, the
+    claims of one worker that is gone, at once. Each counts as a failed execution."""
     target = _need_dsn(dsn)
+    secs = liveness_seconds(liveness)
+    if worker_id is not None:
+        _recover_worker(target, schema, worker_id, force, secs)
+        return
+    if force:
+        raise fail("--force goes with --worker")
 
     async def go() -> list[Any]:
         conn = await db.connect.connect(target)
@@ -49,6 +76,20 @@ def recover(dsn: DsnOption = None, schema: SchemaOption = sql.DEFAULT_SCHEMA) ->
     for r in rows:
         typer.echo(f"job {r['id']} ({r['kind']}): {r['status']}, claimed by {r['claimed_by']}")
     typer.echo(f"recovered {len(rows)} expired claim(s)")
+
+
+def _recover_worker(target: str, schema: str, worker: str, force: bool, liveness: float) -> None:
+    from venturi import admin
+
+    done = _admin_run(
+        target,
+        schema,
+        lambda c: admin.recover_worker(c, worker, force=force, liveness=liveness, schema=schema),
+    )
+    w = done.worker
+    for change in done.jobs:
+        typer.echo(change.message)
+    typer.echo(f"recovered {len(done.jobs)} claim(s) of worker {w.name} ({w.id}, {w.state})")
 
 
 def load_target(target: str) -> tuple[list[registry.Task[Any]], Any]:
@@ -145,10 +186,13 @@ def _serve_metrics(port: int) -> None:
         ) from None
 
 
-def default_maintenance(tasks: Iterable[Any]) -> list[Any]:
+def default_maintenance(
+    tasks: Iterable[Any], *, queue_metrics: bool = False, warn_unserved: bool = False
+) -> list[Any]:
     """What ``venturi worker`` runs beside its loop for these tasks: a ``CronScheduler``
     when one of them is recurring (``cron=`` or ``venturi.schedule``), a
-    ``ResultCleanup`` when one keeps results for a ``result_ttl``."""
+    ``ResultCleanup`` when one keeps results for a ``result_ttl``; ``QueueGauges`` and
+    ``UnservedKinds`` when asked for."""
     from venturi.maintenance.cron import CronScheduler, schedules_for
     from venturi.maintenance.results import ResultCleanup
 
@@ -158,6 +202,14 @@ def default_maintenance(tasks: Iterable[Any]) -> list[Any]:
         found.append(CronScheduler())
     if any(t.result_ttl is not None for t in tasks):
         found.append(ResultCleanup())
+    if queue_metrics:
+        from venturi.maintenance.gauges import QueueGauges
+
+        found.append(QueueGauges())
+    if warn_unserved:
+        from venturi.maintenance.unserved import UnservedKinds
+
+        found.append(UnservedKinds())
     return found
 
 
@@ -213,6 +265,21 @@ def worker(
             show_default=False,
         ),
     ] = None,
+    queue_metrics: Annotated[
+        bool,
+        typer.Option(
+            help="With --metrics-port: also export the queue gauges (as `venturi metrics`)."
+        ),
+    ] = False,
+    warn_unserved: Annotated[
+        bool,
+        typer.Option(
+            help="Warn once per kind that has due jobs and no live worker registering it."
+        ),
+    ] = False,
+    log_format: Annotated[
+        str, typer.Option(help="text, or json (one object per line, for log shippers).")
+    ] = "text",
 ) -> None:
     """Run a worker over the tasks declared in MODULE until SIGINT/SIGTERM.
 
@@ -222,7 +289,11 @@ def worker(
     if not isinstance(level, int):
         raise fail(f"log-level must be debug, info, warning or error, got {log_level!r}")
     ratio = parse_priority_ratio(priority_ratio)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if log_format not in logs.FORMATS:
+        raise fail(f"log-format must be text or json, got {log_format!r}")
+    if queue_metrics and metrics_port is None:
+        raise fail("--queue-metrics goes with --metrics-port")
+    logs.configure(level, log_format)
     tasks, state_src = load_target(target)
     if processes != 1:
         from venturi.cli import processes as supervisor
@@ -249,6 +320,8 @@ def worker(
         metrics_port=metrics_port,
         statement_timeout=statement_timeout,
         listen_dsn=listen_dsn,
+        queue_metrics=queue_metrics,
+        warn_unserved=warn_unserved,
     )
 
 
@@ -270,6 +343,8 @@ def serve(
     metrics_port: int | None,
     statement_timeout: float | None = None,
     listen_dsn: str | None = None,
+    queue_metrics: bool = False,
+    warn_unserved: bool = False,
 ) -> None:
     """Run one worker process over ``tasks`` until SIGINT/SIGTERM (a second signal stops
     it at once): ``venturi worker`` and ``manage.py venturi worker``."""
@@ -289,7 +364,9 @@ def serve(
             priority_ratio=ratio,
             failures_to_dead=failures_to_dead,
             schema=schema,
-            maintenance=default_maintenance(tasks),
+            maintenance=default_maintenance(
+                tasks, queue_metrics=queue_metrics, warn_unserved=warn_unserved
+            ),
             renew_lease=renew_lease,
             heartbeat=heartbeat,
             metrics_port=metrics_port,

@@ -24,6 +24,7 @@ from venturi.db import (
     rates,
     schedules,
     schema,
+    workers,
 )
 from venturi.db.jobs import Claimant
 
@@ -45,4 +46,5 @@ __all__ = [
     "rates",
     "schedules",
     "schema",
+    "workers",
 ]

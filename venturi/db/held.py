@@ -98,6 +98,8 @@ class Held:
                 conn = await self._get()
             async with asyncio.timeout(self.deadline):
                 yield conn
+            if not self.keep:
+                await self._drop()
         except BaseException as exc:
             if unusable(exc):
                 await self._drop(exc)

@@ -79,8 +79,11 @@ def _backoff_args(spec: NewJob) -> tuple[float | None, float | None, float | Non
     return (None, None, None, None) if b is None else (b.base, b.factor, b.cap, b.jitter)
 
 
-def job_insert_args(spec: NewJob, on_conflict: str = "existing") -> tuple[Any, ...]:
-    """The values of ``job_insert``'s ``$1..$n`` for one job."""
+def job_insert_args(
+    spec: NewJob, on_conflict: str = "existing", traceparent: str | None = None
+) -> tuple[Any, ...]:
+    """The values of ``job_insert``'s ``$1..$n`` for one job. ``traceparent``: the W3C
+    trace context of the enqueuing span, stored for the worker's span."""
     return (
         spec.kind,
         spec.carry,
@@ -92,6 +95,7 @@ def job_insert_args(spec: NewJob, on_conflict: str = "existing") -> tuple[Any, .
         *_backoff_args(spec),
         spec.unique_for,
         on_conflict == "replace",
+        traceparent,
     )
 
 
@@ -121,13 +125,15 @@ def _windowed(spec: NewJob) -> bool:
     return spec.unique_for is not None and spec.key is not None
 
 
-def job_insert_steps(*, spec: NewJob, on_conflict: str = "existing") -> Steps[int]:
+def job_insert_steps(
+    *, spec: NewJob, on_conflict: str = "existing", traceparent: str | None = None
+) -> Steps[int]:
     """Insert one job, or find the holder of its key (unfinished, or finished within the
     spec's ``unique_for``); its id. ``on_conflict``: ``existing`` returns the holder,
     ``raise`` raises ``DuplicateJob``, ``replace`` also gives a pending holder this
     spec's carry, priority and visible time (a claimed or finished one is left alone).
     Run ``atomic`` when ``_windowed``: a job the check undoes is never seen."""
-    query = Query("job_insert", job_insert_args(spec, on_conflict))
+    query = Query("job_insert", job_insert_args(spec, on_conflict, traceparent))
     # No id means the key's holder committed after our snapshot; try again.
     for _ in range(5):
         rows = yield query
@@ -144,15 +150,29 @@ def job_insert_steps(*, spec: NewJob, on_conflict: str = "existing") -> Steps[in
 
 
 @needs_schema
-async def job_insert(conn: Any, *, schema: str, spec: NewJob, on_conflict: str = "existing") -> int:
+async def job_insert(
+    conn: Any,
+    *,
+    schema: str,
+    spec: NewJob,
+    on_conflict: str = "existing",
+    traceparent: str | None = None,
+) -> int:
     """``job_insert_steps`` on an async connection (``drivers.AsyncConnection``)."""
-    steps = job_insert_steps(spec=spec, on_conflict=on_conflict)
+    steps = job_insert_steps(spec=spec, on_conflict=on_conflict, traceparent=traceparent)
     return await drivers.run(conn, steps, schema=schema, atomic=_windowed(spec))
 
 
-def job_insert_sync(conn: Any, *, schema: str, spec: NewJob, on_conflict: str = "existing") -> int:
+def job_insert_sync(
+    conn: Any,
+    *,
+    schema: str,
+    spec: NewJob,
+    on_conflict: str = "existing",
+    traceparent: str | None = None,
+) -> int:
     """``job_insert_steps`` on a sync connection (``drivers.SyncConnection``)."""
-    steps = job_insert_steps(spec=spec, on_conflict=on_conflict)
+    steps = job_insert_steps(spec=spec, on_conflict=on_conflict, traceparent=traceparent)
     return drivers.run_sync(conn, steps, schema=schema, atomic=_windowed(spec))
 
 
@@ -185,7 +205,9 @@ def _same_key(specs: Sequence[NewJob], on_conflict: str) -> tuple[list[NewJob], 
     return sent, alias
 
 
-def job_insert_many_unkeyed_steps(*, specs: Sequence[NewJob]) -> Steps[list[int]]:
+def job_insert_many_unkeyed_steps(
+    *, specs: Sequence[NewJob], traceparent: str | None = None
+) -> Steps[list[int]]:
     """Insert jobs that carry no key in one statement (all or nothing by itself, and no
     key to wait on); their ids in input order."""
     rows = yield Query(
@@ -198,6 +220,7 @@ def job_insert_many_unkeyed_steps(*, specs: Sequence[NewJob]) -> Steps[list[int]
             [s.after for s in specs],
             [s.max_failures for s in specs],
             *_backoff_arrays(specs),
+            traceparent,
         ),
     )
     # Ascending ids are input order (see the statement's header).
@@ -205,7 +228,7 @@ def job_insert_many_unkeyed_steps(*, specs: Sequence[NewJob]) -> Steps[list[int]
 
 
 def job_insert_many_steps(
-    *, specs: Sequence[NewJob], on_conflict: str = "existing"
+    *, specs: Sequence[NewJob], on_conflict: str = "existing", traceparent: str | None = None
 ) -> Steps[list[int]]:
     """Insert keyed jobs; their ids in input order. Run ``atomic``: a key whose holder
     commits while the statement waits on it comes back without an id and the statement
@@ -230,6 +253,7 @@ def job_insert_many_steps(
                 *_backoff_arrays([sent[i] for i in todo]),
                 [sent[i].unique_for for i in todo],
                 on_conflict == "replace",
+                traceparent,
             ),
         )
         for i, row in zip(todo, rows, strict=True):
@@ -262,11 +286,14 @@ def job_insert_many_steps(
     raise RuntimeError(f"could not enqueue {s.kind!r} with key {s.key!r}: key kept changing")
 
 
-def _many(specs: Sequence[NewJob], on_conflict: str) -> tuple[Steps[list[int]], bool]:
+def _many(
+    specs: Sequence[NewJob], on_conflict: str, traceparent: str | None
+) -> tuple[Steps[list[int]], bool]:
     """The steps of an insert of ``specs`` and whether they must run atomic."""
     if all(s.key is None for s in specs):
-        return job_insert_many_unkeyed_steps(specs=specs), False
-    return job_insert_many_steps(specs=specs, on_conflict=on_conflict), True
+        return job_insert_many_unkeyed_steps(specs=specs, traceparent=traceparent), False
+    steps = job_insert_many_steps(specs=specs, on_conflict=on_conflict, traceparent=traceparent)
+    return steps, True
 
 
 # An unkeyed batch at least this large goes by binary COPY (``job_copy_in``) on asyncpg:
@@ -286,6 +313,7 @@ COPY_COLUMNS = (
     "backoff_factor",
     "backoff_cap",
     "backoff_jitter",
+    "traceparent",
 )
 
 
@@ -298,7 +326,12 @@ def _copies(conn: Any) -> bool:
 
 @needs_schema
 async def job_insert_many(
-    conn: Any, *, schema: str, specs: Sequence[NewJob], on_conflict: str = "existing"
+    conn: Any,
+    *,
+    schema: str,
+    specs: Sequence[NewJob],
+    on_conflict: str = "existing",
+    traceparent: str | None = None,
 ) -> list[int]:
     """Insert jobs all or nothing; their ids in input order. Without keys this is one
     ``job_insert_many_unkeyed`` (or, for a large batch on asyncpg, ``job_copy_in``); with
@@ -306,21 +339,28 @@ async def job_insert_many(
     again for the rows whose key holder moved. ``on_conflict`` as for ``job_insert``;
     ``raise`` rolls the whole batch back."""
     if all(s.key is None for s in specs) and len(specs) >= COPY_MIN_ROWS and _copies(conn):
-        return await job_copy_in(conn, schema=schema, specs=specs)
-    steps, atomic = _many(specs, on_conflict)
+        return await job_copy_in(conn, schema=schema, specs=specs, traceparent=traceparent)
+    steps, atomic = _many(specs, on_conflict, traceparent)
     return await drivers.run(conn, steps, schema=schema, atomic=atomic)
 
 
 def job_insert_many_sync(
-    conn: Any, *, schema: str, specs: Sequence[NewJob], on_conflict: str = "existing"
+    conn: Any,
+    *,
+    schema: str,
+    specs: Sequence[NewJob],
+    on_conflict: str = "existing",
+    traceparent: str | None = None,
 ) -> list[int]:
     """``job_insert_many`` on a sync connection."""
-    steps, atomic = _many(specs, on_conflict)
+    steps, atomic = _many(specs, on_conflict, traceparent)
     return drivers.run_sync(conn, steps, schema=schema, atomic=atomic)
 
 
 @needs_schema
-async def job_copy_in(conn: Any, *, schema: str, specs: Sequence[NewJob]) -> list[int]:
+async def job_copy_in(
+    conn: Any, *, schema: str, specs: Sequence[NewJob], traceparent: str | None = None
+) -> list[int]:
     """Insert unkeyed jobs by binary COPY, all or nothing, in one transaction (a savepoint
     inside the caller's); their ids in input order.
 
@@ -344,6 +384,7 @@ async def job_copy_in(conn: Any, *, schema: str, specs: Sequence[NewJob]) -> lis
             records.append(
                 (job_id, s.kind, s.carry, s.priority, at, s.max_failures)
                 + ((None, None, None, None) if b is None else (b.base, b.factor, b.cap, b.jitter))
+                + (traceparent,)
             )
         await tx.copy_records_to_table(  # type: ignore[attr-defined]
             "jobs", schema_name=schema, columns=COPY_COLUMNS, records=records
@@ -703,10 +744,6 @@ async def job_top(
             sql.statement("job_top", schema), manual_detail, completed_window, failures_window
         )
     )
-
-
-async def job_claims_by_worker(conn: Conn, *, schema: str) -> list[Record]:
-    return list(await conn.fetch(sql.statement("job_claims_by_worker", schema)))
 
 
 async def job_purge_count(

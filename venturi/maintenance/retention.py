@@ -6,7 +6,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from venturi import admin, validate
+from venturi import admin, db, validate
 from venturi.validate import seconds
 
 log = logging.getLogger("venturi.retention")
@@ -14,6 +14,7 @@ log = logging.getLogger("venturi.retention")
 DEFAULT_COMPLETED = 86_400.0  # 1 day
 DEFAULT_DEAD = 14 * 86_400.0  # 14 days
 DEFAULT_CANCELLED = 14 * 86_400.0  # like dead: an operator's decision, kept for the record
+DEFAULT_WORKERS = 86_400.0  # rows of stopped (or long-gone) workers in the registry
 DEFAULT_INTERVAL = 600.0
 DEFAULT_BATCH = 1000
 
@@ -21,7 +22,9 @@ DEFAULT_BATCH = 1000
 class Retention:
     """Maintenance task: deletes completed, dead and cancelled jobs (their journal goes with
     them) once they finished longer ago than their status's period; ``None`` keeps that
-    status forever.
+    status forever. ``workers``: the registry's rows of workers stopped (or silent) that
+    long, unless they still hold claims (a worker also prunes a day's worth as it
+    starts).
 
     Deletes ``batch`` rows per statement, oldest first, each statement its own short
     transaction, so no lock is held for long; safe in many workers at once, since each
@@ -36,6 +39,7 @@ class Retention:
         completed: timedelta | float | None = DEFAULT_COMPLETED,
         dead: timedelta | float | None = DEFAULT_DEAD,
         cancelled: timedelta | float | None = DEFAULT_CANCELLED,
+        workers: timedelta | float | None = DEFAULT_WORKERS,
         interval: timedelta | float = DEFAULT_INTERVAL,
         batch: int = DEFAULT_BATCH,
     ) -> None:
@@ -47,6 +51,7 @@ class Retention:
                 ("cancelled", cancelled),
             )
         }
+        self.workers = None if workers is None else seconds(workers, "retention workers")
         self.interval = seconds(interval, "retention interval")
         validate.integer(batch, "retention batch")
         self.batch = batch
@@ -56,6 +61,12 @@ class Retention:
         return f"<venturi.Retention {kept} every {self.interval:g}s>"
 
     async def run(self, pool: Any, worker: Any) -> None:
+        if self.workers is not None:
+            pruned = await db.workers.worker_prune(
+                pool, schema=worker.schema, older_than=self.workers
+            )
+            if pruned:
+                worker.stats["retention_deleted:workers"] += pruned
         for status, period in self.periods.items():
             if period is None:
                 continue

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -39,6 +40,25 @@ from venturi.runtime.settlement import (
 )
 
 log = logging.getLogger("venturi.worker")
+
+# A traceback's last line: "ValueError: card declined", "mod.CardError: declined".
+_EXCEPTION_LINE = re.compile(r"([A-Za-z_][\w.]*)(?::\s?(.*))?")
+
+
+def error_of(error: str, timed_out: bool = False) -> tuple[str, str]:
+    """The exception type and message of a failed execution, for its log line (the
+    traceback itself is in the journal): read off the traceback's last line."""
+    if timed_out:
+        return "TimeoutError", error
+    lines = [line for line in error.strip().splitlines() if line.strip()]
+    if not lines:
+        return "Error", ""
+    traced = any(line.startswith("Traceback") for line in lines)
+    last = lines[-1] if traced else lines[0]
+    m = _EXCEPTION_LINE.fullmatch(last.strip())
+    if m and traced:
+        return m.group(1), (m.group(2) or "").strip()
+    return "Error", last.strip()
 
 
 class Completer:
@@ -151,7 +171,7 @@ class Completer:
             raise
         except db.errors.STATEMENT_ERROR as exc:
             refused = f"the database refused to store this outcome: {db.errors.one_line(exc)}"
-        log.error("job %d (%s): %s", run.id, run.task.kind, refused)
+        log.error("job %d (%s): %s", run.id, run.task.kind, refused, extra=run.log_extra())
         # Settle it as a failed execution, keeping the pre-run carry; if even that is
         # refused, dead; if that too, leave it to lease expiry rather than loop.
         run.outcome = Failed(refused)
@@ -258,14 +278,17 @@ class Completer:
                     dead_reason=dead_reason,
                 )
                 if status is not None:
+                    kind, message = error_of(error, type(outcome) is TimedOut)
+                    then = "now dead" if status == "dead" else f"retry in {delay:.1f}s"
                     log.info(
-                        "job %d (%s) attempt %d %s%s",
+                        "job %d (%s) attempt %d %s: %s; %s",
                         job_id,
                         run.task.kind,
                         attempt,
                         outcome.name,
-                        " and is dead" if status == "dead" else "",
-                        extra=run.log_extra(),
+                        f"{kind}: {message}" if message else kind,
+                        then,
+                        extra={**run.log_extra(), "error_type": kind, "error_message": message},
                     )
                 return status is not None
 

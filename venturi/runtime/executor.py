@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import traceback
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
 from venturi.codecs import encode_any
 from venturi.context import Context, JobMeta, Transactions
+from venturi.middleware import Middleware, run_through
 from venturi.outcomes import Complete, Dead, Pause, Retry
 from venturi.priority import Priority
 from venturi.registry import Task
@@ -20,10 +22,17 @@ from venturi.runtime.run import Run
 log = logging.getLogger("venturi.worker")
 
 
-async def run_handler(run: Run, state: Any, transactions: Transactions | None = None) -> None:
-    """Run one handler and record its settlement on ``run``; never raises but for a
-    cancellation by the worker (``run.stopped``), which the loop turns into a release.
-    ``transactions`` backs the context's ``transaction()`` and ``complete()``."""
+async def run_handler(
+    run: Run,
+    state: Any,
+    transactions: Transactions | None = None,
+    middleware: Sequence[Middleware] = (),
+) -> None:
+    """Run one handler (inside ``middleware``, the first outermost) and record its
+    settlement on ``run``; never raises but for a cancellation by the worker
+    (``run.stopped``), which the loop turns into a release. An exception from a
+    middleware is a failed execution like one from the handler. ``transactions`` backs
+    the context's ``transaction()`` and ``complete()``."""
     task = run.task
     try:
         carry = task.codec.decode(run.carry_text)
@@ -31,17 +40,23 @@ async def run_handler(run: Run, state: Any, transactions: Transactions | None = 
         run.outcome = s.Undecodable(f"carry no longer decodes as {task.codec.carry_type!r}: {exc}")
         return
     meta = JobMeta(
-        run.id, task.kind, Priority(run.priority), run.attempt, run.failures, run.created_at
+        run.id,
+        task.kind,
+        Priority(run.priority),
+        run.attempt,
+        run.failures,
+        run.created_at,
+        run.traceparent,
     )
     ctx: Context[Any] = Context(state, meta, run.cancel, transactions)
     deadline = None
     try:
         if task.timeout is None:
             # No timeout context on the common path: it costs a timer per job.
-            result = await _call(task, ctx, carry)
+            result = await _chain(task, ctx, carry, middleware)
         else:
             async with asyncio.timeout(task.timeout) as deadline:
-                result = await _call(task, ctx, carry)
+                result = await _chain(task, ctx, carry, middleware)
     except TimeoutError:
         if deadline is not None and deadline.expired():
             run.outcome = s.TimedOut(f"run exceeded its timeout of {task.timeout}s")
@@ -72,6 +87,14 @@ def _not_retried(task: Task[Any], exc: Exception) -> str | None:
         return None
     names = ", ".join(t.__name__ for t in task.retry_on)
     return f"retry_on: {type(exc).__name__} is not one of ({names}); not retried"
+
+
+async def _chain(
+    task: Task[Any], ctx: Context[Any], carry: Any, middleware: Sequence[Middleware]
+) -> Any:
+    if not middleware:
+        return await _call(task, ctx, carry)
+    return await run_through(middleware, ctx, carry, lambda: _call(task, ctx, carry))
 
 
 async def _call(task: Task[Any], ctx: Context[Any], carry: Any) -> Any:

@@ -7,18 +7,20 @@ import logging
 import time
 
 from venturi import db
-from venturi.db.conn import Conn
+from venturi.db.conn import Conn, Source
 from venturi.runtime.instruments import Instruments
+from venturi.runtime.presence import Presence
 from venturi.runtime.run import Run
 
 log = logging.getLogger("venturi.worker")
 
 
 class Heartbeat:
-    """While handlers run, every ``tick`` seconds: push forward, every third of a lease,
-    the claims that renew (guarded by ownership, so a crash is still detected within one
-    lease); pass operators' cancel requests to the handlers' contexts; ask a handler
-    whose claim was lost to stop."""
+    """Every ``tick`` seconds: push the worker's row in the registry forward (one
+    statement, busy or idle); and while handlers run, push forward, every third of a
+    lease, the claims that renew (guarded by ownership, so a crash is still detected
+    within one lease); pass operators' cancel requests to the handlers' contexts; ask a
+    handler whose claim was lost to stop."""
 
     def __init__(
         self,
@@ -27,6 +29,7 @@ class Heartbeat:
         tick: float,
         instruments: Instruments,
         inflight: dict[asyncio.Task[None], Run],
+        presence: Presence,
     ) -> None:
         self.schema = schema
         self.claimant = claimant
@@ -34,11 +37,20 @@ class Heartbeat:
         self.stats = instruments.stats
         self._instruments = instruments
         self._inflight = inflight
+        self._presence = presence
 
-    async def run(self, conn: Conn) -> None:
+    async def run(self, source: Source) -> None:
         while True:
             await asyncio.sleep(self.tick)
-            await self.beat(conn)
+            try:
+                # One connection for the tick's statements: a pool resets a connection
+                # as it takes it back, a round trip per acquisition.
+                async with source.acquire() as conn:
+                    await self._presence.beat(conn)
+                    await self.beat(conn)
+            except db.errors.TRANSIENT as exc:
+                self._instruments.db_error()
+                log.warning("heartbeat failed (retrying): %s", db.errors.one_line(exc))
 
     async def beat(self, conn: Conn) -> None:
         # A run completed in its own transaction no longer holds a claim to renew.

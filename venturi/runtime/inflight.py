@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from venturi.db.conn import Record
 from venturi.db.jobs import Claimant
+from venturi.middleware import Middleware
 from venturi.registry import Task
 from venturi.runtime import executor
 from venturi.runtime.instruments import Instruments
@@ -38,8 +39,10 @@ class InFlight:
         instruments: Instruments,
         schema: str = "venturi",
         claimant: Claimant | None = None,
+        middleware: Sequence[Middleware] = (),
     ) -> None:
         self.handles: dict[asyncio.Task[None], Run] = {}
+        self._middleware = middleware
         self._state = state
         self._tasks = tasks
         self._leases = leases
@@ -69,12 +72,14 @@ class InFlight:
                 created_at=row["created_at"],
                 lease=self._leases[kind],
                 renew=self._renews[kind],
+                traceparent=row["traceparent"],
             )
             tx = None
             if self.pool is not None and self._claimant is not None:
                 tx = JobTransactions(self.pool, self._schema, self._claimant, run)
             handle = asyncio.create_task(
-                executor.run_handler(run, self._state, tx), name=f"venturi job {run.id}"
+                executor.run_handler(run, self._state, tx, self._middleware),
+                name=f"venturi job {run.id}",
             )
             handle.add_done_callback(self._ended)
             self.handles[handle] = run

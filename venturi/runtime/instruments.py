@@ -78,6 +78,39 @@ def serve(port: int, addr: str = "0.0.0.0") -> None:
             _served[(addr, port)] = prometheus_client.start_http_server(port, addr)
 
 
+# The stop line's counters, in the order it names them: (stats key, what it says).
+_SUMMARY = (
+    ("completed", "completed"),
+    ("failed", "failed"),
+    ("timed-out", "timed out"),
+    ("retry", "retried"),
+    ("pause", "paused"),
+    ("dead", "dead"),
+    ("undecodable", "undecodable"),
+    ("cancelled", "cancelled"),
+    ("release", "released"),
+)
+
+
+def summary(stats: Counter[str]) -> str:
+    """What a worker run did, as the sentence of its stop line: ``ran 120 jobs (117
+    completed, 3 failed); recovered 1 expired claim; 2 database errors retried``."""
+    settled = [(stats[k], what) for k, what in _SUMMARY if stats[k]]
+    total = sum(n for n, _ in settled)
+    said = f"ran {total} job{'' if total == 1 else 's'}"
+    if settled:
+        said += " (" + ", ".join(f"{n} {what}" for n, what in settled) + ")"
+    for key, one, many in (
+        ("recovered", "recovered 1 expired claim", "recovered {} expired claims"),
+        ("claims_lost", "1 claim lost while running", "{} claims lost while running"),
+        ("ownership_lost", "1 settle skipped (claim lost)", "{} settles skipped (claims lost)"),
+        ("db_errors", "1 database error retried", "{} database errors retried"),
+    ):
+        if stats[key]:
+            said += "; " + (one if stats[key] == 1 else many.format(stats[key]))
+    return said
+
+
 class Instruments:
     """What a worker counts. ``stats`` is its own counter (``Worker.stats``); ``prom`` the
     process-wide Prometheus metrics, or None when the worker does not export them. The

@@ -25,6 +25,8 @@ class Run:
     created_at: datetime
     lease: float = 0.0
     renew: bool = False
+    # The W3C traceparent stored at enqueue (OpenTelemetry), if any.
+    traceparent: str | None = None
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
     started: float = field(default_factory=time.monotonic)
     renewed: float = field(default_factory=time.monotonic)

@@ -26,6 +26,8 @@ from venturi.backoff import DEFAULT_BACKOFF, Backoff
 from venturi.db.conn import Source
 from venturi.errors import ConfigError
 from venturi.maintenance import MaintenanceTask
+from venturi.middleware import Middleware
+from venturi.middleware import check as middleware_check
 from venturi.rate import Rate
 from venturi.registry import Task
 from venturi.runtime import instruments
@@ -34,6 +36,7 @@ from venturi.runtime.completer import Completer
 from venturi.runtime.heartbeat import Heartbeat
 from venturi.runtime.inflight import InFlight
 from venturi.runtime.listener import Listener
+from venturi.runtime.presence import Presence
 from venturi.runtime.recovery import Recovery
 from venturi.runtime.run import Run
 
@@ -73,8 +76,9 @@ class Worker(Generic[S]):
     """Claims, runs and settles jobs of its registered kinds until ``run``'s shutdown event.
 
     Every knob is checked here and raises ``ConfigError`` naming it. ``pool_or_dsn`` is
-    an asyncpg Pool (the worker holds one of its connections for LISTEN, so give it at
-    least two) or a DSN, from which the worker opens its own small pool.
+    an asyncpg Pool (the worker holds one of its connections for LISTEN and one for its
+    loop, and the heartbeat takes a third each tick, so give it at least three) or a DSN,
+    from which the worker opens its own small pool.
 
     ``listen_dsn`` is a direct connection to the server for LISTEN alone: with it, the
     main DSN may point at a transaction pooler (PgBouncer), and the worker opens its
@@ -105,6 +109,7 @@ class Worker(Generic[S]):
         metrics_port: int | None = None,
         statement_timeout: timedelta | float | None = None,
         listen_dsn: str | None = None,
+        middleware: Iterable[Middleware] = (),
     ) -> None:
         self._dsn, self._pool = validate.pool_or_dsn(pool_or_dsn, "pool_or_dsn")
         if listen_dsn is not None:
@@ -144,6 +149,7 @@ class Worker(Generic[S]):
         self.claimed_by = claimed_by or default_identity()
         self.schema = sql.validate_schema(schema)
         self.maintenance = maintenance_tasks.check(list(maintenance))
+        self.middleware = middleware_check(middleware)
         self._tasks: dict[str, Task[Any]] = {}
         self._caps: dict[str, int | None] = {}
         self._rates: dict[str, Rate | None] = {}
@@ -266,7 +272,7 @@ class Worker(Generic[S]):
         listen_pool: Any = None
         listener: Listener | None = None
         watcher = asyncio.create_task(self._watch(shutdown))
-        started = False
+        started, began = False, time.monotonic()
         try:
             if self.listen_dsn is not None:
                 # The LISTEN session needs a server connection of its own, never a pooler's.
@@ -293,11 +299,13 @@ class Worker(Generic[S]):
                     "is given; polling every %.0fs",
                     min(self.poll_max, _POLL_WITHOUT_LISTENER),
                 )
+            await self._presence.register(pool)
             log.info(
-                "worker %s started: kinds=%s concurrency=%d",
+                "worker %s started: kinds=%s concurrency=%d id=%s",
                 self.claimed_by,
                 ",".join(self.kinds),
                 self.concurrency,
+                self._presence.claimant.token,
             )
             beating = asyncio.create_task(
                 self._heartbeat.run(db.held.hold(pool, deadline, keep=False))
@@ -317,6 +325,7 @@ class Worker(Generic[S]):
                 beating.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await beating
+                await self._presence.stop(pool)
                 if isinstance(held, db.held.Held):
                     await held.close()
         finally:
@@ -336,7 +345,12 @@ class Worker(Generic[S]):
                     pool.terminate()
             self._running = False
             if started:
-                log.info("worker %s stopped: %s", self.claimed_by, dict(self.stats))
+                log.info(
+                    "worker %s stopped after %.0fs: %s",
+                    self.claimed_by,
+                    time.monotonic() - began,
+                    instruments.summary(self.stats),
+                )
 
     def _start_parts(self) -> None:
         """This run's parts, fresh. A token of this run's own: ownership of its claims
@@ -347,7 +361,15 @@ class Worker(Generic[S]):
         leases = {k: self._lease(k) for k in self._tasks}
         renews = {k: self._renews(k) for k in self._tasks}
         self._running_now = InFlight(
-            self.state, self._tasks, leases, renews, self._ended, inst, self.schema, claimant
+            self.state,
+            self._tasks,
+            leases,
+            renews,
+            self._ended,
+            inst,
+            self.schema,
+            claimant,
+            self.middleware,
         )
         self._inflight = self._running_now.handles
         self._recovery = Recovery(self.schema, self.claimed_by, self.backoff, self.stats)
@@ -373,7 +395,10 @@ class Worker(Generic[S]):
         # The heartbeat's tick: a quarter of the shortest renewing lease, so a renewal due
         # at a third of a lease happens before 0.6 of it has passed.
         tick = min([self.heartbeat, *(leases[k] / 4 for k in self._tasks if renews[k])])
-        self._heartbeat = Heartbeat(self.schema, claimant, tick, inst, self._inflight)
+        self._presence = Presence(self.schema, claimant, self.kinds, self.concurrency)
+        self._heartbeat = Heartbeat(
+            self.schema, claimant, tick, inst, self._inflight, self._presence
+        )
 
     def _ended(self, _handle: asyncio.Task[None]) -> None:
         self._wake.set()

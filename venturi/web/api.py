@@ -51,6 +51,6 @@ async def stats(request: Request, d: Dashboard) -> Response:
 
 @api
 async def workers(request: Request, d: Dashboard) -> Response:
-    """The workers holding claims now (from the claimed jobs' claimed_by)."""
+    """``venturi workers --json``: the registered workers and the claims each holds."""
     async with d.db.reading() as conn:
-        return json_response(await admin.claim_holders(conn, schema=d.db.schema))
+        return json_response(await admin.list_workers(conn, schema=d.db.schema))

@@ -136,18 +136,21 @@ async def kinds(request: Request, d: Dashboard) -> Response:
 @page
 async def workers(request: Request, d: Dashboard) -> Response:
     async with d.db.reading() as conn:
-        holders = await admin.claim_holders(conn, schema=d.db.schema)
+        workers = await admin.list_workers(conn, schema=d.db.schema)
         claimed = await queries.claimed_jobs(conn, d.db.schema)
-    # Each worker's claims, the first HELD_SHOWN of them linked (a page, not a dump).
-    held: dict[str | None, list[queries.ClaimedJob]] = {}
+    # Each worker run's claims (by its token and name: a worker from before the registry
+    # has only its name), the first HELD_SHOWN of them linked (a page, not a dump).
+    held: dict[tuple[str | None, str], list[queries.ClaimedJob]] = {}
     for c in claimed:
-        shown = held.setdefault(c.claimed_by, [])
+        token = None if c.claim_token is None else str(c.claim_token)
+        shown = held.setdefault((token, c.claimed_by or "?"), [])
         if len(shown) < HELD_SHOWN:
             shown.append(c)
     return render(
         request,
         "workers.html",
-        holders=holders,
+        workers=workers,
+        liveness=admin.DEFAULT_LIVENESS,
         held=held,
         truncated=len(claimed) >= queries.CLAIMED_SHOWN,
     )

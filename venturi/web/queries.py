@@ -7,6 +7,7 @@ holding claims) are ``venturi.admin``'s, so the JSON API answers what ``--json``
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -94,6 +95,8 @@ class KindOverview(msgspec.Struct, frozen=True):
     cancelled: int
     oldest_due_seconds: float | None
     paused: bool = False
+    # Due jobs wait and no live worker registers the kind.
+    no_live_worker: bool = False
 
 
 class Paused(msgspec.Struct, frozen=True):
@@ -114,7 +117,16 @@ async def overview(conn: Any, schema: str) -> Overview:
     )
     paused = [Paused(**dict(r)) for r in await db.kinds.kind_paused_list(conn, schema=schema)]
     names = {p.kind for p in paused}
-    kinds = [KindOverview(**dict(r), paused=r["kind"] in names) for r in rows]
+    workers = await admin.list_workers(conn, schema=schema)
+    served = {k for w in workers if w.state == "live" for k in w.kinds}
+    kinds = [
+        KindOverview(
+            **dict(r),
+            paused=r["kind"] in names,
+            no_live_worker=r["due"] > 0 and r["kind"] not in served,
+        )
+        for r in rows
+    ]
     # A paused kind with no jobs at all still belongs on the page (to resume it).
     seen = {k.kind for k in kinds}
     kinds += [
@@ -144,6 +156,7 @@ class ClaimedJob(msgspec.Struct, frozen=True):
     id: int
     kind: str
     claimed_by: str | None
+    claim_token: uuid.UUID | None
     claimed_at: datetime | None
     claim_expires_at: datetime | None
     attempt: int

@@ -1,0 +1,19 @@
+"""Tasks for the log-format tests (`venturi worker tests.support.logtasks`): one that logs
+through ``ctx.log``, one that fails with a known exception."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import venturi
+from tests.support.carries import Item
+
+
+@venturi.task(kind="log_talk")
+async def talk(ctx: venturi.Context[Any], carry: Item) -> None:
+    ctx.log.info("charging card %d", carry.n)
+
+
+@venturi.task(kind="log_fail", max_failures=2)
+async def fail(ctx: venturi.Context[Any], carry: Item) -> None:
+    raise ValueError(f"card {carry.n} declined")

@@ -1,0 +1,93 @@
+"""Statements on the registry of workers (the ``workers`` table): a run registers,
+heartbeats and stops; operators list them and recover a gone one's claims; and the reads
+that weigh the queue against the live workers (the queue gauges, unserved kinds)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from venturi import sql
+from venturi.backoff import Backoff
+from venturi.db.conn import Conn, Record
+
+
+async def worker_register(
+    conn: Conn,
+    *,
+    schema: str,
+    id: uuid.UUID,
+    name: str,
+    host: str,
+    pid: int,
+    kinds: Sequence[str],
+    concurrency: int,
+    version: str,
+) -> None:
+    await conn.execute(
+        sql.statement("worker_register", schema),
+        id,
+        name,
+        host,
+        pid,
+        list(kinds),
+        concurrency,
+        version,
+    )
+
+
+async def worker_heartbeat(conn: Conn, *, schema: str, id: uuid.UUID) -> bool:
+    """Push the run's heartbeat forward; False when its row is missing."""
+    return bool(await conn.fetchval(sql.statement("worker_heartbeat", schema), id))
+
+
+async def worker_stop(conn: Conn, *, schema: str, id: uuid.UUID) -> None:
+    await conn.execute(sql.statement("worker_stop", schema), id)
+
+
+async def worker_prune(conn: Conn, *, schema: str, older_than: float) -> int:
+    """Forget workers stopped or silent for ``older_than`` seconds; how many."""
+    return int(await conn.fetchval(sql.statement("worker_prune", schema), older_than))
+
+
+async def worker_list(
+    conn: Conn, *, schema: str, liveness: float, match: str | None = None
+) -> list[Record]:
+    return list(await conn.fetch(sql.statement("worker_list", schema), liveness, match))
+
+
+async def job_recover_worker(
+    conn: Conn,
+    *,
+    schema: str,
+    recoverer: str,
+    backoff: Backoff,
+    token: uuid.UUID,
+    reason: str,
+) -> list[Record]:
+    """Recover every claim of one worker run, expired or not (batches of 1000 until
+    none is left); ``backoff`` applies to jobs whose task declared none."""
+    text = sql.statement("job_recover_worker", schema)
+    out: list[Record] = []
+    while True:
+        rows = await conn.fetch(
+            text,
+            recoverer,
+            backoff.base,
+            backoff.factor,
+            backoff.cap,
+            backoff.jitter,
+            token,
+            reason,
+        )
+        out += rows
+        if len(rows) < 1000:
+            return out
+
+
+async def queue_gauges(conn: Conn, *, schema: str, liveness: float) -> list[Record]:
+    return list(await conn.fetch(sql.statement("queue_gauges", schema), liveness))
+
+
+async def kind_list_unserved(conn: Conn, *, schema: str, liveness: float) -> list[Record]:
+    return list(await conn.fetch(sql.statement("kind_list_unserved", schema), liveness))

@@ -1,0 +1,161 @@
+"""Queue gauges for Prometheus: what is waiting, running and failed per kind, and the
+workers live or gone, read from the database with one statement (``queue_gauges``) per
+interval, so no worker is needed: ``venturi metrics --port P`` runs the read on its own;
+``QueueGauges`` is the same read as a maintenance task of a worker that exports metrics.
+
+The gauges are served from the last read (a custom collector), so a scrape never waits
+on the database and never sees half a read; ``venturi_queue_read_age_seconds`` says how
+old that read is, and ``venturi_queue_up`` whether the last one succeeded.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+from venturi import db, validate
+from venturi.db.conn import Conn
+from venturi.runtime import instruments
+
+log = logging.getLogger("venturi.metrics")
+
+DEFAULT_INTERVAL = 15.0
+DEFAULT_LIVENESS = 30.0
+
+# (gauge, help, column) per kind; every one is labelled by kind.
+_PER_KIND = (
+    (
+        "venturi_queue_oldest_due_seconds",
+        "Seconds the oldest due job has been claimable, by kind.",
+        "oldest_due_seconds",
+    ),
+    (
+        "venturi_queue_claims_expired",
+        "Claimed jobs whose lease has run out (awaiting recovery), by kind.",
+        "expired",
+    ),
+    ("venturi_queue_kind_paused", "1 when an operator paused the kind.", "paused"),
+    ("venturi_queue_kind_workers", "Live workers that register the kind.", "workers"),
+)
+_STATUSES = ("due", "scheduled", "claimed", "dead", "cancelled")
+
+
+class Snapshot:
+    """One read of ``queue_gauges``: its rows and when it was taken."""
+
+    def __init__(self, rows: list[Any], at: float) -> None:
+        self.rows = [r for r in rows if r["kind"] is not None]
+        first = rows[0] if rows else None
+        self.live = int(first["workers_live"]) if first else 0
+        self.gone = int(first["workers_gone"]) if first else 0
+        self.at = at
+
+
+class QueueCollector:
+    """Yields the gauges of the last snapshot at each scrape (prometheus-client's custom
+    collector protocol)."""
+
+    def __init__(self) -> None:
+        self.snapshot: Snapshot | None = None
+        self.up = False
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        up = GaugeMetricFamily("venturi_queue_up", "1 when the last read of the queue succeeded.")
+        up.add_metric([], 1.0 if self.up else 0.0)
+        yield up
+        snap = self.snapshot
+        if snap is None:
+            return
+        age = GaugeMetricFamily(
+            "venturi_queue_read_age_seconds", "Seconds since the queue gauges were read."
+        )
+        age.add_metric([], time.monotonic() - snap.at)
+        yield age
+        workers = GaugeMetricFamily(
+            "venturi_queue_workers",
+            "Registered workers not stopped, by state (live, gone).",
+            labels=["state"],
+        )
+        workers.add_metric(["live"], snap.live)
+        workers.add_metric(["gone"], snap.gone)
+        yield workers
+        jobs = GaugeMetricFamily(
+            "venturi_queue_jobs",
+            "Jobs by kind and status (due and scheduled are pending; completed jobs are "
+            "counted by venturi_jobs_settled).",
+            labels=["kind", "status"],
+        )
+        for r in snap.rows:
+            for status in _STATUSES:
+                jobs.add_metric([r["kind"], status], r[status])
+        yield jobs
+        for name, text, column in _PER_KIND:
+            g = GaugeMetricFamily(name, text, labels=["kind"])
+            for r in snap.rows:
+                value = r[column]
+                if value is not None:
+                    g.add_metric([r["kind"]], float(value))
+            yield g
+        unserved = GaugeMetricFamily(
+            "venturi_queue_kind_without_worker",
+            "1 when the kind has due jobs and no live worker registers it.",
+            labels=["kind"],
+        )
+        for r in snap.rows:
+            unserved.add_metric([r["kind"]], 1.0 if r["due"] and not r["workers"] else 0.0)
+        yield unserved
+
+
+@functools.cache
+def collector() -> QueueCollector:
+    """The process's queue collector, registered once with prometheus-client's default
+    registry (beside the workers' own metrics); ``ConfigError`` without the extra."""
+    instruments.get()  # the one check that prometheus-client is installed
+    from prometheus_client import REGISTRY
+
+    found = QueueCollector()
+    REGISTRY.register(found)
+    return found
+
+
+async def refresh(conn: Conn, *, schema: str, liveness: float = DEFAULT_LIVENESS) -> Snapshot:
+    """Read the queue gauges once into the process's collector."""
+    target = collector()
+    try:
+        rows = await db.workers.queue_gauges(conn, schema=schema, liveness=liveness)
+    except BaseException:
+        target.up = False
+        raise
+    target.snapshot = Snapshot(rows, time.monotonic())
+    target.up = True
+    return target.snapshot
+
+
+class QueueGauges:
+    """Maintenance task: the queue gauges from a worker that exports metrics
+    (``Worker(metrics_port=...)``, ``venturi worker --queue-metrics``), read every
+    ``interval``. One worker of a fleet is enough; each read is one cheap statement."""
+
+    name = "queue_gauges"
+
+    def __init__(
+        self,
+        *,
+        interval: timedelta | float = DEFAULT_INTERVAL,
+        liveness: timedelta | float = DEFAULT_LIVENESS,
+    ) -> None:
+        self.interval = validate.seconds(interval, "queue_gauges interval")
+        self.liveness = validate.seconds(liveness, "queue_gauges liveness")
+        collector()  # fail now, not at the first interval, without prometheus-client
+
+    def __repr__(self) -> str:
+        return f"<venturi.QueueGauges every {self.interval:g}s>"
+
+    async def run(self, pool: Any, worker: Any) -> None:
+        await refresh(pool, schema=worker.schema, liveness=self.liveness)

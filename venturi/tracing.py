@@ -1,0 +1,107 @@
+"""OpenTelemetry (the ``otel`` extra, ``opentelemetry-api``): the trace context of an
+enqueue travels with its job, and ``run_span`` opens each run's span inside that trace.
+
+Enqueue stores the W3C ``traceparent`` of the span current at the call (a column of the
+job, NULL when there is none) at the cost of one look-up of the current span; without
+opentelemetry-api installed, the cost is one cached failed import, done once. The worker
+passes it to the handler's context (``ctx.job.traceparent``); the ``run_span`` middleware
+(``Worker(middleware=[venturi.tracing.run_span])``) opens a CONSUMER span for the run as
+a child of the enqueuer's span, so one trace runs from a request's enqueue to the run in
+the worker, with the job's id, kind, attempt and outcome as attributes and the exception
+recorded on failure. Spans go wherever the application's tracer provider sends them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any
+
+from venturi.context import Context
+from venturi.middleware import CallNext
+from venturi.outcomes import Complete, Dead, Pause, Retry
+
+TRACER = "venturi"
+
+
+@functools.cache
+def _trace() -> Any:
+    """``opentelemetry.trace``, or None when opentelemetry-api is not installed."""
+    try:
+        from opentelemetry import trace
+    except ImportError:
+        return None
+    return trace
+
+
+def current_traceparent() -> str | None:
+    """The W3C traceparent of the current span, or None (no valid span, or no otel)."""
+    trace = _trace()
+    if trace is None:
+        return None
+    span = trace.get_current_span().get_span_context()
+    if not span.is_valid:
+        return None
+    return f"00-{span.trace_id:032x}-{span.span_id:016x}-{int(span.trace_flags):02x}"
+
+
+def _parent(traceparent: str | None) -> Any:
+    """The OpenTelemetry context whose span is the enqueuer's (None: a new trace)."""
+    if not traceparent:
+        return None
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    return TraceContextTextMapPropagator().extract({"traceparent": traceparent})
+
+
+def outcome_of(result: Any) -> str:
+    """The outcome a handler's return value asks for, as the span's attribute."""
+    if result is None or isinstance(result, Complete):
+        return "completed"
+    if isinstance(result, Retry):
+        return "retry"
+    if isinstance(result, Pause):
+        return "pause"
+    if isinstance(result, Dead):
+        return "dead"
+    return "invalid"  # the worker settles it as a failure
+
+
+async def run_span(ctx: Context[Any], carry: Any, call_next: CallNext) -> Any:
+    """Middleware: one span per run, a child of the span the job was enqueued in."""
+    trace = _trace()
+    if trace is None:
+        return await call_next()
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+
+    job = ctx.job
+    tracer = trace.get_tracer(TRACER)
+    attributes = {
+        "messaging.system": "venturi",
+        "messaging.operation": "process",
+        "venturi.job.id": job.id,
+        "venturi.job.kind": job.kind,
+        "venturi.job.attempt": job.attempt,
+    }
+    with tracer.start_as_current_span(
+        f"venturi run {job.kind}",
+        context=_parent(job.traceparent),
+        kind=SpanKind.CONSUMER,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        try:
+            result = await call_next()
+        except asyncio.CancelledError:
+            # A timeout or the worker stopping it: the worker settles it (timed out, or
+            # released) once the chain has unwound.
+            span.set_attribute("venturi.outcome", "cancelled")
+            raise
+        except Exception as exc:
+            span.set_attribute("venturi.outcome", "failed")
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+            raise
+        span.set_attribute("venturi.outcome", outcome_of(result))
+        return result
