@@ -87,6 +87,25 @@ async def test_a_connection_slower_to_open_than_a_statement_deadline_still_opens
         pool.terminate()
 
 
+async def test_after_a_deadline_passes_the_next_statement_gets_longer(
+    proxy: Proxy, dsn: str
+) -> None:
+    # 0.5 s per chunk: a new connection's first statement (prepare, execute) takes 1 s,
+    # past the 0.6 s deadline. With a fixed deadline every new connection's first
+    # statement would be cut, for as long as the network stays slow (the long soak saw
+    # a worker do nothing for seconds after a backend kill in its slow minute).
+    proxy.delay(0.5)
+    pool = await db.connect.create_worker_pool(proxy.dsn(dsn), min_size=0, max_size=2)
+    try:
+        held = db.held.Held(pool, deadline=0.6)
+        with pytest.raises(TimeoutError):
+            await db.health.connection_probe(held)
+        assert await db.health.connection_probe(held)  # 1.2 s this time: it fits
+        assert held._now == 0.6  # an answer restores the deadline
+    finally:
+        pool.terminate()
+
+
 async def test_the_worker_pool_sets_tcp_keepalives(dsn: str) -> None:
     pool = await db.connect.create_worker_pool(dsn, min_size=1, max_size=1)
     try:

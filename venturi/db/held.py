@@ -15,6 +15,10 @@ from venturi.db.errors import TRANSIENT, unusable
 # The least time a Held connection gives the pool to open a new connection.
 CONNECT_DEADLINE = 10.0
 
+# After a statement outlives its deadline, the next one gets twice as long, up to this
+# (or the deadline itself, if longer); a statement that answers restores the deadline.
+STRETCHED_DEADLINE = 30.0
+
 
 class Held:
     """One connection of a pool, held for the worker loop's sequential statements and
@@ -24,14 +28,18 @@ class Held:
     ``deadline`` bounds each statement (and each ``acquire`` block) in seconds: past it
     the statement raises ``TimeoutError`` and its connection is closed, so a connection
     that stays open while nothing answers (a black-holed network, a frozen pooler) costs
-    one deadline, not the worker. With ``keep=False`` the connection goes back to the
-    pool after each statement (the heartbeat shares the pool with maintenance)."""
+    one deadline, not the worker. The next statement, on a new connection, gets twice
+    the time (up to ``STRETCHED_DEADLINE``): on a slow network a new connection's first
+    statements cost a prepare round trip each, and a fixed deadline would cut every one
+    of them for as long as the network stays slow. With ``keep=False`` the connection
+    goes back to the pool after each statement (the heartbeat shares the pool)."""
 
     def __init__(
         self, pool: asyncpg.Pool, deadline: float | None = None, *, keep: bool = True
     ) -> None:
         self.pool = pool
         self.deadline = deadline
+        self._now = deadline  # this statement's deadline: stretched after a timeout
         # Opening a connection is several round trips (TLS negotiation, startup, auth):
         # on a slow network it takes longer than one statement, and under the statement's
         # deadline a worker whose connections were cut could never open a new one.
@@ -49,7 +57,8 @@ class Held:
             if broken:
                 await self._drop()
         if self.conn is None:
-            self.conn = await self.pool.acquire()
+            async with asyncio.timeout(self.connect_deadline):
+                self.conn = await self.pool.acquire()
         return self.conn
 
     async def _drop(self, exc: BaseException | None = None) -> None:
@@ -59,23 +68,33 @@ class Held:
             # it. Close the socket; the pool opens a new connection.
             conn.terminate()
         if conn is not None:
-            # The pool replaces a broken connection; a healthy one it resets.
+            # The pool replaces a broken connection; a healthy one it resets (bounded:
+            # not under the statement's deadline, whose cancel would leave the pool's
+            # shielded release running unobserved).
             with contextlib.suppress(*TRANSIENT):
                 await self.pool.release(conn, timeout=2)
 
+    def _answered(self) -> None:
+        self._now = self.deadline
+
+    def _failed(self, exc: BaseException) -> None:
+        if isinstance(exc, TimeoutError) and self._now is not None and self.deadline is not None:
+            self._now = min(self._now * 2, max(self.deadline, STRETCHED_DEADLINE))
+
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         try:
-            async with asyncio.timeout(self.connect_deadline):
-                conn = await self._get()
-            async with asyncio.timeout(self.deadline):
+            conn = await self._get()
+            async with asyncio.timeout(self._now):
                 answer = await getattr(conn, method)(*args, **kwargs)
-                if not self.keep:
-                    await self._drop()
-                return answer
         except BaseException as exc:
+            self._failed(exc)
             if unusable(exc):
                 await self._drop(exc)
             raise
+        self._answered()
+        if not self.keep:
+            await self._drop()
+        return answer
 
     async def fetch(self, *args: Any, **kwargs: Any) -> Any:
         return await self._call("fetch", *args, **kwargs)
@@ -91,19 +110,20 @@ class Held:
 
     @contextlib.asynccontextmanager
     async def acquire(self) -> AsyncIterator[Any]:
-        """The held connection, for a transaction (a shared-rate claim); the deadline
-        bounds the whole block."""
+        """The held connection, for a transaction (a shared-rate claim, the heartbeat's
+        tick); the deadline bounds the whole block."""
         try:
-            async with asyncio.timeout(self.connect_deadline):
-                conn = await self._get()
-            async with asyncio.timeout(self.deadline):
+            conn = await self._get()
+            async with asyncio.timeout(self._now):
                 yield conn
-            if not self.keep:
-                await self._drop()
         except BaseException as exc:
+            self._failed(exc)
             if unusable(exc):
                 await self._drop(exc)
             raise
+        self._answered()
+        if not self.keep:
+            await self._drop()
 
     async def close(self) -> None:
         await self._drop()
