@@ -42,6 +42,8 @@ class Heartbeat:
     async def run(self, source: Source) -> None:
         while True:
             await asyncio.sleep(self.tick)
+            if not self._presence.due() and not self._inflight:
+                continue  # nothing to say this tick: no connection taken
             try:
                 # One connection for the tick's statements: a pool resets a connection
                 # as it takes it back, a round trip per acquisition.

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 
 from venturi import db
 from venturi.db.conn import Conn
@@ -35,13 +36,22 @@ class Presence:
     """One worker run's row (its id is the run's claim token)."""
 
     def __init__(
-        self, schema: str, claimant: db.Claimant, kinds: list[str], concurrency: int
+        self,
+        schema: str,
+        claimant: db.Claimant,
+        kinds: list[str],
+        concurrency: int,
+        every: float,
     ) -> None:
         self.schema = schema
         self.claimant = claimant
         self.kinds = kinds
         self.concurrency = concurrency
+        # The worker's heartbeat knob: the heartbeat may tick faster (a quarter of a
+        # short renewing lease), the registry's row needs no more than this.
+        self.every = every
         self.registered = False
+        self.beaten = time.monotonic()
 
     async def register(self, conn: Conn) -> None:
         """Insert the row (and prune long-stopped ones); a failure is retried by ``beat``."""
@@ -65,8 +75,15 @@ class Presence:
                 db.errors.one_line(exc),
             )
 
+    def due(self) -> bool:
+        return time.monotonic() - self.beaten >= self.every * 0.9
+
     async def beat(self, conn: Conn) -> None:
-        """The heartbeat's one statement; registers again when the row is missing."""
+        """One statement, at most every ``every`` seconds (a little early rather than a
+        tick late); registers again when the row is missing."""
+        if not self.due():
+            return
+        self.beaten = time.monotonic()
         if not self.registered:
             await self.register(conn)
             return

@@ -395,7 +395,9 @@ class Worker(Generic[S]):
         # The heartbeat's tick: a quarter of the shortest renewing lease, so a renewal due
         # at a third of a lease happens before 0.6 of it has passed.
         tick = min([self.heartbeat, *(leases[k] / 4 for k in self._tasks if renews[k])])
-        self._presence = Presence(self.schema, claimant, self.kinds, self.concurrency)
+        self._presence = Presence(
+            self.schema, claimant, self.kinds, self.concurrency, self.heartbeat
+        )
         self._heartbeat = Heartbeat(
             self.schema, claimant, tick, inst, self._inflight, self._presence
         )
