@@ -337,12 +337,15 @@ FROM recovered;
 -- $5 integer global_cap: most jobs of the kind claimed at once across every worker
 -- $6 uuid claim_token: this worker run's ownership token, stamped on claims
 -- index: jobs_stale_idx (claimed rows, to count: few, at most every worker's slots);
--- jobs_next_visible_idx or jobs_claim_idx for the kind's pending rows.
+-- jobs_next_visible_idx or jobs_claim_idx for the kind's pending rows; jobs_pkey for the
+-- traceparent (the function returns the claimed rows without it; a job's traceparent
+-- never changes, so the statement's snapshot of the row has it).
 PREPARE billing_jobs_job_claim_capped(text, text, float8, integer, integer, uuid) AS
-SELECT id, kind, priority, carry, attempt, failures, max_failures, created_at, visible_at,
-       claim_expires_at, waited, held
+SELECT c.id, c.kind, c.priority, c.carry, c.attempt, c.failures, c.max_failures,
+       c.created_at, c.visible_at, c.claim_expires_at, c.waited, c.held, j.traceparent
 FROM "billing_jobs".claim_capped($1::text, $2::text, $3::float8, $4::integer, $5::integer,
-                          $6::uuid);
+                          $6::uuid) AS c
+LEFT JOIN "billing_jobs".jobs j ON j.id = c.id;
 
 -- job_complete_many_if_owned: settle finished jobs as completed, only where this worker
 -- still holds the same claim; returns the ids it settled (a missing id lost its claim).
