@@ -408,8 +408,10 @@ class Scenario(harness.Harness):
         # restart, a failover, read-only mode): a lease that ends then, or before the
         # worker's error backoff brings it back, is recovered by design, and the re-run
         # is journaled stale-recovered.
+        # The window opens a second early: an outcome returned just before the outage is
+        # written by the loop's next iteration, which the outage may already meet.
         refused = [
-            (start, end + db.errors.ERROR_BACKOFF.cap)
+            (start - 1.0, end + db.errors.ERROR_BACKOFF.cap)
             for what, (start, end) in self.windows.items()
             if what in ("writes refused", "restart", "failover")
         ]
@@ -432,7 +434,7 @@ class Scenario(harness.Harness):
         ]
         drops = dropped_outcomes(
             events, history.parse_runs(lines), self.faults, leases, refused, partitioned,
-            slowed, short,
+            slowed, short, self.faults.connection,
         )  # fmt: skip
         self.dropped, self.expired_in_outage, self.lost_to_partition, self.short_when_slow = drops
         # Any other dropped outcome is a write the worker gave up on.
@@ -580,7 +582,8 @@ class Scenario(harness.Harness):
         if "slow" in self.windows:
             rows.append(
                 (
-                    "outcomes of a lease under the default that ended while slow (re-run, journaled)",
+                    "outcomes whose lease ended while slow: a lease under the default, or a "
+                    "cut connection (re-run, journaled)",
                     self.short_when_slow,
                 )
             )
@@ -619,6 +622,7 @@ def dropped_outcomes(
     partitioned: Sequence[tuple[int, float, float]] = (),
     slowed: Sequence[tuple[float, float]] = (),
     short: frozenset[str] | set[str] = frozenset(),
+    cuts: Sequence[tuple[float, float]] = (),
 ) -> tuple[list[str], int, int, int]:
     """Claims whose handler returned an outcome while the claim was still owned (before
     its lease ended, and before any shutdown), and which then ended by an interruption
@@ -631,7 +635,10 @@ def dropped_outcomes(
     so the outcome could not be written before the lease ended; and how many by
     ``partitioned``: (pid, start, end) of a worker whose connections were black-holed
     when its handler returned; and how many by ``slowed``: windows of a slow database in
-    which a kind with a ``short`` lease (below the workers' default) lost its claim."""
+    which a kind with a ``short`` lease (below the workers' default) lost its claim, or in
+    which a connection fault (``cuts``: backend kills, restarts) came between the
+    handler's return and the lease's end: a slowed loop iteration that loses its
+    connection takes a reconnect and its statements again, longer than a 4 s lease."""
     claims: dict[tuple[int, int], history.Event] = {}
     ends: dict[tuple[int, int], history.Event] = {}
     for e in sorted(events, key=lambda e: e.at):
@@ -661,7 +668,9 @@ def dropped_outcomes(
             if any(pid == r.pid and start <= r.end <= end for pid, start, end in partitioned):
                 partition += 1
                 continue
-            if r.kind in short and any(start <= r.end <= end for start, end in slowed):
+            if any(start <= r.end <= end for start, end in slowed) and (
+                r.kind in short or any(a <= stop and b >= r.end for a, b in cuts)
+            ):
                 too_short += 1
                 continue
             out.append(
