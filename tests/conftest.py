@@ -4,6 +4,7 @@ per test, cloned from a migrated template; SQL snapshots in the top-level snapsh
 from __future__ import annotations
 
 import os
+import urllib.parse
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -11,6 +12,7 @@ import asyncpg
 import pytest
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
+from tests.chaos.proxy import Proxy
 from tests.support.cli import ROOT
 from venturi import registry, testing
 
@@ -89,3 +91,15 @@ def kinds() -> Iterator[list[str]]:
 
 def pytest_report_header(config: Any) -> str:
     return f"venturi test database: VENTURI_TEST_DSN={'set' if os.environ.get('VENTURI_TEST_DSN') else 'unset'}"
+
+
+@pytest.fixture
+async def proxy(pg_admin_dsn: str) -> AsyncIterator[Proxy]:
+    """The chaos harness's TCP proxy (tests/chaos/proxy.py) in front of the test server:
+    delay, black-hole, drop or reset the connections made through ``proxy.dsn(dsn)``."""
+    parts = urllib.parse.urlsplit(pg_admin_dsn)
+    p = await Proxy.start(parts.hostname or "127.0.0.1", parts.port or 5432, seed=1)
+    try:
+        yield p
+    finally:
+        await p.close()

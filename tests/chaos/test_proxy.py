@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 import urllib.parse
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -15,16 +14,6 @@ from tests.support import sql as pgsql
 
 # What a client sees when the proxy cuts its connection under a statement.
 LINK_ERRORS = (ConnectionError, OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError)
-
-
-@pytest.fixture
-async def proxy(pg_admin_dsn: str) -> AsyncIterator[Proxy]:
-    parts = urllib.parse.urlsplit(pg_admin_dsn)
-    p = await Proxy.start(parts.hostname or "127.0.0.1", parts.port or 5432, seed=1)
-    try:
-        yield p
-    finally:
-        await p.close()
 
 
 async def _connect(proxy: Proxy, dsn: str) -> asyncpg.Connection:

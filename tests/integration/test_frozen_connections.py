@@ -12,8 +12,6 @@ import asyncio
 import contextlib
 import logging
 import socket
-import urllib.parse
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -26,16 +24,6 @@ from tests.support import sql as test_sql
 from venturi import Context, Worker, db
 from venturi.runtime.instruments import Instruments
 from venturi.runtime.listener import Listener
-
-
-@pytest.fixture
-async def proxy(pg_admin_dsn: str) -> AsyncIterator[Proxy]:
-    parts = urllib.parse.urlsplit(pg_admin_dsn)
-    p = await Proxy.start(parts.hostname or "127.0.0.1", parts.port or 5432, seed=3)
-    try:
-        yield p
-    finally:
-        await p.close()
 
 
 def _sent_since(proxy: Proxy, before: dict[int, int]) -> bool:
