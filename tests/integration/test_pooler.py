@@ -90,7 +90,10 @@ async def test_a_cached_connection_breaks_behind_the_pooler_and_a_marked_one_doe
 
     cached = bouncer.through(dsn, mark=False)
     outcomes = await asyncio.gather(*(client(cached) for _ in range(12)), return_exceptions=True)
-    assert any(isinstance(o, asyncpg.InvalidSQLStatementNameError) for o in outcomes), outcomes
+    # 12 clients prepare __asyncpg_stmt_1__ on 4 server connections: some find it missing
+    # on the connection they land on next, the others find another client's already there.
+    broken = (asyncpg.InvalidSQLStatementNameError, asyncpg.DuplicatePreparedStatementError)
+    assert any(isinstance(o, broken) for o in outcomes), outcomes
     marked = bouncer.through(dsn)
     outcomes = await asyncio.gather(*(client(marked) for _ in range(12)), return_exceptions=True)
     assert [o for o in outcomes if o is not None] == []
