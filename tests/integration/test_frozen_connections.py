@@ -117,9 +117,7 @@ async def test_transaction_deadlines_end_a_transaction_left_idle(dsn: str) -> No
     try:
         tx = conn.transaction()
         await tx.start()
-        await db.health.transaction_deadlines(
-            conn, schema="venturi", statement_ms=1000, idle_ms=200
-        )
+        await db.health.transaction_deadlines(conn, schema="venturi", deadline=0.2)
         assert await conn.fetchval(test_sql.statement("setting_idle_in_transaction")) == "200ms"
         # The client goes quiet inside its transaction: the server ends the session.
         await asyncio.wait_for(ended.wait(), 10)

@@ -78,8 +78,7 @@ async def claim_within_cap(
         return CappedClaim(claimed, held, 0.0)
     async with transaction(source) as conn:
         if deadline is not None:  # as in claim_within_rate: the server's side of it
-            ms = max(1, round(deadline * 1000))
-            await transaction_deadlines(conn, schema=schema, statement_ms=ms, idle_ms=ms)
+            await transaction_deadlines(conn, schema=schema, deadline=deadline)
         granted, wait = await rate_take(
             conn, schema=schema, kind=kind, per_second=rate[0], burst=rate[1], wanted=wanted
         )

@@ -11,9 +11,8 @@ async def connection_probe(conn: Conn) -> bool:
     return bool(await conn.fetchval(sql.statement("connection_probe")))
 
 
-async def transaction_deadlines(
-    conn: Conn, *, schema: str, statement_ms: int, idle_ms: int
-) -> None:
-    await conn.execute(
-        sql.statement("transaction_deadlines", schema), str(statement_ms), str(idle_ms)
-    )
+async def transaction_deadlines(conn: Conn, *, schema: str, deadline: float) -> None:
+    """The rest of this transaction: each statement, and any idle spell, ends after
+    ``deadline`` seconds on the server."""
+    ms = str(max(1, round(deadline * 1000)))
+    await conn.execute(sql.statement("transaction_deadlines", schema), ms, ms)

@@ -44,8 +44,7 @@ async def claim_within_rate(
     client that stopped answering."""
     async with source.acquire() as conn, conn.transaction():
         if deadline is not None:
-            ms = max(1, round(deadline * 1000))
-            await transaction_deadlines(conn, schema=schema, statement_ms=ms, idle_ms=ms)
+            await transaction_deadlines(conn, schema=schema, deadline=deadline)
         granted, wait = await rate_take(
             conn, schema=schema, kind=kind, per_second=per_second, burst=burst, wanted=wanted
         )

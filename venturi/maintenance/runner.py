@@ -90,5 +90,4 @@ async def running(tasks: Sequence[MaintenanceTask], pool: Any, worker: Any) -> A
             # for it after a few seconds; closing the pool closes the connection.
             await asyncio.wait([handle], timeout=STOP_WITHIN)
             if handle.done() and not handle.cancelled():
-                with contextlib.suppress(asyncio.CancelledError):
-                    handle.result()
+                handle.result()  # a maintenance bug, raised as before

@@ -71,7 +71,7 @@ class Listener:
         return self._reconnect is not None and not self._reconnect.done()
 
     def _spawn_reconnect(self) -> None:
-        if self._reconnect is None or self._reconnect.done():
+        if not self._reconnecting():
             self._reconnect = asyncio.create_task(self._reconnect_loop())
 
     async def _connect(self) -> None:
