@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -36,12 +37,21 @@ def _chunks(proxy: Proxy) -> dict[int, int]:
     return {link.n: link.stats.chunks_up for link in proxy.links}
 
 
+@contextlib.asynccontextmanager
+async def _held(proxy: Proxy, dsn: str, deadline: float) -> AsyncIterator[db.held.Held]:
+    """A ``Held`` connection with ``deadline`` of a worker pool that reaches the server
+    through ``proxy``."""
+    pool = await db.connect.create_worker_pool(proxy.dsn(dsn), min_size=0, max_size=2)
+    try:
+        yield db.held.Held(pool, deadline=deadline)
+    finally:
+        pool.terminate()
+
+
 async def test_a_statement_on_a_black_holed_connection_ends_at_its_deadline(
     proxy: Proxy, dsn: str
 ) -> None:
-    pool = await db.connect.create_worker_pool(proxy.dsn(dsn), min_size=1, max_size=2)
-    try:
-        held = db.held.Held(pool, deadline=0.5)
+    async with _held(proxy, dsn, 0.5) as held:
         assert await db.health.connection_probe(held)
         stuck = held.conn._con  # the pool's connection behind its proxy object
         proxy.blackhole(new=False)  # the links open now; new connections pass
@@ -50,8 +60,6 @@ async def test_a_statement_on_a_black_holed_connection_ends_at_its_deadline(
         assert held.conn is None and stuck.is_closed()  # closed, not handed back
         assert await db.health.connection_probe(held)  # on a new connection
         assert held.conn._con is not stuck
-    finally:
-        pool.terminate()
 
 
 async def test_a_connection_slower_to_open_than_a_statement_deadline_still_opens(
@@ -62,17 +70,13 @@ async def test_a_connection_slower_to_open_than_a_statement_deadline_still_opens
     # together do not. A worker whose connections were cut on a slow network must still
     # open new ones (the long soak found one that could not, for a minute).
     proxy.delay(0.5)
-    pool = await db.connect.create_worker_pool(proxy.dsn(dsn), min_size=0, max_size=2)
-    try:
-        held = db.held.Held(pool, deadline=1.6)
+    async with _held(proxy, dsn, 1.6) as held:
         assert await db.health.connection_probe(held)
         assert proxy.reset() == 1  # cut it: a statement after that opens a new one
         with contextlib.suppress(*db.errors.TRANSIENT):
             await db.health.connection_probe(held)  # this one may meet the cut
         assert await db.health.connection_probe(held)
         assert len(proxy.links) == 2
-    finally:
-        pool.terminate()
 
 
 async def test_after_a_deadline_passes_the_next_statement_gets_longer(
@@ -83,15 +87,11 @@ async def test_after_a_deadline_passes_the_next_statement_gets_longer(
     # statement would be cut, for as long as the network stays slow (the long soak saw
     # a worker do nothing for seconds after a backend kill in its slow minute).
     proxy.delay(0.5)
-    pool = await db.connect.create_worker_pool(proxy.dsn(dsn), min_size=0, max_size=2)
-    try:
-        held = db.held.Held(pool, deadline=0.6)
+    async with _held(proxy, dsn, 0.6) as held:
         with pytest.raises(TimeoutError):
             await db.health.connection_probe(held)
         assert await db.health.connection_probe(held)  # 1.2 s this time: it fits
         assert held._now == 0.6  # an answer restores the deadline
-    finally:
-        pool.terminate()
 
 
 async def test_the_worker_pool_sets_tcp_keepalives(dsn: str) -> None:
