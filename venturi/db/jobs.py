@@ -149,7 +149,6 @@ def job_insert_steps(
     raise RuntimeError(f"could not enqueue {spec.kind!r} with key {spec.key!r}: key kept changing")
 
 
-@needs_schema
 async def job_insert(
     conn: Any,
     *,
@@ -324,7 +323,6 @@ def _copies(conn: Any) -> bool:
     )
 
 
-@needs_schema
 async def job_insert_many(
     conn: Any,
     *,
