@@ -204,6 +204,14 @@ async def _keepalive_init(conn: asyncpg.Connection) -> None:
     set_keepalive(conn)
 
 
+def caches_statements(pool: Any) -> bool:
+    """Does this asyncpg pool's connections keep prepared statements (not opened with
+    ``statement_cache_size=0``, as behind a transaction pooler)? asyncpg keeps a pool's
+    connect options only as ``_connect_kwargs``: a pool without them is taken to cache."""
+    options = getattr(pool, "_connect_kwargs", None) or {}
+    return bool(options.get("statement_cache_size", 1))
+
+
 async def create_worker_pool(dsn: str, **kwargs: Any) -> asyncpg.Pool:
     """The pool a worker opens from a DSN: ``create_pool`` with TCP keepalives on every
     connection it makes."""

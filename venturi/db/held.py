@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,6 +20,10 @@ CONNECT_DEADLINE = 10.0
 # (or the deadline itself, if longer); a statement that answers restores the deadline.
 STRETCHED_DEADLINE = 30.0
 
+# A statement run through ``fetch_planned`` is prepared anew, when its caller asks, once
+# its plan is at least this old (see ``fetch_planned``).
+REPLAN_AFTER = 10.0
+
 
 class Held:
     """One connection of a pool, held for the worker loop's sequential statements and
@@ -32,10 +37,19 @@ class Held:
     the time (up to ``STRETCHED_DEADLINE``): on a slow network a new connection's first
     statements cost a prepare round trip each, and a fixed deadline would cut every one
     of them for as long as the network stays slow. With ``keep=False`` the connection
-    goes back to the pool after each statement (the heartbeat shares the pool)."""
+    goes back to the pool after each statement (the heartbeat shares the pool).
+
+    ``prepare=False`` for a pool without a statement cache (behind a transaction pooler,
+    where a named prepared statement would not survive the transaction): there
+    ``fetch_planned`` is a plain ``fetch``."""
 
     def __init__(
-        self, pool: asyncpg.Pool, deadline: float | None = None, *, keep: bool = True
+        self,
+        pool: asyncpg.Pool,
+        deadline: float | None = None,
+        *,
+        keep: bool = True,
+        prepare: bool = True,
     ) -> None:
         self.pool = pool
         self.deadline = deadline
@@ -45,7 +59,10 @@ class Held:
         # deadline a worker whose connections were cut could never open a new one.
         self.connect_deadline = None if deadline is None else max(deadline, CONNECT_DEADLINE)
         self.keep = keep
+        self.prepare = prepare and keep
         self.conn: Any = None
+        # fetch_planned's statements on this connection: query -> (statement, prepared at).
+        self._plans: dict[str, tuple[Any, float]] = {}
 
     async def _get(self) -> Any:
         if self.conn is not None:
@@ -63,6 +80,7 @@ class Held:
 
     async def _drop(self, exc: BaseException | None = None) -> None:
         conn, self.conn = self.conn, None
+        self._plans.clear()
         if conn is not None and isinstance(exc, (TimeoutError, asyncio.CancelledError)):
             # Cut mid-statement: the server may never answer, and a reset would wait for
             # it. Close the socket; the pool opens a new connection.
@@ -108,6 +126,41 @@ class Held:
     async def execute(self, *args: Any, **kwargs: Any) -> Any:
         return await self._call("execute", *args, **kwargs)
 
+    async def fetch_planned(self, *args: Any, replan: bool = False) -> Any:
+        """``fetch`` through a prepared statement this Held keeps for its connection;
+        with ``replan``, prepared anew first if its plan is ``REPLAN_AFTER`` old.
+
+        PostgreSQL keeps a prepared statement's generic plan, made once from the table's
+        size and statistics at the time, for the statement's life (until an ANALYZE or
+        VACUUM of the table invalidates it). A plan made while the queue was empty (a
+        sequential scan is then the cheapest) stays when a backlog arrives and costs
+        O(backlog) per statement, where an index scan costs O(1); on a server whose
+        autovacuum is off nothing would invalidate it. The claim loop asks for a replan
+        when a claim came back full (a backlog): at most once per ``REPLAN_AFTER``, the
+        next five executions are planned each time and the sixth makes the generic plan
+        from the table as it is. asyncpg's own cache gives no way to drop one statement,
+        hence a statement of our own."""
+        if not self.prepare:
+            return await self.fetch(*args)
+        # A pass-through like fetch: args are (query, *parameters).
+        query, parameters = args[0], args[1:]
+        try:
+            conn = await self._get()
+            async with asyncio.timeout(self._now):
+                held = self._plans.get(query)
+                if held is None or (replan and time.monotonic() - held[1] >= REPLAN_AFTER):
+                    # The old statement is closed by asyncpg once unreferenced.
+                    held = (await conn.prepare(*args[:1]), time.monotonic())
+                    self._plans[query] = held
+                answer = await held[0].fetch(*parameters)
+        except BaseException as exc:
+            self._failed(exc)
+            if unusable(exc):
+                await self._drop(exc)
+            raise
+        self._answered()
+        return answer
+
     @contextlib.asynccontextmanager
     async def acquire(self) -> AsyncIterator[Any]:
         """The held connection, for a transaction (a shared-rate claim, the heartbeat's
@@ -129,7 +182,9 @@ class Held:
         await self._drop()
 
 
-def hold(pool: Any, deadline: float | None = None, *, keep: bool = True) -> Any:
+def hold(
+    pool: Any, deadline: float | None = None, *, keep: bool = True, prepare: bool = True
+) -> Any:
     """A ``Held`` connection of an asyncpg Pool; any other source as it is (a look-alike
     that forwards statements, as ``venturi.testing.drain`` passes)."""
-    return Held(pool, deadline, keep=keep) if is_pool(pool) else pool
+    return Held(pool, deadline, keep=keep, prepare=prepare) if is_pool(pool) else pool

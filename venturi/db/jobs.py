@@ -8,6 +8,7 @@ this run still holds the claim, and say whether they did.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from venturi.db import drivers
 from venturi.db.conn import Conn, Record
 from venturi.db.connect import transaction
 from venturi.db.drivers import Query, Row, Steps
+from venturi.db.held import Held
 from venturi.db.schema import needs_schema
 from venturi.errors import ConfigError, DuplicateJob
 
@@ -414,11 +416,20 @@ async def job_claim(
     limit: int,
     backoff: Backoff,
     done: Sequence[tuple[int, int, str | None]] = (),
+    replan: bool = False,
 ) -> ClaimAnswer:
     """Settle ``done`` (id, attempt, result) as completed, recover expired claims (a CTE,
     ``_recover_cte``; ``backoff`` for tasks that declared none) and claim up to ``limit``
-    jobs of ``kinds`` at priority ``floor`` or above, in one statement and one commit."""
-    rows = await conn.fetch(
+    jobs of ``kinds`` at priority ``floor`` or above, in one statement and one commit.
+
+    On the worker loop's held connection the statement keeps its generic plan, and
+    ``replan`` (the last claim came back full) lets it be planned anew against the
+    table as it is now (``Held.fetch_planned``)."""
+    if isinstance(conn, Held):
+        run: Any = functools.partial(conn.fetch_planned, replan=replan)
+    else:
+        run = conn.fetch
+    rows = await run(
         sql.statement("job_claim", schema),
         claimant.name,
         kinds,

@@ -80,6 +80,9 @@ class Claimer:
         self.global_caps = dict(global_caps or {})
         self.capped_until: dict[str, float] = {}
         self._claims = 0
+        # The last claim filled its batch: a backlog, against which the claim's cached
+        # plan may be made anew (db.held.Held.fetch_planned).
+        self._backlog = False
         # Lookups in a row that found a job due which the claim before did not take.
         self._due_again = 0
 
@@ -183,7 +186,9 @@ class Claimer:
                 limit=limit,
                 backoff=self.backoff,
                 done=[(r.id, r.attempt, _result(r)) for r in done],
+                replan=self._backlog,
             )
+            self._backlog = len(rows) >= limit
             if recovered:
                 self.recovery.claimed(recovered)
             completed(done, settled)

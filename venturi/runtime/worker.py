@@ -310,7 +310,7 @@ class Worker(Generic[S]):
             beating = asyncio.create_task(
                 self._heartbeat.run(db.held.hold(pool, deadline, keep=False))
             )
-            held = db.held.hold(pool, deadline)
+            held = db.held.hold(pool, deadline, prepare=db.connect.caches_statements(pool))
             try:
                 async with maintenance_tasks.running(self.maintenance, pool, self):
                     try:
