@@ -187,6 +187,7 @@ async def insert_single(dsn: str, *, jobs: int, schema: str = sql.DEFAULT_SCHEMA
         "backoff_jitter": None,
         "unique_for": None,
         "replace": False,
+        "traceparent": None,
     }
     args = _args(names, values, "job_insert")
     conn = await asyncpg.connect(dsn)
