@@ -61,10 +61,13 @@ CREATE TABLE IF NOT EXISTS "venturi".jobs (
 );
 
 -- Every claim and settlement leaves a dead row version behind, and a bulk enqueue
--- changes what the planner should expect of the claim: vacuum and analyze early.
+-- changes what the planner should expect of the claim: vacuum and analyze early, and
+-- vacuum at full pace (migration 12: with the default cost delay autovacuum fell behind
+-- a queue of thousands of jobs per second).
 ALTER TABLE "venturi".jobs SET (
     autovacuum_vacuum_scale_factor = 0.02,
-    autovacuum_analyze_scale_factor = 0.02
+    autovacuum_analyze_scale_factor = 0.02,
+    autovacuum_vacuum_cost_delay = 0
 );
 
 -- Every state change that the row's own timestamps cannot tell. A job that is enqueued,
@@ -267,7 +270,8 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (8, 'dashboard_indexes'),
     (9, 'caps_and_waits'),
     (10, 'fleet'),
-    (11, 'bulk_notify')
+    (11, 'bulk_notify'),
+    (12, 'queue_vacuum_pace')
 ON CONFLICT (version) DO NOTHING;
 
 -- venturi schema "venturi": indexes. Each names the statements it backs.
