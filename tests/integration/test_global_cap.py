@@ -11,8 +11,9 @@ import pytest
 
 import venturi
 from tests.support import Item, expire_claim, running, wait_for, wait_status, wait_until
-from venturi import Backoff, ConfigError, Context, db
+from venturi import Backoff, ConfigError, Context, db, sql
 from venturi.backoff import DEFAULT_BACKOFF
+from venturi.registry import JobSpec
 from venturi.runtime.worker import Worker
 
 SCHEMA = "venturi"
@@ -200,3 +201,27 @@ async def test_a_capped_kind_with_a_shared_rate_limit_keeps_both(
     assert len(second.claimed) == 1  # the bucket's last token, though the cap has room
     third = await take(5)
     assert third.claimed == [] and third.wait > 0  # out of tokens: when the next one comes
+
+
+async def test_a_capped_claim_reaches_its_rows_by_index(conn: asyncpg.Connection) -> None:
+    # claim_capped's statements, as PostgreSQL plans them inside the function
+    # (auto_explain of nested statements, sent to this client): on 20,000 rows none
+    # reads the jobs table whole. Its UPDATE once joined the candidates and hashed the
+    # table for every claim (migration 13).
+    specs = [JobSpec("capped", "{}", 1, None, None, None, 25) for _ in range(20_000)]
+    await db.jobs.job_insert_many(conn, schema="venturi", specs=specs)
+    await conn.execute(sql.statement("maintenance/analyze"))
+    plans: list[str] = []
+    conn.add_log_listener(lambda _c, message: plans.append(message.message))
+    await conn.execute(sql.statement("maintenance/session_setting"), "client_min_messages", "log")
+    await conn.execute("LOAD 'auto_explain'")
+    for name, value in (
+        ("auto_explain.log_min_duration", "0"),
+        ("auto_explain.log_nested_statements", "on"),
+    ):
+        await conn.execute(sql.statement("maintenance/session_setting"), name, value)
+    claim = await _capped(conn, db.Claimant("w"), "capped", cap=5, wanted=3)
+    assert len(claim.claimed) == 3 and claim.held == 3
+    nested = [p for p in plans if "candidates" in p]
+    assert nested, plans
+    assert not any("Seq Scan on jobs" in p for p in nested), nested
