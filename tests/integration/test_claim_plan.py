@@ -138,3 +138,19 @@ async def test_without_a_statement_cache_the_claim_is_a_plain_statement(
         assert db.connect.caches_statements(own)
     finally:
         await own.close()
+
+
+async def test_a_statement_gone_from_the_server_is_prepared_again(pool: asyncpg.Pool) -> None:
+    held = db.held.Held(pool)
+    try:
+        await db.jobs.job_insert_many(
+            pool, schema="venturi", specs=[JobSpec("k", "{}", 1, None, None, None, 25)] * 2
+        )
+        assert await _claim(held, limit=1) == 1
+        gone = _statement(held).get_name()
+        # Someone ran DEALLOCATE on the session (a pooler's reset, an operator).
+        await held.conn.execute(f"DEALLOCATE {gone}")
+        assert await _claim(held, limit=1) == 1
+        assert _statement(held).get_name() != gone
+    finally:
+        await held.close()

@@ -20,6 +20,15 @@ CONNECT_DEADLINE = 10.0
 # (or the deadline itself, if longer); a statement that answers restores the deadline.
 STRETCHED_DEADLINE = 30.0
 
+# What a prepared statement of our own raises once it no longer fits the server's
+# state: "cached plan must not change result type" (0A000), "prepared statement does
+# not exist" (26000).
+_STALE_STATEMENT = (
+    asyncpg.exceptions.InvalidCachedStatementError,
+    asyncpg.exceptions.FeatureNotSupportedError,
+    asyncpg.exceptions.InvalidSQLStatementNameError,
+)
+
 # A statement run through ``fetch_planned`` is prepared anew, when its caller asks, once
 # its plan is at least this old (see ``fetch_planned``).
 REPLAN_AFTER = 10.0
@@ -152,7 +161,15 @@ class Held:
                     # The old statement is closed by asyncpg once unreferenced.
                     held = (await conn.prepare(*args[:1]), time.monotonic())
                     self._plans[query] = held
-                answer = await held[0].fetch(*parameters)
+                try:
+                    answer = await held[0].fetch(*parameters)
+                except _STALE_STATEMENT:
+                    # The statement is gone (DEALLOCATE) or its result type changed
+                    # under it (a schema change): asyncpg retries its own cache's
+                    # statements, not ours. Prepare it again, once.
+                    held = (await conn.prepare(*args[:1]), time.monotonic())
+                    self._plans[query] = held
+                    answer = await held[0].fetch(*parameters)
         except BaseException as exc:
             self._failed(exc)
             if unusable(exc):
