@@ -260,7 +260,8 @@ def targets(out: dict[str, Any]) -> list[tuple[bool, str]]:
                 f"jobs/s ({out['rate'] / top:.0%})",
             )
         ]
-    return offered + [
+    return [
+        *offered,
         (
             drift <= 0.10,
             f"throughput per interval within 10% of its median ({med:,.0f} jobs/s at an "
