@@ -128,7 +128,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             "worker: total",
         )
     }
-    worker = Worker(dsn, [systems.venturi_noop], concurrency=10)
+    worker: Worker[None] = Worker(None, dsn, [systems.venturi_noop], concurrency=10)
     marks: dict[str, float] = {}
     started: dict[int, float] = {}
     job_of: dict[int, int] = {}  # job id -> sample

@@ -210,6 +210,7 @@ class Claimer:
                 rows += more
             self._count(rows)
             start(rows)
+            await _let_them_start(rows)
             free -= len(rows)
             if len(rows) < limit:
                 short = True
@@ -248,6 +249,7 @@ class Claimer:
                 self.shared_until.pop(kind, None)
             self._count(rows)
             start(rows)
+            await _let_them_start(rows)
             taken += len(rows)
         return taken
 
@@ -288,6 +290,7 @@ class Claimer:
                 self.capped_until.pop(kind, None)
             self._count(rows)
             start(rows)
+            await _let_them_start(rows)
             taken += len(rows)
         return taken
 
@@ -335,6 +338,15 @@ class Claimer:
         if self._due_again == 1:
             return 0.0
         return min(self.poll_max, db.errors.ERROR_BACKOFF.delay(self._due_again - 1))
+
+
+async def _let_them_start(rows: list[Record]) -> None:
+    """Yield once, so that the handlers just started take their first step before the
+    loop runs its next statement. Without it a claimed job started only after the loop
+    had sent its next-visible lookup: 0.50 ms from start to handler at p50, against
+    0.05 ms with the yield (benchmarks.pickup, about a third of the worker's pickup)."""
+    if rows:
+        await asyncio.sleep(0)
 
 
 def _result(run: Run) -> str | None:
