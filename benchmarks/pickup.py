@@ -39,6 +39,7 @@ import asyncpg
 import venturi
 from benchmarks import systems
 from benchmarks.compare import DEFAULT_ADMIN_DSN, git_head, percentile
+from benchmarks.profile import _database
 from venturi import db, sql
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.runtime.worker import Worker
@@ -56,17 +57,6 @@ async def bare(ctx: venturi.Context[Any], carry: systems.Noop) -> None:
 def log(msg: str) -> None:
     sys.stderr.write(f"[pickup {time.strftime('%H:%M:%S')}] {msg}\n")
     sys.stderr.flush()
-
-
-async def _database(admin_dsn: str, name: str, create: bool) -> str:
-    admin = await asyncpg.connect(admin_dsn)
-    try:
-        await admin.execute(sql.database_statement("database_drop", name))
-        if create:
-            await admin.execute(sql.database_statement("database_create", name))
-    finally:
-        await admin.close()
-    return admin_dsn.rsplit("/", 1)[0] + "/" + name
 
 
 async def bare_notification(enq: Any, listener: Any) -> float:

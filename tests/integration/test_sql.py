@@ -101,13 +101,13 @@ async def test_rendered_sql_applies_with_psql(empty_dsn: str) -> None:
         await conn.close()
 
 
-def _index_names(plan: Any) -> set[str]:
-    found: set[str] = set()
+def _nodes(plan: Any) -> list[dict[str, Any]]:
+    """Every node of an EXPLAIN (FORMAT JSON) plan."""
+    found: list[dict[str, Any]] = []
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):
-            if "Index Name" in node:
-                found.add(node["Index Name"])
+            found.append(node)
             for v in node.values():
                 walk(v)
         elif isinstance(node, list):
@@ -116,24 +116,15 @@ def _index_names(plan: Any) -> set[str]:
 
     walk(plan)
     return found
+
+
+def _index_names(plan: Any) -> set[str]:
+    return {n["Index Name"] for n in _nodes(plan) if "Index Name" in n}
 
 
 def _seq_scanned(plan: Any) -> set[str]:
     """The tables a plan reads by a sequential scan."""
-    found: set[str] = set()
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if node.get("Node Type") == "Seq Scan":
-                found.add(node["Relation Name"])
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(plan)
-    return found
+    return {n["Relation Name"] for n in _nodes(plan) if n.get("Node Type") == "Seq Scan"}
 
 
 async def _plan(conn: asyncpg.Connection, name: str, *args: Any) -> Any:

@@ -153,30 +153,21 @@ class Held:
             return await self.fetch(*args)
         # A pass-through like fetch: args are (query, *parameters).
         query, parameters = args[0], args[1:]
-        try:
-            conn = await self._get()
-            async with asyncio.timeout(self._now):
-                held = self._plans.get(query)
-                if held is None or (replan and time.monotonic() - held[1] >= REPLAN_AFTER):
-                    # The old statement is closed by asyncpg once unreferenced.
-                    held = (await conn.prepare(*args[:1]), time.monotonic())
-                    self._plans[query] = held
-                try:
-                    answer = await held[0].fetch(*parameters)
-                except _STALE_STATEMENT:
-                    # The statement is gone (DEALLOCATE) or its result type changed
-                    # under it (a schema change): asyncpg retries its own cache's
-                    # statements, not ours. Prepare it again, once.
-                    held = (await conn.prepare(*args[:1]), time.monotonic())
-                    self._plans[query] = held
-                    answer = await held[0].fetch(*parameters)
-        except BaseException as exc:
-            self._failed(exc)
-            if unusable(exc):
-                await self._drop(exc)
-            raise
-        self._answered()
-        return answer
+        async with self.acquire() as conn:
+            held = self._plans.get(query)
+            if held is None or (replan and time.monotonic() - held[1] >= REPLAN_AFTER):
+                # The old statement is closed by asyncpg once unreferenced.
+                held = (await conn.prepare(*args[:1]), time.monotonic())
+                self._plans[query] = held
+            try:
+                return await held[0].fetch(*parameters)
+            except _STALE_STATEMENT:
+                # The statement is gone (DEALLOCATE) or its result type changed under
+                # it (a schema change): asyncpg retries its own cache's statements, not
+                # ours. Prepare it again, once.
+                held = (await conn.prepare(*args[:1]), time.monotonic())
+                self._plans[query] = held
+                return await held[0].fetch(*parameters)
 
     @contextlib.asynccontextmanager
     async def acquire(self) -> AsyncIterator[Any]:
