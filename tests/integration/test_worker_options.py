@@ -31,10 +31,12 @@ async def test_renewed_lease_keeps_a_long_job_from_running_twice(
 ) -> None:
     runs: list[int] = []
 
-    @venturi.task(kind="o_long", lease=0.3, renew_lease=True, backoff=Backoff.fixed(0))
+    # A lease of 1 s renewed every third of it: 0.67 s of slack per renewal. (A 0.3 s
+    # lease, 0.2 s of slack, ran the job twice once under the loaded full suite.)
+    @venturi.task(kind="o_long", lease=1.0, renew_lease=True, backoff=Backoff.fixed(0))
     async def handler(ctx: Context[Any], carry: Item) -> None:
         runs.append(ctx.job.attempt)
-        await asyncio.sleep(1.2)  # stays: four leases long, what renewal is for
+        await asyncio.sleep(3.5)  # stays: three and a half leases long, what renewal is for
 
     job_id = await handler.enqueue(conn, Item(1))
     first = Worker(None, dsn, [handler], poll_max=0.1, claimed_by="first:1")
