@@ -9,6 +9,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tests.support.plans import nodes
 from venturi import db, sql
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.registry import JobSpec
@@ -46,20 +47,11 @@ async def _scans(held: db.held.Held) -> set[str]:
         f"EXPLAIN (FORMAT JSON) EXECUTE {_statement(held).get_name()}({args})"
     )
     found: set[str] = set()
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if node.get("Relation Name") == "jobs":
-                found.add(node["Node Type"])
-            if str(node.get("Index Name", "")).startswith("jobs_"):
-                found.add(node["Index Name"])  # a bitmap index scan names no relation
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(json.loads(text))
+    for node in nodes(json.loads(text)):
+        if node.get("Relation Name") == "jobs":
+            found.add(node["Node Type"])
+        if str(node.get("Index Name", "")).startswith("jobs_"):
+            found.add(node["Index Name"])  # a bitmap index scan names no relation
     return found
 
 

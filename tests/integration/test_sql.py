@@ -13,6 +13,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tests.support.plans import nodes
 from venturi import db, sql
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.errors import ConfigError
@@ -101,30 +102,13 @@ async def test_rendered_sql_applies_with_psql(empty_dsn: str) -> None:
         await conn.close()
 
 
-def _nodes(plan: Any) -> list[dict[str, Any]]:
-    """Every node of an EXPLAIN (FORMAT JSON) plan."""
-    found: list[dict[str, Any]] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            found.append(node)
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(plan)
-    return found
-
-
 def _index_names(plan: Any) -> set[str]:
-    return {n["Index Name"] for n in _nodes(plan) if "Index Name" in n}
+    return {n["Index Name"] for n in nodes(plan) if "Index Name" in n}
 
 
 def _seq_scanned(plan: Any) -> set[str]:
     """The tables a plan reads by a sequential scan."""
-    return {n["Relation Name"] for n in _nodes(plan) if n.get("Node Type") == "Seq Scan"}
+    return {n["Relation Name"] for n in nodes(plan) if n.get("Node Type") == "Seq Scan"}
 
 
 async def _plan(conn: asyncpg.Connection, name: str, *args: Any) -> Any:

@@ -156,18 +156,21 @@ class Held:
         async with self.acquire() as conn:
             held = self._plans.get(query)
             if held is None or (replan and time.monotonic() - held[1] >= REPLAN_AFTER):
-                # The old statement is closed by asyncpg once unreferenced.
-                held = (await conn.prepare(*args[:1]), time.monotonic())
-                self._plans[query] = held
+                held = await self._prepare(conn, *args[:1])
             try:
                 return await held[0].fetch(*parameters)
             except _STALE_STATEMENT:
                 # The statement is gone (DEALLOCATE) or its result type changed under
                 # it (a schema change): asyncpg retries its own cache's statements, not
                 # ours. Prepare it again, once.
-                held = (await conn.prepare(*args[:1]), time.monotonic())
-                self._plans[query] = held
+                held = await self._prepare(conn, *args[:1])
                 return await held[0].fetch(*parameters)
+
+    async def _prepare(self, conn: Any, *query: str) -> tuple[Any, float]:
+        # The statement it replaces is closed by asyncpg once unreferenced.
+        held = (await conn.prepare(*query), time.monotonic())
+        self._plans[query[0]] = held
+        return held
 
     @contextlib.asynccontextmanager
     async def acquire(self) -> AsyncIterator[Any]:
