@@ -53,6 +53,11 @@ UNIQUE_VIOLATION = asyncpg.UniqueViolationError
 # A database cannot be cloned while another session uses its template.
 OBJECT_IN_USE = asyncpg.ObjectInUseError
 
+# What an operator's call (CLI, dashboard, venturi.admin) can raise from the database: an
+# unreachable server, a statement the server refused, a dropped connection. The CLI and
+# the dashboard catch this one tuple and print one line.
+DATABASE_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+
 # What connecting can raise: a refused or unreachable server, bad credentials, a bad DSN.
 CONNECT_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError)
 
