@@ -63,12 +63,14 @@ async def scenario(name: str, dsn: str, driver: str = "psycopg", **extra: str) -
     return found
 
 
-async def manage(dsn: str, *args: str, driver: str = "psycopg") -> subprocess.CompletedProcess[str]:
+async def manage(
+    dsn: str, *args: str, driver: str = "psycopg", **extra: str
+) -> subprocess.CompletedProcess[str]:
     def go() -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, str(MANAGE), *args],
             cwd=ROOT,
-            env=_env(dsn, driver),
+            env=_env(dsn, driver, **extra),
             capture_output=True,
             text=True,
             timeout=180,
@@ -202,6 +204,44 @@ async def test_manage_venturi_schema_apply_and_venturis_own_commands(empty_dsn: 
     assert json.loads(listed.stdout) == []
 
 
+async def test_manage_venturi_errors_are_one_line_and_exit_non_zero(empty_dsn: str) -> None:
+    """As the plain ``venturi`` exits: its one line, a non-zero code, no traceback; and
+    inside Django the missing schema's fix is ``manage.py migrate``."""
+    for args in (("stats",), ("jobs", "show", "1"), ("jobs", "list")):
+        done = await manage(empty_dsn, "venturi", *args)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert done.stderr.strip().splitlines() == [
+            "venturi: the venturi schema 'venturi' is not applied to this database: "
+            "run `manage.py migrate`"
+        ], args
+    await manage(empty_dsn, "venturi", "schema", "apply")
+    missing = await manage(empty_dsn, "venturi", "jobs", "show", "999")
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == "venturi: job 999 does not exist"
+    usage = await manage(empty_dsn, "venturi", "jobs", "list", "--bogus")
+    assert usage.returncode == 2 and "No such option: --bogus" in usage.stderr
+    for done in (missing, usage):
+        assert "Traceback" not in done.stderr and "Exit" not in done.stderr
+
+
+async def test_settings_may_follow_the_subcommand(dsn: str) -> None:
+    """Django reads ``--settings`` wherever it stands; venturi's commands (and the worker)
+    must not take it for one of theirs. The environment names no usable settings, so
+    only the option makes the command work."""
+    settings = "tests.support.django_app.settings"
+    nowhere = {"DJANGO_SETTINGS_MODULE": "no.such.settings"}
+    for args in (
+        ("venturi", "jobs", "list", "--json", "--settings", settings),
+        ("venturi", "jobs", "list", "--settings", settings, "--json"),
+        ("venturi", "stats", f"--settings={settings}"),
+        ("venturi", "--settings", settings, "jobs", "list", "--json"),
+    ):
+        done = await manage(dsn, *args, **nowhere)
+        assert done.returncode == 0, (args, done.stderr)
+    listed = await manage(dsn, "venturi", "jobs", "list", "--json", "--settings", settings)
+    assert json.loads(listed.stdout) == []
+
+
 async def test_manage_venturi_worker_runs_venturi_and_django_tasks(
     dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
@@ -244,13 +284,17 @@ async def test_manage_venturi_worker_without_a_module_runs_every_django_queue(
     dsn: str, conn: asyncpg.Connection
 ) -> None:
     found = await scenario("tasks_enqueue_add", dsn)
+    # --settings after the subcommand, as Django users write it (the environment's
+    # settings do not exist): Django's option, not one for the worker's parser.
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(MANAGE),
         "venturi",
         "worker",
+        "--settings",
+        "tests.support.django_app.settings",
         cwd=ROOT,
-        env=_env(dsn),
+        env=_env(dsn, DJANGO_SETTINGS_MODULE="no.such.settings"),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
