@@ -336,11 +336,97 @@ async def test_enqueue_commits_and_rolls_back_with_the_atomic_block(dsn: str) ->
     assert found == {"rolled_back_gone": True, "kept": "READY"}
 
 
-async def test_a_task_that_raises_is_failed_at_once_with_its_error(dsn: str) -> None:
+async def test_a_task_that_raises_is_failed_at_once_with_its_error(
+    dsn: str, conn: asyncpg.Connection
+) -> None:
     found = await scenario("tasks_failure", dsn)
     assert found["status"] == "FAILED" and found["raised"] == "Task failed"
     assert found["errors"] == [["tests.support.django_app.tasks.Refused", True]]
     assert found["class_ok"] is True and found["job_status"] == "dead"
+    # What venturi's operators see: the message, not the class alone; a failure counted.
+    job = await venturi.get_job(conn, int(found["id"]))
+    assert job is not None and job.failures == 1 and job.max_failures == 1
+    assert job.last_error is not None
+    assert job.last_error.splitlines()[0] == "tests.support.django_app.tasks.Refused: no stock"
+    journal = await venturi.get_journal(conn, job.id)
+    assert [(e.event, (e.detail or "").partition("\n")[0]) for e in journal[1:]] == [
+        ("claimed", ""),
+        ("retried", "tests.support.django_app.tasks.Refused: no stock"),
+        ("dead", "failure backstop reached (1 of 1)"),
+    ]
+    listed = await manage(dsn, "venturi", "jobs", "list", "--status", "dead")
+    assert "Refused: no stock" in listed.stdout, listed.stdout
+    shown = await manage(dsn, "venturi", "jobs", "show", str(job.id))
+    assert "1 of 1" in shown.stdout, shown.stdout
+    stats = json.loads((await manage(dsn, "venturi", "stats", "--json")).stdout)
+    [kind] = [k for k in stats["kinds"] if k["kind"] == "django.default"]
+    assert kind["failures_recent"] == 1 and kind["dead"] == 1
+
+
+async def test_systemexit_in_a_task_fails_it_and_the_worker_goes_on(
+    dsn: str, conn: asyncpg.Connection
+) -> None:
+    """A task raising SystemExit fails under its own class, as any exception would; the
+    worker runs the next job and stops cleanly when asked."""
+    exits = await scenario("tasks_enqueue", dsn, VENTURI_TEST_TASK="exits", VENTURI_TEST_ARGS="[3]")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(MANAGE),
+        "venturi",
+        "worker",
+        "--poll-max",
+        "1",
+        cwd=ROOT,
+        env=_env(dsn),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+
+        async def finished(job_id: int) -> bool:
+            job = await venturi.get_job(conn, job_id)
+            return job is not None and job.status in ("completed", "dead")
+
+        await wait_for(lambda: finished(int(exits["id"])), within=60)
+        # Enqueued after the SystemExit: only a worker still running takes it.
+        after = await scenario(
+            "tasks_enqueue", dsn, VENTURI_TEST_TASK="add", VENTURI_TEST_ARGS="[2, 2]"
+        )
+        await wait_for(lambda: finished(int(after["id"])), within=60)
+        assert proc.returncode is None
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    read = await scenario("tasks_result", dsn, VENTURI_TEST_ID=exits["id"])
+    assert read["status"] == "FAILED"
+    [[path, trace]] = read["errors"]
+    assert path == "builtins.SystemExit" and "SystemExit: 3" in trace
+    job = await venturi.get_job(conn, int(after["id"]))
+    assert job is not None and job.status == "completed" and job.result == 4
+
+
+async def test_enqueued_at_is_the_same_from_enqueue_and_get_result(dsn: str) -> None:
+    found = await scenario("tasks_enqueued_at", dsn)
+    enqueued, read = found["inside"]
+    assert enqueued == read == found["after_commit"]
+    assert found["outside"][0] == found["outside"][1]
+
+
+async def test_get_result_reads_the_job_and_its_journal_in_one_statement(dsn: str) -> None:
+    """One statement is one snapshot: the job's status and its journal's errors agree."""
+    found = await scenario("tasks_get_result_statements", dsn)
+    assert found == {"statements": ["-- job_get_with_journal"], "errors": 1}
+
+
+async def test_a_system_check_asks_for_the_app(dsn: str) -> None:
+    """TASKS on VenturiBackend without venturi.contrib.django installed: no migrate would
+    apply the schema; Django's checks say so before the first enqueue fails."""
+    missing = await manage(dsn, "check", VENTURI_TEST_WITHOUT_APP="1")
+    assert missing.returncode == 1
+    assert "venturi.E001" in missing.stderr and "INSTALLED_APPS" in missing.stderr
+    fine = await manage(dsn, "check")
+    assert fine.returncode == 0, fine.stderr
 
 
 async def test_max_attempts_lets_venturi_retry(dsn: str) -> None:

@@ -24,6 +24,11 @@ def fails(why: str) -> None:
     raise Refused(why)
 
 
+@task()
+def exits(code: int) -> None:
+    raise SystemExit(code)
+
+
 @task(takes_context=True)
 def with_context(context: TaskContext, tag: str) -> dict[str, Any]:
     return {"tag": tag, "attempt": context.attempt, "id": context.task_result.id}

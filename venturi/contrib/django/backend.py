@@ -15,10 +15,14 @@ an open ``transaction.atomic()`` block the job commits or rolls back with it), a
 - status: pending READY, claimed RUNNING, completed SUCCESSFUL (the return value is the
   job's stored result), dead or cancelled FAILED;
 - errors: one ``TaskError`` (exception class path, traceback) per failed attempt, from
-  the job's journal.
+  the job's journal (venturi's lists show its first line, ``path: message``); an attempt
+  that raises anything but ``KeyboardInterrupt`` (``SystemExit`` included) is a failed
+  attempt, and the worker goes on;
+- ``enqueued_at`` is the row's ``created_at`` (the enqueuing transaction's start), the
+  same from ``enqueue()`` and ``get_result()``.
 
 Django's framework has no retries, so by default a task that raises is FAILED at once
-(the job settles dead). ``OPTIONS = {"MAX_ATTEMPTS": n}`` lets venturi run it up to n
+(its failure counted, the job settles dead at its failure backstop of 1). ``OPTIONS = {"MAX_ATTEMPTS": n}`` lets venturi run it up to n
 times with its backoff in between (READY again after each failure, errors kept).
 Other options: ``DATABASE`` (a ``DATABASES`` alias) and ``SCHEMA``, by default the
 ``VENTURI`` setting's.
@@ -28,10 +32,13 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 import msgspec
+from django.apps import apps
+from django.core import checks
 from django.db import close_old_connections
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -56,9 +63,10 @@ from venturi.contrib.django.tasks_api import (
     task_finished,
     task_started,
 )
-from venturi.jobs import JobInfo, JournalEntry
+from venturi.jobs import JobInfo, JournalEntry, get_job_and_journal_sync
 
 KIND_PREFIX = "django."
+APP = "venturi.contrib.django"
 OPTIONS = ("DATABASE", "SCHEMA", "MAX_ATTEMPTS")
 
 # Who ran an attempt, as venturi's worker names itself (its default identity).
@@ -72,7 +80,7 @@ _STATUS = {
     "cancelled": TaskResultStatus.FAILED,
 }
 # The journal events that record a failed attempt (detail: what it raised).
-_FAILURES = ("failed", "retried", "timed-out", "dead")
+_FAILURES = ("failed", "retried", "timed-out")
 
 
 class DjangoCall(msgspec.Struct, frozen=True):
@@ -140,14 +148,22 @@ def _run(ctx: venturi.Context[Any], carry: DjangoCall) -> venturi.Outcome:
         else:
             value = task.call(*carry.args, **carry.kwargs)
         value = normalize_json(value)
-    except Exception as exc:
+    except BaseException as exc:
+        # As Django's own backends: whatever the task raises (SystemExit too) fails this
+        # attempt under its own class, and the worker goes on; only a KeyboardInterrupt,
+        # the user stopping the process, is let through, once the attempt is reported.
         text = _error_text(exc)
         object.__setattr__(result, "finished_at", timezone.now())
         result.errors.append(_task_error(text))
         if final:
             object.__setattr__(result, "status", TaskResultStatus.FAILED)
         task_finished.send(sender=type(backend), task_result=result)
-        return venturi.dead(text) if final else venturi.retry(reason=text)
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        # A failed attempt, counted as one (the job's failures, the operators' stats):
+        # retried while attempts remain, dead at the backstop (max_failures is
+        # MAX_ATTEMPTS) after the last.
+        return venturi.retry(reason=text)
     object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
     object.__setattr__(result, "finished_at", timezone.now())
     object.__setattr__(result, "_return_value", value)
@@ -156,13 +172,17 @@ def _run(ctx: venturi.Context[Any], carry: DjangoCall) -> venturi.Outcome:
 
 
 def _error_text(exc: BaseException) -> str:
-    """What a failed attempt's journal entry holds: the exception's class path on the
-    first line, then its traceback (readable as it is in the dashboard)."""
-    return f"{get_module_path(type(exc))}\n{get_exception_traceback(exc)}"
+    """What a failed attempt's journal entry holds: ``class.path: message`` on the first
+    line (the line venturi's lists and the dashboard show), then the traceback."""
+    path = get_module_path(type(exc))
+    message = str(exc).strip().partition("\n")[0]
+    head = f"{path}: {message}" if message else path
+    return f"{head}\n{get_exception_traceback(exc)}"
 
 
 def _task_error(text: str) -> Any:
-    path, _, trace = text.partition("\n")
+    head, _, trace = text.partition("\n")
+    path = head.partition(": ")[0]
     if not path or " " in path or "." not in path:
         # Not an error this backend wrote (a lease that expired, a timeout): venturi's.
         return TaskError(exception_class_path="venturi.errors.VenturiError", traceback=text)
@@ -230,6 +250,19 @@ class VenturiBackend(BaseTaskBackend):  # type: ignore[misc]
         except venturi.ConfigError as exc:
             raise InvalidTask(f"queue {queue!r} cannot be a venturi kind: {exc}") from None
 
+    def check(self, **kwargs: Any) -> Iterator[Any]:
+        """Django's system checks of this backend: the app must be installed, or no
+        ``migrate`` applies the schema and the first enqueue fails on a missing table."""
+        yield from super().check(**kwargs)
+        if not apps.is_installed(APP):
+            yield checks.Error(
+                f"{APP} is not in INSTALLED_APPS: manage.py migrate does not apply "
+                "venturi's schema, so every enqueue through this backend fails",
+                hint=f'add "{APP}" to INSTALLED_APPS, then run manage.py migrate',
+                obj=f"TASKS[{self.alias!r}]",
+                id="venturi.E001",
+            )
+
     def validate_task(self, task: Any) -> None:
         super().validate_task(task)
         self._check_queue(task.queue_name)
@@ -250,14 +283,18 @@ class VenturiBackend(BaseTaskBackend):  # type: ignore[misc]
             carry, priority=tier_of(task.priority), at=task.run_after
         )
         spec = msgspec.structs.replace(spec, max_failures=self.max_attempts)
-        job_id = db.jobs.job_insert_sync(
-            config.connection(self.database), schema=self.schema, spec=spec
-        )
+        conn = config.connection(self.database)
+        job_id = db.jobs.job_insert_sync(conn, schema=self.schema, spec=spec)
+        # The row's created_at, read back in the enqueuing transaction: the one clock
+        # get_result() reads too (Python's clock after the insert is another instant).
+        job = venturi.get_job_sync(conn, job_id, schema=self.schema)
+        if job is None:  # inserted by this very transaction: it cannot be missing
+            raise TaskResultDoesNotExist(str(job_id))
         result = TaskResult(
             task=task,
             id=str(job_id),
             status=TaskResultStatus.READY,
-            enqueued_at=timezone.now(),
+            enqueued_at=job.created_at,
             started_at=None,
             finished_at=None,
             last_attempted_at=None,
@@ -276,11 +313,10 @@ class VenturiBackend(BaseTaskBackend):  # type: ignore[misc]
         except (TypeError, ValueError):
             raise TaskResultDoesNotExist(result_id) from None
         conn = config.connection(self.database)
-        job = venturi.get_job_sync(conn, job_id, schema=self.schema)
-        if job is None or not job.kind.startswith(KIND_PREFIX):
+        found = get_job_and_journal_sync(conn, job_id, schema=self.schema)
+        if found is None or not found[0].kind.startswith(KIND_PREFIX):
             raise TaskResultDoesNotExist(result_id)
-        journal = venturi.get_journal_sync(conn, job_id, schema=self.schema)
-        return result_of(job, journal)
+        return result_of(*found)
 
 
 def result_of(job: JobInfo, journal: list[JournalEntry]) -> Any:
@@ -306,12 +342,24 @@ def result_of(job: JobInfo, journal: list[JournalEntry]) -> Any:
         args=carry.args,
         kwargs=carry.kwargs,
         backend=carry.backend,
-        errors=[_task_error(e.detail or "") for e in journal if e.event in _FAILURES],
+        errors=_errors(journal),
         worker_ids=[workers[a] for a in sorted(workers)],
     )
     if job.status == "completed":
         object.__setattr__(result, "_return_value", job.result)
     return result
+
+
+def _errors(journal: list[JournalEntry]) -> list[Any]:
+    """One ``TaskError`` per failed attempt: each failure entry, and the dead entry of an
+    attempt that settled dead without one (its task could not be imported). The dead
+    entry after an attempt's failure is the backstop's line, not another error."""
+    failed = {e.attempt for e in journal if e.event in _FAILURES}
+    return [
+        _task_error(e.detail or "")
+        for e in journal
+        if e.event in _FAILURES or (e.event == "dead" and e.attempt not in failed)
+    ]
 
 
 def venturi_backends() -> list[Any]:
