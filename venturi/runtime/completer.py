@@ -61,6 +61,25 @@ def error_of(error: str, timed_out: bool = False) -> tuple[str, str]:
     return "Error", last.strip()
 
 
+def log_ended(run: Run, how: str, error: tuple[str, str], status: str, delay: float) -> None:
+    """The line of an execution that ended short of completing (``error``: the type and
+    message of ``error_of``): INFO while the job will be retried, WARNING once it is
+    dead, so that alerting on warnings sees every job that will not run again."""
+    kind, message = error
+    then = "now dead" if status == "dead" else f"retry in {delay:.1f}s"
+    log.log(
+        logging.WARNING if status == "dead" else logging.INFO,
+        "job %d (%s) attempt %d %s: %s; %s",
+        run.id,
+        run.task.kind,
+        run.attempt,
+        how,
+        f"{kind}: {message}" if message else kind,
+        then,
+        extra={**run.log_extra(), "error_type": kind, "error_message": message},
+    )
+
+
 class Completer:
     """Writes the settlements of this run's finished jobs under ``claimant``'s token.
     ``per_kind`` counts each kind's occupied slots; settling a run frees its slot."""
@@ -229,7 +248,7 @@ class Completer:
                 )
             case Dead(reason) | Undecodable(reason):
                 # No retry loop for an undecodable carry: it will not decode later either.
-                return await db.jobs.job_dead_if_owned(
+                dead = await db.jobs.job_dead_if_owned(
                     conn,
                     schema=sch,
                     claimant=me,
@@ -237,6 +256,9 @@ class Completer:
                     attempt=attempt,
                     reason=text_safe(reason),
                 )
+                if dead:
+                    log_ended(run, outcome.name, error_of(reason), "dead", 0.0)
+                return dead
             case Released(detail):
                 return await db.jobs.job_release_if_owned(
                     conn, schema=sch, claimant=me, job_id=job_id, attempt=attempt, detail=detail
@@ -257,6 +279,8 @@ class Completer:
                     delay=delay,
                     force_dead=False,
                 )
+                if status == "dead":  # the failure backstop
+                    log_ended(run, outcome.name, error_of(reason), status, delay)
                 return status is not None
             case Failed(error) | TimedOut(error):
                 delay = self._backoff(run.task).delay(run.failures + 1)
@@ -278,18 +302,8 @@ class Completer:
                     dead_reason=dead_reason,
                 )
                 if status is not None:
-                    kind, message = error_of(error, type(outcome) is TimedOut)
-                    then = "now dead" if status == "dead" else f"retry in {delay:.1f}s"
-                    log.info(
-                        "job %d (%s) attempt %d %s: %s; %s",
-                        job_id,
-                        run.task.kind,
-                        attempt,
-                        outcome.name,
-                        f"{kind}: {message}" if message else kind,
-                        then,
-                        extra={**run.log_extra(), "error_type": kind, "error_message": message},
-                    )
+                    error_at = error_of(error, type(outcome) is TimedOut)
+                    log_ended(run, outcome.name, error_at, status, delay)
                 return status is not None
 
     def _backoff(self, task: Task[Any]) -> Backoff:
