@@ -57,7 +57,10 @@ CREATE TABLE IF NOT EXISTS "billing_jobs".jobs (
     awaited          boolean,
     -- The W3C traceparent of the span current at enqueue (OpenTelemetry), for the worker's
     -- span of each run to link to. NULL: none.
-    traceparent      text
+    traceparent      text,
+    -- The order within a tier, before age: lower first; 0 unless set (job_rank_set), as
+    -- for Django's Tasks framework's priorities (VenturiBackend).
+    rank             smallint    NOT NULL DEFAULT 0
 );
 
 -- Every claim and settlement leaves a dead row version behind, and a bulk enqueue
@@ -175,7 +178,7 @@ BEGIN
           AND j.kind = p_kind
           AND j.visible_at <= now()
           AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = p_kind)
-        ORDER BY j.priority, j.created_at, j.id
+        ORDER BY j.priority, j.rank, j.created_at, j.id
         LIMIT greatest(0, least(p_limit, p_cap - (SELECT n FROM counted)))
         FOR UPDATE SKIP LOCKED
     ),
@@ -274,15 +277,16 @@ INSERT INTO "billing_jobs".schema_version (version, name) VALUES
     (10, 'fleet'),
     (11, 'bulk_notify'),
     (12, 'queue_vacuum_pace'),
-    (13, 'capped_claim_by_id')
+    (13, 'capped_claim_by_id'),
+    (15, 'rank_in_tier')
 ON CONFLICT (version) DO NOTHING;
 
 -- venturi schema "billing_jobs": indexes. Each names the statements it backs.
 
--- job_claim: an ordered scan of pending rows by (priority, created_at) stops at the first
--- eligible rows; partial, so finished rows (the bulk of a busy table) never enter it.
+-- job_claim: an ordered scan of pending rows by (priority, rank, created_at) stops at the
+-- first eligible rows; partial, so finished rows (the bulk of a busy table) never enter it.
 CREATE INDEX IF NOT EXISTS jobs_claim_idx
-    ON "billing_jobs".jobs (priority, created_at, id)
+    ON "billing_jobs".jobs (priority, rank, created_at, id)
     WHERE status = 'pending';
 
 -- job_next_visible_at: the nearest not-yet-eligible job of the worker's kinds.
@@ -550,7 +554,7 @@ ORDER BY input.id;
 -- $11 text[] done_results: msgspec-encoded JSON result of each (NULL: none)
 -- $12 uuid claim_token: this worker run's ownership token, stamped on claims, required of completions
 -- $13 boolean backoff_jitter: whether the recovery backoff of $6..$8 is half-jittered
--- index: jobs_claim_idx (pending rows by priority, created_at); jobs_stale_idx for
+-- index: jobs_claim_idx (pending rows by priority, rank, created_at); jobs_stale_idx for
 -- recovery; primary key for the completions.
 PREPARE billing_jobs_job_claim(text, text[], float8[], smallint, integer, float8, float8, float8, bigint[], integer[], text[], uuid, boolean) AS
 WITH completed AS (
@@ -631,7 +635,8 @@ candidates AS (
           WHERE NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = k)))
       -- Anti-starvation: a raised floor reserves this claim for the lower tiers.
       AND priority >= $4::smallint
-    ORDER BY priority, created_at, id
+    -- The tier, the order within it (rank, 0 unless set), then age.
+    ORDER BY priority, rank, created_at, id
     -- A sub-select, not "LIMIT $5": a custom plan would fold a bare $5 into a constant,
     -- cost itself below the generic plan and so be planned anew for every claim (the
     -- planning was ~60% of the statement's server time). As a sub-select, custom and
@@ -1348,6 +1353,18 @@ WHERE status = $1::text
   AND status IN ('completed', 'dead', 'cancelled')
   AND finished_at < now() - make_interval(secs => $2::float8)
   AND ($3::text IS NULL OR kind = $3::text);
+
+-- job_rank_set: set a job's order within its tier (rank, lower first) in the transaction
+-- that inserted it, and read its created_at (the enqueuing transaction's clock); no row:
+-- no such job. VenturiBackend keeps Django's numeric priorities in order this way.
+-- $1 bigint id: the job
+-- $2 smallint rank: its order within the tier, -32768..32767 (0: as the other jobs)
+-- index: primary key.
+PREPARE billing_jobs_job_rank_set(bigint, smallint) AS
+UPDATE "billing_jobs".jobs
+SET rank = $2::smallint
+WHERE id = $1
+RETURNING created_at;
 
 -- job_recover_stale: return expired claims to pending (or dead at the backstop). Run at
 -- the start of every claim (inside job_claim) and by `venturi recover`.

@@ -210,7 +210,7 @@ ORDER BY input.id;
 -- $11 text[] done_results: msgspec-encoded JSON result of each (NULL: none)
 -- $12 uuid claim_token: this worker run's ownership token, stamped on claims, required of completions
 -- $13 boolean backoff_jitter: whether the recovery backoff of $6..$8 is half-jittered
--- index: jobs_claim_idx (pending rows by priority, created_at); jobs_stale_idx for
+-- index: jobs_claim_idx (pending rows by priority, rank, created_at); jobs_stale_idx for
 -- recovery; primary key for the completions.
 PREPARE billing_jobs_job_claim(text, text[], float8[], smallint, integer, float8, float8, float8, bigint[], integer[], text[], uuid, boolean) AS
 WITH completed AS (
@@ -291,7 +291,8 @@ candidates AS (
           WHERE NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = k)))
       -- Anti-starvation: a raised floor reserves this claim for the lower tiers.
       AND priority >= $4::smallint
-    ORDER BY priority, created_at, id
+    -- The tier, the order within it (rank, 0 unless set), then age.
+    ORDER BY priority, rank, created_at, id
     -- A sub-select, not "LIMIT $5": a custom plan would fold a bare $5 into a constant,
     -- cost itself below the generic plan and so be planned anew for every claim (the
     -- planning was ~60% of the statement's server time). As a sub-select, custom and
@@ -1008,6 +1009,18 @@ WHERE status = $1::text
   AND status IN ('completed', 'dead', 'cancelled')
   AND finished_at < now() - make_interval(secs => $2::float8)
   AND ($3::text IS NULL OR kind = $3::text);
+
+-- job_rank_set: set a job's order within its tier (rank, lower first) in the transaction
+-- that inserted it, and read its created_at (the enqueuing transaction's clock); no row:
+-- no such job. VenturiBackend keeps Django's numeric priorities in order this way.
+-- $1 bigint id: the job
+-- $2 smallint rank: its order within the tier, -32768..32767 (0: as the other jobs)
+-- index: primary key.
+PREPARE billing_jobs_job_rank_set(bigint, smallint) AS
+UPDATE "billing_jobs".jobs
+SET rank = $2::smallint
+WHERE id = $1
+RETURNING created_at;
 
 -- job_recover_stale: return expired claims to pending (or dead at the backstop). Run at
 -- the start of every claim (inside job_claim) and by `venturi recover`.

@@ -57,7 +57,10 @@ CREATE TABLE IF NOT EXISTS "venturi".jobs (
     awaited          boolean,
     -- The W3C traceparent of the span current at enqueue (OpenTelemetry), for the worker's
     -- span of each run to link to. NULL: none.
-    traceparent      text
+    traceparent      text,
+    -- The order within a tier, before age: lower first; 0 unless set (job_rank_set), as
+    -- for Django's Tasks framework's priorities (VenturiBackend).
+    rank             smallint    NOT NULL DEFAULT 0
 );
 
 -- Every claim and settlement leaves a dead row version behind, and a bulk enqueue
@@ -175,7 +178,7 @@ BEGIN
           AND j.kind = p_kind
           AND j.visible_at <= now()
           AND NOT EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = p_kind)
-        ORDER BY j.priority, j.created_at, j.id
+        ORDER BY j.priority, j.rank, j.created_at, j.id
         LIMIT greatest(0, least(p_limit, p_cap - (SELECT n FROM counted)))
         FOR UPDATE SKIP LOCKED
     ),
@@ -274,5 +277,6 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (10, 'fleet'),
     (11, 'bulk_notify'),
     (12, 'queue_vacuum_pace'),
-    (13, 'capped_claim_by_id')
+    (13, 'capped_claim_by_id'),
+    (15, 'rank_in_tier')
 ON CONFLICT (version) DO NOTHING;

@@ -461,6 +461,26 @@ async def test_priority_run_after_queues_and_context_map_onto_venturi(dsn: str) 
     assert found["flags"] == [True, True, True, True]
 
 
+async def test_priority_orders_within_a_tier(dsn: str) -> None:
+    """Django's numeric order (larger sooner) holds within each tier, then enqueue order;
+    the tiers themselves strictly ordered here (no anti-starvation)."""
+    found = await scenario("tasks_order", dsn, VENTURI_TEST_RATIO="strict")
+    high, normal, low = venturi.Priority.HIGH, venturi.Priority.NORMAL, venturi.Priority.LOW
+    assert found["tiers"] == [high, high, high, normal, low, low, high]
+    assert found["ran"] == "bgacdef"
+
+
+async def test_strict_priority_is_django_s_order_whatever_the_ratio(dsn: str) -> None:
+    """STRICT_PRIORITY: every task in one tier, so the worker's anti-starvation (every
+    4th claim for the lower tiers) has nothing to reorder."""
+    options = json.dumps({"STRICT_PRIORITY": True})
+    found = await scenario(
+        "tasks_order", dsn, VENTURI_TEST_RATIO="4", VENTURI_DJANGO_TASK_OPTIONS=options
+    )
+    assert found["tiers"] == [venturi.Priority.NORMAL] * 7
+    assert found["ran"] == "bgacdef"
+
+
 async def test_aenqueue_and_aget_result(dsn: str) -> None:
     found = await scenario("tasks_aenqueue", dsn)
     assert found == {"ready": "READY", "status": "SUCCESSFUL", "value": 9}

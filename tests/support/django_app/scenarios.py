@@ -186,6 +186,27 @@ def tasks_get_result_statements() -> dict[str, Any]:
 
 
 @scenario
+def tasks_order() -> dict[str, Any]:
+    """Tasks of several priorities, enqueued in a mixed order, then run one at a time by
+    a worker whose anti-starvation ratio is VENTURI_TEST_RATIO ("strict": none)."""
+    ids = [
+        tasks.noted.using(priority=priority).enqueue(tag).id
+        for tag, priority in (("a", 5), ("b", 50), ("c", 1), ("d", 0), ("e", -5), ("f", -60))
+    ]
+    ids.append(tasks.noted.using(priority=50).enqueue("g").id)
+    tiers = [int(venturi.get_job_sync(connection, int(i)).priority) for i in ids]  # type: ignore[union-attr]
+    ratio = os.environ.get("VENTURI_TEST_RATIO", "4")
+    asyncio.run(
+        testing.drain(
+            config.dsn(),
+            [backend.runner("default")],
+            priority_ratio=None if ratio == "strict" else int(ratio),
+        )
+    )
+    return {"ran": "".join(tasks.RAN), "tiers": tiers}
+
+
+@scenario
 def tasks_enqueue() -> dict[str, Any]:
     """Enqueue ``tasks.<VENTURI_TEST_TASK>`` with the JSON args of VENTURI_TEST_ARGS."""
     task = getattr(tasks, os.environ["VENTURI_TEST_TASK"])

@@ -8,7 +8,12 @@ an open ``transaction.atomic()`` block the job commits or rolls back with it), a
 - a queue is a venturi kind, ``django.<queue_name>``: operators cap, rate-limit, pause
   and list a queue as a kind;
 - ``priority`` (-100..100, larger runs sooner) is one of venturi's three tiers: above 0
-  HIGH, 0 NORMAL, below 0 LOW (jobs of one tier run in the order they became due);
+  HIGH, 0 NORMAL, below 0 LOW; within a tier the larger priority runs first (the job's
+  rank is -priority), then the earlier enqueued. The worker's anti-starvation
+  (``--priority-ratio``, default 4) reserves every 4th claim for NORMAL and LOW and every
+  16th for LOW, so a waiting priority 50 task may see a priority -50 one run first;
+  ``OPTIONS = {"STRICT_PRIORITY": True}`` puts every task of the backend in the NORMAL
+  tier, where only the numeric order counts;
 - ``run_after`` is the job's ``at`` (``supports_defer``);
 - ``takes_context``: the task gets a ``TaskContext`` whose ``attempt`` is the venturi
   attempt;
@@ -39,7 +44,7 @@ from typing import Any
 import msgspec
 from django.apps import apps
 from django.core import checks
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -63,11 +68,12 @@ from venturi.contrib.django.tasks_api import (
     task_finished,
     task_started,
 )
+from venturi.db.ranks import job_rank_set_sync
 from venturi.jobs import JobInfo, JournalEntry, get_job_and_journal_sync
 
 KIND_PREFIX = "django."
 APP = "venturi.contrib.django"
-OPTIONS = ("DATABASE", "SCHEMA", "MAX_ATTEMPTS")
+OPTIONS = ("DATABASE", "SCHEMA", "MAX_ATTEMPTS", "STRICT_PRIORITY")
 
 # Who ran an attempt, as venturi's worker names itself (its default identity).
 WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
@@ -233,6 +239,13 @@ class VenturiBackend(BaseTaskBackend):  # type: ignore[misc]
                 f"got {attempts!r}"
             )
         self.max_attempts = attempts
+        strict = self.options.get("STRICT_PRIORITY", False)
+        if not isinstance(strict, bool):
+            raise InvalidTask(
+                f"TASKS[{alias!r}]['OPTIONS']['STRICT_PRIORITY'] must be True or False, "
+                f"got {strict!r}"
+            )
+        self.strict_priority = strict
         for queue in self.queues:
             self._check_queue(queue)
 
@@ -279,22 +292,15 @@ class VenturiBackend(BaseTaskBackend):  # type: ignore[misc]
             run_after=task.run_after,
             max_attempts=self.max_attempts,
         )
-        spec = runner(task.queue_name).job(
-            carry, priority=tier_of(task.priority), at=task.run_after
-        )
+        tier = venturi.Priority.NORMAL if self.strict_priority else tier_of(task.priority)
+        spec = runner(task.queue_name).job(carry, priority=tier, at=task.run_after)
         spec = msgspec.structs.replace(spec, max_failures=self.max_attempts)
-        conn = config.connection(self.database)
-        job_id = db.jobs.job_insert_sync(conn, schema=self.schema, spec=spec)
-        # The row's created_at, read back in the enqueuing transaction: the one clock
-        # get_result() reads too (Python's clock after the insert is another instant).
-        job = venturi.get_job_sync(conn, job_id, schema=self.schema)
-        if job is None:  # inserted by this very transaction: it cannot be missing
-            raise TaskResultDoesNotExist(str(job_id))
+        job_id, enqueued_at = self._insert(spec, rank=-task.priority)
         result = TaskResult(
             task=task,
             id=str(job_id),
             status=TaskResultStatus.READY,
-            enqueued_at=job.created_at,
+            enqueued_at=enqueued_at,
             started_at=None,
             finished_at=None,
             last_attempted_at=None,
@@ -306,6 +312,22 @@ class VenturiBackend(BaseTaskBackend):  # type: ignore[misc]
         )
         task_enqueued.send(sender=type(self), task_result=result)
         return result
+
+    def _insert(self, spec: Any, rank: int) -> tuple[int, datetime]:
+        """Insert the job with its rank in one transaction (the caller's atomic block,
+        else one of its own); its id and created_at, the enqueuing transaction's clock
+        that get_result() reads too (Python's clock after the insert is another)."""
+        conn = config.connection(self.database)
+        with transaction.atomic(using=conn.alias):
+            job_id = db.jobs.job_insert_sync(conn, schema=self.schema, spec=spec)
+            if rank:
+                created_at = job_rank_set_sync(conn, schema=self.schema, job_id=job_id, rank=rank)
+            else:  # the column's default: nothing to write, only the clock to read
+                job = venturi.get_job_sync(conn, job_id, schema=self.schema)
+                created_at = None if job is None else job.created_at
+        if created_at is None:  # inserted by this very transaction: it cannot be missing
+            raise TaskResultDoesNotExist(str(job_id))
+        return job_id, created_at
 
     def get_result(self, result_id: str) -> Any:
         try:
