@@ -93,7 +93,8 @@ class VenturiClient:
         await db.schema.apply_schema(self.conn, schema=self.schema)
 
     async def reset(self) -> None:
-        await self.conn.execute(f"TRUNCATE {self.schema}.jobs, {self.schema}.journal")
+        # CASCADE: the workflow tables (steps, signals, dependencies) refer to jobs.
+        await self.conn.execute(f"TRUNCATE {self.schema}.jobs, {self.schema}.journal CASCADE")
 
     async def analyze(self) -> None:
         await self.conn.execute(sql.statement("maintenance/analyze", self.schema))

@@ -25,7 +25,7 @@ import venturi
 from benchmarks import systems
 from venturi import db, sql
 
-KINDS = {"three": "bench_wf_three", "fanout": "bench_wf_fanout"}
+KINDS = {"one": "bench_wf_one", "three": "bench_wf_three", "fanout": "bench_wf_fanout"}
 CHILDREN = 10
 NOT_AVAILABLE = "venturi workflows not available (venturi.Context has no step)"
 
@@ -53,13 +53,21 @@ async def step_c(i: int) -> int:
 
 @functools.cache
 def tasks() -> dict[str, Any]:
-    """The scenarios' tasks by name ("three", "fanout", "child"), declared on first use."""
+    """The scenarios' tasks by name ("one", "three", "fanout", "child"), declared on first
+    use."""
     if not available():
         raise RuntimeError(NOT_AVAILABLE)
 
     @venturi.task(kind="bench_wf_child", result=int)  # type: ignore[call-arg]
     async def child(ctx: venturi.Context[Any], carry: Wf) -> venturi.Outcome:
         return venturi.complete(carry.i)
+
+    @venturi.task(kind=KINDS["one"])
+    async def one(ctx: venturi.Context[Any], carry: Wf) -> None:
+        # For the statement count only: three steps minus one is two steps' cost alone.
+        systems.begin()
+        await ctx.step("a", step_a, carry.i)
+        systems.report(carry.i)
 
     @venturi.task(kind=KINDS["three"])
     async def three(ctx: venturi.Context[Any], carry: Wf) -> None:
@@ -79,7 +87,7 @@ def tasks() -> dict[str, Any]:
         assert len(results) == CHILDREN
         systems.report(carry.i)
 
-    return {"three": three, "fanout": fanout, "child": child}
+    return {"one": one, "three": three, "fanout": fanout, "child": child}
 
 
 class VenturiWorkflowClient:
