@@ -28,11 +28,22 @@ from urllib.parse import urlsplit, urlunsplit
 _NEGOTIATION = {80877103, 80877104, 80877102}
 
 
+# Statements drivers send of their own, by how they begin.
+_DRIVERS = {
+    "SELECT pg_advisory_unlock_all(); CLOSE ALL;": "asyncpg Pool release's reset",
+    "WITH RECURSIVE typeinfo_tree": "asyncpg type introspection",
+}
+
+
 def statement_name(query: str) -> str:
     first = query.lstrip().split("\n", 1)[0]
     if first.startswith("-- ") and ":" in first:
         return first[3:].split(":", 1)[0].strip()
-    return " ".join(query.split())[:60]
+    flat = " ".join(query.split())
+    for start, name in _DRIVERS.items():
+        if flat.startswith(start):
+            return name
+    return flat[:60]
 
 
 class _Reader:
