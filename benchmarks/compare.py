@@ -1083,6 +1083,9 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     if args.workflows:
         names = [n for n in names if n in workflows.SYSTEMS]
     bench = Bench(plan, names, args.dsn, args.loop, args.worker_timeout)
+    if args.wf_levels:
+        levels = tuple(int(n) for n in args.wf_levels.split(","))
+        bench.wf_plan = workflows.WfPlan(**{**asdict(bench.wf_plan), "levels": levels})
     if args.health_systems:
         bench.health_names = [n for n in names if n in args.health_systems.split(",")]
     started = time.monotonic()
@@ -1170,6 +1173,12 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="comma-separated steps to skip: "
         + ",".join(("enqueue", "latency", "drain", "health", "rss", "ceiling", "workflows")),
+    )
+    parser.add_argument(
+        "--wf-levels",
+        default="",
+        help="comma-separated concurrencies of the workflow scenario (default: quick 10, "
+        "full 10,32)",
     )
     parser.add_argument(
         "--workflows",

@@ -25,7 +25,7 @@ import asyncio
 import logging
 from typing import Any
 
-from benchmarks import systems
+from benchmarks import chancy_system, systems
 
 QUEUE = "wf"
 CHILDREN = 10
@@ -45,27 +45,13 @@ async def wf_last(*, i: int) -> None:
     systems.report(i)
 
 
-def _queue(concurrency: int) -> Any:
-    from chancy import Chancy, Queue
-
-    return Queue(
-        name=QUEUE,
-        concurrency=concurrency,
-        executor=Chancy.Executor.Async,
-        polling_interval=1,
-        eager_polling=True,
-    )
-
-
 def _app(dsn: str, pool: int = 10) -> Any:
-    from chancy import Chancy
     from chancy.plugins.leadership import Leadership
     from chancy.plugins.workflow import WorkflowPlugin
 
-    return Chancy(
+    return chancy_system.app(
         dsn,
-        max_connection_pool_size=pool,
-        log=logging.getLogger("bench.chancy"),
+        pool,
         plugins=[Leadership(poll_interval=1, timeout=60), WorkflowPlugin(polling_interval=1)],
         no_default_plugins=True,
     )
@@ -95,28 +81,11 @@ def workflow(scenario: str, i: int) -> Any:
     return wf
 
 
-class ChancyWorkflowClient:
-    name = "chancy"
+class ChancyWorkflowClient(chancy_system.ChancyClient):
+    """The harness's side: chancy's tables, a run's workflows pushed one by one."""
 
-    def __init__(self, dsn: str) -> None:
-        self.dsn = dsn
-        self.app: Any = None
-
-    async def open(self) -> None:
-        self.app = _app(self.dsn, pool=2)
-        await self.app.__aenter__()
-
-    async def close(self) -> None:
-        await self.app.__aexit__(None, None, None)
-
-    async def _execute(self, query: str) -> Any:
-        async with self.app.pool.connection() as conn:
-            cur = await conn.execute(query)
-            return await cur.fetchone() if cur.description else None
-
-    async def install(self) -> None:
-        await self.app.migrate()
-        await self.app.declare(_queue(1), upsert=True)
+    def _app(self) -> Any:
+        return _app(self.dsn, pool=2)
 
     async def reset(self) -> None:
         # The leader row too: a worker of an earlier run would otherwise lead until its
@@ -141,6 +110,6 @@ async def chancy_workflow_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Ev
     logging.getLogger("bench.chancy").setLevel(logging.WARNING)
     async with _app(dsn) as app:
         # The queue's concurrency is stored in the database: declare this run's.
-        await app.declare(_queue(cfg["concurrency"]), upsert=True)
+        await app.declare(chancy_system.queue(cfg["concurrency"], QUEUE), upsert=True)
         async with Worker(app, register_signal_handlers=False, shutdown_timeout=10):
             await stop.wait()

@@ -58,7 +58,7 @@ def tasks() -> dict[str, Any]:
     if not available():
         raise RuntimeError(NOT_AVAILABLE)
 
-    @venturi.task(kind="bench_wf_child", result=int)  # type: ignore[call-arg]
+    @venturi.task(kind="bench_wf_child", result=int)
     async def child(ctx: venturi.Context[Any], carry: Wf) -> venturi.Outcome:
         return venturi.complete(carry.i)
 
