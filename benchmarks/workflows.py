@@ -65,8 +65,8 @@ QUICK = WfPlan(
     waiting_drain=2_000,
 )
 FULL = WfPlan(
-    three=2_000,
-    fanout=200,
+    three=1_000,
+    fanout=100,
     levels=(10, 32),
     repeat=3,
     timeout=300.0,
