@@ -19,8 +19,8 @@ once where venturi runs ``c`` jobs (its waiting parents give up their slots).
 Fastest documented settings: async workflows and steps (no thread per workflow); the
 queues' ``polling_interval_sec`` (1 s by default; the docs require only a positive
 value) and the handles' ``get_result(polling_interval_sec=...)`` (1 s by default) both
-lowered to ``POLL``; LISTEN/NOTIFY on (its default). The harness tried 1 ms as well
-(README): more polling threads than cores made it no faster here.
+lowered, to 10 ms and to 1 ms (``cfg["poll"]``; benchmarks.workflows runs both and the
+faster counts); LISTEN/NOTIFY on (its default).
 """
 
 from __future__ import annotations
