@@ -27,10 +27,11 @@ an open ``transaction.atomic()`` block the job commits or rolls back with it), a
   same from ``enqueue()`` and ``get_result()``.
 
 Django's framework has no retries, so by default a task that raises is FAILED at once
-(its failure counted, the job settles dead at its failure backstop of 1). ``OPTIONS = {"MAX_ATTEMPTS": n}`` lets venturi run it up to n
-times with its backoff in between (READY again after each failure, errors kept).
-Other options: ``DATABASE`` (a ``DATABASES`` alias) and ``SCHEMA``, by default the
-``VENTURI`` setting's.
+(its failure counted, the job settles dead at its failure backstop of 1).
+``OPTIONS = {"MAX_ATTEMPTS": n}`` lets venturi run it up to n times with its backoff in
+between (READY again after each failure, errors kept). Other options: ``DATABASE`` (a
+``DATABASES`` alias) and ``SCHEMA``, by default the ``VENTURI`` setting's, and
+``STRICT_PRIORITY`` (above).
 """
 
 from __future__ import annotations
