@@ -37,7 +37,7 @@ class KindHealth(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     has been claimable; ``completed_recent`` and ``failures_recent`` count over the
     read's windows. ``completed`` (all time) is counted by ``stats`` only and
     ``cancelled`` by ``stats`` and the overview: None where the read leaves them out
-    (and then absent from the JSON form)."""
+    (and then absent from the JSON form, which omits only fields that have a default)."""
 
     kind: str
     due: int
@@ -51,9 +51,9 @@ class KindHealth(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     completed_recent: int
     failures_recent: int
     # An operator paused the kind (`venturi kinds pause`): no worker claims it.
-    paused: bool = False
+    paused: bool
     # Due jobs wait and no live worker registers the kind: nobody will run them.
-    no_live_worker: bool = False
+    no_live_worker: bool
 
     @classmethod
     def idle(cls, kind: str, *, paused: bool) -> KindHealth:
@@ -70,6 +70,7 @@ class KindHealth(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
             completed_recent=0,
             failures_recent=0,
             paused=paused,
+            no_live_worker=False,
         )
 
 
