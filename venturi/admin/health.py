@@ -1,8 +1,9 @@
 """The health of the queue, per kind: ``KindHealth`` is the one struct ``venturi stats``,
-``venturi top`` and the dashboard's overview read, each from the statement that fits
-its pace (``stats`` counts every finished job; ``top`` and the overview count only
-recent and failed ones, so they stay cheap every second). Each marks the kinds an
-operator paused and those whose due jobs no live worker registers, the same way."""
+``venturi top``, the dashboard's overview and the queue gauges (``venturi metrics``)
+read, each from the statement that fits its pace (``stats`` counts every finished job;
+``top`` and the overview count only recent and failed ones, so they stay cheap every
+second; the gauges read no journal at all). Each marks the kinds an operator paused and
+those whose due jobs no live worker registers, by one rule (``unserved``)."""
 
 from __future__ import annotations
 
@@ -35,9 +36,10 @@ class KindHealth(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One kind. ``due`` pending jobs may run now, ``scheduled`` ones later; ``expired``
     claims await recovery; ``oldest_due_seconds`` is how long the longest-waiting due job
     has been claimable; ``completed_recent`` and ``failures_recent`` count over the
-    read's windows. ``completed`` (all time) is counted by ``stats`` only and
-    ``cancelled`` by ``stats`` and the overview: None where the read leaves them out
-    (and then absent from the JSON form, which omits only fields that have a default)."""
+    read's windows (the gauges leave them out). ``completed`` (all time) is counted by
+    ``stats`` only, ``cancelled`` by all but ``top``, ``workers`` (the live workers that
+    register the kind) by the gauges only: None where the read leaves a count out, and
+    then absent from the JSON form (which omits only fields that have a default)."""
 
     kind: str
     due: int
@@ -48,12 +50,13 @@ class KindHealth(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     dead: int
     cancelled: int | None = None
     oldest_due_seconds: float | None
-    completed_recent: int
-    failures_recent: int
+    completed_recent: int | None = None
+    failures_recent: int | None = None
     # An operator paused the kind (`venturi kinds pause`): no worker claims it.
     paused: bool
     # Due jobs wait and no live worker registers the kind: nobody will run them.
     no_live_worker: bool
+    workers: int | None = None
 
     @classmethod
     def idle(cls, kind: str, *, paused: bool) -> KindHealth:
@@ -72,6 +75,11 @@ class KindHealth(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
             paused=paused,
             no_live_worker=False,
         )
+
+
+def unserved(due: int, served: bool) -> bool:
+    """The ``no_live_worker`` mark: due jobs wait and no live worker registers the kind."""
+    return due > 0 and not served
 
 
 # The names each read had before they were one struct.
@@ -94,7 +102,7 @@ class Fleet(msgspec.Struct, frozen=True):
         return KindHealth(
             **fields,
             paused=fields["kind"] in names,
-            no_live_worker=fields["due"] > 0 and fields["kind"] not in self.served,
+            no_live_worker=unserved(fields["due"], fields["kind"] in self.served),
         )
 
     def flag_all(self, rows: Iterable[Any]) -> list[KindHealth]:

@@ -192,8 +192,9 @@ def stats_table(stats: Stats) -> Table:
     totals = [0] * 8
     oldest: float | None = None
     for k in stats.kinds:
-        # `stats` counts every finished job, so neither total is None here.
+        # `stats` counts every finished job and the recent ones: none of these is None.
         completed, cancelled = k.completed or 0, k.cancelled or 0
+        completed_recent, failures_recent = k.completed_recent or 0, k.failures_recent or 0
         nums = [k.due, k.scheduled, k.claimed, completed, k.dead, cancelled]
         claimed = str(k.claimed) + (f" ({k.expired} expired)" if k.expired else "")
         table.add_row(
@@ -205,11 +206,11 @@ def stats_table(stats: Stats) -> Table:
             Text(str(k.dead), style="red" if k.dead else ""),
             str(cancelled),
             duration(k.oldest_due_seconds),
-            str(k.completed_recent),
-            Text(str(k.failures_recent), style="red" if k.failures_recent else ""),
+            str(completed_recent),
+            Text(str(failures_recent), style="red" if failures_recent else ""),
             kind_note(k.paused, k.no_live_worker),
         )
-        for i, n in enumerate([*nums, k.completed_recent, k.failures_recent]):
+        for i, n in enumerate([*nums, completed_recent, failures_recent]):
             totals[i] += n
         if k.oldest_due_seconds is not None:
             oldest = max(oldest or 0.0, k.oldest_due_seconds)
@@ -332,8 +333,8 @@ def top(frame: TopFrame, title: str = "venturi top") -> Group:
             str(k.due),
             str(k.scheduled),
             str(k.claimed) + (f" ({k.expired} expired)" if k.expired else ""),
-            f"{k.completed_recent / window:.1f}",
-            Text(str(k.failures_recent), style="red" if k.failures_recent else ""),
+            f"{(k.completed_recent or 0) / window:.1f}",
+            Text(str(k.failures_recent or 0), style="red" if k.failures_recent else ""),
             Text(str(k.dead), style="red" if k.dead else ""),
             duration(k.oldest_due_seconds),
             kind_note(k.paused, k.no_live_worker),
