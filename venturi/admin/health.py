@@ -7,7 +7,7 @@ those whose due jobs no live worker registers, by one rule (``unserved``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -121,6 +121,27 @@ async def fleet(
     )
 
 
+async def _windowed(
+    read: Callable[..., Awaitable[list[Any]]],
+    conn: Conn,
+    completed_window: float,
+    failures_window: float,
+    liveness: float,
+    schema: str,
+) -> tuple[list[KindHealth], Fleet]:
+    """The kinds of a statement counting over two windows (``job_stats``, ``job_top``),
+    marked, and the fleet they were marked by."""
+    rows = await read(
+        conn,
+        schema=schema,
+        manual_detail=MANUAL_RETRY,
+        completed_window=completed_window,
+        failures_window=failures_window,
+    )
+    f = await fleet(conn, liveness=liveness, schema=schema)
+    return f.flag_all(rows), f
+
+
 class Stats(msgspec.Struct, frozen=True):
     """Every kind's counts, the windows of the recent counts in seconds, and the
     workers that are live or gone (``liveness_seconds`` tells them apart)."""
@@ -145,15 +166,10 @@ async def stats(
     which kinds are paused or have due jobs that no live worker registers; the workers
     live or gone (no heartbeat for ``liveness`` seconds)."""
     liveness = validate.seconds(liveness, "liveness")
-    rows = await db.jobs.job_stats(
-        conn,
-        schema=schema,
-        manual_detail=MANUAL_RETRY,
-        completed_window=completed_window,
-        failures_window=failures_window,
+    kinds, f = await _windowed(
+        db.jobs.job_stats, conn, completed_window, failures_window, liveness, schema
     )
-    f = await fleet(conn, liveness=liveness, schema=schema)
-    return Stats(completed_window, failures_window, f.flag_all(rows), liveness, f.running)
+    return Stats(completed_window, failures_window, kinds, liveness, f.running)
 
 
 class TopFrame(msgspec.Struct, frozen=True):
@@ -178,16 +194,11 @@ async def top_frame(
     """Read one frame of ``venturi top``; it never counts all completed jobs. Its
     workers are the live and gone ones, idle or not (``list_workers``)."""
     liveness = validate.seconds(liveness, "liveness")
-    rows = await db.jobs.job_top(
-        conn,
-        schema=schema,
-        manual_detail=MANUAL_RETRY,
-        completed_window=completed_window,
-        failures_window=failures_window,
+    kinds, f = await _windowed(
+        db.jobs.job_top, conn, completed_window, failures_window, liveness, schema
     )
-    f = await fleet(conn, liveness=liveness, schema=schema)
     return TopFrame(
-        datetime.now(UTC), completed_window, failures_window, f.flag_all(rows), f.running, liveness
+        datetime.now(UTC), completed_window, failures_window, kinds, f.running, liveness
     )
 
 

@@ -6,8 +6,9 @@ logged instead, on logger ``venturi.admin``)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
+from typing import Any
 
 import msgspec
 
@@ -131,55 +132,104 @@ async def retry_jobs(
         return out
 
 
-async def _retry(conn: Conn, ids: list[int], who: str, schema: str) -> list[Change]:
+async def _asking_again(
+    ids: list[int],
+    read: Callable[[list[int]], Awaitable[list[Any]]],
+    verdict: Callable[[Any], Change | None],
+    doing: str,
+) -> list[Change]:
+    """Run ``read`` on ``ids`` and turn each row into a ``Change``; a row ``verdict``
+    answers None for (the job changed between the statement's snapshot and its update,
+    so it was neither done nor refused) is asked again, at most three times in all."""
     results: dict[int, Change] = {}
     todo = ids
-    # A job changed by someone else between the statement's snapshot and its update is
-    # reported as neither retried nor refused; ask again for those (rare, and bounded).
     for _ in range(3):
         again = []
-        for r in await db.jobs.job_retry_many_if_dead_or_cancelled(
-            conn, schema=schema, ids=todo, operator=who, detail=MANUAL_RETRY
-        ):
-            job_id, kind, was = r["id"], r["kind"], r["was"]
-            if was is None:
-                results[job_id] = missing(job_id)
-            elif r["retried"]:
-                results[job_id] = Change(
-                    job_id,
-                    True,
-                    f"job {job_id} ({kind}): {was} -> pending",
-                    kind,
-                    was,
-                    JobStatus.PENDING,
-                )
-            elif r["key_holder"] is not None:
-                results[job_id] = Change(
-                    job_id,
-                    False,
-                    f"job {job_id} ({kind}) cannot be retried: unfinished job "
-                    f"{r['key_holder']} holds its key; wait for it or cancel it first",
-                    kind,
-                    was,
-                )
-            elif was not in (JobStatus.DEAD, JobStatus.CANCELLED):
-                results[job_id] = Change(
-                    job_id,
-                    False,
-                    f"job {job_id} ({kind}) is {was}: only dead or cancelled jobs can be retried",
-                    kind,
-                    was,
-                )
+        for r in await read(todo):
+            change = verdict(r)
+            if change is None:
+                again.append(r["id"])
             else:
-                again.append(job_id)
+                results[r["id"]] = change
         if not again:
             break
         todo = again
     for job_id in todo:
         results.setdefault(
-            job_id, Change(job_id, False, f"job {job_id} kept changing while retrying it")
+            job_id, Change(job_id, False, f"job {job_id} kept changing while {doing} it")
         )
     return [results[i] for i in sorted(results)]
+
+
+def _retried(r: Any) -> Change | None:
+    job_id, kind, was = r["id"], r["kind"], r["was"]
+    if was is None:
+        return missing(job_id)
+    if r["retried"]:
+        return Change(
+            job_id, True, f"job {job_id} ({kind}): {was} -> pending", kind, was, JobStatus.PENDING
+        )
+    if r["key_holder"] is not None:
+        return Change(
+            job_id,
+            False,
+            f"job {job_id} ({kind}) cannot be retried: unfinished job "
+            f"{r['key_holder']} holds its key; wait for it or cancel it first",
+            kind,
+            was,
+        )
+    if was not in (JobStatus.DEAD, JobStatus.CANCELLED):
+        return Change(
+            job_id,
+            False,
+            f"job {job_id} ({kind}) is {was}: only dead or cancelled jobs can be retried",
+            kind,
+            was,
+        )
+    return None
+
+
+async def _retry(conn: Conn, ids: list[int], who: str, schema: str) -> list[Change]:
+    async def read(todo: list[int]) -> list[Any]:
+        return await db.jobs.job_retry_many_if_dead_or_cancelled(
+            conn, schema=schema, ids=todo, operator=who, detail=MANUAL_RETRY
+        )
+
+    return await _asking_again(ids, read, _retried, "retrying")
+
+
+def _cancelled(r: Any) -> Change | None:
+    job_id, kind, was, action = r["id"], r["kind"], r["was"], r["action"]
+    if was is None:
+        return missing(job_id)
+    if action == "cancelled":
+        return Change(
+            job_id,
+            True,
+            f"job {job_id} ({kind}): {was} -> cancelled",
+            kind,
+            was,
+            JobStatus.CANCELLED,
+        )
+    if action == "requested":
+        return Change(
+            job_id,
+            True,
+            f"job {job_id} ({kind}): claimed by {r['claimed_by']}; cancel requested, "
+            "its worker settles it",
+            kind,
+            was,
+            JobStatus.CLAIMED,
+        )
+    if was in FINISHED:
+        return Change(
+            job_id,
+            False,
+            f"job {job_id} ({kind}) is {was}: only pending or claimed jobs can be cancelled",
+            kind,
+            was,
+        )
+    return None  # claimed or settled between snapshot and update
 
 
 async def cancel_jobs(
@@ -194,54 +244,13 @@ async def cancel_jobs(
     finished jobs are refused. One result per distinct id, in id order."""
     wanted = sorted(set(check_ids(ids)))
     who = operator or operator_identity()
-    results: dict[int, Change] = {}
-    todo = wanted
-    for _ in range(3):
-        again = []
-        for r in await db.jobs.job_cancel_many(
+
+    async def read(todo: list[int]) -> list[Any]:
+        return await db.jobs.job_cancel_many(
             conn, schema=schema, ids=todo, operator=who, detail=CANCEL_DETAIL
-        ):
-            job_id, kind, was, action = r["id"], r["kind"], r["was"], r["action"]
-            if was is None:
-                results[job_id] = missing(job_id)
-            elif action == JobStatus.CANCELLED:
-                results[job_id] = Change(
-                    job_id,
-                    True,
-                    f"job {job_id} ({kind}): {was} -> cancelled",
-                    kind,
-                    was,
-                    JobStatus.CANCELLED,
-                )
-            elif action == "requested":
-                results[job_id] = Change(
-                    job_id,
-                    True,
-                    f"job {job_id} ({kind}): claimed by {r['claimed_by']}; cancel requested, "
-                    "its worker settles it",
-                    kind,
-                    was,
-                    JobStatus.CLAIMED,
-                )
-            elif was in FINISHED:
-                results[job_id] = Change(
-                    job_id,
-                    False,
-                    f"job {job_id} ({kind}) is {was}: only pending or claimed jobs can be "
-                    "cancelled",
-                    kind,
-                    was,
-                )
-            else:
-                again.append(job_id)  # claimed or settled between snapshot and update
-        if not again:
-            break
-        todo = again
-    for job_id in todo:
-        results.setdefault(
-            job_id, Change(job_id, False, f"job {job_id} kept changing while cancelling it")
         )
-    return [results[i] for i in sorted(results)]
+
+    return await _asking_again(wanted, read, _cancelled, "cancelling")
 
 
 async def delete_jobs(
