@@ -19,6 +19,7 @@ from venturi.cli.common import (
     make_console,
     need_dsn,
 )
+from venturi.status import JobStatus
 
 jobs_app = typer.Typer(help="Inspect and repair jobs.", no_args_is_help=True)
 app.add_typer(jobs_app, name="jobs")
@@ -124,8 +125,8 @@ def jobs_cancel(
 
     target = need_dsn(dsn)
     changes = admin_run(target, schema, lambda c: admin.cancel_jobs(c, ids, schema=schema))
-    cancelled = sum(c.now == "cancelled" for c in changes)
-    asked = sum(c.done and c.now == "claimed" for c in changes)
+    cancelled = sum(c.now == JobStatus.CANCELLED for c in changes)
+    asked = sum(c.done and c.now == JobStatus.CLAIMED for c in changes)
     refused = sum(not c.done for c in changes)
     _report(
         changes,
