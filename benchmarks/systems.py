@@ -301,7 +301,7 @@ async def pgqueuer_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) ->
         await conn.close()
 
 
-# --- chancy and dbos, each in a module of its own (imported when used) -------------
+# --- chancy, dbos and oban, each in a module of its own (imported when used) --------
 
 
 def _chancy_client(dsn: str) -> Any:
@@ -328,12 +328,25 @@ async def _dbos_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> No
     await dbos_worker(dsn, cfg, stop, _probe)
 
 
+def _oban_client(dsn: str) -> Any:
+    from benchmarks.oban_system import ObanClient
+
+    return ObanClient(dsn)
+
+
+async def _oban_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
+    from benchmarks.oban_system import oban_worker
+
+    await oban_worker(dsn, cfg, stop)
+
+
 CLIENTS: dict[str, Callable[[str], Any]] = {
     "venturi": VenturiClient,
     "procrastinate": ProcrastinateClient,
     "pgqueuer": PgqueuerClient,
     "chancy": _chancy_client,
     "dbos": _dbos_client,
+    "oban": _oban_client,
 }
 
 WORKERS: dict[str, Callable[[str, dict[str, Any], asyncio.Event], Any]] = {
@@ -342,4 +355,5 @@ WORKERS: dict[str, Callable[[str, dict[str, Any], asyncio.Event], Any]] = {
     "pgqueuer": pgqueuer_worker,
     "chancy": _chancy_worker,
     "dbos": _dbos_worker,
+    "oban": _oban_worker,
 }
