@@ -57,7 +57,7 @@ async def client(
         while time.monotonic() < deadline:
             start = time.perf_counter()
             if task.global_cap is None:
-                answer = await db.jobs.job_claim(
+                answer = await db.claims.job_claim(
                     conn,
                     schema=SCHEMA,
                     claimant=claimant,
@@ -81,7 +81,7 @@ async def client(
                     )
                 ).claimed
             times.append(time.perf_counter() - start)
-            await db.jobs.job_complete_many_if_owned(
+            await db.settle.job_complete_many_if_owned(
                 conn,
                 schema=SCHEMA,
                 claimant=claimant,

@@ -15,7 +15,7 @@ sample so the machine's state is shared:
 3. **the worker** (``Worker(concurrency=10)`` in this process): enqueue returned ->
    the worker's notification callback -> the claim statement sent -> its answer -> the
    handler started. The parts are taken by wrapping ``Worker._on_notify`` and
-   ``venturi.db.jobs.job_claim`` on this worker; each sample's job is told apart by id.
+   ``venturi.db.claims.job_claim`` on this worker; each sample's job is told apart by id.
 
 Between samples the harness sleeps 20-60 ms, as ``benchmarks.compare`` does. Printed:
 p50 and p99 of each part, in milliseconds.
@@ -79,7 +79,7 @@ async def bare_notification(enq: Any, listener: Any) -> float:
 async def bare_claim(enq: Any, claimer: Any) -> float:
     await bare.enqueue(enq, systems.Noop(0))
     t0 = time.monotonic()
-    answer = await db.jobs.job_claim(
+    answer = await db.claims.job_claim(
         claimer,
         schema=SCHEMA,
         claimant=db.Claimant("pickup:bare"),
@@ -131,7 +131,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         on_notify(payload)
 
     worker._on_notify = notified  # type: ignore[method-assign]
-    real_claim = db.jobs.job_claim
+    real_claim = db.claims.job_claim
 
     async def claim(*a: Any, **kw: Any) -> Any:
         t0 = time.monotonic()
@@ -145,7 +145,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         ready.set()
 
     systems.set_probe(probe)
-    db.jobs.job_claim = claim  # type: ignore[assignment]
+    db.claims.job_claim = claim  # type: ignore[assignment]
     stop = asyncio.Event()
     running = asyncio.create_task(worker.run(stop))
     rng = random.Random(7)
@@ -178,7 +178,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         stop.set()
         await running
-        db.jobs.job_claim = real_claim  # type: ignore[assignment]
+        db.claims.job_claim = real_claim  # type: ignore[assignment]
         for c in (enq, listener, sync_claimer, async_claimer):
             await c.close()
         await _database(args.dsn, name, create=False)

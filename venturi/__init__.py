@@ -10,6 +10,7 @@ from typing import Any
 from venturi.admin import delete_job
 from venturi.backoff import Backoff
 from venturi.context import Context, JobMeta
+from venturi.db.enqueue import JobSpec
 from venturi.errors import (
     ClaimLost,
     ConfigError,
@@ -37,9 +38,9 @@ from venturi.maintenance.unserved import UnservedKinds
 from venturi.outcomes import Outcome, complete, dead, pause, retry
 from venturi.priority import Priority
 from venturi.rate import Rate
-from venturi.registry import Task, enqueue_many, enqueue_many_sync, task
 from venturi.runtime.group import WorkerGroup
 from venturi.runtime.worker import Worker
+from venturi.tasks import Task, enqueue_many, enqueue_many_sync, task
 
 __version__ = "0.1.0"
 
@@ -54,6 +55,7 @@ __all__ = [
     "DuplicateJob",
     "JobInfo",
     "JobMeta",
+    "JobSpec",
     "JournalEntry",
     "Outcome",
     "Priority",

@@ -2,7 +2,7 @@
 
 The command line (``venturi jobs ...``, ``venturi stats``, ``venturi purge``,
 ``venturi top``) is a thin layer over these functions, and scripts may call them too.
-Each runs its statements through ``venturi.db.jobs``; ``conn`` is a ``venturi.db.conn.Conn``
+Each runs its statements through ``venturi.db.operations``; ``conn`` is a ``venturi.db.conn.Conn``
 (an asyncpg Connection or Pool). Nothing here is on the worker's path.
 """
 
@@ -138,7 +138,7 @@ async def list_jobs(
     validate.integer(limit, "limit")
     if before is not None:
         _ids([before])
-    rows = await db.jobs.job_list(
+    rows = await db.operations.job_list(
         conn, schema=schema, status=status, kind=kind, limit=limit, key=key, before=before
     )
     return [JobRow(**dict(r)) for r in rows]
@@ -213,7 +213,7 @@ async def _retry(conn: Conn, ids: list[int], who: str, schema: str) -> list[Chan
     # reported as neither retried nor refused; ask again for those (rare, and bounded).
     for _ in range(3):
         again = []
-        for r in await db.jobs.job_retry_many_if_dead_or_cancelled(
+        for r in await db.operations.job_retry_many_if_dead_or_cancelled(
             conn, schema=schema, ids=todo, operator=who, detail=MANUAL_RETRY
         ):
             job_id, kind, was = r["id"], r["kind"], r["was"]
@@ -268,7 +268,7 @@ async def cancel_jobs(
     todo = wanted
     for _ in range(3):
         again = []
-        for r in await db.jobs.job_cancel_many(
+        for r in await db.operations.job_cancel_many(
             conn, schema=schema, ids=todo, operator=who, detail=CANCEL_DETAIL
         ):
             job_id, kind, was, action = r["id"], r["kind"], r["was"], r["action"]
@@ -327,7 +327,7 @@ async def delete_jobs(
     wanted = sorted(set(_ids(ids)))
     who = operator or operator_identity()
     results = []
-    for r in await db.jobs.job_delete_many_if_not_claimed(conn, schema=schema, ids=wanted):
+    for r in await db.operations.job_delete_many_if_not_claimed(conn, schema=schema, ids=wanted):
         job_id, kind, was = r["id"], r["kind"], r["was"]
         if was is None:
             results.append(Change(job_id, False, f"job {job_id} does not exist"))
@@ -368,7 +368,7 @@ async def run_now_jobs(
     wanted = sorted(set(_ids(ids)))
     who = operator or operator_identity()
     results = []
-    rows = await db.jobs.job_run_now_many_if_pending(
+    rows = await db.operations.job_run_now_many_if_pending(
         conn, schema=schema, ids=wanted, operator=who, detail=RUN_NOW_DETAIL
     )
     for r in rows:
@@ -427,7 +427,7 @@ async def set_priority(
     who = operator or operator_identity()
     name = tier.name.lower()
     results = []
-    rows = await db.jobs.job_set_priority_many_if_pending(
+    rows = await db.operations.job_set_priority_many_if_pending(
         conn,
         schema=schema,
         ids=wanted,
@@ -519,7 +519,7 @@ async def stats(
     which kinds are paused or have due jobs that no live worker registers; the workers
     live or gone (no heartbeat for ``liveness`` seconds)."""
     liveness = validate.seconds(liveness, "liveness")
-    rows = await db.jobs.job_stats(
+    rows = await db.operations.job_stats(
         conn,
         schema=schema,
         manual_detail=MANUAL_RETRY,
@@ -569,7 +569,7 @@ async def top_frame(
     """Read one frame of ``venturi top``; it never counts all completed jobs. Its
     workers are the live and gone ones, idle or not (``list_workers``)."""
     liveness = validate.seconds(liveness, "liveness")
-    kinds = await db.jobs.job_top(
+    kinds = await db.operations.job_top(
         conn,
         schema=schema,
         manual_detail=MANUAL_RETRY,
@@ -734,7 +734,9 @@ async def purge_count(
 ) -> int:
     """How many jobs ``purge`` would delete now."""
     st, secs = _purge_args(status, older_than, kind)
-    return await db.jobs.job_purge_count(conn, schema=schema, status=st, older_than=secs, kind=kind)
+    return await db.operations.job_purge_count(
+        conn, schema=schema, status=st, older_than=secs, kind=kind
+    )
 
 
 async def purge(
@@ -753,7 +755,7 @@ async def purge(
     validate.integer(batch, "batch")
     total = 0
     while True:
-        deleted = await db.jobs.job_purge_batch(
+        deleted = await db.operations.job_purge_batch(
             conn, schema=schema, status=st, older_than=secs, kind=kind, batch=batch
         )
         total += deleted

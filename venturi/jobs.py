@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from venturi import db, registry, sql, validate
+from venturi import db, sql, validate
 from venturi.codecs import decode_any
 from venturi.db.drivers import Row, Steps
 from venturi.errors import VenturiError
 from venturi.priority import Priority
 from venturi.sql import DEFAULT_SCHEMA
+from venturi.tasks import registered
 
 FINISHED = ("completed", "dead", "cancelled")
 
@@ -82,7 +83,7 @@ def _job_info(row: Row) -> JobInfo:
 
 
 def _get_job_steps(job_id: int) -> Steps[JobInfo | None]:
-    row = yield from db.jobs.job_get_steps(job_id=job_id)
+    row = yield from db.reads.job_get_steps(job_id=job_id)
     return None if row is None else _job_info(row)
 
 
@@ -101,7 +102,7 @@ def get_job_sync(
 
 
 def _get_journal_steps(job_id: int) -> Steps[list[JournalEntry]]:
-    row = yield from db.jobs.job_get_steps(job_id=job_id)
+    row = yield from db.reads.job_get_steps(job_id=job_id)
     if row is None:
         return []
     written = [
@@ -150,10 +151,10 @@ async def get_result(conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA) ->
     ``get_job`` tells these cases apart. The TTL is the one the task declares in this
     process; a kind this process does not know keeps its result until it is cleared.
     """
-    row = await db.jobs.job_result_get(conn, schema=schema, job_id=job_id)
+    row = await db.reads.job_result_get(conn, schema=schema, job_id=job_id)
     if row is None or row["status"] != "completed" or row["result"] is None:
         return None
-    task = registry.registered().get(row["kind"])
+    task = registered().get(row["kind"])
     ttl = None if task is None else task.result_ttl
     if ttl is not None and (row["finished_seconds_ago"] or 0.0) > ttl:
         return None
@@ -205,7 +206,7 @@ async def _wait_on(
         if listening:
             # After LISTEN: a job finishing from here on notifies, one finished before
             # is read below.
-            await db.jobs.job_mark_awaited(conn, schema=schema, job_id=job_id)
+            await db.reads.job_mark_awaited(conn, schema=schema, job_id=job_id)
         while True:
             woken.clear()
             job = await get_job(conn, job_id, schema=schema)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from venturi import sql
+from venturi.db.claims import Claimant
 from venturi.db.conn import Conn, Record
 from venturi.db.connect import transaction
 from venturi.db.health import transaction_deadlines
-from venturi.db.jobs import Claimant
 from venturi.db.rates import rate_spend, rate_take
 
 

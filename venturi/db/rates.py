@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from venturi import sql
 from venturi.backoff import Backoff
+from venturi.db.claims import ClaimAnswer, Claimant, job_claim
 from venturi.db.conn import Conn, Source
 from venturi.db.health import transaction_deadlines
-from venturi.db.jobs import ClaimAnswer, Claimant, job_claim
 
 
 async def rate_take(

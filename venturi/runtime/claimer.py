@@ -176,7 +176,7 @@ class Claimer:
             leases = [self.leases[k] for k in kinds]
             floor = self.next_floor()
             self.recovery.claiming()
-            rows, settled, recovered = await db.jobs.job_claim(
+            rows, settled, recovered = await db.claims.job_claim(
                 conn,
                 schema=self.schema,
                 claimant=self.claimant,
@@ -195,7 +195,7 @@ class Claimer:
             done = []
             if floor and len(rows) < limit:
                 # A reserved tier that is empty does not waste the slot.
-                more, _, recovered = await db.jobs.job_claim(
+                more, _, recovered = await db.claims.job_claim(
                     conn,
                     schema=self.schema,
                     claimant=self.claimant,
@@ -326,7 +326,7 @@ class Claimer:
         kinds = self.claimable_kinds() + self.shared_claimable(now) + self.capped_claimable(now)
         if not kinds:
             return self.poll_max
-        nxt = await db.jobs.job_next_visible_at(conn, schema=self.schema, kinds=sorted(kinds))
+        nxt = await db.claims.job_next_visible_at(conn, schema=self.schema, kinds=sorted(kinds))
         due = self.poll_max if nxt is None else (nxt - datetime.now(nxt.tzinfo)).total_seconds()
         if due > 0:
             self._due_again = 0

@@ -22,7 +22,6 @@ from venturi import db
 from venturi.backoff import Backoff
 from venturi.codecs import text_safe
 from venturi.db.conn import Conn
-from venturi.registry import Task
 from venturi.runtime import executor
 from venturi.runtime.instruments import Instruments
 from venturi.runtime.run import Run
@@ -38,6 +37,7 @@ from venturi.runtime.settlement import (
     TimedOut,
     Undecodable,
 )
+from venturi.tasks import Task
 
 log = logging.getLogger("venturi.worker")
 
@@ -119,7 +119,7 @@ class Completer:
             return
         done = self.completes() if completes else []
         if done:
-            settled = await db.jobs.job_complete_many_if_owned(
+            settled = await db.settle.job_complete_many_if_owned(
                 conn,
                 schema=self.schema,
                 claimant=self.claimant,
@@ -203,7 +203,7 @@ class Completer:
             case Committed():
                 return True  # the handler's own transaction wrote it
             case Completed(result):
-                settled = await db.jobs.job_complete_many_if_owned(
+                settled = await db.settle.job_complete_many_if_owned(
                     conn,
                     schema=sch,
                     claimant=me,
@@ -213,11 +213,11 @@ class Completer:
                 )
                 return job_id in settled
             case Cancelled(detail):
-                return await db.jobs.job_cancel_if_owned(
+                return await db.settle.job_cancel_if_owned(
                     conn, schema=sch, claimant=me, job_id=job_id, attempt=attempt, detail=detail
                 )
             case Paused(carry, at, after):
-                return await db.jobs.job_pause_if_owned(
+                return await db.settle.job_pause_if_owned(
                     conn,
                     schema=sch,
                     claimant=me,
@@ -229,7 +229,7 @@ class Completer:
                 )
             case Dead(reason) | Undecodable(reason):
                 # No retry loop for an undecodable carry: it will not decode later either.
-                return await db.jobs.job_dead_if_owned(
+                return await db.settle.job_dead_if_owned(
                     conn,
                     schema=sch,
                     claimant=me,
@@ -238,14 +238,14 @@ class Completer:
                     reason=text_safe(reason),
                 )
             case Released(detail):
-                return await db.jobs.job_release_if_owned(
+                return await db.settle.job_release_if_owned(
                     conn, schema=sch, claimant=me, job_id=job_id, attempt=attempt, detail=detail
                 )
             case Retried(carry, after, reason):
                 delay = (
                     after if after is not None else self._backoff(run.task).delay(run.failures + 1)
                 )
-                status = await db.jobs.job_fail_if_owned(
+                status = await db.settle.job_fail_if_owned(
                     conn,
                     schema=sch,
                     claimant=me,
@@ -264,7 +264,7 @@ class Completer:
                 force = dead_reason is not None or (
                     self.failures_to_dead and type(outcome) is Failed
                 )
-                status = await db.jobs.job_fail_if_owned(
+                status = await db.settle.job_fail_if_owned(
                     conn,
                     schema=sch,
                     claimant=me,
@@ -298,7 +298,7 @@ class Completer:
 
     async def release_orphans(self, conn: Conn, running: list[int]) -> None:
         """Release jobs claimed under this run's token that it is not running."""
-        rows = await db.jobs.job_release_orphans_if_owned(
+        rows = await db.settle.job_release_orphans_if_owned(
             conn, schema=self.schema, claimant=self.claimant, running=running
         )
         for row in rows:

@@ -7,15 +7,15 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from venturi.db.claims import Claimant
 from venturi.db.conn import Record
-from venturi.db.jobs import Claimant
 from venturi.middleware import Middleware
-from venturi.registry import Task
 from venturi.runtime import executor
 from venturi.runtime.instruments import Instruments
 from venturi.runtime.run import Run
 from venturi.runtime.settlement import COMMITTED, Released
 from venturi.runtime.transactional import JobTransactions
+from venturi.tasks import Task
 
 log = logging.getLogger("venturi.worker")
 

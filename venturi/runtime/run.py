@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from venturi.registry import Task
 from venturi.runtime.settlement import Settlement
+from venturi.tasks import Task
 
 
 @dataclass(eq=False)

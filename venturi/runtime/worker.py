@@ -29,7 +29,6 @@ from venturi.maintenance import MaintenanceTask
 from venturi.middleware import Middleware
 from venturi.middleware import check as middleware_check
 from venturi.rate import Rate
-from venturi.registry import Task
 from venturi.runtime import instruments
 from venturi.runtime.claimer import Claimer
 from venturi.runtime.completer import Completer
@@ -39,6 +38,7 @@ from venturi.runtime.listener import Listener
 from venturi.runtime.presence import Presence
 from venturi.runtime.recovery import Recovery
 from venturi.runtime.run import Run
+from venturi.tasks import Task
 
 S = TypeVar("S")
 

@@ -17,7 +17,7 @@ from venturi.sql import DEFAULT_SCHEMA
 
 if TYPE_CHECKING:
     from venturi.jobs import JobInfo
-    from venturi.registry import Task
+    from venturi.tasks import Task
 
 
 class _SharedConnection:
@@ -168,7 +168,7 @@ async def drain(
 
         async def remaining() -> int:
             # Read around the observer: drain's own reads must not count as activity.
-            return await db.jobs.job_due_count(
+            return await db.reads.job_due_count(
                 inner, schema=schema, kinds=kinds, claimed_by=identity
             )
 
@@ -212,7 +212,7 @@ async def drain(
             )
         ids = [
             r["id"]
-            for r in await db.jobs.job_list_claimed_by(inner, schema=schema, claimed_by=identity)
+            for r in await db.reads.job_list_claimed_by(inner, schema=schema, claimed_by=identity)
         ]
         out: dict[int, JobInfo] = {}
         for job_id in ids:

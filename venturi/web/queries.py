@@ -16,9 +16,10 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from venturi import admin, db, registry, sql
+from venturi import admin, db, sql
 from venturi.errors import VenturiError
 from venturi.maintenance import cron
+from venturi.tasks import registered
 
 # The charts' span, and the window of the overview's recent completions and failures.
 ACTIVITY_MINUTES = 60
@@ -191,7 +192,7 @@ async def schedules(conn: Any, schema: str) -> tuple[list[ScheduleView], datetim
     now: datetime | None = rows[0]["now"] if rows else None
     note = ""
     try:
-        declared = {s.name: s for s in cron.schedules_for(registry.registered())}
+        declared = {s.name: s for s in cron.schedules_for(registered())}
     except VenturiError as exc:
         declared, note = {}, str(exc)
     if now is None and declared:

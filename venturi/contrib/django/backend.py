@@ -37,7 +37,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 import venturi
-from venturi import db, registry
+from venturi import db
 from venturi.contrib.django import config
 from venturi.contrib.django.tasks_api import (
     BaseTaskBackend,
@@ -57,6 +57,7 @@ from venturi.contrib.django.tasks_api import (
     task_started,
 )
 from venturi.jobs import JobInfo, JournalEntry
+from venturi.tasks import registered
 
 KIND_PREFIX = "django."
 OPTIONS = ("DATABASE", "SCHEMA", "MAX_ATTEMPTS")
@@ -184,7 +185,7 @@ def _task_of(carry: DjangoCall) -> Any:
 def runner(queue_name: str) -> venturi.Task[DjangoCall]:
     """The venturi task that runs the Django tasks of one queue."""
     kind = kind_of(queue_name)
-    existing = registry.registered().get(kind)
+    existing = registered().get(kind)
     if existing is not None:
         return existing
     return venturi.task(kind)(run_django_task)
@@ -250,7 +251,7 @@ class VenturiBackend(BaseTaskBackend):  # type: ignore[misc]
             carry, priority=tier_of(task.priority), at=task.run_after
         )
         spec = msgspec.structs.replace(spec, max_failures=self.max_attempts)
-        job_id = db.jobs.job_insert_sync(
+        job_id = db.enqueue.job_insert_sync(
             config.connection(self.database), schema=self.schema, spec=spec
         )
         result = TaskResult(
