@@ -14,7 +14,7 @@ sample so the machine's state is shared:
    that relaxes the durability of the worker's own writes would save).
 3. **the worker** (``Worker(concurrency=10)`` in this process): enqueue returned ->
    the worker's notification callback -> the claim statement sent -> its answer -> the
-   handler started. The parts are taken by wrapping ``Worker._on_notify`` and
+   handler started. The parts are taken by wrapping ``Loop.on_notify`` and
    ``venturi.db.claims.job_claim`` on this worker; each sample's job is told apart by id.
 
 Between samples the harness sleeps 20-60 ms, as ``benchmarks.compare`` does. Printed:
@@ -42,6 +42,7 @@ from benchmarks.compare import DEFAULT_ADMIN_DSN, git_head, percentile
 from benchmarks.profile import _database
 from venturi import db, sql
 from venturi.backoff import DEFAULT_BACKOFF
+from venturi.runtime.loop import Loop
 from venturi.runtime.worker import Worker
 
 SCHEMA = sql.DEFAULT_SCHEMA
@@ -124,13 +125,13 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     job_of: dict[int, int] = {}  # job id -> sample
     ready = asyncio.Event()
 
-    on_notify = worker._on_notify
+    on_notify = Loop.on_notify
 
-    def notified(payload: str) -> None:
+    def notified(loop: Loop, payload: str) -> None:
         marks.setdefault("notify", time.monotonic())
-        on_notify(payload)
+        on_notify(loop, payload)
 
-    worker._on_notify = notified  # type: ignore[method-assign]
+    Loop.on_notify = notified  # type: ignore[method-assign]
     real_claim = db.claims.job_claim
 
     async def claim(*a: Any, **kw: Any) -> Any:

@@ -212,7 +212,7 @@ async def test_notification_wakes_an_idle_worker(
 
 
 async def _listening(worker: Worker[Any]) -> bool:
-    return worker._listening
+    return worker.listening
 
 
 async def test_notify_fires_for_every_write_that_makes_work_claimable(
@@ -776,7 +776,7 @@ async def test_cooperative_shutdown_pauses(
         job is not None and job.status == "pending" and job.carry == {"n": 2} and job.failures == 0
     )
     assert events(await venturi.get_journal(conn, job_id))[-1] == "paused"
-    assert not worker._listening
+    assert not worker.listening
 
 
 async def test_forced_shutdown_releases(
