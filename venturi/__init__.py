@@ -41,8 +41,7 @@ from venturi.rate import Rate
 from venturi.runtime.group import WorkerGroup
 from venturi.runtime.worker import Worker
 from venturi.tasks import Task, enqueue_many, enqueue_many_sync, task
-
-__version__ = "0.1.0"
+from venturi.version import __version__ as __version__
 
 __all__ = [
     "Alerts",

@@ -23,6 +23,7 @@ from venturi.backoff import Backoff
 from venturi.context import Context
 from venturi.db.conn import Conn
 from venturi.priority import Priority
+from venturi.status import JobStatus
 
 
 class FetchBookmark(msgspec.Struct):
@@ -203,7 +204,9 @@ async def _progress(conn: Conn, ids: list[int], running: asyncio.Task[None]) -> 
         job = bar.add_task("settling jobs", total=total)
         while True:
             counts = await db.reads.job_counts(conn, schema="venturi", ids=ids)
-            settled = sum(r["jobs"] for r in counts if r["status"] in ("completed", "dead"))
+            settled = sum(
+                r["jobs"] for r in counts if r["status"] in (JobStatus.COMPLETED, JobStatus.DEAD)
+            )
             bar.update(job, completed=settled)
             if settled >= total:
                 return

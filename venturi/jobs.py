@@ -14,12 +14,12 @@ import msgspec
 from venturi import db, sql, validate
 from venturi.codecs import decode_any
 from venturi.db.drivers import Row, Steps
+from venturi.db.journal import JournalEvent
 from venturi.errors import VenturiError
 from venturi.priority import Priority
 from venturi.sql import DEFAULT_SCHEMA
+from venturi.status import FINISHED, JobStatus
 from venturi.tasks import registered
-
-FINISHED = ("completed", "dead", "cancelled")
 
 if TYPE_CHECKING:
     from venturi.db.drivers import AsyncConnection, SyncConnection
@@ -109,16 +109,20 @@ def _get_journal_steps(job_id: int) -> Steps[list[JournalEntry]]:
         JournalEntry(r["at"], r["event"], r["attempt"], r["worker"], r["detail"])
         for r in (yield from db.journal.journal_get_steps(job_id=job_id))
     ]
-    merged = [JournalEntry(row["created_at"], "enqueued", 0, None, None), *written]
+    merged = [JournalEntry(row["created_at"], JournalEvent.ENQUEUED, 0, None, None), *written]
     # The current claim is on the row only while it is running or once it completed; a
     # claim that ended any other way was written to the journal when it ended.
-    if row["status"] in ("claimed", "completed") and row["claimed_at"] is not None:
+    if row["status"] in (JobStatus.CLAIMED, JobStatus.COMPLETED) and row["claimed_at"] is not None:
         merged.append(
-            JournalEntry(row["claimed_at"], "claimed", row["attempt"], row["claimed_by"], None)
+            JournalEntry(
+                row["claimed_at"], JobStatus.CLAIMED, row["attempt"], row["claimed_by"], None
+            )
         )
-    if row["status"] == "completed" and row["finished_at"] is not None:
+    if row["status"] == JobStatus.COMPLETED and row["finished_at"] is not None:
         merged.append(
-            JournalEntry(row["finished_at"], "completed", row["attempt"], row["claimed_by"], None)
+            JournalEntry(
+                row["finished_at"], JobStatus.COMPLETED, row["attempt"], row["claimed_by"], None
+            )
         )
     # Stable sort: entries with one timestamp (one transaction) keep their written order.
     merged.sort(key=lambda e: e.at)
@@ -152,7 +156,7 @@ async def get_result(conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA) ->
     process; a kind this process does not know keeps its result until it is cleared.
     """
     row = await db.reads.job_result_get(conn, schema=schema, job_id=job_id)
-    if row is None or row["status"] != "completed" or row["result"] is None:
+    if row is None or row["status"] != JobStatus.COMPLETED or row["result"] is None:
         return None
     task = registered().get(row["kind"])
     ttl = None if task is None else task.result_ttl

@@ -24,7 +24,6 @@ from venturi.runtime.config import KindPolicy, WorkerConfig
 from venturi.runtime.instruments import Instruments
 from venturi.runtime.recovery import Recovery
 from venturi.runtime.run import Run
-from venturi.runtime.settlement import Completed
 
 # How long a worker leaves a kind found at its global cap before it looks again: a place
 # freed by another worker's settlement sends no notification.
@@ -178,7 +177,7 @@ class Claimer:
                 floor=floor,
                 limit=limit,
                 backoff=self.backoff,
-                done=[(r.id, r.attempt, _result(r)) for r in done],
+                done=[(r.id, r.attempt, r.result()) for r in done],
                 replan=self._backlog,
             )
             self._backlog = len(rows) >= limit
@@ -339,8 +338,3 @@ async def _let_them_start(rows: list[Record]) -> None:
     0.05 ms with the yield (benchmarks.pickup, about a third of the worker's pickup)."""
     if rows:
         await asyncio.sleep(0)
-
-
-def _result(run: Run) -> str | None:
-    outcome = run.outcome
-    return outcome.result if type(outcome) is Completed else None

@@ -18,6 +18,7 @@ from venturi import db
 from venturi.backoff import Backoff
 from venturi.codecs import text_safe
 from venturi.db.conn import Conn
+from venturi.db.journal import JournalEvent
 from venturi.runtime.config import KindPolicy
 from venturi.runtime.inflight import InFlight
 from venturi.runtime.instruments import Instruments
@@ -113,7 +114,7 @@ class Completer:
                 claimant=self.claimant,
                 ids=[r.id for r in done],
                 attempts=[r.attempt for r in done],
-                results=[_result(r) for r in done],
+                results=[r.result() for r in done],
             )
             self.completed(done, settled)
         for run in [r for r in self.unsettled if type(r.outcome) is not Completed]:
@@ -245,7 +246,7 @@ class Completer:
             claimant=self.claimant,
             job_id=run.id,
             attempt=run.attempt,
-            event="retried",
+            event=JournalEvent.RETRIED,
             error=text_safe(outcome.reason) or "handler asked for a retry",
             carry=outcome.carry,
             delay=delay,
@@ -305,8 +306,3 @@ class Completer:
                 row["kind"],
                 extra={"job_id": row["id"], "kind": row["kind"], "attempt": row["attempt"]},
             )
-
-
-def _result(run: Run) -> str | None:
-    outcome = run.outcome
-    return outcome.result if type(outcome) is Completed else None
