@@ -391,18 +391,9 @@ def task(
     retry_types = None if retry_on is None else validate.exception_types(retry_on, "retry_on")
 
     def decorate(fn: HandlerOf[C]) -> Task[C]:
-        if not callable(fn):
-            raise ConfigError(f"task {kind!r}: the handler must be callable, got {fn!r}")
-        carry_type = _carry_type(fn, kind)
-        existing = _REGISTRY.get(kind)
-        if existing is not None and _origin(existing.fn) != _origin(fn):
-            raise ConfigError(
-                f"kind {kind!r} is already declared by {'.'.join(_origin(existing.fn))}"
-            )
-        t: Task[C] = Task(
+        return _declare(
             fn,
             kind,
-            carry_type,
             prio,
             lease_s,
             cap_n,
@@ -414,22 +405,69 @@ def task(
             rate,
             ttl_s,
             cron_spec,
-            None if cron_spec is None else default_cron_carry(carry_type, kind),
             global_cap=global_cap_n,
             unique_for=unique_s,
             retry_on=retry_types,
         )
-        if cron_spec is not None:
-            # The default carry must also pass the task's own checks (type, size).
-            try:
-                t.codec.encode(t.cron_carry)
-            except (TypeError, ValueError) as exc:
-                raise ConfigError(f"task {kind!r}: cron: {exc}") from None
-        # The same function declared again (a module reloaded) replaces itself.
-        _REGISTRY[kind] = t
-        return t
 
     return decorate
+
+
+def _declare(
+    fn: HandlerOf[C],
+    kind: str,
+    priority: Priority,
+    lease: float | None,
+    cap: int | None,
+    timeout: float | None,
+    max_failures: int,
+    backoff: Backoff | None,
+    max_carry_bytes: int,
+    renew_lease: bool,
+    rate: Rate | None,
+    result_ttl: float | None,
+    cron: CronSpec | None,
+    *,
+    global_cap: int | None,
+    unique_for: float | None,
+    retry_on: tuple[type[BaseException], ...] | None,
+) -> Task[C]:
+    """The task of handler ``fn`` with ``task``'s checked knobs, registered under
+    ``kind`` (the same function declared again, a module reloaded, replaces itself)."""
+    if not callable(fn):
+        raise ConfigError(f"task {kind!r}: the handler must be callable, got {fn!r}")
+    carry_type = _carry_type(fn, kind)
+    existing = _REGISTRY.get(kind)
+    if existing is not None and _origin(existing.fn) != _origin(fn):
+        raise ConfigError(f"kind {kind!r} is already declared by {'.'.join(_origin(existing.fn))}")
+    t: Task[C] = Task(
+        fn,
+        kind,
+        carry_type,
+        priority,
+        lease,
+        cap,
+        timeout,
+        max_failures,
+        backoff,
+        max_carry_bytes,
+        renew_lease,
+        rate,
+        result_ttl,
+        cron,
+        None if cron is None else default_cron_carry(carry_type, kind),
+        global_cap=global_cap,
+        unique_for=unique_for,
+        retry_on=retry_on,
+    )
+    if cron is not None:
+        # The default carry must also pass the task's own checks (type, size).
+        try:
+            t.codec.encode(t.cron_carry)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"task {kind!r}: cron: {exc}") from None
+    _REGISTRY[kind] = t
+    return t
 
 
 def default_cron_carry(carry_type: Any, kind: str) -> Any:
