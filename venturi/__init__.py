@@ -4,6 +4,7 @@ Declare jobs with ``@venturi.task``, enqueue them inside your own transactions, 
 a ``venturi.Worker`` that claims, runs and settles them with at-least-once delivery.
 """
 
+import importlib
 import warnings
 from typing import Any
 
@@ -95,4 +96,7 @@ def __getattr__(name: str) -> Any:
             stacklevel=2,
         )
         return WorkerGroup
+    # venturi.registry was the tasks module's first name: loading it warns.
+    if name == "registry":
+        return importlib.import_module("venturi.registry")
     raise AttributeError(f"module 'venturi' has no attribute {name!r}")

@@ -70,6 +70,8 @@ def test_the_old_registry_module_warns_and_still_serves_its_names() -> None:
     assert old.task is venturi.task
     assert old.JobSpec is venturi.JobSpec
     assert old.registered is registered
+    # Reached as an attribute of the package too, as when __init__ imported it.
+    assert venturi.registry is old  # type: ignore[attr-defined]
     for name in venturi.__all__:
         assert hasattr(venturi, name), name
 
