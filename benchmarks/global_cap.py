@@ -1,7 +1,7 @@
 """What a global cap costs the claim: a capped kind beside an uncapped one.
 
 Times the claim alone, as the worker runs it: the uncapped kind through ``job_claim``
-(one statement), the capped kind through ``db.caps.claim_within_cap`` (a transaction:
+(one statement), the capped kind through ``db.claims.claim_within_cap`` (a transaction:
 BEGIN, the kind's advisory cap lock, ``job_claim_capped``, COMMIT). Each client claims a
 batch, then (untimed) completes it and enqueues as many new jobs, so the queue stays the
 same size; the cap is set high enough never to refuse, so what is measured is the price
@@ -70,7 +70,7 @@ async def client(
                 rows = answer.claimed
             else:
                 rows = (
-                    await db.caps.claim_within_cap(
+                    await db.claims.claim_within_cap(
                         conn,
                         schema=SCHEMA,
                         claimant=claimant,

@@ -21,8 +21,8 @@ SCHEMA = "venturi"
 
 async def _capped(
     conn: Any, claimant: db.Claimant, kind: str, *, cap: int, wanted: int = 5
-) -> db.caps.CappedClaim:
-    return await db.caps.claim_within_cap(
+) -> db.claims.CappedClaim:
+    return await db.claims.claim_within_cap(
         conn,
         schema=SCHEMA,
         claimant=claimant,
@@ -87,7 +87,7 @@ async def test_a_claim_waiting_on_the_cap_lock_counts_the_claims_committed_meanw
         tx = first.transaction()
         await tx.start()
         # The claim takes the kind's cap lock and holds it until this transaction ends.
-        rows, held = await db.caps.job_claim_capped(
+        rows, held = await db.claims.job_claim_capped(
             first,
             schema=SCHEMA,
             claimant=db.Claimant("a"),
@@ -179,8 +179,8 @@ async def test_a_capped_kind_with_a_shared_rate_limit_keeps_both(
     await venturi.enqueue_many(conn, [handler.job(Item(i)) for i in range(6)])
     me = db.Claimant("w")
 
-    async def take(wanted: int) -> db.caps.CappedClaim:
-        return await db.caps.claim_within_cap(
+    async def take(wanted: int) -> db.claims.CappedClaim:
+        return await db.claims.claim_within_cap(
             conn,
             schema=SCHEMA,
             claimant=me,

@@ -5,7 +5,7 @@ Each statement function runs the ``sql_templates`` statement it is named after
 parameters, and holds no SQL text. ``conn`` is the driver seam of the worker's statements, ``drivers`` the one of the
 application's calls (every driver an application may hold). Statements on jobs live by
 caller: ``enqueue`` (the application's inserts, ``JobSpec``), ``claims`` (the worker's
-claim and stale recovery; ``rates`` and ``caps`` for limited kinds), ``settle`` (the
+claim, within shared rate limits and global caps, and stale recovery), ``settle`` (the
 worker's ``_if_owned`` settlements and heartbeat), ``reads`` and ``operations`` (the
 operators' statements); ``errors`` classifies
 what the driver raises; ``connect`` opens connections; ``schema`` applies migrations.
@@ -13,7 +13,6 @@ what the driver raises; ``connect`` opens connections; ``schema`` applies migrat
 
 from venturi.db import (
     alerts,
-    caps,
     claims,
     conn,
     connect,
@@ -27,7 +26,6 @@ from venturi.db import (
     journal,
     kinds,
     operations,
-    rates,
     reads,
     schedules,
     schema,
@@ -39,7 +37,6 @@ from venturi.db.claims import Claimant
 __all__ = [
     "Claimant",
     "alerts",
-    "caps",
     "claims",
     "conn",
     "connect",
@@ -53,7 +50,6 @@ __all__ = [
     "journal",
     "kinds",
     "operations",
-    "rates",
     "reads",
     "schedules",
     "schema",

@@ -221,7 +221,7 @@ class Claimer:
             if room < 1:
                 continue
             rate = self.shared[kind]
-            (rows, _, recovered), wait = await db.rates.claim_within_rate(
+            (rows, _, recovered), wait = await db.claims.claim_within_rate(
                 conn,
                 schema=self.schema,
                 claimant=self.claimant,
@@ -263,7 +263,7 @@ class Claimer:
                 continue
             rate = self.shared.get(kind)
             global_cap = self.global_caps[kind]
-            rows, held, wait = await db.caps.claim_within_cap(
+            rows, held, wait = await db.claims.claim_within_cap(
                 conn,
                 schema=self.schema,
                 claimant=self.claimant,
