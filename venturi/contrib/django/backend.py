@@ -56,7 +56,9 @@ from venturi.contrib.django.tasks_api import (
     task_finished,
     task_started,
 )
+from venturi.db.journal import JournalEvent
 from venturi.jobs import JobInfo, JournalEntry
+from venturi.status import JobStatus
 from venturi.tasks import registered
 
 KIND_PREFIX = "django."
@@ -65,15 +67,15 @@ OPTIONS = ("DATABASE", "SCHEMA", "MAX_ATTEMPTS")
 # Who ran an attempt, as venturi's worker names itself (its default identity).
 WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
 
-_STATUS = {
-    "pending": TaskResultStatus.READY,
-    "claimed": TaskResultStatus.RUNNING,
-    "completed": TaskResultStatus.SUCCESSFUL,
-    "dead": TaskResultStatus.FAILED,
-    "cancelled": TaskResultStatus.FAILED,
+_STATUS: dict[str, TaskResultStatus] = {
+    JobStatus.PENDING: TaskResultStatus.READY,
+    JobStatus.CLAIMED: TaskResultStatus.RUNNING,
+    JobStatus.COMPLETED: TaskResultStatus.SUCCESSFUL,
+    JobStatus.DEAD: TaskResultStatus.FAILED,
+    JobStatus.CANCELLED: TaskResultStatus.FAILED,
 }
 # The journal events that record a failed attempt (detail: what it raised).
-_FAILURES = ("failed", "retried", "timed-out", "dead")
+_FAILURES = (JournalEvent.FAILED, JournalEvent.RETRIED, JournalEvent.TIMED_OUT, JournalEvent.DEAD)
 
 
 class DjangoCall(msgspec.Struct, frozen=True):
@@ -293,7 +295,7 @@ def result_of(job: JobInfo, journal: list[JournalEntry]) -> Any:
     for e in journal:
         if e.attempt > 0 and e.worker is not None:
             workers.setdefault(e.attempt, e.worker)
-    attempts = [e.at for e in journal if e.event == "claimed"] + [
+    attempts = [e.at for e in journal if e.event == JournalEvent.CLAIMED] + [
         e.at for e in journal if e.event in _FAILURES
     ]
     result = TaskResult(
@@ -310,7 +312,7 @@ def result_of(job: JobInfo, journal: list[JournalEntry]) -> Any:
         errors=[_task_error(e.detail or "") for e in journal if e.event in _FAILURES],
         worker_ids=[workers[a] for a in sorted(workers)],
     )
-    if job.status == "completed":
+    if job.status == JobStatus.COMPLETED:
         object.__setattr__(result, "_return_value", job.result)
     return result
 
