@@ -129,11 +129,10 @@ class Completer:
     def finish(self, run: Run, what: str, applied: bool) -> None:
         self.unsettled.remove(run)
         self.slots.vacate(run)
-        if self._m:
-            if applied:
-                self._m.settled.labels(run.task.kind, what).inc()
-            else:
-                self._m.ownership_lost.labels(run.task.kind).inc()
+        if self._m and applied:
+            self._m.settled.labels(run.task.kind, what).inc()
+        elif self._m:
+            self._m.ownership_lost.labels(run.task.kind).inc()
         extra = {"job_id": run.id, "kind": run.task.kind, "attempt": run.attempt}
         if applied:
             self.stats[what] += 1
