@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-import venturi
-from tests.support import Item
-from venturi import Context, Priority, Rate
+from tests.support.carries import noop_task
+from venturi import Priority, Rate
 from venturi.db.claims import Claimant
 from venturi.runtime.claimer import Claimer
 from venturi.runtime.config import Registration, WorkerConfig, policies
@@ -25,24 +24,18 @@ def _claimer(regs: list[Registration], occupied: Counter[str], **knobs: Any) -> 
     return Claimer(config, Claimant("w"), policies(regs, config), occupied, recovery, inst)
 
 
-def _task(kind: str, **knobs: Any) -> venturi.Task[Item]:
-    @venturi.task(kind=kind, **knobs)
-    async def handler(ctx: Context[Any], carry: Item) -> None:
-        return None
-
-    return handler
-
-
 def test_a_kind_at_its_cap_or_out_of_tokens_or_limited_elsewhere_is_not_claimed(
     kinds: list[str],
 ) -> None:
     occupied: Counter[str] = Counter()
     regs = [
-        Registration.check(_task("cp_free"), None, None, None, None),
-        Registration.check(_task("cp_capped", cap=2), None, None, None, None),
-        Registration.check(_task("cp_local"), None, Rate(per_second=0.001), None, None),
-        Registration.check(_task("cp_shared"), None, Rate(per_second=1, shared=True), None, None),
-        Registration.check(_task("cp_global"), None, None, None, 3),
+        Registration.check(noop_task("cp_free"), None, None, None, None),
+        Registration.check(noop_task("cp_capped", cap=2), None, None, None, None),
+        Registration.check(noop_task("cp_local"), None, Rate(per_second=0.001), None, None),
+        Registration.check(
+            noop_task("cp_shared"), None, Rate(per_second=1, shared=True), None, None
+        ),
+        Registration.check(noop_task("cp_global"), None, None, None, 3),
     ]
     claimer = _claimer(regs, occupied)
     assert claimer.claimable_kinds() == ["cp_capped", "cp_free", "cp_local"]
@@ -58,12 +51,14 @@ def test_a_kind_at_its_cap_or_out_of_tokens_or_limited_elsewhere_is_not_claimed(
 def test_the_priority_floor_reserves_every_ratio_th_claim_for_lower_tiers(
     kinds: list[str],
 ) -> None:
-    claimer = _claimer([Registration.check(_task("cp_floor"), None, None, None, None)], Counter())
+    claimer = _claimer(
+        [Registration.check(noop_task("cp_floor"), None, None, None, None)], Counter()
+    )
     floors = [claimer.next_floor() for _ in range(16)]
     assert floors.count(Priority.LOW) == 1 and floors[15] == Priority.LOW
     assert [i + 1 for i, f in enumerate(floors) if f == Priority.NORMAL] == [4, 8, 12]
     strict = _claimer(
-        [Registration.check(_task("cp_strict"), None, None, None, None)],
+        [Registration.check(noop_task("cp_strict"), None, None, None, None)],
         Counter(),
         priority_ratio=None,
     )

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import venturi
-from tests.support import Item
-from venturi import Backoff, ConfigError, Context, Rate
+from tests.support.carries import noop_task
+from venturi import Backoff, ConfigError, Rate
 from venturi.db.journal import JournalEvent
 from venturi.runtime.config import Registration, WorkerConfig, policies
 from venturi.runtime.worker import Worker
@@ -19,20 +18,14 @@ from venturi.runtime.worker import Worker
 DSN = "postgresql://nowhere.invalid/none"
 
 
-def _task(kind: str, **knobs: Any) -> venturi.Task[Item]:
-    @venturi.task(kind=kind, **knobs)
-    async def handler(ctx: Context[Any], carry: Item) -> None:
-        return None
-
-    return handler
-
-
 def test_each_kind_policy_takes_the_override_then_the_task_then_the_worker(
     kinds: list[str],
 ) -> None:
     own = Backoff.fixed(3)
-    plain = _task("cfg_plain")
-    declared = _task("cfg_declared", lease=5, cap=2, renew_lease=True, backoff=own, global_cap=7)
+    plain = noop_task("cfg_plain")
+    declared = noop_task(
+        "cfg_declared", lease=5, cap=2, renew_lease=True, backoff=own, global_cap=7
+    )
     config = WorkerConfig.build(DSN, lease=60, backoff=Backoff.fixed(9))
     rate = Rate(per_second=2)
     regs = [
@@ -58,7 +51,7 @@ def test_the_deadline_is_half_the_lease_between_one_and_thirty_seconds() -> None
 
 
 def test_the_worker_reads_and_writes_its_knobs_through_its_config(kinds: list[str]) -> None:
-    worker = Worker(None, DSN, [_task("cfg_knobs")], concurrency=3, claimed_by="a")
+    worker = Worker(None, DSN, [noop_task("cfg_knobs")], concurrency=3, claimed_by="a")
     assert (worker.concurrency, worker.claimed_by) == (3, "a")
     worker.claimed_by = "a/2"  # WorkerGroup numbers the identities it runs
     assert worker.config.claimed_by == "a/2"
