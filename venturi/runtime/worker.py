@@ -47,10 +47,11 @@ log = logging.getLogger("venturi.worker")
 class Worker(Generic[S]):
     """Claims, runs and settles jobs of its registered kinds until ``run``'s shutdown event.
 
-    Every knob is checked here and raises ``ConfigError`` naming it. ``pool_or_dsn`` is
-    an asyncpg Pool (the worker holds one of its connections for LISTEN and one for its
-    loop, and the heartbeat takes a third each tick, so give it at least three) or a DSN,
-    from which the worker opens its own small pool.
+    Every knob is checked here (``config.WorkerConfig``) and raises ``ConfigError``
+    naming it. ``pool_or_dsn`` is an asyncpg Pool (the worker holds one of its
+    connections for LISTEN and one for its loop, and the heartbeat takes a third each
+    tick, so give it at least three) or a DSN, from which the worker opens its own small
+    pool.
 
     ``listen_dsn`` is a direct connection to the server for LISTEN alone: with it, the
     main DSN may point at a transaction pooler (PgBouncer), and the worker opens its
