@@ -108,7 +108,7 @@ class VenturiClient:
         )
 
     async def unfinished(self) -> int:
-        rows = await db.jobs.job_counts(self.conn, schema=self.schema)
+        rows = await db.reads.job_counts(self.conn, schema=self.schema)
         return sum(r["jobs"] for r in rows if r["status"] in ("pending", "claimed"))
 
 

@@ -14,7 +14,8 @@ from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
 from tests.chaos.proxy import Proxy
 from tests.support.cli import ROOT
-from venturi import registry, testing
+from venturi import testing
+from venturi.tasks import registered, unregister
 
 
 class SQLSnapshot(SingleFileSnapshotExtension):
@@ -83,10 +84,10 @@ async def pool(dsn: str) -> AsyncIterator[asyncpg.Pool]:
 @pytest.fixture
 def kinds() -> Iterator[list[str]]:
     """Kinds a test declares: forgotten again after the test so names can repeat."""
-    before = set(registry.registered())
+    before = set(registered())
     yield []
-    for k in set(registry.registered()) - before:
-        registry.unregister(k)
+    for k in set(registered()) - before:
+        unregister(k)
 
 
 def pytest_report_header(config: Any) -> str:

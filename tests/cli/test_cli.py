@@ -123,7 +123,7 @@ async def test_demo_on_a_given_database(dsn: str) -> None:
     assert "emails in the outbox: 20; pages titled: 39" in lines
     conn = await asyncpg.connect(dsn)
     try:
-        rows = await db.jobs.job_counts(conn, schema="venturi")
+        rows = await db.reads.job_counts(conn, schema="venturi")
         # Long pages paused and flaky pages retried on their way to completion.
         assert sum(r["jobs"] for r in rows) == 60
     finally:

@@ -137,7 +137,7 @@ async def test_the_notification_wakes_an_idle_worker(
     # Polling every 60 s: only the notification wakes it within the wait.
     worker = Worker(None, dsn, [jobs.note], poll_max=60)
     async with running(worker):
-        await wait_until(lambda: worker._listening)
+        await wait_until(lambda: worker.listening)
         await wait_stat(worker, "empty_claims", 1)
         found = await scenario("enqueue_one", dsn, driver)
 

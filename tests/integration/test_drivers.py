@@ -605,7 +605,7 @@ async def test_the_notification_wakes_an_idle_worker(
     # An idle worker polls every 60 s: only the notification can wake it within the wait.
     worker = Worker(None, dsn, [handler], poll_max=60)
     async with running(worker):
-        await wait_until(lambda: worker._listening)
+        await wait_until(lambda: worker.listening)
         await wait_stat(worker, "empty_claims", 1)
         await stack.enqueue(handler, Item(1))
         await asyncio.wait_for(ran.wait(), 20)

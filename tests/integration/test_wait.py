@@ -120,7 +120,7 @@ async def test_a_job_no_one_waits_for_notifies_nothing(
     try:
         quiet = await handler.enqueue(conn, Item(1))
         awaited = await handler.enqueue(conn, Item(2))
-        await db.jobs.job_mark_awaited(conn, schema="venturi", job_id=awaited)
+        await db.reads.job_mark_awaited(conn, schema="venturi", job_id=awaited)
         async with running(Worker(None, dsn, [handler], poll_max=0.2)):
             await wait_for(lambda: _heard(heard, str(awaited)))
         assert (await venturi.get_job(conn, quiet)).status == "completed"  # type: ignore[union-attr]

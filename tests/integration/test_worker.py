@@ -212,7 +212,7 @@ async def test_notification_wakes_an_idle_worker(
 
 
 async def _listening(worker: Worker[Any]) -> bool:
-    return worker._listening
+    return worker.listening
 
 
 async def test_notify_fires_for_every_write_that_makes_work_claimable(
@@ -244,7 +244,7 @@ async def test_notify_fires_for_every_write_that_makes_work_claimable(
         await expect(handler.enqueue(conn, N(1)))  # enqueue
         (row,) = await claim(conn, me, ["w_n"], backoff=bo)
         await expect(
-            db.jobs.job_fail_if_owned(
+            db.settle.job_fail_if_owned(
                 conn,
                 schema="venturi",
                 claimant=me,
@@ -259,7 +259,7 @@ async def test_notify_fires_for_every_write_that_makes_work_claimable(
         )
         (row,) = await claim(conn, me, ["w_n"], backoff=bo)
         await expect(
-            db.jobs.job_pause_if_owned(
+            db.settle.job_pause_if_owned(
                 conn,
                 schema="venturi",
                 claimant=me,
@@ -272,7 +272,7 @@ async def test_notify_fires_for_every_write_that_makes_work_claimable(
         )
         (row,) = await claim(conn, me, ["w_n"], backoff=bo)
         await expect(
-            db.jobs.job_release_if_owned(
+            db.settle.job_release_if_owned(
                 conn,
                 schema="venturi",
                 claimant=me,
@@ -284,7 +284,7 @@ async def test_notify_fires_for_every_write_that_makes_work_claimable(
         (row,) = await claim(conn, me, ["w_n"], lease=0.001, backoff=bo)
         await expire_claim(conn, row["id"])
         await expect(
-            db.jobs.job_recover_stale(conn, schema="venturi", recoverer="sweeper", backoff=bo)
+            db.claims.job_recover_stale(conn, schema="venturi", recoverer="sweeper", backoff=bo)
         )  # recovery
         # A claim (pending -> claimed) is not claimable work: no notification.
         listener_got.clear()
@@ -510,7 +510,7 @@ async def test_undecodable_carry_dies_without_retry(
         return None
 
     job_id = await old.enqueue(conn, N(1))
-    venturi.registry.unregister("w_evolve_old")
+    venturi.tasks.unregister("w_evolve_old")
     ran: list[Any] = []
 
     @venturi.task(kind="w_evolve_old", max_failures=5)
@@ -580,12 +580,12 @@ async def test_settle_after_reclaim_is_skipped(conn: asyncpg.Connection, kinds: 
     assert a["id"] == b["id"] == job_id and b["attempt"] == 2
     # A, late: every settle path is refused.
     assert (
-        await db.jobs.job_complete_many_if_owned(
+        await db.settle.job_complete_many_if_owned(
             conn, schema="venturi", claimant=a_1, ids=[job_id], attempts=[1], results=[None]
         )
         == set()
     )
-    assert not await db.jobs.job_pause_if_owned(
+    assert not await db.settle.job_pause_if_owned(
         conn,
         schema="venturi",
         claimant=a_1,
@@ -596,7 +596,7 @@ async def test_settle_after_reclaim_is_skipped(conn: asyncpg.Connection, kinds: 
         after=None,
     )
     assert (
-        await db.jobs.job_fail_if_owned(
+        await db.settle.job_fail_if_owned(
             conn,
             schema="venturi",
             claimant=a_1,
@@ -610,15 +610,15 @@ async def test_settle_after_reclaim_is_skipped(conn: asyncpg.Connection, kinds: 
         )
         is None
     )
-    assert not await db.jobs.job_dead_if_owned(
+    assert not await db.settle.job_dead_if_owned(
         conn, schema="venturi", claimant=a_1, job_id=job_id, attempt=1, reason="x"
     )
-    assert not await db.jobs.job_release_if_owned(
+    assert not await db.settle.job_release_if_owned(
         conn, schema="venturi", claimant=a_1, job_id=job_id, attempt=1, detail="x"
     )
     # Same claimant but the old attempt: refused too.
     assert (
-        await db.jobs.job_complete_many_if_owned(
+        await db.settle.job_complete_many_if_owned(
             conn, schema="venturi", claimant=b_2, ids=[job_id], attempts=[1], results=[None]
         )
         == set()
@@ -630,7 +630,7 @@ async def test_settle_after_reclaim_is_skipped(conn: asyncpg.Connection, kinds: 
         and job.claimed_by == "b:2"
         and job.carry == {"n": 1}
     )
-    assert await db.jobs.job_complete_many_if_owned(
+    assert await db.settle.job_complete_many_if_owned(
         conn, schema="venturi", claimant=b_2, ids=[job_id], attempts=[2], results=[None]
     ) == {job_id}
 
@@ -683,7 +683,7 @@ async def test_stale_claim_recovered_with_backoff_and_counted(
     bo = Backoff.exponential(60, factor=2, cap=3600, jitter=False)
     await claim(conn, GHOST, ["w_stale"], lease=0.001, backoff=bo)
     await expire_claim(conn, job_id)
-    recovered = await db.jobs.job_recover_stale(
+    recovered = await db.claims.job_recover_stale(
         conn, schema="venturi", recoverer="sweeper:1", backoff=bo
     )
     assert [(r["id"], r["status"], r["claimed_by"]) for r in recovered] == [
@@ -693,7 +693,7 @@ async def test_stale_claim_recovered_with_backoff_and_counted(
     assert job is not None and job.failures == 1 and job.status == "pending"
     assert timedelta(seconds=55) < job.visible_at - datetime.now(UTC) < timedelta(seconds=65)
     assert (
-        await db.jobs.job_recover_stale(conn, schema="venturi", recoverer="sweeper:1", backoff=bo)
+        await db.claims.job_recover_stale(conn, schema="venturi", recoverer="sweeper:1", backoff=bo)
         == []
     )  # nothing left
     # Second expiry reaches the backstop: dead.
@@ -710,7 +710,7 @@ async def test_recovery_to_dead_at_backstop(conn: asyncpg.Connection, kinds: lis
     job_id = await handler.enqueue(conn, N(1))
     await claim(conn, GHOST, ["w_stale_dead"], lease=0.001, backoff=FAST)
     await expire_claim(conn, job_id)
-    (r,) = await db.jobs.job_recover_stale(
+    (r,) = await db.claims.job_recover_stale(
         conn, schema="venturi", recoverer="sweeper:1", backoff=FAST
     )
     assert r["status"] == "dead"
@@ -776,7 +776,7 @@ async def test_cooperative_shutdown_pauses(
         job is not None and job.status == "pending" and job.carry == {"n": 2} and job.failures == 0
     )
     assert events(await venturi.get_journal(conn, job_id))[-1] == "paused"
-    assert not worker._listening
+    assert not worker.listening
 
 
 async def test_forced_shutdown_releases(

@@ -405,7 +405,7 @@ async def test_cancel_request_wins_over_pause_retry_release_and_recovery(
     assert all(c.done for c in changes)
     # The request arrives while each handler returns something other than complete.
     a, b, c, d = ids
-    assert await db.jobs.job_pause_if_owned(
+    assert await db.settle.job_pause_if_owned(
         conn,
         schema="venturi",
         claimant=me,
@@ -416,7 +416,7 @@ async def test_cancel_request_wins_over_pause_retry_release_and_recovery(
         after=None,
     )
     assert (
-        await db.jobs.job_fail_if_owned(
+        await db.settle.job_fail_if_owned(
             conn,
             schema="venturi",
             claimant=me,
@@ -430,11 +430,11 @@ async def test_cancel_request_wins_over_pause_retry_release_and_recovery(
         )
         == "cancelled"
     )
-    assert await db.jobs.job_release_if_owned(
+    assert await db.settle.job_release_if_owned(
         conn, schema="venturi", claimant=me, job_id=c, attempt=claimed[c], detail="shutdown"
     )
     await expire_claim(conn, d)
-    (recovered,) = await db.jobs.job_recover_stale(
+    (recovered,) = await db.claims.job_recover_stale(
         conn, schema="venturi", recoverer="sweeper:1", backoff=bo
     )
     assert recovered["id"] == d and recovered["status"] == "cancelled"

@@ -50,7 +50,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 import venturi
-from venturi import db, registry
+from venturi import db
 from venturi.contrib.django import config
 from venturi.contrib.django.tasks_api import (
     BaseTaskBackend,
@@ -69,8 +69,10 @@ from venturi.contrib.django.tasks_api import (
     task_finished,
     task_started,
 )
-from venturi.db.ranks import job_rank_set_sync
+from venturi.db.journal import JournalEvent
 from venturi.jobs import JobInfo, JournalEntry, get_job_and_journal_sync
+from venturi.status import JobStatus
+from venturi.tasks import registered
 
 KIND_PREFIX = "django."
 APP = "venturi.contrib.django"
@@ -79,15 +81,15 @@ OPTIONS = ("DATABASE", "SCHEMA", "MAX_ATTEMPTS", "STRICT_PRIORITY")
 # Who ran an attempt, as venturi's worker names itself (its default identity).
 WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
 
-_STATUS = {
-    "pending": TaskResultStatus.READY,
-    "claimed": TaskResultStatus.RUNNING,
-    "completed": TaskResultStatus.SUCCESSFUL,
-    "dead": TaskResultStatus.FAILED,
-    "cancelled": TaskResultStatus.FAILED,
+_STATUS: dict[str, TaskResultStatus] = {
+    JobStatus.PENDING: TaskResultStatus.READY,
+    JobStatus.CLAIMED: TaskResultStatus.RUNNING,
+    JobStatus.COMPLETED: TaskResultStatus.SUCCESSFUL,
+    JobStatus.DEAD: TaskResultStatus.FAILED,
+    JobStatus.CANCELLED: TaskResultStatus.FAILED,
 }
 # The journal events that record a failed attempt (detail: what it raised).
-_FAILURES = ("failed", "retried", "timed-out")
+_FAILURES = (JournalEvent.FAILED, JournalEvent.RETRIED, JournalEvent.TIMED_OUT)
 
 
 class DjangoCall(msgspec.Struct, frozen=True):
@@ -211,7 +213,7 @@ def _task_of(carry: DjangoCall) -> Any:
 def runner(queue_name: str) -> venturi.Task[DjangoCall]:
     """The venturi task that runs the Django tasks of one queue."""
     kind = kind_of(queue_name)
-    existing = registry.registered().get(kind)
+    existing = registered().get(kind)
     if existing is not None:
         return existing
     return venturi.task(kind)(run_django_task)
@@ -320,9 +322,11 @@ class VenturiBackend(BaseTaskBackend):  # type: ignore[misc]
         that get_result() reads too (Python's clock after the insert is another)."""
         conn = config.connection(self.database)
         with transaction.atomic(using=conn.alias):
-            job_id = db.jobs.job_insert_sync(conn, schema=self.schema, spec=spec)
+            job_id = db.enqueue.job_insert_sync(conn, schema=self.schema, spec=spec)
             if rank:
-                created_at = job_rank_set_sync(conn, schema=self.schema, job_id=job_id, rank=rank)
+                created_at = db.enqueue.job_rank_set_sync(
+                    conn, schema=self.schema, job_id=job_id, rank=rank
+                )
             else:  # the column's default: nothing to write, only the clock to read
                 job = venturi.get_job_sync(conn, job_id, schema=self.schema)
                 created_at = None if job is None else job.created_at
@@ -351,7 +355,7 @@ def result_of(job: JobInfo, journal: list[JournalEntry]) -> Any:
     for e in journal:
         if e.attempt > 0 and e.worker is not None:
             workers.setdefault(e.attempt, e.worker)
-    attempts = [e.at for e in journal if e.event == "claimed"] + [
+    attempts = [e.at for e in journal if e.event == JournalEvent.CLAIMED] + [
         e.at for e in journal if e.event in _FAILURES
     ]
     result = TaskResult(
@@ -368,7 +372,7 @@ def result_of(job: JobInfo, journal: list[JournalEntry]) -> Any:
         errors=_errors(journal),
         worker_ids=[workers[a] for a in sorted(workers)],
     )
-    if job.status == "completed":
+    if job.status == JobStatus.COMPLETED:
         object.__setattr__(result, "_return_value", job.result)
     return result
 
@@ -381,7 +385,7 @@ def _errors(journal: list[JournalEntry]) -> list[Any]:
     return [
         _task_error(e.detail or "")
         for e in journal
-        if e.event in _FAILURES or (e.event == "dead" and e.attempt not in failed)
+        if e.event in _FAILURES or (e.event == JournalEvent.DEAD and e.attempt not in failed)
     ]
 
 
