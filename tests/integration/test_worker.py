@@ -132,8 +132,9 @@ async def test_delayed_job_invisible_until_due(
     job_id = await handler.enqueue(conn, N(1), after=0.6)
     # poll_max is long: only the next-visible timer can wake the worker in time.
     async with running(Worker(None, dsn, [handler], poll_max=30)):
+        # The deadline (10 s, a third of poll_max) decides "in time"; the delay must pass.
         await wait_status(conn, job_id, "completed", within=10)
-    assert 0.55 <= started[0] - t0 < 3.0
+    assert started[0] - t0 >= 0.55
 
 
 # --- per-kind caps ------------------------------------------------------------------------
@@ -205,10 +206,10 @@ async def test_notification_wakes_an_idle_worker(
     async with running(worker):
         await wait_for(lambda: _listening(worker))
         await wait_stat(worker, "empty_claims", 1)  # found nothing: now in its 30 s idle wait
-        t0 = time.monotonic()
         await handler.enqueue(conn, N(1))
+        # Well inside the idle wait: only the notification can have woken it.
         await asyncio.wait_for(ran.wait(), 5)
-        assert time.monotonic() - t0 < 2.0
+        assert worker.stats["claimed"] == 1
 
 
 async def _listening(worker: Worker[Any]) -> bool:
@@ -763,14 +764,14 @@ async def test_cooperative_shutdown_pauses(
         return venturi.pause(N(carry.n + 1))
 
     job_id = await handler.enqueue(conn, N(1))
-    worker = Worker(None, dsn, [handler], poll_max=0.1, shutdown_timeout=10)
+    # A shutdown_timeout far past the deadline below: the run ends within the deadline only
+    # if the handler's pause ended it, not the timeout.
+    worker = Worker(None, dsn, [handler], poll_max=0.1, shutdown_timeout=600)
     shutdown = asyncio.Event()
     run = asyncio.create_task(worker.run(shutdown))
     await asyncio.wait_for(started.wait(), 10)
-    t0 = time.monotonic()
     shutdown.set()
-    await asyncio.wait_for(run, 10)
-    assert time.monotonic() - t0 < 5  # did not wait out shutdown_timeout
+    await asyncio.wait_for(run, 30)
     job = await venturi.get_job(conn, job_id)
     assert (
         job is not None and job.status == "pending" and job.carry == {"n": 2} and job.failures == 0
@@ -802,7 +803,7 @@ async def test_forced_shutdown_releases(
     t0 = time.monotonic()
     shutdown.set()
     await asyncio.wait_for(run, 10)
-    assert 0.25 <= time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 >= 0.25  # shutdown_timeout ran out before the cancel
     assert cancelled.is_set()
     job = await venturi.get_job(conn, job_id)
     assert job is not None and job.status == "pending" and job.failures == 0
