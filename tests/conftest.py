@@ -10,11 +10,17 @@ from typing import Any
 
 import asyncpg
 import pytest
+from hypothesis import settings
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
 from tests.chaos.proxy import Proxy
 from tests.support.cli import ROOT
 from venturi import registry, testing
+
+# Hypothesis's default 200 ms per-example deadline is a timing assertion a loaded CI
+# machine can break; an example that hangs is still caught by the test's own deadlines.
+settings.register_profile("venturi", deadline=None)
+settings.load_profile("venturi")
 
 
 class SQLSnapshot(SingleFileSnapshotExtension):
