@@ -19,6 +19,7 @@ import venturi
 from tests.support import Item as N
 from tests.support import (
     expire_claim,
+    make_due,
     running,
     status_of,
     until_cancelled,
@@ -92,10 +93,14 @@ async def test_serial_with_n_1(dsn: str, conn: asyncpg.Connection, kinds: list[s
     assert order == [x for i in range(1, 6) for x in (i, -i)]  # never interleaved
 
 
-def test_default_concurrency_formula() -> None:
-    assert default_concurrency() == max(1, min(8, (os.cpu_count() or 1) // 2))
+def test_default_concurrency_formula(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Half the cores, at least 1 and at most 8 (an unknown count counts as one core).
+    for cores, expected in [(None, 1), (1, 1), (2, 1), (3, 1), (4, 2), (15, 7), (16, 8), (64, 8)]:
+        monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
+        assert default_concurrency() == expected, cores
+    monkeypatch.setattr(os, "cpu_count", lambda: 6)
     w = Worker(None, "postgresql://x")
-    assert w.concurrency == default_concurrency()
+    assert w.concurrency == 3
     assert w.claimed_by == f"{socket.gethostname()}:{os.getpid()}"
     assert (w.poll_max, w.lease, w.shutdown_timeout, w.priority_ratio) == (30.0, 900.0, 30.0, 4)
 
@@ -240,6 +245,10 @@ async def test_notify_fires_for_every_write_that_makes_work_claimable(
     async def handler(ctx: Context[Any], carry: N) -> None:
         return None
 
+    @venturi.task(kind="w_n_later")
+    async def later(ctx: Context[Any], carry: N) -> None:
+        return None
+
     try:
         me, bo = db.Claimant("t:1"), Backoff.fixed(0)
         await expect(handler.enqueue(conn, N(1)))  # enqueue
@@ -287,11 +296,15 @@ async def test_notify_fires_for_every_write_that_makes_work_claimable(
         await expect(
             db.jobs.job_recover_stale(conn, schema="venturi", recoverer="sweeper", backoff=bo)
         )  # recovery
-        # A claim (pending -> claimed) is not claimable work: no notification.
+        # A claim (pending -> claimed) is not claimable work: no notification. The next
+        # payload heard after it is that of a later write that does notify (in commit
+        # order, on the same connection).
         listener_got.clear()
+        got.clear()
         await claim(conn, me, ["w_n"], backoff=bo)
-        with pytest.raises(TimeoutError):
-            await asyncio.wait_for(listener_got.wait(), 0.3)
+        await later.enqueue(conn, N(3))
+        await asyncio.wait_for(listener_got.wait(), 5)
+        assert got[0] == "w_n_later"
     finally:
         await listen.close()
 
@@ -426,7 +439,7 @@ async def test_exception_retries_with_backoff_then_dies_at_backstop(
 ) -> None:
     runs: list[int] = []
 
-    @venturi.task(kind="w_raise", backoff=FAST, max_failures=3)
+    @venturi.task(kind="w_raise", backoff=Backoff.fixed(0.3), max_failures=3)
     async def handler(ctx: Context[Any], carry: N) -> None:
         runs.append(ctx.job.attempt)
         raise RuntimeError(f"boom {carry.n}")
@@ -446,6 +459,9 @@ async def test_exception_retries_with_backoff_then_dies_at_backstop(
         "failed",
         "dead",
     ]
+    # Each retry waited out the backoff (0.3 s) after its failure, on the database's clock.
+    for fail, retry in [(journal[2], journal[3]), (journal[4], journal[5])]:
+        assert retry.at - fail.at >= timedelta(seconds=0.25)
     failed = journal[2]
     assert failed.detail is not None and "Traceback" in failed.detail and "boom 7" in failed.detail
     assert failed.worker == f"{socket.gethostname()}:{os.getpid()}"
@@ -697,10 +713,21 @@ async def test_stale_claim_recovered_with_backoff_and_counted(
         await db.jobs.job_recover_stale(conn, schema="venturi", recoverer="sweeper:1", backoff=bo)
         == []
     )  # nothing left
-    # Second expiry reaches the backstop: dead.
-    await claim(conn, GHOST, ["w_stale"], lease=0.001, backoff=Backoff.fixed(0))
-    (row,) = (await claim(conn, GHOST, ["w_stale"], lease=0.001, backoff=bo)) or [None]
-    assert row is None  # invisible during its backoff
+    # Invisible during its backoff: a claim finds nothing.
+    assert await claim(conn, GHOST, ["w_stale"], lease=0.001, backoff=bo) == []
+    # Once due, claimed again; the second expiry reaches the backstop (2): dead.
+    await make_due(conn, job_id)
+    assert [r["id"] for r in await claim(conn, GHOST, ["w_stale"], lease=0.001, backoff=bo)] == [
+        job_id
+    ]
+    await expire_claim(conn, job_id)
+    recovered = await db.jobs.job_recover_stale(
+        conn, schema="venturi", recoverer="sweeper:1", backoff=bo
+    )
+    assert [(r["id"], r["status"]) for r in recovered] == [(job_id, "dead")]
+    job = await venturi.get_job(conn, job_id)
+    assert job is not None and job.status == "dead" and job.failures == 2
+    assert events(await venturi.get_journal(conn, job_id))[-2:] == ["stale-recovered", "dead"]
 
 
 async def test_recovery_to_dead_at_backstop(conn: asyncpg.Connection, kinds: list[str]) -> None:
