@@ -95,9 +95,14 @@ def browser() -> Iterator[Any]:
 
 
 def wait_until(driver: Any, condition: Any, within: float = 20.0) -> Any:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, within, poll_frequency=0.1).until(condition)
+    # The overview re-renders its table while it polls: an element found just before a
+    # refresh is stale when read. Look again, as for one not there yet.
+    return WebDriverWait(
+        driver, within, poll_frequency=0.1, ignored_exceptions=(StaleElementReferenceException,)
+    ).until(condition)
 
 
 async def seed_for_pictures(conn: asyncpg.Connection) -> None:
