@@ -26,6 +26,7 @@ from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 import venturi  # noqa: E402
+from tests.support import sql as tsql  # noqa: E402
 from tests.support.carries import Item  # noqa: E402
 from tests.support.django_app import jobs, tasks  # noqa: E402
 from venturi import testing  # noqa: E402
@@ -160,7 +161,7 @@ def tasks_enqueued_at() -> dict[str, Any]:
     whose transaction started before the enqueue (the row's clock is its start)."""
     with transaction.atomic():
         with connection.cursor() as cur:
-            cur.execute("SELECT 1")  # the transaction starts here
+            cur.execute(tsql.statement("clock_now"))  # the transaction starts here
         inside = tasks.add.enqueue(1, 1)
         read_inside = tasks.add.get_result(inside.id)
     outside = tasks.add.enqueue(2, 2)
