@@ -146,11 +146,12 @@ def job_detail(detail: JobDetail, now: datetime) -> Group:
         )
     parts.append(journal)
 
-    # Full tracebacks: the journal keeps one per failed execution; show each once, and
-    # last_error when the journal does not already hold it.
+    # Full tracebacks: the journal keeps one per failed execution; show each execution's
+    # own (two attempts failing the same way are still two failures), and last_error when
+    # the journal does not already hold it.
     shown: set[str] = set()
     for e in detail.journal:
-        if e.detail and "\n" in e.detail.strip() and e.detail not in shown:
+        if e.detail and "\n" in e.detail.strip():
             shown.add(e.detail)
             parts.append(
                 Panel(
