@@ -192,6 +192,28 @@ async def test_kinds_list_shows_every_kind_and_which_are_paused(
     ]
 
 
+def test_help_lists_each_command_on_one_line_when_the_terminal_is_wide() -> None:
+    # Wide enough for every summary: a second line can only be a break in the source
+    # docstring, which printed mid-sentence.
+    out = venturi_cli("--help", env={"COLUMNS": "400"})
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if "Commands" in line)
+    rows = [line for line in lines[start + 1 :] if line.startswith("│")]
+    for row in rows:
+        assert not row.startswith("│  "), f"a summary broken over lines: {row!r}"
+    names = {row.split()[1] for row in rows}
+    assert {"recover", "stats", "workers", "top", "metrics", "web", "worker"} <= names
+    [recover] = [r for r in rows if r.startswith("│ recover ")]
+    assert "with --worker, the claims of one worker that is gone, at once." in recover
+
+
+def test_worker_usage_names_module_and_state() -> None:
+    out = venturi_cli("worker", "--help", env={"COLUMNS": "120"})
+    [usage] = [line for line in out.stdout.splitlines() if "Usage:" in line]
+    assert "MODULE[:STATE]" in usage and "target" not in usage.lower(), usage
+
+
 def test_worker_help_lists_the_options() -> None:
     out = venturi_cli("worker", "--help")
     for flag in ("--concurrency", "--renew-lease", "--heartbeat", "--metrics-port", "--processes"):

@@ -230,7 +230,14 @@ def default_maintenance(
 @app.command("worker")
 def worker(
     ctx: typer.Context,
-    target: Annotated[str, typer.Argument(help="MODULE[:STATE] declaring the tasks to run.")],
+    target: Annotated[
+        str,
+        typer.Argument(
+            metavar="MODULE[:STATE]",
+            help="The dotted module that declares the tasks (app.tasks); :STATE names an "
+            "attribute of it: the handlers' state, or a function that builds it.",
+        ),
+    ],
     dsn: DsnOption = None,
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
     concurrency: Annotated[
