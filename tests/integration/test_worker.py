@@ -877,43 +877,6 @@ async def test_empty_reserved_tier_falls_back(
 # --- configuration ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "knob"),
-    [
-        ({"concurrency": 0}, "concurrency"),
-        ({"concurrency": -1}, "concurrency"),
-        ({"concurrency": 2.5}, "concurrency"),
-        ({"poll_max": 0}, "poll_max"),
-        ({"poll_max": -1}, "poll_max"),
-        ({"lease": 0}, "lease"),
-        ({"lease": timedelta(seconds=-1)}, "lease"),
-        ({"shutdown_timeout": -1}, "shutdown_timeout"),
-        ({"priority_ratio": 1}, "priority_ratio"),
-        ({"priority_ratio": 0}, "priority_ratio"),
-        ({"claimed_by": ""}, "claimed_by"),
-        ({"failures_to_dead": "yes"}, "failures_to_dead"),
-        ({"schema": "Bad"}, "schema"),
-        ({"backoff": 3}, "backoff"),
-    ],
-)
-def test_bad_worker_knobs_name_themselves(kwargs: dict[str, Any], knob: str) -> None:
-    with pytest.raises(ConfigError, match=knob):
-        Worker(None, "postgresql://x", **kwargs)
-
-
-def test_bad_cap_and_task(kinds: list[str]) -> None:
-    @venturi.task(kind="w_cfg")
-    async def handler(ctx: Context[Any], carry: N) -> None:
-        return None
-
-    with pytest.raises(ConfigError, match="cap"):
-        Worker(None, "postgresql://x").register(handler, cap=0)
-    with pytest.raises(ConfigError, match=r"@venturi\.task"):
-        Worker(None, "postgresql://x").register(lambda c, x: None)  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="pool_or_dsn"):
-        Worker(None, 42)
-
-
 async def test_no_tasks_and_unapplied_schema(empty_dsn: str, kinds: list[str]) -> None:
     with pytest.raises(ConfigError, match="register at least one task"):
         await Worker(None, empty_dsn).run(asyncio.Event())
