@@ -98,6 +98,9 @@ async def test_cleanup_in_many_workers_clears_each_result_once(
     workers = [Worker(None, pool, [short]) for _ in range(4)]
     await asyncio.gather(*(ResultCleanup(batch=3).run(pool, w) for w in workers))
     assert sum(w.stats["results_cleared"] for w in workers) == 40
+    for job_id in ids:
+        job = await venturi.get_job(conn, job_id)
+        assert job is not None and job.status == "completed" and job.result is None, job_id
 
 
 async def test_worker_runs_result_cleanup_as_maintenance(

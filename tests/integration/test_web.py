@@ -489,7 +489,8 @@ def test_the_worker_never_imports_the_dashboard() -> None:
         "import venturi, venturi.runtime.worker, venturi.cli, venturi.admin; "
         "assert not [m for m in sys.modules if m.startswith('venturi.web')], 'imported'"
     )
-    subprocess.run([sys.executable, "-c", code], check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
 
 
 async def test_venturi_web_serves_with_a_token(dsn: str, tmp_path: Any) -> None:
