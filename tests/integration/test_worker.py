@@ -30,7 +30,7 @@ from tests.support import (
 )
 from tests.support.claims import claim
 from venturi import Backoff, ConfigError, Context, Priority, db, sql
-from venturi.runtime.worker import Worker, default_concurrency
+from venturi.runtime.worker import Worker
 
 FAST = Backoff.fixed(0.05)
 # A worker that claims and then dies (its claims expire and are recovered).
@@ -91,18 +91,6 @@ async def test_serial_with_n_1(dsn: str, conn: asyncpg.Connection, kinds: list[s
     async with running(Worker(None, dsn, [handler], concurrency=1, poll_max=0.2)):
         await wait_for(lambda: _all_status(conn, ids, "completed"))
     assert order == [x for i in range(1, 6) for x in (i, -i)]  # never interleaved
-
-
-def test_default_concurrency_formula(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Half the cores, at least 1 and at most 8 (an unknown count counts as one core).
-    for cores, expected in [(None, 1), (1, 1), (2, 1), (3, 1), (4, 2), (15, 7), (16, 8), (64, 8)]:
-        monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
-        assert default_concurrency() == expected, cores
-    monkeypatch.setattr(os, "cpu_count", lambda: 6)
-    w = Worker(None, "postgresql://x")
-    assert w.concurrency == 3
-    assert w.claimed_by == f"{socket.gethostname()}:{os.getpid()}"
-    assert (w.poll_max, w.lease, w.shutdown_timeout, w.priority_ratio) == (30.0, 900.0, 30.0, 4)
 
 
 async def test_claims_only_registered_kinds(

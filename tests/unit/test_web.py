@@ -1,7 +1,10 @@
-"""The dashboard's pure parts: its argument checks and chart geometry."""
+"""The dashboard's pure parts: its argument checks and chart geometry; and a worker
+process never imports it."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -30,3 +33,13 @@ def test_chart_geometry() -> None:
     assert c.bars[2].height == pytest.approx(plot_h * 0.7, abs=0.01)
     assert c.bars[0].height == 0 and [t.label for t in c.ticks] == ["0", "5", "10"]
     assert c.bars[1].title.endswith("3 completed")
+
+
+def test_the_worker_never_imports_the_dashboard() -> None:
+    code = (
+        "import sys; sys.modules['starlette'] = None; "
+        "import venturi, venturi.runtime.worker, venturi.cli, venturi.admin; "
+        "assert not [m for m in sys.modules if m.startswith('venturi.web')], 'imported'"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr

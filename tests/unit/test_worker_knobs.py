@@ -1,7 +1,9 @@
-"""Worker's knobs name themselves when they are bad."""
+"""Worker's defaults, and its knobs naming themselves when they are bad."""
 
 from __future__ import annotations
 
+import os
+import socket
 from datetime import timedelta
 from typing import Any
 
@@ -10,7 +12,7 @@ import pytest
 import venturi
 from tests.support import Item as N
 from venturi import ConfigError, Context
-from venturi.runtime.worker import Worker
+from venturi.runtime.worker import Worker, default_concurrency
 
 
 @pytest.mark.parametrize(
@@ -48,3 +50,15 @@ def test_bad_cap_and_task(kinds: list[str]) -> None:
         Worker(None, "postgresql://x").register(lambda c, x: None)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="pool_or_dsn"):
         Worker(None, 42)
+
+
+def test_default_concurrency_formula(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Half the cores, at least 1 and at most 8 (an unknown count counts as one core).
+    for cores, expected in [(None, 1), (1, 1), (2, 1), (3, 1), (4, 2), (15, 7), (16, 8), (64, 8)]:
+        monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
+        assert default_concurrency() == expected, cores
+    monkeypatch.setattr(os, "cpu_count", lambda: 6)
+    w = Worker(None, "postgresql://x")
+    assert w.concurrency == 3
+    assert w.claimed_by == f"{socket.gethostname()}:{os.getpid()}"
+    assert (w.poll_max, w.lease, w.shutdown_timeout, w.priority_ratio) == (30.0, 900.0, 30.0, 4)
