@@ -709,7 +709,7 @@ async def test_stale_claim_recovered_with_backoff_and_counted(
         job_id
     ]
     await expire_claim(conn, job_id)
-    recovered = await db.jobs.job_recover_stale(
+    recovered = await db.claims.job_recover_stale(
         conn, schema="venturi", recoverer="sweeper:1", backoff=bo
     )
     assert [(r["id"], r["status"]) for r in recovered] == [(job_id, "dead")]
