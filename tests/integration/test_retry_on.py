@@ -12,7 +12,7 @@ import pytest
 
 import venturi
 from tests.support import Item, running, wait_status
-from venturi import Backoff, ConfigError, Context
+from venturi import Backoff, Context
 from venturi.runtime.worker import Worker
 
 
@@ -110,12 +110,3 @@ async def test_the_stop_line_counts_jobs_whose_retries_ran_out_as_dead(
     assert (worker.stats["dead"], worker.stats["failed"], worker.stats["retry"]) == (3, 1, 1)
     [stopped] = [r.getMessage() for r in caplog.records if " stopped after " in r.getMessage()]
     assert stopped.endswith("ran 5 jobs (1 failed, 1 retried, 3 dead)"), stopped
-
-
-@pytest.mark.parametrize("bad", [(), ("ValueError",), (ValueError, 3), int, "x"])
-def test_retry_on_is_checked_when_declared(bad: Any, kinds: list[str]) -> None:
-    with pytest.raises(ConfigError, match="retry_on must be an exception class"):
-
-        @venturi.task(kind="ro_bad", retry_on=bad)
-        async def handler(ctx: Context[Any], carry: Item) -> None:
-            return None
