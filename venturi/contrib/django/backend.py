@@ -69,9 +69,8 @@ from venturi.contrib.django.tasks_api import (
     task_finished,
     task_started,
 )
-from venturi.db.journal import JournalEvent
 from venturi.jobs import JobInfo, JournalEntry, get_job_and_journal_sync
-from venturi.status import JobStatus
+from venturi.status import JobStatus, JournalEvent
 from venturi.tasks import registered
 
 KIND_PREFIX = "django."
