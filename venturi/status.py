@@ -11,13 +11,17 @@ import enum
 
 
 class JobStatus(enum.StrEnum):
-    """Where a job stands: waiting to run, running, or finished one of three ways."""
+    """Where a job stands: waiting to run, running, finished one of three ways, or (a
+    workflow) waiting for a timer, a signal, children or dependencies."""
 
     PENDING = "pending"
     CLAIMED = "claimed"
     COMPLETED = "completed"
     DEAD = "dead"
     CANCELLED = "cancelled"
+    # A workflow that gave up its slot until what it waits for happens (SPEC 12); not
+    # finished, and outside the claim's index.
+    WAITING = "waiting"
 
     @property
     def finished(self) -> bool:
