@@ -11,11 +11,13 @@ from venturi.admin import delete_job
 from venturi.backoff import Backoff
 from venturi.context import Context, JobMeta
 from venturi.errors import (
+    ChildFailed,
     ClaimLost,
     ConfigError,
     ConnectError,
     DuplicateJob,
     SchemaError,
+    SignalTimeout,
     VenturiError,
 )
 from venturi.jobs import (
@@ -40,12 +42,17 @@ from venturi.rate import Rate
 from venturi.registry import Task, enqueue_many, enqueue_many_sync, task
 from venturi.runtime.group import WorkerGroup
 from venturi.runtime.worker import Worker
+from venturi.workflow.child import Child
+from venturi.workflow.graph import Workflow
+from venturi.workflow.signals import signal, signal_sync
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Alerts",
     "Backoff",
+    "Child",
+    "ChildFailed",
     "ClaimLost",
     "ConfigError",
     "ConnectError",
@@ -62,11 +69,13 @@ __all__ = [
     "ResultCleanup",
     "Retention",
     "SchemaError",
+    "SignalTimeout",
     "Task",
     "UnservedKinds",
     "VenturiError",
     "Worker",
     "WorkerGroup",
+    "Workflow",
     "complete",
     "dead",
     "delete_job",
@@ -80,6 +89,8 @@ __all__ = [
     "pause",
     "retry",
     "schedule",
+    "signal",
+    "signal_sync",
     "task",
     "wait",
 ]

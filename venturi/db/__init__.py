@@ -25,6 +25,7 @@ from venturi.db import (
     schedules,
     schema,
     workers,
+    workflow,
 )
 from venturi.db.jobs import Claimant
 
@@ -47,4 +48,5 @@ __all__ = [
     "schedules",
     "schema",
     "workers",
+    "workflow",
 ]

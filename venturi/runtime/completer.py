@@ -37,6 +37,7 @@ from venturi.runtime.settlement import (
     Retried,
     TimedOut,
     Undecodable,
+    Waiting,
 )
 
 log = logging.getLogger("venturi.worker")
@@ -237,6 +238,20 @@ class Completer:
                     attempt=attempt,
                     reason=text_safe(reason),
                 )
+            case Waiting(detail, seen, wake_at, signal, wait_for):
+                status = await db.workflow.job_wait_if_owned(
+                    conn,
+                    schema=sch,
+                    claimant=me,
+                    job_id=job_id,
+                    attempt=attempt,
+                    seen=seen,
+                    wake_at=wake_at,
+                    signal=signal,
+                    wait_for=wait_for,
+                    detail=text_safe(detail),
+                )
+                return status is not None
             case Released(detail):
                 return await db.jobs.job_release_if_owned(
                     conn, schema=sch, claimant=me, job_id=job_id, attempt=attempt, detail=detail

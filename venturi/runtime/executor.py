@@ -18,6 +18,7 @@ from venturi.priority import Priority
 from venturi.registry import Task
 from venturi.runtime import settlement as s
 from venturi.runtime.run import Run
+from venturi.workflow.suspend import Suspend, Unreplayable
 
 log = logging.getLogger("venturi.worker")
 
@@ -62,6 +63,18 @@ async def run_handler(
             run.outcome = s.TimedOut(f"run exceeded its timeout of {task.timeout}s")
         else:
             run.outcome = s.Failed(traceback.format_exc())
+        return
+    except Suspend as wait:
+        run.outcome = s.Waiting(
+            wait.detail,
+            wait.seen,
+            wait.wake_at,
+            wait.signal,
+            None if wait.wait_for is None else tuple(wait.wait_for),
+        )
+        return
+    except Unreplayable as bad:
+        run.outcome = s.Undecodable(bad.reason)
         return
     except asyncio.CancelledError:
         if run.stopped is not None:
