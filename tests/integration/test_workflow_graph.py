@@ -82,7 +82,7 @@ async def test_a_dead_dependency_cancels_its_dependents_transitively(
 
     wf = venturi.Workflow()
     a = wf.add("a", fail.job(Item(1)))
-    b = wf.add("b", never.job(Item(2)), after=[a])
+    wf.add("b", never.job(Item(2)), after=[a])
     wf.add("c", never.job(Item(3)), after=["b"])
     ids = await wf.enqueue(conn)
     async with running(Worker(None, dsn, [fail, never], poll_max=600)):
