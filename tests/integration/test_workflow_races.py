@@ -20,8 +20,7 @@ import asyncpg
 import pytest
 
 import venturi
-from tests.support import ROOT, Item, expire_claim, running, wait_for, wait_status
-from tests.support import workflowtasks
+from tests.support import ROOT, Item, expire_claim, running, wait_for, wait_status, workflowtasks
 from venturi import Context, admin, db
 from venturi.runtime.worker import Worker
 from venturi.workflow import children
@@ -77,7 +76,7 @@ async def test_a_step_recorded_before_a_sigkill_never_runs_again(
     await conn.execute("CREATE TABLE effects (job_id bigint, what text)")
     job_id = await workflowtasks.workflow.enqueue(conn, Item(1))
     env = dict(os.environ)
-    victim = subprocess.Popen(
+    victim = subprocess.Popen(  # noqa: ASYNC220 (started once, not awaited on)
         [sys.executable, "-m", "venturi", "worker", "tests.support.workflowtasks",
          "--poll-max", "0.2"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -224,9 +223,7 @@ async def _parent_waiting_on_two(
         )  # fmt: skip
         kid_me, kid_attempt = await _claim(conn, int(row["id"]))
         kids.append((int(row["id"]), kid_me, kid_attempt))
-    seen, rows = await db.workflow.child_list(
-        conn, schema=S, job_id=parent, ids=[k[0] for k in kids]
-    )
+    seen, _ = await db.workflow.child_list(conn, schema=S, job_id=parent, ids=[k[0] for k in kids])
     status = await db.workflow.job_wait_if_owned(
         conn, schema=S, claimant=me, job_id=parent, attempt=attempt, seen=seen, wake_at=None,
         signal=None, wait_for=[k[0] for k in kids], detail="2 children",
