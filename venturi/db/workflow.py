@@ -154,6 +154,12 @@ async def job_wake_due(conn: Conn, *, schema: str, kinds: Sequence[str]) -> int:
     return int(await conn.fetchval(sql.statement("job_wake_due", schema), list(kinds)))
 
 
+async def job_wake_timers_now(conn: Conn, *, schema: str, kinds: Sequence[str]) -> int:
+    """Fast-forward the timers of the waiting jobs of ``kinds`` (``venturi.testing``);
+    how many it woke."""
+    return int(await conn.fetchval(sql.statement("job_wake_timers_now", schema), list(kinds)))
+
+
 # --- the application's calls ----------------------------------------------------------
 
 
