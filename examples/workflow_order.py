@@ -20,6 +20,7 @@ import os
 import uuid
 from collections import Counter
 from datetime import timedelta
+
 import asyncpg
 import msgspec
 
