@@ -29,7 +29,7 @@ from venturi.sql import DEFAULT_SCHEMA
 
 KindStatsT = TypeVar("KindStatsT", "KindStats", "KindNow")
 
-STATUSES = ("pending", "claimed", "completed", "dead", "cancelled")
+STATUSES = ("pending", "claimed", "completed", "dead", "cancelled", "waiting")
 FINISHED = ("completed", "dead", "cancelled")
 
 # The journal detail of an operator's retry. Statistics tell it apart from a handler's

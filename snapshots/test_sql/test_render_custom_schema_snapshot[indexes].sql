@@ -20,7 +20,7 @@ CREATE INDEX IF NOT EXISTS jobs_stale_idx
 -- ON CONFLICT arbiter.
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_key_idx
     ON "billing_jobs".jobs (kind, key)
-    WHERE key IS NOT NULL AND status IN ('pending', 'claimed');
+    WHERE key IS NOT NULL AND status IN ('pending', 'claimed', 'waiting');
 
 -- journal_get: a job's history in order.
 CREATE INDEX IF NOT EXISTS journal_job_idx

@@ -139,7 +139,7 @@ child AS (
            $9::float8, $10::boolean, $11::text, $1::bigint, $12::text
     FROM recorded r
     WHERE r.inserted
-    ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed')
+    ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed', 'waiting')
         DO NOTHING
     RETURNING id
 ),
@@ -694,7 +694,7 @@ inserted AS (
            coalesce($4::timestamptz, now() + make_interval(secs => coalesce($5::float8, 0))),
            $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean, $14::text
     WHERE NOT EXISTS (SELECT 1 FROM recent)
-    ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed')
+    ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed', 'waiting')
     DO NOTHING
     RETURNING id
 ),
@@ -702,7 +702,7 @@ inserted AS (
 -- snapshot is invisible here; the caller then runs the statement again.
 holder AS (
     SELECT id, status FROM "venturi".jobs
-    WHERE $6::text IS NOT NULL AND kind = $1 AND key = $6 AND status IN ('pending', 'claimed')
+    WHERE $6::text IS NOT NULL AND kind = $1 AND key = $6 AND status IN ('pending', 'claimed', 'waiting')
     LIMIT 1
 ),
 replaced AS (
@@ -782,7 +782,7 @@ inserted AS (
     FROM input
     WHERE NOT EXISTS (SELECT 1 FROM recent WHERE recent.ord = input.ord)
     ORDER BY ord
-    ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed')
+    ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed', 'waiting')
     DO NOTHING
     RETURNING id, kind, key
 ),
@@ -813,7 +813,7 @@ LEFT JOIN inserted same_batch
 LEFT JOIN LATERAL (
     SELECT j.id, j.status FROM "venturi".jobs j
     WHERE input.key IS NOT NULL AND j.kind = input.kind AND j.key = input.key
-      AND j.status IN ('pending', 'claimed')
+      AND j.status IN ('pending', 'claimed', 'waiting')
     LIMIT 1
 ) existing ON true
 LEFT JOIN recent ON recent.ord = input.ord
@@ -900,7 +900,7 @@ SELECT id FROM "venturi".jobs WHERE claimed_by = $1::text ORDER BY id;
 PREPARE venturi_job_mark_awaited(bigint) AS
 UPDATE "venturi".jobs
 SET awaited = true
-WHERE id = $1::bigint AND status IN ('pending', 'claimed') AND awaited IS NOT TRUE;
+WHERE id = $1::bigint AND status IN ('pending', 'claimed', 'waiting') AND awaited IS NOT TRUE;
 
 -- job_next_visible_at: when the nearest pending job of these kinds is or becomes
 -- claimable (NULL: none), so an idle worker wakes exactly then. A time already past is
@@ -1332,7 +1332,7 @@ retried AS (
       -- one would break the key's uniqueness. Refused, and reported through key_holder.
       AND (j.key IS NULL OR NOT EXISTS (
           SELECT 1 FROM "venturi".jobs o
-          WHERE o.kind = j.kind AND o.key = j.key AND o.status IN ('pending', 'claimed')))
+          WHERE o.kind = j.kind AND o.key = j.key AND o.status IN ('pending', 'claimed', 'waiting')))
     RETURNING j.id, j.attempt
 ),
 journaled AS (
@@ -1348,7 +1348,7 @@ LEFT JOIN retried r ON r.id = input.id
 LEFT JOIN LATERAL (
     SELECT o.id FROM "venturi".jobs o
     WHERE j.key IS NOT NULL AND o.kind = j.kind AND o.key = j.key
-      AND o.status IN ('pending', 'claimed') AND o.id <> j.id
+      AND o.status IN ('pending', 'claimed', 'waiting') AND o.id <> j.id
     LIMIT 1
 ) holder ON true
 ORDER BY input.id;

@@ -233,3 +233,28 @@ async def test_signal_and_workflow_on_a_sync_driver(
         "SELECT payload::text FROM venturi.signals WHERE job_id = $1", ids["b"]
     )
     assert payload == '{"x": 1}'
+
+
+async def test_a_waiting_workflow_holds_its_key_and_venturi_wait_sees_it_finish(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="wfg_keyed")
+    async def keyed(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        who = await ctx.wait_for_signal("go", str)
+        return venturi.complete(who)
+
+    job_id = await keyed.enqueue(conn, Item(1), key="order-7")
+    async with running(Worker(None, dsn, [keyed], poll_max=600)):
+        await wait_status(conn, job_id, "waiting")
+        # Unfinished while it waits: the key is still held.
+        assert await keyed.enqueue(conn, Item(2), key="order-7") == job_id
+        with pytest.raises(venturi.DuplicateJob):
+            await keyed.enqueue(conn, Item(2), key="order-7", on_conflict="raise")
+        other = await asyncpg.connect(dsn)
+        try:
+            waiter = asyncio.ensure_future(venturi.wait(other, job_id, timeout=30))
+            assert await venturi.signal(conn, job_id, "go", "ann")
+            done = await waiter
+        finally:
+            await other.close()
+    assert done.status == "completed" and done.result == "ann"

@@ -67,6 +67,8 @@ WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
 _STATUS = {
     "pending": TaskResultStatus.READY,
     "claimed": TaskResultStatus.RUNNING,
+    # A venturi workflow between its runs: started, not finished.
+    "waiting": TaskResultStatus.RUNNING,
     "completed": TaskResultStatus.SUCCESSFUL,
     "dead": TaskResultStatus.FAILED,
     "cancelled": TaskResultStatus.FAILED,
