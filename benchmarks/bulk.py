@@ -45,7 +45,7 @@ def log(msg: str) -> None:
 
 
 async def _empty(conn: Any) -> None:
-    await conn.execute(f"TRUNCATE {SCHEMA}.jobs, {SCHEMA}.journal")
+    await conn.execute(f"TRUNCATE {SCHEMA}.jobs, {SCHEMA}.journal CASCADE")
     await conn.execute("CHECKPOINT")
 
 

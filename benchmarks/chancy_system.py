@@ -22,11 +22,12 @@ async def chancy_noop(*, i: int) -> None:
     systems.report(i)
 
 
-def _queue(concurrency: int) -> Any:
+def queue(concurrency: int, name: str = QUEUE) -> Any:
+    """The queue in its fastest documented configuration (benchmarks.wf_chancy's too)."""
     from chancy import Chancy, Queue
 
     return Queue(
-        name=QUEUE,
+        name=name,
         concurrency=concurrency,
         executor=Chancy.Executor.Async,
         polling_interval=1,
@@ -34,13 +35,15 @@ def _queue(concurrency: int) -> Any:
     )
 
 
-def _app(dsn: str, pool: int = 10) -> Any:
+def app(dsn: str, pool: int = 10, **options: Any) -> Any:
+    """The application, its default plugins unless ``options`` say otherwise."""
     from chancy import Chancy
 
     return Chancy(
         dsn,
         max_connection_pool_size=pool,
         log=logging.getLogger("bench.chancy"),
+        **options,
     )
 
 
@@ -57,8 +60,11 @@ class ChancyClient:
         self.dsn = dsn
         self.app: Any = None
 
+    def _app(self) -> Any:
+        return app(self.dsn, pool=2)
+
     async def open(self) -> None:
-        self.app = _app(self.dsn, pool=2)
+        self.app = self._app()
         await self.app.__aenter__()
 
     async def close(self) -> None:
@@ -71,7 +77,7 @@ class ChancyClient:
 
     async def install(self) -> None:
         await self.app.migrate()
-        await self.app.declare(_queue(1), upsert=True)
+        await self.app.declare(queue(1), upsert=True)
 
     async def reset(self) -> None:
         await self._execute("TRUNCATE chancy_jobs")
@@ -99,8 +105,8 @@ async def chancy_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> N
     from chancy import Worker
 
     logging.getLogger("bench.chancy").setLevel(logging.WARNING)
-    async with _app(dsn) as app:
+    async with app(dsn) as chancy:
         # The queue's concurrency is stored in the database: declare this run's.
-        await app.declare(_queue(cfg["concurrency"]), upsert=True)
-        async with Worker(app, register_signal_handlers=False, shutdown_timeout=10):
+        await chancy.declare(queue(cfg["concurrency"]), upsert=True)
+        async with Worker(chancy, register_signal_handlers=False, shutdown_timeout=10):
             await stop.wait()

@@ -31,7 +31,7 @@ from typing import Any
 
 import asyncpg
 
-from benchmarks import ceiling, systems
+from benchmarks import ceiling, systems, workflows
 from venturi import sql
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -212,6 +212,7 @@ class Bench:
         self.step_seconds: dict[str, float] = {}
         self._round = 0
         self.psycopg_client: Any = None
+        self.wf_plan = workflows.QUICK if plan.checkpoint is False else workflows.FULL
 
     # --- databases ---------------------------------------------------------------
 
@@ -325,10 +326,20 @@ class Bench:
         return RuntimeError(f"{what}: worker exited with {proc.returncode}:\n{tail}")
 
     async def drain(
-        self, name: str, label: str, cfg: dict[str, Any], fill: int, target: int
+        self,
+        name: str,
+        label: str,
+        cfg: dict[str, Any],
+        fill: int,
+        target: int,
+        seed: Callable[[], Any] | None = None,
     ) -> dict[str, Any]:
-        """Fill ``fill`` pending jobs, start a worker, time the first ``target`` jobs."""
+        """Fill ``fill`` pending jobs (then ``seed()`` more rows, if given), start a worker,
+        time the first ``target`` jobs."""
         await self.fill(name, fill)
+        if seed is not None:
+            await seed()
+            await self.clients[name].analyze()
         await self.checkpoint(name)
         commits0, wal0 = await self.counters(name)
         proc, errors = await self._spawn(
@@ -548,6 +559,9 @@ class Bench:
             )
         self.results["index_health"] = out
 
+    async def measure_workflows(self) -> None:
+        await workflows.measure(self, self.wf_plan)
+
     async def measure_rss(self) -> None:
         n = self.plan.rss_jobs
         label, cfg = DRAIN_CONFIGS["venturi"][32][0]
@@ -728,10 +742,13 @@ def report(
         row("worker peak RSS, MB (lower wins)", peak, 1)
 
     widths = [max(len(r[i]) for r in [cols, *rows]) for i in range(len(cols))]
-    lines.append(
-        "  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(cols))
-    )
-    lines.append("  ".join("-" * w for w in widths))
+    if rows:
+        lines.append(
+            "  ".join(
+                c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(cols)
+            )
+        )
+        lines.append("  ".join("-" * w for w in widths))
     for r in rows:
         lines.append(
             "  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r))
@@ -769,13 +786,22 @@ def report(
         lines.append("issue-4 targets:")
         for t in targets:
             lines.append(f"  {marks[t['met']]} {t['target']}: {t['measured']}")
-    later = evaluate_16(results, names, extras or {})
+    # A run of the workflow scenario alone (--workflows) has no issue-16 figure to judge.
+    alone = not any(k in results for k in ("drain", "bulk_enqueue", "pickup_latency"))
+    later = [] if alone else evaluate_16(results, names, extras or {})
     if later:
         lines.append("")
         lines.append("issue-16 targets:")
         for t in later:
             lines.append(f"  {marks[t['met']]} {t['target']}: {t['measured']}")
-    return "\n".join(lines), targets + later
+    lines.extend(workflows.report(results))
+    wf_targets = workflows.evaluate(results)
+    if wf_targets:
+        lines.append("")
+        lines.append("issue-23 targets (workflows):")
+        for t in wf_targets:
+            lines.append(f"  {marks[t['met']]} {t['target']}: {t['measured']}")
+    return "\n".join(lines), targets + later + wf_targets
 
 
 def cut_short(results: dict[str, Any]) -> list[str]:
@@ -1044,11 +1070,22 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         "health": Bench.measure_health,
         "rss": Bench.measure_rss,
         "ceiling": Bench.measure_ceiling,
+        "workflows": Bench.measure_workflows,
     }
     chosen = [s for s in steps if s not in args.skip.split(",")]
+    # The workflow scenario (issue 23): part of a full run; --workflows runs it alone.
+    if args.workflows:
+        chosen = ["workflows"]
+    elif args.quick:
+        chosen = [s for s in chosen if s != "workflows"]
     if "venturi" not in names:
         chosen = [s for s in chosen if s not in ("rss", "ceiling")]
+    if args.workflows:
+        names = [n for n in names if n in workflows.SYSTEMS]
     bench = Bench(plan, names, args.dsn, args.loop, args.worker_timeout)
+    if args.wf_levels:
+        levels = tuple(int(n) for n in args.wf_levels.split(","))
+        bench.wf_plan = workflows.WfPlan(**{**asdict(bench.wf_plan), "levels": levels})
     if args.health_systems:
         bench.health_names = [n for n in names if n in args.health_systems.split(",")]
     started = time.monotonic()
@@ -1089,14 +1126,14 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         "",
     ]
     configs = ["", "configurations:"]
-    for name in names:
+    for name in [] if args.workflows else names:
         for level in LEVELS:
             for label, _ in DRAIN_CONFIGS[name][level]:
                 configs.append(f"  {name} drain c={level}: {label}")
         if name in OWN_BEST:
             configs.append(f"  {name} own best: {OWN_BEST[name][0]}")
         configs.append(f"  {name} pickup latency: {LATENCY_CONFIGS[name][0]}")
-    print("\n".join(header) + text + "\n".join(configs))
+    print("\n".join(header) + text + ("" if args.workflows else "\n".join(configs)))
     return {
         "mode": "quick" if args.quick else "full",
         "seconds": elapsed,
@@ -1135,7 +1172,19 @@ def main(argv: list[str] | None = None) -> int:
         "--skip",
         default="",
         help="comma-separated steps to skip: "
-        + ",".join(("enqueue", "latency", "drain", "health", "rss", "ceiling")),
+        + ",".join(("enqueue", "latency", "drain", "health", "rss", "ceiling", "workflows")),
+    )
+    parser.add_argument(
+        "--wf-levels",
+        default="",
+        help="comma-separated concurrencies of the workflow scenario (default: quick 10, "
+        "full 10,32)",
+    )
+    parser.add_argument(
+        "--workflows",
+        action="store_true",
+        help="run only the workflow scenario (issue 23) for venturi, chancy and dbos "
+        "(sizes: --quick or full); a full run includes it",
     )
     parser.add_argument("--repeat", type=int, default=0, help="rounds (default: quick 1, full 3)")
     parser.add_argument(

@@ -45,7 +45,7 @@ class _Probe:
 
 
 async def drain(dsn: str, conn: Any, jobs: int, lanes: int, concurrency: int) -> float:
-    await conn.execute(f"TRUNCATE {sql.DEFAULT_SCHEMA}.jobs, {sql.DEFAULT_SCHEMA}.journal")
+    await conn.execute(f"TRUNCATE {sql.DEFAULT_SCHEMA}.jobs, {sql.DEFAULT_SCHEMA}.journal CASCADE")
     for start in range(0, jobs, 10_000):
         batch = range(start, min(start + 10_000, jobs))
         await venturi.enqueue_many(conn, [systems.venturi_noop.job(systems.Noop(i)) for i in batch])

@@ -164,7 +164,7 @@ async def run_config(
     jobs: int,
     limit_s: float,
 ) -> dict[str, Any]:
-    await conn.execute(f"TRUNCATE {sql.DEFAULT_SCHEMA}.jobs, {sql.DEFAULT_SCHEMA}.journal")
+    await conn.execute(f"TRUNCATE {sql.DEFAULT_SCHEMA}.jobs, {sql.DEFAULT_SCHEMA}.journal CASCADE")
     await conn.execute("CHECKPOINT")
     spec = json.dumps(
         {"dsn": dsn, "listen_dsn": listen_dsn, "concurrency": concurrency, "poll_max": 30.0}

@@ -157,7 +157,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         await prepare(conn)
         out["small"] = {"pending": args.small, **await drain(dsn, min(args.drain, args.small), 32)}
         log(f"  drain: {out['small']['jobs_per_s']:,.0f} jobs/s")
-        await conn.execute(f"TRUNCATE {SCHEMA}.jobs, {SCHEMA}.journal")
+        await conn.execute(f"TRUNCATE {SCHEMA}.jobs, {SCHEMA}.journal CASCADE")
         log(f"big table: loading {args.pending:,} jobs in calls of {args.load_batch:,}")
         load_before = os.getloadavg()[0]
         secs = await load(conn, args.pending, args.load_batch)

@@ -191,7 +191,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         if args.fresh:
             # A queue table without statistics: the claim's plan until autovacuum's
             # first ANALYZE (benchmarks/README.md, finding 2).
-            await conn.execute(f"TRUNCATE {SCHEMA}.jobs, {SCHEMA}.journal")
+            await conn.execute(f"TRUNCATE {SCHEMA}.jobs, {SCHEMA}.journal CASCADE")
         else:
             # The completed jobs of the measurement stay (retention deletes them) and
             # the statistics describe a queue that has run, as in production.

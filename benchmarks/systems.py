@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -46,6 +47,20 @@ def report(i: int) -> None:
     """A handler's report, for the systems that import their handlers from elsewhere
     (chancy loads its jobs by import path)."""
     _probe(i)
+
+
+_begin: Callable[[], None] = lambda: None  # noqa: E731
+
+
+def set_begin(fn: Callable[[], None]) -> None:
+    global _begin
+    _begin = fn
+
+
+def begin() -> None:
+    """Work has begun (benchmarks.workflows: a workflow's first step started); the probe
+    keeps the first instant."""
+    _begin()
 
 
 # --- venturi ------------------------------------------------------------------------
@@ -78,7 +93,8 @@ class VenturiClient:
         await db.schema.apply_schema(self.conn, schema=self.schema)
 
     async def reset(self) -> None:
-        await self.conn.execute(f"TRUNCATE {self.schema}.jobs, {self.schema}.journal")
+        # CASCADE: the workflow tables (steps, signals, dependencies) refer to jobs.
+        await self.conn.execute(f"TRUNCATE {self.schema}.jobs, {self.schema}.journal CASCADE")
 
     async def analyze(self) -> None:
         await self.conn.execute(sql.statement("maintenance/analyze", self.schema))
@@ -328,6 +344,22 @@ async def _dbos_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> No
     await dbos_worker(dsn, cfg, stop, _probe)
 
 
+async def _workflow_worker(system: str, dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
+    """benchmarks.workflows' workers (``<system>-wf``), imported when used."""
+    if system == "venturi":
+        from benchmarks.wf_venturi import venturi_workflow_worker
+
+        await venturi_workflow_worker(dsn, cfg, stop)
+    elif system == "chancy":
+        from benchmarks.wf_chancy import chancy_workflow_worker
+
+        await chancy_workflow_worker(dsn, cfg, stop)
+    else:
+        from benchmarks.wf_dbos import dbos_workflow_worker
+
+        await dbos_workflow_worker(dsn, cfg, stop)
+
+
 CLIENTS: dict[str, Callable[[str], Any]] = {
     "venturi": VenturiClient,
     "procrastinate": ProcrastinateClient,
@@ -342,4 +374,8 @@ WORKERS: dict[str, Callable[[str, dict[str, Any], asyncio.Event], Any]] = {
     "pgqueuer": pgqueuer_worker,
     "chancy": _chancy_worker,
     "dbos": _dbos_worker,
+    **{
+        f"{name}-wf": functools.partial(_workflow_worker, name)
+        for name in ("venturi", "chancy", "dbos")
+    },
 }

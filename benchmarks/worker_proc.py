@@ -9,7 +9,7 @@ The process reports on stdout, one line each:
 - ``ready`` once the worker has been running for ``settle`` seconds (latency mode);
 - ``J <i> <monotonic>`` when the handler of job ``i`` starts (latency mode only);
 - a final JSON object: jobs seen, the monotonic instants of the first, the
-  ``target``-th and the last job, CPU seconds and peak RSS (VmHWM) of this process.
+  ``target``-th and the last job (and of the first ``systems.begin()``, if any), CPU seconds and peak RSS (VmHWM) of this process.
 
 ``time.monotonic`` is CLOCK_MONOTONIC on Linux, shared by every process of the machine,
 so the harness can compare its own instants with the worker's. In latency mode, closing
@@ -37,6 +37,9 @@ class Probe:
         self.stop = stop
         self.echo = echo
         self.count = 0
+        # The first instant any work began (a workflow's first step): benchmarks.workflows
+        # times from it, since a workflow's first report comes only when it finished.
+        self.t_begin: float | None = None
         self.t_first: float | None = None
         self.t_target: float | None = None
         self.t_last: float | None = None
@@ -44,6 +47,10 @@ class Probe:
         # CPU cost per job leaves out imports and start-up.
         self.cpu_first = 0.0
         self.cpu_target = 0.0
+
+    def begin(self) -> None:
+        if self.t_begin is None:
+            self.t_begin = time.monotonic()
 
     def __call__(self, i: int) -> None:
         now = time.monotonic()
@@ -93,6 +100,7 @@ async def main(spec: dict[str, Any]) -> dict[str, Any]:
     latency = spec["mode"] == "latency"
     probe = Probe(spec.get("target") or 0, stop, echo=latency)
     systems.set_probe(probe)
+    systems.set_begin(probe.begin)
     loop = asyncio.get_running_loop()
     if latency:
         threading.Thread(target=_watch_stdin, args=(loop, stop), daemon=True).start()
@@ -110,6 +118,7 @@ async def main(spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "count": probe.count,
         "t_start": started,
+        "t_begin": probe.t_begin,
         "t_first": probe.t_first,
         "t_target": probe.t_target,
         "t_last": probe.t_last,

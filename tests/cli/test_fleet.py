@@ -26,7 +26,8 @@ from tests.support import (
     workertasks,
 )
 from tests.support.fleet import silence_worker, stop_long_ago
-from venturi import admin, db, views
+from venturi import admin, db
+from venturi.cli import render as views
 from venturi.runtime.worker import Worker
 
 

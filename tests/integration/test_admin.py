@@ -15,9 +15,10 @@ import venturi
 from tests.support import wait_for
 from tests.support.claims import claim
 from tests.support.opsdata import TRACEBACK, S, make, seed
-from venturi import admin, db, sql, views
+from venturi import admin, db, formatting, sql
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.cli import ops
+from venturi.cli import render as views
 from venturi.errors import ConfigError
 from venturi.registry import JobSpec
 
@@ -80,7 +81,7 @@ async def test_show_cuts_what_would_flood_the_terminal(conn: asyncpg.Connection)
     assert detail is not None and detail.job.carry == {"blob": big}  # the API keeps it all
     text = render(views.job_detail(detail, datetime.now(UTC)))
     assert len(text) < 20_000
-    whole = len(views.to_json({"blob": big}))
+    whole = len(formatting.to_json({"blob": big}))
     assert f"truncated: {whole} characters in all" in text and "--json" in text
 
 

@@ -23,7 +23,7 @@ import venturi
 import venturi.web
 from tests.support.claims import claim
 from tests.support.opsdata import TRACEBACK, S, make
-from venturi import admin, bulk, db, sql
+from venturi import admin, db, sql
 from venturi.registry import JobSpec
 from venturi.web import charts
 
@@ -574,8 +574,8 @@ async def test_delete_and_run_now_functions_report_each_job(conn: asyncpg.Connec
     assert "only pending jobs" in changes[0].message
     with pytest.raises(venturi.ConfigError, match="positive integers"):
         await admin.delete_jobs(conn, [0])
-    matching = await bulk.count_matching(conn, kind="mail")
-    assert matching == bulk.Matching(2, scheduled)
+    matching = await admin.count_matching(conn, kind="mail")
+    assert matching == admin.Matching(2, scheduled)
 
 
 # --- the registry of workers ------------------------------------------------------------

@@ -6,11 +6,11 @@ from typing import Annotated
 
 import typer
 
-from venturi.cli.app import (
+from venturi.cli.app import app
+from venturi.cli.common import (
     DsnOption,
-    _run,
-    app,
     fail,
+    run,
 )
 
 
@@ -24,4 +24,4 @@ def demo(
 
     if jobs < 1:
         raise fail(f"jobs must be >= 1, got {jobs}")
-    _run(lambda: demo_module.main(dsn, jobs))
+    run(lambda: demo_module.main(dsn, jobs))

@@ -8,17 +8,18 @@ from typing import Annotated, Any
 import typer
 
 from venturi import sql
-from venturi.cli.app import (
+from venturi.cli.app import app
+from venturi.cli.common import (
     DsnOption,
     JsonOption,
     SchemaOption,
-    _admin_run,
-    _console,
-    _echo_json,
-    _need_dsn,
-    app,
+    admin_run,
+    echo_json,
     fail,
+    make_console,
+    need_dsn,
 )
+from venturi.status import JobStatus
 
 jobs_app = typer.Typer(help="Inspect and repair jobs.", no_args_is_help=True)
 app.add_typer(jobs_app, name="jobs")
@@ -38,22 +39,23 @@ def jobs_list(
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
 ) -> None:
     """List jobs, newest first."""
-    from venturi import admin, views
+    from venturi import admin
+    from venturi.cli import render
 
-    target = _need_dsn(dsn)
-    rows = _admin_run(
+    target = need_dsn(dsn)
+    rows = admin_run(
         target,
         schema,
         lambda c: admin.list_jobs(c, status=status, kind=kind, limit=limit, schema=schema),
     )
     if as_json:
-        _echo_json(rows)
+        echo_json(rows)
         return
-    console = _console()
+    console = make_console()
     if not rows:
         console.print("no jobs")
         return
-    console.print(views.jobs_table(rows, datetime.now(UTC)))
+    console.print(render.jobs_table(rows, datetime.now(UTC)))
 
 
 @jobs_app.command("show")
@@ -64,23 +66,24 @@ def jobs_show(
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
 ) -> None:
     """Show one job: its row, decoded carry and result, journal and tracebacks."""
-    from venturi import admin, views
+    from venturi import admin
+    from venturi.cli import render
 
-    target = _need_dsn(dsn)
-    detail = _admin_run(target, schema, lambda c: admin.show_job(c, job_id, schema=schema))
+    target = need_dsn(dsn)
+    detail = admin_run(target, schema, lambda c: admin.show_job(c, job_id, schema=schema))
     if detail is None:
         raise fail(f"job {job_id} does not exist")
     if as_json:
-        _echo_json(detail)
+        echo_json(detail)
         return
-    _console().print(views.job_detail(detail, datetime.now(UTC)))
+    make_console().print(render.job_detail(detail, datetime.now(UTC)))
 
 
 def _report(changes: list[Any], as_json: bool, summary: str) -> None:
     """Each change on stdout, each refusal as a one-line error on stderr, then a summary;
     exit 2 when anything was refused."""
     if as_json:
-        _echo_json(changes)
+        echo_json(changes)
     else:
         for c in changes:
             if c.done:
@@ -103,8 +106,8 @@ def jobs_retry(
     budget (journaled as retried: manual retry). Exit 2 if any job was refused."""
     from venturi import admin
 
-    target = _need_dsn(dsn)
-    changes = _admin_run(target, schema, lambda c: admin.retry_jobs(c, ids, schema=schema))
+    target = need_dsn(dsn)
+    changes = admin_run(target, schema, lambda c: admin.retry_jobs(c, ids, schema=schema))
     done = sum(c.done for c in changes)
     _report(changes, as_json, f"retried {done} of {len(changes)} job(s)")
 
@@ -120,10 +123,10 @@ def jobs_cancel(
     settles it cancelled). Exit 2 if any job was refused."""
     from venturi import admin
 
-    target = _need_dsn(dsn)
-    changes = _admin_run(target, schema, lambda c: admin.cancel_jobs(c, ids, schema=schema))
-    cancelled = sum(c.now == "cancelled" for c in changes)
-    asked = sum(c.done and c.now == "claimed" for c in changes)
+    target = need_dsn(dsn)
+    changes = admin_run(target, schema, lambda c: admin.cancel_jobs(c, ids, schema=schema))
+    cancelled = sum(c.now == JobStatus.CANCELLED for c in changes)
+    asked = sum(c.done and c.now == JobStatus.CLAIMED for c in changes)
     refused = sum(not c.done for c in changes)
     _report(
         changes,
@@ -143,8 +146,8 @@ def jobs_delete(
     deletion is logged with the operator. Exit 2 if any job was refused."""
     from venturi import admin
 
-    target = _need_dsn(dsn)
-    changes = _admin_run(target, schema, lambda c: admin.delete_jobs(c, ids, schema=schema))
+    target = need_dsn(dsn)
+    changes = admin_run(target, schema, lambda c: admin.delete_jobs(c, ids, schema=schema))
     done = sum(c.done for c in changes)
     _report(changes, as_json, f"deleted {done} of {len(changes)} job(s)")
 
@@ -160,8 +163,8 @@ def jobs_run_now(
     kinds (journaled released: run now). Exit 2 if any job was refused."""
     from venturi import admin
 
-    target = _need_dsn(dsn)
-    changes = _admin_run(target, schema, lambda c: admin.run_now_jobs(c, ids, schema=schema))
+    target = need_dsn(dsn)
+    changes = admin_run(target, schema, lambda c: admin.run_now_jobs(c, ids, schema=schema))
     done = sum(c.done for c in changes)
     _report(changes, as_json, f"made {done} of {len(changes)} job(s) visible now")
 
@@ -183,8 +186,8 @@ def jobs_set_priority(
         tier = admin.parse_priority(priority)
     except ConfigError as exc:
         raise fail(str(exc)) from None
-    target = _need_dsn(dsn)
-    changes = _admin_run(
+    target = need_dsn(dsn)
+    changes = admin_run(
         target, schema, lambda c: admin.set_priority(c, [job_id], tier, schema=schema)
     )
     done = sum(c.done for c in changes)

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from venturi import db, sql
-from venturi.cli.app import (
+from venturi import admin, sql
+from venturi.cli.app import app
+from venturi.cli.common import (
     DsnOption,
     JsonOption,
     SchemaOption,
-    _admin_run,
-    _echo_json,
-    _need_dsn,
-    app,
+    admin_run,
+    echo_json,
+    need_dsn,
 )
 
 kinds_app = typer.Typer(help="Pause and resume kinds across every worker.", no_args_is_help=True)
@@ -30,29 +30,20 @@ def kinds_pause(
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
 ) -> None:
     """Leave KINDS out of every worker's claim until resumed; running jobs finish."""
-    from venturi import admin
-
-    target = _need_dsn(dsn)
-    who = admin.operator_identity()
-
-    async def work(conn: Any) -> tuple[list[Any], set[str]]:
-        known = await db.kinds.kind_list_known(conn, schema=schema, kinds=kinds)
-        return await db.kinds.kind_pause(
-            conn, schema=schema, kinds=kinds, paused_by=who, reason=reason
-        ), known
-
-    rows, known = _admin_run(target, schema, work)
-    for r in rows:
-        typer.echo(f"paused {r['kind']}" + (f" ({r['reason']})" if r["reason"] else ""))
+    target = need_dsn(dsn)
+    done = admin_run(
+        target, schema, lambda c: admin.pause_kinds(c, kinds, reason=reason, schema=schema)
+    )
+    for p in done.kinds:
+        typer.echo(f"paused {p.kind}" + (f" ({p.reason})" if p.reason else ""))
     # Pausing a kind before it is deployed is legitimate, so it is paused all the same;
     # but a kind no job or schedule has is most often a typo, which would pause nothing.
-    for kind in dict.fromkeys(kinds):
-        if kind not in known:
-            typer.echo(
-                f"venturi: warning: no job or schedule has kind {kind!r} (yet); paused anyway,"
-                " check the spelling",
-                err=True,
-            )
+    for kind in done.unknown:
+        typer.echo(
+            f"venturi: warning: no job or schedule has kind {kind!r} (yet); paused anyway,"
+            " check the spelling",
+            err=True,
+        )
 
 
 @kinds_app.command("resume")
@@ -62,10 +53,8 @@ def kinds_resume(
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
 ) -> None:
     """Let workers claim KINDS again (and wake the idle ones)."""
-    target = _need_dsn(dsn)
-    resumed = _admin_run(
-        target, schema, lambda c: db.kinds.kind_resume(c, schema=schema, kinds=kinds)
-    )
+    target = need_dsn(dsn)
+    resumed = admin_run(target, schema, lambda c: admin.resume_kinds(c, kinds, schema=schema))
     for kind in kinds:
         typer.echo(f"resumed {kind}" if kind in resumed else f"{kind} was not paused")
 
@@ -77,24 +66,15 @@ def kinds_list(
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
 ) -> None:
     """The paused kinds: when, by whom, why."""
-    target = _need_dsn(dsn)
-    rows = _admin_run(target, schema, lambda c: db.kinds.kind_paused_list(c, schema=schema))
-    data = [
-        {
-            "kind": r["kind"],
-            "paused_at": r["paused_at"],
-            "paused_by": r["paused_by"],
-            "reason": r["reason"],
-        }
-        for r in rows
-    ]
+    target = need_dsn(dsn)
+    paused = admin_run(target, schema, lambda c: admin.paused_kinds(c, schema=schema))
     if as_json:
-        _echo_json(data)
+        echo_json(paused)
         return
-    if not data:
+    if not paused:
         typer.echo("no kind is paused")
-    for d in data:
+    for p in paused:
         typer.echo(
-            f"{d['kind']}\tpaused {d['paused_at']:%Y-%m-%d %H:%M:%S} by {d['paused_by']}"
-            + (f": {d['reason']}" if d["reason"] else "")
+            f"{p.kind}\tpaused {p.paused_at:%Y-%m-%d %H:%M:%S} by {p.paused_by}"
+            + (f": {p.reason}" if p.reason else "")
         )

@@ -8,26 +8,27 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-import asyncpg
 import typer
 
-from venturi import db, sql
-from venturi.cli.app import (
-    DEFAULT_LIVENESS,
+from venturi import sql
+from venturi.admin import connection
+from venturi.cli.app import app
+from venturi.cli.common import (
     DsnOption,
     JsonOption,
     LivenessOption,
     SchemaOption,
-    _admin_run,
-    _console,
-    _echo_json,
-    _need_dsn,
-    _run,
-    app,
+    admin_run,
+    echo_json,
     fail,
     liveness_seconds,
+    make_console,
+    need_dsn,
+    run,
 )
+from venturi.db.errors import DATABASE_ERRORS, one_line
 from venturi.errors import ConfigError, VenturiError
+from venturi.status import DEFAULT_LIVENESS
 
 
 @app.command("stats")
@@ -40,19 +41,20 @@ def stats(
     """Per kind: jobs in each status, the oldest due job's wait, completions in the last
     minute, failed executions in the last hour, paused kinds and kinds with due jobs no
     live worker registers; then the workers, live (idle ones too) or gone."""
-    from venturi import admin, views
+    from venturi import admin
+    from venturi.cli import render
 
-    target = _need_dsn(dsn)
+    target = need_dsn(dsn)
     secs = liveness_seconds(liveness)
-    result = _admin_run(target, schema, lambda c: admin.stats(c, liveness=secs, schema=schema))
+    result = admin_run(target, schema, lambda c: admin.stats(c, liveness=secs, schema=schema))
     if as_json:
-        _echo_json(result)
+        echo_json(result)
         return
-    console = _console()
+    console = make_console()
     if not result.kinds and not result.workers:
         console.print("no jobs")
         return
-    console.print(views.stats(result))
+    console.print(render.stats(result))
 
 
 @app.command("workers")
@@ -64,17 +66,16 @@ def workers(
 ) -> None:
     """The registered workers: live, gone (no heartbeat for --liveness seconds) or
     stopped, with the claims each holds. Stopped ones are kept for a day."""
-    from venturi import admin, views
+    from venturi import admin
+    from venturi.cli import render
 
-    target = _need_dsn(dsn)
+    target = need_dsn(dsn)
     secs = liveness_seconds(liveness)
-    found = _admin_run(
-        target, schema, lambda c: admin.list_workers(c, liveness=secs, schema=schema)
-    )
+    found = admin_run(target, schema, lambda c: admin.list_workers(c, liveness=secs, schema=schema))
     if as_json:
-        _echo_json(found)
+        echo_json(found)
         return
-    _console().print(views.workers_table(found))
+    make_console().print(render.workers_table(found))
 
 
 @app.command("purge")
@@ -96,7 +97,7 @@ def purge(
     """Retention: delete finished jobs (and their journal) in batches."""
     from venturi import admin
 
-    target = _need_dsn(dsn)
+    target = need_dsn(dsn)
     try:
         secs = admin.parse_duration(older_than)
     except ConfigError as exc:
@@ -111,9 +112,9 @@ def purge(
             conn, status=status, older_than=secs, kind=kind, batch=batch, schema=schema
         )
 
-    n = _admin_run(target, schema, work)
+    n = admin_run(target, schema, work)
     if as_json:
-        _echo_json(
+        echo_json(
             {
                 "status": status,
                 "older_than_seconds": secs,
@@ -141,9 +142,10 @@ def top(
     """A live view: per kind pending / claimed / done per second / failed / dead, the
     oldest due job's wait, paused kinds and kinds no live worker runs; and the workers,
     live (idle ones too) or gone. Ctrl-C quits."""
-    from venturi import admin, views
+    from venturi import admin
+    from venturi.cli import render
 
-    target = _need_dsn(dsn)
+    target = need_dsn(dsn)
     if not interval > 0 or not window > 0:
         raise fail("interval and window must be positive numbers of seconds")
     secs = liveness_seconds(liveness)
@@ -152,14 +154,14 @@ def top(
         return await admin.top_frame(conn, completed_window=window, liveness=secs, schema=schema)
 
     if once or as_json:
-        result = _admin_run(target, schema, frame)
+        result = admin_run(target, schema, frame)
         if as_json:
-            _echo_json(result)
+            echo_json(result)
         else:
-            _console().print(views.top(result))
+            make_console().print(render.top(result))
         return
     with contextlib.suppress(KeyboardInterrupt):
-        _run(lambda: _top_live(target, schema, interval, frame))
+        run(lambda: _top_live(target, schema, interval, frame))
 
 
 async def _top_live(
@@ -176,30 +178,22 @@ async def _top_live(
     from rich.live import Live
     from rich.text import Text
 
-    from venturi import views
+    from venturi.cli import render
 
-    conn = await db.connect.connect(target)
+    conn = await connection.connect(target, schema=schema)
     drawn = 0
     try:
-        await db.schema.schema_version(conn, schema=schema)
-        with Live(console=console or _console(), auto_refresh=False, screen=False) as live:
+        with Live(console=console or make_console(), auto_refresh=False, screen=False) as live:
             while frames is None or drawn < frames:
                 if drawn:
                     await asyncio.sleep(interval)
                 drawn += 1
                 try:
                     if conn is None:
-                        conn = await db.connect.connect(target)
-                    live.update(views.top(await read(conn)), refresh=True)
-                except (
-                    OSError,
-                    asyncpg.PostgresError,
-                    asyncpg.InterfaceError,
-                    VenturiError,
-                ) as exc:
-                    live.update(
-                        Text(f"database error, retrying: {db.errors.one_line(exc)}"), refresh=True
-                    )
+                        conn = await connection.connect(target, schema=None)
+                    live.update(render.top(await read(conn)), refresh=True)
+                except (*DATABASE_ERRORS, VenturiError) as exc:
+                    live.update(Text(f"database error, retrying: {one_line(exc)}"), refresh=True)
                     if conn is not None:
                         conn.terminate()
                     conn = None
@@ -224,7 +218,7 @@ def metrics(
     without a worker. Runs until SIGINT/SIGTERM."""
     from venturi import validate
 
-    target = _need_dsn(dsn)
+    target = need_dsn(dsn)
     try:
         validate.port(port, "port")
         every = validate.seconds(interval, "interval")
@@ -232,7 +226,7 @@ def metrics(
         raise fail(str(exc)) from None
     secs = liveness_seconds(liveness)
     with contextlib.suppress(KeyboardInterrupt):
-        _run(lambda: _export(target, schema, port, addr, every, secs))
+        run(lambda: _export(target, schema, port, addr, every, secs))
 
 
 async def _export(
@@ -250,9 +244,8 @@ async def _export(
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    conn = await db.connect.connect(target)
+    conn = await connection.connect(target, schema=schema)
     try:
-        await db.schema.schema_version(conn, schema=schema)
         await gauges.refresh(conn, schema=schema, liveness=liveness)
         try:
             instruments.serve(port, addr)
@@ -273,10 +266,10 @@ async def _export(
                 break
             try:
                 if conn is None:
-                    conn = await db.connect.connect(target)
+                    conn = await connection.connect(target, schema=None)
                 await gauges.refresh(conn, schema=schema, liveness=liveness)
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, VenturiError) as exc:
-                log.warning("reading the queue failed (retrying): %s", db.errors.one_line(exc))
+            except (*DATABASE_ERRORS, VenturiError) as exc:
+                log.warning("reading the queue failed (retrying): %s", one_line(exc))
                 if conn is not None:
                     conn.terminate()
                 conn = None

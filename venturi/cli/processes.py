@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 # The supervisor's log lines keep the name they had when it lived in venturi.supervisor.
@@ -176,7 +176,12 @@ class _Supervisor:
 
 
 # What a supervised child runs: `venturi worker ARGS` that also stops with its supervisor.
-_CHILD = "import sys; from venturi.cli.processes import child_main; child_main(sys.argv[1:])"
+# The child imports the whole command line (venturi.cli registers every command on its
+# app) and hands the app to child_main, so this module never imports the package above it.
+_CHILD = (
+    "import sys; from venturi.cli import app; from venturi.cli.processes import child_main; "
+    "child_main(app, sys.argv[1:])"
+)
 
 
 def _watch_parent() -> None:
@@ -193,10 +198,8 @@ def _watch_parent() -> None:
     threading.Thread(target=watch, name="venturi-parent-watch", daemon=True).start()
 
 
-def child_main(argv: Sequence[str]) -> None:
-    """A supervised worker process: ``venturi worker ARGV`` that also stops with its
-    supervisor."""
-    from venturi.cli import app
-
+def child_main(app: Callable[..., Any], argv: Sequence[str]) -> None:
+    """A supervised worker process: ``venturi worker ARGV`` (on ``app``, the command
+    line's Typer app) that also stops with its supervisor."""
     _watch_parent()
     app(["worker", *argv], prog_name="venturi")

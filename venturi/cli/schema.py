@@ -7,14 +7,15 @@ from typing import Annotated
 
 import typer
 
-from venturi import db, sql
-from venturi.cli.app import (
+from venturi import sql
+from venturi.admin import connection
+from venturi.cli.app import app
+from venturi.cli.common import (
     DsnOption,
     SchemaOption,
-    _need_dsn,
-    _run,
-    app,
     fail,
+    need_dsn,
+    run,
 )
 from venturi.errors import ConfigError
 
@@ -38,20 +39,20 @@ def schema_render(
 @schema_app.command("apply")
 def schema_apply(dsn: DsnOption = None, schema: SchemaOption = sql.DEFAULT_SCHEMA) -> None:
     """Create or upgrade the schema; applying twice changes nothing the second time."""
-    target = _need_dsn(dsn)
+    target = need_dsn(dsn)
     try:
         sql.validate_schema(schema)
     except ConfigError as exc:
         raise fail(str(exc)) from None
 
     async def go() -> list[int]:
-        conn = await db.connect.connect(target)
+        conn = await connection.connect(target, schema=None)
         try:
-            return await db.schema.apply_schema(conn, schema=schema)
+            return await connection.apply_schema(conn, schema=schema)
         finally:
             await conn.close()
 
-    applied = _run(go)
+    applied = run(go)
     if applied:
         typer.echo(f"schema {schema}: applied migration(s) {', '.join(map(str, applied))}")
     else:

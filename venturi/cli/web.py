@@ -10,8 +10,15 @@ from typing import Annotated
 
 import typer
 
-from venturi import db, sql
-from venturi.cli.app import DsnOption, SchemaOption, _admin_run, _need_dsn, app, fail
+from venturi import admin, sql
+from venturi.cli.app import app
+from venturi.cli.common import (
+    DsnOption,
+    SchemaOption,
+    admin_run,
+    fail,
+    need_dsn,
+)
 from venturi.errors import ConfigError
 
 
@@ -39,7 +46,7 @@ def web(
     addresses only."""
     from venturi.web.auth import is_loopback
 
-    target = _need_dsn(dsn)
+    target = need_dsn(dsn)
     token = os.environ.get("VENTURI_WEB_TOKEN") or None
     if token_file is not None:
         try:
@@ -78,7 +85,7 @@ def web(
         raise fail(str(exc)) from None
     # Check the database now: a wrong DSN or an unapplied schema is a one-line error at
     # start, not a 503 on the first page.
-    _admin_run(target, schema, lambda c: db.schema.schema_version(c, schema=schema))
+    admin_run(target, schema, lambda c: admin.connection.check_schema(c, schema=schema))
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

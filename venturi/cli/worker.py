@@ -14,22 +14,22 @@ from typing import Annotated, Any
 
 import typer
 
-from venturi import db, logs, registry, sql
-from venturi.backoff import DEFAULT_BACKOFF
-from venturi.cli.app import (
-    DEFAULT_LIVENESS,
+from venturi import admin, logs, registry, sql
+from venturi.cli.app import app
+from venturi.cli.common import (
     DsnOption,
     LivenessOption,
     SchemaOption,
-    _admin_run,
-    _need_dsn,
-    _run,
-    app,
+    admin_run,
     fail,
     liveness_seconds,
+    need_dsn,
+    run,
 )
 from venturi.cli.signals import FORCED_EXIT_WITHIN, exit_now, install_signal_handlers
+from venturi.db.errors import one_line
 from venturi.errors import VenturiError
+from venturi.status import DEFAULT_LIVENESS
 
 
 @app.command("recover")
@@ -52,7 +52,7 @@ def recover(
 ) -> None:
     """Return expired claims to pending now (the manual stale sweep); with --worker, the
     claims of one worker that is gone, at once. Each counts as a failed execution."""
-    target = _need_dsn(dsn)
+    target = need_dsn(dsn)
     secs = liveness_seconds(liveness)
     if worker_id is not None:
         _recover_worker(target, schema, worker_id, force, secs)
@@ -61,27 +61,21 @@ def recover(
         raise fail("--force goes with --worker")
 
     async def go() -> list[Any]:
-        conn = await db.connect.connect(target)
+        conn = await admin.connection.connect(target, schema=schema)
         try:
-            await db.schema.schema_version(conn, schema=schema)
             who = f"venturi recover ({os.getpid()})"
-            # Jobs carry their task's backoff; DEFAULT_BACKOFF is for tasks that declared none.
-            return await db.jobs.job_recover_stale(
-                conn, schema=schema, recoverer=who, backoff=DEFAULT_BACKOFF
-            )
+            return await admin.recover_expired(conn, recoverer=who, schema=schema)
         finally:
             await conn.close()
 
-    rows = _run(go)
+    rows = run(go)
     for r in rows:
         typer.echo(f"job {r['id']} ({r['kind']}): {r['status']}, claimed by {r['claimed_by']}")
     typer.echo(f"recovered {len(rows)} expired claim(s)")
 
 
 def _recover_worker(target: str, schema: str, worker: str, force: bool, liveness: float) -> None:
-    from venturi import admin
-
-    done = _admin_run(
+    done = admin_run(
         target,
         schema,
         lambda c: admin.recover_worker(c, worker, force=force, liveness=liveness, schema=schema),
@@ -149,7 +143,7 @@ async def _build_state(state: Any, name: str) -> Any:
             state = await state
     except Exception as exc:
         logging.getLogger("venturi.cli").debug("STATE %s raised", name, exc_info=True)
-        raise fail(f"STATE {name} raised {type(exc).__name__}: {db.errors.one_line(exc)}") from None
+        raise fail(f"STATE {name} raised {type(exc).__name__}: {one_line(exc)}") from None
     return state
 
 
@@ -284,7 +278,7 @@ def worker(
     """Run a worker over the tasks declared in MODULE until SIGINT/SIGTERM.
 
     Recurring tasks (cron) and results with a TTL get their maintenance task."""
-    target_dsn = _need_dsn(dsn)
+    target_dsn = need_dsn(dsn)
     level = getattr(logging, log_level.upper(), None)
     if not isinstance(level, int):
         raise fail(f"log-level must be debug, info, warning or error, got {log_level!r}")
@@ -405,4 +399,4 @@ def serve(
                 said += f"; {left} more are recovered when their leases expire"
             exit_now(said)
 
-    _run(go)
+    run(go)

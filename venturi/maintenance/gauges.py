@@ -18,6 +18,7 @@ from datetime import timedelta
 from typing import Any
 
 from venturi import db, validate
+from venturi.admin.health import KindHealth, unserved
 from venturi.db.conn import Conn
 from venturi.runtime import instruments
 
@@ -44,11 +45,28 @@ _PER_KIND = (
 _STATUSES = ("due", "scheduled", "claimed", "dead", "cancelled")
 
 
+def _kind(row: Any) -> KindHealth:
+    return KindHealth(
+        kind=row["kind"],
+        due=row["due"],
+        scheduled=row["scheduled"],
+        claimed=row["claimed"],
+        expired=row["expired"],
+        dead=row["dead"],
+        cancelled=row["cancelled"],
+        oldest_due_seconds=row["oldest_due_seconds"],
+        paused=row["paused"],
+        no_live_worker=unserved(row["due"], row["workers"] > 0),
+        workers=row["workers"],
+    )
+
+
 class Snapshot:
-    """One read of ``queue_gauges``: its rows and when it was taken."""
+    """One read of ``queue_gauges``: each kind's health, the fleet's live and gone
+    workers, and when it was taken."""
 
     def __init__(self, rows: list[Any], at: float) -> None:
-        self.rows = [r for r in rows if r["kind"] is not None]
+        self.kinds = [_kind(r) for r in rows if r["kind"] is not None]
         first = rows[0] if rows else None
         self.live = int(first["workers_live"]) if first else 0
         self.gone = int(first["workers_gone"]) if first else 0
@@ -91,25 +109,25 @@ class QueueCollector:
             "counted by venturi_jobs_settled).",
             labels=["kind", "status"],
         )
-        for r in snap.rows:
+        for k in snap.kinds:
             for status in _STATUSES:
-                jobs.add_metric([r["kind"], status], r[status])
+                jobs.add_metric([k.kind, status], getattr(k, status))
         yield jobs
         for name, text, column in _PER_KIND:
             g = GaugeMetricFamily(name, text, labels=["kind"])
-            for r in snap.rows:
-                value = r[column]
+            for k in snap.kinds:
+                value = getattr(k, column)
                 if value is not None:
-                    g.add_metric([r["kind"]], float(value))
+                    g.add_metric([k.kind], float(value))
             yield g
-        unserved = GaugeMetricFamily(
+        without = GaugeMetricFamily(
             "venturi_queue_kind_without_worker",
             "1 when the kind has due jobs and no live worker registers it.",
             labels=["kind"],
         )
-        for r in snap.rows:
-            unserved.add_metric([r["kind"]], 1.0 if r["due"] and not r["workers"] else 0.0)
-        yield unserved
+        for k in snap.kinds:
+            without.add_metric([k.kind], 1.0 if k.no_live_worker else 0.0)
+        yield without
 
 
 @functools.cache

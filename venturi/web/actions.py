@@ -11,9 +11,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from venturi import admin, bulk, db
-from venturi.web.asgi import BadInput, Dashboard, action, render
-from venturi.web.pages import BULK_ACTIONS, _job_id
+from venturi import admin
+from venturi.status import STATUSES
+from venturi.web.kit import BULK_ACTIONS, BadInput, Dashboard, action, job_id_param, render
 
 Act = Callable[..., Awaitable[list[admin.Change]]]
 ACTIONS: dict[str, Act] = {
@@ -35,7 +35,7 @@ def _field(form: Any, name: str, max_len: int = 1000) -> str | None:
 
 @action
 async def job_action(request: Request, d: Dashboard, form: Any) -> Response:
-    job_id = _job_id(request)
+    job_id = job_id_param(request)
     name = request.path_params["action"]
     if name not in ACTIONS:
         raise BadInput(f"unknown action {name[:40]!r}")
@@ -58,8 +58,8 @@ async def bulk_action(request: Request, d: Dashboard, form: Any) -> Response:
     if name not in ACTIONS:
         raise BadInput(f"action must be one of {', '.join(ACTIONS)}, got {name[:40]!r}")
     status = _field(form, "status")
-    if status is not None and status not in admin.STATUSES:
-        raise BadInput(f"status must be one of {', '.join(admin.STATUSES)}")
+    if status is not None and status not in STATUSES:
+        raise BadInput(f"status must be one of {', '.join(STATUSES)}")
     kind, key = _field(form, "kind"), _field(form, "key")
     try:
         up_to = int(_field(form, "up_to") or "")
@@ -72,7 +72,7 @@ async def bulk_action(request: Request, d: Dashboard, form: Any) -> Response:
         async def act(ids: list[int]) -> list[admin.Change]:
             return await fn(conn, ids, operator=who, schema=d.db.schema)
 
-        changes = await bulk.act_on_matching(
+        changes = await admin.act_on_matching(
             conn, act, status=status, kind=kind, key=key, up_to=up_to, schema=d.db.schema
         )
     return render(
@@ -97,8 +97,8 @@ async def kind_pause(request: Request, d: Dashboard, form: Any) -> Response:
     kind = _kind(form)
     reason = _field(form, "reason", 500) or ""
     async with d.db.writing() as conn:
-        await db.kinds.kind_pause(
-            conn, schema=d.db.schema, kinds=[kind], paused_by=d.operator(request), reason=reason
+        await admin.pause_kinds(
+            conn, [kind], reason=reason, operator=d.operator(request), schema=d.db.schema
         )
     change = admin.Change(0, True, f"paused {kind}", kind)
     return render(
@@ -115,7 +115,7 @@ async def kind_pause(request: Request, d: Dashboard, form: Any) -> Response:
 async def kind_resume(request: Request, d: Dashboard, form: Any) -> Response:
     kind = _kind(form)
     async with d.db.writing() as conn:
-        resumed = await db.kinds.kind_resume(conn, schema=d.db.schema, kinds=[kind])
+        resumed = await admin.resume_kinds(conn, [kind], schema=d.db.schema)
     done = kind in resumed
     change = admin.Change(0, done, f"resumed {kind}" if done else f"{kind} was not paused", kind)
     return render(

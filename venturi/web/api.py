@@ -8,8 +8,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from venturi import admin
-from venturi.web.asgi import Dashboard, api, json_response
-from venturi.web.pages import MAX_LIMIT, _job_id, filters, int_param
+from venturi.web.kit import (
+    MAX_LIMIT,
+    Dashboard,
+    api,
+    filters,
+    int_param,
+    job_id_param,
+    json_response,
+)
 
 
 @api
@@ -34,7 +41,7 @@ async def jobs(request: Request, d: Dashboard) -> Response:
 @api
 async def job(request: Request, d: Dashboard) -> Response:
     """``venturi jobs show ID --json``."""
-    job_id = _job_id(request)
+    job_id = job_id_param(request)
     async with d.db.reading() as conn:
         detail = await admin.show_job(conn, job_id, schema=d.db.schema)
     if detail is None:

@@ -8,52 +8,26 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from venturi import admin, bulk
-from venturi.web import charts, queries
-from venturi.web.asgi import BadInput, Dashboard, error_page, page, render
+from venturi import admin
+from venturi.status import DEFAULT_LIVENESS, STATUSES
+from venturi.web import charts
+from venturi.web.kit import (
+    BULK_ACTIONS,
+    BadInput,
+    Dashboard,
+    error_page,
+    filters,
+    int_param,
+    job_id_param,
+    page,
+    render,
+)
 
 PAGE_SIZE = 50
 HELD_SHOWN = 50
-MAX_LIMIT = 500
-BULK_ACTIONS = {"retry": "Retry", "cancel": "Cancel", "delete": "Delete", "run-now": "Run now"}
 
 
-def text_param(request: Request, name: str, max_len: int = 1000) -> str | None:
-    value = request.query_params.get(name)
-    if value is None or value == "":
-        return None
-    if len(value) > max_len:
-        raise BadInput(f"{name} is longer than {max_len} characters")
-    return value
-
-
-def int_param(request: Request, name: str, *, low: int = 1, high: int | None = None) -> int | None:
-    value = request.query_params.get(name)
-    if value is None or value == "":
-        return None
-    try:
-        n = int(value)
-    except ValueError:
-        raise BadInput(f"{name} must be an integer, got {value[:40]!r}") from None
-    if n < low or (high is not None and n > high):
-        bound = f"between {low} and {high}" if high is not None else f">= {low}"
-        raise BadInput(f"{name} must be {bound}, got {n}")
-    return n
-
-
-def filters(request: Request) -> dict[str, str | None]:
-    """The job filter of the query string: status, kind, key."""
-    status = text_param(request, "status")
-    if status is not None and status not in admin.STATUSES:
-        raise BadInput(f"status must be one of {', '.join(admin.STATUSES)}, got {status[:40]!r}")
-    return {
-        "status": status,
-        "kind": text_param(request, "kind"),
-        "key": text_param(request, "key"),
-    }
-
-
-def _charts(minutes: list[queries.Minute]) -> list[charts.Chart]:
+def _charts(minutes: list[admin.Minute]) -> list[charts.Chart]:
     return [
         charts.bar_chart(
             "Completed per minute", "done", [(m.minute, m.completed) for m in minutes], "completed"
@@ -66,8 +40,8 @@ def _charts(minutes: list[queries.Minute]) -> list[charts.Chart]:
 
 async def _overview_context(d: Dashboard) -> dict[str, Any]:
     async with d.db.reading() as conn:
-        ov = await queries.overview(conn, d.db.schema)
-        minutes = await queries.activity(conn, d.db.schema)
+        ov = await admin.overview(conn, schema=d.db.schema)
+        minutes = await admin.activity(conn, schema=d.db.schema)
     return {"overview": ov, "charts": _charts(minutes)}
 
 
@@ -104,14 +78,14 @@ async def jobs(request: Request, d: Dashboard) -> Response:
         filters=f,
         before=before,
         older=older,
-        statuses=admin.STATUSES,
+        statuses=STATUSES,
         bulk_actions=BULK_ACTIONS,
     )
 
 
 @page
 async def job(request: Request, d: Dashboard) -> Response:
-    job_id = _job_id(request)
+    job_id = job_id_param(request)
     async with d.db.reading() as conn:
         detail = await admin.show_job(conn, job_id, schema=d.db.schema)
     if detail is None:
@@ -119,17 +93,10 @@ async def job(request: Request, d: Dashboard) -> Response:
     return render(request, "job.html", detail=detail, job=detail.job)
 
 
-def _job_id(request: Request) -> int:
-    raw = request.path_params["job_id"]
-    if not raw.isdigit() or not 0 < int(raw) < 2**63:
-        raise BadInput(f"a job id is a positive integer, got {raw[:40]!r}")
-    return int(raw)
-
-
 @page
 async def kinds(request: Request, d: Dashboard) -> Response:
     async with d.db.reading() as conn:
-        ov = await queries.overview(conn, d.db.schema)
+        ov = await admin.overview(conn, schema=d.db.schema)
     return render(request, "kinds.html", overview=ov)
 
 
@@ -137,10 +104,10 @@ async def kinds(request: Request, d: Dashboard) -> Response:
 async def workers(request: Request, d: Dashboard) -> Response:
     async with d.db.reading() as conn:
         workers = await admin.list_workers(conn, schema=d.db.schema)
-        claimed = await queries.claimed_jobs(conn, d.db.schema)
+        claimed = await admin.claimed_jobs(conn, schema=d.db.schema)
     # Each worker run's claims (by its token and name: a worker from before the registry
     # has only its name), the first HELD_SHOWN of them linked (a page, not a dump).
-    held: dict[tuple[str | None, str], list[queries.ClaimedJob]] = {}
+    held: dict[tuple[str | None, str], list[admin.ClaimedJob]] = {}
     for c in claimed:
         token = None if c.claim_token is None else str(c.claim_token)
         shown = held.setdefault((token, c.claimed_by or "?"), [])
@@ -150,17 +117,19 @@ async def workers(request: Request, d: Dashboard) -> Response:
         request,
         "workers.html",
         workers=workers,
-        liveness=admin.DEFAULT_LIVENESS,
+        liveness=DEFAULT_LIVENESS,
         held=held,
-        truncated=len(claimed) >= queries.CLAIMED_SHOWN,
+        truncated=len(claimed) >= admin.CLAIMED_SHOWN,
     )
 
 
 @page
 async def schedules(request: Request, d: Dashboard) -> Response:
     async with d.db.reading() as conn:
-        found, db_now, note = await queries.schedules(conn, d.db.schema)
-    return render(request, "schedules.html", schedules=found, db_now=db_now, note=note)
+        found = await admin.list_schedules(conn, schema=d.db.schema)
+    return render(
+        request, "schedules.html", schedules=found.schedules, db_now=found.now, note=found.note
+    )
 
 
 @page
@@ -171,7 +140,7 @@ async def bulk_confirm(request: Request, d: Dashboard) -> Response:
         raise BadInput(f"action must be one of {', '.join(BULK_ACTIONS)}, got {act[:40]!r}")
     f = filters(request)
     async with d.db.reading() as conn:
-        matching = await bulk.count_matching(
+        matching = await admin.count_matching(
             conn, status=f["status"], kind=f["kind"], key=f["key"], schema=d.db.schema
         )
     return render(

@@ -7,8 +7,8 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from venturi.web import actions, api, pages
-from venturi.web.asgi import _cookie, dashboard, error_page, url
 from venturi.web.auth import CSRF_FIELD, SESSION_COOKIE
+from venturi.web.kit import dashboard, error_page, set_cookie, url
 
 
 def _safe_next(request: Request, target: object) -> str:
@@ -38,7 +38,7 @@ async def login(request: Request) -> Response:
     if not isinstance(given, str) or not d.guard.token_matches(given.strip()):
         return pages.login_page(request, d, 401, wrong=True)
     response = RedirectResponse(_safe_next(request, form.get("next")), 303)
-    _cookie(response, request, SESSION_COOKIE, d.guard.session_value)
+    set_cookie(response, request, SESSION_COOKIE, d.guard.session_value)
     return response
 
 

@@ -1,5 +1,5 @@
 """How the operator reads look in a terminal: rich renderables for ``venturi jobs``,
-``venturi stats`` and ``venturi top``, and the JSON form every read command offers.
+``venturi stats``, ``venturi workers`` and ``venturi top``.
 
 Pure functions of what ``venturi.admin`` read; nothing here touches a database, so a
 frame renders the same in a test as in a terminal.
@@ -10,7 +10,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-import msgspec
 from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.panel import Panel
@@ -18,57 +17,22 @@ from rich.table import Table
 from rich.text import Text
 
 from venturi.admin import JobDetail, JobRow, Stats, TopFrame, WorkerInfo
+from venturi.formatting import ago, clip, duration, to_json, window_label
 from venturi.priority import Priority
+from venturi.status import JobStatus
 
 # Journal events that end an execution badly; their detail may hold a traceback.
 _FAILURE_EVENTS = {"failed", "retried", "timed-out", "stale-recovered", "dead"}
 
 _STATE_STYLE = {"live": "green", "gone": "bold red", "stopped": "dim", "unregistered": "yellow"}
 
-_STATUS_STYLE = {
-    "pending": "cyan",
-    "claimed": "yellow",
-    "completed": "green",
-    "dead": "bold red",
-    "cancelled": "magenta",
+_STATUS_STYLE: dict[str, str] = {
+    JobStatus.PENDING: "cyan",
+    JobStatus.CLAIMED: "yellow",
+    JobStatus.COMPLETED: "green",
+    JobStatus.DEAD: "bold red",
+    JobStatus.CANCELLED: "magenta",
 }
-
-
-def to_json(value: Any) -> str:
-    """The ``--json`` output: msgspec's JSON (RFC 3339 times), indented, one document."""
-    return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
-
-
-def duration(seconds: float | None) -> str:
-    """``42s``, ``3m05s``, ``2h10m``, ``4d03h``; an em dash for None."""
-    if seconds is None:
-        return "—"
-    s = max(0, round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
-
-
-def window_label(seconds: float) -> str:
-    """A window for a column header: ``1h``, ``1m``, ``10s``."""
-    s = round(seconds)
-    if s and s % 3600 == 0:
-        return f"{s // 3600}h"
-    if s and s % 60 == 0:
-        return f"{s // 60}m"
-    return f"{s}s"
-
-
-def ago(at: datetime | None, now: datetime) -> str:
-    """``12s ago`` / ``in 3m00s``, relative to ``now``."""
-    if at is None:
-        return "—"
-    delta = (now - at).total_seconds()
-    return f"{duration(delta)} ago" if delta >= 0 else f"in {duration(-delta)}"
 
 
 def _priority(value: int) -> str:
@@ -108,10 +72,10 @@ def jobs_table(rows: list[JobRow], now: datetime) -> Table:
         # Only the last column (worker / last error) gives way on a narrow terminal.
         table.add_column(name, justify=justify, no_wrap=name != "worker / last error")  # type: ignore[arg-type]
     for r in rows:
-        if r.status == "pending":
+        if r.status == JobStatus.PENDING:
             when = "due" if r.visible_at <= now else ago(r.visible_at, now)
             note = _first_line(r.last_error)
-        elif r.status == "claimed":
+        elif r.status == JobStatus.CLAIMED:
             when = f"since {ago(r.claimed_at, now)}"
             note = r.claimed_by or ""
             if r.cancel_requested_at is not None:
@@ -157,7 +121,7 @@ def job_detail(detail: JobDetail, now: datetime) -> Group:
     if job.claimed_by is not None:
         fields.add_row("claimed by", escape(job.claimed_by))
         fields.add_row("claimed", at(job.claimed_at))
-    if job.status == "claimed":
+    if job.status == JobStatus.CLAIMED:
         fields.add_row("lease until", at(job.claim_expires_at))
     if job.cancel_requested_at is not None:
         fields.add_row("cancel asked", at(job.cancel_requested_at))
@@ -209,22 +173,6 @@ def job_detail(detail: JobDetail, now: datetime) -> Group:
     return Group(*parts)
 
 
-# The most of one carry, result or traceback `jobs show` prints; the rest is cut, so a
-# huge value (a carry that no longer decodes, say) cannot flood the terminal or a log.
-# `--json` still prints every value whole, for scripts that ask for it.
-SHOW_LIMIT = 4000
-
-
-def clip(text: str, limit: int = SHOW_LIMIT) -> str:
-    """``text``, or its first ``limit`` characters and a line saying it was truncated."""
-    if len(text) <= limit:
-        return text
-    return (
-        f"{text[:limit]}\n… truncated: {len(text)} characters in all "
-        "(`venturi jobs show ID --json` prints everything)"
-    )
-
-
 def _json_panel(title: str, value: Any) -> Panel:
     return Panel(Text(clip(to_json(value))), title=title, title_align="left", expand=False)
 
@@ -244,22 +192,25 @@ def stats_table(stats: Stats) -> Table:
     totals = [0] * 8
     oldest: float | None = None
     for k in stats.kinds:
-        nums = [k.due, k.scheduled, k.claimed, k.completed, k.dead, k.cancelled]
+        # `stats` counts every finished job and the recent ones: none of these is None.
+        completed, cancelled = k.completed or 0, k.cancelled or 0
+        completed_recent, failures_recent = k.completed_recent or 0, k.failures_recent or 0
+        nums = [k.due, k.scheduled, k.claimed, completed, k.dead, cancelled]
         claimed = str(k.claimed) + (f" ({k.expired} expired)" if k.expired else "")
         table.add_row(
             escape(k.kind),
             str(k.due),
             str(k.scheduled),
             claimed,
-            str(k.completed),
+            str(completed),
             Text(str(k.dead), style="red" if k.dead else ""),
-            str(k.cancelled),
+            str(cancelled),
             duration(k.oldest_due_seconds),
-            str(k.completed_recent),
-            Text(str(k.failures_recent), style="red" if k.failures_recent else ""),
+            str(completed_recent),
+            Text(str(failures_recent), style="red" if failures_recent else ""),
             kind_note(k.paused, k.no_live_worker),
         )
-        for i, n in enumerate([*nums, k.completed_recent, k.failures_recent]):
+        for i, n in enumerate([*nums, completed_recent, failures_recent]):
             totals[i] += n
         if k.oldest_due_seconds is not None:
             oldest = max(oldest or 0.0, k.oldest_due_seconds)
@@ -382,8 +333,8 @@ def top(frame: TopFrame, title: str = "venturi top") -> Group:
             str(k.due),
             str(k.scheduled),
             str(k.claimed) + (f" ({k.expired} expired)" if k.expired else ""),
-            f"{k.completed_recent / window:.1f}",
-            Text(str(k.failures_recent), style="red" if k.failures_recent else ""),
+            f"{(k.completed_recent or 0) / window:.1f}",
+            Text(str(k.failures_recent or 0), style="red" if k.failures_recent else ""),
             Text(str(k.dead), style="red" if k.dead else ""),
             duration(k.oldest_due_seconds),
             kind_note(k.paused, k.no_live_worker),

@@ -1,6 +1,6 @@
 """Bulk actions on a filter (the dashboard's "retry all 1,204 dead jobs of this kind"):
 count what a filter matches, for the operator to confirm, then apply one of ``admin``'s
-actions to exactly those jobs in batches."""
+actions (``venturi.admin.jobs``) to exactly those jobs in batches."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 import msgspec
 
 from venturi import db
-from venturi.admin import Change, _ids, _status
+from venturi.admin.common import Change, check_ids, check_status
 from venturi.db.conn import Conn
 from venturi.sql import DEFAULT_SCHEMA
 
@@ -32,7 +32,7 @@ async def count_matching(
     schema: str = DEFAULT_SCHEMA,
 ) -> Matching:
     """What a bulk action on this filter would touch: shown to the operator to confirm."""
-    _status(status)
+    check_status(status)
     row = await db.jobs.job_count_matching(conn, schema=schema, status=status, kind=kind, key=key)
     return Matching(int(row["jobs"]), row["newest_id"])
 
@@ -51,8 +51,8 @@ async def act_on_matching(
     """Apply ``action`` (e.g. ``lambda ids: retry_jobs(conn, ids)``) to every job the filter
     matches whose id is at most ``up_to`` (the newest id the operator confirmed, so jobs
     enqueued since are left alone), newest first, ``batch`` ids per statement."""
-    _status(status)
-    cursor = _ids([up_to])[0] + 1
+    check_status(status)
+    cursor = check_ids([up_to])[0] + 1
     out: list[Change] = []
     while True:
         ids = await db.jobs.job_ids_matching(

@@ -1,0 +1,95 @@
+"""What every operator call shares: who is acting, the journal details of operator
+actions, the result of an action on one job (``Change``), and the checks of its
+arguments (statuses, job ids, durations, priorities)."""
+
+from __future__ import annotations
+
+import getpass
+import re
+import socket
+from collections.abc import Iterable, Sequence
+
+import msgspec
+
+from venturi import validate
+from venturi.errors import ConfigError
+from venturi.priority import Priority
+from venturi.status import STATUSES
+
+# The journal detail of an operator's retry. Statistics tell it apart from a handler's
+# retry outcome (also journaled as 'retried') by this text.
+MANUAL_RETRY = "manual retry"
+CANCEL_DETAIL = "cancelled by an operator"
+RUN_NOW_DETAIL = "run now"
+SET_PRIORITY_DETAIL = "priority set to"
+
+
+def operator_identity() -> str:
+    """Who is acting, for the journal's worker column: ``operator:user@host``."""
+    try:
+        user = getpass.getuser()
+    except Exception:  # no login name in some containers
+        user = "?"
+    return f"operator:{user}@{socket.gethostname()}"
+
+
+def check_status(value: str | None, allowed: Sequence[str] = STATUSES) -> str | None:
+    """``value`` if it is one of ``allowed`` (None passes: no filter), else ConfigError."""
+    return None if value is None else validate.one_of(value, allowed, "status")
+
+
+def check_ids(ids: Iterable[int]) -> list[int]:
+    """The job ids as a list: at least one, each a positive integer, else ConfigError."""
+    out = []
+    for i in ids:
+        if isinstance(i, bool) or not isinstance(i, int) or i < 1:
+            raise ConfigError(f"job ids must be positive integers, got {i!r}")
+        out.append(i)
+    if not out:
+        raise ConfigError("give at least one job id")
+    return out
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from ``90s``, ``15m``, ``12h``, ``7d``, ``2w`` or combinations (``1h30m``)."""
+    cleaned = text.strip().lower()
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(cleaned):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT[m.group(2)]
+        pos = m.end()
+    if not cleaned or pos != len(cleaned):
+        raise ConfigError(
+            f"a duration is a number with a unit s, m, h, d or w (7d, 12h, 1h30m), got {text!r}"
+        )
+    return total
+
+
+def parse_priority(value: Priority | str) -> Priority:
+    """A ``Priority`` from itself or its name (high, normal, low; any case)."""
+    if isinstance(value, Priority):
+        return value
+    if isinstance(value, str) and value.strip().upper() in Priority.__members__:
+        return Priority[value.strip().upper()]
+    raise ConfigError(f"priority must be one of high, normal, low, got {value!r}")
+
+
+class Change(msgspec.Struct, frozen=True):
+    """What an operator's retry or cancel did to one job; ``done`` False is a refusal."""
+
+    id: int
+    done: bool
+    message: str
+    kind: str | None = None
+    was: str | None = None
+    now: str | None = None
+
+
+def missing(job_id: int) -> Change:
+    """The refusal of an action on a job id that names no job."""
+    return Change(job_id, False, f"job {job_id} does not exist")

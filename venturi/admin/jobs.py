@@ -1,0 +1,405 @@
+"""An operator's calls on jobs: list and show them; retry, cancel, delete, run now and
+re-prioritise them by id. Each action returns one ``Change`` per distinct id, in id
+order, and journals the operator (a deletion, whose journal goes with the job, is
+logged instead, on logger ``venturi.admin``)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from venturi import db, validate
+from venturi.admin.common import (
+    CANCEL_DETAIL,
+    MANUAL_RETRY,
+    RUN_NOW_DETAIL,
+    SET_PRIORITY_DETAIL,
+    Change,
+    check_ids,
+    check_status,
+    missing,
+    operator_identity,
+    parse_priority,
+)
+from venturi.db.conn import Conn
+from venturi.errors import VenturiError
+from venturi.jobs import JobInfo, JournalEntry, get_job, get_journal
+from venturi.priority import Priority
+from venturi.sql import DEFAULT_SCHEMA
+from venturi.status import FINISHED, JobStatus
+
+log = logging.getLogger("venturi.admin")
+
+
+# --- list and show --------------------------------------------------------------------
+
+
+class JobRow(msgspec.Struct, frozen=True):
+    """One line of ``venturi jobs list``: the row without its carry and result."""
+
+    id: int
+    kind: str
+    status: str
+    priority: int
+    key: str | None
+    attempt: int
+    failures: int
+    max_failures: int
+    created_at: datetime
+    visible_at: datetime
+    claimed_at: datetime | None
+    claimed_by: str | None
+    claim_expires_at: datetime | None
+    finished_at: datetime | None
+    last_error: str | None
+    cancel_requested_at: datetime | None
+
+
+async def list_jobs(
+    conn: Conn,
+    *,
+    status: str | None = None,
+    kind: str | None = None,
+    limit: int = 50,
+    key: str | None = None,
+    before: int | None = None,
+    schema: str = DEFAULT_SCHEMA,
+) -> list[JobRow]:
+    """The newest jobs first, optionally of one status, one kind and one exact key;
+    ``before`` (an id) pages on: only older jobs, the cursor of the next page."""
+    check_status(status)
+    validate.integer(limit, "limit")
+    if before is not None:
+        check_ids([before])
+    rows = await db.jobs.job_list(
+        conn, schema=schema, status=status, kind=kind, limit=limit, key=key, before=before
+    )
+    return [JobRow(**dict(r)) for r in rows]
+
+
+class JobDetail(msgspec.Struct, frozen=True):
+    """``venturi jobs show``: the job (carry and result decoded) and its merged history."""
+
+    job: JobInfo
+    journal: list[JournalEntry]
+
+
+async def show_job(conn: Conn, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> JobDetail | None:
+    """The job and its journal (``venturi.get_journal``, oldest first), or None."""
+    job = await get_job(conn, job_id, schema=schema)
+    if job is None:
+        return None
+    return JobDetail(job, await get_journal(conn, job_id, schema=schema))
+
+
+# --- retry and cancel -----------------------------------------------------------------
+
+
+async def retry_jobs(
+    conn: Conn,
+    ids: Iterable[int],
+    *,
+    operator: str | None = None,
+    schema: str = DEFAULT_SCHEMA,
+) -> list[Change]:
+    """Dead or cancelled jobs go back to pending, visible now, with a fresh failure budget,
+    journaled as ``retried`` (detail ``manual retry``). Other jobs are refused, each with
+    a message saying why; one result per distinct id, in id order."""
+    wanted = sorted(set(check_ids(ids)))
+    who = operator or operator_identity()
+    try:
+        return await _retry(conn, wanted, who, schema)
+    except db.errors.UNIQUE_VIOLATION:
+        # Two of these jobs share a kind and key (or a job took the key meanwhile): only
+        # one of them can be unfinished. Go one by one so the others still go through.
+        out = []
+        for job_id in wanted:
+            try:
+                out += await _retry(conn, [job_id], who, schema)
+            except db.errors.UNIQUE_VIOLATION:
+                out.append(
+                    Change(
+                        job_id,
+                        False,
+                        f"job {job_id} cannot be retried: another unfinished job of its kind "
+                        "holds its key",
+                    )
+                )
+        return out
+
+
+async def _asking_again(
+    ids: list[int],
+    read: Callable[[list[int]], Awaitable[list[Any]]],
+    verdict: Callable[[Any], Change | None],
+    doing: str,
+) -> list[Change]:
+    """Run ``read`` on ``ids`` and turn each row into a ``Change``; a row ``verdict``
+    answers None for (the job changed between the statement's snapshot and its update,
+    so it was neither done nor refused) is asked again, at most three times in all."""
+    results: dict[int, Change] = {}
+    todo = ids
+    for _ in range(3):
+        again = []
+        for r in await read(todo):
+            change = verdict(r)
+            if change is None:
+                again.append(r["id"])
+            else:
+                results[r["id"]] = change
+        if not again:
+            break
+        todo = again
+    for job_id in todo:
+        results.setdefault(
+            job_id, Change(job_id, False, f"job {job_id} kept changing while {doing} it")
+        )
+    return [results[i] for i in sorted(results)]
+
+
+def _retried(r: Any) -> Change | None:
+    job_id, kind, was = r["id"], r["kind"], r["was"]
+    if was is None:
+        return missing(job_id)
+    if r["retried"]:
+        return Change(
+            job_id, True, f"job {job_id} ({kind}): {was} -> pending", kind, was, JobStatus.PENDING
+        )
+    if r["key_holder"] is not None:
+        return Change(
+            job_id,
+            False,
+            f"job {job_id} ({kind}) cannot be retried: unfinished job "
+            f"{r['key_holder']} holds its key; wait for it or cancel it first",
+            kind,
+            was,
+        )
+    if was not in (JobStatus.DEAD, JobStatus.CANCELLED):
+        return Change(
+            job_id,
+            False,
+            f"job {job_id} ({kind}) is {was}: only dead or cancelled jobs can be retried",
+            kind,
+            was,
+        )
+    return None
+
+
+async def _retry(conn: Conn, ids: list[int], who: str, schema: str) -> list[Change]:
+    async def read(todo: list[int]) -> list[Any]:
+        return await db.jobs.job_retry_many_if_dead_or_cancelled(
+            conn, schema=schema, ids=todo, operator=who, detail=MANUAL_RETRY
+        )
+
+    return await _asking_again(ids, read, _retried, "retrying")
+
+
+def _cancelled(r: Any) -> Change | None:
+    job_id, kind, was, action = r["id"], r["kind"], r["was"], r["action"]
+    if was is None:
+        return missing(job_id)
+    if action == "cancelled":
+        return Change(
+            job_id,
+            True,
+            f"job {job_id} ({kind}): {was} -> cancelled",
+            kind,
+            was,
+            JobStatus.CANCELLED,
+        )
+    if action == "requested":
+        return Change(
+            job_id,
+            True,
+            f"job {job_id} ({kind}): claimed by {r['claimed_by']}; cancel requested, "
+            "its worker settles it",
+            kind,
+            was,
+            JobStatus.CLAIMED,
+        )
+    if was in FINISHED:
+        return Change(
+            job_id,
+            False,
+            f"job {job_id} ({kind}) is {was}: only pending or claimed jobs can be cancelled",
+            kind,
+            was,
+        )
+    return None  # claimed or settled between snapshot and update
+
+
+async def cancel_jobs(
+    conn: Conn,
+    ids: Iterable[int],
+    *,
+    operator: str | None = None,
+    schema: str = DEFAULT_SCHEMA,
+) -> list[Change]:
+    """Pending jobs become cancelled now (journaled ``cancelled``). For a claimed job the
+    request is recorded (``cancel_requested_at``) and the worker holding it settles it;
+    finished jobs are refused. One result per distinct id, in id order."""
+    wanted = sorted(set(check_ids(ids)))
+    who = operator or operator_identity()
+
+    async def read(todo: list[int]) -> list[Any]:
+        return await db.jobs.job_cancel_many(
+            conn, schema=schema, ids=todo, operator=who, detail=CANCEL_DETAIL
+        )
+
+    return await _asking_again(wanted, read, _cancelled, "cancelling")
+
+
+async def delete_jobs(
+    conn: Conn,
+    ids: Iterable[int],
+    *,
+    operator: str | None = None,
+    schema: str = DEFAULT_SCHEMA,
+) -> list[Change]:
+    """Delete jobs that no worker holds, their journal with them; a claimed job is refused
+    (cancel it first). The journal goes with the job, so each deletion is logged instead
+    (logger ``venturi.admin``, with the operator). One result per distinct id, in id order."""
+    wanted = sorted(set(check_ids(ids)))
+    who = operator or operator_identity()
+    results = []
+    for r in await db.jobs.job_delete_many_if_not_claimed(conn, schema=schema, ids=wanted):
+        job_id, kind, was = r["id"], r["kind"], r["was"]
+        if was is None:
+            results.append(missing(job_id))
+        elif r["deleted"]:
+            log.info("job %d (%s, %s) deleted by %s", job_id, kind, was, who)
+            results.append(
+                Change(job_id, True, f"job {job_id} ({kind}): {was} -> deleted", kind, was)
+            )
+        elif was == JobStatus.CLAIMED:
+            results.append(
+                Change(
+                    job_id,
+                    False,
+                    f"job {job_id} ({kind}) is claimed: a running job cannot be deleted; "
+                    "cancel it first",
+                    kind,
+                    was,
+                )
+            )
+        else:
+            # Deleted by someone else, or claimed, after the statement's snapshot.
+            results.append(
+                Change(job_id, False, f"job {job_id} ({kind}) changed while deleting it", kind, was)
+            )
+    return results
+
+
+async def run_now_jobs(
+    conn: Conn,
+    ids: Iterable[int],
+    *,
+    operator: str | None = None,
+    schema: str = DEFAULT_SCHEMA,
+) -> list[Change]:
+    """Pending jobs scheduled for later become visible now (journaled ``released``, detail
+    ``run now``, with the operator) and idle workers of their kind are woken; a workflow
+    waiting on a timer has it woken now (journaled ``woken``; its replayed sleep returns);
+    jobs already due and jobs in any other status are refused. One result per distinct id, in id order."""
+    wanted = sorted(set(check_ids(ids)))
+    who = operator or operator_identity()
+    results = []
+    rows = await db.jobs.job_run_now_many_if_pending(
+        conn, schema=schema, ids=wanted, operator=who, detail=RUN_NOW_DETAIL
+    )
+    for r in rows:
+        job_id, kind, was = r["id"], r["kind"], r["was"]
+        if was is None:
+            results.append(missing(job_id))
+        elif r["moved"] and was == JobStatus.WAITING:
+            # A workflow asleep on a timer: its timers moved to now, pending again.
+            message = f"job {job_id} ({kind}): waiting -> pending, its timer woken now"
+            results.append(Change(job_id, True, message, kind, was, JobStatus.PENDING))
+        elif r["moved"]:
+            results.append(
+                Change(job_id, True, f"job {job_id} ({kind}): visible now", kind, was, was)
+            )
+        elif was == JobStatus.PENDING:
+            results.append(
+                Change(job_id, False, f"job {job_id} ({kind}) is already due", kind, was)
+            )
+        else:
+            results.append(
+                Change(
+                    job_id,
+                    False,
+                    f"job {job_id} ({kind}) is {was}: only pending jobs can be run now",
+                    kind,
+                    was,
+                )
+            )
+    return results
+
+
+async def delete_job(
+    conn: Conn, job_id: int, *, operator: str | None = None, schema: str = DEFAULT_SCHEMA
+) -> bool:
+    """Delete one job no worker holds, its journal with it; True once deleted, False if
+    there is no such job. A claimed job raises ``VenturiError`` (cancel it first). The
+    deletion is logged with the operator (logger ``venturi.admin``): the journal goes
+    with the job."""
+    [change] = await delete_jobs(conn, [job_id], operator=operator, schema=schema)
+    if change.done:
+        return True
+    if change.was is None:
+        return False
+    raise VenturiError(change.message)
+
+
+async def set_priority(
+    conn: Conn,
+    ids: Iterable[int],
+    priority: Priority | str,
+    *,
+    operator: str | None = None,
+    schema: str = DEFAULT_SCHEMA,
+) -> list[Change]:
+    """Pending jobs take ``priority`` (a ``Priority`` or high, normal, low), journaled
+    ``released`` with the operator and the priority before; jobs in any other status
+    are refused. One result per distinct id, in id order."""
+    tier = parse_priority(priority)
+    wanted = sorted(set(check_ids(ids)))
+    who = operator or operator_identity()
+    name = tier.name.lower()
+    results = []
+    rows = await db.jobs.job_set_priority_many_if_pending(
+        conn,
+        schema=schema,
+        ids=wanted,
+        priority=int(tier),
+        operator=who,
+        detail=f"{SET_PRIORITY_DETAIL} {name}",
+    )
+    for r in rows:
+        job_id, kind, was = r["id"], r["kind"], r["was"]
+        if was is None:
+            results.append(missing(job_id))
+        elif r["moved"]:
+            before = Priority(r["was_priority"]).name.lower()
+            results.append(
+                Change(job_id, True, f"job {job_id} ({kind}): {before} -> {name}", kind, was, was)
+            )
+        elif was == JobStatus.PENDING and r["was_priority"] == int(tier):
+            results.append(
+                Change(job_id, True, f"job {job_id} ({kind}): already {name}", kind, was, was)
+            )
+        else:
+            results.append(
+                Change(
+                    job_id,
+                    False,
+                    f"job {job_id} ({kind}) is {was}: only a pending job's priority can be set",
+                    kind,
+                    was,
+                )
+            )
+    return results

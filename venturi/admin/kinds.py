@@ -1,0 +1,61 @@
+"""An operator's calls on kinds: pause them across every worker (running jobs finish;
+no worker claims the kind until it is resumed), resume them, list the paused ones."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import msgspec
+
+from venturi import db
+from venturi.admin.common import operator_identity
+from venturi.db.conn import Conn
+from venturi.sql import DEFAULT_SCHEMA
+
+
+class PausedKind(msgspec.Struct, frozen=True):
+    """A paused kind: when, by whom, why (``reason`` may be empty)."""
+
+    kind: str
+    paused_at: datetime
+    paused_by: str | None
+    reason: str | None
+
+
+class Paused(msgspec.Struct, frozen=True):
+    """What ``pause_kinds`` did: the kinds now paused (with the reason each holds), and
+    those of the kinds asked that no job or schedule has (most often a typo: they are
+    paused all the same, as a kind may be paused before it is deployed)."""
+
+    kinds: list[PausedKind]
+    unknown: list[str]
+
+
+async def pause_kinds(
+    conn: Conn,
+    kinds: Sequence[str],
+    *,
+    reason: str = "",
+    operator: str | None = None,
+    schema: str = DEFAULT_SCHEMA,
+) -> Paused:
+    """Leave ``kinds`` out of every worker's claim until resumed; running jobs finish."""
+    who = operator or operator_identity()
+    known = await db.kinds.kind_list_known(conn, schema=schema, kinds=kinds)
+    rows = await db.kinds.kind_pause(conn, schema=schema, kinds=kinds, paused_by=who, reason=reason)
+    unknown = [k for k in dict.fromkeys(kinds) if k not in known]
+    return Paused([PausedKind(**dict(r)) for r in rows], unknown)
+
+
+async def resume_kinds(
+    conn: Conn, kinds: Sequence[str], *, schema: str = DEFAULT_SCHEMA
+) -> list[str]:
+    """Let workers claim ``kinds`` again (and wake the idle ones); the kinds that were
+    paused."""
+    return await db.kinds.kind_resume(conn, schema=schema, kinds=kinds)
+
+
+async def paused_kinds(conn: Conn, *, schema: str = DEFAULT_SCHEMA) -> list[PausedKind]:
+    """The paused kinds: when, by whom, why."""
+    return [PausedKind(**dict(r)) for r in await db.kinds.kind_paused_list(conn, schema=schema)]

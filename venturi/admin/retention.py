@@ -1,0 +1,65 @@
+"""Retention by hand: count or delete finished jobs (their journal with them) in batches
+(``venturi purge``; the ``Retention`` maintenance task calls ``purge`` too)."""
+
+from __future__ import annotations
+
+from venturi import db, validate
+from venturi.admin.common import check_status
+from venturi.db.conn import Conn
+from venturi.errors import ConfigError
+from venturi.sql import DEFAULT_SCHEMA
+from venturi.status import FINISHED, STATUSES
+
+PURGE_BATCH = 1000
+
+# The finished statuses in the order operators read them (the error message lists them).
+_FINISHED_IN_ORDER = tuple(s for s in STATUSES if s in FINISHED)
+
+
+def _purge_args(status: str, older_than: float, kind: str | None) -> tuple[str, float]:
+    checked = check_status(status, _FINISHED_IN_ORDER)
+    assert checked is not None
+    if isinstance(older_than, bool) or not isinstance(older_than, int | float) or older_than < 0:
+        raise ConfigError(
+            f"older_than must be a non-negative number of seconds, got {older_than!r}"
+        )
+    if kind is not None and not kind:
+        raise ConfigError("kind must be a non-empty string")
+    return checked, float(older_than)
+
+
+async def purge_count(
+    conn: Conn,
+    *,
+    status: str,
+    older_than: float,
+    kind: str | None = None,
+    schema: str = DEFAULT_SCHEMA,
+) -> int:
+    """How many jobs ``purge`` would delete now."""
+    st, secs = _purge_args(status, older_than, kind)
+    return await db.jobs.job_purge_count(conn, schema=schema, status=st, older_than=secs, kind=kind)
+
+
+async def purge(
+    conn: Conn,
+    *,
+    status: str,
+    older_than: float,
+    kind: str | None = None,
+    batch: int = PURGE_BATCH,
+    schema: str = DEFAULT_SCHEMA,
+) -> int:
+    """Delete finished jobs of ``status`` that finished more than ``older_than`` seconds
+    ago, ``batch`` rows per statement (each its own transaction, so locks stay short);
+    their journal goes with them. Returns how many were deleted."""
+    st, secs = _purge_args(status, older_than, kind)
+    validate.integer(batch, "batch")
+    total = 0
+    while True:
+        deleted = await db.jobs.job_purge_batch(
+            conn, schema=schema, status=st, older_than=secs, kind=kind, batch=batch
+        )
+        total += deleted
+        if deleted < batch:
+            return total

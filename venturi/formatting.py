@@ -1,0 +1,63 @@
+"""How an operator's values read as text, in a terminal and on the dashboard alike:
+durations, relative times, long values clipped, and the JSON form every read offers
+(``--json`` and the dashboard's API print the same document)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+
+def to_json(value: Any) -> str:
+    """The ``--json`` output: msgspec's JSON (RFC 3339 times), indented, one document."""
+    return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
+
+
+def duration(seconds: float | None) -> str:
+    """``42s``, ``3m05s``, ``2h10m``, ``4d03h``; an em dash for None."""
+    if seconds is None:
+        return "—"
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def window_label(seconds: float) -> str:
+    """A window for a column header: ``1h``, ``1m``, ``10s``."""
+    s = round(seconds)
+    if s and s % 3600 == 0:
+        return f"{s // 3600}h"
+    if s and s % 60 == 0:
+        return f"{s // 60}m"
+    return f"{s}s"
+
+
+def ago(at: datetime | None, now: datetime) -> str:
+    """``12s ago`` / ``in 3m00s``, relative to ``now``."""
+    if at is None:
+        return "—"
+    delta = (now - at).total_seconds()
+    return f"{duration(delta)} ago" if delta >= 0 else f"in {duration(-delta)}"
+
+
+# The most of one carry, result or traceback `jobs show` prints; the rest is cut, so a
+# huge value (a carry that no longer decodes, say) cannot flood the terminal or a log.
+# `--json` still prints every value whole, for scripts that ask for it.
+SHOW_LIMIT = 4000
+
+
+def clip(text: str, limit: int = SHOW_LIMIT) -> str:
+    """``text``, or its first ``limit`` characters and a line saying it was truncated."""
+    if len(text) <= limit:
+        return text
+    return (
+        f"{text[:limit]}\n… truncated: {len(text)} characters in all "
+        "(`venturi jobs show ID --json` prints everything)"
+    )

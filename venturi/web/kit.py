@@ -1,0 +1,230 @@
+"""What every dashboard handler shares: its state (``Dashboard``), building links,
+rendering a page or a JSON answer, the guards around pages, API answers and actions,
+and reading query parameters. The pages, the actions and the API import this module;
+it imports none of them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlencode
+
+import jinja2
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from venturi.db.errors import DATABASE_ERRORS, one_line
+from venturi.errors import ConfigError, VenturiError
+from venturi.formatting import to_json
+from venturi.status import STATUSES
+from venturi.web.auth import CSRF_COOKIE, CSRF_FIELD, Guard, new_nonce
+from venturi.web.database import Database
+
+# The most rows the API's job list returns at once.
+MAX_LIMIT = 500
+# The actions on jobs, by the name in their URL and form, and their label.
+BULK_ACTIONS = {"retry": "Retry", "cancel": "Cancel", "delete": "Delete", "run-now": "Run now"}
+
+
+def default_operator(request: Request) -> str:
+    """The journal's worker column for a dashboard action: ``web:<client address>``."""
+    host = request.client.host if request.client else "?"
+    return f"web:{host}"
+
+
+@dataclass
+class Dashboard:
+    """What every handler needs; kept in ``app.state.dashboard``."""
+
+    db: Database
+    guard: Guard
+    read_only: bool
+    operator: Callable[[Request], str]
+    env: jinja2.Environment
+
+
+class BadInput(Exception):
+    """A query or form value the dashboard refuses: 400 with the message."""
+
+
+def dashboard(request: Request) -> Dashboard:
+    d: Dashboard = request.app.state.dashboard
+    return d
+
+
+def url(request: Request, name: str, query: dict[str, Any] | None = None, **params: Any) -> str:
+    """The path of route ``name`` under the mount, with the query's non-empty values."""
+    path = request.url_for(name, **{k: str(v) for k, v in params.items()}).path
+    if query:
+        kept = {k: v for k, v in query.items() if v not in (None, "")}
+        if kept:
+            path += "?" + urlencode(kept)
+    return path
+
+
+def set_cookie(response: Response, request: Request, name: str, value: str) -> None:
+    response.set_cookie(
+        name,
+        value,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path=(request.scope.get("root_path") or "") + "/",
+    )
+
+
+def render(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+    """A page, with this browser's CSRF token in its forms (and its nonce cookie set)."""
+    d = dashboard(request)
+    nonce = request.cookies.get(CSRF_COOKIE)
+    fresh = not nonce
+    if fresh:
+        nonce = new_nonce()
+    assert nonce is not None
+    html = d.env.get_template(template).render(
+        request=request,
+        csrf=d.guard.csrf_token(nonce, request.cookies),
+        csrf_field=CSRF_FIELD,
+        read_only=d.read_only,
+        logged_in=d.guard.token is not None
+        and d.guard.authenticated(request.headers, request.cookies),
+        url=functools.partial(url, request),
+        now=datetime.now(UTC),
+        **context,
+    )
+    response = HTMLResponse(html, status)
+    if fresh:
+        set_cookie(response, request, CSRF_COOKIE, nonce)
+    return response
+
+
+def json_response(value: Any, status: int = 200) -> Response:
+    """The command line's ``--json`` form of ``value``."""
+    return Response(to_json(value) + "\n", status, media_type="application/json")
+
+
+def error_page(request: Request, status: int, message: str) -> HTMLResponse:
+    return render(request, "error.html", status, status_code=status, message=message)
+
+
+# What answers 503: the database failed, or venturi refused it (a schema not applied).
+UNAVAILABLE = (*DATABASE_ERRORS, VenturiError)
+
+Handler = Callable[[Request, Dashboard], Awaitable[Response]]
+
+
+def _relative_target(request: Request) -> str:
+    target = request.url.path
+    if request.url.query:
+        target += "?" + request.url.query
+    return target
+
+
+def page(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """A GET that renders HTML: unauthenticated browsers are sent to /login."""
+
+    async def endpoint(request: Request) -> Response:
+        d = dashboard(request)
+        if not d.guard.authenticated(request.headers, request.cookies):
+            if request.headers.get("hx-request"):
+                return Response("log in again", 401)  # htmx leaves the page as it is
+            return RedirectResponse(url(request, "login", {"next": _relative_target(request)}), 303)
+        try:
+            return await handler(request, d)
+        except (BadInput, ConfigError) as exc:
+            return error_page(request, 400, str(exc))
+        except UNAVAILABLE as exc:
+            return error_page(request, 503, f"database error: {one_line(exc)}")
+
+    return endpoint
+
+
+def api(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """A JSON GET: 401 without the token, 400 on bad input, 503 when the database fails."""
+
+    async def endpoint(request: Request) -> Response:
+        d = dashboard(request)
+        if not d.guard.authenticated(request.headers, request.cookies):
+            response = json_response({"error": "authentication required"}, 401)
+            response.headers["www-authenticate"] = "Bearer"
+            return response
+        try:
+            return await handler(request, d)
+        except (BadInput, ConfigError) as exc:
+            return json_response({"error": str(exc)}, 400)
+        except UNAVAILABLE as exc:
+            return json_response({"error": f"database error: {one_line(exc)}"}, 503)
+
+    return endpoint
+
+
+def action(handler: Callable[[Request, Dashboard, Any], Awaitable[Response]]) -> Any:
+    """A POST that changes something: authenticated, refused in read-only mode, and only
+    with this browser's CSRF token; each refusal answers before anything is read or
+    written."""
+
+    async def endpoint(request: Request) -> Response:
+        d = dashboard(request)
+        if not d.guard.authenticated(request.headers, request.cookies):
+            return error_page(request, 401, "log in first")
+        if d.read_only:
+            return error_page(request, 403, "this dashboard is read-only")
+        form = await request.form()
+        if not d.guard.csrf_valid(form.get(CSRF_FIELD), request.cookies):
+            return error_page(
+                request, 403, "the form's CSRF token is missing or wrong: reload the page"
+            )
+        try:
+            return await handler(request, d, form)
+        except (BadInput, ConfigError) as exc:
+            return error_page(request, 400, str(exc))
+        except UNAVAILABLE as exc:
+            return error_page(request, 503, f"database error: {one_line(exc)}")
+
+    return endpoint
+
+
+def text_param(request: Request, name: str, max_len: int = 1000) -> str | None:
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return None
+    if len(value) > max_len:
+        raise BadInput(f"{name} is longer than {max_len} characters")
+    return value
+
+
+def int_param(request: Request, name: str, *, low: int = 1, high: int | None = None) -> int | None:
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        raise BadInput(f"{name} must be an integer, got {value[:40]!r}") from None
+    if n < low or (high is not None and n > high):
+        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise BadInput(f"{name} must be {bound}, got {n}")
+    return n
+
+
+def filters(request: Request) -> dict[str, str | None]:
+    """The job filter of the query string: status, kind, key."""
+    status = text_param(request, "status")
+    if status is not None and status not in STATUSES:
+        raise BadInput(f"status must be one of {', '.join(STATUSES)}, got {status[:40]!r}")
+    return {
+        "status": status,
+        "kind": text_param(request, "kind"),
+        "key": text_param(request, "key"),
+    }
+
+
+def job_id_param(request: Request) -> int:
+    raw = request.path_params["job_id"]
+    if not raw.isdigit() or not 0 < int(raw) < 2**63:
+        raise BadInput(f"a job id is a positive integer, got {raw[:40]!r}")
+    return int(raw)
