@@ -47,6 +47,10 @@ class Transactions(Protocol):
         """The run's workflow primitives (``venturi.workflow.durable.Durable``)."""
         ...
 
+    async def release(self) -> None:
+        """The handler ended: give back what the primitives held."""
+        ...
+
 
 class _JobLogger(logging.LoggerAdapter[logging.Logger]):
     """Adds job id, kind and attempt to every record as ``extra`` fields."""

@@ -115,9 +115,13 @@ async def test_two_runs_spawning_the_same_child_at_once_spawn_it_once(
         states = [RunState(p, S, parent, 1, "race_node") for p in pools]
         for state in states:
             await state.load()
-        kids = await asyncio.gather(
-            *(children.spawn(s, "kid", node, Item(i), None, None) for i, s in enumerate(states))
-        )
+        try:
+            kids = await asyncio.gather(
+                *(children.spawn(s, "kid", node, Item(i), None, None) for i, s in enumerate(states))
+            )
+        finally:
+            for state in states:
+                await state.release()  # the handler's end gives its connection back
     finally:
         for p in pools:
             await p.close()

@@ -33,7 +33,18 @@ async def run_handler(
     settlement on ``run``; never raises but for a cancellation by the worker
     (``run.stopped``), which the loop turns into a release. An exception from a
     middleware is a failed execution like one from the handler. ``transactions`` backs
-    the context's ``transaction()`` and ``complete()``."""
+    the context's ``transaction()`` and ``complete()`` and the workflow primitives,
+    whose connection is given back when the handler ends."""
+    try:
+        await _run_handler(run, state, transactions, middleware)
+    finally:
+        if transactions is not None:
+            await transactions.release()
+
+
+async def _run_handler(
+    run: Run, state: Any, transactions: Transactions | None, middleware: Sequence[Middleware]
+) -> None:
     task = run.task
     try:
         carry = task.codec.decode(run.carry_text)

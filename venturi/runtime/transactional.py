@@ -47,6 +47,11 @@ class JobTransactions:
             self._durable = Durable(state)
         return self._durable
 
+    async def release(self) -> None:
+        """The handler ended: give back what its workflow primitives held."""
+        if self._durable is not None:
+            await self._durable.release()
+
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Any]:
         if self._open is not None:

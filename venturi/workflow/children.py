@@ -44,7 +44,7 @@ async def spawn(
     if key is None:
         # One statement: the record and the child commit together or not at all.
         row = await db.workflow.child_spawn(
-            state.pool,
+            await state.connection(),
             schema=state.schema,
             parent_id=state.job_id,
             name=name,
@@ -63,7 +63,7 @@ async def _spawn_keyed(state: RunState, name: str, spec: Any, traceparent: str |
     back and raises ``DuplicateJob`` (a failed execution of the parent)."""
     row: Any = None
     try:
-        async with db.connect.transaction(state.pool) as conn:
+        async with db.connect.transaction(await state.connection()) as conn:
             row = await db.workflow.child_spawn(
                 conn,
                 schema=state.schema,
@@ -90,7 +90,10 @@ async def gather(state: RunState, children: Sequence[Child[Any]]) -> list[Any]:
         return []
     await state.load()
     seq, rows = await db.workflow.child_list(
-        state.pool, schema=state.schema, job_id=state.job_id, ids=[c.job_id for c in children]
+        await state.connection(),
+        schema=state.schema,
+        job_id=state.job_id,
+        ids=[c.job_id for c in children],
     )
     open_ids = [int(r["id"]) for r in rows if r["status"] in _UNFINISHED]
     if open_ids:
@@ -120,7 +123,7 @@ async def result_of(state: RunState, name: str) -> Any:
     if not isinstance(name, str) or not name:
         raise VenturiError(f"ctx.result_of: name must be a node name, got {name!r}")
     row = await db.workflow.dependency_result(
-        state.pool, schema=state.schema, job_id=state.job_id, name=name
+        await state.connection(), schema=state.schema, job_id=state.job_id, name=name
     )
     if row is None:
         raise VenturiError(f"ctx.result_of: job {state.job_id} comes after no node named {name!r}")

@@ -51,3 +51,7 @@ class Durable:
 
     async def result_of(self, name: str) -> Any:
         return await children.result_of(self.state, name)
+
+    async def release(self) -> None:
+        """The handler ended: give back the connection the primitives held."""
+        await self.state.release()

@@ -61,7 +61,7 @@ async def wait_for_signal(
     if timed_out in steps:
         raise SignalTimeout(state.job_id, name)
     seq, payload = await db.workflow.signal_get(
-        state.pool, schema=state.schema, job_id=state.job_id, name=name
+        await state.connection(), schema=state.schema, job_id=state.job_id, name=name
     )
     if payload is not None:
         return decode(payload, type_, what)

@@ -24,8 +24,10 @@ SEP = "\x1f"
 
 @dataclass
 class RunState:
-    """What the primitives of one run share. ``pool`` runs the statements (the worker's
-    pool: one statement each, autocommitted, unless a primitive opens a transaction)."""
+    """What the primitives of one run share. Their statements run on one connection of
+    the worker's ``pool``, taken by the run's first primitive and given back when the
+    handler ends (``release``): each statement is then one round trip, where a pool's
+    acquire and release would add its reset to every step."""
 
     pool: Any
     schema: str
@@ -38,6 +40,32 @@ class RunState:
     wake_seq: int = 0
     # The database's clock minus this process's, when the steps were loaded.
     skew: float = 0.0
+    # The connection the run holds (None: not taken yet), and whether it came from
+    # ``pool.acquire()`` (a worker on one shared connection runs on that instead).
+    conn: Any = None
+    acquired: bool = False
+
+    @property
+    def shared(self) -> bool:
+        """Does the worker run on one shared connection (no transactions of our own)?"""
+        return bool(getattr(self.pool, "shares_one_connection", False))
+
+    async def connection(self) -> Any:
+        """The run's connection, taken on first use."""
+        if self.conn is None:
+            if self.shared or not hasattr(self.pool, "acquire"):
+                self.conn = self.pool
+            else:
+                self.conn = await self.pool.acquire()
+                self.acquired = True
+        return self.conn
+
+    async def release(self) -> None:
+        """Give the run's connection back to the pool (the handler ended)."""
+        conn, acquired = self.conn, self.acquired
+        self.conn, self.acquired = None, False
+        if acquired:
+            await self.pool.release(conn)
 
     def claim(self, name: object, what: str) -> str:
         """Check ``name`` and mark it used in this run: a name twice is a ConfigError."""
@@ -58,7 +86,9 @@ class RunState:
     async def load(self) -> dict[str, db.workflow.Recorded]:
         """The recorded steps, read once per run (one statement)."""
         if self.steps is None:
-            loaded = await db.workflow.step_list(self.pool, schema=self.schema, job_id=self.job_id)
+            loaded = await db.workflow.step_list(
+                await self.connection(), schema=self.schema, job_id=self.job_id
+            )
             self.steps = loaded.steps
             self.wake_seq = loaded.wake_seq
             if loaded.now is not None:
@@ -81,7 +111,7 @@ class RunState:
         """Record ``name`` (once: another run's earlier record wins and is returned)."""
         steps = await self.load()
         recorded, _ = await db.workflow.step_record(
-            self.pool,
+            await self.connection(),
             schema=self.schema,
             job_id=self.job_id,
             name=name,

@@ -57,7 +57,7 @@ async def _transactional(
     """``fn(conn, *args)`` and the step's record in one transaction: the writes commit
     once, with the record; if another run recorded the step first, they roll back and
     its value is returned."""
-    if getattr(state.pool, "shares_one_connection", False):
+    if state.shared:
         raise VenturiError(
             "ctx.step(transactional=True) needs a pool: this worker runs on one shared "
             "connection (venturi.testing.drain on a Connection); give it a DSN or a Pool"
@@ -65,7 +65,7 @@ async def _transactional(
     steps = await state.load()
     won: db.workflow.Recorded | None = None
     try:
-        async with db.connect.transaction(state.pool) as conn:
+        async with db.connect.transaction(await state.connection()) as conn:
             value = await fn(conn, *args)
             text = encode_any(value, f"the value of step {name!r} of job {state.job_id}")
             won, inserted = await db.workflow.step_record(
