@@ -32,6 +32,7 @@ _STATUS_STYLE: dict[str, str] = {
     JobStatus.COMPLETED: "green",
     JobStatus.DEAD: "bold red",
     JobStatus.CANCELLED: "magenta",
+    JobStatus.WAITING: "blue",
 }
 
 
