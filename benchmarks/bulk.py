@@ -7,7 +7,7 @@ One database of its own; each measurement starts from an empty, CHECKPOINTed tab
 the paths alternate (A B A B ...) so that drift on the machine hits both alike.
 
 - ``enqueue_many (copy)``: ``venturi.enqueue_many`` with the library's threshold
-  (``db.jobs.COPY_MIN_ROWS``): calls at or above it go by COPY;
+  (``db.enqueue.COPY_MIN_ROWS``): calls at or above it go by COPY;
 - ``enqueue_many (insert)``: the same calls with the threshold out of reach, so every call
   is one ``job_insert_many_unkeyed`` (the path before COPY);
 - ``raw COPY``: asyncpg ``copy_records_to_table`` of the rows the COPY path writes, built
@@ -51,9 +51,9 @@ async def _empty(conn: Any) -> None:
 
 async def enqueue(conn: Any, jobs: int, per_call: int, path: str) -> float:
     """Seconds to enqueue ``jobs`` in calls of ``per_call`` by ``path``."""
-    saved = db.jobs.COPY_MIN_ROWS
+    saved = db.enqueue.COPY_MIN_ROWS
     if path == "insert":
-        db.jobs.COPY_MIN_ROWS = jobs + 1
+        db.enqueue.COPY_MIN_ROWS = jobs + 1
     try:
         t0 = time.perf_counter()
         for start in range(0, jobs, per_call):
@@ -63,7 +63,7 @@ async def enqueue(conn: Any, jobs: int, per_call: int, path: str) -> float:
             )
         return time.perf_counter() - t0
     finally:
-        db.jobs.COPY_MIN_ROWS = saved
+        db.enqueue.COPY_MIN_ROWS = saved
 
 
 async def raw_copy(conn: Any, jobs: int) -> float:
@@ -78,7 +78,7 @@ async def raw_copy(conn: Any, jobs: int) -> float:
         ]
         t0 = time.perf_counter()
         await conn.copy_records_to_table(
-            "jobs", schema_name=SCHEMA, columns=db.jobs.COPY_COLUMNS, records=records
+            "jobs", schema_name=SCHEMA, columns=db.enqueue.COPY_COLUMNS, records=records
         )
         return time.perf_counter() - t0
 
@@ -95,7 +95,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         "commit": git_head(),
         "versions": versions(),
         "args": vars(args),
-        "copy_min_rows": db.jobs.COPY_MIN_ROWS,
+        "copy_min_rows": db.enqueue.COPY_MIN_ROWS,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "runs": [],
     }

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.util
 import json
 import os
 import platform
@@ -36,12 +37,28 @@ from venturi import sql
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
-SYSTEMS = ("venturi", "procrastinate", "pgqueuer", "chancy", "dbos")
-PEERS = ("procrastinate", "pgqueuer", "chancy", "dbos")
-# Peers that do not install here, and why (pip's own answer on this machine).
-LEFT_OUT = {
-    "oban": "pip: every release (0.5.0-0.7.0) requires Python >= 3.12; this machine runs 3.11",
-}
+
+
+def _oban_missing() -> str | None:
+    """Why oban cannot run here, or None: every release needs Python >= 3.12."""
+    if sys.version_info < (3, 12):
+        return (
+            "pip: every release (0.5.0-0.7.0) requires Python >= 3.12; this run is on "
+            f"{sys.version_info[0]}.{sys.version_info[1]}"
+        )
+    if importlib.util.find_spec("oban") is None:
+        return "not installed (pip install oban; the bench extra brings it on Python >= 3.12)"
+    return None
+
+
+# Peers that cannot run here, and why (pip's own answer on this machine).
+LEFT_OUT = {name: why for name, why in (("oban", _oban_missing()),) if why}
+SYSTEMS = tuple(
+    n
+    for n in ("venturi", "procrastinate", "pgqueuer", "chancy", "dbos", "oban")
+    if n not in LEFT_OUT
+)
+PEERS = SYSTEMS[1:]
 LEVELS = (1, 10, 32)
 
 
@@ -131,6 +148,16 @@ DRAIN_CONFIGS: dict[str, dict[int, list[tuple[str, dict[str, Any]]]]] = {
         ]
         for n in LEVELS
     },
+    "oban": {
+        n: [
+            (
+                f"Oban(queues={{'bench': {n}}}), create_pool default (10), LISTEN/NOTIFY, "
+                "debounce 5 ms",
+                {"concurrency": n},
+            )
+        ]
+        for n in LEVELS
+    },
     "pgqueuer": {
         1: [("1 consumer, batch_size=1, drain mode", {"consumers": 1, "batch_size": 1})],
         10: [
@@ -171,6 +198,7 @@ LATENCY_CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
         {"concurrency": 10},
     ),
     "dbos": ("queue worker_concurrency=10, polling_interval_sec=0.01", {"concurrency": 10}),
+    "oban": ("Oban(queues={'bench': 10}), LISTEN/NOTIFY", {"concurrency": 10}),
 }
 
 
@@ -1005,12 +1033,12 @@ def evaluate_16(
             )
     else:
         add("6. behind PgBouncer (benchmarks.pooler)", None, "not run: pass --pooler-json")
-    ran = [p for p in ("chancy", "dbos") if p in names]
+    ran = [p for p in ("chancy", "dbos", "oban") if p in names]
     add(
         "7. more peers in the same run",
-        len(ran) == 2,
+        len(ran) == 3,
         f"ran: {', '.join(ran) or 'none'}; left out: "
-        + "; ".join(f"{k} ({why})" for k, why in LEFT_OUT.items()),
+        + ("; ".join(f"{k} ({why})" for k, why in LEFT_OUT.items()) or "none"),
     )
     return out
 
@@ -1023,6 +1051,7 @@ def versions() -> dict[str, str]:
         "pgqueuer",
         "chancy",
         "dbos",
+        "oban",
         "asyncpg",
         "psycopg",
         "uvloop",

@@ -1,7 +1,7 @@
 """What a global cap costs the claim: a capped kind beside an uncapped one.
 
 Times the claim alone, as the worker runs it: the uncapped kind through ``job_claim``
-(one statement), the capped kind through ``db.caps.claim_within_cap`` (a transaction:
+(one statement), the capped kind through ``db.claims.claim_within_cap`` (a transaction:
 BEGIN, the kind's advisory cap lock, ``job_claim_capped``, COMMIT). Each client claims a
 batch, then (untimed) completes it and enqueues as many new jobs, so the queue stays the
 same size; the cap is set high enough never to refuse, so what is measured is the price
@@ -57,7 +57,7 @@ async def client(
         while time.monotonic() < deadline:
             start = time.perf_counter()
             if task.global_cap is None:
-                answer = await db.jobs.job_claim(
+                answer = await db.claims.job_claim(
                     conn,
                     schema=SCHEMA,
                     claimant=claimant,
@@ -70,7 +70,7 @@ async def client(
                 rows = answer.claimed
             else:
                 rows = (
-                    await db.caps.claim_within_cap(
+                    await db.claims.claim_within_cap(
                         conn,
                         schema=SCHEMA,
                         claimant=claimant,
@@ -81,7 +81,7 @@ async def client(
                     )
                 ).claimed
             times.append(time.perf_counter() - start)
-            await db.jobs.job_complete_many_if_owned(
+            await db.settle.job_complete_many_if_owned(
                 conn,
                 schema=SCHEMA,
                 claimant=claimant,

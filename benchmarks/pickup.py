@@ -14,8 +14,8 @@ sample so the machine's state is shared:
    that relaxes the durability of the worker's own writes would save).
 3. **the worker** (``Worker(concurrency=10)`` in this process): enqueue returned ->
    the worker's notification callback -> the claim statement sent -> its answer -> the
-   handler started. The parts are taken by wrapping ``Worker._on_notify`` and
-   ``venturi.db.jobs.job_claim`` on this worker; each sample's job is told apart by id.
+   handler started. The parts are taken by wrapping ``Loop.on_notify`` and
+   ``venturi.db.claims.job_claim`` on this worker; each sample's job is told apart by id.
 
 Between samples the harness sleeps 20-60 ms, as ``benchmarks.compare`` does. Printed:
 p50 and p99 of each part, in milliseconds.
@@ -42,6 +42,7 @@ from benchmarks.compare import DEFAULT_ADMIN_DSN, git_head, percentile
 from benchmarks.profile import _database
 from venturi import db, sql
 from venturi.backoff import DEFAULT_BACKOFF
+from venturi.runtime.loop import Loop
 from venturi.runtime.worker import Worker
 
 SCHEMA = sql.DEFAULT_SCHEMA
@@ -79,7 +80,7 @@ async def bare_notification(enq: Any, listener: Any) -> float:
 async def bare_claim(enq: Any, claimer: Any) -> float:
     await bare.enqueue(enq, systems.Noop(0))
     t0 = time.monotonic()
-    answer = await db.jobs.job_claim(
+    answer = await db.claims.job_claim(
         claimer,
         schema=SCHEMA,
         claimant=db.Claimant("pickup:bare"),
@@ -124,14 +125,14 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     job_of: dict[int, int] = {}  # job id -> sample
     ready = asyncio.Event()
 
-    on_notify = worker._on_notify
+    on_notify = Loop.on_notify
 
-    def notified(payload: str) -> None:
+    def notified(loop: Loop, payload: str) -> None:
         marks.setdefault("notify", time.monotonic())
-        on_notify(payload)
+        on_notify(loop, payload)
 
-    worker._on_notify = notified  # type: ignore[method-assign]
-    real_claim = db.jobs.job_claim
+    Loop.on_notify = notified  # type: ignore[method-assign]
+    real_claim = db.claims.job_claim
 
     async def claim(*a: Any, **kw: Any) -> Any:
         t0 = time.monotonic()
@@ -145,7 +146,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         ready.set()
 
     systems.set_probe(probe)
-    db.jobs.job_claim = claim  # type: ignore[assignment]
+    db.claims.job_claim = claim  # type: ignore[assignment]
     stop = asyncio.Event()
     running = asyncio.create_task(worker.run(stop))
     rng = random.Random(7)
@@ -178,7 +179,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         stop.set()
         await running
-        db.jobs.job_claim = real_claim  # type: ignore[assignment]
+        db.claims.job_claim = real_claim  # type: ignore[assignment]
         for c in (enq, listener, sync_claimer, async_claimer):
             await c.close()
         await _database(args.dsn, name, create=False)

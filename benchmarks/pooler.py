@@ -205,7 +205,7 @@ async def run_config(
         deadline = t_committed + limit_s
         completed = 0
         while time.monotonic() < deadline:
-            counts = await db.jobs.job_counts(conn, schema=sql.DEFAULT_SCHEMA)
+            counts = await db.reads.job_counts(conn, schema=sql.DEFAULT_SCHEMA)
             by = {r["status"]: r["jobs"] for r in counts}
             completed = by.get("completed", 0)
             if completed >= jobs:

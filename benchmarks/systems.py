@@ -108,7 +108,7 @@ class VenturiClient:
         )
 
     async def unfinished(self) -> int:
-        rows = await db.jobs.job_counts(self.conn, schema=self.schema)
+        rows = await db.reads.job_counts(self.conn, schema=self.schema)
         return sum(r["jobs"] for r in rows if r["status"] in ("pending", "claimed"))
 
 
@@ -317,7 +317,7 @@ async def pgqueuer_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) ->
         await conn.close()
 
 
-# --- chancy and dbos, each in a module of its own (imported when used) -------------
+# --- chancy, dbos and oban, each in a module of its own (imported when used) --------
 
 
 def _chancy_client(dsn: str) -> Any:
@@ -360,12 +360,25 @@ async def _workflow_worker(system: str, dsn: str, cfg: dict[str, Any], stop: asy
         await dbos_workflow_worker(dsn, cfg, stop)
 
 
+def _oban_client(dsn: str) -> Any:
+    from benchmarks.oban_system import ObanClient
+
+    return ObanClient(dsn)
+
+
+async def _oban_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
+    from benchmarks.oban_system import oban_worker
+
+    await oban_worker(dsn, cfg, stop)
+
+
 CLIENTS: dict[str, Callable[[str], Any]] = {
     "venturi": VenturiClient,
     "procrastinate": ProcrastinateClient,
     "pgqueuer": PgqueuerClient,
     "chancy": _chancy_client,
     "dbos": _dbos_client,
+    "oban": _oban_client,
 }
 
 WORKERS: dict[str, Callable[[str, dict[str, Any], asyncio.Event], Any]] = {
@@ -378,4 +391,5 @@ WORKERS: dict[str, Callable[[str, dict[str, Any], asyncio.Event], Any]] = {
         f"{name}-wf": functools.partial(_workflow_worker, name)
         for name in ("venturi", "chancy", "dbos")
     },
+    "oban": _oban_worker,
 }

@@ -4,12 +4,14 @@ Declare jobs with ``@venturi.task``, enqueue them inside your own transactions, 
 a ``venturi.Worker`` that claims, runs and settles them with at-least-once delivery.
 """
 
+import importlib
 import warnings
 from typing import Any
 
 from venturi.admin import delete_job
 from venturi.backoff import Backoff
 from venturi.context import Context, JobMeta
+from venturi.db.enqueue import JobSpec
 from venturi.errors import (
     ChildFailed,
     ClaimLost,
@@ -39,14 +41,13 @@ from venturi.maintenance.unserved import UnservedKinds
 from venturi.outcomes import Outcome, complete, dead, pause, retry
 from venturi.priority import Priority
 from venturi.rate import Rate
-from venturi.registry import Task, enqueue_many, enqueue_many_sync, task
 from venturi.runtime.group import WorkerGroup
 from venturi.runtime.worker import Worker
+from venturi.tasks import Task, enqueue_many, enqueue_many_sync, task
+from venturi.version import __version__ as __version__
 from venturi.workflow.child import Child
 from venturi.workflow.graph import Workflow
 from venturi.workflow.signals import signal, signal_sync
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Alerts",
@@ -61,6 +62,7 @@ __all__ = [
     "DuplicateJob",
     "JobInfo",
     "JobMeta",
+    "JobSpec",
     "JournalEntry",
     "Outcome",
     "Priority",
@@ -105,4 +107,7 @@ def __getattr__(name: str) -> Any:
             stacklevel=2,
         )
         return WorkerGroup
+    # venturi.registry was the tasks module's first name: loading it warns.
+    if name == "registry":
+        return importlib.import_module("venturi.registry")
     raise AttributeError(f"module 'venturi' has no attribute {name!r}")

@@ -23,6 +23,7 @@ from venturi.backoff import Backoff
 from venturi.context import Context
 from venturi.db.conn import Conn
 from venturi.priority import Priority
+from venturi.status import JobStatus
 
 
 class FetchBookmark(msgspec.Struct):
@@ -188,7 +189,7 @@ async def _run(dsn: str, n: int, web: LocalWeb) -> None:
         await running
         print()
         print(f"{'kind':<16}{'status':<12}{'jobs':>6}")
-        for row in await db.jobs.job_counts(conn, schema="venturi", ids=ids):
+        for row in await db.reads.job_counts(conn, schema="venturi", ids=ids):
             print(f"{row['kind']:<16}{row['status']:<12}{row['jobs']:>6}")
         print(f"emails in the outbox: {len(state.outbox)}; pages titled: {len(state.titles)}")
     finally:
@@ -202,8 +203,10 @@ async def _progress(conn: Conn, ids: list[int], running: asyncio.Task[None]) -> 
     with Progress(transient=False) as bar:
         job = bar.add_task("settling jobs", total=total)
         while True:
-            counts = await db.jobs.job_counts(conn, schema="venturi", ids=ids)
-            settled = sum(r["jobs"] for r in counts if r["status"] in ("completed", "dead"))
+            counts = await db.reads.job_counts(conn, schema="venturi", ids=ids)
+            settled = sum(
+                r["jobs"] for r in counts if r["status"] in (JobStatus.COMPLETED, JobStatus.DEAD)
+            )
             bar.update(job, completed=settled)
             if settled >= total:
                 return

@@ -11,14 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from venturi import db, registry, sql, validate
+from venturi import db, sql, validate
 from venturi.codecs import decode_any
 from venturi.db.drivers import Row, Steps
+from venturi.db.journal import JournalEvent
 from venturi.errors import VenturiError
 from venturi.priority import Priority
 from venturi.sql import DEFAULT_SCHEMA
-
-FINISHED = ("completed", "dead", "cancelled")
+from venturi.status import FINISHED, JobStatus
+from venturi.tasks import registered
 
 if TYPE_CHECKING:
     from venturi.db.drivers import AsyncConnection, SyncConnection
@@ -82,7 +83,7 @@ def _job_info(row: Row) -> JobInfo:
 
 
 def _get_job_steps(job_id: int) -> Steps[JobInfo | None]:
-    row = yield from db.jobs.job_get_steps(job_id=job_id)
+    row = yield from db.reads.job_get_steps(job_id=job_id)
     return None if row is None else _job_info(row)
 
 
@@ -101,23 +102,27 @@ def get_job_sync(
 
 
 def _get_journal_steps(job_id: int) -> Steps[list[JournalEntry]]:
-    row = yield from db.jobs.job_get_steps(job_id=job_id)
+    row = yield from db.reads.job_get_steps(job_id=job_id)
     if row is None:
         return []
     written = [
         JournalEntry(r["at"], r["event"], r["attempt"], r["worker"], r["detail"])
         for r in (yield from db.journal.journal_get_steps(job_id=job_id))
     ]
-    merged = [JournalEntry(row["created_at"], "enqueued", 0, None, None), *written]
+    merged = [JournalEntry(row["created_at"], JournalEvent.ENQUEUED, 0, None, None), *written]
     # The current claim is on the row only while it is running or once it completed; a
     # claim that ended any other way was written to the journal when it ended.
-    if row["status"] in ("claimed", "completed") and row["claimed_at"] is not None:
+    if row["status"] in (JobStatus.CLAIMED, JobStatus.COMPLETED) and row["claimed_at"] is not None:
         merged.append(
-            JournalEntry(row["claimed_at"], "claimed", row["attempt"], row["claimed_by"], None)
+            JournalEntry(
+                row["claimed_at"], JobStatus.CLAIMED, row["attempt"], row["claimed_by"], None
+            )
         )
-    if row["status"] == "completed" and row["finished_at"] is not None:
+    if row["status"] == JobStatus.COMPLETED and row["finished_at"] is not None:
         merged.append(
-            JournalEntry(row["finished_at"], "completed", row["attempt"], row["claimed_by"], None)
+            JournalEntry(
+                row["finished_at"], JobStatus.COMPLETED, row["attempt"], row["claimed_by"], None
+            )
         )
     # Stable sort: entries with one timestamp (one transaction) keep their written order.
     merged.sort(key=lambda e: e.at)
@@ -150,10 +155,10 @@ async def get_result(conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA) ->
     ``get_job`` tells these cases apart. The TTL is the one the task declares in this
     process; a kind this process does not know keeps its result until it is cleared.
     """
-    row = await db.jobs.job_result_get(conn, schema=schema, job_id=job_id)
-    if row is None or row["status"] != "completed" or row["result"] is None:
+    row = await db.reads.job_result_get(conn, schema=schema, job_id=job_id)
+    if row is None or row["status"] != JobStatus.COMPLETED or row["result"] is None:
         return None
-    task = registry.registered().get(row["kind"])
+    task = registered().get(row["kind"])
     ttl = None if task is None else task.result_ttl
     if ttl is not None and (row["finished_seconds_ago"] or 0.0) > ttl:
         return None
@@ -205,7 +210,7 @@ async def _wait_on(
         if listening:
             # After LISTEN: a job finishing from here on notifies, one finished before
             # is read below.
-            await db.jobs.job_mark_awaited(conn, schema=schema, job_id=job_id)
+            await db.reads.job_mark_awaited(conn, schema=schema, job_id=job_id)
         while True:
             woken.clear()
             job = await get_job(conn, job_id, schema=schema)

@@ -124,7 +124,7 @@ KNOWN_BUGS: dict[str, str] = {
     # Fixed: "InternalClientError" (worker crashed on asyncpg.InternalClientError after a
     # terminated backend; tests/test_chaos.py::test_worker_survives_internal_client_error).
 }
-TASKS = {t.kind: t for t in venturi.registry.registered().values() if t.kind in MIX}
+TASKS = {t.kind: t for t in venturi.tasks.registered().values() if t.kind in MIX}
 
 
 @dataclass
@@ -148,6 +148,8 @@ class Result:
     summary: str = ""
     out_dir: Path | None = None
     elapsed: float = 0.0
+    # A scenario's own figures (the table atop its summary), by name: what its fault did.
+    figures: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+
 import asyncpg
+import pytest
 
 from tests.support import Item as C
 from tests.support import expire_claim, venturi_cli, venturi_cli_async
@@ -92,13 +95,16 @@ async def test_demo_on_a_given_database(dsn: str) -> None:
     assert "emails in the outbox: 20; pages titled: 39" in lines
     conn = await asyncpg.connect(dsn)
     try:
-        rows = await db.jobs.job_counts(conn, schema="venturi")
+        rows = await db.reads.job_counts(conn, schema="venturi")
         # Long pages paused and flaky pages retried on their way to completion.
         assert sum(r["jobs"] for r in rows) == 60
     finally:
         await conn.close()
 
 
+@pytest.mark.skipif(
+    sys.version_info >= (3, 13), reason="pgserver (the embedded extra) has no wheel for 3.13"
+)
 def test_demo_on_the_embedded_database() -> None:
     env = {k: v for k, v in __import__("os").environ.items() if k != "VENTURI_DSN"}
     out = venturi_cli("demo", "--jobs", "20", env=env)

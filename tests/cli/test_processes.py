@@ -74,7 +74,7 @@ async def _holds(predicate: Any) -> bool:
 
 
 async def _completed(conn: Any, ids: list[int]) -> int:
-    counts = await db.jobs.job_counts(conn, schema="venturi", ids=ids)
+    counts = await db.reads.job_counts(conn, schema="venturi", ids=ids)
     return sum(r["jobs"] for r in counts if r["status"] == "completed")
 
 

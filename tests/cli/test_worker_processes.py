@@ -43,7 +43,7 @@ def read_runs(runs: Path) -> list[tuple[int, int, int]]:
 
 
 async def _completed(conn: Any, ids: list[int]) -> int:
-    counts = await db.jobs.job_counts(conn, schema="venturi", ids=ids)
+    counts = await db.reads.job_counts(conn, schema="venturi", ids=ids)
     return sum(r["jobs"] for r in counts if r["status"] == "completed")
 
 
@@ -153,14 +153,14 @@ async def test_survives_terminated_backends(
     worker = Worker(None, dsn, [handler], poll_max=30)
     async with running(worker):
         await wait_status(conn, first, "completed")
-        await wait_until(lambda: worker._listening)
+        await wait_until(lambda: worker.listening)
         terminated = await conn.fetchval(test_sql.statement("backends_terminate"))
         assert terminated >= 1
         # The LISTEN connection comes back; meanwhile polling covers the gap.
         await wait_until(lambda: worker.stats["listen_reconnects"] >= 1)
         second = await handler.enqueue(conn, workertasks.Item(2))
         await wait_status(conn, second, "completed", within=15)
-        await wait_until(lambda: worker._listening)
+        await wait_until(lambda: worker.listening)
         again = await conn.fetchval(test_sql.statement("backends_terminate"))
         assert again >= 1
         third = await handler.enqueue(conn, workertasks.Item(3))

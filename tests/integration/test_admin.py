@@ -20,7 +20,7 @@ from venturi.backoff import DEFAULT_BACKOFF
 from venturi.cli import ops
 from venturi.cli import render as views
 from venturi.errors import ConfigError
-from venturi.registry import JobSpec
+from venturi.tasks import JobSpec
 
 # The claimant of the jobs these tests claim and settle through the store.
 W1 = db.Claimant("w:1")
@@ -190,7 +190,7 @@ async def test_cancel_frees_the_key_and_retry_clears_the_request(
     [c] = await admin.cancel_jobs(conn, [job])
     assert c.done
     # The key is free again.
-    [fresh] = await db.jobs.job_insert_many(
+    [fresh] = await db.enqueue.job_insert_many(
         conn, schema=S, specs=[JobSpec("keyed", "{}", 1, None, None, "order-7", 25)]
     )
     assert fresh != job
@@ -380,7 +380,7 @@ async def test_operator_statements_run_concurrently_with_a_claim(
     # Cancel and claim race for the same pending jobs: every job ends up either claimed
     # (the cancel recorded a request) or cancelled, never both and never lost.
     ids = [await make(pool, "race", "pending") for _ in range(40)]
-    claim = db.jobs.job_claim(
+    claim = db.claims.job_claim(
         pool,
         schema=S,
         claimant=W1,
@@ -414,10 +414,10 @@ async def test_operator_statements_use_their_indexes(conn: asyncpg.Connection) -
     # 10,000 jobs through the runtime's statements: 9,000 completed, 300 dead, 500
     # claimed, 200 pending, over five kinds.
     specs = [JobSpec(f"k{i % 5}", "{}", i % 3, None, None, None, 25) for i in range(10_000)]
-    await db.jobs.job_insert_many(conn, schema=S, specs=specs)
+    await db.enqueue.job_insert_many(conn, schema=S, specs=specs)
     kinds = [f"k{i}" for i in range(5)]
     rows = (
-        await db.jobs.job_claim(
+        await db.claims.job_claim(
             conn,
             schema=S,
             claimant=W1,
@@ -429,7 +429,7 @@ async def test_operator_statements_use_their_indexes(conn: asyncpg.Connection) -
         )
     ).claimed
     done = rows[:9_000]
-    await db.jobs.job_complete_many_if_owned(
+    await db.settle.job_complete_many_if_owned(
         conn,
         schema=S,
         claimant=W1,
@@ -438,7 +438,7 @@ async def test_operator_statements_use_their_indexes(conn: asyncpg.Connection) -
         results=[None] * 9_000,
     )
     for r in rows[9_000:9_300]:
-        await db.jobs.job_fail_if_owned(
+        await db.settle.job_fail_if_owned(
             conn,
             schema=S,
             claimant=W1,

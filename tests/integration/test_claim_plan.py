@@ -12,13 +12,13 @@ import pytest
 from tests.support.plans import nodes
 from venturi import db, sql
 from venturi.backoff import DEFAULT_BACKOFF
-from venturi.registry import JobSpec
+from venturi.tasks import JobSpec
 
 W1 = db.Claimant("w:1")
 
 
 async def _claim(held: db.held.Held, *, replan: bool = False, limit: int = 10) -> int:
-    answer = await db.jobs.job_claim(
+    answer = await db.claims.job_claim(
         held,
         schema="venturi",
         claimant=W1,
@@ -85,7 +85,7 @@ async def _replanned(held: db.held.Held, pool: asyncpg.Pool, monkeypatch: Any) -
 
     # A backlog arrives (no ANALYZE, as on a server whose autovacuum is off).
     specs = [JobSpec("k", "{}", 1, None, None, None, 25) for _ in range(5_000)]
-    await db.jobs.job_insert_many(pool, schema="venturi", specs=specs)
+    await db.enqueue.job_insert_many(pool, schema="venturi", specs=specs)
     assert await _claim(held) == 10
     # A full claim asks for a replan; a plan younger than REPLAN_AFTER is kept.
     assert await _claim(held, replan=True) == 10
@@ -115,7 +115,7 @@ async def test_without_a_statement_cache_the_claim_is_a_plain_statement(
     try:
         assert not db.connect.caches_statements(pool)
         held = db.held.Held(pool, prepare=db.connect.caches_statements(pool))
-        await db.jobs.job_insert_many(
+        await db.enqueue.job_insert_many(
             pool, schema="venturi", specs=[JobSpec("k", "{}", 1, None, None, None, 25)]
         )
         try:
@@ -135,7 +135,7 @@ async def test_without_a_statement_cache_the_claim_is_a_plain_statement(
 async def test_a_statement_gone_from_the_server_is_prepared_again(pool: asyncpg.Pool) -> None:
     held = db.held.Held(pool)
     try:
-        await db.jobs.job_insert_many(
+        await db.enqueue.job_insert_many(
             pool, schema="venturi", specs=[JobSpec("k", "{}", 1, None, None, None, 25)] * 2
         )
         assert await _claim(held, limit=1) == 1

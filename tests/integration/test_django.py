@@ -20,6 +20,7 @@ import sys
 from typing import Any
 
 import asyncpg
+import django
 import pytest
 
 import venturi
@@ -134,7 +135,7 @@ async def test_the_notification_wakes_an_idle_worker(
     # Polling every 60 s: only the notification wakes it within the wait.
     worker = Worker(None, dsn, [jobs.note], poll_max=60)
     async with running(worker):
-        await wait_until(lambda: worker._listening)
+        await wait_until(lambda: worker.listening)
         await wait_stat(worker, "empty_claims", 1)
         found = await scenario("enqueue_one", dsn, driver)
 
@@ -326,7 +327,18 @@ async def test_priority_run_after_queues_and_context_map_onto_venturi(dsn: str) 
     }
     assert found["report"] == ["SUCCESSFUL", [0, 1, 2]]  # an async task function
     assert found["ctx"] == {"tag": "t", "attempt": 1, "id": found["ctx_id"]}
-    assert found["invalid"] == ["InvalidTaskError", "InvalidTaskError"]
+    # Django 6 (Python >= 3.12) ships the framework: the backend and the project's tasks are
+    # its own, not the backport's (also installed). Before it, the backport, whose
+    # exception is InvalidTaskError up to 0.12 and InvalidTask after (as Django 6 names it).
+    framework = "django.tasks" if django.VERSION >= (6, 0) else "django_tasks"
+    assert found["framework"] == framework
+    assert found["task_class"] == f"{framework}.base.Task"
+    assert found["backend_base"] == [f"{framework}.backends.base"]
+    assert found["invalid"][0] in {
+        f"{framework}.exceptions.InvalidTask",
+        f"{framework}.exceptions.InvalidTaskError",
+    }
+    assert found["invalid"] == found["invalid"][:1] * 2
     assert found["missing"] == ["999999", "not-a-number"]
     assert found["flags"] == [True, True, True, True]
 

@@ -605,7 +605,7 @@ async def test_the_notification_wakes_an_idle_worker(
     # An idle worker polls every 60 s: only the notification can wake it within the wait.
     worker = Worker(None, dsn, [handler], poll_max=60)
     async with running(worker):
-        await wait_until(lambda: worker._listening)
+        await wait_until(lambda: worker.listening)
         await wait_stat(worker, "empty_claims", 1)
         await stack.enqueue(handler, Item(1))
         await asyncio.wait_for(ran.wait(), 20)
@@ -644,8 +644,13 @@ async def test_a_sync_connection_in_the_async_call_says_which_to_use(
     with pytest.raises(TypeError, match="venturi takes"):
         work.enqueue_sync(object(), Item(1))  # type: ignore[arg-type]
     sqlite = sqlalchemy.create_engine("sqlite://")
-    with pytest.raises(TypeError, match="needs PostgreSQL"):
-        work.enqueue_sync(sqlite, Item(1))
+    try:
+        with pytest.raises(TypeError, match="needs PostgreSQL"):
+            work.enqueue_sync(sqlite, Item(1))
+    finally:
+        # The engine's pool keeps the connection the refused call opened; Python 3.13 warns
+        # (ResourceWarning, an error here) when an open sqlite3 connection is collected.
+        sqlite.dispose()
 
 
 async def test_the_schema_applies_through_a_sync_driver(
@@ -660,13 +665,25 @@ async def test_the_schema_applies_through_a_sync_driver(
         assert c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     p2 = psycopg2.connect(empty_dsn)
     try:
+        # An idle psycopg2 connection: a transaction of venturi's own, committed.
         assert db.schema.apply_schema_sync(p2, schema="venturi") == []
         assert work.enqueue_sync(p2, Item(1)) > 0
+        assert p2.get_transaction_status() == psycopg2.extensions.TRANSACTION_STATUS_IDLE
+        # In the caller's transaction (psycopg2 opened it at the first statement): left
+        # open for the caller, whose rollback undoes the enqueue.
+        with p2.cursor() as cur:
+            cur.execute(tsql.statement("jobs_count"))
+            assert cur.fetchone() == (1,)
+        assert db.schema.apply_schema_sync(p2, schema="venturi") == []
+        assert work.enqueue_sync(p2, Item(2)) > 0
+        assert p2.get_transaction_status() == psycopg2.extensions.TRANSACTION_STATUS_INTRANS
+        p2.rollback()
     finally:
         p2.close()
     c2 = await asyncpg.connect(empty_dsn)
     try:
         assert await db.schema.schema_version(c2, schema="venturi") == latest
+        assert await c2.fetchval(tsql.statement("jobs_count")) == 1  # the first one only
     finally:
         await c2.close()
 

@@ -44,7 +44,7 @@ async def _waits_on_a_lock(observer: asyncpg.Connection, pid: int) -> bool:
 
 
 async def _count(conn: asyncpg.Connection, kind: str) -> int:
-    counts = await db.jobs.job_counts(conn, schema="venturi")
+    counts = await db.reads.job_counts(conn, schema="venturi")
     return sum(r["jobs"] for r in counts if r["kind"] == kind)
 
 
@@ -132,7 +132,7 @@ async def test_recover_stale_uses_the_tasks_own_backoff(
     a = await own.enqueue(conn, N(1))
     b = await default.enqueue(conn, N(1))
     ghost = db.Claimant("ghost:1")
-    await db.jobs.job_claim(
+    await db.claims.job_claim(
         conn,
         schema="venturi",
         claimant=ghost,
@@ -144,7 +144,7 @@ async def test_recover_stale_uses_the_tasks_own_backoff(
     )
     await expire_claims(conn)
     # The sweep knows no task: the row's stored backoff decides; its own only for b.
-    recovered = await db.jobs.job_recover_stale(
+    recovered = await db.claims.job_recover_stale(
         conn, schema="venturi", recoverer="sweeper:1", backoff=Backoff.fixed(30)
     )
     assert sorted(r["id"] for r in recovered) == [a, b]
@@ -276,28 +276,28 @@ async def test_same_identity_claimants_never_touch_each_others_claims(
     # b's orphan release, heartbeat and settlements leave a's claim alone.
     assert [
         r["id"]
-        for r in await db.jobs.job_release_orphans_if_owned(
+        for r in await db.settle.job_release_orphans_if_owned(
             conn, schema="venturi", claimant=b, running=[]
         )
     ] == [second]
-    (beat,) = await db.jobs.job_heartbeat_if_owned(
+    (beat,) = await db.settle.job_heartbeat_if_owned(
         conn, schema="venturi", claimant=b, ids=[first], attempts=[1], leases=[60.0]
     )
     assert not beat["owned"] and not beat["renewed"]
     assert (
-        await db.jobs.job_complete_many_if_owned(
+        await db.settle.job_complete_many_if_owned(
             conn, schema="venturi", claimant=b, ids=[first], attempts=[1], results=[None]
         )
         == set()
     )
-    assert not await db.jobs.job_release_if_owned(
+    assert not await db.settle.job_release_if_owned(
         conn, schema="venturi", claimant=b, job_id=first, attempt=1, detail="x"
     )
-    assert not await db.jobs.job_cancel_if_owned(
+    assert not await db.settle.job_cancel_if_owned(
         conn, schema="venturi", claimant=b, job_id=first, attempt=1, detail="x"
     )
     assert (
-        await db.jobs.job_fail_if_owned(
+        await db.settle.job_fail_if_owned(
             conn,
             schema="venturi",
             claimant=b,
@@ -314,7 +314,7 @@ async def test_same_identity_claimants_never_touch_each_others_claims(
     job = await venturi.get_job(conn, first)
     assert job is not None and job.status == "claimed" and job.claimed_by == "same:1"
     # a still owns it, and the journal names the identity, not the token.
-    assert await db.jobs.job_fail_if_owned(
+    assert await db.settle.job_fail_if_owned(
         conn,
         schema="venturi",
         claimant=a,

@@ -97,7 +97,7 @@ async def test_scheduling_at_and_after(
 
 
 async def _count(conn: asyncpg.Connection) -> int:
-    return sum(r["jobs"] for r in await db.jobs.job_counts(conn, schema=sql.DEFAULT_SCHEMA))
+    return sum(r["jobs"] for r in await db.reads.job_counts(conn, schema=sql.DEFAULT_SCHEMA))
 
 
 @pytest.mark.parametrize(
@@ -142,7 +142,7 @@ async def test_key_deduplicates_while_unfinished(
     # Once the holder is finished, the key is free again.
     rows = await claim(conn, W1, ["fetch"], limit=10, backoff=venturi.Backoff.fixed(1))
     done = [r for r in rows if r["id"] == first]
-    await db.jobs.job_complete_many_if_owned(
+    await db.settle.job_complete_many_if_owned(
         conn,
         schema="venturi",
         claimant=W1,
@@ -230,7 +230,7 @@ async def test_unapplied_schema_is_a_clear_error(empty_dsn: str, kinds: list[str
         await conn.close()
 
 
-# --- bulk enqueue by binary COPY (db.jobs.job_copy_in, from COPY_MIN_ROWS jobs) -------
+# --- bulk enqueue by binary COPY (db.enqueue.job_copy_in, from COPY_MIN_ROWS jobs) -------
 
 
 def _mixed(fetch: venturi.Task[Fetch], mail: venturi.Task[Any], at: datetime) -> list[Any]:
@@ -270,12 +270,12 @@ async def test_copy_writes_what_the_insert_writes(
 
     at = datetime.now(UTC) + timedelta(days=2)
     specs = _mixed(fetch, mail, at)
-    inserted = await db.jobs.job_insert_many(conn, schema=sql.DEFAULT_SCHEMA, specs=specs)
-    copied = await db.jobs.job_copy_in(conn, schema=sql.DEFAULT_SCHEMA, specs=specs)
+    inserted = await db.enqueue.job_insert_many(conn, schema=sql.DEFAULT_SCHEMA, specs=specs)
+    copied = await db.enqueue.job_copy_in(conn, schema=sql.DEFAULT_SCHEMA, specs=specs)
     assert copied == sorted(copied) and min(copied) > max(inserted)
     assert await _stored(conn, copied) == await _stored(conn, inserted)
     with pytest.raises(ValueError, match="unkeyed"):
-        await db.jobs.job_copy_in(
+        await db.enqueue.job_copy_in(
             conn, schema=sql.DEFAULT_SCHEMA, specs=[fetch.job(Fetch("k"), key="k")]
         )
 
@@ -283,7 +283,7 @@ async def test_copy_writes_what_the_insert_writes(
 async def test_a_large_batch_goes_by_copy_in_order_with_one_notification(
     dsn: str, conn: asyncpg.Connection, fetch: venturi.Task[Fetch], mail: venturi.Task[Any]
 ) -> None:
-    n = db.jobs.COPY_MIN_ROWS
+    n = db.enqueue.COPY_MIN_ROWS
     heard: list[str] = []
     listener = await asyncpg.connect(dsn)
     try:
@@ -312,7 +312,7 @@ async def test_a_large_batch_goes_by_copy_in_order_with_one_notification(
 async def test_a_copy_rolls_back_with_the_callers_transaction(
     dsn: str, conn: asyncpg.Connection, fetch: venturi.Task[Fetch]
 ) -> None:
-    n = db.jobs.COPY_MIN_ROWS
+    n = db.enqueue.COPY_MIN_ROWS
 
     class Undo(Exception):
         pass
@@ -339,7 +339,7 @@ async def test_a_copy_rolls_back_with_the_callers_transaction(
 
 
 async def test_a_copy_on_a_pool(pool: asyncpg.Pool, fetch: venturi.Task[Fetch]) -> None:
-    n = db.jobs.COPY_MIN_ROWS
+    n = db.enqueue.COPY_MIN_ROWS
     ids = await venturi.enqueue_many(pool, [fetch.job(Fetch(str(i))) for i in range(n)])
     job = await venturi.get_job(pool, ids[-1])
     assert job is not None and job.carry["url"] == str(n - 1)

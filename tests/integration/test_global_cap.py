@@ -13,16 +13,16 @@ import venturi
 from tests.support import Item, expire_claim, running, wait_for, wait_status, wait_until
 from venturi import Backoff, ConfigError, Context, db, sql
 from venturi.backoff import DEFAULT_BACKOFF
-from venturi.registry import JobSpec
 from venturi.runtime.worker import Worker
+from venturi.tasks import JobSpec
 
 SCHEMA = "venturi"
 
 
 async def _capped(
     conn: Any, claimant: db.Claimant, kind: str, *, cap: int, wanted: int = 5
-) -> db.caps.CappedClaim:
-    return await db.caps.claim_within_cap(
+) -> db.claims.CappedClaim:
+    return await db.claims.claim_within_cap(
         conn,
         schema=SCHEMA,
         claimant=claimant,
@@ -87,7 +87,7 @@ async def test_a_claim_waiting_on_the_cap_lock_counts_the_claims_committed_meanw
         tx = first.transaction()
         await tx.start()
         # The claim takes the kind's cap lock and holds it until this transaction ends.
-        rows, held = await db.caps.job_claim_capped(
+        rows, held = await db.claims.job_claim_capped(
             first,
             schema=SCHEMA,
             claimant=db.Claimant("a"),
@@ -121,13 +121,13 @@ async def test_released_and_recovered_jobs_free_their_places(
     assert (len(first.claimed), first.held) == (2, 2)
     assert (await _capped(conn, me, "gc_free", cap=2)).claimed == []
     a, b = first.claimed
-    assert await db.jobs.job_release_if_owned(
+    assert await db.settle.job_release_if_owned(
         conn, schema=SCHEMA, claimant=me, job_id=a["id"], attempt=a["attempt"], detail="test"
     )
     again = await _capped(conn, me, "gc_free", cap=2)
     assert (len(again.claimed), again.held) == (1, 2)
     await expire_claim(conn, b["id"])
-    await db.jobs.job_recover_stale(conn, schema=SCHEMA, recoverer="r", backoff=DEFAULT_BACKOFF)
+    await db.claims.job_recover_stale(conn, schema=SCHEMA, recoverer="r", backoff=DEFAULT_BACKOFF)
     after = await _capped(conn, me, "gc_free", cap=2)
     assert (len(after.claimed), after.held) == (1, 2)
 
@@ -179,8 +179,8 @@ async def test_a_capped_kind_with_a_shared_rate_limit_keeps_both(
     await venturi.enqueue_many(conn, [handler.job(Item(i)) for i in range(6)])
     me = db.Claimant("w")
 
-    async def take(wanted: int) -> db.caps.CappedClaim:
-        return await db.caps.claim_within_cap(
+    async def take(wanted: int) -> db.claims.CappedClaim:
+        return await db.claims.claim_within_cap(
             conn,
             schema=SCHEMA,
             claimant=me,
@@ -194,7 +194,7 @@ async def test_a_capped_kind_with_a_shared_rate_limit_keeps_both(
     first = await take(5)
     assert (len(first.claimed), first.held, first.wait) == (2, 2, 0.0)  # the cap
     for row in first.claimed:
-        await db.jobs.job_complete_many_if_owned(
+        await db.settle.job_complete_many_if_owned(
             conn, schema=SCHEMA, claimant=me, ids=[row["id"]], attempts=[1], results=[None]
         )
     second = await take(5)
@@ -209,7 +209,7 @@ async def test_a_capped_claim_reaches_its_rows_by_index(conn: asyncpg.Connection
     # reads the jobs table whole. Its UPDATE once joined the candidates and hashed the
     # table for every claim (migration 13).
     specs = [JobSpec("capped", "{}", 1, None, None, None, 25) for _ in range(20_000)]
-    await db.jobs.job_insert_many(conn, schema="venturi", specs=specs)
+    await db.enqueue.job_insert_many(conn, schema="venturi", specs=specs)
     await conn.execute(sql.statement("maintenance/analyze"))
     plans: list[str] = []
     conn.add_log_listener(lambda _c, message: plans.append(message.message))

@@ -42,7 +42,7 @@ async def test_delete_job_deletes_an_unclaimed_job_and_refuses_a_claimed_one(
     assert (await venturi.get_job(conn, claimed)).status == "claimed"  # type: ignore[union-attr]
     [change] = await admin.cancel_jobs(conn, [pending])  # asks its worker to stop
     assert change.done and change.now == "claimed"
-    await db.jobs.job_cancel_if_owned(
+    await db.settle.job_cancel_if_owned(
         conn, schema="venturi", claimant=W, job_id=pending, attempt=1, detail="test"
     )
     with caplog.at_level(logging.INFO, logger="venturi.admin"):

@@ -149,7 +149,7 @@ async def test_round_trip_through_jsonb(
     def through_db(carry: Carry) -> Carry:
         async def go() -> str:
             job_id = await handler.enqueue(conn, carry)
-            row = await db.jobs.job_get(conn, schema=sql.DEFAULT_SCHEMA, job_id=job_id)
+            row = await db.reads.job_get(conn, schema=sql.DEFAULT_SCHEMA, job_id=job_id)
             return str(row["carry"])
 
         stored = asyncio.run_coroutine_threadsafe(go(), loop).result(30)
@@ -171,7 +171,7 @@ async def test_round_trip_through_jsonb(
 
     # Hypothesis drives the examples from a thread; the database calls run on this loop.
     await asyncio.to_thread(prop)
-    rows = await db.jobs.job_counts(conn, schema=sql.DEFAULT_SCHEMA)
+    rows = await db.reads.job_counts(conn, schema=sql.DEFAULT_SCHEMA)
     assert sum(r["jobs"] for r in rows) >= 100  # the examples really went through
 
 

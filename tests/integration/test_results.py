@@ -14,8 +14,8 @@ import venturi
 from tests.support import Item, running, wait_for, wait_stat, wait_status
 from venturi import ConfigError, Context, ResultCleanup, db, sql
 from venturi.backoff import DEFAULT_BACKOFF
-from venturi.registry import JobSpec
 from venturi.runtime.worker import Worker
+from venturi.tasks import JobSpec
 
 # The claimant of the jobs these tests claim and settle through the store.
 W1 = db.Claimant("w:1")
@@ -99,6 +99,9 @@ async def test_cleanup_in_many_workers_clears_each_result_once(
     workers = [Worker(None, pool, [short]) for _ in range(4)]
     await asyncio.gather(*(ResultCleanup(batch=3).run(pool, w) for w in workers))
     assert sum(w.stats["results_cleared"] for w in workers) == 40
+    for job_id in ids:
+        job = await venturi.get_job(conn, job_id)
+        assert job is not None and job.status == "completed" and job.result is None, job_id
 
 
 async def test_worker_runs_result_cleanup_as_maintenance(
@@ -139,10 +142,10 @@ async def test_cleanup_reads_only_rows_that_still_hold_a_result(conn: asyncpg.Co
     # twenty stored a result. The cleanup must find those through jobs_result_idx, not
     # by reading every completed row again at each pass.
     specs = [JobSpec(f"k{i % 5}", "{}", 1, None, None, None, 25) for i in range(10_000)]
-    await db.jobs.job_insert_many(conn, schema="venturi", specs=specs)
+    await db.enqueue.job_insert_many(conn, schema="venturi", specs=specs)
     kinds = [f"k{i}" for i in range(5)]
     rows = (
-        await db.jobs.job_claim(
+        await db.claims.job_claim(
             conn,
             schema="venturi",
             claimant=W1,
@@ -154,7 +157,7 @@ async def test_cleanup_reads_only_rows_that_still_hold_a_result(conn: asyncpg.Co
         )
     ).claimed
     results = ['{"ok": true}' if i % 20 == 0 else None for i in range(len(rows))]
-    await db.jobs.job_complete_many_if_owned(
+    await db.settle.job_complete_many_if_owned(
         conn,
         schema="venturi",
         claimant=W1,

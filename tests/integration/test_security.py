@@ -205,7 +205,7 @@ async def test_hostile_kind_key_carry_and_reasons_round_trip_as_data(
     dead = await venturi.get_job(conn, dies)
     assert dead is not None and dead.last_error == hostile + "die"
     # The tables are intact and hold exactly these two jobs.
-    rows = await db.jobs.job_counts(conn, schema=sql.DEFAULT_SCHEMA)
+    rows = await db.reads.job_counts(conn, schema=sql.DEFAULT_SCHEMA)
     assert {(r["kind"], r["status"]): r["jobs"] for r in rows} == {
         (hostile, "completed"): 1,
         (hostile, "dead"): 1,
@@ -276,7 +276,7 @@ async def _undecodable_big_job(dsn: str, conn: asyncpg.Connection) -> int:
 
     old = venturi.task(kind="sec_big")(old_fn)
     job_id = await old.enqueue(conn, Old("S" * 300_000))
-    venturi.registry.unregister("sec_big")
+    venturi.tasks.unregister("sec_big")
 
     async def new_fn(ctx: Context[Any], carry: New) -> None:
         return None

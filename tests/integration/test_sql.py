@@ -17,7 +17,7 @@ from tests.support.plans import nodes
 from venturi import db, sql
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.errors import ConfigError
-from venturi.registry import JobSpec
+from venturi.tasks import JobSpec
 
 # The claimant of the jobs these tests claim and settle through the store.
 W1 = db.Claimant("w:1")
@@ -127,10 +127,10 @@ async def test_claim_and_recovery_use_their_partial_indexes(conn: asyncpg.Connec
     # 10,000 rows through the library's own statements: 8,000 completed, 1,000 claimed
     # with a live lease, 1,000 pending, over five kinds and three priorities.
     specs = [JobSpec(f"k{i % 5}", "{}", i % 3, None, None, None, 25) for i in range(10_000)]
-    await db.jobs.job_insert_many(conn, schema="venturi", specs=specs)
+    await db.enqueue.job_insert_many(conn, schema="venturi", specs=specs)
     kinds = [f"k{i}" for i in range(5)]
     rows = (
-        await db.jobs.job_claim(
+        await db.claims.job_claim(
             conn,
             schema="venturi",
             claimant=W1,
@@ -142,7 +142,7 @@ async def test_claim_and_recovery_use_their_partial_indexes(conn: asyncpg.Connec
         )
     ).claimed
     done = rows[:8_000]
-    await db.jobs.job_complete_many_if_owned(
+    await db.settle.job_complete_many_if_owned(
         conn,
         schema="venturi",
         claimant=W1,
@@ -181,7 +181,7 @@ async def test_claim_keeps_its_index_on_a_backlog_of_one_kind(conn: asyncpg.Conn
     # planner expect no match and sort the whole backlog; the claim must stay an ordered
     # index scan under generic and custom plans alike.
     specs = [JobSpec("only", "{}", 1, None, None, None, 25) for _ in range(20_000)]
-    await db.jobs.job_insert_many(conn, schema="venturi", specs=specs)
+    await db.enqueue.job_insert_many(conn, schema="venturi", specs=specs)
     await conn.execute(sql.statement("maintenance/analyze"))
     args = ("me:1", ["only"], [60.0], 0, 10, 1.0, 2.0, 3600.0, [], [], [], W1.token, True)
     for mode in ("force_custom_plan", "force_generic_plan"):

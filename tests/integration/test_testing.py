@@ -14,6 +14,7 @@ import msgspec
 import pytest
 
 import venturi
+from tests.support import sql as tsql
 from venturi import Context, admin, testing
 
 pytest_plugins = ["pytester"]
@@ -124,8 +125,17 @@ async def test_drain_on_a_connection_sees_its_open_transaction(
         await tx.rollback()
     # Everything happened inside the test's transaction: rolled back, nothing is left.
     assert await venturi.get_job(conn, first) is None
-    # The connection is usable afterwards and no longer LISTENs for the worker.
-    assert await conn.fetchval("SELECT 1") == 1
+    # (That read ran on the same connection: it is usable afterwards.)
+
+
+async def test_drain_on_a_connection_leaves_no_listen_behind(
+    conn: asyncpg.Connection, tasks: dict[str, venturi.Task[Any]]
+) -> None:
+    # A job that pauses twice: the drain's worker is up long enough to LISTEN.
+    job_id = await tasks["t_pause"].enqueue(conn, Step(3))
+    outcomes = await testing.drain(conn, [tasks["t_pause"]], State())
+    assert outcomes[job_id].status == "completed"
+    assert await conn.fetchval(tsql.statement("listening_channels")) == []
 
 
 async def test_drain_on_a_pool_with_worker_options(

@@ -29,12 +29,12 @@ async def _waits_on_a_lock(observer: asyncpg.Connection, pid: int) -> bool:
 
 
 async def _jobs(conn: asyncpg.Connection, kind: str) -> int:
-    counts = await db.jobs.job_counts(conn, schema=SCHEMA)
+    counts = await db.reads.job_counts(conn, schema=SCHEMA)
     return sum(r["jobs"] for r in counts if r["kind"] == kind)
 
 
 async def _complete(conn: asyncpg.Connection, row: Any) -> None:
-    done = await db.jobs.job_complete_many_if_owned(
+    done = await db.settle.job_complete_many_if_owned(
         conn, schema=SCHEMA, claimant=W, ids=[row["id"]], attempts=[row["attempt"]], results=[None]
     )
     assert done == {row["id"]}

@@ -24,7 +24,7 @@ import venturi.web
 from tests.support.claims import claim
 from tests.support.opsdata import TRACEBACK, S, make
 from venturi import admin, db, sql
-from venturi.registry import JobSpec
+from venturi.tasks import JobSpec
 from venturi.web import charts
 
 TOKEN = "t0ken-for-the-dashboard-tests-0123456789"
@@ -133,7 +133,7 @@ async def test_keyset_pagination_walks_every_job_once(
     conn: asyncpg.Connection, web: httpx.AsyncClient
 ) -> None:
     specs = [JobSpec(f"k{i % 3}", "{}", 1, None, None, f"key-{i}", 25) for i in range(130)]
-    ids = await db.jobs.job_insert_many(conn, schema=S, specs=specs)
+    ids = await db.enqueue.job_insert_many(conn, schema=S, specs=specs)
     seen: list[int] = []
     path: str | None = "/jobs?kind=k1"
     while path:
@@ -355,14 +355,14 @@ HOSTILE_TB = TRACEBACK + "<script>alert('tb')</script>\n\u202e\u0007 binary-look
 async def test_hostile_values_are_escaped_everywhere(
     conn: asyncpg.Connection, web: httpx.AsyncClient
 ) -> None:
-    [job_id] = await db.jobs.job_insert_many(
+    [job_id] = await db.enqueue.job_insert_many(
         conn,
         schema=S,
         specs=[JobSpec(HOSTILE_KIND, HOSTILE_CARRY, 1, None, None, HOSTILE_KEY, 25)],
     )
     hostile = db.Claimant("<b>worker</b>:1")
     rows = await claim(conn, hostile, [HOSTILE_KIND], schema=S)
-    assert await db.jobs.job_fail_if_owned(
+    assert await db.settle.job_fail_if_owned(
         conn,
         schema=S,
         claimant=hostile,
@@ -511,7 +511,8 @@ def test_the_worker_never_imports_the_dashboard() -> None:
         "import venturi, venturi.runtime.worker, venturi.cli, venturi.admin; "
         "assert not [m for m in sys.modules if m.startswith('venturi.web')], 'imported'"
     )
-    subprocess.run([sys.executable, "-c", code], check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
 
 
 async def test_venturi_web_serves_with_a_token(dsn: str, tmp_path: Any) -> None:

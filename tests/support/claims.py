@@ -25,7 +25,7 @@ async def claim(
 ) -> list[Any]:
     """The rows ``job_claim`` claims for ``claimant``: up to ``limit`` of ``kinds``, each
     kind leased for ``lease`` seconds."""
-    answer = await db.jobs.job_claim(
+    answer = await db.claims.job_claim(
         conn,
         schema=schema,
         claimant=claimant,

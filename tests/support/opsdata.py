@@ -8,7 +8,7 @@ from typing import Any
 
 from venturi import db
 from venturi.backoff import DEFAULT_BACKOFF
-from venturi.registry import JobSpec
+from venturi.tasks import JobSpec
 
 S = "venturi"
 
@@ -36,14 +36,14 @@ async def make(
     with a traceback). Make claimed and finished jobs before a kind's pending ones: the
     claim takes the oldest due job of the kind."""
     after = 3600.0 if state == "scheduled" else None
-    [job_id] = await db.jobs.job_insert_many(
+    [job_id] = await db.enqueue.job_insert_many(
         conn, schema=S, specs=[JobSpec(kind, carry, priority, None, after, key, 25)]
     )
     if state in ("pending", "scheduled"):
         return job_id
     me = db.Claimant(worker)
     rows = (
-        await db.jobs.job_claim(
+        await db.claims.job_claim(
             conn,
             schema=S,
             claimant=me,
@@ -59,11 +59,11 @@ async def make(
     if state == "claimed":
         return job_id
     if state == "completed":
-        assert await db.jobs.job_complete_many_if_owned(
+        assert await db.settle.job_complete_many_if_owned(
             conn, schema=S, claimant=me, ids=[job_id], attempts=[attempt], results=['{"ok":true}']
         )
     elif state == "failed":
-        status = await db.jobs.job_fail_if_owned(
+        status = await db.settle.job_fail_if_owned(
             conn,
             schema=S,
             claimant=me,
@@ -77,7 +77,7 @@ async def make(
         )
         assert status == "pending"
     elif state == "dead":
-        status = await db.jobs.job_fail_if_owned(
+        status = await db.settle.job_fail_if_owned(
             conn,
             schema=S,
             claimant=me,

@@ -33,7 +33,9 @@ async def count_matching(
 ) -> Matching:
     """What a bulk action on this filter would touch: shown to the operator to confirm."""
     check_status(status)
-    row = await db.jobs.job_count_matching(conn, schema=schema, status=status, kind=kind, key=key)
+    row = await db.operations.job_count_matching(
+        conn, schema=schema, status=status, kind=kind, key=key
+    )
     return Matching(int(row["jobs"]), row["newest_id"])
 
 
@@ -55,7 +57,7 @@ async def act_on_matching(
     cursor = check_ids([up_to])[0] + 1
     out: list[Change] = []
     while True:
-        ids = await db.jobs.job_ids_matching(
+        ids = await db.operations.job_ids_matching(
             conn, schema=schema, status=status, kind=kind, key=key, before=cursor, limit=batch
         )
         if not ids:

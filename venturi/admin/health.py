@@ -167,7 +167,7 @@ async def stats(
     live or gone (no heartbeat for ``liveness`` seconds)."""
     liveness = validate.seconds(liveness, "liveness")
     kinds, f = await _windowed(
-        db.jobs.job_stats, conn, completed_window, failures_window, liveness, schema
+        db.operations.job_stats, conn, completed_window, failures_window, liveness, schema
     )
     return Stats(completed_window, failures_window, kinds, liveness, f.running)
 
@@ -195,7 +195,7 @@ async def top_frame(
     workers are the live and gone ones, idle or not (``list_workers``)."""
     liveness = validate.seconds(liveness, "liveness")
     kinds, f = await _windowed(
-        db.jobs.job_top, conn, completed_window, failures_window, liveness, schema
+        db.operations.job_top, conn, completed_window, failures_window, liveness, schema
     )
     return TopFrame(
         datetime.now(UTC), completed_window, failures_window, kinds, f.running, liveness

@@ -75,7 +75,7 @@ async def list_jobs(
     validate.integer(limit, "limit")
     if before is not None:
         check_ids([before])
-    rows = await db.jobs.job_list(
+    rows = await db.operations.job_list(
         conn, schema=schema, status=status, kind=kind, limit=limit, key=key, before=before
     )
     return [JobRow(**dict(r)) for r in rows]
@@ -191,7 +191,7 @@ def _retried(r: Any) -> Change | None:
 
 async def _retry(conn: Conn, ids: list[int], who: str, schema: str) -> list[Change]:
     async def read(todo: list[int]) -> list[Any]:
-        return await db.jobs.job_retry_many_if_dead_or_cancelled(
+        return await db.operations.job_retry_many_if_dead_or_cancelled(
             conn, schema=schema, ids=todo, operator=who, detail=MANUAL_RETRY
         )
 
@@ -246,7 +246,7 @@ async def cancel_jobs(
     who = operator or operator_identity()
 
     async def read(todo: list[int]) -> list[Any]:
-        return await db.jobs.job_cancel_many(
+        return await db.operations.job_cancel_many(
             conn, schema=schema, ids=todo, operator=who, detail=CANCEL_DETAIL
         )
 
@@ -266,7 +266,7 @@ async def delete_jobs(
     wanted = sorted(set(check_ids(ids)))
     who = operator or operator_identity()
     results = []
-    for r in await db.jobs.job_delete_many_if_not_claimed(conn, schema=schema, ids=wanted):
+    for r in await db.operations.job_delete_many_if_not_claimed(conn, schema=schema, ids=wanted):
         job_id, kind, was = r["id"], r["kind"], r["was"]
         if was is None:
             results.append(missing(job_id))
@@ -308,7 +308,7 @@ async def run_now_jobs(
     wanted = sorted(set(check_ids(ids)))
     who = operator or operator_identity()
     results = []
-    rows = await db.jobs.job_run_now_many_if_pending(
+    rows = await db.operations.job_run_now_many_if_pending(
         conn, schema=schema, ids=wanted, operator=who, detail=RUN_NOW_DETAIL
     )
     for r in rows:
@@ -371,7 +371,7 @@ async def set_priority(
     who = operator or operator_identity()
     name = tier.name.lower()
     results = []
-    rows = await db.jobs.job_set_priority_many_if_pending(
+    rows = await db.operations.job_set_priority_many_if_pending(
         conn,
         schema=schema,
         ids=wanted,

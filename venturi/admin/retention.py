@@ -38,7 +38,9 @@ async def purge_count(
 ) -> int:
     """How many jobs ``purge`` would delete now."""
     st, secs = _purge_args(status, older_than, kind)
-    return await db.jobs.job_purge_count(conn, schema=schema, status=st, older_than=secs, kind=kind)
+    return await db.operations.job_purge_count(
+        conn, schema=schema, status=st, older_than=secs, kind=kind
+    )
 
 
 async def purge(
@@ -57,7 +59,7 @@ async def purge(
     validate.integer(batch, "batch")
     total = 0
     while True:
-        deleted = await db.jobs.job_purge_batch(
+        deleted = await db.operations.job_purge_batch(
             conn, schema=schema, status=st, older_than=secs, kind=kind, batch=batch
         )
         total += deleted

@@ -150,7 +150,7 @@ async def recover_expired(conn: Conn, *, recoverer: str, schema: str = DEFAULT_S
     ``status``, ``claimed_by``), journaled with ``recoverer``."""
     # Jobs carry their task's backoff; DEFAULT_BACKOFF is for tasks that declared none.
     return list(
-        await db.jobs.job_recover_stale(
+        await db.claims.job_recover_stale(
             conn, schema=schema, recoverer=recoverer, backoff=DEFAULT_BACKOFF
         )
     )

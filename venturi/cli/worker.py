@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from venturi import admin, logs, registry, sql
+from venturi import admin, logs, sql
 from venturi.cli.app import app
 from venturi.cli.common import (
     DsnOption,
@@ -30,6 +30,7 @@ from venturi.cli.signals import FORCED_EXIT_WITHIN, exit_now, install_signal_han
 from venturi.db.errors import one_line
 from venturi.errors import VenturiError
 from venturi.status import DEFAULT_LIVENESS
+from venturi.tasks import Task, registered
 
 
 @app.command("recover")
@@ -86,7 +87,7 @@ def _recover_worker(target: str, schema: str, worker: str, force: bool, liveness
     typer.echo(f"recovered {len(done.jobs)} claim(s) of worker {w.name} ({w.id}, {w.state})")
 
 
-def load_target(target: str) -> tuple[list[registry.Task[Any]], Any]:
+def load_target(target: str) -> tuple[list[Task[Any]], Any]:
     """Import ``MODULE[:STATE]``; returns the tasks the module declared and the state.
 
     STATE names an attribute of the module: a callable (sync or async) is called to build
@@ -104,7 +105,7 @@ def load_target(target: str) -> tuple[list[registry.Task[Any]], Any]:
         )
     if module_name.startswith("."):
         raise fail(f"{module_name!r} is a relative name: give the full dotted module name")
-    before = set(registry.registered())
+    before = set(registered())
     sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
@@ -117,12 +118,10 @@ def load_target(target: str) -> tuple[list[registry.Task[Any]], Any]:
     finally:
         sys.path.pop(0)
     mine = [
-        t
-        for t in registry.registered().values()
-        if getattr(t.fn, "__module__", None) == module.__name__
+        t for t in registered().values() if getattr(t.fn, "__module__", None) == module.__name__
     ]
     # A module that only imports its tasks from elsewhere: take what its import declared.
-    tasks = mine or [t for k, t in registry.registered().items() if k not in before]
+    tasks = mine or [t for k, t in registered().items() if k not in before]
     if not tasks:
         raise fail(f"module {module_name!r} declares no @venturi.task")
     state: Any = None
@@ -320,7 +319,7 @@ def worker(
 
 
 def serve(
-    tasks: list[registry.Task[Any]],
+    tasks: list[Task[Any]],
     state_src: Any,
     target: str,
     target_dsn: str,

@@ -1,52 +1,60 @@
 """The database layer: the one place venturi executes SQL.
 
 Each statement function runs the ``sql_templates`` statement it is named after
-(``jobs.job_claim`` runs ``job_claim``), takes a ``conn.Conn`` and keyword-only
+(``claims.job_claim`` runs ``job_claim``), takes a ``conn.Conn`` and keyword-only
 parameters, and holds no SQL text. ``conn`` is the driver seam of the worker's statements, ``drivers`` the one of the
-application's calls (every driver an application may hold); ``errors`` classifies
+application's calls (every driver an application may hold). Statements on jobs live by
+caller: ``enqueue`` (the application's inserts, ``JobSpec``), ``claims`` (the worker's
+claim, within shared rate limits and global caps, and stale recovery), ``settle`` (the
+worker's ``_if_owned`` settlements and heartbeat), ``reads`` and ``operations`` (the
+operators' statements); ``errors`` classifies
 what the driver raises; ``connect`` opens connections; ``schema`` applies migrations.
 """
 
 from venturi.db import (
     alerts,
-    caps,
+    claims,
     conn,
     connect,
     dashboard,
     databases,
     drivers,
+    enqueue,
     errors,
     health,
     held,
-    jobs,
     journal,
     kinds,
-    rates,
+    operations,
+    reads,
     schedules,
     schema,
+    settle,
     workers,
     workflow,
 )
-from venturi.db.jobs import Claimant
+from venturi.db.claims import Claimant
 
 __all__ = [
     "Claimant",
     "alerts",
-    "caps",
+    "claims",
     "conn",
     "connect",
     "dashboard",
     "databases",
     "drivers",
+    "enqueue",
     "errors",
     "health",
     "held",
-    "jobs",
     "journal",
     "kinds",
-    "rates",
+    "operations",
+    "reads",
     "schedules",
     "schema",
+    "settle",
     "workers",
     "workflow",
 ]

@@ -15,9 +15,10 @@ from typing import Any
 
 from venturi import sql
 from venturi.db import drivers
+from venturi.db.claims import Claimant
 from venturi.db.conn import Conn, Record
 from venturi.db.drivers import Query, Steps
-from venturi.db.jobs import Claimant, NewJob
+from venturi.db.enqueue import JobSpec
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ async def child_spawn(
     schema: str,
     parent_id: int,
     name: str,
-    spec: NewJob,
+    spec: JobSpec,
     traceparent: str | None,
 ) -> Record:
     """Insert a child and record its id as the parent's step ``name``, in one statement:
@@ -188,7 +189,7 @@ class Node:
     """One job of a Workflow graph: its spec and the positions of the nodes it comes
     after, with their names."""
 
-    spec: NewJob
+    spec: JobSpec
     after: tuple[tuple[int, str], ...]
 
 

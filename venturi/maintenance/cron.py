@@ -20,11 +20,11 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from venturi import db, registry
+from venturi import db
 from venturi.cronspec import CronSpec
 from venturi.errors import ConfigError
 from venturi.priority import Priority
-from venturi.registry import Task
+from venturi.tasks import Task, as_priority, default_cron_carry, registered
 from venturi.validate import seconds
 
 log = logging.getLogger("venturi.cron")
@@ -98,9 +98,9 @@ def schedule(
         name = f"{task.kind}@{spec.expression}" + ("" if spec.tz == "UTC" else f"@{spec.tz}")
     if not isinstance(name, str) or not name.strip() or len(name) > 200:
         raise ConfigError(f"schedule name must be a non-empty string, got {name!r}")
-    prio = None if priority is None else registry._priority(priority)
+    prio = None if priority is None else as_priority(priority)
     if carry is _NO_CARRY:
-        carry = registry.default_cron_carry(task.carry_type, task.kind)
+        carry = default_cron_carry(task.carry_type, task.kind)
     new = Schedule(name, task, spec, carry, prio)
     existing = _SCHEDULES.get(name)
     if existing is not None and not existing._same(new):
@@ -125,7 +125,7 @@ def schedules_for(kinds: Iterable[str]) -> list[Schedule]:
     """The schedules of these kinds: each cron task's own (named after its kind) and the
     declared ones; ``ConfigError`` if two share a name."""
     wanted = set(kinds)
-    tasks = registry.registered()
+    tasks = registered()
     found: dict[str, Schedule] = {}
     candidates = [
         Schedule(kind, t, t.cron, t.cron_carry)

@@ -21,11 +21,11 @@ from venturi import db, validate
 from venturi.admin.health import KindHealth, unserved
 from venturi.db.conn import Conn
 from venturi.runtime import instruments
+from venturi.status import DEFAULT_LIVENESS
 
 log = logging.getLogger("venturi.metrics")
 
 DEFAULT_INTERVAL = 15.0
-DEFAULT_LIVENESS = 30.0
 
 # (gauge, help, column) per kind; every one is labelled by kind.
 _PER_KIND = (

@@ -12,7 +12,8 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from venturi import db, registry, validate
+from venturi import db, validate
+from venturi.tasks import registered
 from venturi.validate import seconds
 
 log = logging.getLogger("venturi.results")
@@ -45,7 +46,7 @@ class ResultCleanup:
         return f"<venturi.ResultCleanup every {self.interval:g}s>"
 
     async def run(self, pool: Any, worker: Any) -> None:
-        tasks = registry.registered()
+        tasks = registered()
         ttls = {
             kind: ttl
             for kind in worker.kinds
@@ -54,7 +55,7 @@ class ResultCleanup:
         total = 0
         for kind, ttl in sorted(ttls.items()):
             while True:
-                n = await db.jobs.job_result_clear_expired(
+                n = await db.operations.job_result_clear_expired(
                     pool, schema=worker.schema, kind=kind, ttl=ttl, batch=self.batch
                 )
                 total += n

@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from venturi import admin, db, validate
+from venturi.status import JobStatus
 from venturi.validate import seconds
 
 log = logging.getLogger("venturi.retention")
@@ -46,9 +47,9 @@ class Retention:
         self.periods: dict[str, float | None] = {
             status: None if value is None else seconds(value, f"retention {status}")
             for status, value in (
-                ("completed", completed),
-                ("dead", dead),
-                ("cancelled", cancelled),
+                (JobStatus.COMPLETED, completed),
+                (JobStatus.DEAD, dead),
+                (JobStatus.CANCELLED, cancelled),
             )
         }
         self.workers = None if workers is None else seconds(workers, "retention workers")

@@ -13,11 +13,11 @@ from datetime import timedelta
 from typing import Any
 
 from venturi import db, validate
+from venturi.status import DEFAULT_LIVENESS
 
 log = logging.getLogger("venturi.worker")
 
 DEFAULT_INTERVAL = 60.0
-DEFAULT_LIVENESS = 30.0
 
 
 class UnservedKinds:

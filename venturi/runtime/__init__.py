@@ -1,7 +1,9 @@
-"""The worker runtime: the claim loop (``worker``) and the parts it drives.
+"""The worker runtime: ``Worker`` (``worker``, the facade), its ``config`` (the knobs
+and a ``KindPolicy`` per kind) and the claim-and-dispatch ``loop`` it runs.
 
-``claimer`` decides what to claim, ``inflight`` runs handlers through ``executor``,
-``completer`` writes their ``settlement``, ``recovery`` returns expired claims,
-``heartbeat`` renews leases and hears cancel requests, ``listener`` wakes the loop, and
-``instruments`` counts. ``group`` runs several workers in one process.
+``claimer`` decides what to claim, ``inflight`` holds the slots and runs handlers
+through ``executor``, ``completer`` writes their ``settlement``, ``recovery`` returns
+expired claims, ``heartbeat`` renews leases and hears cancel requests, ``listener``
+wakes the loop, and ``instruments`` counts. ``group`` runs several workers in one
+process.
 """

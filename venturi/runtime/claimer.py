@@ -12,19 +12,18 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
 from venturi import db
-from venturi.backoff import Backoff
 from venturi.db.conn import Conn, Record
 from venturi.priority import Priority
-from venturi.rate import Rate, TokenBucket
+from venturi.rate import TokenBucket
+from venturi.runtime.config import KindPolicy, WorkerConfig
 from venturi.runtime.instruments import Instruments
 from venturi.runtime.recovery import Recovery
 from venturi.runtime.run import Run
-from venturi.runtime.settlement import Completed
 
 # How long a worker leaves a kind found at its global cap before it looks again: a place
 # freed by another worker's settlement sends no notification.
@@ -32,52 +31,45 @@ CAP_RECHECK = 0.5
 
 
 class Claimer:
-    """Claims for one worker run. ``per_kind`` counts each kind's occupied slots (the
-    claimer adds what it claims; the completer frees what it settles)."""
+    """Claims for one worker run, by each kind's ``KindPolicy``. ``occupied`` counts each
+    kind's occupied slots (the in-flight set's count: it takes them as a claim's jobs
+    start and gives them back as they settle)."""
 
     def __init__(
         self,
-        *,
-        schema: str,
+        config: WorkerConfig,
         claimant: db.Claimant,
-        kinds: Iterable[str],
-        leases: dict[str, float],
-        caps: dict[str, int | None],
-        rates: dict[str, Rate | None],
-        priority_ratio: int | None,
-        backoff: Backoff,
-        poll_max: float,
-        per_kind: Counter[str],
+        policies: Mapping[str, KindPolicy],
+        occupied: Counter[str],
         recovery: Recovery,
         instruments: Instruments,
-        deadline: float | None = None,
-        global_caps: dict[str, int] | None = None,
     ) -> None:
-        self.schema = schema
+        self.schema = config.schema
         # The statement deadline, also set on the server for a shared-rate claim's
         # transaction.
-        self.deadline = deadline
+        self.deadline = config.statement_deadline()
         self.claimant = claimant
-        self.kinds = sorted(kinds)
-        self.leases = leases
-        self.caps = caps
-        self.priority_ratio = priority_ratio
-        self.backoff = backoff
-        self.poll_max = poll_max
-        self.per_kind = per_kind
+        self.kinds = sorted(policies)
+        self.policies = policies
+        self.priority_ratio = config.priority_ratio
+        # For recovered jobs whose task declared no backoff.
+        self.backoff = config.backoff
+        self.poll_max = config.poll_max
+        self.per_kind = occupied
         self.recovery = recovery
         self.stats = instruments.stats
         self._m = instruments.prom
-        self.buckets = {
-            k: TokenBucket(r) for k, r in rates.items() if r is not None and not r.shared
-        }
+        rates = {k: p.rate for k, p in policies.items() if p.rate is not None}
+        self.buckets = {k: TokenBucket(r) for k, r in rates.items() if not r.shared}
         # Kinds with a shared (database) bucket; until = when an empty bucket has its
         # next token.
-        self.shared = {k: r for k, r in rates.items() if r is not None and r.shared}
+        self.shared = {k: r for k, r in rates.items() if r.shared}
         self.shared_until: dict[str, float] = {}
         # Kinds with a global cap, claimed on their own (their shared rate, if any, in the
         # same transaction); until = when a kind found at its cap is looked at again.
-        self.global_caps = dict(global_caps or {})
+        self.global_caps = {
+            k: p.global_cap for k, p in policies.items() if p.global_cap is not None
+        }
         self.capped_until: dict[str, float] = {}
         self._claims = 0
         # The last claim filled its batch: a backlog, against which the claim's cached
@@ -92,7 +84,7 @@ class Claimer:
         return [
             k
             for k in self.kinds
-            if ((cap := self.caps[k]) is None or self.per_kind[k] - rel[k] < cap)
+            if ((cap := self.policies[k].cap) is None or self.per_kind[k] - rel[k] < cap)
             and ((bucket := self.buckets.get(k)) is None or bucket.available() >= 1)
             and k not in self.shared
             and k not in self.global_caps
@@ -102,7 +94,7 @@ class Claimer:
         return [
             k
             for k in self.shared
-            if ((cap := self.caps[k]) is None or self.per_kind[k] < cap)
+            if ((cap := self.policies[k].cap) is None or self.per_kind[k] < cap)
             and self.shared_until.get(k, 0.0) <= now
             and k not in self.global_caps
         ]
@@ -114,7 +106,7 @@ class Claimer:
         return [
             k
             for k in self.global_caps
-            if ((cap := self.caps[k]) is None or self.per_kind[k] < cap)
+            if ((cap := self.policies[k].cap) is None or self.per_kind[k] < cap)
             and ((bucket := self.buckets.get(k)) is None or bucket.available() >= 1)
             and self.capped_until.get(k, 0.0) <= now
         ]
@@ -166,17 +158,17 @@ class Claimer:
                 break
             limit = free
             for k in kinds:
-                cap = self.caps[k]
+                cap = self.policies[k].cap
                 if cap is not None:
                     # A batch must not overshoot a cap: size it to the tightest room.
                     limit = min(limit, cap - (self.per_kind[k] - releasing[k]))
                 if (bucket := self.buckets.get(k)) is not None:
                     # Nor spend more tokens than the bucket holds.
                     limit = min(limit, bucket.available())
-            leases = [self.leases[k] for k in kinds]
+            leases = [self.policies[k].lease for k in kinds]
             floor = self.next_floor()
             self.recovery.claiming()
-            rows, settled, recovered = await db.jobs.job_claim(
+            rows, settled, recovered = await db.claims.job_claim(
                 conn,
                 schema=self.schema,
                 claimant=self.claimant,
@@ -185,7 +177,7 @@ class Claimer:
                 floor=floor,
                 limit=limit,
                 backoff=self.backoff,
-                done=[(r.id, r.attempt, _result(r)) for r in done],
+                done=[(r.id, r.attempt, r.result()) for r in done],
                 replan=self._backlog,
             )
             self._backlog = len(rows) >= limit
@@ -195,7 +187,7 @@ class Claimer:
             done = []
             if floor and len(rows) < limit:
                 # A reserved tier that is empty does not waste the slot.
-                more, _, recovered = await db.jobs.job_claim(
+                more, _, recovered = await db.claims.job_claim(
                     conn,
                     schema=self.schema,
                     claimant=self.claimant,
@@ -223,18 +215,18 @@ class Claimer:
         taken = 0
         for kind in self.shared_claimable(time.monotonic()):
             room = free - taken
-            cap = self.caps[kind]
+            cap = self.policies[kind].cap
             if cap is not None:
                 room = min(room, cap - self.per_kind[kind])
             if room < 1:
                 continue
             rate = self.shared[kind]
-            (rows, _, recovered), wait = await db.rates.claim_within_rate(
+            (rows, _, recovered), wait = await db.claims.claim_within_rate(
                 conn,
                 schema=self.schema,
                 claimant=self.claimant,
                 kind=kind,
-                lease=self.leases[kind],
+                lease=self.policies[kind].lease,
                 per_second=rate.per_second,
                 burst=rate.burst,
                 wanted=room,
@@ -262,7 +254,7 @@ class Claimer:
         now = time.monotonic()
         for kind in self.capped_claimable(now):
             room = free - taken
-            cap = self.caps[kind]
+            cap = self.policies[kind].cap
             if cap is not None:
                 room = min(room, cap - self.per_kind[kind])
             if (bucket := self.buckets.get(kind)) is not None:
@@ -271,12 +263,12 @@ class Claimer:
                 continue
             rate = self.shared.get(kind)
             global_cap = self.global_caps[kind]
-            rows, held, wait = await db.caps.claim_within_cap(
+            rows, held, wait = await db.claims.claim_within_cap(
                 conn,
                 schema=self.schema,
                 claimant=self.claimant,
                 kind=kind,
-                lease=self.leases[kind],
+                lease=self.policies[kind].lease,
                 global_cap=global_cap,
                 wanted=room,
                 rate=None if rate is None else (rate.per_second, rate.burst),
@@ -295,9 +287,8 @@ class Claimer:
         return taken
 
     def _count(self, rows: list[Record]) -> None:
-        """Count a claim: its rows occupy slots and spend tokens."""
+        """Count a claim: its rows spend tokens (``start`` takes their slots)."""
         for row in rows:
-            self.per_kind[row["kind"]] += 1
             if (bucket := self.buckets.get(row["kind"])) is not None:
                 bucket.spend(1)
         self.stats["claimed"] += len(rows)
@@ -326,7 +317,7 @@ class Claimer:
         kinds = self.claimable_kinds() + self.shared_claimable(now) + self.capped_claimable(now)
         if not kinds:
             return self.poll_max
-        nxt, timer = await db.jobs.job_next_visible_at(
+        nxt, timer = await db.claims.job_next_visible_at(
             conn, schema=self.schema, kinds=sorted(kinds)
         )
         if timer is not None and timer <= datetime.now(timer.tzinfo):
@@ -358,8 +349,3 @@ async def _let_them_start(rows: list[Record]) -> None:
     0.05 ms with the yield (benchmarks.pickup, about a third of the worker's pickup)."""
     if rows:
         await asyncio.sleep(0)
-
-
-def _result(run: Run) -> str | None:
-    outcome = run.outcome
-    return outcome.result if type(outcome) is Completed else None

@@ -10,20 +10,17 @@ expiry).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
-import time
-from collections import Counter
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
 
 from venturi import db
 from venturi.backoff import Backoff
 from venturi.codecs import text_safe
 from venturi.db.conn import Conn
-from venturi.registry import Task
-from venturi.runtime import executor
+from venturi.db.journal import JournalEvent
+from venturi.runtime.config import KindPolicy
+from venturi.runtime.inflight import InFlight
 from venturi.runtime.instruments import Instruments
 from venturi.runtime.run import Run
 from venturi.runtime.settlement import (
@@ -39,6 +36,7 @@ from venturi.runtime.settlement import (
     Undecodable,
     Waiting,
 )
+from venturi.status import JobStatus
 
 log = logging.getLogger("venturi.worker")
 
@@ -64,42 +62,33 @@ def error_of(error: str, timed_out: bool = False) -> tuple[str, str]:
 
 class Completer:
     """Writes the settlements of this run's finished jobs under ``claimant``'s token.
-    ``per_kind`` counts each kind's occupied slots; settling a run frees its slot."""
+    Settling a run gives its slot back to ``slots``."""
 
     def __init__(
         self,
         schema: str,
         claimant: db.Claimant,
-        backoff: Backoff,
+        policies: Mapping[str, KindPolicy],
         failures_to_dead: bool,
         instruments: Instruments,
-        per_kind: Counter[str],
+        slots: InFlight,
     ) -> None:
         self.schema = schema
         self.claimant = claimant
-        self.backoff = backoff
+        self.policies = policies
         self.failures_to_dead = failures_to_dead
         self.stats = instruments.stats
         self._m = instruments.prom
-        self.per_kind = per_kind
+        self.slots = slots
         self.unsettled: list[Run] = []
-        # After a database error that was about a statement: settle one run at a time.
-        self.isolate = False
-        # After any database error: a claim whose answer was lost may have claimed jobs
-        # that nobody runs; look for them once the database is back.
-        self.orphans_possible = False
 
-    def reap(self, inflight: dict[asyncio.Task[None], Run]) -> None:
-        """Move finished handlers from the in-flight set to the settle queue."""
-        for handle in [h for h in inflight if h.done()]:
-            run = inflight.pop(handle)
-            if self._m:
-                self._m.run_seconds.labels(run.task.kind).observe(time.monotonic() - run.started)
-            run.outcome = executor.ending(handle, run)
+    def take(self, ended: Iterable[Run]) -> None:
+        """Queue runs whose handler ended (``InFlight.reap``) for their settlement."""
+        for run in ended:
             self.unsettled.append(run)
             if type(run.outcome) is Committed:
                 # Written by the handler's own transaction (ctx.complete): nothing to do.
-                self.finish(run, "completed", True)
+                self.finish(run, Committed.name, True)
 
     def completes(self) -> list[Run]:
         """The queued completions (they may ride the next claim)."""
@@ -120,13 +109,13 @@ class Completer:
             return
         done = self.completes() if completes else []
         if done:
-            settled = await db.jobs.job_complete_many_if_owned(
+            settled = await db.settle.job_complete_many_if_owned(
                 conn,
                 schema=self.schema,
                 claimant=self.claimant,
                 ids=[r.id for r in done],
                 attempts=[r.attempt for r in done],
-                results=[_result(r) for r in done],
+                results=[r.result() for r in done],
             )
             self.completed(done, settled)
         for run in [r for r in self.unsettled if type(r.outcome) is not Completed]:
@@ -136,17 +125,15 @@ class Completer:
     def completed(self, runs: Iterable[Run], settled: set[int]) -> None:
         """These completions were written; those in ``settled`` applied."""
         for r in runs:
-            self.finish(r, "completed", r.id in settled)
+            self.finish(r, Completed.name, r.id in settled)
 
     def finish(self, run: Run, what: str, applied: bool) -> None:
         self.unsettled.remove(run)
-        self.per_kind[run.task.kind] -= 1
-        if self._m:
-            self._m.in_flight.labels(run.task.kind).dec()
-            if applied:
-                self._m.settled.labels(run.task.kind, what).inc()
-            else:
-                self._m.ownership_lost.labels(run.task.kind).inc()
+        self.slots.vacate(run)
+        if self._m and applied:
+            self._m.settled.labels(run.task.kind, what).inc()
+        elif self._m:
+            self._m.ownership_lost.labels(run.task.kind).inc()
         extra = {"job_id": run.id, "kind": run.task.kind, "attempt": run.attempt}
         if applied:
             self.stats[what] += 1
@@ -204,7 +191,7 @@ class Completer:
             case Committed():
                 return True  # the handler's own transaction wrote it
             case Completed(result):
-                settled = await db.jobs.job_complete_many_if_owned(
+                settled = await db.settle.job_complete_many_if_owned(
                     conn,
                     schema=sch,
                     claimant=me,
@@ -214,11 +201,11 @@ class Completer:
                 )
                 return job_id in settled
             case Cancelled(detail):
-                return await db.jobs.job_cancel_if_owned(
+                return await db.settle.job_cancel_if_owned(
                     conn, schema=sch, claimant=me, job_id=job_id, attempt=attempt, detail=detail
                 )
             case Paused(carry, at, after):
-                return await db.jobs.job_pause_if_owned(
+                return await db.settle.job_pause_if_owned(
                     conn,
                     schema=sch,
                     claimant=me,
@@ -230,7 +217,7 @@ class Completer:
                 )
             case Dead(reason) | Undecodable(reason):
                 # No retry loop for an undecodable carry: it will not decode later either.
-                return await db.jobs.job_dead_if_owned(
+                return await db.settle.job_dead_if_owned(
                     conn,
                     schema=sch,
                     claimant=me,
@@ -253,67 +240,76 @@ class Completer:
                 )
                 return status is not None
             case Released(detail):
-                return await db.jobs.job_release_if_owned(
+                return await db.settle.job_release_if_owned(
                     conn, schema=sch, claimant=me, job_id=job_id, attempt=attempt, detail=detail
                 )
-            case Retried(carry, after, reason):
-                delay = (
-                    after if after is not None else self._backoff(run.task).delay(run.failures + 1)
-                )
-                status = await db.jobs.job_fail_if_owned(
-                    conn,
-                    schema=sch,
-                    claimant=me,
-                    job_id=job_id,
-                    attempt=attempt,
-                    event="retried",
-                    error=text_safe(reason) or "handler asked for a retry",
-                    carry=carry,
-                    delay=delay,
-                    force_dead=False,
-                )
-                return status is not None
-            case Failed(error) | TimedOut(error):
-                delay = self._backoff(run.task).delay(run.failures + 1)
-                dead_reason = outcome.dead if type(outcome) is Failed else None
-                force = dead_reason is not None or (
-                    self.failures_to_dead and type(outcome) is Failed
-                )
-                status = await db.jobs.job_fail_if_owned(
-                    conn,
-                    schema=sch,
-                    claimant=me,
-                    job_id=job_id,
-                    attempt=attempt,
-                    event=outcome.name,
-                    error=text_safe(error),
-                    carry=None,
-                    delay=delay,
-                    force_dead=force,
-                    dead_reason=dead_reason,
-                )
-                if status is not None:
-                    kind, message = error_of(error, type(outcome) is TimedOut)
-                    then = "now dead" if status == "dead" else f"retry in {delay:.1f}s"
-                    log.info(
-                        "job %d (%s) attempt %d %s: %s; %s",
-                        job_id,
-                        run.task.kind,
-                        attempt,
-                        outcome.name,
-                        f"{kind}: {message}" if message else kind,
-                        then,
-                        extra={**run.log_extra(), "error_type": kind, "error_message": message},
-                    )
-                return status is not None
+            case Retried():
+                return await self._retry(conn, run, outcome)
+            case Failed() | TimedOut():
+                return await self._fail(conn, run, outcome)
 
-    def _backoff(self, task: Task[Any]) -> Backoff:
-        """The task's own retry backoff, else this worker's default."""
-        return task.backoff if task.backoff is not None else self.backoff
+    async def _retry(self, conn: Conn, run: Run, outcome: Retried) -> bool:
+        """The handler asked for a retry: a failed execution, after its own delay (or the
+        kind's backoff), with the carry it gave."""
+        delay = outcome.after
+        if delay is None:
+            delay = self._backoff(run).delay(run.failures + 1)
+        status = await db.settle.job_fail_if_owned(
+            conn,
+            schema=self.schema,
+            claimant=self.claimant,
+            job_id=run.id,
+            attempt=run.attempt,
+            event=JournalEvent.RETRIED,
+            error=text_safe(outcome.reason) or "handler asked for a retry",
+            carry=outcome.carry,
+            delay=delay,
+            force_dead=False,
+        )
+        return status is not None
+
+    async def _fail(self, conn: Conn, run: Run, outcome: Failed | TimedOut) -> bool:
+        """A failed (or timed-out) execution: retried after the kind's backoff, or dead
+        (``failures_to_dead``, a ``retry_on`` miss, the last allowed failure)."""
+        delay = self._backoff(run).delay(run.failures + 1)
+        dead_reason = outcome.dead if type(outcome) is Failed else None
+        force = dead_reason is not None or (self.failures_to_dead and type(outcome) is Failed)
+        status = await db.settle.job_fail_if_owned(
+            conn,
+            schema=self.schema,
+            claimant=self.claimant,
+            job_id=run.id,
+            attempt=run.attempt,
+            event=outcome.name,
+            error=text_safe(outcome.error),
+            carry=None,
+            delay=delay,
+            force_dead=force,
+            dead_reason=dead_reason,
+        )
+        if status is None:
+            return False
+        kind, message = error_of(outcome.error, type(outcome) is TimedOut)
+        then = "now dead" if status == JobStatus.DEAD else f"retry in {delay:.1f}s"
+        log.info(
+            "job %d (%s) attempt %d %s: %s; %s",
+            run.id,
+            run.task.kind,
+            run.attempt,
+            outcome.name,
+            f"{kind}: {message}" if message else kind,
+            then,
+            extra={**run.log_extra(), "error_type": kind, "error_message": message},
+        )
+        return True
+
+    def _backoff(self, run: Run) -> Backoff:
+        """The kind's retry backoff: the task's own, else this worker's default."""
+        return self.policies[run.task.kind].backoff
 
     async def release_orphans(self, conn: Conn, running: list[int]) -> None:
         """Release jobs claimed under this run's token that it is not running."""
-        rows = await db.jobs.job_release_orphans_if_owned(
+        rows = await db.settle.job_release_orphans_if_owned(
             conn, schema=self.schema, claimant=self.claimant, running=running
         )
         for row in rows:
@@ -324,8 +320,3 @@ class Completer:
                 row["kind"],
                 extra={"job_id": row["id"], "kind": row["kind"], "attempt": row["attempt"]},
             )
-
-
-def _result(run: Run) -> str | None:
-    outcome = run.outcome
-    return outcome.result if type(outcome) is Completed else None

@@ -15,9 +15,9 @@ from venturi.context import Context, JobMeta, Transactions
 from venturi.middleware import Middleware, run_through
 from venturi.outcomes import Complete, Dead, Pause, Retry
 from venturi.priority import Priority
-from venturi.registry import Task
 from venturi.runtime import settlement as s
 from venturi.runtime.run import Run
+from venturi.tasks import Task
 from venturi.workflow.suspend import Suspend, Unreplayable
 
 log = logging.getLogger("venturi.worker")

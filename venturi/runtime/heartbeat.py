@@ -62,7 +62,7 @@ class Heartbeat:
         now = time.monotonic()
         due = {r.id for r in runs if r.renew and now - r.renewed >= r.lease / 3}
         try:
-            rows = await db.jobs.job_heartbeat_if_owned(
+            rows = await db.settle.job_heartbeat_if_owned(
                 conn,
                 schema=self.schema,
                 claimant=self.claimant,

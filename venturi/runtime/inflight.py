@@ -1,17 +1,21 @@
-"""The in-flight set: the handler tasks running now, each with its claimed job."""
+"""The in-flight set: the worker's slots. The handler tasks running now, each with its
+claimed job, and how many slots each kind occupies (a run holds its slot from its claim
+until its settlement is written)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from venturi.db.claims import Claimant
 from venturi.db.conn import Record
-from venturi.db.jobs import Claimant
 from venturi.middleware import Middleware
-from venturi.registry import Task
 from venturi.runtime import executor
+from venturi.runtime.config import KindPolicy
 from venturi.runtime.instruments import Instruments
 from venturi.runtime.run import Run
 from venturi.runtime.settlement import COMMITTED, Released
@@ -27,14 +31,13 @@ CANCEL_GRACE = 5.0
 
 class InFlight:
     """Starts a claim's jobs, each as its own task, and stops them at shutdown.
-    ``ended`` is called as each task ends (it wakes the loop)."""
+    ``ended`` is called as each task ends (it wakes the loop). ``per_kind`` counts each
+    kind's occupied slots: ``start`` takes them, ``vacate`` gives one back."""
 
     def __init__(
         self,
         state: Any,
-        tasks: dict[str, Task[Any]],
-        leases: dict[str, float],
-        renews: dict[str, bool],
+        policies: Mapping[str, KindPolicy],
         ended: Callable[[asyncio.Task[None]], None],
         instruments: Instruments,
         schema: str = "venturi",
@@ -42,11 +45,10 @@ class InFlight:
         middleware: Sequence[Middleware] = (),
     ) -> None:
         self.handles: dict[asyncio.Task[None], Run] = {}
+        self.per_kind: Counter[str] = Counter()
         self._middleware = middleware
         self._state = state
-        self._tasks = tasks
-        self._leases = leases
-        self._renews = renews
+        self._policies = policies
         self._ended = ended
         self._m = instruments.prom
         self._schema = schema
@@ -62,16 +64,18 @@ class InFlight:
         m = self._m
         for row in rows:
             kind = row["kind"]
+            policy = self._policies[kind]
+            self.per_kind[kind] += 1
             run = Run(
-                task=self._tasks[kind],
+                task=policy.task,
                 id=row["id"],
                 attempt=row["attempt"],
                 failures=row["failures"],
                 carry_text=row["carry"],
                 priority=row["priority"],
                 created_at=row["created_at"],
-                lease=self._leases[kind],
-                renew=self._renews[kind],
+                lease=policy.lease,
+                renew=policy.renew,
                 traceparent=row["traceparent"],
             )
             tx = None
@@ -85,6 +89,24 @@ class InFlight:
             self.handles[handle] = run
             if m:
                 m.in_flight.labels(kind).inc()
+
+    def reap(self) -> list[Run]:
+        """Take the runs whose handler ended out of the running set, each with its
+        outcome; their slots stay taken until ``vacate``."""
+        ended = []
+        for handle in [h for h in self.handles if h.done()]:
+            run = self.handles.pop(handle)
+            if self._m:
+                self._m.run_seconds.labels(run.task.kind).observe(time.monotonic() - run.started)
+            run.outcome = executor.ending(handle, run)
+            ended.append(run)
+        return ended
+
+    def vacate(self, run: Run) -> None:
+        """Give back ``run``'s slot: its settlement is written (or its claim lost)."""
+        self.per_kind[run.task.kind] -= 1
+        if self._m:
+            self._m.in_flight.labels(run.task.kind).dec()
 
     def ask_to_stop(self) -> None:
         """Set every running handler's ``ctx.cancelled``: shutdown has begun."""

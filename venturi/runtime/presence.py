@@ -18,6 +18,7 @@ import time
 
 from venturi import db
 from venturi.db.conn import Conn
+from venturi.version import __version__
 
 log = logging.getLogger("venturi.worker")
 
@@ -27,8 +28,6 @@ PRUNE_AFTER = 86_400.0
 
 
 def version() -> str:
-    from venturi import __version__
-
     return __version__
 
 

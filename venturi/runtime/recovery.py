@@ -53,7 +53,7 @@ class Recovery:
     async def recover(self, conn: Conn) -> None:
         """Recover expired claims (of any worker) without claiming."""
         self.at = time.monotonic()
-        rows = await db.jobs.job_recover_stale(
+        rows = await db.claims.job_recover_stale(
             conn, schema=self.schema, recoverer=self.recoverer, backoff=self.backoff
         )
         for row in rows:

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from venturi.registry import Task
-from venturi.runtime.settlement import Settlement
+from venturi.runtime.settlement import Completed, Settlement
+from venturi.tasks import Task
 
 
 @dataclass(eq=False)
@@ -41,6 +41,11 @@ class Run:
     # The handler completed the job in its own transaction (ctx.complete), which
     # committed: the worker writes nothing more for this run.
     committed: bool = False
+
+    def result(self) -> str | None:
+        """The result to store with a completion (None unless the run completed)."""
+        outcome = self.outcome
+        return outcome.result if type(outcome) is Completed else None
 
     def log_extra(self) -> dict[str, Any]:
         """The structured fields of this job's log lines."""

@@ -80,7 +80,7 @@ class JobTransactions:
             )
         if self._done:
             return
-        settled = await db.jobs.job_complete_many_if_owned(
+        settled = await db.settle.job_complete_many_if_owned(
             conn,
             schema=self.schema,
             claimant=self.claimant,

@@ -6,18 +6,20 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
 from venturi import db
 from venturi.errors import ConfigError
+from venturi.jobs import get_job
+from venturi.runtime.worker import Worker
 from venturi.sql import DEFAULT_SCHEMA
 
 if TYPE_CHECKING:
     from venturi.jobs import JobInfo
-    from venturi.registry import Task
+    from venturi.tasks import Task
 
 
 class _SharedConnection:
@@ -122,6 +124,50 @@ class _Observed:
         return await self.inner.release(conn, timeout=timeout)
 
 
+async def _source(target: Any) -> tuple[Any, Any]:
+    """The pool drain opened itself (None when given one) and what the worker uses."""
+    if isinstance(target, str):
+        own_pool = await db.connect.create_pool(target, min_size=1, max_size=3)
+        return own_pool, own_pool
+    if isinstance(target, asyncpg.Connection):
+        return None, _SharedConnection(target)
+    if isinstance(target, asyncpg.Pool):
+        return None, target
+    raise ConfigError(f"drain: target must be a DSN, an asyncpg Pool or Connection, got {target!r}")
+
+
+async def _run_while_due(
+    worker: Worker[Any],
+    remaining: Callable[[], Awaitable[int]],
+    activity: asyncio.Event,
+    give_up_after: float,
+) -> int:
+    """Run ``worker`` until no job is due (or it stopped, or ``give_up_after`` passed),
+    counting again after each burst of its activity; the jobs still due."""
+    shutdown = asyncio.Event()
+    running = asyncio.create_task(worker.run(shutdown))
+    deadline = asyncio.get_running_loop().time() + give_up_after
+    left = -1
+    try:
+        while True:
+            activity.clear()
+            left = await remaining()
+            if left == 0 or running.done():
+                break
+            waiter = asyncio.create_task(activity.wait())
+            budget = deadline - asyncio.get_running_loop().time()
+            await asyncio.wait(
+                {waiter, running}, timeout=max(budget, 0), return_when=asyncio.FIRST_COMPLETED
+            )
+            waiter.cancel()
+            if budget <= 0:
+                break
+    finally:
+        shutdown.set()
+        await running  # re-raises what stopped the worker early (SchemaError, ...)
+    return left
+
+
 async def drain(
     target: str | asyncpg.Connection | asyncpg.Pool,
     tasks: Iterable[Task[Any]],
@@ -148,39 +194,27 @@ async def drain(
     ``give_up_after`` seconds (a paused kind, a job that pauses forever). ``worker_options`` go to
     ``venturi.Worker`` (``failures_to_dead=True`` makes an exception settle dead).
     """
-    from venturi.jobs import get_job
-    from venturi.runtime.worker import Worker
-
     task_list = list(tasks)
     if not task_list:
         raise ConfigError("drain: give the tasks whose jobs to run")
     kinds = sorted({t.kind for t in task_list})
     identity = f"venturi.testing.drain:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     activity = asyncio.Event()
-    own_pool = None
-    if isinstance(target, str):
-        own_pool = await db.connect.create_pool(target, min_size=1, max_size=3)
-        inner: Any = own_pool
-    elif isinstance(target, asyncpg.Connection):
-        inner = _SharedConnection(target)
-    elif isinstance(target, asyncpg.Pool):
-        inner = target
-    else:
-        raise ConfigError(
-            f"drain: target must be a DSN, an asyncpg Pool or Connection, got {target!r}"
-        )
+    own_pool, inner = await _source(target)
     try:
 
         async def remaining() -> int:
             # Read around the observer: drain's own reads must not count as activity.
-            return await db.jobs.job_due_count(
+            left = await db.reads.job_due_count(
                 inner, schema=schema, kinds=kinds, claimed_by=identity
             )
+            if left == 0 and timers:
+                # Nothing due but workflows asleep: in a test, their time has come.
+                left = await db.workflow.job_wake_timers_now(inner, schema=schema, kinds=kinds)
+            return left
 
         await db.schema.schema_version(inner, schema=schema)
-        if await remaining() == 0 and not (
-            timers and await db.workflow.job_wake_timers_now(inner, schema=schema, kinds=kinds)
-        ):
+        if await remaining() == 0:
             return {}
         options = {"concurrency": concurrency, "poll_max": 1.0, **worker_options}
         worker = Worker(
@@ -191,30 +225,7 @@ async def drain(
             schema=schema,
             **options,
         )
-        shutdown = asyncio.Event()
-        running = asyncio.create_task(worker.run(shutdown))
-        deadline = asyncio.get_running_loop().time() + give_up_after
-        left = -1
-        try:
-            while True:
-                activity.clear()
-                left = await remaining()
-                if left == 0 and timers and not running.done():
-                    # Nothing due but workflows asleep: their time has come, in a test.
-                    left = await db.workflow.job_wake_timers_now(inner, schema=schema, kinds=kinds)
-                if left == 0 or running.done():
-                    break
-                waiter = asyncio.create_task(activity.wait())
-                budget = deadline - asyncio.get_running_loop().time()
-                await asyncio.wait(
-                    {waiter, running}, timeout=max(budget, 0), return_when=asyncio.FIRST_COMPLETED
-                )
-                waiter.cancel()
-                if budget <= 0:
-                    break
-        finally:
-            shutdown.set()
-            await running  # re-raises what stopped the worker early (SchemaError, ...)
+        left = await _run_while_due(worker, remaining, activity, give_up_after)
         if left:
             raise TimeoutError(
                 f"drain: {left} job(s) of {', '.join(kinds)} still due after {give_up_after:g}s "
@@ -222,7 +233,7 @@ async def drain(
             )
         ids = [
             r["id"]
-            for r in await db.jobs.job_list_claimed_by(inner, schema=schema, claimed_by=identity)
+            for r in await db.reads.job_list_claimed_by(inner, schema=schema, claimed_by=identity)
         ]
         out: dict[int, JobInfo] = {}
         for job_id in ids:

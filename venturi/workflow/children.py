@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from venturi import db, registry, tracing
+from venturi import db, tasks, tracing
 from venturi.errors import ChildFailed, DuplicateJob, VenturiError
 from venturi.priority import Priority
-from venturi.registry import Task
 from venturi.status import JobStatus
+from venturi.tasks import Task
 from venturi.workflow.child import Child
 from venturi.workflow.state import RunState, decode
 from venturi.workflow.suspend import Suspend
@@ -131,5 +131,5 @@ async def result_of(state: RunState, name: str) -> Any:
         raise VenturiError(f"ctx.result_of({name!r}): job {row['id']} no longer exists")
     if row["status"] != JobStatus.COMPLETED:
         raise VenturiError(f"ctx.result_of({name!r}): job {row['id']} is {row['status']}")
-    task = registry.registered().get(str(row["kind"]))
+    task = tasks.registered().get(str(row["kind"]))
     return _result(task, row["result"], f"node {name!r} (job {row['id']})")

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from venturi.priority import Priority
-from venturi.registry import Task
+from venturi.tasks import Task
 from venturi.workflow import children, signals, steps, timers
 from venturi.workflow.child import Child
 from venturi.workflow.state import RunState

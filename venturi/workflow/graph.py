@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from venturi import db, tracing
+from venturi.db.enqueue import JobSpec
 from venturi.errors import ConfigError
-from venturi.registry import JobSpec
 from venturi.sql import DEFAULT_SCHEMA
 
 

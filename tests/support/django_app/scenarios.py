@@ -29,7 +29,7 @@ import venturi  # noqa: E402
 from tests.support.carries import Item  # noqa: E402
 from tests.support.django_app import jobs, tasks  # noqa: E402
 from venturi import testing  # noqa: E402
-from venturi.contrib.django import backend, config  # noqa: E402
+from venturi.contrib.django import backend, config, tasks_api  # noqa: E402
 
 SCENARIOS: dict[str, Callable[[], dict[str, Any]]] = {}
 
@@ -230,7 +230,7 @@ def tasks_mapping() -> dict[str, Any]:
         try:
             bad()
         except backend.InvalidTask as exc:
-            invalid.append(type(exc).__name__)
+            invalid.append(f"{type(exc).__module__}.{type(exc).__name__}")
     _drain("default", "reports")
     for r in (deferred, report, ctx):
         r.refresh()
@@ -250,6 +250,9 @@ def tasks_mapping() -> dict[str, Any]:
         "ctx_id": ctx.id,
         "invalid": invalid,
         "missing": missing,
+        "framework": tasks_api.FRAMEWORK,
+        "task_class": f"{type(tasks.add).__module__}.{type(tasks.add).__name__}",
+        "backend_base": [c.__module__ for c in backend.VenturiBackend.__mro__[1:2]],
         "flags": [
             backend.VenturiBackend.supports_defer,
             backend.VenturiBackend.supports_async_task,

@@ -37,7 +37,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 import venturi
-from venturi import db, registry
+from venturi import db
 from venturi.contrib.django import config
 from venturi.contrib.django.tasks_api import (
     BaseTaskBackend,
@@ -56,7 +56,10 @@ from venturi.contrib.django.tasks_api import (
     task_finished,
     task_started,
 )
+from venturi.db.journal import JournalEvent
 from venturi.jobs import JobInfo, JournalEntry
+from venturi.status import JobStatus
+from venturi.tasks import registered
 
 KIND_PREFIX = "django."
 OPTIONS = ("DATABASE", "SCHEMA", "MAX_ATTEMPTS")
@@ -64,17 +67,17 @@ OPTIONS = ("DATABASE", "SCHEMA", "MAX_ATTEMPTS")
 # Who ran an attempt, as venturi's worker names itself (its default identity).
 WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
 
-_STATUS = {
-    "pending": TaskResultStatus.READY,
-    "claimed": TaskResultStatus.RUNNING,
+_STATUS: dict[str, TaskResultStatus] = {
+    JobStatus.PENDING: TaskResultStatus.READY,
+    JobStatus.CLAIMED: TaskResultStatus.RUNNING,
     # A venturi workflow between its runs: started, not finished.
-    "waiting": TaskResultStatus.RUNNING,
-    "completed": TaskResultStatus.SUCCESSFUL,
-    "dead": TaskResultStatus.FAILED,
-    "cancelled": TaskResultStatus.FAILED,
+    JobStatus.WAITING: TaskResultStatus.RUNNING,
+    JobStatus.COMPLETED: TaskResultStatus.SUCCESSFUL,
+    JobStatus.DEAD: TaskResultStatus.FAILED,
+    JobStatus.CANCELLED: TaskResultStatus.FAILED,
 }
 # The journal events that record a failed attempt (detail: what it raised).
-_FAILURES = ("failed", "retried", "timed-out", "dead")
+_FAILURES = (JournalEvent.FAILED, JournalEvent.RETRIED, JournalEvent.TIMED_OUT, JournalEvent.DEAD)
 
 
 class DjangoCall(msgspec.Struct, frozen=True):
@@ -186,7 +189,7 @@ def _task_of(carry: DjangoCall) -> Any:
 def runner(queue_name: str) -> venturi.Task[DjangoCall]:
     """The venturi task that runs the Django tasks of one queue."""
     kind = kind_of(queue_name)
-    existing = registry.registered().get(kind)
+    existing = registered().get(kind)
     if existing is not None:
         return existing
     return venturi.task(kind)(run_django_task)
@@ -252,7 +255,7 @@ class VenturiBackend(BaseTaskBackend):  # type: ignore[misc]
             carry, priority=tier_of(task.priority), at=task.run_after
         )
         spec = msgspec.structs.replace(spec, max_failures=self.max_attempts)
-        job_id = db.jobs.job_insert_sync(
+        job_id = db.enqueue.job_insert_sync(
             config.connection(self.database), schema=self.schema, spec=spec
         )
         result = TaskResult(
@@ -294,7 +297,7 @@ def result_of(job: JobInfo, journal: list[JournalEntry]) -> Any:
     for e in journal:
         if e.attempt > 0 and e.worker is not None:
             workers.setdefault(e.attempt, e.worker)
-    attempts = [e.at for e in journal if e.event == "claimed"] + [
+    attempts = [e.at for e in journal if e.event == JournalEvent.CLAIMED] + [
         e.at for e in journal if e.event in _FAILURES
     ]
     result = TaskResult(
@@ -311,7 +314,7 @@ def result_of(job: JobInfo, journal: list[JournalEntry]) -> Any:
         errors=[_task_error(e.detail or "") for e in journal if e.event in _FAILURES],
         worker_ids=[workers[a] for a in sorted(workers)],
     )
-    if job.status == "completed":
+    if job.status == JobStatus.COMPLETED:
         object.__setattr__(result, "_return_value", job.result)
     return result
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from venturi import registry
 from venturi.contrib.django import config
+from venturi.tasks import Task
 
 
 class Command(BaseCommand):  # type: ignore[misc]
@@ -82,7 +82,7 @@ class Command(BaseCommand):  # type: ignore[misc]
                 f"log-level must be debug, info, warning or error, got {ns.log_level!r}"
             )
         logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        tasks: dict[str, registry.Task[Any]] = {}
+        tasks: dict[str, Task[Any]] = {}
         for module in ns.modules:
             found, _ = load_target(module)
             tasks.update({t.kind: t for t in found})

@@ -1,0 +1,264 @@
+"""The worker's claim: who claims (``Claimant``), ``job_claim`` (which also settles
+completions and recovers expired claims), when the next job becomes visible, and the
+stale-claim recovery of a worker's sweep. Kinds with a shared rate limit are claimed
+within their database bucket (``claim_within_rate``: a token bucket per kind), kinds
+with a global cap within it (``claim_within_cap``: at most N jobs of a kind claimed
+across every worker together).
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from venturi import sql
+from venturi.backoff import Backoff
+from venturi.db.conn import Conn, Record, Source
+from venturi.db.connect import transaction
+from venturi.db.health import transaction_deadlines
+from venturi.db.held import Held
+
+
+@dataclass(frozen=True)
+class Claimant:
+    """Who claims: ``name`` is the identity recorded on claims and in the journal
+    (diagnostics only); ``token``, unique to each worker run, is what ownership compares.
+    Two claimants with the same name never settle, renew or release each other's jobs."""
+
+    name: str
+    token: uuid.UUID = field(default_factory=uuid.uuid4)
+
+
+class ClaimAnswer(NamedTuple):
+    """What ``job_claim`` did: the rows it claimed, the ids whose completion applied (the
+    others lost their claim), and the expired claims it recovered first (rows with
+    id, kind, attempt, failures, max_failures and ``recovered_from``, the dead claimer)."""
+
+    claimed: list[Record]
+    settled: set[int]
+    recovered: list[Record]
+
+
+async def job_claim(
+    conn: Conn,
+    *,
+    schema: str,
+    claimant: Claimant,
+    kinds: Sequence[str],
+    leases: Sequence[float],
+    floor: int,
+    limit: int,
+    backoff: Backoff,
+    done: Sequence[tuple[int, int, str | None]] = (),
+    replan: bool = False,
+) -> ClaimAnswer:
+    """Settle ``done`` (id, attempt, result) as completed, recover expired claims (a CTE,
+    ``_recover_cte``; ``backoff`` for tasks that declared none) and claim up to ``limit``
+    jobs of ``kinds`` at priority ``floor`` or above, in one statement and one commit.
+
+    On the worker loop's held connection the statement keeps its generic plan, and
+    ``replan`` (the last claim came back full) lets it be planned anew against the
+    table as it is now (``Held.fetch_planned``)."""
+    if isinstance(conn, Held):
+        run: Any = functools.partial(conn.fetch_planned, replan=replan)
+    else:
+        run = conn.fetch
+    rows = await run(
+        sql.statement("job_claim", schema),
+        claimant.name,
+        kinds,
+        leases,
+        floor,
+        limit,
+        backoff.base,
+        backoff.factor,
+        backoff.cap,
+        [d[0] for d in done],
+        [d[1] for d in done],
+        [d[2] for d in done],
+        claimant.token,
+        backoff.jitter,
+    )
+    claimed = [r for r in rows if not r["settled"]]
+    settled = {int(r["id"]) for r in rows if r["settled"] and r["recovered_from"] is None}
+    recovered = [r for r in rows if r["recovered_from"] is not None]
+    return ClaimAnswer(claimed, settled, recovered)
+
+
+async def job_next_visible_at(
+    conn: Conn, *, schema: str, kinds: Sequence[str]
+) -> tuple[datetime | None, datetime | None]:
+    """When the next pending job of ``kinds`` becomes visible (due ones included), and
+    the earliest timer of their waiting workflows (``db.workflow.job_wake_due``)."""
+    row = await conn.fetchrow(sql.statement("job_next_visible_at", schema), kinds)
+    if row is None:
+        return None, None
+    return row["next_visible_at"], row["next_wake_at"]
+
+
+async def job_recover_stale(
+    conn: Conn, *, schema: str, recoverer: str, backoff: Backoff
+) -> list[Record]:
+    """Recover expired claims; ``backoff`` applies to jobs whose task declared none."""
+    return list(
+        await conn.fetch(
+            sql.statement("job_recover_stale", schema),
+            recoverer,
+            backoff.base,
+            backoff.factor,
+            backoff.cap,
+            backoff.jitter,
+        )
+    )
+
+
+# --- shared rate limits: a token bucket per kind in the database --------------------
+
+
+async def rate_take(
+    conn: Conn, *, schema: str, kind: str, per_second: float, burst: int, wanted: int
+) -> tuple[int, float]:
+    """Refill the kind's bucket and see how many of ``wanted`` tokens it has: (granted,
+    seconds until the next token)."""
+    row = await conn.fetchrow(sql.statement("rate_take", schema), kind, per_second, burst, wanted)
+    assert row is not None
+    return int(row["granted"]), float(row["wait"])
+
+
+async def rate_spend(conn: Conn, *, schema: str, kind: str, tokens: int) -> None:
+    await conn.execute(sql.statement("rate_spend", schema), kind, tokens)
+
+
+async def claim_within_rate(
+    source: Source,
+    *,
+    schema: str,
+    claimant: Claimant,
+    kind: str,
+    lease: float,
+    per_second: float,
+    burst: int,
+    wanted: int,
+    backoff: Backoff,
+    deadline: float | None = None,
+) -> tuple[ClaimAnswer, float]:
+    """Claim up to ``wanted`` jobs of a kind with a shared rate limit, within its bucket:
+    ``rate_take``, ``job_claim``, ``rate_spend`` in one transaction. Returns the claim and,
+    when the bucket was empty, the seconds until its next token. With ``deadline``
+    (seconds) the server ends the transaction's statements, and the transaction if it
+    sits idle, after that long: its row locks on the bucket and the jobs never outlive a
+    client that stopped answering."""
+    async with source.acquire() as conn, conn.transaction():
+        if deadline is not None:
+            await transaction_deadlines(conn, schema=schema, deadline=deadline)
+        granted, wait = await rate_take(
+            conn, schema=schema, kind=kind, per_second=per_second, burst=burst, wanted=wanted
+        )
+        if granted < 1:
+            return ClaimAnswer([], set(), []), max(wait, 0.001)
+        answer = await job_claim(
+            conn,
+            schema=schema,
+            claimant=claimant,
+            kinds=[kind],
+            leases=[lease],
+            floor=0,
+            limit=granted,
+            backoff=backoff,
+        )
+        if answer.claimed:
+            await rate_spend(conn, schema=schema, kind=kind, tokens=len(answer.claimed))
+        return answer, 0.0
+
+
+# --- global caps: at most N jobs of a kind claimed across every worker together ------
+
+
+class CappedClaim(NamedTuple):
+    """What ``claim_within_cap`` did: the rows it claimed; how many jobs of the kind are
+    claimed once it committed (``held``, every worker's); seconds until a shared rate
+    limit's next token when its bucket was empty (else 0)."""
+
+    claimed: list[Record]
+    held: int
+    wait: float
+
+
+async def job_claim_capped(
+    conn: Conn,
+    *,
+    schema: str,
+    claimant: Claimant,
+    kind: str,
+    lease: float,
+    limit: int,
+    global_cap: int,
+) -> tuple[list[Record], int]:
+    """Claim up to ``limit`` jobs of ``kind`` within its global cap, in one statement
+    (it takes the kind's cap lock itself): the rows, and the kind's claims after."""
+    rows = await conn.fetch(
+        sql.statement("job_claim_capped", schema),
+        claimant.name,
+        kind,
+        lease,
+        limit,
+        global_cap,
+        claimant.token,
+    )
+    claimed = [r for r in rows if r["id"] is not None]
+    held = next(int(r["held"]) for r in rows if r["id"] is None)
+    return claimed, held
+
+
+async def claim_within_cap(
+    source: Any,
+    *,
+    schema: str,
+    claimant: Claimant,
+    kind: str,
+    lease: float,
+    global_cap: int,
+    wanted: int,
+    rate: tuple[float, int] | None = None,
+    deadline: float | None = None,
+) -> CappedClaim:
+    """Claim up to ``wanted`` jobs of a kind with a global cap: ``job_claim_capped``, one
+    statement and one commit. With a shared rate limit ``rate`` (per_second, burst),
+    ``rate_take``, the claim and ``rate_spend`` run in one transaction (every worker
+    takes the bucket's lock, then the cap's). ``source`` is a pool (the worker's held
+    connection) or a Connection."""
+    if rate is None:
+        claimed, held = await job_claim_capped(
+            source,
+            schema=schema,
+            claimant=claimant,
+            kind=kind,
+            lease=lease,
+            limit=wanted,
+            global_cap=global_cap,
+        )
+        return CappedClaim(claimed, held, 0.0)
+    async with transaction(source) as conn:
+        if deadline is not None:  # as in claim_within_rate: the server's side of it
+            await transaction_deadlines(conn, schema=schema, deadline=deadline)
+        granted, wait = await rate_take(
+            conn, schema=schema, kind=kind, per_second=rate[0], burst=rate[1], wanted=wanted
+        )
+        if granted < 1:
+            return CappedClaim([], 0, max(wait, 0.001))
+        claimed, held = await job_claim_capped(
+            conn,
+            schema=schema,
+            claimant=claimant,
+            kind=kind,
+            lease=lease,
+            limit=granted,
+            global_cap=global_cap,
+        )
+        if claimed:
+            await rate_spend(conn, schema=schema, kind=kind, tokens=len(claimed))
+        return CappedClaim(claimed, held, 0.0)

@@ -1,0 +1,157 @@
+"""The operators' statements on jobs: list, count and select by filter, retry, cancel,
+delete, run now, re-prioritise, the per-kind stats, purge and result expiry."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from venturi import sql
+from venturi.db.conn import Conn, Record
+
+
+async def job_list(
+    conn: Conn,
+    *,
+    schema: str,
+    status: str | None,
+    kind: str | None,
+    limit: int,
+    key: str | None = None,
+    before: int | None = None,
+) -> list[Record]:
+    return list(
+        await conn.fetch(sql.statement("job_list", schema), status, kind, limit, key, before)
+    )
+
+
+async def job_delete_many_if_not_claimed(
+    conn: Conn, *, schema: str, ids: Sequence[int]
+) -> list[Record]:
+    return list(await conn.fetch(sql.statement("job_delete_many_if_not_claimed", schema), ids))
+
+
+async def job_run_now_many_if_pending(
+    conn: Conn, *, schema: str, ids: Sequence[int], operator: str, detail: str
+) -> list[Record]:
+    return list(
+        await conn.fetch(
+            sql.statement("job_run_now_many_if_pending", schema), ids, operator, detail
+        )
+    )
+
+
+async def job_set_priority_many_if_pending(
+    conn: Conn, *, schema: str, ids: Sequence[int], priority: int, operator: str, detail: str
+) -> list[Record]:
+    return list(
+        await conn.fetch(
+            sql.statement("job_set_priority_many_if_pending", schema),
+            ids,
+            priority,
+            operator,
+            detail,
+        )
+    )
+
+
+async def job_count_matching(
+    conn: Conn, *, schema: str, status: str | None, kind: str | None, key: str | None
+) -> Record:
+    return await conn.fetchrow(sql.statement("job_count_matching", schema), status, kind, key)
+
+
+async def job_ids_matching(
+    conn: Conn,
+    *,
+    schema: str,
+    status: str | None,
+    kind: str | None,
+    key: str | None,
+    before: int,
+    limit: int,
+) -> list[int]:
+    text = sql.statement("job_ids_matching", schema)
+    return [r["id"] for r in await conn.fetch(text, status, kind, key, before, limit)]
+
+
+async def job_retry_many_if_dead_or_cancelled(
+    conn: Conn, *, schema: str, ids: Sequence[int], operator: str, detail: str
+) -> list[Record]:
+    return list(
+        await conn.fetch(
+            sql.statement("job_retry_many_if_dead_or_cancelled", schema), ids, operator, detail
+        )
+    )
+
+
+async def job_cancel_many(
+    conn: Conn, *, schema: str, ids: Sequence[int], operator: str, detail: str
+) -> list[Record]:
+    return list(await conn.fetch(sql.statement("job_cancel_many", schema), ids, operator, detail))
+
+
+async def job_stats(
+    conn: Conn,
+    *,
+    schema: str,
+    manual_detail: str,
+    completed_window: float,
+    failures_window: float,
+) -> list[Record]:
+    return list(
+        await conn.fetch(
+            sql.statement("job_stats", schema), manual_detail, completed_window, failures_window
+        )
+    )
+
+
+async def job_top(
+    conn: Conn,
+    *,
+    schema: str,
+    manual_detail: str,
+    completed_window: float,
+    failures_window: float,
+) -> list[Record]:
+    return list(
+        await conn.fetch(
+            sql.statement("job_top", schema), manual_detail, completed_window, failures_window
+        )
+    )
+
+
+async def job_purge_count(
+    conn: Conn, *, schema: str, status: str, older_than: float, kind: str | None
+) -> int:
+    return int(
+        await conn.fetchval(sql.statement("job_purge_count", schema), status, older_than, kind)
+    )
+
+
+async def job_purge_batch(
+    conn: Conn,
+    *,
+    schema: str,
+    status: str,
+    older_than: float,
+    kind: str | None,
+    batch: int,
+) -> int:
+    """Delete up to ``batch`` finished jobs of ``status`` (their journal cascades); how
+    many."""
+    return int(
+        await conn.fetchval(
+            sql.statement("job_purge_batch", schema), status, older_than, kind, batch
+        )
+    )
+
+
+async def job_result_clear_expired(
+    conn: Conn, *, schema: str, kind: str, ttl: float, batch: int
+) -> int:
+    """Clear up to ``batch`` results of ``kind`` older than ``ttl`` seconds; how many."""
+    return int(
+        await conn.fetchval(
+            sql.statement("job_result_clear_expired", schema), kind, float(ttl), batch
+        )
+    )

@@ -1,0 +1,308 @@
+"""The claim-and-dispatch loop of one worker run, and its state.
+
+Each iteration settles what finished, claims (which first recovers expired claims) into
+every free slot, and then sleeps until a handler finishes, a notification arrives, the
+next scheduled job becomes visible (bounded by ``poll_max``) or shutdown is asked for.
+Its parts: ``claimer`` (what to claim), ``inflight`` (the slots and running handlers),
+``completer`` (writing settlements), ``recovery`` (expired claims). Shutdown drains: no
+more claims, handlers asked to stop, then cancelled and their jobs released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from venturi import db
+from venturi.db.conn import Source
+from venturi.runtime.claimer import Claimer
+from venturi.runtime.completer import Completer
+from venturi.runtime.config import KindPolicy, WorkerConfig
+from venturi.runtime.inflight import InFlight
+from venturi.runtime.instruments import Instruments
+from venturi.runtime.recovery import Recovery
+from venturi.runtime.run import Run
+
+log = logging.getLogger("venturi.worker")
+
+TRANSIENT, ERROR_BACKOFF = db.errors.TRANSIENT, db.errors.ERROR_BACKOFF
+
+# With the LISTEN connection down, poll at least this often so pickup stays prompt.
+POLL_WITHOUT_LISTENER = 1.0
+
+# After shutdown, how long an iteration of the loop may take to come back before it is
+# cut (normally milliseconds; a statement on a frozen connection never comes back).
+CUT_AFTER = 1.0
+
+# How long stopping waits for a connection to let go before it is closed by force (a
+# statement stuck on a frozen connection).
+CLOSE_WITHIN = 2.0
+
+
+class Loop:
+    """One worker run's loop under ``claimant``'s token, for the kinds of ``policies``.
+    Made afresh by each ``Worker.run``; ``wake`` is set by anything that may give the
+    loop work (a handler ending, a notification, shutdown)."""
+
+    def __init__(
+        self,
+        config: WorkerConfig,
+        claimant: db.Claimant,
+        state: Any,
+        policies: Mapping[str, KindPolicy],
+        instruments: Instruments,
+    ) -> None:
+        self.config = config
+        self.policies = policies
+        self.instruments = instruments
+        self.wake = asyncio.Event()
+        # Is the LISTEN connection up? Without it the loop polls.
+        self.listening = False
+        # After a database error that was about a statement: settle one run at a time.
+        self.isolate = False
+        # After any database error: a claim whose answer was lost may have claimed jobs
+        # that nobody runs; look for them once the database is back.
+        self.orphans_possible = False
+        schema = config.schema
+        self.inflight = InFlight(
+            state, policies, self.ended, instruments, schema, claimant, config.middleware
+        )
+        self.recovery = Recovery(schema, config.claimed_by, config.backoff, instruments.stats)
+        self.claimer = Claimer(
+            config, claimant, policies, self.inflight.per_kind, self.recovery, instruments
+        )
+        self.completer = Completer(
+            schema, claimant, policies, config.failures_to_dead, instruments, self.inflight
+        )
+
+    # --- what wakes it ---------------------------------------------------------------
+
+    def ended(self, _handle: asyncio.Task[None]) -> None:
+        self.wake.set()
+
+    async def watch(self, shutdown: asyncio.Event) -> None:
+        await shutdown.wait()
+        self.wake.set()
+
+    def on_notify(self, payload: str) -> None:
+        if not payload or any(k in self.policies for k in payload.split(",")):
+            self.wake.set()
+
+    def on_listening(self, up: bool) -> None:
+        self.listening = up
+        if up:
+            # Work may have arrived while we were not listening.
+            self.wake.set()
+
+    # --- running ---------------------------------------------------------------------
+
+    def held(self) -> int:
+        """Jobs held now: running, or waiting for their settlement."""
+        return len(self.inflight) + len(self.completer.unsettled)
+
+    async def run_until(self, conn: Source, shutdown: asyncio.Event) -> None:
+        """Run the loop until shutdown. An iteration that has not come back ``CUT_AFTER``
+        seconds after shutdown is waiting on a statement that may never answer (a
+        black-holed connection): cut it, so the drain starts now. Its claim may have
+        committed with the answer lost: the drain releases such orphans."""
+        loop = asyncio.create_task(self.run(conn, shutdown))
+        stop = asyncio.create_task(shutdown.wait())
+        try:
+            await asyncio.wait([loop, stop], return_when=asyncio.FIRST_COMPLETED)
+            if not loop.done():
+                await asyncio.wait([loop], timeout=CUT_AFTER)
+            if not loop.done():
+                log.warning(
+                    "stopping: the worker loop is waiting on the database; abandoning "
+                    "that statement to drain now"
+                )
+                loop.cancel()
+                await asyncio.wait([loop])
+                self.orphans_possible = True
+                return
+            loop.result()  # a bug in the loop: raised, and the run abandons its jobs
+        finally:
+            stop.cancel()
+            if not loop.done():  # run() itself cancelled
+                loop.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await loop
+
+    async def run(self, conn: Source, shutdown: asyncio.Event) -> None:
+        """Iterate until shutdown, waiting between iterations as each one decides."""
+        errors = 0
+        while not shutdown.is_set():
+            # Cleared before the work, so that anything arriving meanwhile (a finished
+            # handler, a notification) makes the wait below return at once.
+            self.wake.clear()
+            try:
+                timeout = await self.iterate(conn, shutdown)
+                errors = 0
+            except TRANSIENT as exc:
+                errors += 1
+                timeout = self.failed(exc, errors)
+            if not self.listening:
+                timeout = min(timeout, POLL_WITHOUT_LISTENER)
+            if self.completer.unsettled:
+                timeout = min(timeout, ERROR_BACKOFF.delay(max(errors, 1)))
+            timeout = max(timeout, 0.0)
+            if timeout == 0.0 and not shutdown.is_set():
+                continue
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self.wake.wait()
+
+    async def iterate(self, conn: Source, shutdown: asyncio.Event) -> float:
+        """One iteration: settle, claim into free slots, recover; how long to wait."""
+        completer, claimer, recovery = self.completer, self.claimer, self.recovery
+        poll_max = self.config.poll_max
+        timeout = poll_max
+        self.reap()
+        if self.isolate:
+            await completer.settle(conn, isolate=True)
+            self.isolate = False
+        if self.orphans_possible:
+            running = [r.id for r in self.inflight.handles.values()]
+            await completer.release_orphans(conn, running + [r.id for r in completer.unsettled])
+            self.orphans_possible = False
+        await completer.settle(conn, completes=False)
+        completes = completer.completes()
+        # Completions ride the next claim: their slots count as free already.
+        busy = len(self.inflight) + len(completer.unsettled) - len(completes)
+        free = self.config.concurrency - busy
+        if free > 0:
+            short = await self.fill(conn, free, shutdown, completes)
+            token_wait = claimer.token_wait()
+            if short:
+                # Idle slots: wake exactly when the next scheduled job is due.
+                timeout = await claimer.until_next_visible(conn)
+                if token_wait is not None:
+                    timeout = min(timeout, token_wait)
+            elif not claimer.claimable_kinds():
+                # Every kind at its cap (only a finish helps) or out of tokens.
+                if token_wait is not None:
+                    timeout = min(timeout, token_wait)
+            else:
+                timeout = 0.0  # slots remain and the queue had more: go again
+        else:
+            await completer.settle(conn)  # all slots busy: only a finish helps
+        # With every slot busy or every kind at its cap no claim runs, and so no
+        # recovery inside one: recover on their own, every poll_max, so a dead
+        # worker's expired claims do not wait for this worker to have room.
+        if time.monotonic() - recovery.at >= poll_max:
+            await recovery.recover(conn)
+        return min(timeout, recovery.at + poll_max - time.monotonic())
+
+    def failed(self, exc: BaseException, errors: int) -> float:
+        """A database error in an iteration (the ``errors``-th in a row): how long to
+        wait before the next."""
+        delay = ERROR_BACKOFF.delay(errors)
+        self.instruments.db_error()
+        # A claim that failed may have committed with its answer lost: its jobs are
+        # claimed by us and run by no one. Look for them once we are back.
+        self.orphans_possible = True
+        if not isinstance(exc, db.errors.RETRYABLE) and self.completer.unsettled:
+            # Possibly one outcome the database refuses: settle the queue one run at a
+            # time next, so a poisoned write cannot wedge the rest.
+            self.isolate = True
+        log.warning(
+            "database error in the worker loop (retrying in %.2fs): %s",
+            delay,
+            db.errors.one_line(exc),
+        )
+        return delay
+
+    async def fill(self, conn: Source, free: int, shutdown: asyncio.Event, done: list[Run]) -> bool:
+        """Settle ``done`` and claim into the free slots; True when the queue had nothing
+        more to give."""
+        claimer, start = self.claimer, self.inflight.start
+        free, short, unsent = await claimer.fill(
+            conn, free, shutdown, done, self.completer.completed, start
+        )
+        if unsent:
+            await self.completer.settle(conn)
+        if claimer.shared and free > 0 and not shutdown.is_set():
+            free -= await claimer.fill_shared(conn, free, start)
+            # Slots left over: wait for the next scheduled job or the next token.
+            short = short or free > 0
+        if claimer.global_caps and free > 0 and not shutdown.is_set():
+            free -= await claimer.fill_capped(conn, free, start)
+            short = short or free > 0
+        return short
+
+    def reap(self) -> None:
+        """Move finished handlers from the in-flight set to the settle queue."""
+        self.completer.take(self.inflight.reap())
+
+    # --- shutdown --------------------------------------------------------------------
+
+    async def abandon(self, conn: Source) -> None:
+        """Cancel every handler and settle or release its job, within a few seconds."""
+        why = "worker stopped at once; handler cancelled"
+        await self.inflight.stop(why, self.reap, self.completer.queue)
+        try:
+            async with asyncio.timeout(5):
+                await self.completer.settle(conn)
+        except Exception as exc:  # the jobs left fall to lease expiry
+            log.warning("could not settle or release jobs while stopping: %s", exc)
+
+    async def drain(self, conn: Source) -> None:
+        """Graceful shutdown: no more claims; ask handlers to stop (their contexts'
+        ``cancelled`` is set), wait up to ``shutdown_timeout`` settling each as it
+        finishes; then cancel the rest and release their jobs, which are not failures."""
+        inflight, grace = self.inflight, self.config.shutdown_timeout
+        inflight.ask_to_stop()
+        deadline = time.monotonic() + grace
+        while inflight.handles:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            await asyncio.wait(
+                list(inflight.handles), timeout=left, return_when=asyncio.FIRST_COMPLETED
+            )
+            self.reap()
+            with contextlib.suppress(*TRANSIENT):
+                await self.completer.settle(conn)
+        if inflight.handles:
+            log.warning(
+                "shutdown_timeout (%.1fs) elapsed: cancelling %d handler(s) and releasing their jobs",
+                grace,
+                len(inflight),
+            )
+            why = "shutdown_timeout elapsed; handler cancelled"
+            await inflight.stop(why, self.reap, self.completer.queue)
+        await self.settle_left(conn)
+
+    async def settle_left(self, conn: Source) -> None:
+        """Settle what is left, and release any job a cut claim took; if the database
+        stays away, lease expiry recovers them. Bounded: each statement by its deadline,
+        the whole by two of them."""
+        completer = self.completer
+        deadline = self.config.statement_deadline()
+        try:
+            async with asyncio.timeout(2 * deadline + 1):
+                for attempt in range(1, 6):
+                    try:
+                        await completer.settle(conn)
+                        break
+                    except TRANSIENT as exc:
+                        log.warning(
+                            "settling at shutdown failed (%s); retrying", db.errors.one_line(exc)
+                        )
+                        await asyncio.sleep(ERROR_BACKOFF.delay(attempt))
+        except TimeoutError:
+            log.warning(
+                "could not settle %d job(s) while stopping: the database does not answer; "
+                "their leases expire and they are recovered",
+                len(completer.unsettled),
+            )
+        if self.orphans_possible:
+            # Best effort, briefly: lease expiry recovers them too.
+            with contextlib.suppress(*TRANSIENT):
+                async with asyncio.timeout(min(deadline, CLOSE_WITHIN)):
+                    await completer.release_orphans(conn, [r.id for r in completer.unsettled])
+                    self.orphans_possible = False

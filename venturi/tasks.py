@@ -1,0 +1,504 @@
+"""Tasks: the ``@venturi.task`` decorator, the ``Task`` it returns, the registry of kinds,
+and ``enqueue_many`` (a batch of ``Task.job`` specs in one statement)."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+import msgspec
+
+from venturi import db, tracing, validate
+from venturi.backoff import Backoff
+from venturi.codecs import CarryCodec
+from venturi.context import Context
+from venturi.cronspec import CronSpec
+from venturi.db.enqueue import JobSpec
+from venturi.errors import ConfigError
+from venturi.outcomes import Outcome
+from venturi.priority import Priority
+from venturi.rate import Rate
+from venturi.sql import DEFAULT_SCHEMA
+from venturi.validate import seconds
+
+if TYPE_CHECKING:
+    from venturi.db.drivers import AsyncConnection, SyncConnection
+
+C = TypeVar("C")
+
+DEFAULT_MAX_FAILURES = 25
+DEFAULT_MAX_CARRY_BYTES = 1 << 20
+
+Handler = Callable[[Context[Any], Any], Awaitable[Outcome | None] | Outcome | None]
+
+# What a handler of carry type C is: ``async def f(ctx: Context[S], carry: C)`` (or a
+# plain def), returning an Outcome or None.
+HandlerOf = Callable[[Context[Any], C], Awaitable[Outcome | None] | Outcome | None]
+
+
+class TaskDecorator(Protocol):
+    """What ``@venturi.task(kind)`` returns: it turns a handler of carry type ``C`` into a
+    ``Task[C]``, so a type checker knows the carry ``enqueue`` takes."""
+
+    def __call__(self, fn: HandlerOf[C], /) -> Task[C]: ...
+
+
+_REGISTRY: dict[str, Task[Any]] = {}
+
+
+def registered() -> dict[str, Task[Any]]:
+    """A copy of the registry: kind -> task."""
+    return dict(_REGISTRY)
+
+
+def unregister(kind: str) -> None:
+    """Forget a kind (tests that declare throwaway tasks use this)."""
+    _REGISTRY.pop(kind, None)
+
+
+def as_priority(value: object, knob: str = "priority") -> Priority:
+    if isinstance(value, Priority):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1, 2):
+        return Priority(value)
+    raise ConfigError(f"{knob} must be a venturi.Priority, got {value!r}")
+
+
+def _positive_int(value: object, knob: str) -> int:
+    return validate.integer(value, knob)
+
+
+class Task(Generic[C]):
+    """A registered job kind: its handler, carry codec and defaults.
+
+    Awaiting ``task(ctx, carry)`` calls the handler directly, which is how unit tests
+    exercise it without a worker.
+    """
+
+    def __init__(
+        self,
+        fn: Handler,
+        kind: str,
+        carry_type: Any,
+        priority: Priority,
+        lease: float | None,
+        cap: int | None,
+        timeout: float | None,
+        max_failures: int,
+        backoff: Backoff | None,
+        max_carry_bytes: int,
+        renew_lease: bool = False,
+        rate: Rate | None = None,
+        result_ttl: float | None = None,
+        cron: CronSpec | None = None,
+        cron_carry: Any = None,
+        global_cap: int | None = None,
+        unique_for: float | None = None,
+        retry_on: tuple[type[BaseException], ...] | None = None,
+        result_type: Any = Any,
+    ) -> None:
+        self.fn = fn
+        self.kind = kind
+        self.carry_type = carry_type
+        self.priority = priority
+        self.lease = lease
+        self.cap = cap
+        self.timeout = timeout
+        self.max_failures = max_failures
+        # None: the task declared no backoff, so the worker's ``backoff`` applies.
+        self.backoff = backoff
+        self.renew_lease = renew_lease
+        self.rate = rate
+        # Seconds a stored result stays readable after the job completes (None: forever).
+        self.result_ttl = result_ttl
+        # The recurring schedule of @task(cron=...) and the carry each slot's job gets.
+        self.cron = cron
+        self.cron_carry = cron_carry
+        # At most this many jobs of the kind claimed across every worker together.
+        self.global_cap = global_cap
+        # Seconds a key stays held after its job finished (None: only while unfinished).
+        self.unique_for = unique_for
+        # The exceptions that are retried; any other settles the job dead at once
+        # (None: every exception is retried).
+        self.retry_on = retry_on
+        # The type complete(result) stores, which a parent's ctx.gather and a dependent's
+        # ctx.result_of decode the result as (Any: plain JSON values).
+        self.result_type = result_type
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.codec: CarryCodec[C] = CarryCodec(carry_type, kind, max_carry_bytes)
+        self.__name__ = getattr(fn, "__name__", kind)
+        self.__doc__ = fn.__doc__
+
+    def __repr__(self) -> str:
+        return f"<venturi.Task {self.kind!r}>"
+
+    def __call__(self, ctx: Context[Any], carry: C) -> Any:
+        return self.fn(ctx, carry)
+
+    def job(
+        self,
+        carry: C,
+        *,
+        priority: Priority | None = None,
+        at: datetime | None = None,
+        after: timedelta | float | None = None,
+        key: str | None = None,
+    ) -> JobSpec:
+        """A job of this kind to pass to ``venturi.enqueue_many``; the carry is checked now."""
+        if at is not None and after is not None:
+            raise ConfigError("enqueue takes at or after, not both")
+        if at is not None and (not isinstance(at, datetime) or at.tzinfo is None):
+            raise ConfigError(f"at must be a timezone-aware datetime, got {at!r}")
+        if key is not None and not isinstance(key, str):
+            raise ConfigError(f"key must be a string, got {key!r}")
+        return JobSpec(
+            kind=self.kind,
+            carry=self.codec.encode(carry),
+            priority=int(self.priority if priority is None else as_priority(priority)),
+            at=at,
+            after=None if after is None else seconds(after, "after", allow_zero=True),
+            key=key,
+            max_failures=self.max_failures,
+            backoff=self.backoff,
+            unique_for=self.unique_for,
+        )
+
+    async def enqueue(
+        self,
+        conn: AsyncConnection,
+        carry: C,
+        *,
+        priority: Priority | None = None,
+        at: datetime | None = None,
+        after: timedelta | float | None = None,
+        key: str | None = None,
+        on_conflict: str = "existing",
+        schema: str = DEFAULT_SCHEMA,
+    ) -> int:
+        """Insert one job and return its id.
+
+        ``conn`` is an asyncpg Connection or Pool, a psycopg AsyncConnection or
+        AsyncConnectionPool, or a SQLAlchemy AsyncConnection, AsyncSession or
+        AsyncEngine. On a connection or session with an open transaction the job
+        commits or rolls back with it; without one, and on a pool or engine, it commits
+        before this returns. Nothing is written if the carry is invalid.
+        A ``key`` is held by its unfinished job (and, with the task's ``unique_for``, for
+        that long after it finished); ``on_conflict`` says what an enqueue of a held key
+        does: ``existing`` returns the holder's id, ``raise`` raises
+        ``venturi.DuplicateJob``, ``replace`` gives a pending holder this carry, priority
+        and visible time (a claimed or finished holder is left alone) and returns its id.
+        """
+        mode = _on_conflict(on_conflict)
+        spec = self.job(carry, priority=priority, at=at, after=after, key=key)
+        return await db.enqueue.job_insert(
+            conn,
+            schema=schema,
+            spec=spec,
+            on_conflict=mode,
+            traceparent=tracing.current_traceparent(),
+        )
+
+    def enqueue_sync(
+        self,
+        conn: SyncConnection,
+        carry: C,
+        *,
+        priority: Priority | None = None,
+        at: datetime | None = None,
+        after: timedelta | float | None = None,
+        key: str | None = None,
+        on_conflict: str = "existing",
+        schema: str = DEFAULT_SCHEMA,
+    ) -> int:
+        """``enqueue`` from synchronous code: ``conn`` is a psycopg Connection or
+        ConnectionPool, a psycopg2 connection, a SQLAlchemy Connection, Session (or
+        scoped_session) or Engine, or a Django connection; the same transaction rules
+        and the same ``key`` and ``on_conflict``."""
+        mode = _on_conflict(on_conflict)
+        spec = self.job(carry, priority=priority, at=at, after=after, key=key)
+        return db.enqueue.job_insert_sync(
+            conn,
+            schema=schema,
+            spec=spec,
+            on_conflict=mode,
+            traceparent=tracing.current_traceparent(),
+        )
+
+
+def _on_conflict(value: object) -> str:
+    return validate.one_of(value, db.enqueue.ON_CONFLICT, "on_conflict")
+
+
+def _specs(jobs: Iterable[JobSpec]) -> list[JobSpec]:
+    specs = list(jobs)
+    for spec in specs:
+        if not isinstance(spec, JobSpec):
+            raise TypeError(f"enqueue_many takes jobs built with task.job(...), got {spec!r}")
+    return specs
+
+
+async def enqueue_many(
+    conn: AsyncConnection,
+    jobs: Iterable[JobSpec],
+    *,
+    on_conflict: str = "existing",
+    schema: str = DEFAULT_SCHEMA,
+) -> list[int]:
+    """Insert many jobs (built with ``Task.job``); ids in input order. ``conn`` is any
+    connection ``Task.enqueue`` takes, with the same transaction rules.
+
+    All or nothing: one statement, or with keys one transaction (a savepoint inside the
+    caller's open transaction). A held key (see ``Task.enqueue``) gives its holder's id,
+    also when its holder commits while this call waits on it; with
+    ``on_conflict="raise"`` it raises ``venturi.DuplicateJob`` and nothing is written,
+    with ``"replace"`` a pending holder takes the row's carry, priority and visible time
+    (a key given twice in one batch: the last row's values, one job)."""
+    mode = _on_conflict(on_conflict)
+    specs = _specs(jobs)
+    if not specs:
+        return []
+    return await db.enqueue.job_insert_many(
+        conn,
+        schema=schema,
+        specs=specs,
+        on_conflict=mode,
+        traceparent=tracing.current_traceparent(),
+    )
+
+
+def enqueue_many_sync(
+    conn: SyncConnection,
+    jobs: Iterable[JobSpec],
+    *,
+    on_conflict: str = "existing",
+    schema: str = DEFAULT_SCHEMA,
+) -> list[int]:
+    """``enqueue_many`` on any connection ``Task.enqueue_sync`` takes."""
+    mode = _on_conflict(on_conflict)
+    specs = _specs(jobs)
+    if not specs:
+        return []
+    return db.enqueue.job_insert_many_sync(
+        conn,
+        schema=schema,
+        specs=specs,
+        on_conflict=mode,
+        traceparent=tracing.current_traceparent(),
+    )
+
+
+def _carry_type(fn: Callable[..., Any], kind: str) -> Any:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"task {kind!r}: the handler has no signature: {exc}") from None
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) < 2:
+        raise ConfigError(
+            f"task {kind!r}: the handler must take (ctx, carry), got {len(positional)} "
+            "positional parameter(s)"
+        )
+    param = positional[1]
+    annotation = param.annotation
+    if annotation is inspect.Parameter.empty:
+        raise ConfigError(
+            f"task {kind!r}: carry: the handler's second parameter {param.name!r} needs a "
+            "type annotation (a msgspec.Struct or any msgspec-supported type)"
+        )
+    if isinstance(annotation, str):
+        # `from __future__ import annotations`: resolve just this one name, since the
+        # context annotation may name a type that only exists under TYPE_CHECKING.
+        try:
+            annotation = typing.get_type_hints(fn).get(param.name, annotation)
+        except Exception:
+            try:
+                annotation = eval(annotation, getattr(fn, "__globals__", {}))
+            except Exception as exc:
+                raise ConfigError(
+                    f"task {kind!r}: carry: cannot resolve annotation {annotation!r}: {exc}"
+                ) from None
+    try:
+        msgspec.json.Decoder(annotation)
+    except TypeError as exc:
+        raise ConfigError(
+            f"task {kind!r}: carry: {annotation!r} is not a type msgspec can decode: {exc}"
+        ) from None
+    return annotation
+
+
+def task(
+    kind: str,
+    *,
+    priority: Priority = Priority.NORMAL,
+    lease: timedelta | float | None = None,
+    cap: int | None = None,
+    timeout: timedelta | float | None = None,
+    max_failures: int = DEFAULT_MAX_FAILURES,
+    backoff: Backoff | None = None,
+    max_carry_bytes: int = DEFAULT_MAX_CARRY_BYTES,
+    renew_lease: bool = False,
+    rate: Rate | None = None,
+    result_ttl: timedelta | float | None = None,
+    cron: str | None = None,
+    tz: str | None = None,
+    global_cap: int | None = None,
+    unique_for: timedelta | float | None = None,
+    retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
+    result: Any = Any,
+) -> TaskDecorator:
+    """Declare a job kind. Every argument is checked here; a bad one raises ConfigError.
+
+    ``lease`` overrides the worker's default lease, ``cap`` is the default per-kind
+    concurrency cap, ``timeout`` bounds one run, ``max_failures`` is the failure backstop
+    and ``backoff`` the retry delay policy (None: the running worker's ``backoff``, by
+    default exponential from 1 s, doubling, capped at 1 h, with jitter; a declared one is
+    stored with each job, so recovery applies it even where the task is unknown). ``renew_lease`` keeps extending the claim
+    while the handler runs (a crash is still detected within one lease); ``rate`` is a
+    per-worker token bucket (``venturi.Rate``) on claims of this kind. ``result_ttl``
+    is how long a completed job's result stays readable (``venturi.ResultCleanup`` clears
+    it after); ``cron`` (read in time zone ``tz``, default UTC) enqueues the task on a
+    schedule, run by ``venturi.CronScheduler``, with a carry built with no arguments.
+    ``global_cap`` bounds the jobs of the kind claimed across every worker together
+    (``cap`` bounds one worker's); ``unique_for`` keeps a key held for that long after
+    its job finished; ``retry_on`` names the exceptions that are retried (any other
+    settles the job dead at once; default: every exception is retried). ``result`` is
+    the type ``complete(result)`` returns, which a workflow parent's ``ctx.gather`` and
+    a dependent's ``ctx.result_of`` decode it as (default: plain JSON values).
+    """
+    if not isinstance(kind, str) or not kind or len(kind) > 200 or kind != kind.strip():
+        raise ConfigError(
+            f"kind must be a non-empty string of at most 200 characters, got {kind!r}"
+        )
+    if "," in kind:
+        # The notify payload lists kinds comma-separated.
+        raise ConfigError(f"kind must not contain a comma, got {kind!r}")
+    prio = as_priority(priority)
+    lease_s = None if lease is None else seconds(lease, "lease")
+    cap_n = None if cap is None else _positive_int(cap, "cap")
+    timeout_s = None if timeout is None else seconds(timeout, "timeout")
+    failures_n = _positive_int(max_failures, "max_failures")
+    carry_limit = _positive_int(max_carry_bytes, "max_carry_bytes")
+    if backoff is not None and not isinstance(backoff, Backoff):
+        raise ConfigError(
+            f"backoff must be a venturi.Backoff (Backoff.fixed or Backoff.exponential), "
+            f"got {backoff!r}"
+        )
+    validate.boolean(renew_lease, "renew_lease")
+    if rate is not None:
+        validate.instance(rate, Rate, "rate", "a venturi.Rate")
+    ttl_s = None if result_ttl is None else seconds(result_ttl, "result_ttl")
+    if tz is not None and cron is None:
+        raise ConfigError("tz applies to a cron schedule: pass cron= too")
+    cron_spec = None if cron is None else CronSpec(cron, tz)
+    global_cap_n = None if global_cap is None else _positive_int(global_cap, "global_cap")
+    unique_s = None if unique_for is None else seconds(unique_for, "unique_for")
+    retry_types = None if retry_on is None else validate.exception_types(retry_on, "retry_on")
+    try:
+        msgspec.json.Decoder(result)
+    except TypeError as exc:
+        raise ConfigError(
+            f"result must be a type msgspec can decode, got {result!r}: {exc}"
+        ) from None
+
+    def decorate(fn: HandlerOf[C]) -> Task[C]:
+        return _declare(
+            fn,
+            kind,
+            prio,
+            lease_s,
+            cap_n,
+            timeout_s,
+            failures_n,
+            backoff,
+            carry_limit,
+            renew_lease,
+            rate,
+            ttl_s,
+            cron_spec,
+            global_cap=global_cap_n,
+            unique_for=unique_s,
+            retry_on=retry_types,
+            result_type=result,
+        )
+
+    return decorate
+
+
+def _declare(
+    fn: HandlerOf[C],
+    kind: str,
+    priority: Priority,
+    lease: float | None,
+    cap: int | None,
+    timeout: float | None,
+    max_failures: int,
+    backoff: Backoff | None,
+    max_carry_bytes: int,
+    renew_lease: bool,
+    rate: Rate | None,
+    result_ttl: float | None,
+    cron: CronSpec | None,
+    *,
+    global_cap: int | None,
+    unique_for: float | None,
+    retry_on: tuple[type[BaseException], ...] | None,
+    result_type: Any = Any,
+) -> Task[C]:
+    """The task of handler ``fn`` with ``task``'s checked knobs, registered under
+    ``kind`` (the same function declared again, a module reloaded, replaces itself)."""
+    if not callable(fn):
+        raise ConfigError(f"task {kind!r}: the handler must be callable, got {fn!r}")
+    carry_type = _carry_type(fn, kind)
+    existing = _REGISTRY.get(kind)
+    if existing is not None and _origin(existing.fn) != _origin(fn):
+        raise ConfigError(f"kind {kind!r} is already declared by {'.'.join(_origin(existing.fn))}")
+    t: Task[C] = Task(
+        fn,
+        kind,
+        carry_type,
+        priority,
+        lease,
+        cap,
+        timeout,
+        max_failures,
+        backoff,
+        max_carry_bytes,
+        renew_lease,
+        rate,
+        result_ttl,
+        cron,
+        None if cron is None else default_cron_carry(carry_type, kind),
+        global_cap=global_cap,
+        unique_for=unique_for,
+        retry_on=retry_on,
+        result_type=result_type,
+    )
+    if cron is not None:
+        # The default carry must also pass the task's own checks (type, size).
+        try:
+            t.codec.encode(t.cron_carry)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"task {kind!r}: cron: {exc}") from None
+    _REGISTRY[kind] = t
+    return t
+
+
+def default_cron_carry(carry_type: Any, kind: str) -> Any:
+    """The carry of a cron task's jobs: ``None`` for a ``None`` carry, else the carry
+    type built with no arguments."""
+    if carry_type is None or carry_type is type(None):
+        return None
+    try:
+        return carry_type()
+    except Exception as exc:
+        raise ConfigError(
+            f"task {kind!r}: cron: the carry type must build with no arguments (give every "
+            f"field a default), or schedule it with venturi.schedule(task, cron, carry): {exc}"
+        ) from None
+
+
+def _origin(fn: Callable[..., Any]) -> tuple[str, str]:
+    return (getattr(fn, "__module__", "?") or "?", getattr(fn, "__qualname__", "?"))
