@@ -43,7 +43,7 @@ async def _claim(conn: asyncpg.Connection, job_id: int) -> tuple[db.Claimant, in
 
 
 async def _complete(conn: asyncpg.Connection, job_id: int, me: db.Claimant, attempt: int) -> None:
-    done = await db.jobs.job_complete_many_if_owned(
+    done = await db.settle.job_complete_many_if_owned(
         conn, schema=S, claimant=me, ids=[job_id], attempts=[attempt], results=[None]
     )
     assert done == {job_id}
@@ -266,7 +266,7 @@ async def test_children_settled_together_in_one_statement_wake_the_parent_once(
     await conn.execute(
         "UPDATE venturi.jobs SET claim_token = $1 WHERE id = $2", me.token, kids[1][0]
     )
-    done = await db.jobs.job_complete_many_if_owned(
+    done = await db.settle.job_complete_many_if_owned(
         conn, schema=S, claimant=me, ids=[k[0] for k in kids], attempts=[k[2] for k in kids],
         results=[None, None],
     )  # fmt: skip
