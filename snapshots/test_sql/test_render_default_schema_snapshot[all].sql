@@ -2288,6 +2288,33 @@ FROM "venturi".journal
 WHERE job_id = $1
 ORDER BY at, id;
 
+-- kind_list: every kind the database knows, with its pause if it has one: the kinds of
+-- jobs (any status), of recurring schedules, of registered workers, and the paused ones
+-- (a kind may be paused before any job of it exists).
+-- index: jobs_kind_id_idx (kind, id), read as a skip scan: one index probe per distinct
+-- kind, not a pass over every job; the other tables are small.
+PREPARE venturi_kind_list AS
+WITH RECURSIVE job_kinds AS (
+    (SELECT j.kind FROM "venturi".jobs j ORDER BY j.kind LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.kind FROM "venturi".jobs j WHERE j.kind > k.kind ORDER BY j.kind LIMIT 1)
+    FROM job_kinds k
+    WHERE k.kind IS NOT NULL
+),
+known AS (
+    SELECT kind FROM job_kinds WHERE kind IS NOT NULL
+    UNION
+    SELECT name FROM "venturi".schedules
+    UNION
+    SELECT unnest(kinds) FROM "venturi".workers
+    UNION
+    SELECT kind FROM "venturi".paused_kinds
+)
+SELECT k.kind, p.paused_at, p.paused_by, p.reason
+FROM known k
+LEFT JOIN "venturi".paused_kinds p ON p.kind = k.kind
+ORDER BY k.kind;
+
 -- kind_list_known: of the given kinds, those the database knows: a job of the kind exists
 -- (any status) or a recurring schedule carries its name. `venturi kinds pause` warns about
 -- the others, which are most often misspelt.
