@@ -13,11 +13,13 @@ from venturi.backoff import Backoff
 from venturi.context import Context, JobMeta
 from venturi.db.enqueue import JobSpec
 from venturi.errors import (
+    ChildFailed,
     ClaimLost,
     ConfigError,
     ConnectError,
     DuplicateJob,
     SchemaError,
+    SignalTimeout,
     VenturiError,
 )
 from venturi.jobs import (
@@ -44,10 +46,15 @@ from venturi.runtime.worker import Worker
 from venturi.schedules import schedule
 from venturi.tasks import Task, enqueue_many, enqueue_many_sync, task
 from venturi.version import __version__ as __version__
+from venturi.workflow.child import Child
+from venturi.workflow.graph import Workflow
+from venturi.workflow.signals import signal, signal_sync
 
 __all__ = [
     "Alerts",
     "Backoff",
+    "Child",
+    "ChildFailed",
     "ClaimLost",
     "ConfigError",
     "ConnectError",
@@ -65,11 +72,13 @@ __all__ = [
     "ResultCleanup",
     "Retention",
     "SchemaError",
+    "SignalTimeout",
     "Task",
     "UnservedKinds",
     "VenturiError",
     "Worker",
     "WorkerGroup",
+    "Workflow",
     "complete",
     "dead",
     "delete_job",
@@ -83,6 +92,8 @@ __all__ = [
     "pause",
     "retry",
     "schedule",
+    "signal",
+    "signal_sync",
     "task",
     "wait",
 ]

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from datetime import datetime
-from typing import Any, Generic, Protocol, TypeVar
+from datetime import datetime, timedelta
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 import msgspec
 
 from venturi.errors import VenturiError
 from venturi.priority import Priority
+from venturi.workflow.child import Child
 
 S = TypeVar("S")
+T = TypeVar("T")
 
 _log = logging.getLogger("venturi.job")
 
@@ -38,6 +42,14 @@ class Transactions(Protocol):
     def transaction(self) -> AbstractAsyncContextManager[Any]: ...
 
     async def complete(self, conn: Any, result: Any = None) -> None: ...
+
+    def durable(self) -> Any:
+        """The run's workflow primitives (``venturi.workflow.durable.Durable``)."""
+        ...
+
+    async def release(self) -> None:
+        """The handler ended: give back what the primitives held."""
+        ...
 
 
 class _JobLogger(logging.LoggerAdapter[logging.Logger]):
@@ -99,3 +111,87 @@ class Context(Generic[S]):
     async def cancelled(self) -> None:
         """Returns when cancellation is requested; race it against work with asyncio.wait."""
         await self._cancel.wait()
+
+    # --- workflows (SPEC 12; docs/workflows.md) -------------------------------------
+
+    def _durable(self, what: str) -> Any:
+        if self._tx is None:
+            raise VenturiError(
+                f"ctx.{what}() is a workflow primitive: it needs a context made by a worker "
+                "(or venturi.testing)"
+            )
+        return self._tx.durable()
+
+    @overload
+    async def step(
+        self, name: str, fn: Callable[..., Awaitable[T]], *args: Any, transactional: bool = False
+    ) -> T: ...
+
+    @overload
+    async def step(
+        self, name: str, fn: Callable[..., T], *args: Any, transactional: bool = False
+    ) -> T: ...
+
+    async def step(
+        self, name: str, fn: Callable[..., Any], *args: Any, transactional: bool = False
+    ) -> Any:
+        """Run ``fn(*args)`` (async, or sync in a thread) once and record its value under
+        ``name``; on every later run of the job return the recorded value, decoded as
+        ``fn``'s return annotation, without running ``fn``. ``transactional=True`` calls
+        ``fn(conn, *args)`` in a transaction that also records the step: its writes
+        happen exactly once. A name used twice in one run is a ``ConfigError``."""
+        return await self._durable("step").step(name, fn, args, transactional)
+
+    def step_key(self, name: str) -> str:
+        """A stable idempotency key of step ``name``: the same on every run and worker,
+        different for any other job or name (for a payment provider's header)."""
+        digest = hashlib.sha256(f"venturi step\x1f{self.job.id}\x1f{name}".encode())
+        return f"venturi-{self.job.id}-{digest.hexdigest()[:32]}"
+
+    async def sleep(self, name: str, duration: timedelta | float) -> None:
+        """A durable timer: the first run records the wake time ``duration`` from now and
+        the job waits, holding no slot; runs after it is due return at once."""
+        await self._durable("sleep").sleep(name, duration)
+
+    async def sleep_until(self, name: str, at: datetime) -> None:
+        """``sleep`` until the timezone-aware time ``at``."""
+        await self._durable("sleep_until").sleep_until(name, at)
+
+    async def wait_for_signal(
+        self,
+        name: str,
+        type: type[T],
+        *,
+        timeout: timedelta | float | None = None,  # noqa: ASYNC109 (SPEC 12 names it)
+    ) -> T:
+        """The payload of the first signal ``name`` sent to this job (``venturi.signal``),
+        decoded as ``type``; until it comes the job waits. After ``timeout`` (from the
+        first run that reached this) ``venturi.SignalTimeout``, on every later run too."""
+        value: T = await self._durable("wait_for_signal").wait_for_signal(name, type, timeout)
+        return value
+
+    async def spawn(
+        self,
+        name: str,
+        task: Any,
+        carry: Any,
+        *,
+        priority: Priority | None = None,
+        key: str | None = None,
+    ) -> Child[Any]:
+        """Enqueue a child job of ``task`` once (its id is the recorded step ``name``,
+        written in the child's own transaction)."""
+        child: Child[Any] = await self._durable("spawn").spawn(name, task, carry, priority, key)
+        return child
+
+    async def gather(self, *children: Child[Any]) -> list[Any]:
+        """The children's results (decoded as each task's ``result`` type), in order, once
+        all finished; until then the job waits and the last to finish wakes it. A child
+        that ended dead or cancelled raises ``venturi.ChildFailed``."""
+        results: list[Any] = await self._durable("gather").gather(children)
+        return results
+
+    async def result_of(self, name: str) -> Any:
+        """The result of the ``venturi.Workflow`` node ``name`` this job comes after,
+        decoded as its task's ``result`` type."""
+        return await self._durable("result_of").result_of(name)

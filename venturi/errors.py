@@ -38,3 +38,24 @@ class ClaimLost(VenturiError):
     def __init__(self, job_id: int) -> None:
         super().__init__(f"job {job_id}: this run no longer holds its claim")
         self.job_id = job_id
+
+
+class SignalTimeout(VenturiError, TimeoutError):
+    """``ctx.wait_for_signal`` timed out before its signal came; raised on this run and
+    on every later run of the job (the timeout is recorded)."""
+
+    def __init__(self, job_id: int, name: str) -> None:
+        super().__init__(f"job {job_id}: no signal {name!r} came before its timeout")
+        self.job_id = job_id
+        self.name = name
+
+
+class ChildFailed(VenturiError):
+    """``ctx.gather``: a child job ended dead or cancelled (or was deleted): ``job_id``,
+    ``status`` and ``reason`` (its last error)."""
+
+    def __init__(self, job_id: int, status: str, reason: str | None) -> None:
+        super().__init__(f"child job {job_id} ended {status}: {reason or 'no reason given'}")
+        self.job_id = job_id
+        self.status = status
+        self.reason = reason

@@ -12,13 +12,17 @@ import enum
 
 
 class JobStatus(enum.StrEnum):
-    """Where a job stands: waiting to run, running, or finished one of three ways."""
+    """Where a job stands: waiting to run, running, finished one of three ways, or (a
+    workflow) waiting for a timer, a signal, children or dependencies."""
 
     PENDING = "pending"
     CLAIMED = "claimed"
     COMPLETED = "completed"
     DEAD = "dead"
     CANCELLED = "cancelled"
+    # A workflow that gave up its slot until what it waits for happens (SPEC 12); not
+    # finished, and outside the claim's index.
+    WAITING = "waiting"
 
     @property
     def finished(self) -> bool:
@@ -42,6 +46,9 @@ class JournalEvent(enum.StrEnum):
     RELEASED = "released"
     CANCELLED = JobStatus.CANCELLED.value
     TIMED_OUT = "timed-out"
+    # Workflows (migration 14): a run gave up its slot to wait (on what), and what woke it.
+    WAITING = JobStatus.WAITING.value
+    WOKEN = "woken"
 
 
 # Every status, in the order operators read them (the CLI's and the dashboard's columns).

@@ -98,6 +98,7 @@ class Task(Generic[C]):
         global_cap: int | None = None,
         unique_for: float | None = None,
         retry_on: tuple[type[BaseException], ...] | None = None,
+        result_type: Any = Any,
     ) -> None:
         self.fn = fn
         self.kind = kind
@@ -123,6 +124,7 @@ class Task(Generic[C]):
         # The exceptions that are retried; any other settles the job dead at once
         # (None: every exception is retried).
         self.retry_on = retry_on
+        self.result_type = result_type  # complete(result)'s type, for gather and result_of
         self.is_async = inspect.iscoroutinefunction(fn)
         self.codec: CarryCodec[C] = CarryCodec(carry_type, kind, max_carry_bytes)
         self.__name__ = getattr(fn, "__name__", kind)
@@ -343,6 +345,7 @@ def task(
     global_cap: int | None = None,
     unique_for: timedelta | float | None = None,
     retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
+    result: Any = Any,
 ) -> TaskDecorator:
     """Declare a job kind. Every argument is checked here; a bad one raises ConfigError.
 
@@ -359,7 +362,8 @@ def task(
     ``global_cap`` bounds the jobs of the kind claimed across every worker together
     (``cap`` bounds one worker's); ``unique_for`` keeps a key held for that long after
     its job finished; ``retry_on`` names the exceptions that are retried (any other
-    settles the job dead at once; default: every exception is retried).
+    settles the job dead at once; default: every exception is retried); ``result`` is the
+    type ``complete(result)`` returns, as workflows' ``gather`` and ``result_of`` decode it.
     """
     if not isinstance(kind, str) or not kind or len(kind) > 200 or kind != kind.strip():
         raise ConfigError(
@@ -389,6 +393,7 @@ def task(
     global_cap_n = None if global_cap is None else _positive_int(global_cap, "global_cap")
     unique_s = None if unique_for is None else seconds(unique_for, "unique_for")
     retry_types = None if retry_on is None else validate.exception_types(retry_on, "retry_on")
+    validate.decodable(result, "result")
 
     def decorate(fn: HandlerOf[C]) -> Task[C]:
         return _declare(
@@ -408,6 +413,7 @@ def task(
             global_cap=global_cap_n,
             unique_for=unique_s,
             retry_on=retry_types,
+            result_type=result,
         )
 
     return decorate
@@ -431,6 +437,7 @@ def _declare(
     global_cap: int | None,
     unique_for: float | None,
     retry_on: tuple[type[BaseException], ...] | None,
+    result_type: Any = Any,
 ) -> Task[C]:
     """The task of handler ``fn`` with ``task``'s checked knobs, registered under
     ``kind`` (the same function declared again, a module reloaded, replaces itself)."""
@@ -459,6 +466,7 @@ def _declare(
         global_cap=global_cap,
         unique_for=unique_for,
         retry_on=retry_on,
+        result_type=result_type,
     )
     if cron is not None:
         # The default carry must also pass the task's own checks (type, size).

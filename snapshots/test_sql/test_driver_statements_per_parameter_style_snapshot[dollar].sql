@@ -34,7 +34,7 @@ inserted AS (
            coalesce($4::timestamptz, now() + make_interval(secs => coalesce($5::float8, 0))),
            $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean, $14::text
     WHERE NOT EXISTS (SELECT 1 FROM recent)
-    ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed')
+    ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed', 'waiting')
     DO NOTHING
     RETURNING id
 ),
@@ -42,7 +42,7 @@ inserted AS (
 -- snapshot is invisible here; the caller then runs the statement again.
 holder AS (
     SELECT id, status FROM "venturi".jobs
-    WHERE $6::text IS NOT NULL AND kind = $1 AND key = $6 AND status IN ('pending', 'claimed')
+    WHERE $6::text IS NOT NULL AND kind = $1 AND key = $6 AND status IN ('pending', 'claimed', 'waiting')
     LIMIT 1
 ),
 replaced AS (
@@ -121,7 +121,7 @@ inserted AS (
     FROM input
     WHERE NOT EXISTS (SELECT 1 FROM recent WHERE recent.ord = input.ord)
     ORDER BY ord
-    ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed')
+    ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed', 'waiting')
     DO NOTHING
     RETURNING id, kind, key
 ),
@@ -152,7 +152,7 @@ LEFT JOIN inserted same_batch
 LEFT JOIN LATERAL (
     SELECT j.id, j.status FROM "venturi".jobs j
     WHERE input.key IS NOT NULL AND j.kind = input.kind AND j.key = input.key
-      AND j.status IN ('pending', 'claimed')
+      AND j.status IN ('pending', 'claimed', 'waiting')
     LIMIT 1
 ) existing ON true
 LEFT JOIN recent ON recent.ord = input.ord

@@ -34,7 +34,7 @@ inserted AS (
            coalesce(%(p4)s::timestamptz, now() + make_interval(secs => coalesce(%(p5)s::float8, 0))),
            %(p6)s, %(p7)s::integer, %(p8)s::float8, %(p9)s::float8, %(p10)s::float8, %(p11)s::boolean, %(p14)s::text
     WHERE NOT EXISTS (SELECT 1 FROM recent)
-    ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed')
+    ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed', 'waiting')
     DO NOTHING
     RETURNING id
 ),
@@ -42,7 +42,7 @@ inserted AS (
 -- snapshot is invisible here; the caller then runs the statement again.
 holder AS (
     SELECT id, status FROM "venturi".jobs
-    WHERE %(p6)s::text IS NOT NULL AND kind = %(p1)s AND key = %(p6)s AND status IN ('pending', 'claimed')
+    WHERE %(p6)s::text IS NOT NULL AND kind = %(p1)s AND key = %(p6)s AND status IN ('pending', 'claimed', 'waiting')
     LIMIT 1
 ),
 replaced AS (
@@ -121,7 +121,7 @@ inserted AS (
     FROM input
     WHERE NOT EXISTS (SELECT 1 FROM recent WHERE recent.ord = input.ord)
     ORDER BY ord
-    ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed')
+    ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed', 'waiting')
     DO NOTHING
     RETURNING id, kind, key
 ),
@@ -152,7 +152,7 @@ LEFT JOIN inserted same_batch
 LEFT JOIN LATERAL (
     SELECT j.id, j.status FROM "venturi".jobs j
     WHERE input.key IS NOT NULL AND j.kind = input.kind AND j.key = input.key
-      AND j.status IN ('pending', 'claimed')
+      AND j.status IN ('pending', 'claimed', 'waiting')
     LIMIT 1
 ) existing ON true
 LEFT JOIN recent ON recent.ord = input.ord

@@ -20,7 +20,7 @@ CREATE INDEX IF NOT EXISTS jobs_stale_idx
 -- ON CONFLICT arbiter.
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_key_idx
     ON "billing_jobs".jobs (kind, key)
-    WHERE key IS NOT NULL AND status IN ('pending', 'claimed');
+    WHERE key IS NOT NULL AND status IN ('pending', 'claimed', 'waiting');
 
 -- journal_get: a job's history in order.
 CREATE INDEX IF NOT EXISTS journal_job_idx
@@ -58,3 +58,19 @@ CREATE INDEX IF NOT EXISTS jobs_failed_id_idx
 CREATE INDEX IF NOT EXISTS jobs_key_search_idx
     ON "billing_jobs".jobs (key, id)
     WHERE key IS NOT NULL;
+
+-- workflow_settled: the dependents of a job that ended.
+CREATE INDEX IF NOT EXISTS dependencies_depends_on_idx
+    ON "billing_jobs".dependencies (depends_on);
+
+-- workflow_settled (a cancel's cascade), jobs show: a job's children. Partial: plain
+-- jobs never enter it.
+CREATE INDEX IF NOT EXISTS jobs_parent_idx
+    ON "billing_jobs".jobs (parent_id)
+    WHERE parent_id IS NOT NULL;
+
+-- job_next_visible_at and job_wake_due: the waiting jobs' timers per kind. Partial: only
+-- waiting jobs with a timer enter it, never the claim's rows.
+CREATE INDEX IF NOT EXISTS jobs_wake_idx
+    ON "billing_jobs".jobs (kind, wake_at)
+    WHERE status = 'waiting' AND wake_at IS NOT NULL;

@@ -88,10 +88,88 @@ LEFT JOIN completed c ON c.kind = k.kind
 LEFT JOIN failures f ON f.kind = k.kind
 ORDER BY k.kind;
 
+-- child_list: the status, result and error of some jobs (a parent's children), in the
+-- given order, with the parent's wake_seq, in one snapshot: a gather that finds children
+-- unfinished waits only if none ended after this read (job_wait_if_owned). A missing
+-- child (deleted) has a NULL status.
+-- $1 bigint job_id: the parent
+-- $2 bigint[] ids: its children
+-- index: primary key.
+PREPARE venturi_child_list(bigint, bigint[]) AS
+SELECT (SELECT coalesce(p.wake_seq, 0) FROM "venturi".jobs p WHERE p.id = $1::bigint) AS wake_seq,
+       c.n, c.id, j.kind, j.status, j.result::text AS result, j.last_error
+FROM unnest($2::bigint[]) WITH ORDINALITY AS c(id, n)
+LEFT JOIN "venturi".jobs j ON j.id = c.id
+ORDER BY c.n;
+
+-- child_spawn: ctx.spawn: enqueue a child job and record its id as the parent's step, in
+-- one statement, so a crash can never leave one without the other. The id is drawn
+-- first and recorded; the child is inserted only if this statement's record won. A
+-- second run (after a crash) finds the record and inserts nothing: a child is spawned
+-- once. With a key held by an unfinished job the child is not inserted (spawned false,
+-- holder: that job) and the caller rolls its transaction back.
+-- $1 bigint parent_id: the spawning job
+-- $2 text name: the step's name
+-- $3 text kind: the child's kind
+-- $4 text carry: the child's carry, msgspec-encoded JSON
+-- $5 smallint priority: the child's priority
+-- $6 integer max_failures: the child task's failure backstop
+-- $7 float8 backoff_base: the child task's declared backoff (NULL: none), first delay
+-- $8 float8 backoff_factor: its growth per failure
+-- $9 float8 backoff_cap: its ceiling in seconds
+-- $10 boolean backoff_jitter: whether it is half-jittered
+-- $11 text key: the child's de-duplication key (NULL: none)
+-- $12 text traceparent: the W3C trace context of the parent's run (NULL: none)
+-- index: primary key of steps; jobs_key_idx for the key.
+PREPARE venturi_child_spawn(bigint, text, text, text, smallint, integer, float8, float8, float8, boolean, text, text) AS
+WITH drawn AS (
+    SELECT nextval(pg_get_serial_sequence('"venturi".jobs', 'id')) AS id
+),
+recorded AS (
+    INSERT INTO "venturi".steps AS st (job_id, name, value)
+    SELECT $1::bigint, $2::text, to_jsonb(drawn.id) FROM drawn
+    ON CONFLICT (job_id, name) DO UPDATE SET job_id = st.job_id
+    RETURNING (st.value #>> '{}')::bigint AS id, st.xmax = 0 AS inserted
+),
+child AS (
+    INSERT INTO "venturi".jobs (id, kind, carry, priority, max_failures, backoff_base,
+                              backoff_factor, backoff_cap, backoff_jitter, key, parent_id,
+                              linked, traceparent)
+    SELECT r.id, $3::text, $4::jsonb, $5::smallint, $6::integer, $7::float8, $8::float8,
+           $9::float8, $10::boolean, $11::text, $1::bigint, true, $12::text
+    FROM recorded r
+    WHERE r.inserted
+    ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed', 'waiting')
+        DO NOTHING
+    RETURNING id
+),
+parent AS (
+    -- Its end must now be looked at (a cancel cascades to the children).
+    UPDATE "venturi".jobs SET linked = true
+    WHERE id = $1::bigint AND linked IS NOT TRUE AND EXISTS (SELECT 1 FROM child)
+)
+SELECT r.id, r.inserted, EXISTS (SELECT 1 FROM child) AS spawned,
+       (SELECT h.id FROM "venturi".jobs h
+        WHERE $11::text IS NOT NULL AND h.kind = $3::text AND h.key = $11::text
+          AND h.status IN ('pending', 'claimed', 'waiting')
+        LIMIT 1) AS holder
+FROM recorded r;
+
 -- connection_probe: touches nothing; answers only if the connection still reaches a live
 -- server (the LISTEN connection's health check).
 PREPARE venturi_connection_probe AS
 SELECT 1 AS alive;
+
+-- dependency_result: ctx.result_of: the job a Workflow node comes after, by its node
+-- name, with its kind, status and result (NULL id: no such dependency).
+-- $1 bigint job_id: the dependent job
+-- $2 text name: the dependency's node name
+-- index: primary keys of dependencies and jobs.
+PREPARE venturi_dependency_result(bigint, text) AS
+SELECT d.depends_on AS id, j.kind, j.status, j.result::text AS result
+FROM "venturi".dependencies d
+LEFT JOIN "venturi".jobs j ON j.id = d.depends_on
+WHERE d.job_id = $1::bigint AND d.name = $2::text;
 
 -- job_activity_per_minute: completions and failed executions in each of the last $2
 -- minutes, oldest first, every minute present (zero when idle): the dashboard's charts.
@@ -150,7 +228,8 @@ journaled AS (
 )
 SELECT id FROM settled;
 
--- job_cancel_many: an operator's cancel: pending jobs become cancelled now (journaled);
+-- job_cancel_many: an operator's cancel: pending and waiting jobs become cancelled now
+-- (journaled; workflow_settled cascades to their children and dependents);
 -- for claimed jobs the request is recorded in cancel_requested_at, and the worker holding
 -- the claim settles them. Returns one row per distinct input id with what was done.
 -- $1 bigint[] ids: the jobs to cancel
@@ -163,9 +242,9 @@ WITH input AS (
 ),
 cancelled AS (
     UPDATE "venturi".jobs j
-    SET status = 'cancelled', finished_at = now(), claim_expires_at = NULL
+    SET status = 'cancelled', finished_at = now(), claim_expires_at = NULL, wake_at = NULL
     FROM input
-    WHERE j.id = input.id AND j.status = 'pending'
+    WHERE j.id = input.id AND j.status IN ('pending', 'waiting')
     RETURNING j.id, j.attempt
 ),
 -- A job claimed meanwhile fails the re-check above and is not matched here either (this
@@ -635,7 +714,7 @@ inserted AS (
            coalesce($4::timestamptz, now() + make_interval(secs => coalesce($5::float8, 0))),
            $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean, $14::text
     WHERE NOT EXISTS (SELECT 1 FROM recent)
-    ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed')
+    ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed', 'waiting')
     DO NOTHING
     RETURNING id
 ),
@@ -643,7 +722,7 @@ inserted AS (
 -- snapshot is invisible here; the caller then runs the statement again.
 holder AS (
     SELECT id, status FROM "venturi".jobs
-    WHERE $6::text IS NOT NULL AND kind = $1 AND key = $6 AND status IN ('pending', 'claimed')
+    WHERE $6::text IS NOT NULL AND kind = $1 AND key = $6 AND status IN ('pending', 'claimed', 'waiting')
     LIMIT 1
 ),
 replaced AS (
@@ -723,7 +802,7 @@ inserted AS (
     FROM input
     WHERE NOT EXISTS (SELECT 1 FROM recent WHERE recent.ord = input.ord)
     ORDER BY ord
-    ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed')
+    ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed', 'waiting')
     DO NOTHING
     RETURNING id, kind, key
 ),
@@ -754,7 +833,7 @@ LEFT JOIN inserted same_batch
 LEFT JOIN LATERAL (
     SELECT j.id, j.status FROM "venturi".jobs j
     WHERE input.key IS NOT NULL AND j.kind = input.kind AND j.key = input.key
-      AND j.status IN ('pending', 'claimed')
+      AND j.status IN ('pending', 'claimed', 'waiting')
     LIMIT 1
 ) existing ON true
 LEFT JOIN recent ON recent.ord = input.ord
@@ -841,17 +920,28 @@ SELECT id FROM "venturi".jobs WHERE claimed_by = $1::text ORDER BY id;
 PREPARE venturi_job_mark_awaited(bigint) AS
 UPDATE "venturi".jobs
 SET awaited = true
-WHERE id = $1::bigint AND status IN ('pending', 'claimed') AND awaited IS NOT TRUE;
+WHERE id = $1::bigint AND status IN ('pending', 'claimed', 'waiting') AND awaited IS NOT TRUE;
 
 -- job_next_visible_at: when the nearest pending job of these kinds is or becomes
 -- claimable (NULL: none), so an idle worker wakes exactly then. A time already past is
 -- an answer too: the job became visible after the claim before this lookup read now()
 -- (or is locked by a claim in progress), and the worker claims again at once; filtering
 -- on visible_at > now() would skip it and leave it for poll_max.
+-- next_wake_at: the earliest timer of the kinds' waiting workflows (a sleep, a signal's
+-- timeout), so the loop runs job_wake_due when it is due, and no claim pays for timers.
 -- $1 text[] kinds: the kinds the worker could claim now (under their cap, with tokens)
--- index: jobs_next_visible_idx (pending rows by kind, visible_at), one probe per kind.
+-- index: jobs_next_visible_idx (pending rows by kind, visible_at), one probe per kind;
+-- jobs_wake_idx (waiting rows with a timer by kind, wake_at), one probe per kind.
 PREPARE venturi_job_next_visible_at(text[]) AS
-SELECT min(next.visible_at) AS next_visible_at
+SELECT min(next.visible_at) AS next_visible_at,
+       (SELECT min(timer.wake_at)
+        FROM unnest($1::text[]) AS w(kind)
+        CROSS JOIN LATERAL (
+            SELECT wake_at FROM "venturi".jobs
+            WHERE status = 'waiting' AND wake_at IS NOT NULL AND kind = w.kind
+            ORDER BY wake_at
+            LIMIT 1
+        ) timer) AS next_wake_at
 FROM unnest($1::text[]) AS k(kind)
 -- A paused kind's schedule is no reason to wake.
 CROSS JOIN LATERAL (
@@ -1274,7 +1364,7 @@ retried AS (
       -- one would break the key's uniqueness. Refused, and reported through key_holder.
       AND (j.key IS NULL OR NOT EXISTS (
           SELECT 1 FROM "venturi".jobs o
-          WHERE o.kind = j.kind AND o.key = j.key AND o.status IN ('pending', 'claimed')))
+          WHERE o.kind = j.kind AND o.key = j.key AND o.status IN ('pending', 'claimed', 'waiting')))
     RETURNING j.id, j.attempt
 ),
 journaled AS (
@@ -1290,22 +1380,40 @@ LEFT JOIN retried r ON r.id = input.id
 LEFT JOIN LATERAL (
     SELECT o.id FROM "venturi".jobs o
     WHERE j.key IS NOT NULL AND o.kind = j.kind AND o.key = j.key
-      AND o.status IN ('pending', 'claimed') AND o.id <> j.id
+      AND o.status IN ('pending', 'claimed', 'waiting') AND o.id <> j.id
     LIMIT 1
 ) holder ON true
 ORDER BY input.id;
 
 -- job_run_now_many_if_pending: an operator's run-now: pending jobs scheduled for later
--- become visible now, journaled as released (not a failure) with the operator. The
+-- become visible now, journaled as released (not a failure) with the operator. A
+-- workflow waiting on a timer (a sleep, a signal's timeout) has its recorded timers
+-- moved to now and becomes pending, journaled as woken: the replayed sleep returns. The
 -- update trigger notifies the schema's channel, which wakes idle workers of the kind.
 -- Returns one row per distinct input id with its status before and whether it moved.
 -- $1 bigint[] ids: the jobs to run now
 -- $2 text operator: who asked, for the journal's worker column
 -- $3 text detail: the journal entry's detail
--- index: primary key.
+-- index: primary key; primary key of steps (job_id, name) for the timers.
 PREPARE venturi_job_run_now_many_if_pending(bigint[], text, text) AS
 WITH input AS (
     SELECT DISTINCT unnest($1::bigint[]) AS id
+),
+timers AS (
+    UPDATE "venturi".steps st
+    SET wake_at = now()
+    FROM input
+    JOIN "venturi".jobs w ON w.id = input.id AND w.status = 'waiting' AND w.wake_at IS NOT NULL
+    WHERE st.job_id = input.id AND st.wake_at > now()
+    RETURNING st.job_id
+),
+woken AS (
+    UPDATE "venturi".jobs j
+    SET status = 'pending', visible_at = now(), wake_at = NULL,
+        wake_seq = coalesce(j.wake_seq, 0) + 1
+    FROM input
+    WHERE j.id = input.id AND j.status = 'waiting' AND j.wake_at IS NOT NULL
+    RETURNING j.id, j.attempt
 ),
 moved AS (
     UPDATE "venturi".jobs j
@@ -1317,12 +1425,16 @@ moved AS (
 journaled AS (
     INSERT INTO "venturi".journal (job_id, at, event, attempt, worker, detail)
     SELECT id, now(), 'released', attempt, $2::text, $3::text FROM moved
+    UNION ALL
+    SELECT id, now(), 'woken', attempt, $2::text, $3::text FROM woken
 )
 -- Read from the statement's snapshot: status and visible_at are the ones before.
-SELECT input.id, j.kind, j.status AS was, j.visible_at, m.id IS NOT NULL AS moved
+SELECT input.id, j.kind, j.status AS was, j.visible_at,
+       m.id IS NOT NULL OR w.id IS NOT NULL AS moved
 FROM input
 LEFT JOIN "venturi".jobs j ON j.id = input.id
 LEFT JOIN moved m ON m.id = input.id
+LEFT JOIN woken w ON w.id = input.id
 ORDER BY input.id;
 
 -- job_set_priority_many_if_pending: an operator's re-prioritisation: pending jobs take
@@ -1539,6 +1651,113 @@ deleted AS (
     DELETE FROM "venturi".jobs j USING found WHERE j.id = found.id
 )
 SELECT id, holder FROM found;
+
+-- job_wait_if_owned: settle a workflow run that must wait (a timer, a signal, children):
+-- the job gives up its claim and becomes 'waiting', holding no slot and no lease, unless
+-- an event came since the run looked (wake_seq moved on) or its timer is already due:
+-- then it is pending again at once. Guarded by the claim like every settlement.
+-- Lost wake-ups: an event (signal_send, workflow_settled, job_wake_due) updates this row
+-- too; the row lock orders the two UPDATEs and PostgreSQL re-evaluates the later one on
+-- the row the earlier one committed, so each sees the other.
+-- $1 uuid claim_token: ownership token of the worker run holding the claim
+-- $2 bigint id: the job
+-- $3 integer attempt: the claim it was run under
+-- $4 integer seen: the wake_seq the run's wait decision read
+-- $5 timestamptz wake_at: the timer (NULL: none)
+-- $6 text signal: the signal waited for (NULL: none)
+-- $7 bigint[] wait_for: the children waited for, unfinished when the run looked (NULL: none)
+-- $8 text detail: what it waits for, for the journal
+-- index: primary key.
+PREPARE venturi_job_wait_if_owned(uuid, bigint, integer, integer, timestamptz, text, bigint[], text) AS
+WITH settled AS (
+    UPDATE "venturi".jobs j
+    SET status = CASE WHEN coalesce(j.wake_seq, 0) = $4::integer
+                           AND ($5::timestamptz IS NULL OR $5::timestamptz > now())
+                      THEN 'waiting' ELSE 'pending' END,
+        visible_at = now(), claim_expires_at = NULL, claim_token = NULL,
+        wake_at = $5::timestamptz, wait_signal = $6::text, wait_for = $7::bigint[],
+        wait_count = cardinality($7::bigint[])
+    WHERE j.id = $2::bigint AND j.status = 'claimed' AND j.claim_token = $1::uuid
+      AND j.attempt = $3::integer
+    RETURNING j.id, j.status, j.attempt, j.claimed_at, j.claimed_by
+),
+journaled AS (
+    INSERT INTO "venturi".journal (job_id, at, event, attempt, worker, detail)
+    SELECT id, claimed_at, 'claimed', attempt, claimed_by, NULL FROM settled
+    UNION ALL
+    SELECT id, now(), 'waiting', attempt, claimed_by, $8::text FROM settled
+    UNION ALL
+    SELECT id, now(), 'woken', attempt, claimed_by,
+           'what it waits for happened while it decided to wait'
+    FROM settled WHERE status = 'pending'
+)
+SELECT status FROM settled;
+
+-- job_wake_due: waiting jobs of these kinds whose timer is due (a sleep, a signal's
+-- timeout) become pending now, journaled as woken; the update trigger notifies. Run by a
+-- worker loop when the earliest timer it learned of (job_next_visible_at) is due, not
+-- on every claim. Returns how many it woke.
+-- $1 text[] kinds: the worker's kinds
+-- index: jobs_wake_idx (waiting jobs with a timer, by kind and wake_at).
+PREPARE venturi_job_wake_due(text[]) AS
+WITH due AS (
+    SELECT id FROM "venturi".jobs
+    WHERE status = 'waiting' AND kind = ANY ($1::text[]) AND wake_at <= now()
+    ORDER BY wake_at
+    LIMIT 1000
+    -- Another worker waking the same timers (or a signal) holds the row: leave it.
+    FOR NO KEY UPDATE SKIP LOCKED
+),
+woken AS (
+    UPDATE "venturi".jobs j
+    SET status = 'pending', visible_at = now(), wake_at = NULL,
+        wake_seq = coalesce(j.wake_seq, 0) + 1
+    FROM due
+    WHERE j.id = due.id AND j.status = 'waiting'
+    RETURNING j.id, j.attempt, j.wait_signal
+),
+journaled AS (
+    INSERT INTO "venturi".journal (job_id, at, event, attempt, worker, detail)
+    SELECT id, now(), 'woken', attempt, NULL,
+           CASE WHEN wait_signal IS NULL THEN 'its timer was due'
+                ELSE 'its wait for signal ' || wait_signal || ' timed out' END
+    FROM woken
+)
+SELECT count(*)::integer AS woken FROM woken;
+
+-- job_wake_timers_now: venturi.testing.drain, which runs workflows without waiting for
+-- their timers: the waiting jobs of these kinds that have a timer (a sleep, a signal's
+-- timeout) get their recorded timers moved to now and become pending, journaled as
+-- woken, as if the time had come. Returns how many it woke.
+-- $1 text[] kinds: the kinds being drained
+-- index: jobs_wake_idx (waiting jobs with a timer, by kind); primary key of steps.
+PREPARE venturi_job_wake_timers_now(text[]) AS
+WITH waiting AS (
+    SELECT id FROM "venturi".jobs
+    WHERE status = 'waiting' AND wake_at IS NOT NULL AND kind = ANY ($1::text[])
+    FOR NO KEY UPDATE
+),
+timers AS (
+    UPDATE "venturi".steps st
+    SET wake_at = now()
+    FROM waiting w
+    WHERE st.job_id = w.id AND st.wake_at > now()
+    RETURNING st.job_id
+),
+woken AS (
+    UPDATE "venturi".jobs j
+    SET status = 'pending', visible_at = now(), wake_at = NULL,
+        wake_seq = coalesce(j.wake_seq, 0) + 1
+    FROM waiting w
+    WHERE j.id = w.id
+    RETURNING j.id, j.attempt
+),
+journaled AS (
+    INSERT INTO "venturi".journal (job_id, at, event, attempt, worker, detail)
+    SELECT id, now(), 'woken', attempt, NULL, 'timer fast-forwarded (venturi.testing.drain)'
+    FROM woken
+)
+SELECT count(*)::integer AS woken FROM woken;
 
 -- journal_get: a job's written history, oldest first; the routine enqueued / claimed /
 -- completed entries are read off the job row by the caller and merged in.
@@ -1817,6 +2036,89 @@ PREPARE venturi_schema_version_record(integer, text) AS
 INSERT INTO "venturi".schema_version (version, name) VALUES ($1, $2)
 ON CONFLICT (version) DO NOTHING;
 
+-- signal_get: the payload of the signal of a name sent to a job (NULL: none yet) and the
+-- job's wake_seq, read in one snapshot: a wait decided on this answer settles 'waiting'
+-- only if no event came after it (job_wait_if_owned).
+-- $1 bigint job_id: the job
+-- $2 text name: the signal's name
+-- index: primary keys of jobs and signals.
+PREPARE venturi_signal_get(bigint, text) AS
+SELECT coalesce(j.wake_seq, 0) AS wake_seq,
+       (SELECT g.payload::text FROM "venturi".signals g
+        WHERE g.job_id = j.id AND g.name = $2::text) AS payload
+FROM "venturi".jobs j
+WHERE j.id = $1::bigint;
+
+-- signal_send: venturi.signal: record a signal for an unfinished job; the first of a name
+-- wins. A job waiting for that name becomes pending in the same UPDATE (and the update
+-- trigger notifies the workers); any other unfinished job counts the event in wake_seq,
+-- so that a run deciding right now to wait for it sees it (job_wait_if_owned).
+-- Returns one row, sent: whether this signal was recorded.
+-- $1 bigint job_id: the job to signal
+-- $2 text name: the signal's name
+-- $3 text payload: msgspec-encoded JSON of the payload
+-- index: primary keys of jobs and signals.
+PREPARE venturi_signal_send(bigint, text, text) AS
+WITH target AS (
+    -- Locked first, so the decision below reads the row as it is now, and signals and
+    -- wait settlements of this job take turns.
+    SELECT id, status = 'waiting' AND wait_signal = $2::text AS wakes
+    FROM "venturi".jobs
+    WHERE id = $1::bigint AND status IN ('pending', 'claimed', 'waiting')
+    FOR NO KEY UPDATE
+),
+sent AS (
+    INSERT INTO "venturi".signals (job_id, name, payload)
+    SELECT id, $2::text, $3::jsonb FROM target
+    ON CONFLICT (job_id, name) DO NOTHING
+    RETURNING job_id
+),
+bumped AS (
+    UPDATE "venturi".jobs j
+    SET wake_seq = coalesce(j.wake_seq, 0) + 1,
+        status = CASE WHEN t.wakes THEN 'pending' ELSE j.status END,
+        visible_at = CASE WHEN t.wakes THEN now() ELSE j.visible_at END,
+        wake_at = CASE WHEN t.wakes THEN NULL ELSE j.wake_at END
+    FROM target t
+    WHERE j.id = t.id AND EXISTS (SELECT 1 FROM sent)
+    RETURNING j.id, j.attempt, t.wakes
+),
+journaled AS (
+    INSERT INTO "venturi".journal (job_id, at, event, attempt, worker, detail)
+    SELECT id, now(), 'woken', attempt, NULL, 'signal ' || $2::text FROM bumped WHERE wakes
+)
+SELECT EXISTS (SELECT 1 FROM sent) AS sent;
+
+-- step_list: a workflow job's recorded steps, loaded once per run by its first workflow
+-- primitive, with the job's wake_seq as it was before any of them looked (a wait that
+-- compares against an older wake_seq can only wake too often, never too seldom). One
+-- row with NULL name when nothing is recorded yet. now: the database's clock, which the
+-- run's timers are decided by (the worker's own clock may be skewed).
+-- $1 bigint job_id: the job
+-- index: primary keys of jobs and steps (job_id, name).
+PREPARE venturi_step_list(bigint) AS
+SELECT now() AS now, coalesce(j.wake_seq, 0) AS wake_seq, s.name, s.value::text AS value, s.wake_at
+FROM "venturi".jobs j
+LEFT JOIN "venturi".steps s ON s.job_id = j.id
+WHERE j.id = $1::bigint;
+
+-- step_record: record a step's value once. If another run recorded the name first (two
+-- runs of one job after a lost lease), that value wins and is returned to both: DO
+-- UPDATE rather than DO NOTHING so that the statement always returns the recorded row,
+-- also one committed after its snapshot (the no-op update waits for the other writer and
+-- reads its row). inserted says whose value it is.
+-- $1 bigint job_id: the job
+-- $2 text name: the step's name (unique within the job)
+-- $3 text value: msgspec-encoded JSON of the step's return value
+-- $4 timestamptz wake_at: a timer's wake time (NULL for a plain step)
+-- index: primary key of steps (job_id, name), the ON CONFLICT arbiter.
+PREPARE venturi_step_record(bigint, text, text, timestamptz) AS
+INSERT INTO "venturi".steps AS st (job_id, name, value, wake_at)
+VALUES ($1::bigint, $2::text, $3::jsonb, $4::timestamptz)
+ON CONFLICT (job_id, name) DO UPDATE SET job_id = st.job_id
+-- xmax is 0 on a row this statement inserted, the locking transaction on one it found.
+RETURNING st.value::text AS value, st.wake_at, st.xmax = 0 AS inserted;
+
 -- transaction_deadlines: the server's side of the client's statement deadline, for the
 -- rest of this transaction only (set_config's is_local; a transaction pooler keeps no
 -- session state). A client whose network froze would otherwise hold the transaction's
@@ -1913,3 +2215,51 @@ ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), stopped_at = NULL;
 -- index: workers primary key.
 PREPARE venturi_worker_stop(uuid) AS
 UPDATE "venturi".workers SET stopped_at = now(), heartbeat_at = now() WHERE id = $1::uuid;
+
+-- workflow_insert: venturi.Workflow: insert a graph of jobs and its edges in one
+-- statement (inside the caller's transaction). Ids are drawn beforehand (job_ids_draw)
+-- so that the edges can name them. A node with dependencies is inserted 'waiting' for
+-- them (wait_for, wait_count): the last to complete makes it pending
+-- (workflow_settled); a node others come after is marked linked. Only pending
+-- rows notify (jobs_notify_insert).
+-- $1 bigint[] ids: each node's drawn id
+-- $2 text[] kinds: the task kind of each node
+-- $3 text[] carries: msgspec-encoded JSON of each node's carry
+-- $4 smallint[] priorities: 0 HIGH, 1 NORMAL, 2 LOW
+-- $5 timestamptz[] ats: visible from (NULL: use afters)
+-- $6 float8[] afters: visible after seconds (NULL: now)
+-- $7 integer[] max_failures: each task's failure backstop
+-- $8 float8[] backoff_bases: each task's declared Backoff, for recovery (NULL: none)
+-- $9 float8[] backoff_factors: its growth per failure
+-- $10 float8[] backoff_caps: its longest delay in seconds
+-- $11 boolean[] backoff_jitters: whether it is half-jittered
+-- $12 text[] wait_fors: each node's dependencies as an array literal ('{1,2}'; NULL: none)
+-- $13 boolean[] linked: whether any node comes after it (NULL: none does)
+-- $14 text traceparent: W3C trace context of the enqueuing span (NULL: none)
+-- $15 bigint[] edge_jobs: the dependent of each edge
+-- $16 text[] edge_names: the node name of each edge's dependency
+-- $17 bigint[] edge_depends_on: the dependency of each edge
+-- index: none read; the primary keys of jobs and dependencies.
+PREPARE venturi_workflow_insert(bigint[], text[], text[], smallint[], timestamptz[], float8[], integer[], float8[], float8[], float8[], boolean[], text[], boolean[], text, bigint[], text[], bigint[]) AS
+WITH inserted AS (
+    INSERT INTO "venturi".jobs (id, kind, carry, priority, visible_at, max_failures,
+                              backoff_base, backoff_factor, backoff_cap, backoff_jitter,
+                              traceparent, status, wait_for, wait_count, linked)
+    SELECT id, kind, carry::jsonb, priority,
+           coalesce(at, now() + make_interval(secs => coalesce(after, 0))), max_failures,
+           backoff_base, backoff_factor, backoff_cap, backoff_jitter, $14::text,
+           CASE WHEN wait_for IS NULL THEN 'pending' ELSE 'waiting' END,
+           wait_for::bigint[], cardinality(wait_for::bigint[]), linked
+    FROM unnest($1::bigint[], $2::text[], $3::text[], $4::smallint[], $5::timestamptz[],
+                $6::float8[], $7::integer[], $8::float8[], $9::float8[], $10::float8[],
+                $11::boolean[], $12::text[], $13::boolean[])
+         AS u(id, kind, carry, priority, at, after, max_failures, backoff_base,
+              backoff_factor, backoff_cap, backoff_jitter, wait_for, linked)
+    RETURNING id
+),
+edges AS (
+    INSERT INTO "venturi".dependencies (job_id, name, depends_on)
+    SELECT job_id, name, depends_on
+    FROM unnest($15::bigint[], $16::text[], $17::bigint[]) AS e(job_id, name, depends_on)
+)
+SELECT count(*)::integer AS inserted FROM inserted;

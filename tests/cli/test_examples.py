@@ -42,6 +42,7 @@ def test_every_example_has_a_test() -> None:
         "mount_dashboard.py",
         "flask_sqlalchemy.py",
         "fastapi_sqlalchemy.py",
+        "workflow_order.py",
     }
     assert {p.name for p in EXAMPLES.glob("*.py")} == tested
     assert {p.name for p in EXAMPLES.iterdir() if p.is_dir()} - {"__pycache__"} == {"django_shop"}
@@ -192,3 +193,20 @@ async def test_django_shop(empty_dsn: str) -> None:
         await asyncio.wait_for(worker.communicate(), 60)
         await conn.close()
     assert worker.returncode == 0
+
+
+async def test_workflow_order(dsn: str, conn: asyncpg.Connection) -> None:
+    out = await run_example("workflow_order.py", dsn)
+    assert "waiting for approval, holding no slot" in out
+    assert "charge requests: 1, reservations: 1" in out
+    assert out.rstrip().endswith("ok: each step once across every replay, three parcels shipped")
+    [job] = await admin.list_jobs(conn, kind="example_order")
+    assert job.status == "completed"
+    parcels = await admin.list_jobs(conn, kind="example_ship_parcel")
+    assert [p.status for p in parcels] == ["completed"] * 3
+    steps = await conn.fetch("SELECT name FROM venturi.steps WHERE job_id = $1", job.id)
+    assert {"charge", "reserve", "cool-off", "ship-0", "ship-1", "ship-2"} <= {
+        r["name"] for r in steps
+    }
+    journal = await venturi.get_journal(conn, job.id)
+    assert any(e.event == "woken" and e.detail == "signal approval" for e in journal)

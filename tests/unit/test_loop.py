@@ -46,7 +46,9 @@ def _noop(kind: str) -> venturi.Task[Item]:
 async def test_an_empty_queue_waits_for_the_next_visible_job(kinds: list[str]) -> None:
     loop = _loop(_noop("lp_idle"), poll_max=30)
     soon = datetime.now(UTC) + timedelta(seconds=5)
-    conn = FakeConn(job_next_visible_at=lambda args: [{"at": soon}])
+    conn = FakeConn(
+        job_next_visible_at=lambda args: [{"next_visible_at": soon, "next_wake_at": None}]
+    )
     timeout = await loop.iterate(conn, asyncio.Event())  # type: ignore[arg-type]
     assert [name for name, _ in conn.calls] == ["job_claim", "job_next_visible_at"]
     assert 0 < timeout <= 5

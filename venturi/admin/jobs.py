@@ -302,8 +302,9 @@ async def run_now_jobs(
     schema: str = DEFAULT_SCHEMA,
 ) -> list[Change]:
     """Pending jobs scheduled for later become visible now (journaled ``released``, detail
-    ``run now``, with the operator) and idle workers of their kind are woken; jobs already
-    due and jobs in any other status are refused. One result per distinct id, in id order."""
+    ``run now``, with the operator) and idle workers of their kind are woken; a workflow
+    waiting on a timer has it woken now (journaled ``woken``; its replayed sleep returns);
+    jobs already due and jobs in any other status are refused. One result per distinct id, in id order."""
     wanted = sorted(set(check_ids(ids)))
     who = operator or operator_identity()
     results = []
@@ -314,6 +315,10 @@ async def run_now_jobs(
         job_id, kind, was = r["id"], r["kind"], r["was"]
         if was is None:
             results.append(missing(job_id))
+        elif r["moved"] and was == JobStatus.WAITING:
+            # A workflow asleep on a timer: its timers moved to now, pending again.
+            message = f"job {job_id} ({kind}): waiting -> pending, its timer woken now"
+            results.append(Change(job_id, True, message, kind, was, JobStatus.PENDING))
         elif r["moved"]:
             results.append(
                 Change(job_id, True, f"job {job_id} ({kind}): visible now", kind, was, was)

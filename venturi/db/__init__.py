@@ -31,6 +31,7 @@ from venturi.db import (
     schema,
     settle,
     workers,
+    workflow,
 )
 from venturi.db.claims import Claimant
 
@@ -55,4 +56,5 @@ __all__ = [
     "schema",
     "settle",
     "workers",
+    "workflow",
 ]

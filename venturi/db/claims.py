@@ -89,12 +89,15 @@ async def job_claim(
     return ClaimAnswer(claimed, settled, recovered)
 
 
-async def job_next_visible_at(conn: Conn, *, schema: str, kinds: Sequence[str]) -> datetime | None:
-    """When the next pending job of ``kinds`` becomes visible (due ones included)."""
-    value: datetime | None = await conn.fetchval(
-        sql.statement("job_next_visible_at", schema), kinds
-    )
-    return value
+async def job_next_visible_at(
+    conn: Conn, *, schema: str, kinds: Sequence[str]
+) -> tuple[datetime | None, datetime | None]:
+    """When the next pending job of ``kinds`` becomes visible (due ones included), and
+    the earliest timer of their waiting workflows (``db.workflow.job_wake_due``)."""
+    row = await conn.fetchrow(sql.statement("job_next_visible_at", schema), kinds)
+    if row is None:
+        return None, None
+    return row["next_visible_at"], row["next_wake_at"]
 
 
 async def job_recover_stale(

@@ -317,7 +317,18 @@ class Claimer:
         kinds = self.claimable_kinds() + self.shared_claimable(now) + self.capped_claimable(now)
         if not kinds:
             return self.poll_max
-        nxt = await db.claims.job_next_visible_at(conn, schema=self.schema, kinds=sorted(kinds))
+        nxt, timer = await db.claims.job_next_visible_at(
+            conn, schema=self.schema, kinds=sorted(kinds)
+        )
+        if timer is not None and timer <= datetime.now(timer.tzinfo):
+            # A waiting workflow's timer is due: make it pending (its notification wakes
+            # this loop and the others), here rather than in every claim.
+            # None woken: another worker holds them; back off below as for a locked job.
+            if await db.workflow.job_wake_due(conn, schema=self.schema, kinds=sorted(kinds)):
+                self._due_again = 0
+                return 0.0
+        if timer is not None and (nxt is None or timer < nxt):
+            nxt = timer
         due = self.poll_max if nxt is None else (nxt - datetime.now(nxt.tzinfo)).total_seconds()
         if due > 0:
             self._due_again = 0

@@ -33,6 +33,7 @@ from venturi.runtime.settlement import (
     Retried,
     TimedOut,
     Undecodable,
+    Waiting,
 )
 from venturi.status import JobStatus, JournalEvent
 
@@ -256,6 +257,20 @@ class Completer:
                 )
                 if ok:
                     log_ended(run, outcome.name, error_of(reason), JobStatus.DEAD, 0.0)
+            case Waiting(detail, seen, wake_at, signal, wait_for):
+                status = await db.workflow.job_wait_if_owned(
+                    conn,
+                    schema=sch,
+                    claimant=me,
+                    job_id=job_id,
+                    attempt=attempt,
+                    seen=seen,
+                    wake_at=wake_at,
+                    signal=signal,
+                    wait_for=wait_for,
+                    detail=text_safe(detail),
+                )
+                ok = status is not None
             case Released(detail):
                 ok = await db.settle.job_release_if_owned(
                     conn, schema=sch, claimant=me, job_id=job_id, attempt=attempt, detail=detail

@@ -18,6 +18,7 @@ from venturi.priority import Priority
 from venturi.runtime import settlement as s
 from venturi.runtime.run import Run
 from venturi.tasks import Task
+from venturi.workflow.suspend import Suspend, Unreplayable
 
 log = logging.getLogger("venturi.worker")
 
@@ -32,7 +33,18 @@ async def run_handler(
     settlement on ``run``; never raises but for a cancellation by the worker
     (``run.stopped``), which the loop turns into a release. An exception from a
     middleware is a failed execution like one from the handler. ``transactions`` backs
-    the context's ``transaction()`` and ``complete()``."""
+    the context's ``transaction()`` and ``complete()`` and the workflow primitives,
+    whose connection is given back when the handler ends."""
+    try:
+        await _run_handler(run, state, transactions, middleware)
+    finally:
+        if transactions is not None:
+            await transactions.release()
+
+
+async def _run_handler(
+    run: Run, state: Any, transactions: Transactions | None, middleware: Sequence[Middleware]
+) -> None:
     task = run.task
     try:
         carry = task.codec.decode(run.carry_text)
@@ -62,6 +74,18 @@ async def run_handler(
             run.outcome = s.TimedOut(f"run exceeded its timeout of {task.timeout}s")
         else:
             run.outcome = s.Failed(traceback.format_exc())
+        return
+    except Suspend as wait:
+        run.outcome = s.Waiting(
+            wait.detail,
+            wait.seen,
+            wait.wake_at,
+            wait.signal,
+            None if wait.wait_for is None else tuple(wait.wait_for),
+        )
+        return
+    except Unreplayable as bad:
+        run.outcome = s.Undecodable(bad.reason)
         return
     except asyncio.CancelledError:
         if run.stopped is not None:

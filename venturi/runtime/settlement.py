@@ -96,6 +96,20 @@ class Cancelled:
 
 
 @dataclass(frozen=True, slots=True)
+class Waiting:
+    """A workflow run must wait (a timer, a signal, children): the job gives up its claim
+    and waits, unless an event came since ``seen`` (the job's wake_seq its decision
+    read); ``detail`` says what it waits for, for the journal."""
+
+    detail: str
+    seen: int
+    wake_at: datetime | None = None
+    signal: str | None = None
+    wait_for: tuple[int, ...] | None = None
+    name: ClassVar[str] = "waiting"
+
+
+@dataclass(frozen=True, slots=True)
 class Committed:
     """The handler completed the job in its own transaction (``ctx.complete``), and it
     committed: already written, nothing left to settle."""
@@ -114,6 +128,7 @@ Settlement = (
     | Released
     | Cancelled
     | Committed
+    | Waiting
 )
 
 # A completion without a result, shared: the common ending costs no allocation.

@@ -12,6 +12,8 @@ from venturi import db
 from venturi.codecs import encode_any
 from venturi.errors import ClaimLost, VenturiError
 from venturi.runtime.run import Run
+from venturi.workflow.durable import Durable
+from venturi.workflow.state import RunState
 
 
 class JobTransactions:
@@ -20,7 +22,7 @@ class JobTransactions:
     claim token. Once a block with a completion commits, the run is ``committed`` and the
     worker writes no settlement of its own."""
 
-    __slots__ = ("_done", "_open", "claimant", "pool", "run", "schema")
+    __slots__ = ("_done", "_durable", "_open", "claimant", "pool", "run", "schema")
 
     def __init__(self, pool: Any, schema: str, claimant: db.Claimant, run: Run) -> None:
         self.pool = pool
@@ -29,6 +31,26 @@ class JobTransactions:
         self.run = run
         self._open: Any = None
         self._done = False
+        self._durable: Durable | None = None
+
+    def durable(self) -> Durable:
+        """The run's workflow primitives, made on first use: a plain job reads nothing
+        extra. An async handler only: the primitives await."""
+        if not self.run.task.is_async:
+            raise VenturiError(
+                f"task {self.run.task.kind!r}: workflow primitives need an async handler "
+                "(async def); a sync handler runs in a thread"
+            )
+        if self._durable is None:
+            run = self.run
+            state = RunState(self.pool, self.schema, run.id, run.attempt, run.task.kind)
+            self._durable = Durable(state)
+        return self._durable
+
+    async def release(self) -> None:
+        """The handler ended: give back what its workflow primitives held."""
+        if self._durable is not None:
+            await self._durable.release()
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Any]:

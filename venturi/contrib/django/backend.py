@@ -83,6 +83,8 @@ WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
 _STATUS: dict[str, TaskResultStatus] = {
     JobStatus.PENDING: TaskResultStatus.READY,
     JobStatus.CLAIMED: TaskResultStatus.RUNNING,
+    # A venturi workflow between its runs: started, not finished.
+    JobStatus.WAITING: TaskResultStatus.RUNNING,
     JobStatus.COMPLETED: TaskResultStatus.SUCCESSFUL,
     JobStatus.DEAD: TaskResultStatus.FAILED,
     JobStatus.CANCELLED: TaskResultStatus.FAILED,

@@ -1,0 +1,135 @@
+"""``ctx.spawn``, ``ctx.gather`` and ``ctx.result_of``: child jobs and Workflow
+dependencies, whose results decode as their task's ``result`` type."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from venturi import db, tasks, tracing
+from venturi.errors import ChildFailed, DuplicateJob, VenturiError
+from venturi.priority import Priority
+from venturi.status import JobStatus
+from venturi.tasks import Task
+from venturi.workflow.child import Child
+from venturi.workflow.state import RunState, decode
+from venturi.workflow.suspend import Suspend
+
+_UNFINISHED = (JobStatus.PENDING, JobStatus.CLAIMED, JobStatus.WAITING)
+
+
+class _KeyHeld(Exception):
+    """The child's key is held: roll the spawn's record back."""
+
+
+async def spawn(
+    state: RunState,
+    name: str,
+    task: Task[Any],
+    carry: Any,
+    priority: Priority | None,
+    key: str | None,
+) -> Child[Any]:
+    """Enqueue a child of ``task`` once; its id is the recorded step ``name``."""
+    name = state.claim(name, "ctx.spawn")
+    if not isinstance(task, Task):
+        raise VenturiError(f"ctx.spawn({name!r}): task must be a venturi task, got {task!r}")
+    steps = await state.load()
+    recorded = steps.get(name)
+    if recorded is not None:
+        return Child(int(decode(recorded.value, int, f"spawn {name!r}")), task)
+    # The carry is checked before anything is written (TypeError, as for an enqueue).
+    spec = task.job(carry, priority=priority, key=key)
+    traceparent = tracing.current_traceparent()
+    if key is None:
+        # One statement: the record and the child commit together or not at all.
+        row = await db.workflow.child_spawn(
+            await state.connection(),
+            schema=state.schema,
+            parent_id=state.job_id,
+            name=name,
+            spec=spec,
+            traceparent=traceparent,
+        )
+    else:
+        row = await _spawn_keyed(state, name, spec, traceparent)
+    child_id = int(row["id"])
+    steps[name] = db.workflow.Recorded(str(child_id), None)
+    return Child(child_id, task)
+
+
+async def _spawn_keyed(state: RunState, name: str, spec: Any, traceparent: str | None) -> Any:
+    """A keyed spawn in a transaction: a key held by an unfinished job rolls the record
+    back and raises ``DuplicateJob`` (a failed execution of the parent)."""
+    row: Any = None
+    try:
+        async with db.connect.transaction(await state.connection()) as conn:
+            row = await db.workflow.child_spawn(
+                conn,
+                schema=state.schema,
+                parent_id=state.job_id,
+                name=name,
+                spec=spec,
+                traceparent=traceparent,
+            )
+            if row["inserted"] and not row["spawned"]:
+                raise _KeyHeld
+    except _KeyHeld:
+        raise DuplicateJob(int(row["holder"] or 0), spec.kind, spec.key) from None
+    return row
+
+
+async def gather(state: RunState, children: Sequence[Child[Any]]) -> list[Any]:
+    """The children's results in order once all have finished; until then the job
+    waits (the last child to finish wakes it). A child that ended dead or cancelled (or
+    was deleted) raises ``ChildFailed``: the first such in order, once all ended."""
+    for child in children:
+        if not isinstance(child, Child):
+            raise VenturiError(f"ctx.gather takes what ctx.spawn returned, got {child!r}")
+    if not children:
+        return []
+    await state.load()
+    seq, rows = await db.workflow.child_list(
+        await state.connection(),
+        schema=state.schema,
+        job_id=state.job_id,
+        ids=[c.job_id for c in children],
+    )
+    open_ids = [int(r["id"]) for r in rows if r["status"] in _UNFINISHED]
+    if open_ids:
+        raise Suspend(f"{len(open_ids)} children", seq, wait_for=open_ids)
+    results = []
+    for child, row in zip(children, rows, strict=True):
+        status = row["status"]
+        if status is None:
+            raise ChildFailed(child.job_id, "deleted", "the child job was deleted")
+        if status != JobStatus.COMPLETED:
+            raise ChildFailed(child.job_id, str(status), row["last_error"])
+        results.append(_result(child.task, row["result"], f"child job {child.job_id}"))
+    return results
+
+
+def _result(task: Task[Any] | None, text: str | None, what: str) -> Any:
+    type_ = Any if task is None else task.result_type
+    if text is None:
+        text = "null"
+    kind = "" if task is None else f" ({task.kind})"
+    return decode(text, type_, f"the result of {what}{kind}")
+
+
+async def result_of(state: RunState, name: str) -> Any:
+    """The result of the Workflow node ``name`` this job comes after, decoded as its
+    task's ``result`` type (as plain JSON values when this process does not know it)."""
+    if not isinstance(name, str) or not name:
+        raise VenturiError(f"ctx.result_of: name must be a node name, got {name!r}")
+    row = await db.workflow.dependency_result(
+        await state.connection(), schema=state.schema, job_id=state.job_id, name=name
+    )
+    if row is None:
+        raise VenturiError(f"ctx.result_of: job {state.job_id} comes after no node named {name!r}")
+    if row["status"] is None:
+        raise VenturiError(f"ctx.result_of({name!r}): job {row['id']} no longer exists")
+    if row["status"] != JobStatus.COMPLETED:
+        raise VenturiError(f"ctx.result_of({name!r}): job {row['id']} is {row['status']}")
+    task = tasks.registered().get(str(row["kind"]))
+    return _result(task, row["result"], f"node {name!r} (job {row['id']})")

@@ -1,0 +1,78 @@
+"""Signals: ``venturi.signal`` from the application, ``ctx.wait_for_signal`` in the
+workflow. The first signal of a name sent to a job wins; a timeout, once reached, is
+recorded, so that every later run raises ``SignalTimeout`` too (a signal arriving after
+it changes nothing)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from venturi import db
+from venturi.codecs import encode_any
+from venturi.errors import ConfigError, SignalTimeout
+from venturi.sql import DEFAULT_SCHEMA
+from venturi.workflow.state import SEP, RunState, decode
+from venturi.workflow.suspend import Suspend
+
+
+def _checked(job_id: object, name: object, payload: object) -> tuple[int, str, str]:
+    if isinstance(job_id, bool) or not isinstance(job_id, int):
+        raise ConfigError(f"signal: job_id must be an int, got {job_id!r}")
+    if not isinstance(name, str) or not name or any(ord(c) < 32 for c in name):
+        raise ConfigError(f"signal: name must be a non-empty string, got {name!r}")
+    # The waiting handler decodes it as the type it asks for; here it must be a value
+    # msgspec can store at all (TypeError before any write).
+    return job_id, name, encode_any(payload, f"signal {name!r}: the payload")
+
+
+async def signal(
+    conn: Any, job_id: int, name: str, payload: Any = None, *, schema: str = DEFAULT_SCHEMA
+) -> bool:
+    """Send signal ``name`` with ``payload`` (any msgspec-encodable value; ``TypeError``
+    before any write otherwise) to workflow job ``job_id``, on any connection
+    ``Task.enqueue`` takes, in the caller's transaction. True if recorded; False if a
+    signal of that name was sent before (the first wins) or the job is finished or
+    missing. A job waiting for it becomes claimable at once."""
+    job, sig, text = _checked(job_id, name, payload)
+    return await db.workflow.signal_send(conn, schema=schema, job_id=job, name=sig, payload=text)
+
+
+def signal_sync(
+    conn: Any, job_id: int, name: str, payload: Any = None, *, schema: str = DEFAULT_SCHEMA
+) -> bool:
+    """``signal`` on any connection ``Task.enqueue_sync`` takes."""
+    job, sig, text = _checked(job_id, name, payload)
+    return db.workflow.signal_send_sync(conn, schema=schema, job_id=job, name=sig, payload=text)
+
+
+async def wait_for_signal(
+    state: RunState,
+    name: str,
+    type_: Any,
+    timeout: timedelta | float | None,  # noqa: ASYNC109
+) -> Any:
+    """The payload of signal ``name`` decoded as ``type_``; until it comes the job waits
+    (with ``timeout``: at most that long after the first run reached this)."""
+    name = state.claim(name, "ctx.wait_for_signal")
+    what = f"signal {name!r} of job {state.job_id}"
+    steps = await state.load()
+    timed_out, deadline_name = f"{name}{SEP}timed-out", f"{name}{SEP}deadline"
+    if timed_out in steps:
+        raise SignalTimeout(state.job_id, name)
+    seq, payload = await db.workflow.signal_get(
+        await state.connection(), schema=state.schema, job_id=state.job_id, name=name
+    )
+    if payload is not None:
+        return decode(payload, type_, what)
+    wake_at = None
+    if timeout is not None:
+        deadline = steps.get(deadline_name)
+        if deadline is None:
+            deadline = await state.record(deadline_name, "null", wake_at=state.after(timeout))
+        wake_at = deadline.wake_at
+        if wake_at is not None and wake_at <= state.now():
+            await state.record(timed_out, "true")
+            raise SignalTimeout(state.job_id, name)
+    until = "" if wake_at is None else f" until {wake_at.isoformat()}"
+    raise Suspend(f"signal {name!r}{until}", seq, wake_at=wake_at, signal=name)

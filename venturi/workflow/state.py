@@ -1,0 +1,153 @@
+"""One run's view of its workflow job: the recorded steps (loaded once, lazily), the
+names used so far, the database's clock, and recording."""
+
+from __future__ import annotations
+
+import time
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import msgspec
+
+from venturi import db
+from venturi.errors import ConfigError, VenturiError
+from venturi.workflow.suspend import Unreplayable
+
+# Internal records of a primitive live beside its own record, under its name and a
+# suffix after this separator; user names may not hold control characters, so the two
+# never collide.
+SEP = "\x1f"
+
+
+@dataclass
+class RunState:
+    """What the primitives of one run share. Their statements run on one connection of
+    the worker's ``pool``, taken by the run's first primitive and given back when the
+    handler ends (``release``): each statement is then one round trip, where a pool's
+    acquire and release would add its reset to every step."""
+
+    pool: Any
+    schema: str
+    job_id: int
+    attempt: int
+    kind: str
+    used: set[str] = field(default_factory=set)
+    steps: dict[str, db.workflow.Recorded] | None = None
+    # The job's wake_seq as the first primitive read it.
+    wake_seq: int = 0
+    # The database's clock minus this process's, when the steps were loaded.
+    skew: float = 0.0
+    # The connection the run holds (None: not taken yet), and whether it came from
+    # ``pool.acquire()`` (a worker on one shared connection runs on that instead).
+    conn: Any = None
+    acquired: bool = False
+
+    @property
+    def shared(self) -> bool:
+        """Does the worker run on one shared connection (no transactions of our own)?"""
+        return bool(getattr(self.pool, "shares_one_connection", False))
+
+    async def connection(self) -> Any:
+        """The run's connection, taken on first use."""
+        if self.conn is None:
+            if self.shared or not hasattr(self.pool, "acquire"):
+                self.conn = self.pool
+            else:
+                self.conn = await self.pool.acquire()
+                self.acquired = True
+        return self.conn
+
+    async def release(self) -> None:
+        """Give the run's connection back to the pool (the handler ended)."""
+        conn, acquired = self.conn, self.acquired
+        self.conn, self.acquired = None, False
+        if acquired:
+            await self.pool.release(conn)
+
+    def claim(self, name: object, what: str) -> str:
+        """Check ``name`` and mark it used in this run: a name twice is a ConfigError."""
+        if not isinstance(name, str) or not name or len(name) > 200:
+            raise ConfigError(
+                f"{what}: name must be a non-empty string of at most 200 characters, got {name!r}"
+            )
+        if any(ord(c) < 32 or ord(c) == 127 for c in name):
+            raise ConfigError(f"{what}: name must not hold control characters, got {name!r}")
+        if name in self.used:
+            raise ConfigError(
+                f"{what}: the name {name!r} is used twice in one run of job {self.job_id}; "
+                "names identify recorded steps and must be unique within the job"
+            )
+        self.used.add(name)
+        return name
+
+    async def load(self) -> dict[str, db.workflow.Recorded]:
+        """The recorded steps, read once per run (one statement)."""
+        if self.steps is None:
+            loaded = await db.workflow.step_list(
+                await self.connection(), schema=self.schema, job_id=self.job_id
+            )
+            self.steps = loaded.steps
+            self.wake_seq = loaded.wake_seq
+            if loaded.now is not None:
+                self.skew = loaded.now.timestamp() - time.time()
+        return self.steps
+
+    def now(self) -> datetime:
+        """The database's clock, as of the first load (timers are decided by it)."""
+        return datetime.fromtimestamp(time.time() + self.skew, UTC)
+
+    def after(self, duration: timedelta | float) -> datetime:
+        seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+            raise ConfigError(f"duration must be a non-negative timedelta, got {duration!r}")
+        return self.now() + timedelta(seconds=seconds)
+
+    async def record(
+        self, name: str, value: str, wake_at: datetime | None = None
+    ) -> db.workflow.Recorded:
+        """Record ``name`` (once: another run's earlier record wins and is returned)."""
+        steps = await self.load()
+        recorded, _ = await db.workflow.step_record(
+            await self.connection(),
+            schema=self.schema,
+            job_id=self.job_id,
+            name=name,
+            value=value,
+            wake_at=wake_at,
+        )
+        steps[name] = recorded
+        return recorded
+
+
+def return_type(fn: Callable[..., Any]) -> Any:
+    """``fn``'s return annotation (the awaited type of a coroutine function), else Any."""
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        hints = getattr(fn, "__annotations__", {}) or {}
+    annotation = hints.get("return", Any)
+    if annotation is None:
+        return type(None)
+    return annotation if not isinstance(annotation, str) else Any
+
+
+def decode(text: str, type_: Any, what: str) -> Any:
+    """A recorded JSON value decoded as ``type_``; ``Unreplayable`` naming ``what`` and
+    the type when it no longer decodes."""
+    try:
+        return msgspec.json.decode(text, type=type_)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise Unreplayable(
+            f"{what}: the recorded value no longer decodes as {_name(type_)}: {exc}"
+        ) from None
+    except TypeError as exc:
+        raise VenturiError(
+            f"{what}: {_name(type_)} is not a type msgspec can decode: {exc}"
+        ) from None
+
+
+def _name(type_: Any) -> str:
+    return getattr(type_, "__qualname__", None) or repr(type_)

@@ -1,0 +1,80 @@
+"""``ctx.step``: a function run once and its value recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from venturi import db
+from venturi.codecs import encode_any
+from venturi.errors import VenturiError
+from venturi.workflow.state import RunState, decode, return_type
+
+
+class _Lost(Exception):
+    """A transactional step's record lost to another run's: roll its writes back."""
+
+
+async def step(
+    state: RunState,
+    name: str,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    transactional: bool,
+) -> Any:
+    """Run ``fn(*args)`` once and record its value under ``name``; on a later run, the
+    recorded value (decoded as ``fn``'s return annotation), without running ``fn``."""
+    name = state.claim(name, "ctx.step")
+    if not callable(fn):
+        raise VenturiError(f"ctx.step({name!r}): fn must be callable, got {fn!r}")
+    what = f"step {name!r} of job {state.job_id}"
+    type_ = return_type(fn)
+    recorded = (await state.load()).get(name)
+    if recorded is not None:
+        return decode(recorded.value, type_, what)
+    if transactional:
+        return decode(await _transactional(state, name, fn, args), type_, what)
+    value = await _call(fn, args)
+    text = encode_any(value, f"the value of {what}")
+    return decode((await state.record(name, text)).value, type_, what)
+
+
+async def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args)
+    # A plain function runs in a thread, like a sync handler: it may block.
+    result = await asyncio.to_thread(fn, *args)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+async def _transactional(
+    state: RunState, name: str, fn: Callable[..., Any], args: tuple[Any, ...]
+) -> str:
+    """``fn(conn, *args)`` and the step's record in one transaction: the writes commit
+    once, with the record; if another run recorded the step first, they roll back and
+    its value is returned."""
+    if state.shared:
+        raise VenturiError(
+            "ctx.step(transactional=True) needs a pool: this worker runs on one shared "
+            "connection (venturi.testing.drain on a Connection); give it a DSN or a Pool"
+        )
+    steps = await state.load()
+    won: db.workflow.Recorded | None = None
+    try:
+        async with db.connect.transaction(await state.connection()) as conn:
+            value = await fn(conn, *args)
+            text = encode_any(value, f"the value of step {name!r} of job {state.job_id}")
+            won, inserted = await db.workflow.step_record(
+                conn, schema=state.schema, job_id=state.job_id, name=name, value=text
+            )
+            if not inserted:
+                raise _Lost
+    except _Lost:
+        pass
+    assert won is not None
+    steps[name] = won
+    return won.value

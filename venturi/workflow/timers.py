@@ -1,0 +1,31 @@
+"""``ctx.sleep`` and ``ctx.sleep_until``: durable timers. The first run records the wake
+time (the database's clock decides); until it is due the job waits, holding no slot,
+and a worker of its kind wakes it then (``job_wake_due``); later runs return at once."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from venturi.errors import ConfigError
+from venturi.workflow.state import RunState
+from venturi.workflow.suspend import Suspend
+
+
+async def sleep_until(
+    state: RunState, name: str, at: datetime | None, duration: timedelta | float | None = None
+) -> None:
+    """Wait until ``at`` (or ``duration`` after the first run reached this), recorded
+    under ``name``."""
+    name = state.claim(name, "ctx.sleep")
+    recorded = (await state.load()).get(name)
+    if recorded is None:
+        if at is None:
+            assert duration is not None
+            at = state.after(duration)
+        elif not isinstance(at, datetime) or at.tzinfo is None:
+            raise ConfigError(f"ctx.sleep_until: at must be a timezone-aware datetime, got {at!r}")
+        recorded = await state.record(name, "null", wake_at=at)
+    wake_at = recorded.wake_at
+    if wake_at is None or wake_at <= state.now():
+        return
+    raise Suspend(f"timer {name!r} until {wake_at.isoformat()}", state.wake_seq, wake_at=wake_at)
