@@ -274,5 +274,6 @@ INSERT INTO "billing_jobs".schema_version (version, name) VALUES
     (10, 'fleet'),
     (11, 'bulk_notify'),
     (12, 'queue_vacuum_pace'),
-    (13, 'capped_claim_by_id')
+    (13, 'capped_claim_by_id'),
+    (15, 'dashboard_search')
 ON CONFLICT (version) DO NOTHING;

@@ -4,6 +4,8 @@ what scripts may call too. One module per question:
 
 - ``jobs``: list and show jobs; retry, cancel, delete, run now, set priority by id;
 - ``bulk``: count what a filter matches, and act on exactly those jobs in batches;
+- ``search``: the dashboard's job list: a filter with a search box, paged both ways,
+  its total, the known kinds, one kind's activity;
 - ``kinds``: pause, resume, list paused kinds;
 - ``health``: ``KindHealth`` per kind, which ``stats``, ``top`` and the dashboard read;
 - ``workers``: the registry of workers, their claims, recovering a gone one's;
@@ -64,6 +66,18 @@ from venturi.admin.jobs import (
 from venturi.admin.kinds import Paused, PausedKind, pause_kinds, paused_kinds, resume_kinds
 from venturi.admin.retention import PURGE_BATCH, purge, purge_count
 from venturi.admin.schedules import Schedules, ScheduleView, list_schedules
+from venturi.admin.search import (
+    COUNT_CAP,
+    PERIODS,
+    Bucket,
+    JobFilter,
+    JobPage,
+    Search,
+    kind_activity,
+    known_kinds,
+    resolve_search,
+    search_jobs,
+)
 from venturi.admin.workers import (
     CLAIMED_SHOWN,
     ClaimedJob,
@@ -81,10 +95,12 @@ __all__ = [
     "BULK_BATCH",
     "CANCEL_DETAIL",
     "CLAIMED_SHOWN",
+    "COUNT_CAP",
     "DEFAULT_LIVENESS",
     "FAILURES_WINDOW",
     "FINISHED",
     "MANUAL_RETRY",
+    "PERIODS",
     "PURGE_BATCH",
     "RECENT_WINDOW",
     "RUN_NOW_DETAIL",
@@ -92,10 +108,13 @@ __all__ = [
     "STATS_COMPLETED_WINDOW",
     "STATUSES",
     "TOP_COMPLETED_WINDOW",
+    "Bucket",
     "Change",
     "ClaimedJob",
     "Fleet",
     "JobDetail",
+    "JobFilter",
+    "JobPage",
     "JobRow",
     "JobStatus",
     "KindHealth",
@@ -109,6 +128,7 @@ __all__ = [
     "RecoveredWorker",
     "ScheduleView",
     "Schedules",
+    "Search",
     "Stats",
     "TopFrame",
     "WorkerInfo",
@@ -123,6 +143,8 @@ __all__ = [
     "delete_job",
     "delete_jobs",
     "fleet",
+    "kind_activity",
+    "known_kinds",
     "list_jobs",
     "list_schedules",
     "list_workers",
@@ -136,9 +158,11 @@ __all__ = [
     "purge_count",
     "recover_expired",
     "recover_worker",
+    "resolve_search",
     "resume_kinds",
     "retry_jobs",
     "run_now_jobs",
+    "search_jobs",
     "set_priority",
     "show_job",
     "stats",

@@ -38,3 +38,87 @@ async def job_list_claimed(conn: Conn, *, schema: str, limit: int) -> list[Recor
 
 async def schedule_list_all(conn: Conn, *, schema: str) -> list[Record]:
     return list(await conn.fetch(sql.statement("schedule_list_all", schema)))
+
+
+async def job_search_query(conn: Conn, *, schema: str, search: str) -> str | None:
+    """The search box's text as a tsquery's text; None when it holds no word."""
+    value = await conn.fetchval(sql.statement("job_search_query", schema), search)
+    return None if value is None else str(value)
+
+
+# The plans of a page of the job list (venturi/sql_templates/statements/_job_search):
+# "ordered" (no search), "sparse" (a search matching few jobs), "dense" (many).
+PLANS = ("ordered", "sparse", "dense")
+
+
+def _page_statement(direction: str, plan: str, schema: str) -> str:
+    if plan not in PLANS:
+        raise ValueError(f"plan must be one of {PLANS}, got {plan!r}")
+    suffix = "" if plan == "ordered" else f"_{plan}"
+    return sql.statement(f"job_search_{direction}{suffix}", schema)
+
+
+async def job_search_older(
+    conn: Conn,
+    *,
+    schema: str,
+    plan: str,
+    status: str | None,
+    kind: str | None,
+    key: str | None,
+    search: str | None,
+    kinds: list[str] | None,
+    before: int | None,
+    limit: int,
+    scan: int,
+) -> list[Record]:
+    """Runs job_search_older, job_search_older_sparse or job_search_older_dense (``plan``);
+    ``scan`` is the dense plan's bound."""
+    args = [status, kind, key, search, kinds, before, limit] + ([scan] if plan == "dense" else [])
+    return list(await conn.fetch(_page_statement("older", plan, schema), *args))
+
+
+async def job_search_newer(
+    conn: Conn,
+    *,
+    schema: str,
+    plan: str,
+    status: str | None,
+    kind: str | None,
+    key: str | None,
+    search: str | None,
+    kinds: list[str] | None,
+    after: int,
+    limit: int,
+    scan: int,
+) -> list[Record]:
+    """Runs job_search_newer, job_search_newer_sparse or job_search_newer_dense (``plan``)."""
+    args = [status, kind, key, search, kinds, after, limit] + ([scan] if plan == "dense" else [])
+    return list(await conn.fetch(_page_statement("newer", plan, schema), *args))
+
+
+async def job_search_count(
+    conn: Conn,
+    *,
+    schema: str,
+    status: str | None,
+    kind: str | None,
+    key: str | None,
+    search: str | None,
+    kinds: list[str] | None,
+    cap: int,
+) -> int:
+    text = sql.statement("job_search_count", schema)
+    return int(await conn.fetchval(text, status, kind, key, search, kinds, cap))
+
+
+async def job_kinds_known(conn: Conn, *, schema: str, limit: int) -> list[str]:
+    rows = await conn.fetch(sql.statement("job_kinds_known", schema), limit)
+    return [r["kind"] for r in rows]
+
+
+async def job_activity_of_kind(
+    conn: Conn, *, schema: str, kind: str, manual_detail: str, bucket: float, buckets: int
+) -> list[Record]:
+    text = sql.statement("job_activity_of_kind", schema)
+    return list(await conn.fetch(text, kind, manual_detail, bucket, buckets))
