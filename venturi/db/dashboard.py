@@ -51,11 +51,10 @@ async def job_search_query(conn: Conn, *, schema: str, search: str) -> str | Non
 PLANS = ("ordered", "sparse", "dense")
 
 
-def _page_statement(direction: str, plan: str, schema: str) -> str:
+def _page_name(direction: str, plan: str) -> str:
     if plan not in PLANS:
         raise ValueError(f"plan must be one of {PLANS}, got {plan!r}")
-    suffix = "" if plan == "ordered" else f"_{plan}"
-    return sql.statement(f"job_search_{direction}{suffix}", schema)
+    return f"job_search_{direction}" + ("" if plan == "ordered" else f"_{plan}")
 
 
 async def job_search_older(
@@ -75,7 +74,8 @@ async def job_search_older(
     """Runs job_search_older, job_search_older_sparse or job_search_older_dense (``plan``);
     ``scan`` is the dense plan's bound."""
     args = [status, kind, key, search, kinds, before, limit] + ([scan] if plan == "dense" else [])
-    return list(await conn.fetch(_page_statement("older", plan, schema), *args))
+    text = sql.statement(_page_name("older", plan), schema)
+    return list(await conn.fetch(text, *args))
 
 
 async def job_search_newer(
@@ -94,7 +94,8 @@ async def job_search_newer(
 ) -> list[Record]:
     """Runs job_search_newer, job_search_newer_sparse or job_search_newer_dense (``plan``)."""
     args = [status, kind, key, search, kinds, after, limit] + ([scan] if plan == "dense" else [])
-    return list(await conn.fetch(_page_statement("newer", plan, schema), *args))
+    text = sql.statement(_page_name("newer", plan), schema)
+    return list(await conn.fetch(text, *args))
 
 
 async def job_search_count(
