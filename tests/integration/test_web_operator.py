@@ -16,7 +16,7 @@ import pytest
 
 import venturi
 import venturi.web
-from tests.support.fleet import silence_worker
+from tests.support.fleet import gone_worker
 from tests.support.opsdata import S, make
 from venturi import admin, db, sql
 from venturi.backoff import DEFAULT_BACKOFF
@@ -210,38 +210,6 @@ async def test_the_list_carries_checkboxes_and_a_selection_form(
 
 
 # --- dead workers -----------------------------------------------------------------------
-
-
-async def gone_worker(conn: asyncpg.Connection, name: str, kinds: dict[str, int]) -> Any:
-    """A registered worker holding ``kinds`` claims (count per kind), silent for an hour."""
-    me = db.Claimant(name)
-    await db.workers.worker_register(
-        conn,
-        schema=S,
-        id=me.token,
-        name=name,
-        host="h",
-        pid=1,
-        kinds=sorted(kinds),
-        concurrency=10,
-        version=venturi.__version__,
-    )
-    for kind, n in kinds.items():
-        for _ in range(n):
-            await make(conn, kind, "pending")
-        answer = await db.claims.job_claim(
-            conn,
-            schema=S,
-            claimant=me,
-            kinds=[kind],
-            leases=[3600.0],
-            floor=0,
-            limit=n,
-            backoff=DEFAULT_BACKOFF,
-        )
-        assert len(answer.claimed) == n
-    await silence_worker(conn, me.token, 3600)
-    return me
 
 
 async def test_gone_worker_is_warned_of_and_recovered_from_the_pages(
