@@ -450,9 +450,10 @@ SELECT 1 AS alive;
 -- $2 text manual_detail: the journal detail of an operator's retry, not counted a failure
 -- $3 float8 bucket: seconds per bucket
 -- $4 integer buckets: how many buckets, the current one included
--- index: jobs_finished_idx (status, finished_at) INCLUDE (kind): a range scan of the
--- period's completed and dead jobs, index only; journal_at_idx for the failures, each
--- joined to its job by the primary key.
+-- index: jobs_finished_idx (status, finished_at) INCLUDE (kind), a range scan of the
+-- period's completed and dead jobs, or jobs_kind_id_idx when the kind is the narrower
+-- (the planner's choice); journal_at_idx for the failures, each joined to its job by the
+-- primary key.
 PREPARE venturi_job_activity_of_kind(text, text, float8, integer) AS
 WITH bounds AS (
     SELECT make_interval(secs => $3::float8) AS width,

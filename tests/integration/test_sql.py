@@ -238,6 +238,26 @@ async def test_dashboard_reads_use_their_indexes(conn: asyncpg.Connection) -> No
             "journal_at_idx",
         } <= overview
         assert "jobs_stale_idx" in await _explain(conn, "job_list_claimed", 2000)
+        # The search box: a rare word from its index, a dense one by a bounded id scan,
+        # the kind picker one probe per kind, a kind's trends from the finished index.
+        rare = await conn.fetchval(sql.statement("job_search_query"), "order-300")
+        few = (None, None, None, rare, [], None, 51)
+        assert "jobs_search_idx" in await _explain(conn, "job_search_older_sparse", *few)
+        assert "jobs_search_idx" in await _explain(
+            conn, "job_search_count", None, None, None, rare, [], 10_001
+        )
+        kinds = ["kind_3"]
+        assert {"jobs_search_idx", "jobs_kind_id_idx"} <= await _explain(
+            conn, "job_search_older_sparse", None, None, None, rare, kinds, None, 51
+        )
+        dense = (None, None, None, rare, [], None, 51, 2000)
+        assert "jobs_pkey" in await _explain(conn, "job_search_older_dense", *dense)
+        assert "jobs_search_idx" in await _explain(
+            conn, "job_ids_matching_search", None, None, None, 20_000, 500, rare, []
+        )
+        assert "jobs_kind_id_idx" in await _explain(conn, "job_kinds_known", 500)
+        trends = await _explain(conn, "job_activity_of_kind", "kind_3", "manual retry", 60.0, 60)
+        assert "journal_at_idx" in trends and {"jobs_finished_idx", "jobs_kind_id_idx"} & trends
 
 
 # The statements of the application's calls, which every driver runs (venturi.db.drivers).
