@@ -394,3 +394,60 @@ async def test_workflow_graph_nodes_link_and_take_their_status_colour(
         wait_until(browser, lambda d: d.current_url == served + "/jobs/2")
 
     await asyncio.get_running_loop().run_in_executor(None, drive)
+
+
+PAGES = (
+    ("overview", "/"),
+    ("jobs", "/jobs?q=upstream&status=dead"),
+    ("job", "/jobs/{dead}"),
+    ("kinds", "/kinds"),
+    ("kind", "/kind?name=kind_3"),
+    ("workers", "/workers"),
+    ("schedules", "/schedules"),
+)
+
+
+@pytest.mark.skipif(
+    not os.environ.get("VENTURI_WEB_SCREENSHOTS"),
+    reason="VENTURI_WEB_SCREENSHOTS=DIR saves the pictures of docs/web.md",
+)
+async def test_screenshots_of_every_page_light_and_dark(
+    dsn: str, conn: asyncpg.Connection, browser: Any
+) -> None:
+    """docs/web-<page>.png and docs/web-<page>-dark.png, from a seeded database."""
+    from selenium.webdriver.common.by import By
+
+    from tests.support.fleet import gone_worker
+
+    shots = Path(os.environ["VENTURI_WEB_SCREENSHOTS"])
+    await seed_for_pictures(conn)
+    await gone_worker(conn, "web-7f3c:4121", {"kind_1": 2, "kind_4": 1})
+    dead = await make(conn, "fetch", "dead", carry='{"url": "https://example.com/feed.xml"}')
+    await db.kinds.kind_pause(
+        conn, schema=S, kinds=["kind_7"], paused_by="operator:alice@ops", reason="vendor down"
+    )
+    app = venturi.web.app(dsn, token=TOKEN)
+    with Served(app) as base:
+
+        def drive() -> None:
+            browser.set_window_size(1100, 760)
+            for scheme in ("light", "dark"):
+                browser.execute_cdp_cmd(
+                    "Emulation.setEmulatedMedia",
+                    {"features": [{"name": "prefers-color-scheme", "value": scheme}]},
+                )
+                suffix = "" if scheme == "light" else "-dark"
+                browser.delete_all_cookies()
+                browser.get(base + "/login")
+                browser.save_screenshot(str(shots / f"web-login{suffix}.png"))
+                browser.find_element(By.ID, "token").send_keys(TOKEN)
+                browser.find_element(By.CSS_SELECTOR, "form.login button").click()
+                wait_until(browser, lambda d: d.current_url == base + "/")
+                for name, path in PAGES:
+                    browser.get(base + path.format(dead=dead))
+                    if name in ("overview", "kind"):
+                        wait_until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "rect.bar"))
+                    browser.save_screenshot(str(shots / f"web-{name}{suffix}.png"))
+
+        await asyncio.get_running_loop().run_in_executor(None, drive)
+    assert (shots / "web-overview-dark.png").stat().st_size > 0

@@ -100,7 +100,9 @@ def bar_chart(
                 title=f"{minute.astimezone().strftime(time_format)}: {n} {unit}",
             )
         )
-    ticks = [Tick(round(bottom - plot_h * f, 2), _short(round(top * f))) for f in (0, 0.5, 1)]
+    # A half-way tick only when it is a whole number (a peak of 1 would label it "0").
+    fractions = (0.0, 0.5, 1.0) if top >= 2 else (0.0, 1.0)
+    ticks = [Tick(round(bottom - plot_h * f, 2), _short(round(top * f))) for f in fractions]
     labels = []
     if points:
         last = len(points) - 1
