@@ -31,7 +31,7 @@ from venturi.jobs import (
     wait,
 )
 from venturi.maintenance.alerts import Alerts
-from venturi.maintenance.cron import CronScheduler, schedule
+from venturi.maintenance.cron import CronScheduler
 from venturi.maintenance.gauges import QueueGauges
 from venturi.maintenance.results import ResultCleanup
 from venturi.maintenance.retention import Retention
@@ -41,6 +41,7 @@ from venturi.priority import Priority
 from venturi.rate import Rate
 from venturi.runtime.group import WorkerGroup
 from venturi.runtime.worker import Worker
+from venturi.schedules import schedule
 from venturi.tasks import Task, enqueue_many, enqueue_many_sync, task
 from venturi.version import __version__ as __version__
 

@@ -148,6 +148,8 @@ class Result:
     summary: str = ""
     out_dir: Path | None = None
     elapsed: float = 0.0
+    # A scenario's own figures (the table atop its summary), by name: what its fault did.
+    figures: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

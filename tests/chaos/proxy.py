@@ -55,6 +55,7 @@ class Stats:
     chunks_down: int = 0
     bytes_up: int = 0
     bytes_down: int = 0
+    delayed: int = 0  # chunks held back by a delay
 
 
 @dataclass(eq=False)
@@ -254,6 +255,7 @@ class Proxy:
                     link.stats.chunks_down += 1
                     link.stats.bytes_down += len(chunk)
                 if link.mode == "delay" and (up or link.both_ways):
+                    link.stats.delayed += 1
                     due = max(due, time.monotonic() + self._draw(link.delay))
                     await asyncio.sleep(due - time.monotonic())
                 # A chunk read just before a black-hole began is held too.

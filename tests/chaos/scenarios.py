@@ -164,6 +164,7 @@ class Scenario(harness.Harness):
         self.short_when_slow = 0
         self.early_releases = 0
         self.settle_lag = "-"
+        self.figure_values: dict[str, Any] = {}
 
     # --- setup -------------------------------------------------------------------------
 
@@ -191,7 +192,9 @@ class Scenario(harness.Harness):
                 # its own pair of proxies.
                 for n in range(self.cfg.workers + self.cfg.kills + self.cfg.terms + 2):
                     self.proxies.append(await Twin.start(ports, n))
-            return await self._run()
+            result = await self._run()
+            result.figures = self.figure_values
+            return result
         finally:
             for w in self.workers:
                 if w.proc.poll() is None:
@@ -582,6 +585,12 @@ class Scenario(harness.Harness):
         if "slow" in self.windows:
             rows.append(
                 (
+                    "statements (chunks) the proxies delayed",
+                    sum(x.stats.delayed for p in self.proxies for x in p.links),
+                )
+            )
+            rows.append(
+                (
                     "outcomes whose lease ended while slow: a lease under the default, or a "
                     "cut connection (re-run, journaled)",
                     self.short_when_slow,
@@ -607,6 +616,7 @@ class Scenario(harness.Harness):
     def summarize(self, rep: history.Report, elapsed: float) -> str:
         base = super().summarize(rep, elapsed)
         rows = self.figures(rep)
+        self.figure_values = dict(rows)
         width = max(len(k) for k, _ in rows)
         extra = [f"| {'scenario figure':<{width}} | value |", f"|{'-' * (width + 2)}|-------|"]
         extra += [f"| {k:<{width}} | {v} |" for k, v in rows]

@@ -210,7 +210,7 @@ def test_run_records_survive_a_torn_line() -> None:
 
 @pytest.fixture(scope="module")
 def has_cluster() -> None:
-    if testing._find_bindir() is None:
+    if testing.find_bindir() is None:
         pytest.skip("no PostgreSQL binaries to start the soak's own cluster")
 
 
@@ -285,7 +285,7 @@ async def test_worker_survives_internal_client_error(
             await wait_status(conn, first, "completed")
             flaky.armed = True
             second = await handler.enqueue(conn, workertasks.Item(2))
-            # Today the worker's loop dies here, and `running` re-raises its error.
+            # Before the fix the worker's loop died here, and `running` re-raised its error.
             await wait_status(conn, second, "completed", within=5)
         assert flaky.raised == 1
     finally:

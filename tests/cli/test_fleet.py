@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -86,8 +87,10 @@ async def test_killed_worker_is_gone_and_recover_worker_frees_its_claims_at_once
     ]
     job = await venturi.get_job(conn, job_id)
     assert job is not None and job.status == "pending" and job.failures == 1
-    assert job.visible_at > job.created_at  # backed off, as after a lease expiry
     journal = await venturi.get_journal(conn, job_id)
+    # Backed off from the recovery, as after a lease expiry: the default backoff's first
+    # delay is 0.5-1 s (half-jitter of 1 s).
+    assert job.visible_at - journal[-1].at >= timedelta(seconds=0.4)
     assert [e.event for e in journal] == ["enqueued", "claimed", "stale-recovered"]
     assert f"worker {w['name']} ({w['id']}) gone" in (journal[2].detail or "")
     assert (journal[2].worker or "").startswith("operator:")

@@ -665,13 +665,25 @@ async def test_the_schema_applies_through_a_sync_driver(
         assert c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     p2 = psycopg2.connect(empty_dsn)
     try:
+        # An idle psycopg2 connection: a transaction of venturi's own, committed.
         assert db.schema.apply_schema_sync(p2, schema="venturi") == []
         assert work.enqueue_sync(p2, Item(1)) > 0
+        assert p2.get_transaction_status() == psycopg2.extensions.TRANSACTION_STATUS_IDLE
+        # In the caller's transaction (psycopg2 opened it at the first statement): left
+        # open for the caller, whose rollback undoes the enqueue.
+        with p2.cursor() as cur:
+            cur.execute(tsql.statement("jobs_count"))
+            assert cur.fetchone() == (1,)
+        assert db.schema.apply_schema_sync(p2, schema="venturi") == []
+        assert work.enqueue_sync(p2, Item(2)) > 0
+        assert p2.get_transaction_status() == psycopg2.extensions.TRANSACTION_STATUS_INTRANS
+        p2.rollback()
     finally:
         p2.close()
     c2 = await asyncpg.connect(empty_dsn)
     try:
         assert await db.schema.schema_version(c2, schema="venturi") == latest
+        assert await c2.fetchval(tsql.statement("jobs_count")) == 1  # the first one only
     finally:
         await c2.close()
 

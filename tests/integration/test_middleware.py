@@ -7,11 +7,10 @@ import threading
 from typing import Any
 
 import asyncpg
-import pytest
 
 import venturi
 from tests.support import running, wait_status
-from venturi import ConfigError, Context, middleware
+from venturi import Context, middleware
 from venturi.runtime.worker import Worker
 
 
@@ -125,18 +124,3 @@ async def test_error_reporter_sees_each_failure_and_the_run_still_fails(
     job = await venturi.get_job(conn, bad)
     # The broken reporter changed nothing: the handler's own error is the job's.
     assert job is not None and "ValueError: card 7 declined" in (job.last_error or "")
-
-
-def test_middleware_is_checked_when_set() -> None:
-    def not_async(ctx: Any, carry: Any, call_next: Any) -> Any:
-        return None
-
-    for bad in (not_async, 3, "mw"):
-        with pytest.raises(ConfigError, match=r"middleware\[0\] must be an async def"):
-            Worker(None, "postgresql://x", middleware=[bad])
-
-    class Callable:
-        async def __call__(self, ctx: Any, carry: Any, call_next: Any) -> Any:
-            return await call_next()
-
-    assert len(Worker(None, "postgresql://x", middleware=[Callable()]).middleware) == 1

@@ -6,11 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import asyncpg
-import pytest
 
 import venturi
 from tests.support import Item, running, wait_status
-from venturi import Backoff, ConfigError, Context
+from venturi import Backoff, Context
 from venturi.runtime.worker import Worker
 
 
@@ -79,12 +78,3 @@ async def test_without_retry_on_every_exception_is_retried(
     # Two executions: the backstop, not retry_on, made it dead.
     assert [e.event for e in journal].count("failed") == 2
     assert journal[-1].detail == "failure backstop reached (2 of 2)"
-
-
-@pytest.mark.parametrize("bad", [(), ("ValueError",), (ValueError, 3), int, "x"])
-def test_retry_on_is_checked_when_declared(bad: Any, kinds: list[str]) -> None:
-    with pytest.raises(ConfigError, match="retry_on must be an exception class"):
-
-        @venturi.task(kind="ro_bad", retry_on=bad)
-        async def handler(ctx: Context[Any], carry: Item) -> None:
-            return None

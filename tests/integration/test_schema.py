@@ -7,7 +7,7 @@ import asyncio
 import asyncpg
 import pytest
 
-from venturi import db, sql
+from venturi import SchemaError, db, sql
 
 
 async def _catalog(conn: asyncpg.Connection, schema: str) -> list[tuple[str, ...]]:
@@ -90,7 +90,7 @@ async def test_custom_schema_is_independent(empty_dsn: str) -> None:
         assert (
             await db.schema.schema_version(conn, schema="tenant_a") == sql.migrations()[-1].version
         )
-        with pytest.raises(Exception, match="venturi schema apply --schema venturi"):
+        with pytest.raises(SchemaError, match="venturi schema apply --schema venturi"):
             await db.schema.schema_version(conn, schema="venturi")
     finally:
         await conn.close()

@@ -27,27 +27,22 @@ async def test_wait_is_woken_by_the_completion_not_by_polling(
     dsn: str, conn: asyncpg.Connection, pool: asyncpg.Pool, kinds: list[str]
 ) -> None:
     release = asyncio.Event()
-    committed: list[float] = []
 
     @venturi.task(kind="w_ok")
     async def handler(ctx: Context[Any], carry: Item) -> None:
         await release.wait()
         async with ctx.transaction() as tx:
             await ctx.complete(tx, result=carry.n)
-        committed.append(time.monotonic())
 
     job_id = await handler.enqueue(conn, Item(5))
     async with running(Worker(None, dsn, [handler], poll_max=0.2)):
-        # A poll far longer than the test: only the notification can wake it in time.
+        # A poll far longer than the deadline: only the notification can wake it in time.
+        # (How soon after the commit it wakes is benchmarks.wait_latency's measurement.)
         waiting = asyncio.create_task(venturi.wait(pool, job_id, poll=600))
         await wait_for(lambda: _awaited(conn, job_id))
         release.set()
         job = await asyncio.wait_for(waiting, 30)
-        woken = time.monotonic()
     assert job.status == "completed" and job.result == 5
-    latency = woken - committed[0]
-    # The issue asks for well under 100 ms; the bound here is generous for a loaded box.
-    assert latency < 1.0, f"woken {latency * 1000:.0f} ms after the commit"
 
 
 async def test_wait_returns_a_finished_job_at_once_and_times_out_on_a_pending_one(

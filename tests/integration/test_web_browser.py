@@ -28,13 +28,15 @@ import venturi.web
 from tests.support.opsdata import S, make
 from venturi import db, sql
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
+# Found on PATH, as .ci/run looks for them (it installs them only when missing there).
+CHROMIUM = shutil.which("chromium") or ""
+CHROMEDRIVER = shutil.which("chromedriver") or ""
 TOKEN = "browser-test-token-5f0c2a9e81b34d6f"
 
 pytestmark = pytest.mark.skipif(
-    not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)),
-    reason="needs Debian's chromium and chromium-driver (.ci/run installs them)",
+    not (CHROMIUM and CHROMEDRIVER),
+    reason="needs chromium and chromedriver on PATH (Debian's chromium and "
+    "chromium-driver; .ci/run installs them)",
 )
 
 
@@ -93,9 +95,14 @@ def browser() -> Iterator[Any]:
 
 
 def wait_until(driver: Any, condition: Any, within: float = 20.0) -> Any:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, within, poll_frequency=0.1).until(condition)
+    # The overview re-renders its table while it polls: an element found just before a
+    # refresh is stale when read. Look again, as for one not there yet.
+    return WebDriverWait(
+        driver, within, poll_frequency=0.1, ignored_exceptions=(StaleElementReferenceException,)
+    ).until(condition)
 
 
 async def seed_for_pictures(conn: asyncpg.Connection) -> None:

@@ -19,6 +19,7 @@ import venturi
 from tests.support import Item as N
 from tests.support import (
     expire_claim,
+    make_due,
     running,
     status_of,
     until_cancelled,
@@ -29,7 +30,7 @@ from tests.support import (
 )
 from tests.support.claims import claim
 from venturi import Backoff, ConfigError, Context, Priority, db, sql
-from venturi.runtime.worker import Worker, default_concurrency
+from venturi.runtime.worker import Worker
 
 FAST = Backoff.fixed(0.05)
 # A worker that claims and then dies (its claims expire and are recovered).
@@ -92,14 +93,6 @@ async def test_serial_with_n_1(dsn: str, conn: asyncpg.Connection, kinds: list[s
     assert order == [x for i in range(1, 6) for x in (i, -i)]  # never interleaved
 
 
-def test_default_concurrency_formula() -> None:
-    assert default_concurrency() == max(1, min(8, (os.cpu_count() or 1) // 2))
-    w = Worker(None, "postgresql://x")
-    assert w.concurrency == default_concurrency()
-    assert w.claimed_by == f"{socket.gethostname()}:{os.getpid()}"
-    assert (w.poll_max, w.lease, w.shutdown_timeout, w.priority_ratio) == (30.0, 900.0, 30.0, 4)
-
-
 async def test_claims_only_registered_kinds(
     dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
@@ -132,8 +125,9 @@ async def test_delayed_job_invisible_until_due(
     job_id = await handler.enqueue(conn, N(1), after=0.6)
     # poll_max is long: only the next-visible timer can wake the worker in time.
     async with running(Worker(None, dsn, [handler], poll_max=30)):
+        # The deadline (10 s, a third of poll_max) decides "in time"; the delay must pass.
         await wait_status(conn, job_id, "completed", within=10)
-    assert 0.55 <= started[0] - t0 < 3.0
+    assert started[0] - t0 >= 0.55
 
 
 # --- per-kind caps ------------------------------------------------------------------------
@@ -205,10 +199,10 @@ async def test_notification_wakes_an_idle_worker(
     async with running(worker):
         await wait_for(lambda: _listening(worker))
         await wait_stat(worker, "empty_claims", 1)  # found nothing: now in its 30 s idle wait
-        t0 = time.monotonic()
         await handler.enqueue(conn, N(1))
+        # Well inside the idle wait: only the notification can have woken it.
         await asyncio.wait_for(ran.wait(), 5)
-        assert time.monotonic() - t0 < 2.0
+        assert worker.stats["claimed"] == 1
 
 
 async def _listening(worker: Worker[Any]) -> bool:
@@ -237,6 +231,10 @@ async def test_notify_fires_for_every_write_that_makes_work_claimable(
 
     @venturi.task(kind="w_n")
     async def handler(ctx: Context[Any], carry: N) -> None:
+        return None
+
+    @venturi.task(kind="w_n_later")
+    async def later(ctx: Context[Any], carry: N) -> None:
         return None
 
     try:
@@ -286,11 +284,15 @@ async def test_notify_fires_for_every_write_that_makes_work_claimable(
         await expect(
             db.claims.job_recover_stale(conn, schema="venturi", recoverer="sweeper", backoff=bo)
         )  # recovery
-        # A claim (pending -> claimed) is not claimable work: no notification.
+        # A claim (pending -> claimed) is not claimable work: no notification. The next
+        # payload heard after it is that of a later write that does notify (in commit
+        # order, on the same connection).
         listener_got.clear()
+        got.clear()
         await claim(conn, me, ["w_n"], backoff=bo)
-        with pytest.raises(TimeoutError):
-            await asyncio.wait_for(listener_got.wait(), 0.3)
+        await later.enqueue(conn, N(3))
+        await asyncio.wait_for(listener_got.wait(), 5)
+        assert got[0] == "w_n_later"
     finally:
         await listen.close()
 
@@ -425,7 +427,7 @@ async def test_exception_retries_with_backoff_then_dies_at_backstop(
 ) -> None:
     runs: list[int] = []
 
-    @venturi.task(kind="w_raise", backoff=FAST, max_failures=3)
+    @venturi.task(kind="w_raise", backoff=Backoff.fixed(0.3), max_failures=3)
     async def handler(ctx: Context[Any], carry: N) -> None:
         runs.append(ctx.job.attempt)
         raise RuntimeError(f"boom {carry.n}")
@@ -445,6 +447,9 @@ async def test_exception_retries_with_backoff_then_dies_at_backstop(
         "failed",
         "dead",
     ]
+    # Each retry waited out the backoff (0.3 s) after its failure, on the database's clock.
+    for fail, retry in [(journal[2], journal[3]), (journal[4], journal[5])]:
+        assert retry.at - fail.at >= timedelta(seconds=0.25)
     failed = journal[2]
     assert failed.detail is not None and "Traceback" in failed.detail and "boom 7" in failed.detail
     assert failed.worker == f"{socket.gethostname()}:{os.getpid()}"
@@ -696,10 +701,21 @@ async def test_stale_claim_recovered_with_backoff_and_counted(
         await db.claims.job_recover_stale(conn, schema="venturi", recoverer="sweeper:1", backoff=bo)
         == []
     )  # nothing left
-    # Second expiry reaches the backstop: dead.
-    await claim(conn, GHOST, ["w_stale"], lease=0.001, backoff=Backoff.fixed(0))
-    (row,) = (await claim(conn, GHOST, ["w_stale"], lease=0.001, backoff=bo)) or [None]
-    assert row is None  # invisible during its backoff
+    # Invisible during its backoff: a claim finds nothing.
+    assert await claim(conn, GHOST, ["w_stale"], lease=0.001, backoff=bo) == []
+    # Once due, claimed again; the second expiry reaches the backstop (2): dead.
+    await make_due(conn, job_id)
+    assert [r["id"] for r in await claim(conn, GHOST, ["w_stale"], lease=0.001, backoff=bo)] == [
+        job_id
+    ]
+    await expire_claim(conn, job_id)
+    recovered = await db.claims.job_recover_stale(
+        conn, schema="venturi", recoverer="sweeper:1", backoff=bo
+    )
+    assert [(r["id"], r["status"]) for r in recovered] == [(job_id, "dead")]
+    job = await venturi.get_job(conn, job_id)
+    assert job is not None and job.status == "dead" and job.failures == 2
+    assert events(await venturi.get_journal(conn, job_id))[-2:] == ["stale-recovered", "dead"]
 
 
 async def test_recovery_to_dead_at_backstop(conn: asyncpg.Connection, kinds: list[str]) -> None:
@@ -763,14 +779,14 @@ async def test_cooperative_shutdown_pauses(
         return venturi.pause(N(carry.n + 1))
 
     job_id = await handler.enqueue(conn, N(1))
-    worker = Worker(None, dsn, [handler], poll_max=0.1, shutdown_timeout=10)
+    # A shutdown_timeout far past the deadline below: the run ends within the deadline only
+    # if the handler's pause ended it, not the timeout.
+    worker = Worker(None, dsn, [handler], poll_max=0.1, shutdown_timeout=600)
     shutdown = asyncio.Event()
     run = asyncio.create_task(worker.run(shutdown))
     await asyncio.wait_for(started.wait(), 10)
-    t0 = time.monotonic()
     shutdown.set()
-    await asyncio.wait_for(run, 10)
-    assert time.monotonic() - t0 < 5  # did not wait out shutdown_timeout
+    await asyncio.wait_for(run, 30)
     job = await venturi.get_job(conn, job_id)
     assert (
         job is not None and job.status == "pending" and job.carry == {"n": 2} and job.failures == 0
@@ -802,7 +818,7 @@ async def test_forced_shutdown_releases(
     t0 = time.monotonic()
     shutdown.set()
     await asyncio.wait_for(run, 10)
-    assert 0.25 <= time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 >= 0.25  # shutdown_timeout ran out before the cancel
     assert cancelled.is_set()
     job = await venturi.get_job(conn, job_id)
     assert job is not None and job.status == "pending" and job.failures == 0
@@ -875,43 +891,6 @@ async def test_empty_reserved_tier_falls_back(
 
 
 # --- configuration ----------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "knob"),
-    [
-        ({"concurrency": 0}, "concurrency"),
-        ({"concurrency": -1}, "concurrency"),
-        ({"concurrency": 2.5}, "concurrency"),
-        ({"poll_max": 0}, "poll_max"),
-        ({"poll_max": -1}, "poll_max"),
-        ({"lease": 0}, "lease"),
-        ({"lease": timedelta(seconds=-1)}, "lease"),
-        ({"shutdown_timeout": -1}, "shutdown_timeout"),
-        ({"priority_ratio": 1}, "priority_ratio"),
-        ({"priority_ratio": 0}, "priority_ratio"),
-        ({"claimed_by": ""}, "claimed_by"),
-        ({"failures_to_dead": "yes"}, "failures_to_dead"),
-        ({"schema": "Bad"}, "schema"),
-        ({"backoff": 3}, "backoff"),
-    ],
-)
-def test_bad_worker_knobs_name_themselves(kwargs: dict[str, Any], knob: str) -> None:
-    with pytest.raises(ConfigError, match=knob):
-        Worker(None, "postgresql://x", **kwargs)
-
-
-def test_bad_cap_and_task(kinds: list[str]) -> None:
-    @venturi.task(kind="w_cfg")
-    async def handler(ctx: Context[Any], carry: N) -> None:
-        return None
-
-    with pytest.raises(ConfigError, match="cap"):
-        Worker(None, "postgresql://x").register(handler, cap=0)
-    with pytest.raises(ConfigError, match=r"@venturi\.task"):
-        Worker(None, "postgresql://x").register(lambda c, x: None)  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="pool_or_dsn"):
-        Worker(None, 42)
 
 
 async def test_no_tasks_and_unapplied_schema(empty_dsn: str, kinds: list[str]) -> None:

@@ -12,7 +12,7 @@ from tests.support.cli import (
     venturi_cli,
     venturi_cli_async,
 )
-from tests.support.leases import expire_claim, expire_claims
+from tests.support.leases import expire_claim, expire_claims, make_due
 from tests.support.waits import (
     status_of,
     until_cancelled,
@@ -30,6 +30,7 @@ __all__ = [
     "assert_one_clean_error",
     "expire_claim",
     "expire_claims",
+    "make_due",
     "running",
     "status_of",
     "until_cancelled",

@@ -18,6 +18,15 @@ async def expire_claim(conn: Any, job_id: int, *, schema: str = sql.DEFAULT_SCHE
     assert done == "UPDATE 1", f"job {job_id} is not claimed"
 
 
+async def make_due(conn: Any, job_id: int, *, schema: str = sql.DEFAULT_SCHEMA) -> None:
+    """Make pending job ``job_id`` visible now: its backoff run out, without waiting."""
+    done = await conn.execute(
+        f"UPDATE \"{schema}\".jobs SET visible_at = now() WHERE id = $1 AND status = 'pending'",
+        job_id,
+    )
+    assert done == "UPDATE 1", f"job {job_id} is not pending"
+
+
 async def expire_claims(conn: Any, *, schema: str = sql.DEFAULT_SCHEMA) -> None:
     """Make the lease of every claimed job a second past."""
     await conn.execute(

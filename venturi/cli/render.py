@@ -19,10 +19,16 @@ from rich.text import Text
 from venturi.admin import JobDetail, JobRow, Stats, TopFrame, WorkerInfo
 from venturi.formatting import ago, clip, duration, to_json, window_label
 from venturi.priority import Priority
-from venturi.status import JobStatus
+from venturi.status import STATUSES, JobStatus, JournalEvent
 
 # Journal events that end an execution badly; their detail may hold a traceback.
-_FAILURE_EVENTS = {"failed", "retried", "timed-out", "stale-recovered", "dead"}
+_FAILURE_EVENTS = {
+    JournalEvent.FAILED,
+    JournalEvent.RETRIED,
+    JournalEvent.TIMED_OUT,
+    JournalEvent.STALE_RECOVERED,
+    JournalEvent.DEAD,
+}
 
 _STATE_STYLE = {"live": "green", "gone": "bold red", "stopped": "dim", "unregistered": "yellow"}
 
@@ -183,7 +189,7 @@ def stats_table(stats: Stats) -> Table:
     failed = f"failed/{window_label(stats.failures_window_seconds)}"
     table = Table(box=None, header_style="bold", pad_edge=False)
     table.add_column("kind")
-    for name in ("due", "scheduled", "claimed", "completed", "dead", "cancelled"):
+    for name in ("due", "scheduled", *STATUSES[1:]):
         table.add_column(name, justify="right")
     table.add_column("oldest due", justify="right")
     table.add_column(recent, justify="right")
@@ -324,7 +330,9 @@ def top(frame: TopFrame, title: str = "venturi top") -> Group:
     kinds = Table(box=None, header_style="bold", pad_edge=False, expand=False)
     kinds.add_column("kind")
     failed = f"failed/{window_label(frame.failures_window_seconds)}"
-    for name in ("pending", "scheduled", "claimed", "done/s", failed, "dead", "oldest due"):
+    # "pending" here is the due jobs (`due` in `venturi stats`).
+    heads = (JobStatus.PENDING, "scheduled", JobStatus.CLAIMED, "done/s", failed, JobStatus.DEAD)
+    for name in (*heads, "oldest due"):
         kinds.add_column(name, justify="right")
     kinds.add_column("note")
     for k in frame.kinds:

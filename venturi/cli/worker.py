@@ -186,8 +186,9 @@ def default_maintenance(
     when one of them is recurring (``cron=`` or ``venturi.schedule``), a
     ``ResultCleanup`` when one keeps results for a ``result_ttl``; ``QueueGauges`` and
     ``UnservedKinds`` when asked for."""
-    from venturi.maintenance.cron import CronScheduler, schedules_for
+    from venturi.maintenance.cron import CronScheduler
     from venturi.maintenance.results import ResultCleanup
+    from venturi.schedules import schedules_for
 
     tasks = list(tasks)
     found: list[Any] = []

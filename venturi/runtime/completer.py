@@ -18,7 +18,6 @@ from venturi import db
 from venturi.backoff import Backoff
 from venturi.codecs import text_safe
 from venturi.db.conn import Conn
-from venturi.db.journal import JournalEvent
 from venturi.runtime.config import KindPolicy
 from venturi.runtime.inflight import InFlight
 from venturi.runtime.instruments import Instruments
@@ -35,7 +34,7 @@ from venturi.runtime.settlement import (
     TimedOut,
     Undecodable,
 )
-from venturi.status import JobStatus
+from venturi.status import JobStatus, JournalEvent
 
 log = logging.getLogger("venturi.worker")
 
