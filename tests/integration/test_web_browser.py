@@ -194,6 +194,9 @@ def served(dsn: str) -> Iterator[str]:
         yield base
 
 
+PAUSE_REFRESH = "localStorage.setItem('venturi-refresh-paused', '1')"
+
+
 def rows_shown(browser: Any) -> list[int]:
     from selenium.webdriver.common.by import By
 
@@ -216,6 +219,8 @@ async def test_search_then_act_on_the_selected_rows(
 
     def drive() -> str:
         browser.get(served + "/jobs")
+        # No refresh under the clicks (a refreshed row would be a stale element).
+        browser.execute_script(PAUSE_REFRESH)
         box = browser.find_element(By.ID, "search")
         box.send_keys("walnut")
         Select(browser.find_element(By.ID, "status")).select_by_value("dead")
@@ -259,6 +264,7 @@ async def test_recover_a_gone_workers_claims_from_the_workers_page(
         warning = wait_until(browser, lambda d: d.find_element(By.ID, "gone-warning"))
         assert "crashed-host:9" in warning.text and "fetch 2" in warning.text
         browser.get(served + "/workers")
+        browser.execute_script(PAUSE_REFRESH)
         browser.find_element(By.XPATH, "//button[text()='Recover claims']").click()
         summary = wait_until(browser, lambda d: d.find_element(By.ID, "flash-summary"))
         assert summary.text == "2 done, 0 refused."
