@@ -339,9 +339,9 @@ CREATE INDEX IF NOT EXISTS jobs_key_search_idx
     ON "venturi".jobs (key, id)
     WHERE key IS NOT NULL;
 
--- The dashboard's search box (job_search_older, job_search_newer, job_search_count, and
--- the bulk actions with a search): full text of kind, key, the end of the last error and
--- the start of the carry, clipped so that no row can overflow a tsvector.
+-- The dashboard's search box (job_search_*, job_count_matching_search,
+-- job_ids_matching_search): full text of kind, key, the end of the last error and the
+-- start of the carry, clipped so that no row can overflow a tsvector.
 CREATE INDEX IF NOT EXISTS jobs_search_idx
     ON "venturi".jobs USING gin (to_tsvector('simple'::regconfig,
         kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
