@@ -2,9 +2,12 @@
 uvicorn serving the app on a free loopback port and a real database.
 
 An operator logs in with the token, finds the dead job, reads its traceback, retries it,
-and watches the overview (open in another tab, never reloaded) count it out. With
-VENTURI_WEB_SCREENSHOTS=DIR the test also saves DIR/web-overview.png and DIR/web-job.png
-(the README's pictures: ``VENTURI_WEB_SCREENSHOTS=docs pytest tests/test_web_browser.py``).
+and watches the overview (open in another tab, never reloaded) count it out; the
+operator's second generation (search, selection, recovery, dark mode, refresh, the
+workflow graph). With VENTURI_WEB_SCREENSHOTS=DIR the screenshot test saves every page,
+light and dark, as DIR/web-<page>.png and DIR/web-<page>-dark.png (docs/web.md's
+pictures: ``VENTURI_WEB_SCREENSHOTS=docs pytest tests/integration/test_web_browser.py -k
+screenshots``).
 """
 
 from __future__ import annotations
@@ -116,20 +119,9 @@ async def test_operator_retries_a_dead_job_and_the_overview_follows(
 ) -> None:
     from selenium.webdriver.common.by import By
 
-    shots = os.environ.get("VENTURI_WEB_SCREENSHOTS")
-    if shots:
-        await seed_for_pictures(conn)
     await make(conn, "fetch", "completed")
     dead = await make(conn, "fetch", "dead", carry='{"url": "https://example.com/feed.xml"}')
     await make(conn, "fetch", "pending")
-    if shots:
-        await db.kinds.kind_pause(
-            conn,
-            schema=S,
-            kinds=["kind_7"],
-            paused_by="operator:alice@ops",
-            reason="vendor maintenance",
-        )
 
     app = venturi.web.app(dsn, token=TOKEN)
     loop = asyncio.get_running_loop()
@@ -147,9 +139,6 @@ async def test_operator_retries_a_dead_job_and_the_overview_follows(
             browser.find_element(By.CSS_SELECTOR, "form.login button").click()
             wait_until(browser, lambda d: d.current_url == base + "/")
             assert dead_count() == "1"
-            if shots:
-                wait_until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "rect.bar"))
-                browser.save_screenshot(str(Path(shots) / "web-overview.png"))
             overview_tab = browser.current_window_handle
 
             # The list of dead jobs, then the job, in a second tab.
@@ -161,8 +150,6 @@ async def test_operator_retries_a_dead_job_and_the_overview_follows(
             assert "Traceback (most recent call last)" in traceback
             assert "ConnectionError: upstream refused" in traceback
             assert "https://example.com/feed.xml" in browser.find_element(By.ID, "carry").text
-            if shots:
-                browser.save_screenshot(str(Path(shots) / "web-job.png"))
             browser.find_element(By.XPATH, "//button[text()='Retry']").click()
             summary = wait_until(browser, lambda d: d.find_element(By.ID, "flash-summary"))
             assert summary.text == "1 done, 0 refused."
@@ -344,10 +331,11 @@ async def test_refresh_control_sets_the_interval_and_pauses(
 
     await loop.run_in_executor(None, pause)
     third = await make(conn, "fetch", "pending")
-    # Paused: three intervals pass and the list stays as it was.
-    await asyncio.sleep(6)
 
     def resume() -> None:
+        # Paused: two more ticks of the timer pass and the list stays as it was.
+        ticks = browser.execute_script("return window.venturiTicks")
+        wait_until(browser, lambda d: d.execute_script("return window.venturiTicks") >= ticks + 2)
         assert rows_shown(browser) == [second, first]
         browser.find_element(By.ID, "refresh-pause").click()
         wait_until(browser, lambda d: rows_shown(d) == [third, second, first])

@@ -61,6 +61,8 @@
     if (status) { status.textContent = text; }
   }
   function refresh() {
+    // Every tick counts, paused or not: a test (or a curious operator) can see time pass.
+    window.venturiTicks = (window.venturiTicks || 0) + 1;
     var live = document.getElementById("live");
     if (!live || paused()) { return schedule(); }
     if (busy(live)) { showStatus("(waiting: rows selected)"); return schedule(); }
