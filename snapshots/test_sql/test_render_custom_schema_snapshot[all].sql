@@ -1214,20 +1214,6 @@ FROM unnest($1::text[], $2::text[], $3::smallint[], $4::timestamptz[], $5::float
 ORDER BY ord
 RETURNING id;
 
--- job_kinds_known: every kind the jobs table holds, in order (the dashboard's kind
--- picker): one index probe per kind (a loose scan), not a read of every job.
--- $1 integer max_rows: how many kinds at most
--- index: jobs_kind_id_idx (kind, id), one probe per distinct kind.
-PREPARE billing_jobs_job_kinds_known(integer) AS
-WITH RECURSIVE kinds AS (
-    (SELECT kind FROM "billing_jobs".jobs ORDER BY kind LIMIT 1)
-    UNION ALL
-    SELECT (SELECT j.kind FROM "billing_jobs".jobs j WHERE j.kind > k.kind ORDER BY j.kind LIMIT 1)
-    FROM kinds k
-    WHERE k.kind IS NOT NULL
-)
-SELECT kind FROM kinds WHERE kind IS NOT NULL LIMIT $1::integer;
-
 -- job_list: the newest jobs, optionally of one status, one kind and one key, one page at
 -- a time (`venturi jobs list`, the dashboard's /jobs and /api/jobs).
 -- $1 text status: only this status (NULL: any)
@@ -2202,6 +2188,33 @@ SELECT at, event, attempt, worker, detail
 FROM "billing_jobs".journal
 WHERE job_id = $1
 ORDER BY at, id;
+
+-- kind_list: every kind the database knows, with its pause if it has one: the kinds of
+-- jobs (any status), of recurring schedules, of registered workers, and the paused ones
+-- (a kind may be paused before any job of it exists).
+-- index: jobs_kind_id_idx (kind, id), read as a skip scan: one index probe per distinct
+-- kind, not a pass over every job; the other tables are small.
+PREPARE billing_jobs_kind_list AS
+WITH RECURSIVE job_kinds AS (
+    (SELECT j.kind FROM "billing_jobs".jobs j ORDER BY j.kind LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.kind FROM "billing_jobs".jobs j WHERE j.kind > k.kind ORDER BY j.kind LIMIT 1)
+    FROM job_kinds k
+    WHERE k.kind IS NOT NULL
+),
+known AS (
+    SELECT kind FROM job_kinds WHERE kind IS NOT NULL
+    UNION
+    SELECT name FROM "billing_jobs".schedules
+    UNION
+    SELECT unnest(kinds) FROM "billing_jobs".workers
+    UNION
+    SELECT kind FROM "billing_jobs".paused_kinds
+)
+SELECT k.kind, p.paused_at, p.paused_by, p.reason
+FROM known k
+LEFT JOIN "billing_jobs".paused_kinds p ON p.kind = k.kind
+ORDER BY k.kind;
 
 -- kind_list_known: of the given kinds, those the database knows: a job of the kind exists
 -- (any status) or a recurring schedule carries its name. `venturi kinds pause` warns about

@@ -92,7 +92,8 @@ async def test_a_failing_middleware_fails_that_run_only(
         journal = await venturi.get_journal(conn, job_id)
         failed = next(e for e in journal if e.event == "failed")
         assert error in (failed.detail or "") and "Traceback" in (failed.detail or "")
-    assert w.stats["failed"] == 2 and w.stats["completed"] == 1
+    # Both failures ended their job (max_failures=1): counted dead, not failed.
+    assert (w.stats["dead"], w.stats["failed"], w.stats["completed"]) == (2, 0, 1)
 
 
 async def test_error_reporter_sees_each_failure_and_the_run_still_fails(

@@ -188,7 +188,7 @@ async def test_dashboard_reads_use_their_indexes(conn: asyncpg.Connection) -> No
         } <= overview
         assert "jobs_stale_idx" in await _explain(conn, "job_list_claimed", 2000)
         # The search box: a rare word from its index, a dense one by a bounded id scan,
-        # the kind picker one probe per kind, a kind's trends from the finished index.
+        # a kind's trends from the finished index.
         rare = await conn.fetchval(sql.statement("job_search_query"), "order-300")
         few = (None, None, None, rare, [], None, 51)
         assert "jobs_search_idx" in await _explain(conn, "job_search_older_sparse", *few)
@@ -204,6 +204,5 @@ async def test_dashboard_reads_use_their_indexes(conn: asyncpg.Connection) -> No
         assert "jobs_search_idx" in await _explain(
             conn, "job_ids_matching_search", None, None, None, 20_000, 500, rare, []
         )
-        assert "jobs_kind_id_idx" in await _explain(conn, "job_kinds_known", 500)
         trends = await _explain(conn, "job_activity_of_kind", "kind_3", "manual retry", 60.0, 60)
         assert "journal_at_idx" in trends and {"jobs_finished_idx", "jobs_kind_id_idx"} & trends

@@ -6,7 +6,7 @@ what scripts may call too. One module per question:
 - ``bulk``: count what a filter matches, and act on exactly those jobs in batches;
 - ``search``: the dashboard's job list: a filter with a search box, paged both ways,
   its total, the known kinds, one kind's activity;
-- ``kinds``: pause, resume, list paused kinds;
+- ``kinds``: pause, resume, list the kinds (paused or not) and the paused ones;
 - ``health``: ``KindHealth`` per kind, which ``stats``, ``top`` and the dashboard read;
 - ``workers``: the registry of workers, their claims, recovering a gone one's;
 - ``schedules``: the cron schedules, their last and next slots;
@@ -63,7 +63,15 @@ from venturi.admin.jobs import (
     set_priority,
     show_job,
 )
-from venturi.admin.kinds import Paused, PausedKind, pause_kinds, paused_kinds, resume_kinds
+from venturi.admin.kinds import (
+    KindState,
+    Paused,
+    PausedKind,
+    list_kinds,
+    pause_kinds,
+    paused_kinds,
+    resume_kinds,
+)
 from venturi.admin.retention import PURGE_BATCH, purge, purge_count
 from venturi.admin.schedules import Schedules, ScheduleView, list_schedules
 from venturi.admin.search import (
@@ -123,6 +131,7 @@ __all__ = [
     "JobStatus",
     "KindHealth",
     "KindNow",
+    "KindState",
     "KindStats",
     "Matching",
     "Minute",
@@ -152,6 +161,7 @@ __all__ = [
     "kind_activity",
     "known_kinds",
     "list_jobs",
+    "list_kinds",
     "list_schedules",
     "list_workers",
     "operator_identity",

@@ -12,6 +12,7 @@ import msgspec
 from venturi import db, validate
 from venturi.admin.common import MANUAL_RETRY, check_ids, check_status
 from venturi.admin.jobs import JobRow
+from venturi.admin.kinds import list_kinds
 from venturi.db.conn import Conn
 from venturi.errors import ConfigError
 from venturi.sql import DEFAULT_SCHEMA
@@ -165,8 +166,9 @@ async def search_jobs(
 async def known_kinds(
     conn: Conn, *, limit: int = KINDS_SHOWN, schema: str = DEFAULT_SCHEMA
 ) -> list[str]:
-    """The kinds the jobs table holds, in order (at most ``limit``)."""
-    return await db.dashboard.job_kinds_known(conn, schema=schema, limit=limit)
+    """The kinds the database knows (``venturi.admin.list_kinds``), in order, at most
+    ``limit``: the kind picker's, and those a search's text may begin."""
+    return [k.kind for k in await list_kinds(conn, schema=schema)][:limit]
 
 
 class Bucket(msgspec.Struct, frozen=True):

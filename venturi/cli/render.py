@@ -1,5 +1,5 @@
 """How the operator reads look in a terminal: rich renderables for ``venturi jobs``,
-``venturi stats``, ``venturi workers`` and ``venturi top``.
+``venturi stats``, ``venturi workers``, ``venturi kinds list`` and ``venturi top``.
 
 Pure functions of what ``venturi.admin`` read; nothing here touches a database, so a
 frame renders the same in a test as in a terminal.
@@ -16,7 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from venturi.admin import JobDetail, JobRow, Stats, TopFrame, WorkerInfo
+from venturi.admin import JobDetail, JobRow, KindState, Stats, TopFrame, WorkerInfo
 from venturi.formatting import ago, clip, duration, to_json, window_label
 from venturi.priority import Priority
 from venturi.status import STATUSES, JobStatus, JournalEvent
@@ -152,11 +152,12 @@ def job_detail(detail: JobDetail, now: datetime) -> Group:
         )
     parts.append(journal)
 
-    # Full tracebacks: the journal keeps one per failed execution; show each once, and
-    # last_error when the journal does not already hold it.
+    # Full tracebacks: the journal keeps one per failed execution; show each execution's
+    # own (two attempts failing the same way are still two failures), and last_error when
+    # the journal does not already hold it.
     shown: set[str] = set()
     for e in detail.journal:
-        if e.detail and "\n" in e.detail.strip() and e.detail not in shown:
+        if e.detail and "\n" in e.detail.strip():
             shown.add(e.detail)
             parts.append(
                 Panel(
@@ -307,6 +308,25 @@ def workers_table(workers: list[WorkerInfo]) -> Table:
         )
     if not workers:
         table.add_row(Text("no worker has registered", style="dim"))
+    return table
+
+
+def kinds_table(kinds: list[KindState]) -> Table:
+    """``venturi kinds list``: every kind the database knows, paused or not."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for name in ("kind", "state", "paused at", "by", "reason"):
+        table.add_column(name, no_wrap=name != "reason")
+    for k in kinds:
+        if k.paused_at is None:
+            table.add_row(escape(k.kind), "active")
+            continue
+        table.add_row(
+            escape(k.kind),
+            Text("paused", style="bold yellow"),
+            k.paused_at.isoformat(timespec="seconds"),
+            escape(k.paused_by or "—"),
+            escape(k.reason or ""),
+        )
     return table
 
 

@@ -113,11 +113,6 @@ async def job_search_count(
     return int(await conn.fetchval(text, status, kind, key, search, kinds, cap))
 
 
-async def job_kinds_known(conn: Conn, *, schema: str, limit: int) -> list[str]:
-    rows = await conn.fetch(sql.statement("job_kinds_known", schema), limit)
-    return [r["kind"] for r in rows]
-
-
 async def job_activity_of_kind(
     conn: Conn, *, schema: str, kind: str, manual_detail: str, bucket: float, buckets: int
 ) -> list[Record]:
