@@ -448,18 +448,36 @@ WHERE ($1::text IS NULL OR status = $1::text)
 -- $3 text key: only jobs with exactly this key (NULL: any)
 -- $4 text search: the search's words, a tsquery of job_search_query (NULL: none)
 -- $5 text[] kinds: the known kinds the search's text begins
--- index: jobs_search_idx and jobs_kind_id_idx (the kinds), beside the filter's own.
+-- index: finished jobs by jobs_search_idx and jobs_kind_id_idx (the kinds), beside the
+-- filter's own; unfinished ones by jobs_claim_idx and jobs_stale_idx.
 PREPARE billing_jobs_job_count_matching_search(text, text, text, text, text[]) AS
 SELECT count(*) AS jobs, max(id) AS newest_id
-FROM "billing_jobs".jobs
-WHERE ($1::text IS NULL OR status = $1::text)
+FROM (
+(SELECT id
+    FROM "billing_jobs".jobs
+    WHERE ($1::text IS NULL OR $1::text IN ('completed', 'dead', 'cancelled'))
+      AND status IN ('completed', 'dead', 'cancelled')
+      AND ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
   AND ($5::text[] IS NULL
        OR kind = ANY ($5::text[])
        OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
         kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
-        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery));
+        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery)))
+    UNION ALL
+    (SELECT id
+    FROM "billing_jobs".jobs
+    WHERE ($1::text IS NULL OR $1::text IN ('pending', 'claimed'))
+      AND (status = 'pending' OR status = 'claimed')
+      AND ($1::text IS NULL OR status = $1::text)
+  AND ($2::text IS NULL OR kind = $2::text)
+  AND ($3::text IS NULL OR key = $3::text)
+  AND ($5::text[] IS NULL
+       OR kind = ANY ($5::text[])
+       OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
+        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
+        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery)))) AS matched;
 
 -- job_counts: how many jobs of each kind are in each status (the demo's summary, stats).
 -- $1 bigint[] ids: only these jobs (NULL: every job)
@@ -656,12 +674,17 @@ LIMIT $5::integer;
 -- $5 integer max_rows: the batch size
 -- $6 text search: the search's words, a tsquery of job_search_query (NULL: none)
 -- $7 text[] kinds: the known kinds the search's text begins
--- index: jobs_search_idx and jobs_kind_id_idx (the kinds), the matches sorted: ordering
--- by id + 0 keeps the planner off an id-ordered scan computing every job's document.
+-- index: finished jobs by jobs_search_idx and jobs_kind_id_idx (the kinds), unfinished
+-- ones by jobs_claim_idx and jobs_stale_idx, each arm's matches sorted (ordering by id + 0
+-- keeps the planner off an id-ordered scan computing every job's document), then merged.
 PREPARE billing_jobs_job_ids_matching_search(text, text, text, bigint, integer, text, text[]) AS
 SELECT id
-FROM "billing_jobs".jobs
-WHERE ($1::text IS NULL OR status = $1::text)
+FROM (
+(SELECT id
+    FROM "billing_jobs".jobs
+    WHERE ($1::text IS NULL OR $1::text IN ('completed', 'dead', 'cancelled'))
+      AND status IN ('completed', 'dead', 'cancelled')
+      AND ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
   AND ($7::text[] IS NULL
@@ -669,8 +692,26 @@ WHERE ($1::text IS NULL OR status = $1::text)
        OR ($6::text IS NOT NULL AND to_tsvector('simple'::regconfig,
         kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
         || ' ' || left(carry::text, 8000)) @@ $6::text::tsquery))
-  AND id < $4::bigint
-ORDER BY id + 0 DESC
+      AND id < $4::bigint
+    ORDER BY id + 0 DESC
+    LIMIT $5::integer)
+    UNION ALL
+    (SELECT id
+    FROM "billing_jobs".jobs
+    WHERE ($1::text IS NULL OR $1::text IN ('pending', 'claimed'))
+      AND (status = 'pending' OR status = 'claimed')
+      AND ($1::text IS NULL OR status = $1::text)
+  AND ($2::text IS NULL OR kind = $2::text)
+  AND ($3::text IS NULL OR key = $3::text)
+  AND ($7::text[] IS NULL
+       OR kind = ANY ($7::text[])
+       OR ($6::text IS NOT NULL AND to_tsvector('simple'::regconfig,
+        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
+        || ' ' || left(carry::text, 8000)) @@ $6::text::tsquery))
+      AND id < $4::bigint
+    ORDER BY id + 0 DESC
+    LIMIT $5::integer)) AS matched
+ORDER BY id DESC
 LIMIT $5::integer;
 
 -- job_insert: enqueue one job, or find the job that holds its key: the unfinished one, or
@@ -1397,13 +1438,17 @@ ORDER BY input.id;
 -- $4 text search: the search's words, a tsquery of job_search_query (NULL: none)
 -- $5 text[] kinds: the known kinds the search's text begins (NULL: no search)
 -- $6 integer cap: count at most this many
--- index: as job_search_older; with a search, jobs_search_idx and jobs_kind_id_idx.
+-- index: finished jobs as job_search_older, with a search jobs_search_idx and
+-- jobs_kind_id_idx; unfinished ones jobs_claim_idx and jobs_stale_idx. Each arm counts up to
+-- the cap (the total is at most twice it; the caller caps it).
 PREPARE billing_jobs_job_search_count(text, text, text, text, text[], integer) AS
 SELECT count(*) AS jobs
 FROM (
-    SELECT 1
+(SELECT 1
     FROM "billing_jobs".jobs
-    WHERE ($1::text IS NULL OR status = $1::text)
+    WHERE ($1::text IS NULL OR $1::text IN ('completed', 'dead', 'cancelled'))
+      AND status IN ('completed', 'dead', 'cancelled')
+      AND ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
   AND ($5::text[] IS NULL
@@ -1411,8 +1456,21 @@ FROM (
        OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
         kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
         || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
-    LIMIT $6::integer
-) AS matched;
+    LIMIT $6::integer)
+    UNION ALL
+    (SELECT 1
+    FROM "billing_jobs".jobs
+    WHERE ($1::text IS NULL OR $1::text IN ('pending', 'claimed'))
+      AND (status = 'pending' OR status = 'claimed')
+      AND ($1::text IS NULL OR status = $1::text)
+  AND ($2::text IS NULL OR kind = $2::text)
+  AND ($3::text IS NULL OR key = $3::text)
+  AND ($5::text[] IS NULL
+       OR kind = ANY ($5::text[])
+       OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
+        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
+        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
+    LIMIT $6::integer)) AS matched;
 
 -- job_search_newer: the dashboard's job list paging back, without a search: the oldest
 -- jobs a filter matches above an id, oldest first (the page shows them newest first).
@@ -1488,14 +1546,21 @@ LIMIT $7::integer;
 -- $5 text[] kinds: the known kinds the search's text begins (NULL: no search)
 -- $6 bigint after_id: only jobs with a greater id, the keyset cursor
 -- $7 integer max_rows: how many to return at most
--- index: jobs_search_idx (a bitmap of the matches; ordering by id + 0 keeps the planner
--- off an id-ordered scan that would compute the document of every job)
+-- index: finished jobs by jobs_search_idx (a bitmap of the matches), unfinished ones by
+-- jobs_claim_idx and jobs_stale_idx; each arm orders by id + 0, which keeps the planner
+-- off an id-ordered scan that would compute the document of every job, then they merge.
 PREPARE billing_jobs_job_search_newer_sparse(text, text, text, text, text[], bigint, integer) AS
 SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
        visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
        cancel_requested_at
-FROM "billing_jobs".jobs
-WHERE ($1::text IS NULL OR status = $1::text)
+FROM (
+(SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
+       visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
+       cancel_requested_at
+    FROM "billing_jobs".jobs
+    WHERE ($1::text IS NULL OR $1::text IN ('completed', 'dead', 'cancelled'))
+      AND status IN ('completed', 'dead', 'cancelled')
+      AND ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
   AND ($5::text[] IS NULL
@@ -1503,8 +1568,28 @@ WHERE ($1::text IS NULL OR status = $1::text)
        OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
         kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
         || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
-  AND id > $6::bigint
-ORDER BY id + 0
+      AND id > $6::bigint
+    ORDER BY id + 0
+    LIMIT $7::integer)
+    UNION ALL
+    (SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
+       visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
+       cancel_requested_at
+    FROM "billing_jobs".jobs
+    WHERE ($1::text IS NULL OR $1::text IN ('pending', 'claimed'))
+      AND (status = 'pending' OR status = 'claimed')
+      AND ($1::text IS NULL OR status = $1::text)
+  AND ($2::text IS NULL OR kind = $2::text)
+  AND ($3::text IS NULL OR key = $3::text)
+  AND ($5::text[] IS NULL
+       OR kind = ANY ($5::text[])
+       OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
+        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
+        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
+      AND id > $6::bigint
+    ORDER BY id + 0
+    LIMIT $7::integer)) AS matched
+ORDER BY id
 LIMIT $7::integer;
 
 -- job_search_older: the dashboard's job list (/jobs) without a search: the newest jobs a
@@ -1581,14 +1666,21 @@ LIMIT $7::integer;
 -- $5 text[] kinds: the known kinds the search's text begins (NULL: no search)
 -- $6 bigint before_id: only jobs with a smaller id, the keyset cursor (NULL: the newest)
 -- $7 integer max_rows: how many to return at most
--- index: jobs_search_idx (a bitmap of the matches; ordering by id + 0 keeps the planner
--- off an id-ordered scan that would compute the document of every job)
+-- index: finished jobs by jobs_search_idx (a bitmap of the matches), unfinished ones by
+-- jobs_claim_idx and jobs_stale_idx; each arm orders by id + 0, which keeps the planner
+-- off an id-ordered scan that would compute the document of every job, then they merge.
 PREPARE billing_jobs_job_search_older_sparse(text, text, text, text, text[], bigint, integer) AS
 SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
        visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
        cancel_requested_at
-FROM "billing_jobs".jobs
-WHERE ($1::text IS NULL OR status = $1::text)
+FROM (
+(SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
+       visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
+       cancel_requested_at
+    FROM "billing_jobs".jobs
+    WHERE ($1::text IS NULL OR $1::text IN ('completed', 'dead', 'cancelled'))
+      AND status IN ('completed', 'dead', 'cancelled')
+      AND ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
   AND ($5::text[] IS NULL
@@ -1596,8 +1688,28 @@ WHERE ($1::text IS NULL OR status = $1::text)
        OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
         kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
         || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
-  AND ($6::bigint IS NULL OR id < $6::bigint)
-ORDER BY id + 0 DESC
+      AND ($6::bigint IS NULL OR id < $6::bigint)
+    ORDER BY id + 0 DESC
+    LIMIT $7::integer)
+    UNION ALL
+    (SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
+       visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
+       cancel_requested_at
+    FROM "billing_jobs".jobs
+    WHERE ($1::text IS NULL OR $1::text IN ('pending', 'claimed'))
+      AND (status = 'pending' OR status = 'claimed')
+      AND ($1::text IS NULL OR status = $1::text)
+  AND ($2::text IS NULL OR kind = $2::text)
+  AND ($3::text IS NULL OR key = $3::text)
+  AND ($5::text[] IS NULL
+       OR kind = ANY ($5::text[])
+       OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
+        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
+        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
+      AND ($6::bigint IS NULL OR id < $6::bigint)
+    ORDER BY id + 0 DESC
+    LIMIT $7::integer)) AS matched
+ORDER BY id DESC
 LIMIT $7::integer;
 
 -- job_search_query: the dashboard's search box text as a tsquery (text): each word the

@@ -341,11 +341,13 @@ CREATE INDEX IF NOT EXISTS jobs_key_search_idx
 
 -- The dashboard's search box (job_search_*, job_count_matching_search,
 -- job_ids_matching_search): full text of kind, key, the end of the last error and the
--- start of the carry, clipped so that no row can overflow a tsvector.
+-- start of the carry, clipped so that no row can overflow a tsvector. Finished jobs only:
+-- enqueue and claim never touch it; a search reads unfinished jobs by the live indexes.
 CREATE INDEX IF NOT EXISTS jobs_search_idx
     ON "venturi".jobs USING gin (to_tsvector('simple'::regconfig,
         kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
-        || ' ' || left(carry::text, 8000)));
+        || ' ' || left(carry::text, 8000)))
+    WHERE status IN ('completed', 'dead', 'cancelled');
 
 -- Runtime statements, as PREPAREd by the worker. Parameters are $n binds.
 
@@ -797,18 +799,36 @@ WHERE ($1::text IS NULL OR status = $1::text)
 -- $3 text key: only jobs with exactly this key (NULL: any)
 -- $4 text search: the search's words, a tsquery of job_search_query (NULL: none)
 -- $5 text[] kinds: the known kinds the search's text begins
--- index: jobs_search_idx and jobs_kind_id_idx (the kinds), beside the filter's own.
+-- index: finished jobs by jobs_search_idx and jobs_kind_id_idx (the kinds), beside the
+-- filter's own; unfinished ones by jobs_claim_idx and jobs_stale_idx.
 PREPARE venturi_job_count_matching_search(text, text, text, text, text[]) AS
 SELECT count(*) AS jobs, max(id) AS newest_id
-FROM "venturi".jobs
-WHERE ($1::text IS NULL OR status = $1::text)
+FROM (
+(SELECT id
+    FROM "venturi".jobs
+    WHERE ($1::text IS NULL OR $1::text IN ('completed', 'dead', 'cancelled'))
+      AND status IN ('completed', 'dead', 'cancelled')
+      AND ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
   AND ($5::text[] IS NULL
        OR kind = ANY ($5::text[])
        OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
         kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
-        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery));
+        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery)))
+    UNION ALL
+    (SELECT id
+    FROM "venturi".jobs
+    WHERE ($1::text IS NULL OR $1::text IN ('pending', 'claimed'))
+      AND (status = 'pending' OR status = 'claimed')
+      AND ($1::text IS NULL OR status = $1::text)
+  AND ($2::text IS NULL OR kind = $2::text)
+  AND ($3::text IS NULL OR key = $3::text)
+  AND ($5::text[] IS NULL
+       OR kind = ANY ($5::text[])
+       OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
+        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
+        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery)))) AS matched;
 
 -- job_counts: how many jobs of each kind are in each status (the demo's summary, stats).
 -- $1 bigint[] ids: only these jobs (NULL: every job)
@@ -1005,12 +1025,17 @@ LIMIT $5::integer;
 -- $5 integer max_rows: the batch size
 -- $6 text search: the search's words, a tsquery of job_search_query (NULL: none)
 -- $7 text[] kinds: the known kinds the search's text begins
--- index: jobs_search_idx and jobs_kind_id_idx (the kinds), the matches sorted: ordering
--- by id + 0 keeps the planner off an id-ordered scan computing every job's document.
+-- index: finished jobs by jobs_search_idx and jobs_kind_id_idx (the kinds), unfinished
+-- ones by jobs_claim_idx and jobs_stale_idx, each arm's matches sorted (ordering by id + 0
+-- keeps the planner off an id-ordered scan computing every job's document), then merged.
 PREPARE venturi_job_ids_matching_search(text, text, text, bigint, integer, text, text[]) AS
 SELECT id
-FROM "venturi".jobs
-WHERE ($1::text IS NULL OR status = $1::text)
+FROM (
+(SELECT id
+    FROM "venturi".jobs
+    WHERE ($1::text IS NULL OR $1::text IN ('completed', 'dead', 'cancelled'))
+      AND status IN ('completed', 'dead', 'cancelled')
+      AND ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
   AND ($7::text[] IS NULL
@@ -1018,8 +1043,26 @@ WHERE ($1::text IS NULL OR status = $1::text)
        OR ($6::text IS NOT NULL AND to_tsvector('simple'::regconfig,
         kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
         || ' ' || left(carry::text, 8000)) @@ $6::text::tsquery))
-  AND id < $4::bigint
-ORDER BY id + 0 DESC
+      AND id < $4::bigint
+    ORDER BY id + 0 DESC
+    LIMIT $5::integer)
+    UNION ALL
+    (SELECT id
+    FROM "venturi".jobs
+    WHERE ($1::text IS NULL OR $1::text IN ('pending', 'claimed'))
+      AND (status = 'pending' OR status = 'claimed')
+      AND ($1::text IS NULL OR status = $1::text)
+  AND ($2::text IS NULL OR kind = $2::text)
+  AND ($3::text IS NULL OR key = $3::text)
+  AND ($7::text[] IS NULL
+       OR kind = ANY ($7::text[])
+       OR ($6::text IS NOT NULL AND to_tsvector('simple'::regconfig,
+        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
+        || ' ' || left(carry::text, 8000)) @@ $6::text::tsquery))
+      AND id < $4::bigint
+    ORDER BY id + 0 DESC
+    LIMIT $5::integer)) AS matched
+ORDER BY id DESC
 LIMIT $5::integer;
 
 -- job_insert: enqueue one job, or find the job that holds its key: the unfinished one, or
@@ -1746,13 +1789,17 @@ ORDER BY input.id;
 -- $4 text search: the search's words, a tsquery of job_search_query (NULL: none)
 -- $5 text[] kinds: the known kinds the search's text begins (NULL: no search)
 -- $6 integer cap: count at most this many
--- index: as job_search_older; with a search, jobs_search_idx and jobs_kind_id_idx.
+-- index: finished jobs as job_search_older, with a search jobs_search_idx and
+-- jobs_kind_id_idx; unfinished ones jobs_claim_idx and jobs_stale_idx. Each arm counts up to
+-- the cap (the total is at most twice it; the caller caps it).
 PREPARE venturi_job_search_count(text, text, text, text, text[], integer) AS
 SELECT count(*) AS jobs
 FROM (
-    SELECT 1
+(SELECT 1
     FROM "venturi".jobs
-    WHERE ($1::text IS NULL OR status = $1::text)
+    WHERE ($1::text IS NULL OR $1::text IN ('completed', 'dead', 'cancelled'))
+      AND status IN ('completed', 'dead', 'cancelled')
+      AND ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
   AND ($5::text[] IS NULL
@@ -1760,8 +1807,21 @@ FROM (
        OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
         kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
         || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
-    LIMIT $6::integer
-) AS matched;
+    LIMIT $6::integer)
+    UNION ALL
+    (SELECT 1
+    FROM "venturi".jobs
+    WHERE ($1::text IS NULL OR $1::text IN ('pending', 'claimed'))
+      AND (status = 'pending' OR status = 'claimed')
+      AND ($1::text IS NULL OR status = $1::text)
+  AND ($2::text IS NULL OR kind = $2::text)
+  AND ($3::text IS NULL OR key = $3::text)
+  AND ($5::text[] IS NULL
+       OR kind = ANY ($5::text[])
+       OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
+        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
+        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
+    LIMIT $6::integer)) AS matched;
 
 -- job_search_newer: the dashboard's job list paging back, without a search: the oldest
 -- jobs a filter matches above an id, oldest first (the page shows them newest first).
@@ -1837,14 +1897,21 @@ LIMIT $7::integer;
 -- $5 text[] kinds: the known kinds the search's text begins (NULL: no search)
 -- $6 bigint after_id: only jobs with a greater id, the keyset cursor
 -- $7 integer max_rows: how many to return at most
--- index: jobs_search_idx (a bitmap of the matches; ordering by id + 0 keeps the planner
--- off an id-ordered scan that would compute the document of every job)
+-- index: finished jobs by jobs_search_idx (a bitmap of the matches), unfinished ones by
+-- jobs_claim_idx and jobs_stale_idx; each arm orders by id + 0, which keeps the planner
+-- off an id-ordered scan that would compute the document of every job, then they merge.
 PREPARE venturi_job_search_newer_sparse(text, text, text, text, text[], bigint, integer) AS
 SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
        visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
        cancel_requested_at
-FROM "venturi".jobs
-WHERE ($1::text IS NULL OR status = $1::text)
+FROM (
+(SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
+       visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
+       cancel_requested_at
+    FROM "venturi".jobs
+    WHERE ($1::text IS NULL OR $1::text IN ('completed', 'dead', 'cancelled'))
+      AND status IN ('completed', 'dead', 'cancelled')
+      AND ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
   AND ($5::text[] IS NULL
@@ -1852,8 +1919,28 @@ WHERE ($1::text IS NULL OR status = $1::text)
        OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
         kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
         || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
-  AND id > $6::bigint
-ORDER BY id + 0
+      AND id > $6::bigint
+    ORDER BY id + 0
+    LIMIT $7::integer)
+    UNION ALL
+    (SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
+       visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
+       cancel_requested_at
+    FROM "venturi".jobs
+    WHERE ($1::text IS NULL OR $1::text IN ('pending', 'claimed'))
+      AND (status = 'pending' OR status = 'claimed')
+      AND ($1::text IS NULL OR status = $1::text)
+  AND ($2::text IS NULL OR kind = $2::text)
+  AND ($3::text IS NULL OR key = $3::text)
+  AND ($5::text[] IS NULL
+       OR kind = ANY ($5::text[])
+       OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
+        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
+        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
+      AND id > $6::bigint
+    ORDER BY id + 0
+    LIMIT $7::integer)) AS matched
+ORDER BY id
 LIMIT $7::integer;
 
 -- job_search_older: the dashboard's job list (/jobs) without a search: the newest jobs a
@@ -1930,14 +2017,21 @@ LIMIT $7::integer;
 -- $5 text[] kinds: the known kinds the search's text begins (NULL: no search)
 -- $6 bigint before_id: only jobs with a smaller id, the keyset cursor (NULL: the newest)
 -- $7 integer max_rows: how many to return at most
--- index: jobs_search_idx (a bitmap of the matches; ordering by id + 0 keeps the planner
--- off an id-ordered scan that would compute the document of every job)
+-- index: finished jobs by jobs_search_idx (a bitmap of the matches), unfinished ones by
+-- jobs_claim_idx and jobs_stale_idx; each arm orders by id + 0, which keeps the planner
+-- off an id-ordered scan that would compute the document of every job, then they merge.
 PREPARE venturi_job_search_older_sparse(text, text, text, text, text[], bigint, integer) AS
 SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
        visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
        cancel_requested_at
-FROM "venturi".jobs
-WHERE ($1::text IS NULL OR status = $1::text)
+FROM (
+(SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
+       visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
+       cancel_requested_at
+    FROM "venturi".jobs
+    WHERE ($1::text IS NULL OR $1::text IN ('completed', 'dead', 'cancelled'))
+      AND status IN ('completed', 'dead', 'cancelled')
+      AND ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
   AND ($5::text[] IS NULL
@@ -1945,8 +2039,28 @@ WHERE ($1::text IS NULL OR status = $1::text)
        OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
         kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
         || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
-  AND ($6::bigint IS NULL OR id < $6::bigint)
-ORDER BY id + 0 DESC
+      AND ($6::bigint IS NULL OR id < $6::bigint)
+    ORDER BY id + 0 DESC
+    LIMIT $7::integer)
+    UNION ALL
+    (SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
+       visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
+       cancel_requested_at
+    FROM "venturi".jobs
+    WHERE ($1::text IS NULL OR $1::text IN ('pending', 'claimed'))
+      AND (status = 'pending' OR status = 'claimed')
+      AND ($1::text IS NULL OR status = $1::text)
+  AND ($2::text IS NULL OR kind = $2::text)
+  AND ($3::text IS NULL OR key = $3::text)
+  AND ($5::text[] IS NULL
+       OR kind = ANY ($5::text[])
+       OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
+        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
+        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
+      AND ($6::bigint IS NULL OR id < $6::bigint)
+    ORDER BY id + 0 DESC
+    LIMIT $7::integer)) AS matched
+ORDER BY id DESC
 LIMIT $7::integer;
 
 -- job_search_query: the dashboard's search box text as a tsquery (text): each word the
