@@ -58,13 +58,3 @@ CREATE INDEX IF NOT EXISTS jobs_failed_id_idx
 CREATE INDEX IF NOT EXISTS jobs_key_search_idx
     ON "billing_jobs".jobs (key, id)
     WHERE key IS NOT NULL;
-
--- The dashboard's search box (job_search_*, job_count_matching_search,
--- job_ids_matching_search): full text of kind, key, the end of the last error and the
--- start of the carry, clipped so that no row can overflow a tsvector. Finished jobs only:
--- enqueue and claim never touch it; a search reads unfinished jobs by the live indexes.
-CREATE INDEX IF NOT EXISTS jobs_search_idx
-    ON "billing_jobs".jobs USING gin (to_tsvector('simple'::regconfig,
-        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
-        || ' ' || left(carry::text, 8000)))
-    WHERE status IN ('completed', 'dead', 'cancelled');

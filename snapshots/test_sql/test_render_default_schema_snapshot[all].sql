@@ -339,16 +339,6 @@ CREATE INDEX IF NOT EXISTS jobs_key_search_idx
     ON "venturi".jobs (key, id)
     WHERE key IS NOT NULL;
 
--- The dashboard's search box (job_search_*, job_count_matching_search,
--- job_ids_matching_search): full text of kind, key, the end of the last error and the
--- start of the carry, clipped so that no row can overflow a tsvector. Finished jobs only:
--- enqueue and claim never touch it; a search reads unfinished jobs by the live indexes.
-CREATE INDEX IF NOT EXISTS jobs_search_idx
-    ON "venturi".jobs USING gin (to_tsvector('simple'::regconfig,
-        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
-        || ' ' || left(carry::text, 8000)))
-    WHERE status IN ('completed', 'dead', 'cancelled');
-
 -- Runtime statements, as PREPAREd by the worker. Parameters are $n binds.
 
 -- alert_claim_if_due: take the right to deliver alert $1 now: a row when this worker is to
@@ -799,36 +789,19 @@ WHERE ($1::text IS NULL OR status = $1::text)
 -- $3 text key: only jobs with exactly this key (NULL: any)
 -- $4 text search: the search's words, a tsquery of job_search_query (NULL: none)
 -- $5 text[] kinds: the known kinds the search's text begins
--- index: finished jobs by jobs_search_idx and jobs_kind_id_idx (the kinds), beside the
--- filter's own; unfinished ones by jobs_claim_idx and jobs_stale_idx.
+-- index: the filter's own (job_count_matching's); no index reads the search's words, so
+-- every job the filter leaves is read and its document computed (an exact count).
 PREPARE venturi_job_count_matching_search(text, text, text, text, text[]) AS
 SELECT count(*) AS jobs, max(id) AS newest_id
-FROM (
-(SELECT id
-    FROM "venturi".jobs
-    WHERE ($1::text IS NULL OR $1::text IN ('completed', 'dead', 'cancelled'))
-      AND status IN ('completed', 'dead', 'cancelled')
-      AND ($1::text IS NULL OR status = $1::text)
+FROM "venturi".jobs
+WHERE ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
   AND ($5::text[] IS NULL
        OR kind = ANY ($5::text[])
        OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
         kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
-        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery)))
-    UNION ALL
-    (SELECT id
-    FROM "venturi".jobs
-    WHERE ($1::text IS NULL OR $1::text IN ('pending', 'claimed'))
-      AND (status = 'pending' OR status = 'claimed')
-      AND ($1::text IS NULL OR status = $1::text)
-  AND ($2::text IS NULL OR kind = $2::text)
-  AND ($3::text IS NULL OR key = $3::text)
-  AND ($5::text[] IS NULL
-       OR kind = ANY ($5::text[])
-       OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
-        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
-        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery)))) AS matched;
+        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery));
 
 -- job_counts: how many jobs of each kind are in each status (the demo's summary, stats).
 -- $1 bigint[] ids: only these jobs (NULL: every job)
@@ -1025,17 +998,12 @@ LIMIT $5::integer;
 -- $5 integer max_rows: the batch size
 -- $6 text search: the search's words, a tsquery of job_search_query (NULL: none)
 -- $7 text[] kinds: the known kinds the search's text begins
--- index: finished jobs by jobs_search_idx and jobs_kind_id_idx (the kinds), unfinished
--- ones by jobs_claim_idx and jobs_stale_idx, each arm's matches sorted (ordering by id + 0
--- keeps the planner off an id-ordered scan computing every job's document), then merged.
+-- index: jobs_pkey backwards from the cursor (or the filter's own), stopping at a batch;
+-- no index reads the search's words: the document of each job read is computed.
 PREPARE venturi_job_ids_matching_search(text, text, text, bigint, integer, text, text[]) AS
 SELECT id
-FROM (
-(SELECT id
-    FROM "venturi".jobs
-    WHERE ($1::text IS NULL OR $1::text IN ('completed', 'dead', 'cancelled'))
-      AND status IN ('completed', 'dead', 'cancelled')
-      AND ($1::text IS NULL OR status = $1::text)
+FROM "venturi".jobs
+WHERE ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
   AND ($7::text[] IS NULL
@@ -1043,25 +1011,7 @@ FROM (
        OR ($6::text IS NOT NULL AND to_tsvector('simple'::regconfig,
         kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
         || ' ' || left(carry::text, 8000)) @@ $6::text::tsquery))
-      AND id < $4::bigint
-    ORDER BY id + 0 DESC
-    LIMIT $5::integer)
-    UNION ALL
-    (SELECT id
-    FROM "venturi".jobs
-    WHERE ($1::text IS NULL OR $1::text IN ('pending', 'claimed'))
-      AND (status = 'pending' OR status = 'claimed')
-      AND ($1::text IS NULL OR status = $1::text)
-  AND ($2::text IS NULL OR kind = $2::text)
-  AND ($3::text IS NULL OR key = $3::text)
-  AND ($7::text[] IS NULL
-       OR kind = ANY ($7::text[])
-       OR ($6::text IS NOT NULL AND to_tsvector('simple'::regconfig,
-        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
-        || ' ' || left(carry::text, 8000)) @@ $6::text::tsquery))
-      AND id < $4::bigint
-    ORDER BY id + 0 DESC
-    LIMIT $5::integer)) AS matched
+  AND id < $4::bigint
 ORDER BY id DESC
 LIMIT $5::integer;
 
@@ -1789,17 +1739,14 @@ ORDER BY input.id;
 -- $4 text search: the search's words, a tsquery of job_search_query (NULL: none)
 -- $5 text[] kinds: the known kinds the search's text begins (NULL: no search)
 -- $6 integer cap: count at most this many
--- index: finished jobs as job_search_older, with a search jobs_search_idx and
--- jobs_kind_id_idx; unfinished ones jobs_claim_idx and jobs_stale_idx. Each arm counts up to
--- the cap (the total is at most twice it; the caller caps it).
+-- index: as job_search_older. With a search, the scan computes the document of each job
+-- it reads until the cap: a word that few jobs hold reads every job.
 PREPARE venturi_job_search_count(text, text, text, text, text[], integer) AS
 SELECT count(*) AS jobs
 FROM (
-(SELECT 1
+    SELECT 1
     FROM "venturi".jobs
-    WHERE ($1::text IS NULL OR $1::text IN ('completed', 'dead', 'cancelled'))
-      AND status IN ('completed', 'dead', 'cancelled')
-      AND ($1::text IS NULL OR status = $1::text)
+    WHERE ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
   AND ($5::text[] IS NULL
@@ -1807,23 +1754,10 @@ FROM (
        OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
         kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
         || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
-    LIMIT $6::integer)
-    UNION ALL
-    (SELECT 1
-    FROM "venturi".jobs
-    WHERE ($1::text IS NULL OR $1::text IN ('pending', 'claimed'))
-      AND (status = 'pending' OR status = 'claimed')
-      AND ($1::text IS NULL OR status = $1::text)
-  AND ($2::text IS NULL OR kind = $2::text)
-  AND ($3::text IS NULL OR key = $3::text)
-  AND ($5::text[] IS NULL
-       OR kind = ANY ($5::text[])
-       OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
-        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
-        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
-    LIMIT $6::integer)) AS matched;
+    LIMIT $6::integer
+) AS matched;
 
--- job_search_newer: the dashboard's job list paging back, without a search: the oldest
+-- job_search_newer: the dashboard's job list paging back, a search included: the oldest
 -- jobs a filter matches above an id, oldest first (the page shows them newest first).
 -- $1 text status: only this status (NULL: any)
 -- $2 text kind: only this kind (NULL: any)
@@ -1850,100 +1784,7 @@ WHERE ($1::text IS NULL OR status = $1::text)
 ORDER BY id
 LIMIT $7::integer;
 
--- job_search_newer_dense: the dashboard's job list (paging back, oldest first) with a
--- search that matches many jobs: the next $8 jobs in id order, those that match kept.
--- $1 text status: only this status (NULL: any)
--- $2 text kind: only this kind (NULL: any)
--- $3 text key: only jobs with exactly this key (NULL: any)
--- $4 text search: the search's words, a tsquery of job_search_query (NULL: none)
--- $5 text[] kinds: the known kinds the search's text begins (NULL: no search)
--- $6 bigint after_id: only jobs with a greater id, the keyset cursor
--- $7 integer max_rows: how many to return at most
--- $8 integer scan_rows: how many jobs to read at most (the caller falls back to the sparse
--- statement when they hold less than a page)
--- index: jobs_pkey (or the filter's index) in id order, at most $8 rows; the document is
--- computed for those only
-PREPARE venturi_job_search_newer_dense(text, text, text, text, text[], bigint, integer, integer) AS
-SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
-       visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
-       cancel_requested_at
-FROM (
-    SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
-       visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
-       cancel_requested_at, carry
-    FROM "venturi".jobs
-    WHERE ($1::text IS NULL OR status = $1::text)
-  AND ($2::text IS NULL OR kind = $2::text)
-  AND ($3::text IS NULL OR key = $3::text)
-      AND id > $6::bigint
-    ORDER BY id
-    LIMIT $8::integer
-) AS scanned
-WHERE ($5::text[] IS NULL
-       OR kind = ANY ($5::text[])
-       OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
-        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
-        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
-ORDER BY id
-LIMIT $7::integer;
-
--- job_search_newer_sparse: the dashboard's job list (paging back, oldest first) with a
--- search that matches few jobs (the page's count said so): jobs_search_idx, its matches
--- sorted.
--- $1 text status: only this status (NULL: any)
--- $2 text kind: only this kind (NULL: any)
--- $3 text key: only jobs with exactly this key (NULL: any)
--- $4 text search: the search's words, a tsquery of job_search_query (NULL: none)
--- $5 text[] kinds: the known kinds the search's text begins (NULL: no search)
--- $6 bigint after_id: only jobs with a greater id, the keyset cursor
--- $7 integer max_rows: how many to return at most
--- index: finished jobs by jobs_search_idx (a bitmap of the matches), unfinished ones by
--- jobs_claim_idx and jobs_stale_idx; each arm orders by id + 0, which keeps the planner
--- off an id-ordered scan that would compute the document of every job, then they merge.
-PREPARE venturi_job_search_newer_sparse(text, text, text, text, text[], bigint, integer) AS
-SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
-       visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
-       cancel_requested_at
-FROM (
-(SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
-       visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
-       cancel_requested_at
-    FROM "venturi".jobs
-    WHERE ($1::text IS NULL OR $1::text IN ('completed', 'dead', 'cancelled'))
-      AND status IN ('completed', 'dead', 'cancelled')
-      AND ($1::text IS NULL OR status = $1::text)
-  AND ($2::text IS NULL OR kind = $2::text)
-  AND ($3::text IS NULL OR key = $3::text)
-  AND ($5::text[] IS NULL
-       OR kind = ANY ($5::text[])
-       OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
-        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
-        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
-      AND id > $6::bigint
-    ORDER BY id + 0
-    LIMIT $7::integer)
-    UNION ALL
-    (SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
-       visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
-       cancel_requested_at
-    FROM "venturi".jobs
-    WHERE ($1::text IS NULL OR $1::text IN ('pending', 'claimed'))
-      AND (status = 'pending' OR status = 'claimed')
-      AND ($1::text IS NULL OR status = $1::text)
-  AND ($2::text IS NULL OR kind = $2::text)
-  AND ($3::text IS NULL OR key = $3::text)
-  AND ($5::text[] IS NULL
-       OR kind = ANY ($5::text[])
-       OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
-        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
-        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
-      AND id > $6::bigint
-    ORDER BY id + 0
-    LIMIT $7::integer)) AS matched
-ORDER BY id
-LIMIT $7::integer;
-
--- job_search_older: the dashboard's job list (/jobs) without a search: the newest jobs a
+-- job_search_older: the dashboard's job list (/jobs), a search included: the newest jobs a
 -- filter matches, one page at a time, paging to older jobs.
 -- $1 text status: only this status (NULL: any)
 -- $2 text kind: only this kind (NULL: any)
@@ -1953,7 +1794,9 @@ LIMIT $7::integer;
 -- $6 bigint before_id: only jobs with a smaller id, the keyset cursor (NULL: the newest)
 -- $7 integer max_rows: how many to return at most
 -- index: as job_list (jobs_pkey backwards, jobs_kind_id_idx, jobs_failed_id_idx,
--- jobs_key_search_idx, jobs_stale_idx): an ordered scan that stops at a page.
+-- jobs_key_search_idx, jobs_stale_idx): an ordered scan that stops at a page. No index
+-- reads a search's words: the scan computes the document of each job it reads until it
+-- has a page (at once for a word many recent jobs hold; every job for a rare one).
 PREPARE venturi_job_search_older(text, text, text, text, text[], bigint, integer) AS
 SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
        visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
@@ -1968,98 +1811,6 @@ WHERE ($1::text IS NULL OR status = $1::text)
         kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
         || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
   AND ($6::bigint IS NULL OR id < $6::bigint)
-ORDER BY id DESC
-LIMIT $7::integer;
-
--- job_search_older_dense: the dashboard's job list (paging to older jobs) with a search
--- that matches many jobs: the next $8 jobs in id order, those that match kept.
--- $1 text status: only this status (NULL: any)
--- $2 text kind: only this kind (NULL: any)
--- $3 text key: only jobs with exactly this key (NULL: any)
--- $4 text search: the search's words, a tsquery of job_search_query (NULL: none)
--- $5 text[] kinds: the known kinds the search's text begins (NULL: no search)
--- $6 bigint before_id: only jobs with a smaller id, the keyset cursor (NULL: the newest)
--- $7 integer max_rows: how many to return at most
--- $8 integer scan_rows: how many jobs to read at most (the caller falls back to the sparse
--- statement when they hold less than a page)
--- index: jobs_pkey (or the filter's index) in id order, at most $8 rows; the document is
--- computed for those only
-PREPARE venturi_job_search_older_dense(text, text, text, text, text[], bigint, integer, integer) AS
-SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
-       visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
-       cancel_requested_at
-FROM (
-    SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
-       visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
-       cancel_requested_at, carry
-    FROM "venturi".jobs
-    WHERE ($1::text IS NULL OR status = $1::text)
-  AND ($2::text IS NULL OR kind = $2::text)
-  AND ($3::text IS NULL OR key = $3::text)
-      AND ($6::bigint IS NULL OR id < $6::bigint)
-    ORDER BY id DESC
-    LIMIT $8::integer
-) AS scanned
-WHERE ($5::text[] IS NULL
-       OR kind = ANY ($5::text[])
-       OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
-        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
-        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
-ORDER BY id DESC
-LIMIT $7::integer;
-
--- job_search_older_sparse: the dashboard's job list (paging to older jobs) with a search
--- that matches few jobs (the page's count said so): jobs_search_idx, its matches sorted.
--- $1 text status: only this status (NULL: any)
--- $2 text kind: only this kind (NULL: any)
--- $3 text key: only jobs with exactly this key (NULL: any)
--- $4 text search: the search's words, a tsquery of job_search_query (NULL: none)
--- $5 text[] kinds: the known kinds the search's text begins (NULL: no search)
--- $6 bigint before_id: only jobs with a smaller id, the keyset cursor (NULL: the newest)
--- $7 integer max_rows: how many to return at most
--- index: finished jobs by jobs_search_idx (a bitmap of the matches), unfinished ones by
--- jobs_claim_idx and jobs_stale_idx; each arm orders by id + 0, which keeps the planner
--- off an id-ordered scan that would compute the document of every job, then they merge.
-PREPARE venturi_job_search_older_sparse(text, text, text, text, text[], bigint, integer) AS
-SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
-       visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
-       cancel_requested_at
-FROM (
-(SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
-       visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
-       cancel_requested_at
-    FROM "venturi".jobs
-    WHERE ($1::text IS NULL OR $1::text IN ('completed', 'dead', 'cancelled'))
-      AND status IN ('completed', 'dead', 'cancelled')
-      AND ($1::text IS NULL OR status = $1::text)
-  AND ($2::text IS NULL OR kind = $2::text)
-  AND ($3::text IS NULL OR key = $3::text)
-  AND ($5::text[] IS NULL
-       OR kind = ANY ($5::text[])
-       OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
-        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
-        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
-      AND ($6::bigint IS NULL OR id < $6::bigint)
-    ORDER BY id + 0 DESC
-    LIMIT $7::integer)
-    UNION ALL
-    (SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
-       visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
-       cancel_requested_at
-    FROM "venturi".jobs
-    WHERE ($1::text IS NULL OR $1::text IN ('pending', 'claimed'))
-      AND (status = 'pending' OR status = 'claimed')
-      AND ($1::text IS NULL OR status = $1::text)
-  AND ($2::text IS NULL OR kind = $2::text)
-  AND ($3::text IS NULL OR key = $3::text)
-  AND ($5::text[] IS NULL
-       OR kind = ANY ($5::text[])
-       OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
-        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
-        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
-      AND ($6::bigint IS NULL OR id < $6::bigint)
-    ORDER BY id + 0 DESC
-    LIMIT $7::integer)) AS matched
 ORDER BY id DESC
 LIMIT $7::integer;
 

@@ -19,8 +19,6 @@ from venturi.sql import DEFAULT_SCHEMA
 
 # A page's total is counted up to this many jobs ("10,000+" beyond).
 COUNT_CAP = 10_000
-# A search is dense when the next this many jobs in id order hold a page of matches.
-DENSE_SCAN = 2_000
 # The kind picker lists at most this many kinds.
 KINDS_SHOWN = 500
 # The longest search text taken.
@@ -92,30 +90,14 @@ def search_args(f: JobFilter, found: Search | None, schema: str) -> dict[str, An
     }
 
 
-async def _read(
-    conn: Conn, args: dict[str, Any], plan: str, before: int | None, after: int | None, n: int
-) -> list[Any]:
-    if after is not None:
-        return await db.dashboard.job_search_newer(
-            conn, **args, plan=plan, after=after, limit=n, scan=DENSE_SCAN
-        )
-    return await db.dashboard.job_search_older(
-        conn, **args, plan=plan, before=before, limit=n, scan=DENSE_SCAN
-    )
-
-
 async def _page(
     conn: Conn, args: dict[str, Any], before: int | None, after: int | None, n: int
 ) -> list[Any]:
-    """``n`` rows of a page. Without a search, in id order. With one, first the next ``DENSE_SCAN`` jobs in id order: when they hold a
-    page, the search is dense (sorting every match would read them all); else its index
-    finds the few matches and sorts them."""
-    if args["kinds"] is None:
-        return await _read(conn, args, "ordered", before, after, n)
-    rows = await _read(conn, args, "dense", before, after, n)
-    if len(rows) >= n:
-        return rows
-    return await _read(conn, args, "sparse", before, after, n)
+    """``n`` rows of a page, in id order from the cursor (a search's words are matched row
+    by row: no index reads them, see statements/_job_search.sql.j2)."""
+    if after is not None:
+        return await db.dashboard.job_search_newer(conn, **args, after=after, limit=n)
+    return await db.dashboard.job_search_older(conn, **args, before=before, limit=n)
 
 
 async def search_jobs(

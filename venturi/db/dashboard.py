@@ -46,22 +46,10 @@ async def job_search_query(conn: Conn, *, schema: str, search: str) -> str | Non
     return None if value is None else str(value)
 
 
-# The plans of a page of the job list (venturi/sql_templates/statements/_job_search):
-# "ordered" (no search), "sparse" (a search matching few jobs), "dense" (many).
-PLANS = ("ordered", "sparse", "dense")
-
-
-def _page_name(direction: str, plan: str) -> str:
-    if plan not in PLANS:
-        raise ValueError(f"plan must be one of {PLANS}, got {plan!r}")
-    return f"job_search_{direction}" + ("" if plan == "ordered" else f"_{plan}")
-
-
 async def job_search_older(
     conn: Conn,
     *,
     schema: str,
-    plan: str,
     status: str | None,
     kind: str | None,
     key: str | None,
@@ -69,20 +57,15 @@ async def job_search_older(
     kinds: list[str] | None,
     before: int | None,
     limit: int,
-    scan: int,
 ) -> list[Record]:
-    """Runs job_search_older, job_search_older_sparse or job_search_older_dense (``plan``);
-    ``scan`` is the dense plan's bound."""
-    args = [status, kind, key, search, kinds, before, limit] + ([scan] if plan == "dense" else [])
-    text = sql.statement(_page_name("older", plan), schema)
-    return list(await conn.fetch(text, *args))
+    text = sql.statement("job_search_older", schema)
+    return list(await conn.fetch(text, status, kind, key, search, kinds, before, limit))
 
 
 async def job_search_newer(
     conn: Conn,
     *,
     schema: str,
-    plan: str,
     status: str | None,
     kind: str | None,
     key: str | None,
@@ -90,12 +73,9 @@ async def job_search_newer(
     kinds: list[str] | None,
     after: int,
     limit: int,
-    scan: int,
 ) -> list[Record]:
-    """Runs job_search_newer, job_search_newer_sparse or job_search_newer_dense (``plan``)."""
-    args = [status, kind, key, search, kinds, after, limit] + ([scan] if plan == "dense" else [])
-    text = sql.statement(_page_name("newer", plan), schema)
-    return list(await conn.fetch(text, *args))
+    text = sql.statement("job_search_newer", schema)
+    return list(await conn.fetch(text, status, kind, key, search, kinds, after, limit))
 
 
 async def job_search_count(
