@@ -50,14 +50,14 @@ def routes(dead_id: int, mid_id: int, key_id: int) -> list[str]:
         # The search box (each search: its tsquery, the known kinds, the page, its total).
         "/jobs?q=upstream",  # a word of every dead job's error (2%)
         "/jobs?q=upstream&status=dead",
-        "/jobs?q=example.com",  # a host in every carry: dense
+        "/jobs?q=example.com",  # a host in every carry
         "/jobs?q=example.com&status=dead&kind=kind_2",
         f"/jobs?q=order-{key_id}",  # one key
         f"/jobs?q=refused+{dead_id}",  # one dead job's error
         "/jobs?q=kind_",  # a kind prefix: every job
         "/jobs?q=rare",  # a rare kind's prefix
         "/jobs?q=nothing+matches+this",  # no match at all
-        f"/jobs?q=example.com&before={mid_id}",  # a deep page, dense
+        f"/jobs?q=example.com&before={mid_id}",  # a deep page
         f"/jobs?q=upstream&after={mid_id}",  # paging back
         "/kind?name=kind_3",
         "/kind?name=kind_3&period=24h",
