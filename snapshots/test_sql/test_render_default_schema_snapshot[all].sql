@@ -1815,12 +1815,13 @@ ORDER BY id DESC
 LIMIT $7::integer;
 
 -- job_search_query: the dashboard's search box text as a tsquery (text): each word the
--- text-search parser finds in it, as the index reads the jobs ('simple': lower case, no
+-- text-search parser finds in it, as the jobs' documents are made ('simple': lower case, no
 -- stemming; "order-33" is the words order and -33, a URL its host and path), must be a
 -- word of the job; at most 8 words. NULL when the text holds no word. Whole words, not
 -- prefixes: a prefix expands to every word it begins (each id of each URL of a million
--- carries), which the index reads one by one. Run apart from the list, so that the
--- list is planned with the tsquery's value (its selectivity) rather than a subquery.
+-- carries), which a full-text index (issue 27's) reads one by one. Run apart from the
+-- list, so that the list is planned with the tsquery's value (its selectivity) rather
+-- than a subquery.
 -- $1 text search: what the operator typed
 -- index: none (no table).
 PREPARE venturi_job_search_query(text) AS
