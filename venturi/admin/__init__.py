@@ -3,6 +3,8 @@
 what scripts may call too. One module per question:
 
 - ``jobs``: list and show jobs; retry, cancel, delete, run now, set priority by id;
+- ``workflow``: a job's workflow side (steps, signals, children, dependencies, wait)
+  that ``jobs`` shows;
 - ``bulk``: count what a filter matches, and act on exactly those jobs in batches;
 - ``kinds``: pause, resume, list the kinds (paused or not) and the paused ones;
 - ``health``: ``KindHealth`` per kind, which ``stats``, ``top`` and the dashboard read;
@@ -82,6 +84,13 @@ from venturi.admin.workers import (
     recover_expired,
     recover_worker,
 )
+from venturi.admin.workflow import (
+    ChildJob,
+    DependencyJob,
+    RecordedStep,
+    SentSignal,
+    WaitingFor,
+)
 from venturi.status import DEFAULT_LIVENESS, FINISHED, STATUSES, JobStatus
 
 __all__ = [
@@ -101,7 +110,9 @@ __all__ = [
     "STATUSES",
     "TOP_COMPLETED_WINDOW",
     "Change",
+    "ChildJob",
     "ClaimedJob",
+    "DependencyJob",
     "Fleet",
     "JobDetail",
     "JobRow",
@@ -115,11 +126,14 @@ __all__ = [
     "Overview",
     "Paused",
     "PausedKind",
+    "RecordedStep",
     "RecoveredWorker",
     "ScheduleView",
     "Schedules",
+    "SentSignal",
     "Stats",
     "TopFrame",
+    "WaitingFor",
     "WorkerInfo",
     "act_on_matching",
     "activity",
