@@ -182,6 +182,7 @@ async def test_dashboard_reads_use_their_indexes(conn: asyncpg.Connection) -> No
         overview = await _explain(conn, "job_overview", "manual retry", 3600.0)
         assert {
             "jobs_next_visible_idx",
+            "jobs_waiting_idx",
             "jobs_stale_idx",
             "jobs_finished_idx",
             "journal_at_idx",
