@@ -188,3 +188,7 @@ async def test_dashboard_reads_use_their_indexes(conn: asyncpg.Connection) -> No
             "journal_at_idx",
         } <= overview
         assert "jobs_stale_idx" in await _explain(conn, "job_list_claimed", 2000)
+        # Retention's workflow guards (a child's parent, a node's dependents) are looked
+        # up per candidate; the scan itself stays on the finished jobs' index.
+        purge = await _explain(conn, "job_purge_count", "completed", 86_400.0, None)
+        assert "jobs_finished_idx" in purge
