@@ -663,9 +663,11 @@ class Harness:
             text = w.log_path.read_text(errors="replace")
             last_error = _last_exception(text)
             if w.fate == "crashed":
+                # A one-line exit (the CLI's exit 2) has no traceback: say its last line.
+                lines = [line for line in text.splitlines() if line.strip()]
+                said = last_error or (lines[-1][:300] if lines else "(an empty log)")
                 report.violate(
-                    f"worker #{w.n} pid {w.proc.pid} crashed (exit code {w.exit_code}): "
-                    f"{last_error}"
+                    f"worker #{w.n} pid {w.proc.pid} crashed (exit code {w.exit_code}): {said}"
                 )
             refused = text.count("no longer holds its claim")
             self.counters["settles refused (worker logs)"] += refused
