@@ -43,6 +43,7 @@ from venturi import Priority, db, sql, testing
 
 from ..support import sql as test_sql
 from . import history, tasks
+from .flowload import FlowLoad
 from .tasks import Chaos
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,6 +116,8 @@ MIX = {
     "chaos_stubborn": 25,
     "chaos_overrun": 5,
     "chaos_renewed": 5,
+    # Workflows (tests/chaos/flowload.py adds the three-node Workflows and the signals).
+    "chaos_flow": 30,
 }
 # Library bugs this harness found that are not fixed yet: a signature that appears in the
 # violations a bug causes -> the bug. Such violations are reported, and do not fail the
@@ -124,7 +127,7 @@ KNOWN_BUGS: dict[str, str] = {
     # Fixed: "InternalClientError" (worker crashed on asyncpg.InternalClientError after a
     # terminated backend; tests/test_chaos.py::test_worker_survives_internal_client_error).
 }
-TASKS = {t.kind: t for t in venturi.tasks.registered().values() if t.kind in MIX}
+TASKS = {t.kind: t for t in venturi.tasks.registered().values() if t.kind in tasks.EXPECTED}
 
 
 @dataclass
@@ -156,7 +159,7 @@ class Result:
         return not self.report.violations
 
 
-class Harness:
+class Harness(FlowLoad):
     def __init__(self, config: Config, out_dir: Path, echo: Any = print) -> None:
         self.cfg = config
         self.out = out_dir
@@ -181,6 +184,7 @@ class Harness:
         self.reapers: list[asyncio.Task[None]] = []
         self.t_start = self.t0
         self.known: Counter[str] = Counter()
+        self._flow_init()
 
     # --- logging -------------------------------------------------------------------------
 
@@ -222,6 +226,7 @@ class Harness:
             self.conn = None
 
     async def counts(self) -> Counter[str]:
+        """Jobs by status; ``unfinished`` of it: pending, claimed and waiting."""
         rows = await self._fetch("job_counts", None)
         c: Counter[str] = Counter()
         for r in rows:
@@ -384,6 +389,7 @@ class Harness:
             "chaos_capped": self.rng.randint(10, 40),
             "chaos_slow": self.rng.randint(200, 1000),
             "chaos_stubborn": self.rng.randint(1000, 3000),
+            "chaos_flow": self.rng.randint(100, 1500),  # its durable sleep
         }.get(kind, 0)
         prio = self.rng.choice([Priority.HIGH, Priority.NORMAL, Priority.NORMAL, Priority.LOW])
         after = self.rng.uniform(0.2, 3.0) if self.rng.random() < 0.05 else None
@@ -399,6 +405,8 @@ class Harness:
             ids = await self._enqueue(batch)
             for (seq, _), job_id in zip(batch, ids, strict=True):
                 self.enqueued[job_id] = seq
+            self.flows_enqueued(batch, ids)
+            await self.maybe_enqueue_workflow()
             self.unfinished += len(ids)
             await asyncio.sleep(0.01)  # stays: paces the load, a stream not one burst
         self.producing = False
@@ -456,16 +464,17 @@ class Harness:
                 c = await self.counts()
             except TRANSIENT:
                 continue
-            self.unfinished = c["pending"] + c["claimed"]
+            self.unfinished = c["pending"] + c["claimed"] + c["waiting"]
             self.log(
                 f"jobs {len(self.enqueued)}: completed {c['completed']} dead {c['dead']} "
-                f"pending {c['pending']} claimed {c['claimed']}; workers {len(self.running())}"
+                f"pending {c['pending']} claimed {c['claimed']} waiting {c['waiting']}; "
+                f"workers {len(self.running())}"
             )
 
     async def _log_unfinished(self) -> None:
         from venturi import admin
 
-        for status in ("claimed", "pending"):
+        for status in ("claimed", "pending", "waiting"):
             async with self.lock:
                 if self.conn is None or self.conn.is_closed():
                     await self.connect()
@@ -475,7 +484,7 @@ class Harness:
 
     async def _unfinished(self) -> int:
         c = await self.counts()
-        self.unfinished = c["pending"] + c["claimed"]
+        self.unfinished = c["pending"] + c["claimed"] + c["waiting"]
         return self.unfinished
 
     # --- the run ----------------------------------------------------------------------
@@ -504,6 +513,7 @@ class Harness:
         self.dsn = self.cluster.dsn
         await self.connect()
         await db.schema.apply_schema(self.conn, schema=sql.DEFAULT_SCHEMA)
+        await self.create_side_table()
         self.log(
             f"chaos soak ({cfg.mode}): seed {cfg.seed}, {cfg.workers} workers x "
             f"concurrency {cfg.concurrency}, lease {cfg.lease}s, shutdown_timeout "
@@ -518,9 +528,12 @@ class Harness:
         self.t_start = time.time()
         monitor = asyncio.create_task(self.monitor())
         faults = asyncio.create_task(self.run_schedule(plan))
+        signaller = asyncio.create_task(self.send_signals())
+        watcher = asyncio.create_task(self.watch_waiting())
         try:
             await self.produce(self.t_start + cfg.seconds)
             await faults
+            await signaller
             drain_start = time.time()
             while time.time() - drain_start < cfg.drain_seconds:
                 if await self._unfinished() == 0:
@@ -530,12 +543,10 @@ class Harness:
                     await self._log_unfinished()
             self.log(f"drained in {time.time() - drain_start:.1f}s: {self.unfinished} unfinished")
         finally:
-            monitor.cancel()
-            faults.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await monitor
-            with contextlib.suppress(asyncio.CancelledError):
-                await faults
+            for task in (monitor, faults, signaller, watcher):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         # Stop the rest gracefully: every one must exit 0 within its shutdown timeout.
         last = self.running()
         for w in last:
@@ -600,6 +611,8 @@ class Harness:
         for f in sorted(self.runs_dir.glob("runs-*.txt")):
             lines += f.read_text().splitlines()
         runs = history.parse_runs(lines)
+        # Children are enqueued by their parent's ctx.spawn, not by the harness.
+        spawned = {j.id for j in jobs if j.kind == "chaos_child"}
         report = history.check(
             jobs,
             events,
@@ -611,7 +624,11 @@ class Harness:
             leases={k: t.lease or self.cfg.lease for k, t in TASKS.items()},
             caps={k: t.cap for k, t in TASKS.items() if t.cap},
             renewing=frozenset(k for k, t in TASKS.items() if t.renew_lease),
+            spawned=spawned,
         )
+        await self.check_workflows(jobs, lines)
+        for v in self.flow_report.violations:
+            report.violate(v)
         for m in mismatches:
             report.violate(m)
         self._check_workers(report)
@@ -649,7 +666,7 @@ class Harness:
             got = sorted(
                 (e.attempt, e.event, e.worker)
                 for e in theirs
-                if e.event != "enqueued"
+                if e.event not in ("enqueued", "woken")
                 and not (e.event == "dead" and e.detail and "backstop" in e.detail)
             )
             if want != got:
@@ -733,6 +750,7 @@ class Harness:
             ("long runs with renew_lease (3 s on a 1.5 s lease)", rep.renewed_jobs),
             ("... of which ran twice", rep.renewed_twice),
             ("worker crashes", c["worker crashes"]),
+            *self.flow_rows(),
             ("violations", len(rep.violations)),
         ]
         for bug, n in self.known.items():

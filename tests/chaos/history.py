@@ -46,7 +46,13 @@ SETTLED_BY = {
     "retried": {"retry"},
     "failed": {"raise"},
     "dead": {"dead"},
+    # A workflow run that must wait (a timer, a signal, children, dependencies).
+    "waiting": {"wait"},
 }
+# Journal rows that neither open nor end a claim: a waiting job woken (by a signal, a
+# timer, the end of what it awaited) is journaled under the attempt that waited, or 0
+# for a Workflow node never claimed yet.
+NOT_CLAIM_EVENTS = ("enqueued", "woken")
 TRAIL_WHY = {"pause": "step", "pause-cancel": "cancel", "retry": "retry"}
 
 # Re-run reasons, in the order the summary prints them.
@@ -219,7 +225,7 @@ def claims_of(job: Job, events: list[Event]) -> dict[int, Claim]:
                 None,
             )
     for e in events:
-        if e.event in ("claimed", "enqueued"):
+        if e.event == "claimed" or e.event in NOT_CLAIM_EVENTS:
             continue
         c = claims.get(e.attempt)
         if c is None:
@@ -249,8 +255,11 @@ def check(
     leases: dict[str, float],
     caps: dict[str, int],
     renewing: frozenset[str] = frozenset(),
+    spawned: set[int] | frozenset[int] = frozenset(),
 ) -> Report:
-    """Check the whole history; ``enqueued`` maps every id an enqueue returned to its seq."""
+    """Check the whole history; ``enqueued`` maps every id an enqueue returned to its seq;
+    ``spawned`` holds the jobs a workflow spawned (no enqueue of the harness returns
+    them: ``workflows.check`` checks each against its parent's record)."""
     rep = Report(jobs=len(jobs))
     by_id = {j.id: j for j in jobs}
     events_of: dict[int, list[Event]] = defaultdict(list)
@@ -266,7 +275,7 @@ def check(
         rep.lost += 1
         rep.violate(f"job {job_id} (seq {enqueued[job_id]}): enqueued, and gone from the table")
     for job in jobs:
-        if job.id not in enqueued:
+        if job.id not in enqueued and job.id not in spawned:
             seq = job.carry.get("seq") if isinstance(job.carry, dict) else None
             if seq in ambiguous_seqs:
                 rep.phantoms += 1
