@@ -201,6 +201,7 @@ class FlowLoad:
             ("recorded steps run again", r.steps_run_again),
             ("transactional writes / not exactly once", f"{r.tx_writes} / {r.tx_writes_wrong}"),
             ("durable sleeps recorded", r.timers),
+            ("workflow runs failed by a database error (a fault cut a statement)", r.runs_cut),
             ("children spawned twice / not the recorded one", f"{r.children_twice} / {r.children_unrecorded}"),
             ("gathers returned / children gathered", f"{r.gathers} / {r.children_gathered}"),
             ("signals sent (recorded / refused / unknown)",

@@ -44,7 +44,7 @@ SETTLED_BY = {
     "completed": {"complete"},
     "paused": {"pause", "pause-cancel"},
     "retried": {"retry"},
-    "failed": {"raise"},
+    "failed": {"raise", "raise-db"},
     "dead": {"dead"},
     # A workflow run that must wait (a timer, a signal, children, dependencies).
     "waiting": {"wait"},

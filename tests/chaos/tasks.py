@@ -19,7 +19,7 @@ from typing import Any, TextIO
 import msgspec
 
 import venturi
-from venturi import Backoff, Context, Priority
+from venturi import Backoff, Context, Priority, db
 from venturi.workflow.suspend import Suspend
 
 from ..support import sql as test_sql
@@ -301,9 +301,11 @@ async def _workflow_run(ctx: Context[Any], body: Any) -> None:
         await body
     except asyncio.CancelledError:
         raise  # the worker's shutdown: no end record, as for every other kind
-    except Exception:
-        _end(ctx, "raise")
-        raise
+    except Exception as exc:
+        # A fault (a backend kill, a restart) may cut a primitive's statement: a failed
+        # execution like any other, counted apart. The detail names the claim.
+        _end(ctx, "raise-db" if isinstance(exc, db.errors.DATABASE_ERRORS) else "raise")
+        raise RuntimeError(f"workflow run failed {tag(ctx)}: {type(exc).__name__}: {exc}") from None
     except Suspend:
         _end(ctx, "wait")
         raise

@@ -155,3 +155,32 @@ async def test_a_due_timer_wakes_while_a_backlog_keeps_every_slot_busy(
         )
     # Woken while the backlog was still there (before the fix: only once it drained).
     assert pending > 0
+
+
+async def test_a_connection_cut_after_the_last_primitive_keeps_the_runs_outcome(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    """The soak's second run found a flow whose gather had decided to wait settled
+    failed: a backend kill cut the connection the run's primitives held, and giving it
+    back to the pool when the handler ended raised, which replaced the run's outcome
+    (waiting, or a completion) with a failure. The connection is given back quietly now."""
+    pids: list[int] = []
+
+    async def remember(tx: asyncpg.Connection) -> int:
+        pids.append(tx.get_server_pid())
+        return len(pids)
+
+    @venturi.task(kind="wf_soak_cut")
+    async def flow(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        await ctx.step("remember", remember, transactional=True)
+        # The backend of the run's connection is terminated after its last primitive.
+        await conn.fetchval("SELECT pg_terminate_backend($1)", pids[-1])
+        return venturi.complete("done")
+
+    job_id = await flow.enqueue(conn, Item(1))
+    async with running(Worker(None, dsn, [flow], poll_max=0.2)):
+        await wait_status(conn, job_id, "completed", within=60)
+    events = [e.event for e in await venturi.get_journal(conn, job_id)]
+    assert "failed" not in events, events
+    job = await venturi.get_job(conn, job_id)
+    assert job is not None and job.attempt == 1 and job.failures == 0

@@ -36,7 +36,8 @@ FAULT_CAP = 60.0
 
 @dataclass
 class Line:
-    """A workflow record line (``tests/chaos/tasks.py``): X, R, G, C or N."""
+    """A workflow record line (``tests/chaos/tasks.py``): X, R, G, C or N; or a run's
+    end E (``what`` is then its attempt, ``value`` its outcome)."""
 
     tag: str
     job: int
@@ -50,7 +51,7 @@ def parse_lines(lines: Sequence[str]) -> list[Line]:
     out: list[Line] = []
     for line in lines:
         parts = line.split()
-        if len(parts) != 6 or parts[0] not in ("X", "R", "G", "C", "N"):
+        if len(parts) != 6 or parts[0] not in ("X", "R", "G", "C", "N", "E"):
             continue
         try:
             out.append(
@@ -122,6 +123,7 @@ class Report:
     signals_delivered: int = 0  # seen by their job
     signals_lost: int = 0
     timers: int = 0
+    runs_cut: int = 0  # workflow runs failed by a database error (a fault cut a statement)
     stuck: int = 0  # jobs seen overdue
     longest_held: float = 0.0  # the longest a wake condition held on a waiting job
     violations: list[str] = field(default_factory=list)
@@ -190,6 +192,7 @@ def check(
         if c is not None and statuses.get(c) == "completed" and c in done:
             rep.workflows_completed += 1
     rep.timers = sum(1 for s in steps if s.name == "nap")
+    rep.runs_cut = sum(1 for ln in lines if ln.tag == "E" and ln.value == "raise-db")
     worst: dict[int, Overdue] = {}
     for o in samples:
         rep.longest_held = max(rep.longest_held, o.held)
