@@ -6,7 +6,7 @@ a ``venturi.Worker`` that claims, runs and settles them with at-least-once deliv
 
 import importlib
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from venturi.admin import delete_job
 from venturi.backoff import Backoff
@@ -33,7 +33,7 @@ from venturi.jobs import (
     wait,
 )
 from venturi.maintenance.alerts import Alerts
-from venturi.maintenance.cron import CronScheduler, schedule
+from venturi.maintenance.cron import CronScheduler
 from venturi.maintenance.gauges import QueueGauges
 from venturi.maintenance.results import ResultCleanup
 from venturi.maintenance.retention import Retention
@@ -43,6 +43,7 @@ from venturi.priority import Priority
 from venturi.rate import Rate
 from venturi.runtime.group import WorkerGroup
 from venturi.runtime.worker import Worker
+from venturi.schedules import schedule
 from venturi.tasks import Task, enqueue_many, enqueue_many_sync, task
 from venturi.version import __version__ as __version__
 from venturi.workflow.child import Child
@@ -98,16 +99,21 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # venturi.Pool was WorkerGroup's first name, which clashed with asyncpg's Pool.
-    if name == "Pool":
-        warnings.warn(
-            "venturi.Pool is deprecated: use venturi.WorkerGroup",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return WorkerGroup
-    # venturi.registry was the tasks module's first name: loading it warns.
-    if name == "registry":
-        return importlib.import_module("venturi.registry")
-    raise AttributeError(f"module 'venturi' has no attribute {name!r}")
+if not TYPE_CHECKING:
+    # Hidden from type checkers: a module-level __getattr__ makes them accept any
+    # attribute of the package (``venturi.taks(...)`` would type-check). The deprecated
+    # aliases below keep working at run time; typed code uses the new names.
+
+    def __getattr__(name: str) -> Any:
+        # venturi.Pool was WorkerGroup's first name, which clashed with asyncpg's Pool.
+        if name == "Pool":
+            warnings.warn(
+                "venturi.Pool is deprecated: use venturi.WorkerGroup",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return WorkerGroup
+        # venturi.registry was the tasks module's first name: loading it warns.
+        if name == "registry":
+            return importlib.import_module("venturi.registry")
+        raise AttributeError(f"module 'venturi' has no attribute {name!r}")

@@ -14,11 +14,10 @@ import msgspec
 from venturi import db, sql, validate
 from venturi.codecs import decode_any
 from venturi.db.drivers import Row, Steps
-from venturi.db.journal import JournalEvent
 from venturi.errors import VenturiError
 from venturi.priority import Priority
 from venturi.sql import DEFAULT_SCHEMA
-from venturi.status import FINISHED, JobStatus
+from venturi.status import FINISHED, JobStatus, JournalEvent
 from venturi.tasks import registered
 
 if TYPE_CHECKING:

@@ -1,4 +1,5 @@
-"""A job's status as a type, and the constants every layer shares.
+"""A job's status as a type, the journal's vocabulary, and the constants every layer
+shares.
 
 ``JobStatus`` is a ``StrEnum``: its members compare equal to the strings stored in the
 ``status`` column, so a row read from the database and a member test equal without a
@@ -27,6 +28,27 @@ class JobStatus(enum.StrEnum):
     def finished(self) -> bool:
         """True for the three statuses a job never leaves by itself."""
         return self in FINISHED
+
+
+class JournalEvent(enum.StrEnum):
+    """What a journal row records; exactly the values the ``journal.event`` column's
+    check allows. The first three are also read off a job's row when not written; an
+    event that moves a job into a status is named after it."""
+
+    ENQUEUED = "enqueued"
+    CLAIMED = JobStatus.CLAIMED.value
+    COMPLETED = JobStatus.COMPLETED.value
+    PAUSED = "paused"
+    RETRIED = "retried"
+    FAILED = "failed"
+    DEAD = JobStatus.DEAD.value
+    STALE_RECOVERED = "stale-recovered"
+    RELEASED = "released"
+    CANCELLED = JobStatus.CANCELLED.value
+    TIMED_OUT = "timed-out"
+    # Workflows (migration 14): a run gave up its slot to wait (on what), and what woke it.
+    WAITING = JobStatus.WAITING.value
+    WOKEN = "woken"
 
 
 # Every status, in the order operators read them (the CLI's and the dashboard's columns).

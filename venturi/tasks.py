@@ -124,9 +124,7 @@ class Task(Generic[C]):
         # The exceptions that are retried; any other settles the job dead at once
         # (None: every exception is retried).
         self.retry_on = retry_on
-        # The type complete(result) stores, which a parent's ctx.gather and a dependent's
-        # ctx.result_of decode the result as (Any: plain JSON values).
-        self.result_type = result_type
+        self.result_type = result_type  # complete(result)'s type, for gather and result_of
         self.is_async = inspect.iscoroutinefunction(fn)
         self.codec: CarryCodec[C] = CarryCodec(carry_type, kind, max_carry_bytes)
         self.__name__ = getattr(fn, "__name__", kind)
@@ -364,9 +362,8 @@ def task(
     ``global_cap`` bounds the jobs of the kind claimed across every worker together
     (``cap`` bounds one worker's); ``unique_for`` keeps a key held for that long after
     its job finished; ``retry_on`` names the exceptions that are retried (any other
-    settles the job dead at once; default: every exception is retried). ``result`` is
-    the type ``complete(result)`` returns, which a workflow parent's ``ctx.gather`` and
-    a dependent's ``ctx.result_of`` decode it as (default: plain JSON values).
+    settles the job dead at once; default: every exception is retried); ``result`` is the
+    type ``complete(result)`` returns, as workflows' ``gather`` and ``result_of`` decode it.
     """
     if not isinstance(kind, str) or not kind or len(kind) > 200 or kind != kind.strip():
         raise ConfigError(
@@ -396,12 +393,7 @@ def task(
     global_cap_n = None if global_cap is None else _positive_int(global_cap, "global_cap")
     unique_s = None if unique_for is None else seconds(unique_for, "unique_for")
     retry_types = None if retry_on is None else validate.exception_types(retry_on, "retry_on")
-    try:
-        msgspec.json.Decoder(result)
-    except TypeError as exc:
-        raise ConfigError(
-            f"result must be a type msgspec can decode, got {result!r}: {exc}"
-        ) from None
+    validate.decodable(result, "result")
 
     def decorate(fn: HandlerOf[C]) -> Task[C]:
         return _declare(

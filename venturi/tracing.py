@@ -20,6 +20,7 @@ from typing import Any
 from venturi.context import Context
 from venturi.middleware import CallNext
 from venturi.outcomes import Complete, Dead, Pause, Retry
+from venturi.status import JobStatus
 
 TRACER = "venturi"
 
@@ -57,13 +58,13 @@ def _parent(traceparent: str | None) -> Any:
 def outcome_of(result: Any) -> str:
     """The outcome a handler's return value asks for, as the span's attribute."""
     if result is None or isinstance(result, Complete):
-        return "completed"
+        return JobStatus.COMPLETED
     if isinstance(result, Retry):
         return "retry"
     if isinstance(result, Pause):
         return "pause"
     if isinstance(result, Dead):
-        return "dead"
+        return JobStatus.DEAD
     return "invalid"  # the worker settles it as a failure
 
 

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
+import msgspec
+
 from venturi.errors import ConfigError
 
 T = TypeVar("T")
@@ -86,3 +88,14 @@ def exception_types(value: Any, knob: str) -> tuple[type[BaseException], ...]:
             f"{knob} must be an exception class or a non-empty tuple of them, got {value!r}"
         )
     return types
+
+
+def decodable(value: object, knob: str) -> object:
+    """``value`` if msgspec can decode JSON as that type, else ``ConfigError``."""
+    try:
+        msgspec.json.Decoder(value)
+    except TypeError as exc:
+        raise ConfigError(
+            f"{knob} must be a type msgspec can decode, got {value!r}: {exc}"
+        ) from None
+    return value

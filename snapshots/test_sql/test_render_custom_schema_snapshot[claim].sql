@@ -134,9 +134,9 @@ recorded AS (
 child AS (
     INSERT INTO "billing_jobs".jobs (id, kind, carry, priority, max_failures, backoff_base,
                               backoff_factor, backoff_cap, backoff_jitter, key, parent_id,
-                              traceparent)
+                              linked, traceparent)
     SELECT r.id, $3::text, $4::jsonb, $5::smallint, $6::integer, $7::float8, $8::float8,
-           $9::float8, $10::boolean, $11::text, $1::bigint, $12::text
+           $9::float8, $10::boolean, $11::text, $1::bigint, true, $12::text
     FROM recorded r
     WHERE r.inserted
     ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed', 'waiting')
@@ -145,8 +145,8 @@ child AS (
 ),
 parent AS (
     -- Its end must now be looked at (a cancel cascades to the children).
-    UPDATE "billing_jobs".jobs SET has_dependents = true
-    WHERE id = $1::bigint AND has_dependents IS NOT TRUE AND EXISTS (SELECT 1 FROM child)
+    UPDATE "billing_jobs".jobs SET linked = true
+    WHERE id = $1::bigint AND linked IS NOT TRUE AND EXISTS (SELECT 1 FROM child)
 )
 SELECT r.id, r.inserted, EXISTS (SELECT 1 FROM child) AS spawned,
        (SELECT h.id FROM "billing_jobs".jobs h
@@ -1737,6 +1737,33 @@ FROM "billing_jobs".journal
 WHERE job_id = $1
 ORDER BY at, id;
 
+-- kind_list: every kind the database knows, with its pause if it has one: the kinds of
+-- jobs (any status), of recurring schedules, of registered workers, and the paused ones
+-- (a kind may be paused before any job of it exists).
+-- index: jobs_kind_id_idx (kind, id), read as a skip scan: one index probe per distinct
+-- kind, not a pass over every job; the other tables are small.
+PREPARE billing_jobs_kind_list AS
+WITH RECURSIVE job_kinds AS (
+    (SELECT j.kind FROM "billing_jobs".jobs j ORDER BY j.kind LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.kind FROM "billing_jobs".jobs j WHERE j.kind > k.kind ORDER BY j.kind LIMIT 1)
+    FROM job_kinds k
+    WHERE k.kind IS NOT NULL
+),
+known AS (
+    SELECT kind FROM job_kinds WHERE kind IS NOT NULL
+    UNION
+    SELECT name FROM "billing_jobs".schedules
+    UNION
+    SELECT unnest(kinds) FROM "billing_jobs".workers
+    UNION
+    SELECT kind FROM "billing_jobs".paused_kinds
+)
+SELECT k.kind, p.paused_at, p.paused_by, p.reason
+FROM known k
+LEFT JOIN "billing_jobs".paused_kinds p ON p.kind = k.kind
+ORDER BY k.kind;
+
 -- kind_list_known: of the given kinds, those the database knows: a job of the kind exists
 -- (any status) or a recurring schedule carries its name. `venturi kinds pause` warns about
 -- the others, which are most often misspelt.
@@ -2161,7 +2188,7 @@ UPDATE "billing_jobs".workers SET stopped_at = now(), heartbeat_at = now() WHERE
 -- statement (inside the caller's transaction). Ids are drawn beforehand (job_ids_draw)
 -- so that the edges can name them. A node with dependencies is inserted 'waiting' for
 -- them (wait_for, wait_count): the last to complete makes it pending
--- (workflow_settled); a node others come after is marked has_dependents. Only pending
+-- (workflow_settled); a node others come after is marked linked. Only pending
 -- rows notify (jobs_notify_insert).
 -- $1 bigint[] ids: each node's drawn id
 -- $2 text[] kinds: the task kind of each node
@@ -2175,7 +2202,7 @@ UPDATE "billing_jobs".workers SET stopped_at = now(), heartbeat_at = now() WHERE
 -- $10 float8[] backoff_caps: its longest delay in seconds
 -- $11 boolean[] backoff_jitters: whether it is half-jittered
 -- $12 text[] wait_fors: each node's dependencies as an array literal ('{1,2}'; NULL: none)
--- $13 boolean[] has_dependents: whether any node comes after it (NULL: none does)
+-- $13 boolean[] linked: whether any node comes after it (NULL: none does)
 -- $14 text traceparent: W3C trace context of the enqueuing span (NULL: none)
 -- $15 bigint[] edge_jobs: the dependent of each edge
 -- $16 text[] edge_names: the node name of each edge's dependency
@@ -2185,17 +2212,17 @@ PREPARE billing_jobs_workflow_insert(bigint[], text[], text[], smallint[], times
 WITH inserted AS (
     INSERT INTO "billing_jobs".jobs (id, kind, carry, priority, visible_at, max_failures,
                               backoff_base, backoff_factor, backoff_cap, backoff_jitter,
-                              traceparent, status, wait_for, wait_count, has_dependents)
+                              traceparent, status, wait_for, wait_count, linked)
     SELECT id, kind, carry::jsonb, priority,
            coalesce(at, now() + make_interval(secs => coalesce(after, 0))), max_failures,
            backoff_base, backoff_factor, backoff_cap, backoff_jitter, $14::text,
            CASE WHEN wait_for IS NULL THEN 'pending' ELSE 'waiting' END,
-           wait_for::bigint[], cardinality(wait_for::bigint[]), has_dependents
+           wait_for::bigint[], cardinality(wait_for::bigint[]), linked
     FROM unnest($1::bigint[], $2::text[], $3::text[], $4::smallint[], $5::timestamptz[],
                 $6::float8[], $7::integer[], $8::float8[], $9::float8[], $10::float8[],
                 $11::boolean[], $12::text[], $13::boolean[])
          AS u(id, kind, carry, priority, at, after, max_failures, backoff_base,
-              backoff_factor, backoff_cap, backoff_jitter, wait_for, has_dependents)
+              backoff_factor, backoff_cap, backoff_jitter, wait_for, linked)
     RETURNING id
 ),
 edges AS (

@@ -60,11 +60,11 @@ CREATE TABLE IF NOT EXISTS "billing_jobs".jobs (
     -- span of each run to link to. NULL: none.
     traceparent      text,
     -- Workflows (migration 14; SPEC 12). parent_id: the job that spawned this one
-    -- (ctx.spawn), which its end wakes. has_dependents: the job spawned children or
+    -- (ctx.spawn), which its end wakes. linked: the job is a child, spawned children or
     -- Workflow nodes come after it, so its end is looked at (workflow_settled); NULL on
     -- every other job.
     parent_id        bigint,
-    has_dependents   boolean,
+    linked           boolean,
     -- Counts the events that may wake the job (a signal, an awaited job ending, a timer,
     -- an operator's run-now): a wait settles 'waiting' only if none came since it looked.
     wake_seq         integer,
@@ -312,12 +312,13 @@ CREATE TABLE IF NOT EXISTS "billing_jobs".dependencies (
 );
 
 -- Workflows (SPEC 12): what happens when a job that others wait for ends.
--- workflow_settled runs after a job with a parent (parent_id) or with dependents
--- (has_dependents: it spawned children, or Workflow nodes come after it) reached
--- completed, dead or cancelled, or was deleted unfinished. Every job that can wake a
--- waiter or cascade a cancel passes through it, whatever ended it: a worker's settlement
--- (also a completion riding a claim), stale recovery, an operator's cancel or delete.
--- The WHEN clauses keep plain jobs out: no function call for them.
+-- workflow_settled runs after a linked job (a child, a parent, a Workflow node that
+-- others come after) reached completed, dead or cancelled, or was deleted unfinished.
+-- Every job that can wake a waiter or cascade a cancel passes through it, whatever ended
+-- it: a worker's settlement (also a completion riding a claim), stale recovery, an
+-- operator's cancel or delete. The WHEN clauses test the one flag, linked, and nothing
+-- else: a plain job pays one boolean test per status change (a longer condition cost a
+-- few per cent of the bare claim-and-complete rate); the function sorts out the rest.
 --
 -- Lost wake-ups: the waiter's row counts events (wake_seq) and what it still waits for
 -- (wait_for, wait_count). Each event locks the waiter's row and updates it; a waiter's
@@ -366,16 +367,23 @@ DECLARE
     dependent bigint;
 BEGIN
     IF TG_OP = 'DELETE' THEN
+        IF OLD.status NOT IN ('pending', 'claimed', 'waiting') THEN
+            RETURN NULL;  -- a finished job purged: its end was counted when it ended
+        END IF;
         job := OLD;
         ended := 'deleted';
     ELSE
+        IF NEW.status NOT IN ('completed', 'dead', 'cancelled')
+           OR OLD.status IS NOT DISTINCT FROM NEW.status THEN
+            RETURN NULL;  -- claimed, waiting, pending again: nothing ended
+        END IF;
         job := NEW;
         ended := NEW.status;
     END IF;
     IF job.parent_id IS NOT NULL THEN
         PERFORM "billing_jobs".wake_waiter(job.parent_id, job.id, ended);
     END IF;
-    IF job.has_dependents THEN
+    IF job.linked THEN
         -- Workflow nodes after this one: a completion counts down their wait; any other
         -- end cancels them (and, through this trigger on them, theirs).
         FOR dependent IN
@@ -436,17 +444,14 @@ DROP TRIGGER IF EXISTS jobs_workflow_settled ON "billing_jobs".jobs;
 CREATE TRIGGER jobs_workflow_settled
     AFTER UPDATE OF status ON "billing_jobs".jobs
     FOR EACH ROW
-    WHEN (NEW.status IN ('completed', 'dead', 'cancelled')
-          AND OLD.status IS DISTINCT FROM NEW.status
-          AND (NEW.parent_id IS NOT NULL OR NEW.has_dependents))
+    WHEN (NEW.linked)
     EXECUTE FUNCTION "billing_jobs".workflow_settled();
 
 DROP TRIGGER IF EXISTS jobs_workflow_deleted ON "billing_jobs".jobs;
 CREATE TRIGGER jobs_workflow_deleted
     AFTER DELETE ON "billing_jobs".jobs
     FOR EACH ROW
-    WHEN (OLD.status IN ('pending', 'claimed', 'waiting')
-          AND (OLD.parent_id IS NOT NULL OR OLD.has_dependents))
+    WHEN (OLD.linked)
     EXECUTE FUNCTION "billing_jobs".workflow_settled();
 
 -- The migrations this fresh schema embodies.

@@ -32,7 +32,7 @@ STANDBY_NAME = "venturi_standby"
 
 def missing_tools() -> str | None:
     """Why a pair cannot be built here, or None."""
-    bindir = server._find_bindir()
+    bindir = server.find_bindir()
     if bindir is None:
         return "no PostgreSQL server binaries (initdb, pg_ctl) on this machine"
     if not os.path.exists(os.path.join(bindir, "pg_basebackup")):

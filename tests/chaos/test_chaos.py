@@ -210,7 +210,7 @@ def test_run_records_survive_a_torn_line() -> None:
 
 @pytest.fixture(scope="module")
 def has_cluster() -> None:
-    if testing._find_bindir() is None:
+    if testing.find_bindir() is None:
         pytest.skip("no PostgreSQL binaries to start the soak's own cluster")
 
 

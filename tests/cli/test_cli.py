@@ -11,6 +11,7 @@ from tests.support import Item as C
 from tests.support import expire_claim, venturi_cli, venturi_cli_async
 from tests.support.claims import claim
 from venturi import db, sql
+from venturi.db.enqueue import JobSpec
 
 
 def test_schema_render_matches_the_library() -> None:
@@ -158,7 +159,59 @@ async def test_kinds_pause_resume_list(dsn: str) -> None:
     finally:
         await conn.close()
     text = await venturi_cli_async("kinds", "list", "--dsn", dsn)
-    assert text.stdout.startswith("reports\tpaused ") and text.stdout.rstrip().endswith("smtp down")
+    [header, reports] = text.stdout.splitlines()
+    assert header.split() == ["kind", "state", "paused", "at", "by", "reason"]
+    assert reports.split()[:2] == ["reports", "paused"] and reports.rstrip().endswith("smtp down")
+
+
+async def test_kinds_list_shows_every_kind_and_which_are_paused(
+    dsn: str, conn: asyncpg.Connection
+) -> None:
+    import json
+
+    empty = await venturi_cli_async("kinds", "list", "--dsn", dsn)
+    assert empty.returncode == 0 and empty.stdout == (
+        "no kinds: no job, schedule, worker or pause names one yet\n"
+    )
+    await db.enqueue.job_insert_many(
+        conn,
+        schema="venturi",
+        specs=[JobSpec(k, "null", 1, None, None, None, 25) for k in ("mail", "fetch", "mail")],
+    )
+    paused = await venturi_cli_async("kinds", "pause", "mail", "--reason", "smtp down", dsn=dsn)
+    assert paused.returncode == 0, paused.stderr
+    text = await venturi_cli_async("kinds", "list", "--dsn", dsn)
+    assert text.returncode == 0, text.stderr
+    rows = [line.split() for line in text.stdout.splitlines()[1:]]
+    assert [r[:2] for r in rows] == [["fetch", "active"], ["mail", "paused"]], text.stdout
+    assert text.stdout.rstrip().endswith("smtp down")
+    listed = json.loads((await venturi_cli_async("kinds", "list", "--json", dsn=dsn)).stdout)
+    assert [(k["kind"], k["paused"], k["reason"]) for k in listed] == [
+        ("fetch", False, None),
+        ("mail", True, "smtp down"),
+    ]
+
+
+def test_help_lists_each_command_on_one_line_when_the_terminal_is_wide() -> None:
+    # Wide enough for every summary: a second line can only be a break in the source
+    # docstring, which printed mid-sentence.
+    out = venturi_cli("--help", env={"COLUMNS": "400"})
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if "Commands" in line)
+    rows = [line for line in lines[start + 1 :] if line.startswith("│")]
+    for row in rows:
+        assert not row.startswith("│  "), f"a summary broken over lines: {row!r}"
+    names = {row.split()[1] for row in rows}
+    assert {"recover", "stats", "workers", "top", "metrics", "web", "worker"} <= names
+    [recover] = [r for r in rows if r.startswith("│ recover ")]
+    assert "with --worker, the claims of one worker that is gone, at once." in recover
+
+
+def test_worker_usage_names_module_and_state() -> None:
+    out = venturi_cli("worker", "--help", env={"COLUMNS": "120"})
+    [usage] = [line for line in out.stdout.splitlines() if "Usage:" in line]
+    assert "MODULE[:STATE]" in usage and "target" not in usage.lower(), usage
 
 
 def test_worker_help_lists_the_options() -> None:

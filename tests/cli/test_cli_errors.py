@@ -72,6 +72,39 @@ def test_worker_on_a_module_whose_import_raises_config_error(
     assert one_line_error(out) == message
 
 
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        (
+            """
+            @venturi.task("job")
+            async def job(ctx, carry: dict) -> None: ...
+
+            raise RuntimeError("no SMTP_HOST in the environment")
+            """,
+            "raised RuntimeError: no SMTP_HOST in the environment ({path}, line 7)",
+        ),
+        ("def broken(:\n    pass\n", "raised SyntaxError: invalid syntax (tasks.py, line 3)"),
+    ],
+    ids=["runtime-error", "syntax-error"],
+)
+def test_worker_on_a_module_that_raises_at_import(tmp_path: Path, source: str, said: str) -> None:
+    # docs/worker.md: an error before the worker starts is one line and exit code 2.
+    here = module(tmp_path, "tasks", source)
+    out = venturi_cli("worker", "tasks", "--dsn", UNREACHABLE, cwd=here)
+    assert one_line_error(out) == (
+        f"venturi: importing 'tasks' {said.format(path=here / 'tasks.py')}; "
+        "--log-level debug shows the traceback"
+    )
+    # At debug level the traceback is logged, and the error is still the last line.
+    debug = venturi_cli("worker", "tasks", "--dsn", UNREACHABLE, "--log-level", "debug", cwd=here)
+    assert debug.returncode == 2 and "Traceback (most recent call last)" in debug.stderr
+    assert (
+        debug.stderr.splitlines()[-1]
+        == f"venturi: importing 'tasks' {said.format(path=here / 'tasks.py')}"
+    )
+
+
 def test_worker_with_an_empty_module_name() -> None:
     out = venturi_cli("worker", "", "--dsn", UNREACHABLE)
     assert one_line_error(out) == (

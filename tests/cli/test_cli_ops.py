@@ -14,9 +14,10 @@ import sys
 import asyncpg
 
 import venturi
-from tests.support import venturi_cli
+from tests.support import running, venturi_cli, wait_status
 from tests.support.opsdata import seed
-from venturi import admin
+from venturi import Backoff, admin
+from venturi.runtime.worker import Worker
 
 
 def one_line_error(out: subprocess.CompletedProcess[str], *needles: str) -> None:
@@ -74,6 +75,27 @@ async def test_jobs_show_prints_row_carry_journal_and_traceback(
     assert data["journal"][2]["detail"].startswith("Traceback")
 
     one_line_error(venturi_cli("jobs", "show", "424242", dsn=dsn), "job 424242 does not exist")
+
+
+async def test_jobs_show_prints_each_attempts_traceback_even_when_identical(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="ops_flaky", max_failures=2)
+    async def flaky(ctx: venturi.Context[None], carry: None) -> None:
+        raise ConnectionError("upstream refused")
+
+    job_id = await flaky.enqueue(conn, None)
+    w = Worker(None, dsn, [flaky], poll_max=0.2, backoff=Backoff.fixed(0))
+    async with running(w):
+        await wait_status(conn, job_id, "dead", within=30)
+    journal = await venturi.get_journal(conn, job_id)
+    [first, second] = [e.detail for e in journal if e.detail and "Traceback" in e.detail]
+    assert first == second  # the same code failed the same way twice
+    out = venturi_cli("jobs", "show", str(job_id), dsn=dsn)
+    assert out.returncode == 0, out.stderr
+    # One panel per failed execution, each titled with its attempt.
+    assert out.stdout.count("Traceback (most recent call last):") == 2, out.stdout
+    assert "failed · attempt 1" in out.stdout and "failed · attempt 2" in out.stdout
 
 
 async def test_jobs_retry_and_cancel(dsn: str, conn: asyncpg.Connection) -> None:

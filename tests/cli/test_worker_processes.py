@@ -86,6 +86,45 @@ def test_cli_worker_bad_module_is_one_line() -> None:
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "cannot import" in out.stderr
 
 
+async def test_a_stop_that_finds_the_listen_connection_cut_still_exits_0(
+    dsn: str, conn: asyncpg.Connection
+) -> None:
+    # tests.support.listencut terminates the LISTEN connection's backend as the stop
+    # begins: the UNLISTEN fails and the pool has already taken the connection back.
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "venturi",
+        "worker",
+        "tests.support.listencut",
+        "--poll-max",
+        "0.5",
+        cwd=ROOT,
+        env={**os.environ, "VENTURI_DSN": dsn},
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    lines: list[str] = []
+    try:
+        while not any(" started: " in line for line in lines):
+            raw = await asyncio.wait_for(proc.stderr.readline(), 60)
+            if not raw:
+                break
+            lines.append(raw.decode().rstrip("\n"))
+        proc.send_signal(signal.SIGTERM)
+        rest = await asyncio.wait_for(proc.stderr.read(), 60)
+        code = await asyncio.wait_for(proc.wait(), 60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    out = "\n".join(lines) + "\n" + rest.decode()
+    assert "listencut: terminated the LISTEN backend" in out, out  # the cut happened
+    assert code == 0 and "Traceback" not in out, out
+    assert " stopped after " in out, out
+
+
 async def test_killed_worker_is_recovered_after_its_lease(
     dsn: str, conn: asyncpg.Connection, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

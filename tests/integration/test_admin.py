@@ -330,20 +330,6 @@ async def test_purge_deletes_old_finished_jobs_in_batches(conn: asyncpg.Connecti
     assert statuses == {"pending", "claimed"}
 
 
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [("90s", 90), ("15m", 900), ("12h", 43200), ("7d", 604800), ("2w", 1209600), ("1h30m", 5400)],
-)
-def test_parse_duration(text: str, seconds: float) -> None:
-    assert admin.parse_duration(text) == seconds
-
-
-@pytest.mark.parametrize("bad", ["", "7", "d", "7x", "-1d", "1h 30m", "7dd"])
-def test_parse_duration_refuses(bad: str) -> None:
-    with pytest.raises(ConfigError, match="a duration is"):
-        admin.parse_duration(bad)
-
-
 # --- schema ---------------------------------------------------------------------------
 
 

@@ -17,7 +17,7 @@ import pytest
 
 import venturi
 from tests.support import Item, running, wait_for, wait_status
-from venturi import Alerts, ConfigError, Context
+from venturi import Alerts, Context
 from venturi.maintenance.alerts import Alert
 from venturi.runtime.worker import Worker
 
@@ -253,24 +253,3 @@ async def test_a_failing_hook_is_a_failed_delivery(
 
 def _sample() -> Alert:
     return Alert("queue_depth", "k", 1.0, 0.0, "m", "venturi", datetime.now(UTC))
-
-
-@pytest.mark.parametrize(
-    ("args", "knobs", "match"),
-    [
-        ((), {"queue_depth": 1}, "webhook URL or a hook"),
-        (("ftp://x/",), {"queue_depth": 1}, "http"),
-        (("http://127.0.0.1/",), {}, "at least one threshold"),
-        (("http://127.0.0.1/",), {"error_rate": 0}, "error_rate"),
-        (("http://127.0.0.1/",), {"error_rate": 1.5}, "error_rate"),
-        (("http://127.0.0.1/",), {"queue_depth": -1}, "queue_depth"),
-        (("http://127.0.0.1/",), {"queue_depth": {"k": "x"}}, "queue_depth"),
-        (("http://127.0.0.1/",), {"oldest_pending": 0}, "oldest_pending"),
-        (("http://127.0.0.1/",), {"queue_depth": 1, "timeout": 0}, "timeout"),
-        (("http://127.0.0.1/",), {"queue_depth": 1, "interval": -1}, "interval"),
-        ((), {"hook": "not callable", "queue_depth": 1}, "hook"),
-    ],
-)
-def test_bad_alerts(args: tuple[Any, ...], knobs: dict[str, Any], match: str) -> None:
-    with pytest.raises(ConfigError, match=match):
-        Alerts(*args, **knobs)

@@ -155,6 +155,26 @@ async def test_get_job_and_journal_through_django(dsn: str) -> None:
 # --- the app: migrate, manage.py venturi ----------------------------------------------
 
 
+async def test_manage_venturi_worker_help_describes_each_option(dsn: str) -> None:
+    out = await manage(dsn, "venturi", "worker", "--help")
+    assert out.returncode == 0, out.stderr
+    assert "Run a worker on the project's database" in out.stdout
+    described = out.stdout.split("options:", 1)[1]
+    for flag, words in (
+        ("--queue NAME", "A Django queue to run"),
+        ("--concurrency", "In-flight jobs"),
+        ("--poll-max", "Longest idle wait, seconds (default 30.0)"),
+        ("--lease", "Default lease, seconds (default 900.0)"),
+        ("--shutdown-timeout", "Grace before force-release"),
+        ("--priority-ratio", "Anti-starvation ratio"),
+        ("--renew-lease", "Extend running jobs' leases"),
+        ("--heartbeat", "Seconds between checks of running jobs"),
+        ("--metrics-port", "Serve Prometheus metrics"),
+        ("--log-level", "debug, info"),
+    ):
+        assert flag in described and words in " ".join(described.split()), (flag, out.stdout)
+
+
 async def test_migrate_applies_the_schema(empty_dsn: str) -> None:
     done = await manage(empty_dsn, "migrate", "venturi")
     assert done.returncode == 0, done.stderr

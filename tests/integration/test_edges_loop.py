@@ -1,6 +1,7 @@
 """The worker loop at its edges: a handler's own CancelledError, recovery while no claim
 can be made, a job that becomes due during a slow claim, a handler slow to stop after its
-cancellation, and a second signal to `venturi worker`."""
+cancellation (its job released at the timeout all the same), and a second signal to
+`venturi worker`."""
 
 from __future__ import annotations
 
@@ -227,7 +228,7 @@ async def test_shutdown_returns_when_a_cancelled_handler_is_slow_to_stop(
     await asyncio.wait_for(started.wait(), 10)
     shutdown.set()
     try:
-        await asyncio.wait_for(run, 30)  # the grace after the cancel is 5 s
+        await asyncio.wait_for(run, 30)
         job = await venturi.get_job(conn, job_id)
         assert job is not None and job.status == "pending" and job.failures == 0
         journal = await venturi.get_journal(conn, job_id)
@@ -237,6 +238,50 @@ async def test_shutdown_returns_when_a_cancelled_handler_is_slow_to_stop(
     finally:
         gate.set()
         await asyncio.wait_for(exited.wait(), 10)
+
+
+async def test_shutdown_releases_the_job_at_the_timeout_not_after_the_clean_up(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    started = asyncio.Event()
+    released = asyncio.Event()
+    exited = asyncio.Event()
+    cleanup: list[str] = []
+
+    @venturi.task(kind="e_long_cleanup")
+    async def handler(ctx: Context[Any], carry: N) -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            # A clean-up that lasts until the test has seen the job released, or gives
+            # up after 4 s: a worker that waited for it (a fixed 5 s grace) released the
+            # job only after it gave up.
+            try:
+                await asyncio.wait_for(released.wait(), 4)
+                cleanup.append("the job was released first")
+            except TimeoutError:
+                cleanup.append("gave up waiting for the release")
+            raise
+        finally:
+            exited.set()
+
+    job_id = await handler.enqueue(conn, N(1))
+    worker = Worker(None, dsn, [handler], poll_max=0.1, shutdown_timeout=0.5)
+    shutdown = asyncio.Event()
+    run = asyncio.create_task(worker.run(shutdown))
+    await asyncio.wait_for(started.wait(), 10)
+    shutdown.set()
+    await wait_status(conn, job_id, "pending", within=30)
+    released.set()
+    await asyncio.wait_for(run, 30)  # run() returns
+    await asyncio.wait_for(exited.wait(), 10)
+    assert cleanup == ["the job was released first"]
+    job = await venturi.get_job(conn, job_id)
+    assert job is not None and job.status == "pending" and job.failures == 0
+    journal = await venturi.get_journal(conn, job_id)
+    assert events(journal) == ["enqueued", "claimed", "released"]
+    assert "shutdown_timeout elapsed" in (journal[-1].detail or "")
 
 
 # --- 8. a second signal releases the running jobs before the process exits ---------------

@@ -7,11 +7,10 @@ import asyncio
 from typing import Any
 
 import asyncpg
-import pytest
 
 import venturi
 from tests.support import Item, running, wait_for, wait_status
-from venturi import ConfigError, Context
+from venturi import Context
 from venturi.runtime.worker import Worker
 
 
@@ -58,17 +57,3 @@ async def test_maintenance_runs_repeatedly_beside_the_loop_and_failures_do_not_s
 
 async def _at_least(task: Counting, n: int) -> bool:
     return task.runs >= n
-
-
-@pytest.mark.parametrize("bad", [object(), "cleanup"])
-def test_bad_maintenance_task(bad: Any) -> None:
-    with pytest.raises(ConfigError, match="maintenance"):
-        Worker(None, "postgresql://x", maintenance=[bad])
-
-
-def test_bad_maintenance_interval() -> None:
-    class Zero(Counting):
-        interval = 0
-
-    with pytest.raises(ConfigError, match="interval must be positive"):
-        Worker(None, "postgresql://x", maintenance=[Zero()])

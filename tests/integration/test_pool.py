@@ -12,7 +12,7 @@ import pytest
 
 import venturi
 from tests.support import Item, running, wait_status, wait_until
-from venturi import ConfigError, Context, SchemaError, WorkerGroup
+from venturi import Context, SchemaError, WorkerGroup
 from venturi.runtime.loop import Loop
 from venturi.runtime.worker import Worker
 
@@ -145,26 +145,3 @@ async def test_a_loop_that_cannot_start_stops_the_pool(
     with pytest.raises(SchemaError, match="venturi schema apply"):
         await asyncio.wait_for(pool.run(asyncio.Event()), 60)
     assert pool.restarts == [0, 0]
-
-
-def test_bad_pool(kinds: list[str]) -> None:
-    a, _ = _done_at({})
-    w = Worker(None, "postgresql://x", [a])
-    with pytest.raises(ConfigError, match="at least one worker"):
-        WorkerGroup([])
-    with pytest.raises(ConfigError, match=r"venturi\.Worker"):
-        WorkerGroup([object()])  # type: ignore[list-item]
-    with pytest.raises(ConfigError, match="twice"):
-        WorkerGroup([w, w])
-    with pytest.raises(ConfigError, match="restart_delay"):
-        WorkerGroup([w], restart_delay=-1)
-    own = Worker(None, "postgresql://x", [a], claimed_by="api-1")
-    WorkerGroup([own, Worker(None, "postgresql://x", [a], claimed_by="api-2")])
-    assert own.claimed_by == "api-1"  # distinct identities are left alone
-
-
-def test_pool_is_a_deprecated_alias_of_worker_group() -> None:
-    # venturi.Pool clashed with asyncpg's Pool; the old name keeps working, with a warning.
-    with pytest.warns(DeprecationWarning, match="venturi.WorkerGroup"):
-        alias = venturi.Pool
-    assert alias is WorkerGroup

@@ -20,7 +20,7 @@ import pytest
 import venturi
 from tests.support import ROOT, pgbouncer, running, wait_for, wait_stat, wait_status, workertasks
 from tests.support import sql as test_sql
-from venturi import db, errors
+from venturi import db
 from venturi.runtime.worker import Worker
 
 pytestmark = pytest.mark.skipif(
@@ -46,31 +46,6 @@ def _tasks(ran: list[int]) -> list[venturi.Task[Any]]:
         ran.append(ctx.job.id)
 
     return [mark]
-
-
-def test_the_pooler_parameter_is_removed_and_checked() -> None:
-    split = db.connect.split_pooler
-    assert split("postgresql://u@h:6432/db?pooler=transaction") == (
-        "postgresql://u@h:6432/db",
-        True,
-    )
-    assert split("postgresql://u@h/db?sslmode=disable&pooler=Transaction&x=1") == (
-        "postgresql://u@h/db?sslmode=disable&x=1",
-        True,
-    )
-    assert split("postgresql://u@h/db?sslmode=disable") == (
-        "postgresql://u@h/db?sslmode=disable",
-        False,
-    )
-    assert split("host=h port=6432 pooler=transaction dbname=d") == (
-        "host=h port=6432 dbname=d",
-        True,
-    )
-    with pytest.raises(errors.ConnectError, match="pooler must be 'transaction'"):
-        split("postgresql://u:secret@h/db?pooler=session")
-    with pytest.raises(errors.ConnectError) as caught:
-        split("postgresql://u:secret@h/db?pooler=yes")
-    assert "secret" not in str(caught.value)
 
 
 async def test_a_cached_connection_breaks_behind_the_pooler_and_a_marked_one_does_not(

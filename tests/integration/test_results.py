@@ -8,11 +8,10 @@ import json
 from typing import Any
 
 import asyncpg
-import pytest
 
 import venturi
 from tests.support import Item, running, wait_for, wait_stat, wait_status
-from venturi import ConfigError, Context, ResultCleanup, db, sql
+from venturi import Context, ResultCleanup, db, sql
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.runtime.worker import Worker
 from venturi.tasks import JobSpec
@@ -123,18 +122,6 @@ async def test_worker_runs_result_cleanup_as_maintenance(
         await wait_stat(worker, "results_cleared", 1)
     assert worker.stats["results_cleared"] == 1
     assert worker.stats["maintenance_runs:result_cleanup"] >= 1
-
-
-@pytest.mark.parametrize("bad", [0, -1, "1h", True, float("nan")])
-def test_bad_result_ttl(bad: Any, kinds: list[str]) -> None:
-    with pytest.raises(ConfigError, match="result_ttl"):
-        _declare(bad, "r_bad")
-
-
-@pytest.mark.parametrize("knob", [{"batch": 0}, {"batch": 1.5}, {"interval": 0}])
-def test_bad_result_cleanup(knob: dict[str, Any]) -> None:
-    with pytest.raises(ConfigError, match="result_cleanup"):
-        ResultCleanup(**knob)
 
 
 async def test_cleanup_reads_only_rows_that_still_hold_a_result(conn: asyncpg.Connection) -> None:

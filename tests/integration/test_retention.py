@@ -7,11 +7,10 @@ import asyncio
 from typing import Any
 
 import asyncpg
-import pytest
 
 import venturi
 from tests.support import Item, running, wait_for, wait_status
-from venturi import ConfigError, Context, Retention, admin, db
+from venturi import Context, Retention, admin, db
 from venturi.runtime.worker import Worker
 
 
@@ -123,12 +122,3 @@ async def test_worker_runs_retention_as_maintenance(
 
 async def _gone(conn: Any, job_id: int) -> bool:
     return not await _exists(conn, job_id)
-
-
-@pytest.mark.parametrize(
-    "knob",
-    [{"completed": 0}, {"dead": -1}, {"cancelled": "14d"}, {"interval": 0}, {"batch": 0}],
-)
-def test_bad_retention(knob: dict[str, Any]) -> None:
-    with pytest.raises(ConfigError, match="retention"):
-        Retention(**knob)

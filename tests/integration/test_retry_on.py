@@ -1,8 +1,10 @@
 """``@venturi.task(retry_on=...)``: only the named exceptions are retried; any other
-settles the job dead at once, journaled failed then dead with the reason."""
+settles the job dead at once, journaled failed then dead with the reason; and the
+worker's stop line counts a job whose retries ran out as dead."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import asyncpg
@@ -10,7 +12,7 @@ import pytest
 
 import venturi
 from tests.support import Item, running, wait_status
-from venturi import Backoff, ConfigError, Context
+from venturi import Backoff, Context
 from venturi.runtime.worker import Worker
 
 
@@ -81,10 +83,30 @@ async def test_without_retry_on_every_exception_is_retried(
     assert journal[-1].detail == "failure backstop reached (2 of 2)"
 
 
-@pytest.mark.parametrize("bad", [(), ("ValueError",), (ValueError, 3), int, "x"])
-def test_retry_on_is_checked_when_declared(bad: Any, kinds: list[str]) -> None:
-    with pytest.raises(ConfigError, match="retry_on must be an exception class"):
+async def test_the_stop_line_counts_jobs_whose_retries_ran_out_as_dead(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    @venturi.task(kind="ro_count", backoff=Backoff.fixed(0), max_failures=2)
+    async def raising(ctx: Context[Any], carry: Item) -> None:
+        raise ValueError("always")
 
-        @venturi.task(kind="ro_bad", retry_on=bad)
-        async def handler(ctx: Context[Any], carry: Item) -> None:
-            return None
+    @venturi.task(kind="ro_count_retry", max_failures=2)
+    async def retrying(ctx: Context[Any], carry: Item) -> venturi.Retry:
+        return venturi.retry(after=0, reason="later")
+
+    @venturi.task(kind="ro_count_miss", retry_on=Flaky)
+    async def missing(ctx: Context[Any], carry: Item) -> None:
+        raise ValueError("not retried")
+
+    caplog.set_level(logging.INFO, logger="venturi.worker")
+    ids = [await t.enqueue(conn, Item(1)) for t in (raising, retrying, missing)]
+    worker = Worker(None, dsn, [raising, retrying, missing], poll_max=0.1)
+    async with running(worker):
+        for job_id in ids:
+            await wait_status(conn, job_id, "dead")
+    # Each job that went dead is one dead, whether its last failure was a raise, a
+    # retry outcome or a retry_on miss; only the failures it survived count as failed
+    # (or retried).
+    assert (worker.stats["dead"], worker.stats["failed"], worker.stats["retry"]) == (3, 1, 1)
+    [stopped] = [r.getMessage() for r in caplog.records if " stopped after " in r.getMessage()]
+    assert stopped.endswith("ran 5 jobs (1 failed, 1 retried, 3 dead)"), stopped

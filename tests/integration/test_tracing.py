@@ -4,30 +4,17 @@ Spans are captured with the SDK's in-memory exporter."""
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import asyncpg
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 import venturi
 from tests.support import running, wait_status
+from tests.support.tracing import exporter
 from venturi import Context, tracing
 from venturi.runtime.worker import Worker
-
-
-@functools.cache
-def exporter() -> InMemorySpanExporter:
-    """The process's tracer provider (OpenTelemetry allows one), sending every span here."""
-    found = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(found))
-    trace.set_tracer_provider(provider)
-    return found
 
 
 async def _traceparent(conn: Any, job_id: int) -> str | None:
@@ -97,11 +84,3 @@ async def test_one_trace_from_an_enqueue_in_a_request_to_the_run(
     assert event.attributes["exception.message"] == "card declined"
     # Enqueued outside any span: the run starts a trace of its own.
     assert runs[untraced].parent is None and runs[untraced].context.trace_id != ctx.trace_id
-
-
-def test_no_span_current_means_no_traceparent() -> None:
-    exporter()
-    assert tracing.current_traceparent() is None
-    with trace.get_tracer("t").start_as_current_span("s") as s:
-        tp = tracing.current_traceparent()
-    assert tp is not None and tp.split("-")[2] == f"{s.get_span_context().span_id:016x}"

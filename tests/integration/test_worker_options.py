@@ -10,14 +10,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
-import pytest
 
 import venturi
 from tests.support import Item, expire_claim, running, wait_for, wait_stat, wait_status, wait_until
 from tests.support import sql as pgsql
 from tests.support.claims import claim
-from venturi import Backoff, ConfigError, Context, admin
-from venturi.rate import Rate, TokenBucket
+from venturi import Backoff, Context, admin
+from venturi.rate import Rate
 from venturi.runtime.worker import Worker
 
 
@@ -172,31 +171,6 @@ async def _claimed_by(conn: Any, job_id: int, who: str) -> bool:
 # --- rate limits -----------------------------------------------------------------------
 
 
-def test_token_bucket() -> None:
-    bucket = TokenBucket(Rate(per_second=10, burst=3), now=0.0)
-    assert bucket.available(0.0) == 3
-    bucket.spend(3)
-    assert bucket.available(0.0) == 0
-    assert bucket.wait() == pytest.approx(0.1)
-    assert bucket.available(0.05) == 0
-    assert bucket.available(0.1) == 1
-    assert bucket.available(100.0) == 3  # never above the burst
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "knob"),
-    [
-        ({"per_second": 0}, "per_second"),
-        ({"per_second": -1}, "per_second"),
-        ({"per_second": 1, "burst": 0}, "burst"),
-        ({"per_second": "fast"}, "per_second"),
-    ],
-)
-def test_bad_rates(kwargs: dict[str, Any], knob: str) -> None:
-    with pytest.raises(ConfigError, match=knob):
-        Rate(**kwargs)
-
-
 async def test_rate_limit_paces_claims(
     dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
@@ -275,17 +249,6 @@ async def test_cancel_of_a_running_job_reaches_its_context(
     assert job is not None and job.failures == 0 and job.finished_at is not None
 
 
-def test_bad_option_knobs(kinds: list[str]) -> None:
-    with pytest.raises(ConfigError, match="heartbeat"):
-        Worker(None, "postgresql://x", heartbeat=0)
-    with pytest.raises(ConfigError, match="renew_lease"):
-        Worker(None, "postgresql://x", renew_lease="yes")  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="rate"):
-        venturi.task(kind="o_bad", rate=5)  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="renew_lease"):
-        venturi.task(kind="o_bad", renew_lease=1)  # type: ignore[arg-type]
-
-
 # --- metrics ------------------------------------------------------------------------------
 
 
@@ -317,7 +280,8 @@ async def test_metrics_endpoint_is_scraped(
         )
     lines = body.splitlines()
     assert 'venturi_jobs_settled_total{kind="o_metrics",outcome="completed"} 3.0' in lines
-    assert 'venturi_jobs_settled_total{kind="o_metrics",outcome="failed"} 1.0' in lines
+    # Its one failure was its last allowed (max_failures=1): the job went dead.
+    assert 'venturi_jobs_settled_total{kind="o_metrics",outcome="dead"} 1.0' in lines
     assert 'venturi_jobs_claimed_total{kind="o_metrics"} 4.0' in lines
     assert 'venturi_job_run_seconds_count{kind="o_metrics"} 4.0' in lines
     assert 'venturi_job_pickup_seconds_count{kind="o_metrics"} 4.0' in lines
@@ -328,11 +292,6 @@ async def test_metrics_endpoint_is_scraped(
 async def _finished(conn: Any, job_id: int) -> bool:
     job = await venturi.get_job(conn, job_id)
     return job is not None and job.status in ("completed", "dead")
-
-
-def test_bad_metrics_port() -> None:
-    with pytest.raises(ConfigError, match="metrics_port"):
-        Worker(None, "postgresql://x", metrics_port=70000)
 
 
 # --- queue pause per kind --------------------------------------------------------------
@@ -405,11 +364,6 @@ async def test_shared_rate_limit_holds_across_workers(
     # deadline above bounds it from the other side.
     assert started[-1] - started[0] >= 11 / 11.5
     assert sum(w.stats["claimed"] for w in workers) == 12
-
-
-def test_rate_shared_must_be_a_bool() -> None:
-    with pytest.raises(ConfigError, match="shared"):
-        Rate(per_second=1, shared="yes")  # type: ignore[arg-type]
 
 
 async def test_cancel_request_wins_over_pause_retry_release_and_recovery(

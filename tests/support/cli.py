@@ -29,9 +29,13 @@ def venturi_cli(
 ) -> subprocess.CompletedProcess[str]:
     """``python -m venturi ARGS``. The environment is minimal, so a developer's own
     ``VENTURI_DSN`` cannot leak in: ``PATH``, ``VENTURI_TEST_RUNS_DIR`` (where
-    ``tests.support.workertasks`` records runs), the DSN if given (as ``VENTURI_DSN``, the
+    ``tests.support.workertasks`` records runs), ``PYTHONPATH`` if set, the DSN if given (as ``VENTURI_DSN``, the
     way an operator sets it), then ``env``."""
     full = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "VENTURI_TEST_RUNS_DIR": "/tmp"}
+    if "PYTHONPATH" in os.environ:
+        # The checkout under test, when it is not the installed one: a command run from
+        # another directory (a test's own task module) must import the same venturi.
+        full["PYTHONPATH"] = os.environ["PYTHONPATH"]
     if dsn is not None:
         full["VENTURI_DSN"] = dsn
     full.update(env or {})

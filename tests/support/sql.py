@@ -3,7 +3,7 @@ scenarios: settings, replication, probes), kept out of the wheel: one that ends 
 other session of a database has no place in a library's package data.
 
 The templates follow venturi's own conventions (a header naming the statement and what it
-does); none takes an identifier or a value.
+does); none takes an identifier, and a value is a bind parameter.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """What a type checker sees of venturi in an application: ``@venturi.task`` gives a
 ``Task[C]`` of the handler's carry type, so mypy reports a carry of the wrong type at
-``enqueue`` / ``enqueue_sync`` / ``job``, and a connection that no driver takes."""
+``enqueue`` / ``enqueue_sync`` / ``job``, a connection that no driver takes, and a name
+the package does not have."""
 
 from __future__ import annotations
 
@@ -86,3 +87,23 @@ def test_a_wrong_carry_and_a_wrong_connection_are_reported(tmp_path: Path) -> No
     assert len(errors) == len(expected), errors
     for line, message in zip(errors, expected, strict=True):
         assert message in line, line
+
+
+MISSPELT = """
+@venturi.taks("typing_misspelt")
+async def misspelt(ctx: Context[Any], carry: Order) -> None:
+    return None
+
+
+worker = venturi.Wroker(None, "postgresql://", [ship])
+"""
+
+
+def test_a_misspelt_name_of_the_package_is_reported(tmp_path: Path) -> None:
+    # The deprecated aliases' module-level __getattr__ is hidden from type checkers,
+    # which would otherwise accept any attribute of venturi.
+    done = _mypy(tmp_path, MISSPELT)
+    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert any('Module has no attribute "taks"' in line for line in errors), errors
+    assert any('Module has no attribute "Wroker"' in line for line in errors), errors

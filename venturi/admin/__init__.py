@@ -4,7 +4,7 @@ what scripts may call too. One module per question:
 
 - ``jobs``: list and show jobs; retry, cancel, delete, run now, set priority by id;
 - ``bulk``: count what a filter matches, and act on exactly those jobs in batches;
-- ``kinds``: pause, resume, list paused kinds;
+- ``kinds``: pause, resume, list the kinds (paused or not) and the paused ones;
 - ``health``: ``KindHealth`` per kind, which ``stats``, ``top`` and the dashboard read;
 - ``workers``: the registry of workers, their claims, recovering a gone one's;
 - ``schedules``: the cron schedules, their last and next slots;
@@ -61,7 +61,15 @@ from venturi.admin.jobs import (
     set_priority,
     show_job,
 )
-from venturi.admin.kinds import Paused, PausedKind, pause_kinds, paused_kinds, resume_kinds
+from venturi.admin.kinds import (
+    KindState,
+    Paused,
+    PausedKind,
+    list_kinds,
+    pause_kinds,
+    paused_kinds,
+    resume_kinds,
+)
 from venturi.admin.retention import PURGE_BATCH, purge, purge_count
 from venturi.admin.schedules import Schedules, ScheduleView, list_schedules
 from venturi.admin.workers import (
@@ -100,6 +108,7 @@ __all__ = [
     "JobStatus",
     "KindHealth",
     "KindNow",
+    "KindState",
     "KindStats",
     "Matching",
     "Minute",
@@ -124,6 +133,7 @@ __all__ = [
     "delete_jobs",
     "fleet",
     "list_jobs",
+    "list_kinds",
     "list_schedules",
     "list_workers",
     "operator_identity",

@@ -202,7 +202,7 @@ def _cancelled(r: Any) -> Change | None:
     job_id, kind, was, action = r["id"], r["kind"], r["was"], r["action"]
     if was is None:
         return missing(job_id)
-    if action == "cancelled":
+    if action == JobStatus.CANCELLED:
         return Change(
             job_id,
             True,

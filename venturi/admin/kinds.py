@@ -1,5 +1,5 @@
 """An operator's calls on kinds: pause them across every worker (running jobs finish;
-no worker claims the kind until it is resumed), resume them, list the paused ones."""
+no worker claims the kind until it is resumed), resume them, list them."""
 
 from __future__ import annotations
 
@@ -19,6 +19,17 @@ class PausedKind(msgspec.Struct, frozen=True):
 
     kind: str
     paused_at: datetime
+    paused_by: str | None
+    reason: str | None
+
+
+class KindState(msgspec.Struct, frozen=True):
+    """A kind the database knows (a job, a schedule or a registered worker has it, or it
+    is paused) and whether it is paused: when, by whom, why (None when it is not)."""
+
+    kind: str
+    paused: bool
+    paused_at: datetime | None
     paused_by: str | None
     reason: str | None
 
@@ -59,3 +70,12 @@ async def resume_kinds(
 async def paused_kinds(conn: Conn, *, schema: str = DEFAULT_SCHEMA) -> list[PausedKind]:
     """The paused kinds: when, by whom, why."""
     return [PausedKind(**dict(r)) for r in await db.kinds.kind_paused_list(conn, schema=schema)]
+
+
+async def list_kinds(conn: Conn, *, schema: str = DEFAULT_SCHEMA) -> list[KindState]:
+    """Every kind the database knows, by name: those of jobs (any status), of schedules,
+    of registered workers, and the paused ones; each with its pause, if any."""
+    return [
+        KindState(**dict(r), paused=r["paused_at"] is not None)
+        for r in await db.kinds.kind_list(conn, schema=schema)
+    ]

@@ -11,7 +11,7 @@ from venturi import db
 from venturi.cronspec import CronSpec
 from venturi.db.conn import Conn
 from venturi.errors import VenturiError
-from venturi.maintenance import cron
+from venturi.schedules import schedules_for
 from venturi.sql import DEFAULT_SCHEMA
 from venturi.tasks import registered
 
@@ -56,7 +56,7 @@ async def list_schedules(conn: Conn, *, schema: str = DEFAULT_SCHEMA) -> Schedul
     now: datetime | None = rows[0]["now"] if rows else None
     note = ""
     try:
-        declared = {s.name: s for s in cron.schedules_for(registered())}
+        declared = {s.name: s for s in schedules_for(registered())}
     except VenturiError as exc:
         declared, note = {}, str(exc)
     if now is None and declared:

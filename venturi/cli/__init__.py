@@ -14,6 +14,8 @@ from venturi.cli import kinds as kinds
 from venturi.cli import web as web
 
 # isort: on
-from venturi.cli.app import app, main
+from venturi.cli.app import app, main, one_line_summaries
+
+one_line_summaries(app)
 
 __all__ = ["app", "main"]

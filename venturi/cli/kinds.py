@@ -1,4 +1,4 @@
-"""``venturi kinds``: pause and resume kinds across every worker."""
+"""``venturi kinds``: list the kinds, pause and resume them across every worker."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ from venturi.cli.common import (
     SchemaOption,
     admin_run,
     echo_json,
+    make_console,
     need_dsn,
 )
+from venturi.cli.render import kinds_table
 
 kinds_app = typer.Typer(help="Pause and resume kinds across every worker.", no_args_is_help=True)
 app.add_typer(kinds_app, name="kinds")
@@ -65,16 +67,14 @@ def kinds_list(
     dsn: DsnOption = None,
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
 ) -> None:
-    """The paused kinds: when, by whom, why."""
+    """Every kind the database knows (of a job, a schedule, a registered worker, or a
+    pause), active or paused; for a paused one, when, by whom, why."""
     target = need_dsn(dsn)
-    paused = admin_run(target, schema, lambda c: admin.paused_kinds(c, schema=schema))
+    kinds = admin_run(target, schema, lambda c: admin.list_kinds(c, schema=schema))
     if as_json:
-        echo_json(paused)
+        echo_json(kinds)
         return
-    if not paused:
-        typer.echo("no kind is paused")
-    for p in paused:
-        typer.echo(
-            f"{p.kind}\tpaused {p.paused_at:%Y-%m-%d %H:%M:%S} by {p.paused_by}"
-            + (f": {p.reason}" if p.reason else "")
-        )
+    if not kinds:
+        typer.echo("no kinds: no job, schedule, worker or pause names one yet")
+        return
+    make_console().print(kinds_table(kinds))

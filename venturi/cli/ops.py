@@ -28,7 +28,7 @@ from venturi.cli.common import (
 )
 from venturi.db.errors import DATABASE_ERRORS, one_line
 from venturi.errors import ConfigError, VenturiError
-from venturi.status import DEFAULT_LIVENESS
+from venturi.status import DEFAULT_LIVENESS, JobStatus
 
 
 @app.command("stats")
@@ -86,7 +86,9 @@ def purge(
             "--older-than", help="Finished longer ago than this: 90s, 15m, 12h, 7d, 2w, 1h30m."
         ),
     ],
-    status: Annotated[str, typer.Option(help="completed, dead or cancelled.")] = "completed",
+    status: Annotated[
+        str, typer.Option(help="completed, dead or cancelled.")
+    ] = JobStatus.COMPLETED.value,
     kind: Annotated[str | None, typer.Option(help="Only jobs of this kind.")] = None,
     batch: Annotated[int, typer.Option(help="Rows deleted per statement.")] = 1000,
     dry_run: Annotated[bool, typer.Option(help="Count what would go; delete nothing.")] = False,

@@ -1,5 +1,5 @@
 """How the operator reads look in a terminal: rich renderables for ``venturi jobs``,
-``venturi stats``, ``venturi workers`` and ``venturi top``.
+``venturi stats``, ``venturi workers``, ``venturi kinds list`` and ``venturi top``.
 
 Pure functions of what ``venturi.admin`` read; nothing here touches a database, so a
 frame renders the same in a test as in a terminal.
@@ -16,13 +16,19 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from venturi.admin import JobDetail, JobRow, Stats, TopFrame, WorkerInfo
+from venturi.admin import JobDetail, JobRow, KindState, Stats, TopFrame, WorkerInfo
 from venturi.formatting import ago, clip, duration, to_json, window_label
 from venturi.priority import Priority
-from venturi.status import JobStatus
+from venturi.status import STATUSES, JobStatus, JournalEvent
 
 # Journal events that end an execution badly; their detail may hold a traceback.
-_FAILURE_EVENTS = {"failed", "retried", "timed-out", "stale-recovered", "dead"}
+_FAILURE_EVENTS = {
+    JournalEvent.FAILED,
+    JournalEvent.RETRIED,
+    JournalEvent.TIMED_OUT,
+    JournalEvent.STALE_RECOVERED,
+    JournalEvent.DEAD,
+}
 
 _STATE_STYLE = {"live": "green", "gone": "bold red", "stopped": "dim", "unregistered": "yellow"}
 
@@ -147,11 +153,12 @@ def job_detail(detail: JobDetail, now: datetime) -> Group:
         )
     parts.append(journal)
 
-    # Full tracebacks: the journal keeps one per failed execution; show each once, and
-    # last_error when the journal does not already hold it.
+    # Full tracebacks: the journal keeps one per failed execution; show each execution's
+    # own (two attempts failing the same way are still two failures), and last_error when
+    # the journal does not already hold it.
     shown: set[str] = set()
     for e in detail.journal:
-        if e.detail and "\n" in e.detail.strip() and e.detail not in shown:
+        if e.detail and "\n" in e.detail.strip():
             shown.add(e.detail)
             parts.append(
                 Panel(
@@ -184,7 +191,7 @@ def stats_table(stats: Stats) -> Table:
     failed = f"failed/{window_label(stats.failures_window_seconds)}"
     table = Table(box=None, header_style="bold", pad_edge=False)
     table.add_column("kind")
-    for name in ("due", "scheduled", "claimed", "completed", "dead", "cancelled"):
+    for name in ("due", "scheduled", *STATUSES[1:]):
         table.add_column(name, justify="right")
     table.add_column("oldest due", justify="right")
     table.add_column(recent, justify="right")
@@ -305,6 +312,25 @@ def workers_table(workers: list[WorkerInfo]) -> Table:
     return table
 
 
+def kinds_table(kinds: list[KindState]) -> Table:
+    """``venturi kinds list``: every kind the database knows, paused or not."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for name in ("kind", "state", "paused at", "by", "reason"):
+        table.add_column(name, no_wrap=name != "reason")
+    for k in kinds:
+        if k.paused_at is None:
+            table.add_row(escape(k.kind), "active")
+            continue
+        table.add_row(
+            escape(k.kind),
+            Text("paused", style="bold yellow"),
+            k.paused_at.isoformat(timespec="seconds"),
+            escape(k.paused_by or "—"),
+            escape(k.reason or ""),
+        )
+    return table
+
+
 def _state(state: str) -> Text:
     return Text(state, style=_STATE_STYLE.get(state, ""))
 
@@ -325,7 +351,9 @@ def top(frame: TopFrame, title: str = "venturi top") -> Group:
     kinds = Table(box=None, header_style="bold", pad_edge=False, expand=False)
     kinds.add_column("kind")
     failed = f"failed/{window_label(frame.failures_window_seconds)}"
-    for name in ("pending", "scheduled", "claimed", "done/s", failed, "dead", "oldest due"):
+    # "pending" here is the due jobs (`due` in `venturi stats`).
+    heads = (JobStatus.PENDING, "scheduled", JobStatus.CLAIMED, "done/s", failed, JobStatus.DEAD)
+    for name in (*heads, "oldest due"):
         kinds.add_column(name, justify="right")
     kinds.add_column("note")
     for k in frame.kinds:

@@ -9,6 +9,7 @@ import inspect
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Iterable
 from typing import Annotated, Any
 
@@ -115,6 +116,15 @@ def load_target(target: str) -> tuple[list[Task[Any]], Any]:
         # A task declared with a bad knob (cron, lease, carry annotation): the message
         # names the knob, which is all the operator needs.
         raise fail(f"importing {module_name!r}: {exc}") from None
+    except Exception as exc:
+        # The application's own module is broken (a SyntaxError, a RuntimeError at import):
+        # one line naming the error and where it was raised; the traceback only at debug.
+        log = logging.getLogger("venturi.cli")
+        log.debug("importing %s raised", module_name, exc_info=True)
+        said = _import_error(exc)
+        if not log.isEnabledFor(logging.DEBUG):
+            said += "; --log-level debug shows the traceback"
+        raise fail(f"importing {module_name!r} raised {said}") from None
     finally:
         sys.path.pop(0)
     mine = [
@@ -130,6 +140,17 @@ def load_target(target: str) -> tuple[list[Task[Any]], Any]:
             raise fail(f"module {module_name!r} has no attribute {attr!r}")
         state = getattr(module, attr)
     return tasks, state
+
+
+def _import_error(exc: Exception) -> str:
+    """``RuntimeError: boom (tasks.py, line 4)``: the error and where it was raised (a
+    SyntaxError's text already says where)."""
+    said = f"{type(exc).__name__}: {one_line(exc)}"
+    if not isinstance(exc, SyntaxError):
+        frames = traceback.extract_tb(exc.__traceback__)
+        if frames:
+            said += f" ({frames[-1].filename}, line {frames[-1].lineno})"
+    return said
 
 
 async def _build_state(state: Any, name: str) -> Any:
@@ -186,8 +207,9 @@ def default_maintenance(
     when one of them is recurring (``cron=`` or ``venturi.schedule``), a
     ``ResultCleanup`` when one keeps results for a ``result_ttl``; ``QueueGauges`` and
     ``UnservedKinds`` when asked for."""
-    from venturi.maintenance.cron import CronScheduler, schedules_for
+    from venturi.maintenance.cron import CronScheduler
     from venturi.maintenance.results import ResultCleanup
+    from venturi.schedules import schedules_for
 
     tasks = list(tasks)
     found: list[Any] = []
@@ -209,7 +231,14 @@ def default_maintenance(
 @app.command("worker")
 def worker(
     ctx: typer.Context,
-    target: Annotated[str, typer.Argument(help="MODULE[:STATE] declaring the tasks to run.")],
+    target: Annotated[
+        str,
+        typer.Argument(
+            metavar="MODULE[:STATE]",
+            help="The dotted module that declares the tasks (app.tasks); :STATE names an "
+            "attribute of it: the handlers' state, or a function that builds it.",
+        ),
+    ],
     dsn: DsnOption = None,
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
     concurrency: Annotated[

@@ -1,4 +1,4 @@
-"""Statements on kinds: the per-kind queue pause."""
+"""Statements on kinds: the per-kind queue pause, the kinds the database knows."""
 
 from __future__ import annotations
 
@@ -29,3 +29,8 @@ async def kind_resume(conn: Conn, *, schema: str, kinds: Sequence[str]) -> list[
 
 async def kind_paused_list(conn: Conn, *, schema: str) -> list[Record]:
     return list(await conn.fetch(sql.statement("kind_paused_list", schema)))
+
+
+async def kind_list(conn: Conn, *, schema: str) -> list[Record]:
+    """Every kind the database knows (jobs, schedules, workers, pauses), with its pause."""
+    return list(await conn.fetch(sql.statement("kind_list", schema)))

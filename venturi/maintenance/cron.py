@@ -1,9 +1,8 @@
-"""Recurring jobs: schedules, and the maintenance task that enqueues their slots.
+"""Recurring jobs: the maintenance task that enqueues the slots of schedules.
 
-A schedule is a task, a cron expression read in a time zone, and the carry its jobs get.
-Declare one with ``@venturi.task(..., cron="*/5 * * * *", tz="Europe/Paris")`` (its name
-is the kind) or ``venturi.schedule(task, cron, carry)``; a worker with
-``maintenance=[venturi.CronScheduler()]`` enqueues the schedules of its kinds.
+Schedules are declared in ``venturi.schedules`` (``@venturi.task(..., cron=...)`` or
+``venturi.schedule(task, cron, carry)``; their names are importable from here too); a
+worker with ``maintenance=[venturi.CronScheduler()]`` enqueues the schedules of its kinds.
 
 Each slot is enqueued exactly once however many workers tick: the worker that moves the
 schedule's row in ``<schema>.schedules`` to the slot enqueues the slot's job in the same
@@ -17,127 +16,29 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from venturi import db
-from venturi.cronspec import CronSpec
 from venturi.errors import ConfigError
-from venturi.priority import Priority
-from venturi.tasks import Task, as_priority, default_cron_carry, registered
+from venturi.schedules import Schedule, declared, schedule, schedules_for, unschedule
 from venturi.validate import seconds
+
+# The declarations moved to venturi.schedules (below the operator's API, which lists
+# them); importable from here as before.
+__all__ = [
+    "DEFAULT_INTERVAL",
+    "CronScheduler",
+    "Schedule",
+    "declared",
+    "schedule",
+    "schedules_for",
+    "unschedule",
+]
 
 log = logging.getLogger("venturi.cron")
 
 DEFAULT_INTERVAL = 1.0
-
-_NO_CARRY: Any = object()
-
-
-class Schedule:
-    """One recurring schedule: its unique ``name``, ``task``, ``spec`` and ``carry``."""
-
-    __slots__ = ("carry", "carry_text", "name", "priority", "spec", "task")
-
-    def __init__(
-        self,
-        name: str,
-        task: Task[Any],
-        spec: CronSpec,
-        carry: Any,
-        priority: Priority | None = None,
-    ) -> None:
-        self.name = name
-        self.task = task
-        self.spec = spec
-        self.carry = carry
-        self.priority = priority
-        try:
-            # Checked now, so a bad carry fails where the schedule is declared.
-            self.carry_text = task.codec.encode(carry)
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"schedule {name!r}: {exc}") from None
-
-    def __repr__(self) -> str:
-        return f"<venturi.Schedule {self.name!r}: {self.task.kind} at {self.spec!r}>"
-
-    def key(self, slot: datetime) -> str:
-        """The de-duplication key of the job of ``slot``: ``cron:<name>:<slot in UTC>``."""
-        return f"cron:{self.name}:{slot.astimezone(UTC).isoformat()}"
-
-    def _same(self, other: Schedule) -> bool:
-        return (self.task.kind, self.spec, self.carry_text, self.priority) == (
-            other.task.kind,
-            other.spec,
-            other.carry_text,
-            other.priority,
-        )
-
-
-_SCHEDULES: dict[str, Schedule] = {}
-
-
-def schedule(
-    task: Task[Any],
-    cron: str,
-    carry: Any = _NO_CARRY,
-    *,
-    tz: str | None = None,
-    name: str | None = None,
-    priority: Priority | None = None,
-) -> Schedule:
-    """Declare a recurring schedule of ``task``: each slot of ``cron`` (read in ``tz``,
-    default UTC) enqueues a job with ``carry`` (default: the carry type built with no
-    arguments). ``name`` (default ``<kind>@<cron>``) identifies the schedule in the
-    database; declaring a name again with another definition is a ``ConfigError``.
-    """
-    if not isinstance(task, Task):
-        raise ConfigError(f"schedule: task must be declared with @venturi.task, got {task!r}")
-    spec = CronSpec(cron, tz)
-    if name is None:
-        name = f"{task.kind}@{spec.expression}" + ("" if spec.tz == "UTC" else f"@{spec.tz}")
-    if not isinstance(name, str) or not name.strip() or len(name) > 200:
-        raise ConfigError(f"schedule name must be a non-empty string, got {name!r}")
-    prio = None if priority is None else as_priority(priority)
-    if carry is _NO_CARRY:
-        carry = default_cron_carry(task.carry_type, task.kind)
-    new = Schedule(name, task, spec, carry, prio)
-    existing = _SCHEDULES.get(name)
-    if existing is not None and not existing._same(new):
-        raise ConfigError(
-            f"schedule {name!r} is already declared as {existing!r}: pass another name="
-        )
-    _SCHEDULES[name] = new
-    return new
-
-
-def declared() -> dict[str, Schedule]:
-    """A copy of the schedules declared with ``venturi.schedule``: name -> schedule."""
-    return dict(_SCHEDULES)
-
-
-def unschedule(name: str) -> None:
-    """Forget a schedule declared with ``venturi.schedule`` (its database row stays)."""
-    _SCHEDULES.pop(name, None)
-
-
-def schedules_for(kinds: Iterable[str]) -> list[Schedule]:
-    """The schedules of these kinds: each cron task's own (named after its kind) and the
-    declared ones; ``ConfigError`` if two share a name."""
-    wanted = set(kinds)
-    tasks = registered()
-    found: dict[str, Schedule] = {}
-    candidates = [
-        Schedule(kind, t, t.cron, t.cron_carry)
-        for kind, t in sorted(tasks.items())
-        if kind in wanted and t.cron is not None
-    ]
-    candidates += [s for s in _SCHEDULES.values() if s.task.kind in wanted]
-    for s in candidates:
-        if s.name in found:
-            raise ConfigError(f"two schedules are named {s.name!r}: {found[s.name]!r} and {s!r}")
-        found[s.name] = s
-    return list(found.values())
 
 
 class CronScheduler:

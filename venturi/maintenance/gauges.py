@@ -17,11 +17,13 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
+import msgspec
+
 from venturi import db, validate
 from venturi.admin.health import KindHealth, unserved
 from venturi.db.conn import Conn
 from venturi.runtime import instruments
-from venturi.status import DEFAULT_LIVENESS
+from venturi.status import DEFAULT_LIVENESS, JobStatus
 
 log = logging.getLogger("venturi.metrics")
 
@@ -42,22 +44,20 @@ _PER_KIND = (
     ("venturi_queue_kind_paused", "1 when an operator paused the kind.", "paused"),
     ("venturi_queue_kind_workers", "Live workers that register the kind.", "workers"),
 )
-_STATUSES = ("due", "scheduled", "claimed", "dead", "cancelled")
+# The jobs gauge's ``status`` label: due and scheduled split the pending jobs.
+_STATUSES = ("due", "scheduled", JobStatus.CLAIMED, JobStatus.DEAD, JobStatus.CANCELLED)
+# The per-kind columns of ``queue_gauges``, named as ``KindHealth``'s fields.
+_COLUMNS = tuple(
+    f.name
+    for f in msgspec.structs.fields(KindHealth)
+    if f.name not in {"no_live_worker", JobStatus.COMPLETED, "completed_recent", "failures_recent"}
+)
 
 
 def _kind(row: Any) -> KindHealth:
     return KindHealth(
-        kind=row["kind"],
-        due=row["due"],
-        scheduled=row["scheduled"],
-        claimed=row["claimed"],
-        expired=row["expired"],
-        dead=row["dead"],
-        cancelled=row["cancelled"],
-        oldest_due_seconds=row["oldest_due_seconds"],
-        paused=row["paused"],
+        **{name: row[name] for name in _COLUMNS},
         no_live_worker=unserved(row["due"], row["workers"] > 0),
-        workers=row["workers"],
     )
 
 

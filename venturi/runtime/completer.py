@@ -18,7 +18,6 @@ from venturi import db
 from venturi.backoff import Backoff
 from venturi.codecs import text_safe
 from venturi.db.conn import Conn
-from venturi.db.journal import JournalEvent
 from venturi.runtime.config import KindPolicy
 from venturi.runtime.inflight import InFlight
 from venturi.runtime.instruments import Instruments
@@ -36,7 +35,7 @@ from venturi.runtime.settlement import (
     Undecodable,
     Waiting,
 )
-from venturi.status import JobStatus
+from venturi.status import JobStatus, JournalEvent
 
 log = logging.getLogger("venturi.worker")
 
@@ -58,6 +57,16 @@ def error_of(error: str, timed_out: bool = False) -> tuple[str, str]:
     if m and traced:
         return m.group(1), (m.group(2) or "").strip()
     return "Error", last.strip()
+
+
+def ended_as(name: str, status: str | None) -> str | None:
+    """What a failed execution (``name``: failed, retry, timed-out) counts as, from the
+    job's ``status`` after it: ``dead`` or ``cancelled`` when it ended the job, so that
+    the stop line's and the metrics' dead are every job this worker saw go dead; None
+    when the claim was lost."""
+    if status is None:
+        return None
+    return status if status in (JobStatus.DEAD, JobStatus.CANCELLED) else name
 
 
 class Completer:
@@ -88,7 +97,7 @@ class Completer:
             self.unsettled.append(run)
             if type(run.outcome) is Committed:
                 # Written by the handler's own transaction (ctx.complete): nothing to do.
-                self.finish(run, Committed.name, True)
+                self.finish(run, Committed.name)
 
     def completes(self) -> list[Run]:
         """The queued completions (they may ride the next claim)."""
@@ -119,25 +128,26 @@ class Completer:
             )
             self.completed(done, settled)
         for run in [r for r in self.unsettled if type(r.outcome) is not Completed]:
-            ok = await self._settle_one(conn, run)
-            self.finish(run, run.outcome.name if run.outcome else "?", ok)
+            self.finish(run, await self._settle_one(conn, run))
 
     def completed(self, runs: Iterable[Run], settled: set[int]) -> None:
         """These completions were written; those in ``settled`` applied."""
         for r in runs:
-            self.finish(r, Completed.name, r.id in settled)
+            self.finish(r, Completed.name if r.id in settled else None)
 
-    def finish(self, run: Run, what: str, applied: bool) -> None:
+    def finish(self, run: Run, written: str | None) -> None:
+        """The run is settled: ``written`` is what its settlement counts as (see
+        ``_settle_one``), None when its claim was lost and nothing was written."""
         self.unsettled.remove(run)
         self.slots.vacate(run)
-        if self._m and applied:
-            self._m.settled.labels(run.task.kind, what).inc()
+        if self._m and written is not None:
+            self._m.settled.labels(run.task.kind, written).inc()
         elif self._m:
             self._m.ownership_lost.labels(run.task.kind).inc()
         extra = {"job_id": run.id, "kind": run.task.kind, "attempt": run.attempt}
-        if applied:
-            self.stats[what] += 1
-            log.debug("settled job %d (%s) as %s", run.id, run.task.kind, what, extra=extra)
+        if written is not None:
+            self.stats[written] += 1
+            log.debug("settled job %d (%s) as %s", run.id, run.task.kind, written, extra=extra)
         else:
             self.stats["ownership_lost"] += 1
             log.warning(
@@ -145,15 +155,13 @@ class Completer:
                 "(it was recovered or reclaimed)",
                 run.id,
                 run.task.kind,
-                what,
+                run.outcome.name if run.outcome else "?",
                 extra=extra,
             )
 
     async def _settle_isolated(self, conn: Conn, run: Run) -> None:
         try:
-            ok = await self._settle_one(conn, run)
-            assert run.outcome is not None
-            self.finish(run, run.outcome.name, ok)
+            self.finish(run, await self._settle_one(conn, run))
             return
         except db.errors.RETRYABLE:
             raise
@@ -163,22 +171,25 @@ class Completer:
         # Settle it as a failed execution, keeping the pre-run carry; if even that is
         # refused, dead; if that too, leave it to lease expiry rather than loop.
         run.outcome = Failed(refused)
+        written: str | None
         try:
-            ok = await self._settle_one(conn, run)
+            written = await self._settle_one(conn, run)
         except db.errors.RETRYABLE:
             raise
         except db.errors.STATEMENT_ERROR:
             run.outcome = Dead("outcome could not be stored")
             try:
-                ok = await self._settle_one(conn, run)
+                written = await self._settle_one(conn, run)
             except db.errors.RETRYABLE:
                 raise
             except db.errors.STATEMENT_ERROR:
-                ok = False
-        self.finish(run, run.outcome.name, ok)
+                written = None
+        self.finish(run, written)
 
-    async def _settle_one(self, conn: Conn, run: Run) -> bool:
-        """Write one run's settlement; False when its claim was lost."""
+    async def _settle_one(self, conn: Conn, run: Run) -> str | None:
+        """Write one run's settlement. Returns what it counts as in the worker's stats
+        and metrics: the settlement's name, but ``dead`` (or ``cancelled``) for a failed
+        execution that ended the job; None when the claim was lost."""
         outcome = run.outcome
         assert outcome is not None
         me, sch, job_id, attempt = self.claimant, self.schema, run.id, run.attempt
@@ -189,7 +200,7 @@ class Completer:
             )
         match outcome:
             case Committed():
-                return True  # the handler's own transaction wrote it
+                return outcome.name  # the handler's own transaction wrote it
             case Completed(result):
                 settled = await db.settle.job_complete_many_if_owned(
                     conn,
@@ -199,13 +210,13 @@ class Completer:
                     attempts=[attempt],
                     results=[result],
                 )
-                return job_id in settled
+                ok = job_id in settled
             case Cancelled(detail):
-                return await db.settle.job_cancel_if_owned(
+                ok = await db.settle.job_cancel_if_owned(
                     conn, schema=sch, claimant=me, job_id=job_id, attempt=attempt, detail=detail
                 )
             case Paused(carry, at, after):
-                return await db.settle.job_pause_if_owned(
+                ok = await db.settle.job_pause_if_owned(
                     conn,
                     schema=sch,
                     claimant=me,
@@ -217,7 +228,7 @@ class Completer:
                 )
             case Dead(reason) | Undecodable(reason):
                 # No retry loop for an undecodable carry: it will not decode later either.
-                return await db.settle.job_dead_if_owned(
+                ok = await db.settle.job_dead_if_owned(
                     conn,
                     schema=sch,
                     claimant=me,
@@ -238,19 +249,21 @@ class Completer:
                     wait_for=wait_for,
                     detail=text_safe(detail),
                 )
-                return status is not None
+                ok = status is not None
             case Released(detail):
-                return await db.settle.job_release_if_owned(
+                ok = await db.settle.job_release_if_owned(
                     conn, schema=sch, claimant=me, job_id=job_id, attempt=attempt, detail=detail
                 )
             case Retried():
-                return await self._retry(conn, run, outcome)
+                return ended_as(outcome.name, await self._retry(conn, run, outcome))
             case Failed() | TimedOut():
-                return await self._fail(conn, run, outcome)
+                return ended_as(outcome.name, await self._fail(conn, run, outcome))
+        return outcome.name if ok else None
 
-    async def _retry(self, conn: Conn, run: Run, outcome: Retried) -> bool:
+    async def _retry(self, conn: Conn, run: Run, outcome: Retried) -> str | None:
         """The handler asked for a retry: a failed execution, after its own delay (or the
-        kind's backoff), with the carry it gave."""
+        kind's backoff), with the carry it gave. Returns the job's status after it (None:
+        the claim was lost)."""
         delay = outcome.after
         if delay is None:
             delay = self._backoff(run).delay(run.failures + 1)
@@ -266,11 +279,12 @@ class Completer:
             delay=delay,
             force_dead=False,
         )
-        return status is not None
+        return status
 
-    async def _fail(self, conn: Conn, run: Run, outcome: Failed | TimedOut) -> bool:
+    async def _fail(self, conn: Conn, run: Run, outcome: Failed | TimedOut) -> str | None:
         """A failed (or timed-out) execution: retried after the kind's backoff, or dead
-        (``failures_to_dead``, a ``retry_on`` miss, the last allowed failure)."""
+        (``failures_to_dead``, a ``retry_on`` miss, the last allowed failure). Returns the
+        job's status after it (None: the claim was lost)."""
         delay = self._backoff(run).delay(run.failures + 1)
         dead_reason = outcome.dead if type(outcome) is Failed else None
         force = dead_reason is not None or (self.failures_to_dead and type(outcome) is Failed)
@@ -288,7 +302,7 @@ class Completer:
             dead_reason=dead_reason,
         )
         if status is None:
-            return False
+            return None
         kind, message = error_of(outcome.error, type(outcome) is TimedOut)
         then = "now dead" if status == JobStatus.DEAD else f"retry in {delay:.1f}s"
         log.info(
@@ -301,7 +315,7 @@ class Completer:
             then,
             extra={**run.log_extra(), "error_type": kind, "error_message": message},
         )
-        return True
+        return status
 
     def _backoff(self, run: Run) -> Backoff:
         """The kind's retry backoff: the task's own, else this worker's default."""

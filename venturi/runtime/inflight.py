@@ -23,9 +23,11 @@ from venturi.runtime.transactional import JobTransactions
 
 log = logging.getLogger("venturi.worker")
 
-# How long a handler the worker cancelled gets to finish its clean-up before the worker
-# releases its job and stops waiting for it (it runs on, unobserved, in the background):
-# without a bound, one handler that is slow to stop would hold shutdown indefinitely.
+# The longest the worker waits, after it has released their jobs, for the handlers it
+# cancelled to finish their clean-up (their ``except CancelledError`` or ``finally`` may
+# still use the worker's pool, closed next); at shutdown it waits no longer than
+# ``shutdown_timeout`` itself. A handler still running then runs on, unobserved, in the
+# background: without a bound, one handler slow to stop would hold shutdown indefinitely.
 CANCEL_GRACE = 5.0
 
 
@@ -120,31 +122,39 @@ class InFlight:
             handle.cancel()
         return len(handles)
 
-    async def stop(self, why: str, reap: Callable[[], None], queue: Callable[[Run], None]) -> None:
-        """Cancel every running handler and wait, at most ``CANCEL_GRACE``, for them to
-        end (``reap`` then queues the ended ones). A handler still running then is left
-        to run on unobserved; its run is given to ``queue``, marked for release."""
+    async def stop(
+        self, why: str, reap: Callable[[], None], queue: Callable[[Run], None]
+    ) -> list[asyncio.Task[None]]:
+        """Cancel every running handler. Those that end at once are reaped (``reap``
+        queues them); the run of any other is given to ``queue`` at once, marked for
+        release, without waiting for it. Returns the tasks of those: they run on, and
+        the caller, once it has written the releases, may give them a bounded time to
+        finish their clean-up."""
         for handle, run in self.handles.items():
             run.stopped = why
             handle.cancel()
         if self.handles:
-            await asyncio.wait(list(self.handles), timeout=CANCEL_GRACE)
+            # One pass of the event loop: a handler that lets its cancellation propagate
+            # ends in it, and is settled from its own ending.
+            await asyncio.wait(list(self.handles), timeout=0)
         reap()
-        for handle, run in list(self.handles.items()):
-            del self.handles[handle]
+        left = list(self.handles)
+        for handle in left:
+            run = self.handles.pop(handle)
             run.outcome = (
                 COMMITTED
                 if run.committed
                 else Released(
-                    f"{why}; the handler did not stop within {CANCEL_GRACE:g}s of its cancellation"
+                    f"{why}; the handler did not stop when cancelled: its job is released "
+                    "without waiting for it"
                 )
             )
             queue(run)
             log.warning(
-                "job %d (%s): handler still running %gs after its cancellation; releasing "
-                "its job without waiting for it",
+                "job %d (%s): handler still running after its cancellation; releasing its "
+                "job without waiting for it",
                 run.id,
                 run.task.kind,
-                CANCEL_GRACE,
                 extra=run.log_extra(),
             )
+        return left

@@ -14,6 +14,17 @@ from collections import Counter
 from typing import Any
 
 from venturi.errors import ConfigError
+from venturi.runtime.settlement import (
+    Cancelled,
+    Completed,
+    Dead,
+    Failed,
+    Paused,
+    Released,
+    Retried,
+    TimedOut,
+    Undecodable,
+)
 
 # Buckets for run durations and pickup latency: a no-op job takes milliseconds, a real
 # one seconds to minutes.
@@ -78,24 +89,31 @@ def serve(port: int, addr: str = "0.0.0.0") -> None:
             _served[(addr, port)] = prometheus_client.start_http_server(port, addr)
 
 
-# The stop line's counters, in the order it names them: (stats key, what it says).
+# The stop line's counters (the settlements' stats keys), in the order it names them,
+# and how it says those that do not read as they are.
 _SUMMARY = (
-    ("completed", "completed"),
-    ("failed", "failed"),
-    ("timed-out", "timed out"),
-    ("retry", "retried"),
-    ("pause", "paused"),
-    ("dead", "dead"),
-    ("undecodable", "undecodable"),
-    ("cancelled", "cancelled"),
-    ("release", "released"),
+    Completed.name,
+    Failed.name,
+    TimedOut.name,
+    Retried.name,
+    Paused.name,
+    Dead.name,
+    Undecodable.name,
+    Cancelled.name,
+    Released.name,
 )
+_SAID = {
+    TimedOut.name: "timed out",
+    Retried.name: "retried",
+    Paused.name: "paused",
+    Released.name: "released",
+}
 
 
 def summary(stats: Counter[str]) -> str:
     """What a worker run did, as the sentence of its stop line: ``ran 120 jobs (117
     completed, 3 failed); recovered 1 expired claim; 2 database errors retried``."""
-    settled = [(stats[k], what) for k, what in _SUMMARY if stats[k]]
+    settled = [(stats[k], _SAID.get(k, k)) for k in _SUMMARY if stats[k]]
     total = sum(n for n, _ in settled)
     said = f"ran {total} job{'' if total == 1 else 's'}"
     if settled:

@@ -111,7 +111,7 @@ class Listener:
                 )
                 self._instruments.stats["listen_probe_failed"] += 1
                 # Closing it runs the termination listener: polling, then a reconnect.
-                conn.terminate()
+                terminate(conn)
                 self._heard = time.monotonic()
 
     async def start(self) -> None:
@@ -164,6 +164,15 @@ class Listener:
                 async with asyncio.timeout(self.probe_deadline):
                     await conn.remove_listener(self.channel, self._notified)
             except db.errors.TRANSIENT:
-                conn.terminate()
+                terminate(conn)
             await self._drop(conn)
         self._on_state(False)
+
+
+def terminate(conn: Any) -> None:
+    """Close ``conn`` at once, whatever state it is in. One whose backend was terminated
+    may already be closed and taken back by its pool, whose proxy then refuses every
+    call, ``terminate`` included (``InterfaceError``): it is closed, which is all a stop
+    needs, so a graceful stop ends cleanly whatever its connection went through."""
+    with contextlib.suppress(*db.errors.TRANSIENT):
+        conn.terminate()

@@ -22,7 +22,7 @@ from venturi.db.conn import Source
 from venturi.runtime.claimer import Claimer
 from venturi.runtime.completer import Completer
 from venturi.runtime.config import KindPolicy, WorkerConfig
-from venturi.runtime.inflight import InFlight
+from venturi.runtime.inflight import CANCEL_GRACE, InFlight
 from venturi.runtime.instruments import Instruments
 from venturi.runtime.recovery import Recovery
 from venturi.runtime.run import Run
@@ -245,17 +245,21 @@ class Loop:
     async def abandon(self, conn: Source) -> None:
         """Cancel every handler and settle or release its job, within a few seconds."""
         why = "worker stopped at once; handler cancelled"
-        await self.inflight.stop(why, self.reap, self.completer.queue)
+        stragglers = await self.inflight.stop(why, self.reap, self.completer.queue)
         try:
             async with asyncio.timeout(5):
                 await self.completer.settle(conn)
         except Exception as exc:  # the jobs left fall to lease expiry
             log.warning("could not settle or release jobs while stopping: %s", exc)
+        if stragglers:
+            await asyncio.wait(stragglers, timeout=CANCEL_GRACE)
 
     async def drain(self, conn: Source) -> None:
         """Graceful shutdown: no more claims; ask handlers to stop (their contexts'
         ``cancelled`` is set), wait up to ``shutdown_timeout`` settling each as it
-        finishes; then cancel the rest and release their jobs, which are not failures."""
+        finishes; then cancel the rest and release their jobs at once, which are not
+        failures. A cancelled handler's clean-up then gets at most ``shutdown_timeout``
+        again (and at most ``CANCEL_GRACE``), whatever it does."""
         inflight, grace = self.inflight, self.config.shutdown_timeout
         inflight.ask_to_stop()
         deadline = time.monotonic() + grace
@@ -269,6 +273,7 @@ class Loop:
             self.reap()
             with contextlib.suppress(*TRANSIENT):
                 await self.completer.settle(conn)
+        stragglers: list[asyncio.Task[None]] = []
         if inflight.handles:
             log.warning(
                 "shutdown_timeout (%.1fs) elapsed: cancelling %d handler(s) and releasing their jobs",
@@ -276,8 +281,10 @@ class Loop:
                 len(inflight),
             )
             why = "shutdown_timeout elapsed; handler cancelled"
-            await inflight.stop(why, self.reap, self.completer.queue)
-        await self.settle_left(conn)
+            stragglers = await inflight.stop(why, self.reap, self.completer.queue)
+        await self.settle_left(conn)  # the releases are written now, at the timeout
+        if stragglers:
+            await asyncio.wait(stragglers, timeout=min(grace, CANCEL_GRACE))
 
     async def settle_left(self, conn: Source) -> None:
         """Settle what is left, and release any job a cut claim took; if the database

@@ -2,7 +2,8 @@
 
 The executor turns a handler's ending into one of these; the completer writes it with
 the statement its type names (one ``match``, in ``completer.py``). ``name`` is the key
-of the worker's stats and the ``outcome`` label of the settled-jobs metric.
+of the worker's stats and the ``outcome`` label of the settled-jobs metric; for the
+endings the journal records under their own event, that event.
 """
 
 from __future__ import annotations
@@ -11,13 +12,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import ClassVar
 
+from venturi.status import JournalEvent
+
 
 @dataclass(frozen=True, slots=True)
 class Completed:
     """The handler completed; ``result`` is the stored result's JSON text, if any."""
 
     result: str | None = None
-    name: ClassVar[str] = "completed"
+    name: ClassVar[str] = JournalEvent.COMPLETED
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +51,7 @@ class Failed:
 
     error: str
     dead: str | None = None
-    name: ClassVar[str] = "failed"
+    name: ClassVar[str] = JournalEvent.FAILED
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +59,7 @@ class TimedOut:
     """The handler ran past its task's timeout."""
 
     error: str
-    name: ClassVar[str] = "timed-out"
+    name: ClassVar[str] = JournalEvent.TIMED_OUT
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +67,7 @@ class Dead:
     """The handler declared the job dead: no more attempts."""
 
     reason: str
-    name: ClassVar[str] = "dead"
+    name: ClassVar[str] = JournalEvent.DEAD
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +92,7 @@ class Cancelled:
     """An operator cancelled the job and the handler ended short of completing."""
 
     detail: str
-    name: ClassVar[str] = "cancelled"
+    name: ClassVar[str] = JournalEvent.CANCELLED
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +114,7 @@ class Committed:
     """The handler completed the job in its own transaction (``ctx.complete``), and it
     committed: already written, nothing left to settle."""
 
-    name: ClassVar[str] = "completed"
+    name: ClassVar[str] = JournalEvent.COMPLETED
 
 
 Settlement = (

@@ -19,19 +19,21 @@ from venturi.testing.drain import drain
 from venturi.testing.server import (
     LOCAL_DSN,
     Cluster,
+    find_bindir,
     postgres_server,
     start_cluster,
     with_database,
 )
 
-# Not public, but importable from venturi.testing before it became a package.
-from venturi.testing.server import _find_bindir as _find_bindir
+# Importable from venturi.testing under this name before it became a package.
+_find_bindir = find_bindir
 
 __all__ = [
     "LOCAL_DSN",
     "Cluster",
     "DatabaseFactory",
     "drain",
+    "find_bindir",
     "postgres_server",
     "start_cluster",
     "with_database",

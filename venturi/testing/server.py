@@ -45,7 +45,9 @@ async def _answers(dsn: str) -> bool:
     return True
 
 
-def _find_bindir() -> str | None:
+def find_bindir() -> str | None:
+    """The directory of this machine's ``initdb`` and ``pg_ctl`` (``pg_config --bindir``,
+    else the newest ``/usr/lib/postgresql/*/bin``), or None."""
     candidates = []
     pg_config = shutil.which("pg_config")
     if pg_config:
@@ -129,7 +131,7 @@ class Cluster:
 
 def start_cluster() -> Cluster | None:
     """A throwaway cluster from the machine's binaries, or None where there are none."""
-    bindir = _find_bindir()
+    bindir = find_bindir()
     if bindir is None:
         return None
     user = None

@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from venturi import admin
-from venturi.status import DEFAULT_LIVENESS, STATUSES
+from venturi.status import DEFAULT_LIVENESS, STATUSES, JobStatus
 from venturi.web import charts
 from venturi.web.kit import (
     BULK_ACTIONS,
@@ -30,7 +30,10 @@ HELD_SHOWN = 50
 def _charts(minutes: list[admin.Minute]) -> list[charts.Chart]:
     return [
         charts.bar_chart(
-            "Completed per minute", "done", [(m.minute, m.completed) for m in minutes], "completed"
+            "Completed per minute",
+            "done",
+            [(m.minute, m.completed) for m in minutes],
+            JobStatus.COMPLETED,
         ),
         charts.bar_chart(
             "Failures per minute", "failed", [(m.minute, m.failures) for m in minutes], "failed"

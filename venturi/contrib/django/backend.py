@@ -56,9 +56,8 @@ from venturi.contrib.django.tasks_api import (
     task_finished,
     task_started,
 )
-from venturi.db.journal import JournalEvent
 from venturi.jobs import JobInfo, JournalEntry
-from venturi.status import JobStatus
+from venturi.status import JobStatus, JournalEvent
 from venturi.tasks import registered
 
 KIND_PREFIX = "django."

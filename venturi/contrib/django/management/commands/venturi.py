@@ -62,20 +62,9 @@ class Command(BaseCommand):  # type: ignore[misc]
 
     def worker(self, argv: list[str]) -> None:
         from venturi.cli.worker import load_target, parse_priority_ratio, serve
+        from venturi.contrib.django.arguments import worker_parser
 
-        parser = argparse.ArgumentParser(prog="manage.py venturi worker")
-        parser.add_argument("modules", nargs="*", metavar="MODULE")
-        parser.add_argument("--queue", action="append", default=None)
-        parser.add_argument("--concurrency", type=int, default=None)
-        parser.add_argument("--poll-max", type=float, default=30.0)
-        parser.add_argument("--lease", type=float, default=900.0)
-        parser.add_argument("--shutdown-timeout", type=float, default=30.0)
-        parser.add_argument("--priority-ratio", default="4")
-        parser.add_argument("--renew-lease", action="store_true")
-        parser.add_argument("--heartbeat", type=float, default=1.0)
-        parser.add_argument("--metrics-port", type=int, default=None)
-        parser.add_argument("--log-level", default="info")
-        ns = parser.parse_args(argv)
+        ns = worker_parser().parse_args(argv)
         level = getattr(logging, ns.log_level.upper(), None)
         if not isinstance(level, int):
             raise CommandError(

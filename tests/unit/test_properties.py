@@ -1,75 +1,22 @@
-"""Property-based tests (hypothesis): the carry codec round trip, in memory and through
-PostgreSQL's jsonb, and the schema identifier validation of the SQL templates."""
+"""Property-based tests (hypothesis): the carry codec round trip in memory, and the schema
+identifier validation of the SQL templates. The round trip through PostgreSQL's jsonb is
+in tests/integration/test_jsonb_round_trip.py."""
 
 from __future__ import annotations
 
-import asyncio
 import string
-from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
-import asyncpg
 import msgspec
 import pytest
-from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-import venturi
-from venturi import ConfigError, db, sql
+from tests.support.strategies import CARRY, TEXT, Carry, Inner
+from venturi import ConfigError, sql
 from venturi.codecs import CarryCodec
 from venturi.runtime.worker import Worker
 
-# Text PostgreSQL can hold: no lone surrogates (not even UTF-8) and no NUL (jsonb and text
-# refuse it). Both are bad input with tests of their own in test_bad_input.py.
-TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
-KEYS = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=8)
-
-
-class Inner(msgspec.Struct):
-    name: str
-    tags: list[str] = []
-    score: float | None = None
-
-
-class Carry(msgspec.Struct):
-    text: str
-    n: int
-    x: float
-    flag: bool
-    items: list[int]
-    mapping: dict[str, int]
-    inner: Inner
-    maybe: int | None
-    nested: list[Inner]
-    pair: tuple[int, str]
-    raw: bytes
-    when: datetime
-    mode: Literal["fast", "slow"]
-
-
-INNER = st.builds(
-    Inner,
-    name=TEXT,
-    tags=st.lists(TEXT, max_size=3),
-    score=st.none() | st.floats(allow_nan=False, allow_infinity=False),
-)
-CARRY = st.builds(
-    Carry,
-    text=TEXT,
-    # Any size: msgspec and jsonb (numeric) both keep big integers exact.
-    n=st.integers(),
-    x=st.floats(allow_nan=False, allow_infinity=False),
-    flag=st.booleans(),
-    items=st.lists(st.integers(min_value=-(2**63), max_value=2**63 - 1), max_size=5),
-    mapping=st.dictionaries(KEYS, st.integers(min_value=-(2**31), max_value=2**31), max_size=4),
-    inner=INNER,
-    maybe=st.none() | st.integers(min_value=-(2**31), max_value=2**31),
-    nested=st.lists(INNER, max_size=3),
-    pair=st.tuples(st.integers(min_value=0, max_value=10**6), TEXT),
-    raw=st.binary(max_size=64),
-    when=st.datetimes(timezones=st.just(UTC)),
-    mode=st.sampled_from(["fast", "slow"]),
-)
 CODEC: CarryCodec[Carry] = CarryCodec(Carry, "prop", 1 << 20)
 
 
@@ -132,47 +79,6 @@ def test_size_limit_is_exact(text: str, limit: int) -> None:
 
 
 # --- the codec, through PostgreSQL ----------------------------------------------------------
-
-
-async def test_round_trip_through_jsonb(
-    dsn: str, conn: asyncpg.Connection, kinds: list[str]
-) -> None:
-    """What a worker decodes is what was enqueued: the carry goes into jsonb (which
-    reorders keys and rewrites numbers) and comes back out as the claim reads it."""
-
-    @venturi.task(kind="prop_db")
-    async def handler(ctx: venturi.Context[Any], carry: Carry) -> None:
-        return None
-
-    loop = asyncio.get_running_loop()
-
-    def through_db(carry: Carry) -> Carry:
-        async def go() -> str:
-            job_id = await handler.enqueue(conn, carry)
-            row = await db.reads.job_get(conn, schema=sql.DEFAULT_SCHEMA, job_id=job_id)
-            return str(row["carry"])
-
-        stored = asyncio.run_coroutine_threadsafe(go(), loop).result(30)
-        return handler.codec.decode(stored)
-
-    @given(CARRY)
-    @settings(
-        max_examples=150,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow],
-        database=None,
-    )
-    @example(
-        Carry("", 2**64 - 1, 1.7976931348623157e308, True, [], {}, Inner("", [], 5e-324),
-              None, [], (0, ""), b"", datetime(1, 1, 1, tzinfo=UTC), "fast")
-    )  # fmt: skip
-    def prop(carry: Carry) -> None:
-        assert through_db(carry) == carry
-
-    # Hypothesis drives the examples from a thread; the database calls run on this loop.
-    await asyncio.to_thread(prop)
-    rows = await db.reads.job_counts(conn, schema=sql.DEFAULT_SCHEMA)
-    assert sum(r["jobs"] for r in rows) >= 100  # the examples really went through
 
 
 # --- schema identifiers -----------------------------------------------------------------------

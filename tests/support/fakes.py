@@ -1,0 +1,85 @@
+"""A connection that runs no SQL, for unit tests of the worker's decisions: it names each
+statement it is asked to run (by its template) with its parameters, and answers with
+rows a test gives per statement."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from venturi import sql
+from venturi.runtime.run import Run
+from venturi.tasks import Task
+
+Answer = Callable[[tuple[Any, ...]], list[dict[str, Any]]]
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@functools.cache
+def _names(schema: str) -> dict[str, str]:
+    return {sql.statement(name, schema): name for name in sql.statement_names()}
+
+
+class FakeConn:
+    """``calls`` lists ``(statement, parameters)`` in order; ``answers`` maps a
+    statement's name to the rows it returns (default: none)."""
+
+    def __init__(self, schema: str = sql.DEFAULT_SCHEMA, **answers: Answer) -> None:
+        self.schema = schema
+        self.answers = answers
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    def named(self, statement: str) -> list[tuple[Any, ...]]:
+        """The parameters of each call of ``statement``."""
+        return [args for name, args in self.calls if name == statement]
+
+    async def fetch(self, query: str, *args: Any) -> list[dict[str, Any]]:
+        name = _names(self.schema)[query]
+        self.calls.append((name, args))
+        answer = self.answers.get(name)
+        return [] if answer is None else answer(args)
+
+    async def fetchrow(self, query: str, *args: Any) -> dict[str, Any] | None:
+        rows = await self.fetch(query, *args)
+        return rows[0] if rows else None
+
+    async def fetchval(self, query: str, *args: Any) -> Any:
+        row = await self.fetchrow(query, *args)
+        return None if row is None else next(iter(row.values()))
+
+    async def execute(self, query: str, *args: Any) -> str:
+        await self.fetch(query, *args)
+        return ""
+
+
+def job_row(job_id: int, kind: str, **fields: Any) -> dict[str, Any]:
+    """A claimed job as ``job_claim`` returns it."""
+    row = {
+        "id": job_id,
+        "kind": kind,
+        "attempt": 1,
+        "failures": 0,
+        "carry": '{"n": 1}',
+        "priority": 1,
+        "created_at": T0,
+        "traceparent": None,
+        "settled": False,
+        "recovered_from": None,
+    }
+    return row | fields
+
+
+def run_of(task: Task[Any], job_id: int = 1, **fields: Any) -> Run:
+    """A claimed run of ``task``, as the in-flight set makes one."""
+    values: dict[str, Any] = {
+        "id": job_id,
+        "attempt": 1,
+        "failures": 0,
+        "carry_text": '{"n": 1}',
+        "priority": 1,
+        "created_at": T0,
+    }
+    return Run(task=task, **(values | fields))

@@ -1,0 +1,30 @@
+"""Alerts' knobs are checked when they are made."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from venturi import Alerts, ConfigError
+
+
+@pytest.mark.parametrize(
+    ("args", "knobs", "match"),
+    [
+        ((), {"queue_depth": 1}, "webhook URL or a hook"),
+        (("ftp://x/",), {"queue_depth": 1}, "http"),
+        (("http://127.0.0.1/",), {}, "at least one threshold"),
+        (("http://127.0.0.1/",), {"error_rate": 0}, "error_rate"),
+        (("http://127.0.0.1/",), {"error_rate": 1.5}, "error_rate"),
+        (("http://127.0.0.1/",), {"queue_depth": -1}, "queue_depth"),
+        (("http://127.0.0.1/",), {"queue_depth": {"k": "x"}}, "queue_depth"),
+        (("http://127.0.0.1/",), {"oldest_pending": 0}, "oldest_pending"),
+        (("http://127.0.0.1/",), {"queue_depth": 1, "timeout": 0}, "timeout"),
+        (("http://127.0.0.1/",), {"queue_depth": 1, "interval": -1}, "interval"),
+        ((), {"hook": "not callable", "queue_depth": 1}, "hook"),
+    ],
+)
+def test_bad_alerts(args: tuple[Any, ...], knobs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        Alerts(*args, **knobs)

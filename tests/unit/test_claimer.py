@@ -1,0 +1,163 @@
+"""How the claimer sizes its claims (no database: a fake connection answers
+``job_claim``): the free slots, bounded by each kind's cap and tokens; completions that
+ride the claim free their slots for it; a full claim goes again, a short one stops; an
+empty reserved tier is claimed again without the floor."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+from tests.support.carries import noop_task
+from tests.support.fakes import FakeConn, job_row, run_of
+from venturi import Priority, Rate
+from venturi.db.claims import Claimant
+from venturi.runtime.claimer import Claimer
+from venturi.runtime.config import Registration, WorkerConfig, policies
+from venturi.runtime.instruments import Instruments
+from venturi.runtime.recovery import Recovery
+from venturi.runtime.run import Run
+from venturi.runtime.settlement import Completed
+
+DSN = "postgresql://nowhere.invalid/none"
+
+# job_claim's parameters, by position: $1 name, $2 kinds, $3 leases, $4 floor, $5 limit;
+# $10 the ids of the completions riding along.
+KINDS, FLOOR, LIMIT, DONE_IDS = 1, 3, 4, 8
+
+
+def _claimer(occupied: Counter[str], *tasks: Any, **knobs: Any) -> Claimer:
+    config = WorkerConfig.build(DSN, **knobs)
+    regs = [
+        t if isinstance(t, Registration) else Registration.check(t, None, None, None, None)
+        for t in tasks
+    ]
+    inst = Instruments(False)
+    recovery = Recovery(config.schema, "w", config.backoff, inst.stats)
+    return Claimer(config, Claimant("w"), policies(regs, config), occupied, recovery, inst)
+
+
+def _serving(kind: str, first_id: int = 1) -> FakeConn:
+    """A queue with plenty of jobs of ``kind``: each claim gets its ``limit``; each
+    completion riding along is settled."""
+    ids = iter(range(first_id, 10_000))
+
+    def claim(args: tuple[Any, ...]) -> list[dict[str, Any]]:
+        done = [job_row(i, kind, settled=True) for i in args[DONE_IDS]]
+        return done + [job_row(next(ids), kind) for _ in range(args[LIMIT])]
+
+    return FakeConn(job_claim=claim)
+
+
+async def _fill(
+    claimer: Claimer, conn: FakeConn, free: int, done: list[Run] | None = None
+) -> tuple[tuple[int, bool, bool], list[Any], list[tuple[list[Run], set[int]]]]:
+    started: list[Any] = []
+    heard: list[tuple[list[Run], set[int]]] = []
+    answer = await claimer.fill(
+        conn,  # type: ignore[arg-type]
+        free,
+        asyncio.Event(),
+        done or [],
+        lambda runs, settled: heard.append((runs, settled)),
+        started.extend,
+    )
+    return answer, started, heard
+
+
+async def test_a_claim_asks_for_every_free_slot_and_goes_again_while_full(
+    kinds: list[str],
+) -> None:
+    claimer = _claimer(Counter(), noop_task("cs_free"), concurrency=8)
+    conn = _serving("cs_free")
+    (free, short, unsent), started, _ = await _fill(claimer, conn, 8)
+    assert [args[LIMIT] for args in conn.named("job_claim")] == [8]
+    assert (free, short, unsent) == (0, False, False)
+    assert [r["id"] for r in started] == list(range(1, 9))
+    assert claimer.stats["claimed"] == 8
+
+
+async def test_a_short_claim_stops_and_says_so(kinds: list[str]) -> None:
+    claimer = _claimer(Counter(), noop_task("cs_short"))
+    conn = FakeConn(job_claim=lambda args: [job_row(1, "cs_short")])
+    (free, short, unsent), started, _ = await _fill(claimer, conn, 5)
+    assert len(conn.named("job_claim")) == 1
+    assert (free, short, unsent) == (4, True, False)
+    assert [r["id"] for r in started] == [1]
+    empty = FakeConn()
+    assert (await _fill(claimer, empty, 5))[0] == (5, True, False)
+    assert claimer.stats["empty_claims"] == 1
+
+
+async def test_a_batch_never_overshoots_a_cap_or_the_tokens(kinds: list[str]) -> None:
+    occupied: Counter[str] = Counter({"cs_capped": 1})
+    capped = noop_task("cs_capped", cap=3)
+    claimer = _claimer(occupied, capped, noop_task("cs_other"))
+    conn = FakeConn()
+    await _fill(claimer, conn, 10)
+    [args] = conn.named("job_claim")
+    assert sorted(args[KINDS]) == ["cs_capped", "cs_other"]
+    assert args[LIMIT] == 2  # the cap's room: 3 - 1 running
+    # A kind with a local rate limit: no more than the bucket holds.
+    limited = Registration.check(noop_task("cs_rated"), None, Rate(10, burst=3), None, None)
+    claimer = _claimer(Counter(), limited)
+    conn = FakeConn()
+    await _fill(claimer, conn, 10)
+    assert [args[LIMIT] for args in conn.named("job_claim")] == [3]
+
+
+async def test_completions_riding_the_claim_free_their_slots_under_a_cap(
+    kinds: list[str],
+) -> None:
+    capped = noop_task("cs_ride", cap=2)
+    occupied: Counter[str] = Counter({"cs_ride": 2})  # at its cap, both finishing
+    claimer = _claimer(occupied, capped)
+    done = [run_of(capped, 1, outcome=Completed()), run_of(capped, 2, outcome=Completed())]
+    conn = _serving("cs_ride", first_id=10)
+    (_, _, unsent), started, heard = await _fill(claimer, conn, 2, done)
+    [args] = conn.named("job_claim")[:1]
+    assert args[LIMIT] == 2 and list(args[DONE_IDS]) == [1, 2]
+    # The completions were written by the claim: the loop hears which applied.
+    assert heard == [(done, {1, 2})] and unsent is False
+    assert [r["id"] for r in started] == [10, 11]
+
+
+async def test_without_a_claimable_kind_completions_stay_to_be_settled(
+    kinds: list[str],
+) -> None:
+    capped = noop_task("cs_full", cap=1)
+    claimer = _claimer(Counter({"cs_full": 1}), capped)
+    conn = FakeConn()
+    (free, short, unsent), _, heard = await _fill(claimer, conn, 3)
+    assert conn.calls == [] and heard == []
+    assert (free, short, unsent) == (3, False, False)
+    done = [run_of(capped, 1, outcome=Completed())]
+    claimer.per_kind["cs_full"] = 2
+    (_, _, unsent), _, _ = await _fill(claimer, conn, 3, done)
+    assert conn.calls == [] and unsent is True
+
+
+async def test_an_empty_reserved_tier_is_claimed_again_without_the_floor(
+    kinds: list[str],
+) -> None:
+    claimer = _claimer(Counter(), noop_task("cs_tier"), priority_ratio=2)
+    claimer.next_floor()  # the next claim is the 2nd: reserved for NORMAL and below
+
+    def claim(args: tuple[Any, ...]) -> list[dict[str, Any]]:
+        return [] if args[FLOOR] else [job_row(7, "cs_tier")]
+
+    conn = FakeConn(job_claim=claim)
+    (free, short, _), started, _ = await _fill(claimer, conn, 4)
+    assert [(a[FLOOR], a[LIMIT]) for a in conn.named("job_claim")] == [(Priority.NORMAL, 4), (0, 4)]
+    assert [r["id"] for r in started] == [7] and (free, short) == (3, True)
+
+
+def test_the_token_wait_is_the_soonest_token(kinds: list[str]) -> None:
+    limited = Registration.check(noop_task("cs_wait"), None, Rate(2, burst=1), None, None)
+    claimer = _claimer(Counter(), limited)
+    assert claimer.token_wait() is None  # a token in hand
+    claimer.buckets["cs_wait"].spend(1)
+    wait = claimer.token_wait()
+    assert wait is not None and 0 < wait <= 0.5
+    assert claimer.claimable_kinds() == []

@@ -1,0 +1,202 @@
+"""The settlement mapping (no database: a fake connection names each statement): which
+statement writes each settlement, with which event, delay and dead flag; an operator's
+cancel request wins over any ending short of a completion; a claim lost is counted, not
+settled; every settled run gives its slot back."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from tests.support.carries import noop_task
+from tests.support.fakes import FakeConn, run_of
+from venturi import Backoff
+from venturi.db.claims import Claimant
+from venturi.runtime import settlement as s
+from venturi.runtime.completer import Completer
+from venturi.runtime.config import Registration, WorkerConfig, policies
+from venturi.runtime.inflight import InFlight
+from venturi.runtime.instruments import Instruments
+from venturi.runtime.run import Run
+from venturi.status import JobStatus, JournalEvent
+
+DSN = "postgresql://nowhere.invalid/none"
+
+# job_fail_if_owned's parameters, by position: $1 token, $2 id, $3 attempt, $4 event,
+# $5 error, $6 carry, $7 delay, $8 force dead, $9 dead reason.
+EVENT, CARRY, DELAY, FORCE = 3, 5, 6, 7
+
+
+def _owned(args: tuple[Any, ...]) -> list[dict[str, Any]]:
+    return [{"id": args[1], "status": JobStatus.PENDING}]
+
+
+def _completer(*tasks: Any, **knobs: Any) -> tuple[Completer, InFlight]:
+    config = WorkerConfig.build(DSN, **knobs)
+    regs = [Registration.check(t, None, None, None, None) for t in tasks]
+    kinds = policies(regs, config)
+    inst = Instruments(False)
+    claimant = Claimant("w")
+    inflight = InFlight(None, kinds, lambda _: None, inst, config.schema, claimant)
+    completer = Completer(config.schema, claimant, kinds, config.failures_to_dead, inst, inflight)
+    return completer, inflight
+
+
+def _queued(completer: Completer, inflight: InFlight, *runs: Run) -> None:
+    """Runs that ended, queued for their settlement, each holding its slot."""
+    for run in runs:
+        inflight.per_kind[run.task.kind] += 1
+    completer.take(runs)
+
+
+def _answering() -> FakeConn:
+    """Every claim still held: each statement answers with its row."""
+    names = [
+        "job_pause_if_owned",
+        "job_fail_if_owned",
+        "job_dead_if_owned",
+        "job_release_if_owned",
+        "job_cancel_if_owned",
+    ]
+    return FakeConn(
+        job_complete_many_if_owned=lambda args: [{"id": i} for i in args[1]],
+        **dict.fromkeys(names, _owned),
+    )
+
+
+async def test_each_settlement_is_written_by_its_statement(kinds: list[str]) -> None:
+    task = noop_task("sm_each", backoff=Backoff.fixed(7))
+    completer, inflight = _completer(task)
+    outcomes = [
+        s.Completed('{"r": 1}'),
+        s.Completed(),
+        s.Paused('{"n": 2}', None, 5.0),
+        s.Retried(None, None, "again"),
+        s.Failed("boom"),
+        s.TimedOut("slow"),
+        s.Dead("no"),
+        s.Undecodable("bad carry"),
+        s.Released("stopping"),
+        s.Cancelled("by an operator"),
+    ]
+    runs = [run_of(task, i, outcome=o) for i, o in enumerate(outcomes, 1)]
+    _queued(completer, inflight, *runs)
+    conn = _answering()
+    await completer.settle(conn)  # type: ignore[arg-type]
+    assert [(name, args[1]) for name, args in conn.calls] == [
+        ("job_complete_many_if_owned", [1, 2]),  # the completions in one statement
+        ("job_pause_if_owned", 3),
+        ("job_fail_if_owned", 4),
+        ("job_fail_if_owned", 5),
+        ("job_fail_if_owned", 6),
+        ("job_dead_if_owned", 7),
+        ("job_dead_if_owned", 8),
+        ("job_release_if_owned", 9),
+        ("job_cancel_if_owned", 10),
+    ]
+    [complete] = conn.named("job_complete_many_if_owned")
+    assert list(complete[3]) == ['{"r": 1}', None]  # the results stored
+    fails = conn.named("job_fail_if_owned")
+    assert [a[EVENT] for a in fails] == [
+        JournalEvent.RETRIED,
+        JournalEvent.FAILED,
+        JournalEvent.TIMED_OUT,
+    ]
+    # The kind's backoff sets the delay of a retry that named none.
+    assert [a[DELAY] for a in fails] == [7, 7, 7]
+    assert [a[FORCE] for a in fails] == [False, False, False]
+    assert completer.unsettled == [] and +inflight.per_kind == Counter()
+    assert completer.stats["completed"] == 2 and completer.stats["timed-out"] == 1
+
+
+async def test_a_retry_keeps_its_own_delay_and_carry(kinds: list[str]) -> None:
+    task = noop_task("sm_retry", backoff=Backoff.fixed(7))
+    completer, inflight = _completer(task)
+    _queued(completer, inflight, run_of(task, outcome=s.Retried('{"n": 9}', 42.0, "later")))
+    conn = _answering()
+    await completer.settle(conn)  # type: ignore[arg-type]
+    [args] = conn.named("job_fail_if_owned")
+    assert (args[CARRY], args[DELAY], args[FORCE]) == ('{"n": 9}', 42.0, False)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "failures_to_dead", "dead"),
+    [
+        (s.Failed("boom"), False, False),
+        (s.Failed("boom"), True, True),  # failures_to_dead: the first failure is the last
+        (s.Failed("boom", "retry_on: KeyError is not one of (OSError)"), False, True),
+        (s.TimedOut("slow"), True, False),  # a timeout is not a failure of the code
+    ],
+)
+async def test_a_failure_is_dead_at_once_only_when_it_must_be(
+    kinds: list[str], outcome: s.Settlement, failures_to_dead: bool, dead: bool
+) -> None:
+    task = noop_task("sm_fail")
+    completer, inflight = _completer(task, failures_to_dead=failures_to_dead)
+    _queued(completer, inflight, run_of(task, outcome=outcome))
+    conn = _answering()
+    await completer.settle(conn)  # type: ignore[arg-type]
+    [args] = conn.named("job_fail_if_owned")
+    assert args[FORCE] is dead
+
+
+async def test_the_delay_grows_with_the_failures_so_far(kinds: list[str]) -> None:
+    backoff = Backoff.exponential(2.0, 3.0, 100.0, jitter=False)
+    task = noop_task("sm_grow", backoff=backoff)
+    completer, inflight = _completer(task)
+    runs = [run_of(task, i, failures=i - 1, outcome=s.Failed("x")) for i in range(1, 6)]
+    _queued(completer, inflight, *runs)
+    conn = _answering()
+    await completer.settle(conn)  # type: ignore[arg-type]
+    assert [a[DELAY] for a in conn.named("job_fail_if_owned")] == [2, 6, 18, 54, 100]
+
+
+async def test_a_cancel_request_wins_over_an_ending_short_of_completion(
+    kinds: list[str],
+) -> None:
+    task = noop_task("sm_cancel")
+    completer, inflight = _completer(task)
+    asked = [
+        run_of(task, 1, outcome=s.Failed("boom"), cancel_requested=True),
+        run_of(task, 2, outcome=s.Released("stopping"), cancel_requested=True),
+        run_of(task, 3, outcome=s.Completed(), cancel_requested=True),
+    ]
+    _queued(completer, inflight, *asked)
+    conn = _answering()
+    await completer.settle(conn)  # type: ignore[arg-type]
+    assert [(name, args[1]) for name, args in conn.calls] == [
+        ("job_complete_many_if_owned", [3]),  # it completed: the completion stands
+        ("job_cancel_if_owned", 1),
+        ("job_cancel_if_owned", 2),
+    ]
+    assert completer.stats["cancelled"] == 2
+
+
+async def test_a_lost_claim_is_counted_and_its_slot_given_back(kinds: list[str]) -> None:
+    task = noop_task("sm_lost")
+    completer, inflight = _completer(task)
+    _queued(
+        completer,
+        inflight,
+        run_of(task, 1, outcome=s.Completed()),
+        run_of(task, 2, outcome=s.Dead("no")),
+    )
+    conn = FakeConn()  # no statement finds the claim
+    await completer.settle(conn)  # type: ignore[arg-type]
+    assert completer.stats["ownership_lost"] == 2 and completer.stats["dead"] == 0
+    assert completer.unsettled == [] and +inflight.per_kind == Counter()
+
+
+async def test_completions_wait_for_the_claim_unless_asked(kinds: list[str]) -> None:
+    task = noop_task("sm_wait")
+    completer, inflight = _completer(task)
+    _queued(completer, inflight, run_of(task, 1, outcome=s.Completed()))
+    conn = _answering()
+    await completer.settle(conn, completes=False)  # type: ignore[arg-type]
+    assert conn.calls == [] and len(completer.completes()) == 1
+    # A completion in the handler's own transaction is settled as it is taken.
+    _queued(completer, inflight, run_of(task, 2, outcome=s.COMMITTED))
+    assert [r.id for r in completer.unsettled] == [1]
+    assert completer.stats["completed"] == 1

@@ -1,0 +1,113 @@
+"""How a handler's ending becomes a settlement (no database): its return value, its
+exception (retried, or dead on a ``retry_on`` miss), its timeout, a carry that no longer
+decodes, and a cancellation by the worker or by something else."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import venturi
+from tests.support.carries import Item
+from tests.support.fakes import run_of
+from venturi.runtime import executor
+from venturi.runtime import settlement as s
+
+
+def _task(kind: str, fn: Any, **knobs: Any) -> venturi.Task[Item]:
+    async def handler(ctx: venturi.Context[Any], carry: Item) -> Any:
+        return await fn(ctx, carry)
+
+    return venturi.task(kind=kind, **knobs)(handler)
+
+
+async def _ending(task: venturi.Task[Item], **fields: Any) -> s.Settlement:
+    run = run_of(task, **fields)
+    await executor.run_handler(run, None)
+    assert run.outcome is not None
+    return run.outcome
+
+
+@pytest.mark.parametrize(
+    ("returned", "settlement"),
+    [
+        (None, s.Completed()),
+        (venturi.complete(), s.Completed()),
+        (venturi.complete({"a": 1}), s.Completed('{"a":1}')),
+        (venturi.pause(Item(3), after=60), s.Paused('{"n":3}', None, 60.0)),
+        (venturi.retry(after=5, reason="busy"), s.Retried(None, 5.0, "busy")),
+        (venturi.retry(Item(4)), s.Retried('{"n":4}', None, "")),
+        (venturi.dead("gone"), s.Dead("gone")),
+    ],
+)
+def test_each_outcome_maps_to_its_settlement(
+    kinds: list[str], returned: Any, settlement: s.Settlement
+) -> None:
+    task = _task("ex_map", lambda ctx, carry: asyncio.sleep(0))
+    assert executor.settlement_of(task, returned) == settlement
+
+
+def test_a_return_that_is_no_outcome_or_cannot_be_stored_is_a_failure(
+    kinds: list[str],
+) -> None:
+    task = _task("ex_bad", lambda ctx, carry: asyncio.sleep(0))
+    wrong = executor.settlement_of(task, 42)
+    assert type(wrong) is s.Failed and "not an outcome" in wrong.error
+    unstorable = executor.settlement_of(task, venturi.complete({"x": object()}))
+    assert type(unstorable) is s.Failed and "cannot be stored" in unstorable.error
+
+
+async def test_an_exception_fails_the_run_and_a_retry_on_miss_makes_it_dead(
+    kinds: list[str],
+) -> None:
+    async def raising(ctx: Any, carry: Item) -> None:
+        raise (KeyError if carry.n else OSError)("x")
+
+    plain = await _ending(_task("ex_raise", raising))
+    assert type(plain) is s.Failed and "KeyError" in plain.error and plain.dead is None
+    picky = _task("ex_picky", raising, retry_on=(OSError,))
+    missed = await _ending(picky)
+    assert type(missed) is s.Failed and missed.dead is not None and "KeyError" in missed.dead
+    caught = await _ending(picky, carry_text='{"n": 0}')
+    assert type(caught) is s.Failed and caught.dead is None
+
+
+async def test_a_run_past_its_timeout_is_timed_out(kinds: list[str]) -> None:
+    async def forever(ctx: Any, carry: Item) -> None:
+        await asyncio.Event().wait()
+
+    ending = await _ending(_task("ex_slow", forever, timeout=0.01))
+    assert type(ending) is s.TimedOut
+
+
+async def test_a_carry_that_no_longer_decodes_is_undecodable(kinds: list[str]) -> None:
+    called: list[int] = []
+
+    async def handler(ctx: Any, carry: Item) -> None:
+        called.append(carry.n)
+
+    ending = await _ending(_task("ex_undecodable", handler), carry_text='{"n": "one"}')
+    assert type(ending) is s.Undecodable and called == []
+
+
+async def test_a_cancellation_is_a_release_only_when_the_worker_stopped_it(
+    kinds: list[str],
+) -> None:
+    started = asyncio.Event()
+
+    async def forever(ctx: Any, carry: Item) -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    task = _task("ex_cancel", forever)
+    for stopped, expected in (("worker stopping", s.Released), (None, s.Failed)):
+        started.clear()
+        run = run_of(task)
+        handle = asyncio.create_task(executor.run_handler(run, None))
+        await started.wait()
+        run.stopped = stopped
+        handle.cancel()
+        await asyncio.wait([handle])
+        assert type(executor.ending(handle, run)) is expected
