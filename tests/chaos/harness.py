@@ -3,7 +3,9 @@
 On a throwaway PostgreSQL cluster of its own (never a shared server), several
 ``venturi worker tests.chaos.tasks`` processes drain a stream of jobs that the harness
 keeps enqueueing while they run: mixed kinds, priorities, a per-kind cap, handlers that
-pause, fail, give up, sleep, ignore shutdown, and one that runs past its lease. Meanwhile
+pause, fail, give up, sleep, ignore shutdown, and one that runs past its lease; and
+workflows beside them (``tests/chaos/flowload.py``: flows with steps, a durable sleep, a
+signal the harness sends and children gathered; three-node ``venturi.Workflow``s). Meanwhile
 the harness follows a schedule that it draws from the seed and logs up front:
 
 - SIGKILL a random worker and start a new one;
@@ -13,7 +15,9 @@ the harness follows a schedule that it draws from the seed and logs up front:
 
 Then it stops enqueueing, lets the workers drain, stops them with SIGTERM and checks the
 whole history (``tests/chaos/history.py``): nothing lost or stuck, every re-run explained
-by an interruption the journal shows, every settle applied by the claim's owner. It
+by an interruption the journal shows, every settle applied by the claim's owner; and
+the workflow checks (``tests/chaos/workflows.py``): no recorded step run again, no child
+spawned twice, no signal lost, no workflow stuck. It
 prints a summary table; the exit code is 0 only if there is no violation.
 """
 
@@ -42,7 +46,7 @@ import venturi
 from venturi import Priority, db, sql, testing
 
 from ..support import sql as test_sql
-from . import history, tasks
+from . import history, tasks, workflows
 from .flowload import FlowLoad
 from .tasks import Chaos
 
@@ -153,6 +157,8 @@ class Result:
     elapsed: float = 0.0
     # A scenario's own figures (the table atop its summary), by name: what its fault did.
     figures: dict[str, Any] = field(default_factory=dict)
+    # The workflow checks and figures (tests/chaos/workflows.py).
+    flows: workflows.Report = field(default_factory=workflows.Report)
 
     @property
     def ok(self) -> bool:
@@ -559,7 +565,9 @@ class Harness(FlowLoad):
         elapsed = time.time() - self.t0
         report = await self.check()
         summary = self.summarize(report, elapsed)
-        return Result(cfg, report, self.counters, summary, self.out, elapsed)
+        return Result(
+            cfg, report, self.counters, summary, self.out, elapsed, flows=self.flow_report
+        )
 
     # --- the check --------------------------------------------------------------------
 

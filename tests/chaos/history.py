@@ -27,6 +27,10 @@ What must hold (each failure is a violation with the job it concerns):
    connection fault, a handler that outlived its lease; a lease that expired under a
    live, unfaulted worker is reported as a stall (allowed, but counted).
 7. A per-kind cap held inside every worker process.
+
+A workflow run that must wait ends its claim with ``waiting`` (its handler's end record
+says ``wait``), a settle like the others; the ``woken`` that follows opens no claim and
+ends none. The workflow checks proper are ``tests/chaos/workflows.py``.
 """
 
 from __future__ import annotations

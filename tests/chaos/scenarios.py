@@ -693,13 +693,15 @@ def dropped_outcomes(
 
 async def run(
     name: str, seconds: float | None = None, seed: int = 1, out_dir: Path | None = None,
-    echo: Any = print,
+    echo: Any = print, min_jobs: int | None = None,
 ) -> harness.Result:  # fmt: skip
     if name not in NAMES:
         raise ValueError(f"scenario must be one of {', '.join(NAMES)}, got {name!r}")
     cfg = replace(ALL if name == "all" else BASE, mode=name, seed=seed)
     if seconds is not None:
         cfg = replace(cfg, seconds=seconds)
+    if min_jobs is not None:
+        cfg = replace(cfg, min_jobs=min_jobs)
     own = out_dir is None
     out = out_dir or Path(tempfile.mkdtemp(prefix=f"venturi-chaos-{name}-"))
     result = await Scenario(name, cfg, out, echo).run()
@@ -715,6 +717,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=None, help="load duration (default 45)")
     p.add_argument("--seed", type=int, default=None, help="the job mix's seed (default: random)")
     p.add_argument("--keep", metavar="DIR", default=None, help="keep logs and records in DIR")
+    p.add_argument(
+        "--min-jobs",
+        type=int,
+        default=None,
+        help="keep enqueueing past --seconds until this many jobs (all: 200,000)",
+    )
     args = p.parse_args(argv)
     if args.seconds is not None and args.seconds < 10:
         p.error("--seconds: at least 10 (the faults are placed in its middle)")
@@ -725,7 +733,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     with contextlib.suppress(KeyError):
         os.environ.pop("VENTURI_DSN")
-    result = asyncio.run(run(args.name, args.seconds, seed, out))
+    result = asyncio.run(run(args.name, args.seconds, seed, out, min_jobs=args.min_jobs))
     print()
     print(result.summary)
     if result.out_dir is not None:
