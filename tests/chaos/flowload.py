@@ -46,6 +46,7 @@ class FlowLoad:
         self.signals_sent: dict[int, bool | None] = {}
         self.workflows: list[dict[str, int]] = []
         self.overdue: list[workflows.Overdue] = []
+        self.stuck_logged: set[int] = set()
         self.flow_report = workflows.Report()
 
     async def _test_fetch(self, name: str) -> list[Any]:
@@ -152,7 +153,8 @@ class FlowLoad:
             ]
             sample = workflows.overdue(held, self.faults.connection)
             for o in sample:
-                if o.held > o.bound and all(p.job != o.job for p in self.overdue):
+                if o.held > o.bound and o.job not in self.stuck_logged:
+                    self.stuck_logged.add(o.job)
                     self.log(f"STUCK? job {o.job} ({o.kind}) waiting while {o.why} {o.held:.1f}s")
             self.overdue += [o for o in sample if o.held > 1.0]
 
