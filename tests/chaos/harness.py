@@ -189,6 +189,8 @@ class Harness(FlowLoad):
         self.log_file = open(out_dir / "schedule.log", "w", buffering=1)
         self.reapers: list[asyncio.Task[None]] = []
         self.t_start = self.t0
+        # Since when the server is down on purpose (a restart, a failover), else None.
+        self.outage: float | None = None
         self.known: Counter[str] = Counter()
         self._flow_init()
 
@@ -350,12 +352,14 @@ class Harness(FlowLoad):
     async def restart_postgres(self) -> None:
         assert self.cluster is not None
         start = time.time()
+        self.outage = start
         async with self.lock:
             await self._drop_conn()
             await asyncio.to_thread(self.cluster.restart)
             await self.connect()
         stop = time.time()
         self.faults.connection.append((start, stop + 1))
+        self.outage = None
         self.counters["PostgreSQL restarts"] += 1
         self.log(f"PostgreSQL restarted (pg_ctl restart -m fast) in {stop - start:.2f}s")
 
@@ -444,10 +448,36 @@ class Harness(FlowLoad):
     def _enqueue_failed(self, exc: BaseException) -> None:
         self.log(f"enqueue failed ({exc}); sending the batch again")
 
+    def _down_at_start(self, w: Worker) -> bool:
+        """Did ``w`` exit 2 because the server was down when it started? A worker checks
+        its DSN at start and exits 2 with one line if it cannot connect (documented,
+        docs/operations.md): a replacement started just before a restart or a failover
+        may meet it on a busy machine. Not a crash."""
+        if w.proc.returncode != 2 or (self.outage is None and not self.faults.connection):
+            return False
+        with contextlib.suppress(OSError):
+            if "cannot connect" not in w.log_path.read_text(errors="replace"):
+                return False
+        now = time.time()
+        down = self.outage is not None or any(
+            a <= now and b >= w.started for a, b in self.faults.connection
+        )
+        return down and now - w.started < 60
+
     def _crashed(self) -> None:
         """A worker that exited without being signalled crashed: a bug. Replace it."""
         for w in self.workers:
             if w.fate == "running" and w.proc.poll() is not None:
+                if self._down_at_start(w):
+                    w.fate, w.exit_code, w.exited = "down at start", 2, time.time()
+                    w.log.close()
+                    self.counters["workers that found the server down at start"] += 1
+                    new = self.spawn()
+                    self.log(
+                        f"worker #{w.n} pid {w.proc.pid} exited 2: the server was down when "
+                        f"it started; started #{new.n} pid {new.proc.pid}"
+                    )
+                    continue
                 w.fate, w.exit_code, w.exited = "crashed", w.proc.returncode, time.time()
                 w.log.close()
                 self.faults.crashes[w.proc.pid] = w.exited
@@ -758,6 +788,10 @@ class Harness(FlowLoad):
             ("long runs with renew_lease (3 s on a 1.5 s lease)", rep.renewed_jobs),
             ("... of which ran twice", rep.renewed_twice),
             ("worker crashes", c["worker crashes"]),
+            (
+                "workers that found the server down at start (exit 2, replaced)",
+                c["workers that found the server down at start"],
+            ),
             *self.flow_rows(),
             ("violations", len(rep.violations)),
         ]

@@ -313,9 +313,10 @@ class Scenario(harness.Harness):
     async def failover(self) -> None:
         assert self.pair is not None
         start = time.time()
-        self.fault_at = start
+        self.fault_at = self.outage = start
         took = await asyncio.to_thread(self.pair.fail_over)
         self.fault_end = time.time()
+        self.outage = None
         self.windows["failover"] = (start, self.fault_end)
         self.faults.connection.append((start, self.fault_end + 1))
         self.counters["failovers"] += 1
