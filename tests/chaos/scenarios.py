@@ -89,7 +89,8 @@ SLOW_DELAY = (0.05, 0.5)
 # SIGKILLs it (and counts it as hung).
 HUNG_AFTER = 10.0
 # An outcome its handler returned less than this before its worker was cut off (a
-# SIGKILL, a black-hole) is written by the loop's next iteration, which the fault met:
+# SIGKILL, a black-hole) or the database slowed is written by the loop's next
+# iteration, which the fault met:
 # its re-run is by design, as for the refused windows, which open as early. (The soak
 # with workflows, a loop iteration slower under their statements, saw 0.15 s.)
 CUT_OFF_MARGIN = 1.0
@@ -437,7 +438,7 @@ class Scenario(harness.Harness):
         leases = {k: t.lease or self.cfg.lease for k, t in harness.TASKS.items()}
         short = {k for k, lease in leases.items() if lease < self.cfg.lease}
         slowed = [
-            (start, end + self.cfg.lease)
+            (start - CUT_OFF_MARGIN, end + self.cfg.lease)
             for what, (start, end) in self.windows.items()
             if what == "slow"
         ]
