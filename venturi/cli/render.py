@@ -19,7 +19,7 @@ from rich.text import Text
 from venturi.admin import JobDetail, JobRow, KindState, Stats, TopFrame, WorkerInfo
 from venturi.formatting import ago, clip, duration, to_json, window_label
 from venturi.priority import Priority
-from venturi.status import STATUSES, JobStatus, JournalEvent
+from venturi.status import JobStatus, JournalEvent
 
 # Journal events that end an execution badly; their detail may hold a traceback.
 _FAILURE_EVENTS = {
@@ -191,7 +191,9 @@ def stats_table(stats: Stats) -> Table:
     failed = f"failed/{window_label(stats.failures_window_seconds)}"
     table = Table(box=None, header_style="bold", pad_edge=False)
     table.add_column("kind")
-    for name in ("due", "scheduled", *STATUSES[1:]):
+    # The columns `stats` counts (waiting workflows are not among them yet).
+    counted = (JobStatus.CLAIMED, JobStatus.COMPLETED, JobStatus.DEAD, JobStatus.CANCELLED)
+    for name in ("due", "scheduled", *counted):
         table.add_column(name, justify="right")
     table.add_column("oldest due", justify="right")
     table.add_column(recent, justify="right")
