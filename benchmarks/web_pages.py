@@ -1,4 +1,4 @@
-"""How long each dashboard page and API route takes with a million jobs in the table.
+"""How long each dashboard page, search and API route takes with a million jobs.
 
 Seeds a throwaway database with 1,000,000 jobs in one statement (mostly completed, some
 dead, cancelled, pending, claimed, over two days, a third keyed; a journal of their
@@ -47,6 +47,21 @@ def routes(dead_id: int, mid_id: int, key_id: int) -> list[str]:
         "/workers",
         "/schedules",
         "/jobs/bulk?action=retry&status=dead&kind=kind_5",
+        # The search box (each search: its tsquery, the known kinds, the page, its total).
+        "/jobs?q=upstream",  # a word of every dead job's error (2%)
+        "/jobs?q=upstream&status=dead",
+        "/jobs?q=example.com",  # a host in every carry
+        "/jobs?q=example.com&status=dead&kind=kind_2",
+        f"/jobs?q=order-{key_id}",  # one key
+        f"/jobs?q=refused+{dead_id}",  # one dead job's error
+        "/jobs?q=kind_",  # a kind prefix: every job
+        "/jobs?q=rare",  # a rare kind's prefix
+        "/jobs?q=nothing+matches+this",  # no match at all
+        f"/jobs?q=example.com&before={mid_id}",  # a deep page
+        f"/jobs?q=upstream&after={mid_id}",  # paging back
+        "/kind?name=kind_3",
+        "/kind?name=kind_3&period=24h",
+        "/kind?name=kind_3&period=7d",
         "/api/jobs",
         "/api/jobs?status=dead&kind=kind_2",
         f"/api/jobs/{dead_id}",

@@ -68,10 +68,16 @@ Db = Annotated[AsyncSession, Depends(session)]
 
 def create_app(dsn: str) -> FastAPI:
     engine = create_async_engine(dsn.replace("postgresql://", "postgresql+asyncpg://", 1))
+    # expire_on_commit=False: the endpoint answers with order.id after the commit. With
+    # the default, the commit expires the order, reading order.id would load it again,
+    # which an AsyncSession cannot do implicitly (MissingGreenlet): a 500 for an order
+    # that was committed, and a client that retries it creates a duplicate.
     sessions = async_sessionmaker(engine, expire_on_commit=False)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # The app's own tables; venturi's schema is applied beforehand, by
+        # `venturi schema apply` (a deploy step, like the app's migrations).
         async with engine.begin() as conn:
             await conn.run_sync(Base.metadata.create_all)
         yield

@@ -72,6 +72,9 @@ def create_app(dsn: str) -> Flask:
                 # Anything that goes wrong later in the view: closing the session
                 # without a commit rolls back the user and the job together.
                 abort(500)
+            # Read before the commit: the commit expires the user, and once the session
+            # is closed reading user.id would raise DetachedInstanceError (a 500 for a
+            # sign-up that was committed).
             user_id = user.id
             session.commit()
         return {"user": user_id, "job": job_id}, 201

@@ -90,10 +90,7 @@ class CarryCodec(Generic[C]):
         try:
             self._decoder.decode(data)
         except msgspec.ValidationError as exc:
-            raise TypeError(
-                f"carry of task {self.owner!r} must be {_name(self.carry_type)}, "
-                f"got {type(carry).__name__} ({exc})"
-            ) from None
+            raise self._invalid(carry, str(exc)) from None
         if has_nul(data):
             raise ValueError(
                 f"carry of task {self.owner!r} holds a NUL character (\\u0000), which "
@@ -106,9 +103,40 @@ class CarryCodec(Generic[C]):
             )
         return data.decode()
 
+    def _invalid(self, carry: Any, error: str) -> TypeError:
+        """The one line of a carry of the right type whose content is not (a field of a
+        Struct holding a str where an int belongs, a NaN where a float belongs): where,
+        what it must be, what it is."""
+        name = _name(self.carry_type)
+        found = _VALIDATION.fullmatch(error)
+        if found is None:
+            return TypeError(f"carry of task {self.owner!r}: {name}: {error.replace('`', '')}")
+        what, at = found["what"].replace("`", ""), found["at"]
+        wrong = _EXPECTED.fullmatch(found["what"])
+        if at and wrong:
+            return TypeError(
+                f"carry of task {self.owner!r}: {name}{at} must be {wrong['expected']}, "
+                f"got {wrong['got']}"
+            )
+        if at:
+            return TypeError(f"carry of task {self.owner!r}: {name}{at}: {what}")
+        if wrong:
+            # The value is of the type, but not one JSON holds (a NaN float encodes as null).
+            return TypeError(
+                f"carry of task {self.owner!r} must be {name}, got {type(carry).__name__} "
+                f"{carry!r:.50}, which encodes as {wrong['got']}"
+            )
+        return TypeError(f"carry of task {self.owner!r} must be {name}: {what}")
+
     def decode(self, text: str | bytes) -> C:
         """The carry from stored JSON; raises ``msgspec.DecodeError`` if it no longer fits."""
         return self._decoder.decode(text)
+
+
+# msgspec's validation messages: "Expected `int`, got `str` - at `$.items[1]`",
+# "Object missing required field `name` - at `$.inner`" (no " - at" for the carry itself).
+_VALIDATION = re.compile(r"(?P<what>.*?)(?: - at `\$(?P<at>[^`]*)`)?", re.DOTALL)
+_EXPECTED = re.compile(r"Expected `(?P<expected>[^`]+)`, got `(?P<got>[^`]+)`")
 
 
 def _name(tp: Any) -> str:

@@ -100,13 +100,21 @@ def get_job_sync(
     return db.drivers.run_sync(conn, _get_job_steps(job_id), schema=schema)
 
 
-def _get_journal_steps(job_id: int) -> Steps[list[JournalEntry]]:
-    row = yield from db.reads.job_get_steps(job_id=job_id)
-    if row is None:
-        return []
+def _job_and_journal_steps(job_id: int) -> Steps[tuple[JobInfo, list[JournalEntry]] | None]:
+    rows = yield from db.journal.job_get_with_journal_steps(job_id=job_id)
+    if not rows:
+        return None
+    row = rows[0]
     written = [
-        JournalEntry(r["at"], r["event"], r["attempt"], r["worker"], r["detail"])
-        for r in (yield from db.journal.journal_get_steps(job_id=job_id))
+        JournalEntry(
+            r["entry_at"],
+            r["entry_event"],
+            r["entry_attempt"],
+            r["entry_worker"],
+            r["entry_detail"],
+        )
+        for r in rows
+        if r["entry_at"] is not None
     ]
     merged = [JournalEntry(row["created_at"], JournalEvent.ENQUEUED, 0, None, None), *written]
     # The current claim is on the row only while it is running or once it completed; a
@@ -125,7 +133,12 @@ def _get_journal_steps(job_id: int) -> Steps[list[JournalEntry]]:
         )
     # Stable sort: entries with one timestamp (one transaction) keep their written order.
     merged.sort(key=lambda e: e.at)
-    return merged
+    return _job_info(row), merged
+
+
+def _get_journal_steps(job_id: int) -> Steps[list[JournalEntry]]:
+    found = yield from _job_and_journal_steps(job_id)
+    return [] if found is None else found[1]
 
 
 async def get_journal(
@@ -145,6 +158,14 @@ def get_journal_sync(
 ) -> list[JournalEntry]:
     """``get_journal`` on any connection ``Task.enqueue_sync`` takes."""
     return db.drivers.run_sync(conn, _get_journal_steps(job_id), schema=schema)
+
+
+def get_job_and_journal_sync(
+    conn: SyncConnection, job_id: int, *, schema: str = DEFAULT_SCHEMA
+) -> tuple[JobInfo, list[JournalEntry]] | None:
+    """``get_job_sync`` and ``get_journal_sync`` of one job as of one instant (one
+    statement, one snapshot): the journal is the job's as it stands. None: no such job."""
+    return db.drivers.run_sync(conn, _job_and_journal_steps(job_id), schema=schema)
 
 
 async def get_result(conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> Any:

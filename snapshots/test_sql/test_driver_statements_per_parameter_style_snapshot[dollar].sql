@@ -196,14 +196,23 @@ SELECT id, kind, status, priority, carry::text AS carry, key, attempt, failures,
 FROM "venturi".jobs
 WHERE id = $1;
 
--- journal_get: a job's written history, oldest first; the routine enqueued / claimed /
--- completed entries are read off the job row by the caller and merged in.
--- $1 bigint job_id: the job
--- index: journal_job_idx.
-SELECT at, event, attempt, worker, detail
-FROM "venturi".journal
-WHERE job_id = $1
-ORDER BY at, id;
+-- job_get_with_journal: one job's row and its written journal in one statement, so both
+-- come from one snapshot (two statements could see a settlement between them: a job
+-- dead without its failure, or the reverse). One row per journal entry, oldest first,
+-- each with the job's columns; a job without entries is one row whose entry columns are
+-- NULL; no row: no such job. JSON columns as text for the caller's decoder.
+-- $1 bigint id: the job
+-- index: primary key; journal_job_idx for the entries.
+SELECT j.id, j.kind, j.status, j.priority, j.carry::text AS carry, j.key, j.attempt,
+       j.failures, j.max_failures, j.created_at, j.visible_at, j.claimed_at, j.claimed_by,
+       j.claim_expires_at, j.finished_at, j.result::text AS result, j.last_error,
+       j.cancel_requested_at,
+       l.at AS entry_at, l.event AS entry_event, l.attempt AS entry_attempt,
+       l.worker AS entry_worker, l.detail AS entry_detail
+FROM "venturi".jobs j
+LEFT JOIN "venturi".journal l ON l.job_id = j.id
+WHERE j.id = $1
+ORDER BY l.at, l.id;
 
 -- savepoint: open a savepoint inside the caller's transaction, for a statement group
 -- that must be all or nothing (enqueue_many with keys) on a driver with no savepoint

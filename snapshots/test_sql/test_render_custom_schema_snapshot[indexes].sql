@@ -1,9 +1,9 @@
 -- venturi schema "billing_jobs": indexes. Each names the statements it backs.
 
--- job_claim: an ordered scan of pending rows by (priority, created_at) stops at the first
--- eligible rows; partial, so finished rows (the bulk of a busy table) never enter it.
+-- job_claim: an ordered scan of pending rows by (priority, rank, created_at) stops at the
+-- first eligible rows; partial, so finished rows (the bulk of a busy table) never enter it.
 CREATE INDEX IF NOT EXISTS jobs_claim_idx
-    ON "billing_jobs".jobs (priority, created_at, id)
+    ON "billing_jobs".jobs (priority, rank, created_at, id)
     WHERE status = 'pending';
 
 -- job_next_visible_at: the nearest not-yet-eligible job of the worker's kinds.

@@ -73,7 +73,10 @@ CREATE TABLE IF NOT EXISTS "billing_jobs".jobs (
     wait_for         bigint[],
     wait_count       integer,
     wait_signal      text,
-    wake_at          timestamptz
+    wake_at          timestamptz,
+    -- The order within a tier, before age: lower first; 0 unless set (job_rank_set), as
+    -- for Django's Tasks framework's priorities (VenturiBackend).
+    rank             smallint    NOT NULL DEFAULT 0
 );
 
 -- Every claim and settlement leaves a dead row version behind, and a bulk enqueue
@@ -192,7 +195,7 @@ BEGIN
           AND j.kind = p_kind
           AND j.visible_at <= now()
           AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = p_kind)
-        ORDER BY j.priority, j.created_at, j.id
+        ORDER BY j.priority, j.rank, j.created_at, j.id
         LIMIT greatest(0, least(p_limit, p_cap - (SELECT n FROM counted)))
         FOR UPDATE SKIP LOCKED
     ),
@@ -469,5 +472,6 @@ INSERT INTO "billing_jobs".schema_version (version, name) VALUES
     (11, 'bulk_notify'),
     (12, 'queue_vacuum_pace'),
     (13, 'capped_claim_by_id'),
-    (14, 'workflows')
+    (14, 'workflows'),
+    (15, 'rank_in_tier')
 ON CONFLICT (version) DO NOTHING;

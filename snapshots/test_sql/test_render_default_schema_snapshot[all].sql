@@ -73,7 +73,10 @@ CREATE TABLE IF NOT EXISTS "venturi".jobs (
     wait_for         bigint[],
     wait_count       integer,
     wait_signal      text,
-    wake_at          timestamptz
+    wake_at          timestamptz,
+    -- The order within a tier, before age: lower first; 0 unless set (job_rank_set), as
+    -- for Django's Tasks framework's priorities (VenturiBackend).
+    rank             smallint    NOT NULL DEFAULT 0
 );
 
 -- Every claim and settlement leaves a dead row version behind, and a bulk enqueue
@@ -192,7 +195,7 @@ BEGIN
           AND j.kind = p_kind
           AND j.visible_at <= now()
           AND NOT EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = p_kind)
-        ORDER BY j.priority, j.created_at, j.id
+        ORDER BY j.priority, j.rank, j.created_at, j.id
         LIMIT greatest(0, least(p_limit, p_cap - (SELECT n FROM counted)))
         FOR UPDATE SKIP LOCKED
     ),
@@ -469,15 +472,16 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (11, 'bulk_notify'),
     (12, 'queue_vacuum_pace'),
     (13, 'capped_claim_by_id'),
-    (14, 'workflows')
+    (14, 'workflows'),
+    (15, 'rank_in_tier')
 ON CONFLICT (version) DO NOTHING;
 
 -- venturi schema "venturi": indexes. Each names the statements it backs.
 
--- job_claim: an ordered scan of pending rows by (priority, created_at) stops at the first
--- eligible rows; partial, so finished rows (the bulk of a busy table) never enter it.
+-- job_claim: an ordered scan of pending rows by (priority, rank, created_at) stops at the
+-- first eligible rows; partial, so finished rows (the bulk of a busy table) never enter it.
 CREATE INDEX IF NOT EXISTS jobs_claim_idx
-    ON "venturi".jobs (priority, created_at, id)
+    ON "venturi".jobs (priority, rank, created_at, id)
     WHERE status = 'pending';
 
 -- job_next_visible_at: the nearest not-yet-eligible job of the worker's kinds.
@@ -722,6 +726,55 @@ FROM "venturi".dependencies d
 LEFT JOIN "venturi".jobs j ON j.id = d.depends_on
 WHERE d.job_id = $1::bigint AND d.name = $2::text;
 
+-- job_activity_of_kind: one kind's completions, failed executions and deaths in each of
+-- the last $4 buckets of $3 seconds, oldest first, every bucket present (zero when idle):
+-- the charts of the dashboard's kind page (1 h by the minute, 24 h and 7 d by wider
+-- buckets).
+-- $1 text kind: the kind
+-- $2 text manual_detail: the journal detail of an operator's retry, not counted a failure
+-- $3 float8 bucket: seconds per bucket
+-- $4 integer buckets: how many buckets, the current one included
+-- index: jobs_finished_idx (status, finished_at) INCLUDE (kind), a range scan of the
+-- period's completed and dead jobs, or jobs_kind_id_idx when the kind is the narrower
+-- (the planner's choice); journal_at_idx for the failures, each joined to its job by the
+-- primary key.
+PREPARE venturi_job_activity_of_kind(text, text, float8, integer) AS
+WITH bounds AS (
+    SELECT make_interval(secs => $3::float8) AS width,
+           date_bin(make_interval(secs => $3::float8), now(), timestamptz '2000-01-01')
+               - make_interval(secs => $3::float8 * ($4::integer - 1)) AS first
+),
+buckets AS (
+    SELECT generate_series(b.first, b.first + b.width * ($4::integer - 1), b.width) AS at
+    FROM bounds b
+),
+finished AS (
+    SELECT date_bin(b.width, j.finished_at, timestamptz '2000-01-01') AS at,
+           count(*) FILTER (WHERE j.status = 'completed') AS completed,
+           count(*) FILTER (WHERE j.status = 'dead') AS dead
+    FROM "venturi".jobs j, bounds b
+    WHERE j.status IN ('completed', 'dead')
+      AND j.finished_at >= b.first
+      AND j.kind = $1::text
+    GROUP BY 1
+),
+failed AS (
+    SELECT date_bin(b.width, e.at, timestamptz '2000-01-01') AS at, count(*) AS n
+    FROM "venturi".journal e
+    JOIN "venturi".jobs j ON j.id = e.job_id, bounds b
+    WHERE e.at >= b.first
+      AND e.event IN ('failed', 'retried', 'timed-out', 'stale-recovered')
+      AND e.detail IS DISTINCT FROM $2::text
+      AND j.kind = $1::text
+    GROUP BY 1
+)
+SELECT k.at AS minute, coalesce(f.completed, 0) AS completed,
+       coalesce(x.n, 0) AS failures, coalesce(f.dead, 0) AS dead
+FROM buckets k
+LEFT JOIN finished f ON f.at = k.at
+LEFT JOIN failed x ON x.at = k.at
+ORDER BY k.at;
+
 -- job_activity_per_minute: completions and failed executions in each of the last $2
 -- minutes, oldest first, every minute present (zero when idle): the dashboard's charts.
 -- $1 text manual_detail: the journal detail of an operator's retry, not counted a failure
@@ -840,7 +893,7 @@ ORDER BY input.id;
 -- $11 text[] done_results: msgspec-encoded JSON result of each (NULL: none)
 -- $12 uuid claim_token: this worker run's ownership token, stamped on claims, required of completions
 -- $13 boolean backoff_jitter: whether the recovery backoff of $6..$8 is half-jittered
--- index: jobs_claim_idx (pending rows by priority, created_at); jobs_stale_idx for
+-- index: jobs_claim_idx (pending rows by priority, rank, created_at); jobs_stale_idx for
 -- recovery; primary key for the completions.
 PREPARE venturi_job_claim(text, text[], float8[], smallint, integer, float8, float8, float8, bigint[], integer[], text[], uuid, boolean) AS
 WITH completed AS (
@@ -921,7 +974,8 @@ candidates AS (
           WHERE NOT EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = k)))
       -- Anti-starvation: a raised floor reserves this claim for the lower tiers.
       AND priority >= $4::smallint
-    ORDER BY priority, created_at, id
+    -- The tier, the order within it (rank, 0 unless set), then age.
+    ORDER BY priority, rank, created_at, id
     -- A sub-select, not "LIMIT $5": a custom plan would fold a bare $5 into a constant,
     -- cost itself below the generic plan and so be planned anew for every claim (the
     -- planning was ~60% of the statement's server time). As a sub-select, custom and
@@ -1021,6 +1075,27 @@ FROM "venturi".jobs
 WHERE ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text);
+
+-- job_count_matching_search: job_count_matching with a search (a bulk action on the
+-- dashboard's searched list): how many jobs match, and the newest of them.
+-- $1 text status: only this status (NULL: any)
+-- $2 text kind: only this kind (NULL: any)
+-- $3 text key: only jobs with exactly this key (NULL: any)
+-- $4 text search: the search's words, a tsquery of job_search_query (NULL: none)
+-- $5 text[] kinds: the known kinds the search's text begins
+-- index: the filter's own (job_count_matching's); no index reads the search's words, so
+-- every job the filter leaves is read and its document computed (an exact count).
+PREPARE venturi_job_count_matching_search(text, text, text, text, text[]) AS
+SELECT count(*) AS jobs, max(id) AS newest_id
+FROM "venturi".jobs
+WHERE ($1::text IS NULL OR status = $1::text)
+  AND ($2::text IS NULL OR kind = $2::text)
+  AND ($3::text IS NULL OR key = $3::text)
+  AND ($5::text[] IS NULL
+       OR kind = ANY ($5::text[])
+       OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
+        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
+        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery));
 
 -- job_counts: how many jobs of each kind are in each status (the demo's summary, stats).
 -- $1 bigint[] ids: only these jobs (NULL: every job)
@@ -1147,6 +1222,25 @@ SELECT id, kind, status, priority, carry::text AS carry, key, attempt, failures,
 FROM "venturi".jobs
 WHERE id = $1;
 
+-- job_get_with_journal: one job's row and its written journal in one statement, so both
+-- come from one snapshot (two statements could see a settlement between them: a job
+-- dead without its failure, or the reverse). One row per journal entry, oldest first,
+-- each with the job's columns; a job without entries is one row whose entry columns are
+-- NULL; no row: no such job. JSON columns as text for the caller's decoder.
+-- $1 bigint id: the job
+-- index: primary key; journal_job_idx for the entries.
+PREPARE venturi_job_get_with_journal(bigint) AS
+SELECT j.id, j.kind, j.status, j.priority, j.carry::text AS carry, j.key, j.attempt,
+       j.failures, j.max_failures, j.created_at, j.visible_at, j.claimed_at, j.claimed_by,
+       j.claim_expires_at, j.finished_at, j.result::text AS result, j.last_error,
+       j.cancel_requested_at,
+       l.at AS entry_at, l.event AS entry_event, l.attempt AS entry_attempt,
+       l.worker AS entry_worker, l.detail AS entry_detail
+FROM "venturi".jobs j
+LEFT JOIN "venturi".journal l ON l.job_id = j.id
+WHERE j.id = $1
+ORDER BY l.at, l.id;
+
 -- job_heartbeat_if_owned: for the jobs a worker is running, extend the leases that are
 -- due for renewal (only where it still holds the claim) and report, for each, whether it
 -- still holds the claim and whether an operator asked to cancel it.
@@ -1204,6 +1298,32 @@ FROM "venturi".jobs
 WHERE ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
+  AND id < $4::bigint
+ORDER BY id DESC
+LIMIT $5::integer;
+
+-- job_ids_matching_search: job_ids_matching with a search: one batch of the ids of the
+-- jobs a filter matches, newest first, for a bulk action on the dashboard's searched list.
+-- $1 text status: only this status (NULL: any)
+-- $2 text kind: only this kind (NULL: any)
+-- $3 text key: only jobs with exactly this key (NULL: any)
+-- $4 bigint before_id: only smaller ids: the cursor, first the newest id the operator saw
+-- $5 integer max_rows: the batch size
+-- $6 text search: the search's words, a tsquery of job_search_query (NULL: none)
+-- $7 text[] kinds: the known kinds the search's text begins
+-- index: jobs_pkey backwards from the cursor (or the filter's own), stopping at a batch;
+-- no index reads the search's words: the document of each job read is computed.
+PREPARE venturi_job_ids_matching_search(text, text, text, bigint, integer, text, text[]) AS
+SELECT id
+FROM "venturi".jobs
+WHERE ($1::text IS NULL OR status = $1::text)
+  AND ($2::text IS NULL OR kind = $2::text)
+  AND ($3::text IS NULL OR key = $3::text)
+  AND ($7::text[] IS NULL
+       OR kind = ANY ($7::text[])
+       OR ($6::text IS NOT NULL AND to_tsvector('simple'::regconfig,
+        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
+        || ' ' || left(carry::text, 8000)) @@ $6::text::tsquery))
   AND id < $4::bigint
 ORDER BY id DESC
 LIMIT $5::integer;
@@ -1631,6 +1751,18 @@ WHERE status = $1::text
   AND finished_at < now() - make_interval(secs => $2::float8)
   AND ($3::text IS NULL OR kind = $3::text);
 
+-- job_rank_set: set a job's order within its tier (rank, lower first) in the transaction
+-- that inserted it, and read its created_at (the enqueuing transaction's clock); no row:
+-- no such job. VenturiBackend keeps Django's numeric priorities in order this way.
+-- $1 bigint id: the job
+-- $2 smallint rank: its order within the tier, -32768..32767 (0: as the other jobs)
+-- index: primary key.
+PREPARE venturi_job_rank_set(bigint, smallint) AS
+UPDATE "venturi".jobs
+SET rank = $2::smallint
+WHERE id = $1
+RETURNING created_at;
+
 -- job_recover_stale: return expired claims to pending (or dead at the backstop). Run at
 -- the start of every claim (inside job_claim) and by `venturi recover`.
 -- $1 text recoverer: identity of whoever recovers, for the journal
@@ -1955,6 +2087,106 @@ LEFT JOIN "venturi".jobs j ON j.id = input.id
 LEFT JOIN moved m ON m.id = input.id
 LEFT JOIN woken w ON w.id = input.id
 ORDER BY input.id;
+
+-- job_search_count: how many jobs a filter of the dashboard's list matches, counted up to
+-- a cap (the page says "10,000+" beyond it: an exact count of a million rows is not worth
+-- its time on every page; a bulk action's confirmation counts exactly).
+-- $1 text status: only this status (NULL: any)
+-- $2 text kind: only this kind (NULL: any)
+-- $3 text key: only jobs with exactly this key (NULL: any)
+-- $4 text search: the search's words, a tsquery of job_search_query (NULL: none)
+-- $5 text[] kinds: the known kinds the search's text begins (NULL: no search)
+-- $6 integer cap: count at most this many
+-- index: as job_search_older. With a search, the scan computes the document of each job
+-- it reads until the cap: a word that few jobs hold reads every job.
+PREPARE venturi_job_search_count(text, text, text, text, text[], integer) AS
+SELECT count(*) AS jobs
+FROM (
+    SELECT 1
+    FROM "venturi".jobs
+    WHERE ($1::text IS NULL OR status = $1::text)
+  AND ($2::text IS NULL OR kind = $2::text)
+  AND ($3::text IS NULL OR key = $3::text)
+  AND ($5::text[] IS NULL
+       OR kind = ANY ($5::text[])
+       OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
+        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
+        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
+    LIMIT $6::integer
+) AS matched;
+
+-- job_search_newer: the dashboard's job list paging back, a search included: the oldest
+-- jobs a filter matches above an id, oldest first (the page shows them newest first).
+-- $1 text status: only this status (NULL: any)
+-- $2 text kind: only this kind (NULL: any)
+-- $3 text key: only jobs with exactly this key (NULL: any)
+-- $4 text search: the search's words, a tsquery of job_search_query (NULL: none)
+-- $5 text[] kinds: the known kinds the search's text begins (NULL: no search)
+-- $6 bigint after_id: only jobs with a greater id, the keyset cursor
+-- $7 integer max_rows: how many to return at most
+-- index: as job_search_older, read forwards from the cursor.
+PREPARE venturi_job_search_newer(text, text, text, text, text[], bigint, integer) AS
+SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
+       visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
+       cancel_requested_at
+FROM "venturi".jobs
+WHERE ($1::text IS NULL OR status = $1::text)
+  AND ($2::text IS NULL OR kind = $2::text)
+  AND ($3::text IS NULL OR key = $3::text)
+  AND ($5::text[] IS NULL
+       OR kind = ANY ($5::text[])
+       OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
+        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
+        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
+  AND id > $6::bigint
+ORDER BY id
+LIMIT $7::integer;
+
+-- job_search_older: the dashboard's job list (/jobs), a search included: the newest jobs a
+-- filter matches, one page at a time, paging to older jobs.
+-- $1 text status: only this status (NULL: any)
+-- $2 text kind: only this kind (NULL: any)
+-- $3 text key: only jobs with exactly this key (NULL: any)
+-- $4 text search: the search's words, a tsquery of job_search_query (NULL: none)
+-- $5 text[] kinds: the known kinds the search's text begins (NULL: no search)
+-- $6 bigint before_id: only jobs with a smaller id, the keyset cursor (NULL: the newest)
+-- $7 integer max_rows: how many to return at most
+-- index: as job_list (jobs_pkey backwards, jobs_kind_id_idx, jobs_failed_id_idx,
+-- jobs_key_search_idx, jobs_stale_idx): an ordered scan that stops at a page. No index
+-- reads a search's words: the scan computes the document of each job it reads until it
+-- has a page (at once for a word many recent jobs hold; every job for a rare one).
+PREPARE venturi_job_search_older(text, text, text, text, text[], bigint, integer) AS
+SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
+       visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
+       cancel_requested_at
+FROM "venturi".jobs
+WHERE ($1::text IS NULL OR status = $1::text)
+  AND ($2::text IS NULL OR kind = $2::text)
+  AND ($3::text IS NULL OR key = $3::text)
+  AND ($5::text[] IS NULL
+       OR kind = ANY ($5::text[])
+       OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
+        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
+        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
+  AND ($6::bigint IS NULL OR id < $6::bigint)
+ORDER BY id DESC
+LIMIT $7::integer;
+
+-- job_search_query: the dashboard's search box text as a tsquery (text): each word the
+-- text-search parser finds in it, as the jobs' documents are made ('simple': lower case, no
+-- stemming; "order-33" is the words order and -33, a URL its host and path), must be a
+-- word of the job; at most 8 words. NULL when the text holds no word. Whole words, not
+-- prefixes: a prefix expands to every word it begins (each id of each URL of a million
+-- carries), which a full-text index (issue 27's) reads one by one. Run apart from the
+-- list, so that the list is planned with the tsquery's value (its selectivity) rather
+-- than a subquery.
+-- $1 text search: what the operator typed
+-- index: none (no table).
+PREPARE venturi_job_search_query(text) AS
+SELECT string_agg('''' || replace(replace(w.lexeme, '\', '\\'), '''', '''''') || '''', ' & '
+                  ORDER BY w.lexeme) AS query
+FROM (SELECT lexeme FROM unnest(to_tsvector('simple'::regconfig, $1::text)) ORDER BY lexeme
+      LIMIT 8) AS w;
 
 -- job_set_priority_many_if_pending: an operator's re-prioritisation: pending jobs take
 -- priority $2, journaled as released (not a failure) with the operator and the change.

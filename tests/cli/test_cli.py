@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import asyncpg
 import pytest
 
+import venturi
 from tests.support import Item as C
-from tests.support import expire_claim, venturi_cli, venturi_cli_async
+from tests.support import expire_claim, running, venturi_cli, venturi_cli_async, wait_status
 from tests.support.claims import claim
-from venturi import db, sql
+from venturi import Worker, db, sql
 from venturi.db.enqueue import JobSpec
 
 
@@ -66,6 +68,32 @@ async def test_schema_apply_via_cli(empty_dsn: str) -> None:
         )
     finally:
         await conn.close()
+
+
+async def test_a_sqlalchemy_url_is_taken_as_a_dsn(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    """The URL an application already holds for SQLAlchemy names its driver in the
+    scheme: venturi drops it wherever it takes a DSN (the CLI, a Worker, its connects)."""
+    assert dsn.startswith("postgresql://")
+    rest = dsn.removeprefix("postgresql://")
+    for scheme in ("postgresql+asyncpg", "postgresql+psycopg", "postgres+psycopg2"):
+        listed = await venturi_cli_async("jobs", "list", "--json", dsn=f"{scheme}://{rest}")
+        assert listed.returncode == 0, (scheme, listed.stderr)
+        assert listed.stdout.strip() == "[]"
+        c = await db.connect.connect(f"{scheme}://{rest}")
+        try:
+            assert await db.schema.schema_version(c, schema="venturi") >= 1
+        finally:
+            await c.close()
+
+    @venturi.task(kind="sqlalchemy_url")
+    async def noop(ctx: venturi.Context[Any], carry: C) -> None:
+        pass
+
+    job_id = await noop.enqueue(conn, C(1))
+    async with running(Worker(None, f"postgresql+asyncpg://{rest}", [noop])):
+        await wait_status(conn, job_id, "completed", within=30)
 
 
 def test_redact() -> None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import sys
 from pathlib import Path
 
 import asyncpg
+import pytest
 
 import venturi
 from tests.support.waits import wait_for
@@ -44,6 +46,31 @@ def test_every_example_has_a_test() -> None:
     }
     assert {p.name for p in EXAMPLES.glob("*.py")} == tested
     assert {p.name for p in EXAMPLES.iterdir() if p.is_dir()} - {"__pycache__"} == {"django_shop"}
+
+
+DOCS = EXAMPLES.parent / "docs"
+
+
+@pytest.mark.parametrize(
+    ("doc", "example"),
+    [
+        ("fastapi-sqlalchemy.md", "fastapi_sqlalchemy.py"),
+        ("flask-sqlalchemy.md", "flask_sqlalchemy.py"),
+    ],
+)
+def test_the_docs_code_is_the_examples_code(doc: str, example: str) -> None:
+    """Each Python block of the page is a run of the example's lines (at any one
+    indentation), so the code a reader copies is the code the example's test runs."""
+    page = (DOCS / doc).read_text()
+    source = (EXAMPLES / example).read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, re.DOTALL)
+    assert len(blocks) >= 2
+    for block in blocks:
+        lines = block.rstrip("\n").split("\n")
+        assert any(
+            "\n".join(f"{indent}{line}" if line else "" for line in lines) in source
+            for indent in ("", "    ", "        ")
+        ), f"{doc}: this block is not {example}'s code:\n{block}"
 
 
 async def test_transactional_enqueue(dsn: str, conn: asyncpg.Connection) -> None:
@@ -106,7 +133,9 @@ async def test_flask_sqlalchemy(dsn: str, conn: asyncpg.Connection) -> None:
 
 async def test_fastapi_sqlalchemy(dsn: str, conn: asyncpg.Connection) -> None:
     out = await run_example("fastapi_sqlalchemy.py", dsn)
-    assert "POST /orders teapot -> 202" in out and "POST /orders (no item) -> 422" in out
+    # 2xx after the commit, with the committed order's id read back (expire_on_commit).
+    assert "POST /orders teapot -> 202 {'order': 1, 'job': " in out
+    assert "POST /orders (no item) -> 422" in out
     assert "'status': 'completed', 'result': {'shipped': 1}" in out
     [job] = await admin.list_jobs(conn, kind="example_fastapi_ship")
     assert job.status == "completed"

@@ -88,6 +88,40 @@ async def test_text_lines_end_with_the_job_fields(dsn: str, conn: asyncpg.Connec
     assert "{" not in stopped
 
 
+async def test_a_job_going_dead_is_a_warning(dsn: str, conn: asyncpg.Connection) -> None:
+    """Alerting on WARNING must see every job that will not run again: dead at the failure
+    backstop (raised, or asked for a retry), or declared dead; a failure that will be
+    retried stays INFO."""
+    ids = {
+        await logtasks.last_try.enqueue(conn, logtasks.Item(1)): "raised",
+        await logtasks.give_up.enqueue(conn, logtasks.Item(2)): "declared",
+        await logtasks.retry_out.enqueue(conn, logtasks.Item(3)): "retried",
+    }
+    retried = await logtasks.fail.enqueue(conn, logtasks.Item(4))
+    proc = spawn(dsn, "--log-format", "json", "--poll-max", "0.2")
+    try:
+        for job_id in ids:
+            await wait_status(conn, job_id, "dead", within=30)
+
+        async def failed_once() -> bool:
+            job = await venturi.get_job(conn, retried)
+            return job is not None and job.failures >= 1
+
+        await wait_for(failed_once, within=30)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = await asyncio.to_thread(proc.communicate, timeout=30)
+    assert proc.returncode == 0, out
+    records = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    for job_id, how in ids.items():
+        [line] = [r for r in records if r.get("job_id") == job_id and "now dead" in r["message"]]
+        assert line["level"] == "warning", (how, line)
+    [again] = [r for r in records if r.get("job_id") == retried and "retry in" in r["message"]]
+    assert again["level"] == "info", again
+    dead = next(r for r in records if r.get("job_id") in ids and "stolen" in r["message"])
+    assert dead["error_message"] == "card 2 is stolen", dead
+
+
 def test_bad_log_format_is_one_line(dsn: str) -> None:
     out = venturi_cli("worker", "tests.support.logtasks", "--log-format", "xml", dsn=dsn)
     assert_one_clean_error(out, "log-format must be text or json, got 'xml'")

@@ -64,12 +64,14 @@ async def scenario(name: str, dsn: str, driver: str = "psycopg", **extra: str) -
     return found
 
 
-async def manage(dsn: str, *args: str, driver: str = "psycopg") -> subprocess.CompletedProcess[str]:
+async def manage(
+    dsn: str, *args: str, driver: str = "psycopg", **extra: str
+) -> subprocess.CompletedProcess[str]:
     def go() -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, str(MANAGE), *args],
             cwd=ROOT,
-            env=_env(dsn, driver),
+            env=_env(dsn, driver, **extra),
             capture_output=True,
             text=True,
             timeout=180,
@@ -223,6 +225,44 @@ async def test_manage_venturi_schema_apply_and_venturis_own_commands(empty_dsn: 
     assert json.loads(listed.stdout) == []
 
 
+async def test_manage_venturi_errors_are_one_line_and_exit_non_zero(empty_dsn: str) -> None:
+    """As the plain ``venturi`` exits: its one line, a non-zero code, no traceback; and
+    inside Django the missing schema's fix is ``manage.py migrate``."""
+    for args in (("stats",), ("jobs", "show", "1"), ("jobs", "list")):
+        done = await manage(empty_dsn, "venturi", *args)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert done.stderr.strip().splitlines() == [
+            "venturi: the venturi schema 'venturi' is not applied to this database: "
+            "run `manage.py migrate`"
+        ], args
+    await manage(empty_dsn, "venturi", "schema", "apply")
+    missing = await manage(empty_dsn, "venturi", "jobs", "show", "999")
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == "venturi: job 999 does not exist"
+    usage = await manage(empty_dsn, "venturi", "jobs", "list", "--bogus")
+    assert usage.returncode == 2 and "No such option: --bogus" in usage.stderr
+    for done in (missing, usage):
+        assert "Traceback" not in done.stderr and "Exit" not in done.stderr
+
+
+async def test_settings_may_follow_the_subcommand(dsn: str) -> None:
+    """Django reads ``--settings`` wherever it stands; venturi's commands (and the worker)
+    must not take it for one of theirs. The environment names no usable settings, so
+    only the option makes the command work."""
+    settings = "tests.support.django_app.settings"
+    nowhere = {"DJANGO_SETTINGS_MODULE": "no.such.settings"}
+    for args in (
+        ("venturi", "jobs", "list", "--json", "--settings", settings),
+        ("venturi", "jobs", "list", "--settings", settings, "--json"),
+        ("venturi", "stats", f"--settings={settings}"),
+        ("venturi", "--settings", settings, "jobs", "list", "--json"),
+    ):
+        done = await manage(dsn, *args, **nowhere)
+        assert done.returncode == 0, (args, done.stderr)
+    listed = await manage(dsn, "venturi", "jobs", "list", "--json", "--settings", settings)
+    assert json.loads(listed.stdout) == []
+
+
 async def test_manage_venturi_worker_runs_venturi_and_django_tasks(
     dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
@@ -265,13 +305,17 @@ async def test_manage_venturi_worker_without_a_module_runs_every_django_queue(
     dsn: str, conn: asyncpg.Connection
 ) -> None:
     found = await scenario("tasks_enqueue_add", dsn)
+    # --settings after the subcommand, as Django users write it (the environment's
+    # settings do not exist): Django's option, not one for the worker's parser.
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(MANAGE),
         "venturi",
         "worker",
+        "--settings",
+        "tests.support.django_app.settings",
         cwd=ROOT,
-        env=_env(dsn),
+        env=_env(dsn, DJANGO_SETTINGS_MODULE="no.such.settings"),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -313,11 +357,97 @@ async def test_enqueue_commits_and_rolls_back_with_the_atomic_block(dsn: str) ->
     assert found == {"rolled_back_gone": True, "kept": "READY"}
 
 
-async def test_a_task_that_raises_is_failed_at_once_with_its_error(dsn: str) -> None:
+async def test_a_task_that_raises_is_failed_at_once_with_its_error(
+    dsn: str, conn: asyncpg.Connection
+) -> None:
     found = await scenario("tasks_failure", dsn)
     assert found["status"] == "FAILED" and found["raised"] == "Task failed"
     assert found["errors"] == [["tests.support.django_app.tasks.Refused", True]]
     assert found["class_ok"] is True and found["job_status"] == "dead"
+    # What venturi's operators see: the message, not the class alone; a failure counted.
+    job = await venturi.get_job(conn, int(found["id"]))
+    assert job is not None and job.failures == 1 and job.max_failures == 1
+    assert job.last_error is not None
+    assert job.last_error.splitlines()[0] == "tests.support.django_app.tasks.Refused: no stock"
+    journal = await venturi.get_journal(conn, job.id)
+    assert [(e.event, (e.detail or "").partition("\n")[0]) for e in journal[1:]] == [
+        ("claimed", ""),
+        ("retried", "tests.support.django_app.tasks.Refused: no stock"),
+        ("dead", "failure backstop reached (1 of 1)"),
+    ]
+    listed = await manage(dsn, "venturi", "jobs", "list", "--status", "dead")
+    assert "Refused: no stock" in listed.stdout, listed.stdout
+    shown = await manage(dsn, "venturi", "jobs", "show", str(job.id))
+    assert "1 of 1" in shown.stdout, shown.stdout
+    stats = json.loads((await manage(dsn, "venturi", "stats", "--json")).stdout)
+    [kind] = [k for k in stats["kinds"] if k["kind"] == "django.default"]
+    assert kind["failures_recent"] == 1 and kind["dead"] == 1
+
+
+async def test_systemexit_in_a_task_fails_it_and_the_worker_goes_on(
+    dsn: str, conn: asyncpg.Connection
+) -> None:
+    """A task raising SystemExit fails under its own class, as any exception would; the
+    worker runs the next job and stops cleanly when asked."""
+    exits = await scenario("tasks_enqueue", dsn, VENTURI_TEST_TASK="exits", VENTURI_TEST_ARGS="[3]")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(MANAGE),
+        "venturi",
+        "worker",
+        "--poll-max",
+        "1",
+        cwd=ROOT,
+        env=_env(dsn),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+
+        async def finished(job_id: int) -> bool:
+            job = await venturi.get_job(conn, job_id)
+            return job is not None and job.status in ("completed", "dead")
+
+        await wait_for(lambda: finished(int(exits["id"])), within=60)
+        # Enqueued after the SystemExit: only a worker still running takes it.
+        after = await scenario(
+            "tasks_enqueue", dsn, VENTURI_TEST_TASK="add", VENTURI_TEST_ARGS="[2, 2]"
+        )
+        await wait_for(lambda: finished(int(after["id"])), within=60)
+        assert proc.returncode is None
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    read = await scenario("tasks_result", dsn, VENTURI_TEST_ID=exits["id"])
+    assert read["status"] == "FAILED"
+    [[path, trace]] = read["errors"]
+    assert path == "builtins.SystemExit" and "SystemExit: 3" in trace
+    job = await venturi.get_job(conn, int(after["id"]))
+    assert job is not None and job.status == "completed" and job.result == 4
+
+
+async def test_enqueued_at_is_the_same_from_enqueue_and_get_result(dsn: str) -> None:
+    found = await scenario("tasks_enqueued_at", dsn)
+    enqueued, read = found["inside"]
+    assert enqueued == read == found["after_commit"]
+    assert found["outside"][0] == found["outside"][1]
+
+
+async def test_get_result_reads_the_job_and_its_journal_in_one_statement(dsn: str) -> None:
+    """One statement is one snapshot: the job's status and its journal's errors agree."""
+    found = await scenario("tasks_get_result_statements", dsn)
+    assert found == {"statements": ["-- job_get_with_journal"], "errors": 1}
+
+
+async def test_a_system_check_asks_for_the_app(dsn: str) -> None:
+    """TASKS on VenturiBackend without venturi.contrib.django installed: no migrate would
+    apply the schema; Django's checks say so before the first enqueue fails."""
+    missing = await manage(dsn, "check", VENTURI_TEST_WITHOUT_APP="1")
+    assert missing.returncode == 1
+    assert "venturi.E001" in missing.stderr and "INSTALLED_APPS" in missing.stderr
+    fine = await manage(dsn, "check")
+    assert fine.returncode == 0, fine.stderr
 
 
 async def test_max_attempts_lets_venturi_retry(dsn: str) -> None:
@@ -361,6 +491,26 @@ async def test_priority_run_after_queues_and_context_map_onto_venturi(dsn: str) 
     assert found["invalid"] == found["invalid"][:1] * 2
     assert found["missing"] == ["999999", "not-a-number"]
     assert found["flags"] == [True, True, True, True]
+
+
+async def test_priority_orders_within_a_tier(dsn: str) -> None:
+    """Django's numeric order (larger sooner) holds within each tier, then enqueue order;
+    the tiers themselves strictly ordered here (no anti-starvation)."""
+    found = await scenario("tasks_order", dsn, VENTURI_TEST_RATIO="strict")
+    high, normal, low = venturi.Priority.HIGH, venturi.Priority.NORMAL, venturi.Priority.LOW
+    assert found["tiers"] == [high, high, high, normal, low, low, high]
+    assert found["ran"] == "bgacdef"
+
+
+async def test_strict_priority_is_django_s_order_whatever_the_ratio(dsn: str) -> None:
+    """STRICT_PRIORITY: every task in one tier, so the worker's anti-starvation (every
+    4th claim for the lower tiers) has nothing to reorder."""
+    options = json.dumps({"STRICT_PRIORITY": True})
+    found = await scenario(
+        "tasks_order", dsn, VENTURI_TEST_RATIO="4", VENTURI_DJANGO_TASK_OPTIONS=options
+    )
+    assert found["tiers"] == [venturi.Priority.NORMAL] * 7
+    assert found["ran"] == "bgacdef"
 
 
 async def test_aenqueue_and_aget_result(dsn: str) -> None:

@@ -661,7 +661,7 @@ async def test_the_schema_applies_through_a_sync_driver(
     latest = sql.migrations()[-1].version
     with psycopg.connect(empty_dsn) as c:
         applied = await asyncio.to_thread(db.schema.apply_schema_sync, c, schema="venturi")
-        assert applied == list(range(1, latest + 1))
+        assert applied == [m.version for m in sql.migrations()]
         assert c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     p2 = psycopg2.connect(empty_dsn)
     try:

@@ -112,8 +112,17 @@ async def _count(conn: asyncpg.Connection) -> int:
 async def test_wrong_carry_type_is_a_type_error_and_writes_nothing(
     conn: asyncpg.Connection, fetch: venturi.Task[Fetch], bad: Any
 ) -> None:
-    with pytest.raises(TypeError, match="carry of task 'fetch' must be Fetch"):
+    with pytest.raises(TypeError, match=r"carry of task 'fetch'( must be Fetch|: Fetch\.url)"):
         await fetch.enqueue(conn, bad)
+    assert await _count(conn) == 0
+
+
+async def test_a_wrong_field_says_which_field_and_what_it_must_be(
+    conn: asyncpg.Connection, fetch: venturi.Task[Fetch]
+) -> None:
+    with pytest.raises(TypeError) as raised:
+        await fetch.enqueue(conn, Fetch(url=5))  # type: ignore[arg-type]
+    assert str(raised.value) == "carry of task 'fetch': Fetch.url must be str, got int"
     assert await _count(conn) == 0
 
 

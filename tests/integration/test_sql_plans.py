@@ -187,3 +187,20 @@ async def test_dashboard_reads_use_their_indexes(conn: asyncpg.Connection) -> No
             "journal_at_idx",
         } <= overview
         assert "jobs_stale_idx" in await _explain(conn, "job_list_claimed", 2000)
+        # The search box: no index reads its words (migration 15 says why); a page and a
+        # bulk action's batch read the jobs the filter leaves (every job, for no filter)
+        # and compute the document of each, the filter's own index narrowing them.
+        rare = await conn.fetchval(sql.statement("job_search_query"), "order-300")
+        page = await _plan(conn, "job_search_older", None, None, None, rare, [], None, 51)
+        assert "jobs" in _seq_scanned(page) or _index_names(page) == {"jobs_pkey"}
+        searched_dead = ("dead", None, None, rare, [], None, 51)
+        assert "jobs_failed_id_idx" in await _explain(conn, "job_search_older", *searched_dead)
+        searched_kind = (None, "rare", None, rare, [], 9_000, 51)
+        assert "jobs_kind_id_idx" in await _explain(conn, "job_search_older", *searched_kind)
+        batch = await _plan(
+            conn, "job_ids_matching_search", None, None, None, 20_000, 500, rare, []
+        )
+        assert "jobs" in _seq_scanned(batch) or _index_names(batch) == {"jobs_pkey"}
+        # A kind's trends from the finished index.
+        trends = await _explain(conn, "job_activity_of_kind", "kind_3", "manual retry", 60.0, 60)
+        assert "journal_at_idx" in trends and {"jobs_finished_idx", "jobs_kind_id_idx"} & trends

@@ -6,6 +6,7 @@ read-only, escaping of hostile values)."""
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import re
 import sys
@@ -92,7 +93,7 @@ async def test_every_page_renders_the_seeded_state(
     assert row and "paused" in row.group(1)
     assert 'class="dead-count"' in row.group(1) and ">1</a>" in row.group(1)
     assert r.text.count("<svg") == 2 and 'class="bar"' in r.text
-    assert 'hx-trigger="every 2s"' in r.text
+    assert 'data-refresh="/partials/overview"' in r.text and 'id="refresh-control"' in r.text
     live = await web.get("/partials/overview")
     assert live.status_code == 200 and live.text.lstrip().startswith('<section id="live"')
 
@@ -180,9 +181,16 @@ async def test_api_answers_what_the_cli_prints(
 # --- actions --------------------------------------------------------------------------
 
 
-async def post(c: httpx.AsyncClient, path: str, data: dict[str, Any]) -> httpx.Response:
+async def post(
+    c: httpx.AsyncClient, path: str, data: dict[str, Any], back: str = "/jobs"
+) -> httpx.Response:
+    """Post a form as the page ``back`` does; an action's 303 is followed back there."""
     token = await csrf_of(c)
-    return await c.post(path, data={"csrf": token, **data})
+    r = await c.post(path, data={"csrf": token, "back": back, **data})
+    if r.status_code != 303:
+        return r
+    assert r.headers["location"] == back
+    return await c.get(r.headers["location"])
 
 
 async def test_single_job_actions_are_journaled_with_the_operator(
@@ -233,10 +241,12 @@ async def test_bulk_action_confirms_the_count_and_spares_newer_jobs(
     r = await web.get("/jobs/bulk?action=retry&status=dead&kind=fetch")
     assert r.status_code == 200
     assert re.search(r'id="bulk-count"><strong>3</strong>', r.text)
-    form = dict(re.findall(r'name="(\w+)" value="([^"]*)"', r.text))
+    form = {k: html.unescape(v) for k, v in re.findall(r'name="(\w+)" value="([^"]*)"', r.text)}
     assert form["up_to"] == str(deads[-1]) and form["action"] == "retry"
     late = await make(conn, "fetch", "dead")  # after the confirmation: left alone
     r = await web.post("/jobs/bulk", data=form)
+    assert r.status_code == 303 and r.headers["location"] == "/jobs?status=dead&kind=fetch"
+    r = await web.get(r.headers["location"])
     assert r.status_code == 200 and "3 done, 0 refused" in r.text
     assert [await status(conn, i) for i in deads] == ["pending"] * 3
     assert await status(conn, late) == "dead" and await status(conn, other) == "dead"
@@ -245,7 +255,7 @@ async def test_bulk_action_confirms_the_count_and_spares_newer_jobs(
     await make(conn, "sweep", "completed")
     r = await web.get("/jobs/bulk?action=delete&kind=sweep")
     form = dict(re.findall(r'name="(\w+)" value="([^"]*)"', r.text))
-    r = await web.post("/jobs/bulk", data=form)
+    r = await web.post("/jobs/bulk", data=form, follow_redirects=True)
     assert "1 done, 1 refused" in r.text
     assert [j.status for j in await admin.list_jobs(conn, kind="sweep")] == ["claimed"]
 

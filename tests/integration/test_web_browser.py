@@ -2,9 +2,12 @@
 uvicorn serving the app on a free loopback port and a real database.
 
 An operator logs in with the token, finds the dead job, reads its traceback, retries it,
-and watches the overview (open in another tab, never reloaded) count it out. With
-VENTURI_WEB_SCREENSHOTS=DIR the test also saves DIR/web-overview.png and DIR/web-job.png
-(the README's pictures: ``VENTURI_WEB_SCREENSHOTS=docs pytest tests/test_web_browser.py``).
+and watches the overview (open in another tab, never reloaded) count it out; the
+operator's second generation (search, selection, recovery, dark mode, refresh, the
+workflow graph). With VENTURI_WEB_SCREENSHOTS=DIR the screenshot test saves every page,
+light and dark, as DIR/web-<page>.png and DIR/web-<page>-dark.png (docs/web.md's
+pictures: ``VENTURI_WEB_SCREENSHOTS=docs pytest tests/integration/test_web_browser.py -k
+screenshots``).
 """
 
 from __future__ import annotations
@@ -116,20 +119,9 @@ async def test_operator_retries_a_dead_job_and_the_overview_follows(
 ) -> None:
     from selenium.webdriver.common.by import By
 
-    shots = os.environ.get("VENTURI_WEB_SCREENSHOTS")
-    if shots:
-        await seed_for_pictures(conn)
     await make(conn, "fetch", "completed")
     dead = await make(conn, "fetch", "dead", carry='{"url": "https://example.com/feed.xml"}')
     await make(conn, "fetch", "pending")
-    if shots:
-        await db.kinds.kind_pause(
-            conn,
-            schema=S,
-            kinds=["kind_7"],
-            paused_by="operator:alice@ops",
-            reason="vendor maintenance",
-        )
 
     app = venturi.web.app(dsn, token=TOKEN)
     loop = asyncio.get_running_loop()
@@ -147,9 +139,6 @@ async def test_operator_retries_a_dead_job_and_the_overview_follows(
             browser.find_element(By.CSS_SELECTOR, "form.login button").click()
             wait_until(browser, lambda d: d.current_url == base + "/")
             assert dead_count() == "1"
-            if shots:
-                wait_until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "rect.bar"))
-                browser.save_screenshot(str(Path(shots) / "web-overview.png"))
             overview_tab = browser.current_window_handle
 
             # The list of dead jobs, then the job, in a second tab.
@@ -161,11 +150,10 @@ async def test_operator_retries_a_dead_job_and_the_overview_follows(
             assert "Traceback (most recent call last)" in traceback
             assert "ConnectionError: upstream refused" in traceback
             assert "https://example.com/feed.xml" in browser.find_element(By.ID, "carry").text
-            if shots:
-                browser.save_screenshot(str(Path(shots) / "web-job.png"))
             browser.find_element(By.XPATH, "//button[text()='Retry']").click()
-            summary = wait_until(browser, lambda d: d.find_element(By.ID, "outcome-summary"))
+            summary = wait_until(browser, lambda d: d.find_element(By.ID, "flash-summary"))
             assert summary.text == "1 done, 0 refused."
+            assert browser.current_url == f"{base}/jobs/{dead}"  # back where it was, by GET
 
             # Back on the overview, never reloaded: its poll brings the new count.
             browser.switch_to.window(overview_tab)
@@ -182,3 +170,288 @@ async def test_operator_retries_a_dead_job_and_the_overview_follows(
     assert job is not None and job.status == "pending" and job.failures == 0
     entry = (await venturi.get_journal(conn, dead))[-1]
     assert (entry.event, entry.worker) == ("retried", "web:127.0.0.1")
+
+
+# --- the operator's second generation: search, selection, recovery, graph, theme, refresh
+
+
+@pytest.fixture
+def served(dsn: str) -> Iterator[str]:
+    with Served(venturi.web.app(dsn)) as base:
+        yield base
+
+
+PAUSE_REFRESH = "localStorage.setItem('venturi-refresh-paused', '1')"
+
+
+def rows_shown(browser: Any) -> list[int]:
+    from selenium.webdriver.common.by import By
+
+    return [
+        int(r.get_attribute("data-id"))
+        for r in browser.find_elements(By.CSS_SELECTOR, "#jobs-table tr[data-id]")
+    ]
+
+
+async def test_search_then_act_on_the_selected_rows(
+    conn: asyncpg.Connection, served: str, browser: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    a = await make(conn, "fetch", "dead", carry='{"shop": "walnut"}')
+    b = await make(conn, "fetch", "dead", carry='{"shop": "walnut"}')
+    c = await make(conn, "fetch", "dead", carry='{"shop": "cedar"}')
+    await make(conn, "mail", "completed", carry='{"shop": "walnut"}')
+
+    def drive() -> str:
+        browser.get(served + "/jobs")
+        # No refresh under the clicks (a refreshed row would be a stale element).
+        browser.execute_script(PAUSE_REFRESH)
+        box = browser.find_element(By.ID, "search")
+        box.send_keys("walnut")
+        Select(browser.find_element(By.ID, "status")).select_by_value("dead")
+        browser.find_element(By.CSS_SELECTOR, "#filters button").click()
+        wait_until(browser, lambda d: "q=walnut" in d.current_url)
+        assert sorted(rows_shown(browser)) == [a, b]
+        assert "2 jobs match" in browser.find_element(By.ID, "totals").text
+        # The kind picker lists the known kinds.
+        picker = Select(browser.find_element(By.ID, "kind-picker"))
+        assert [o.text for o in picker.options] == ["any", "fetch", "mail"]
+        retry = browser.find_element(By.CSS_SELECTOR, ".selection button[value=retry]")
+        assert not retry.is_enabled()  # nothing ticked yet
+        browser.find_element(By.ID, "select-all").click()
+        assert browser.find_element(By.ID, "selected-count").text == "2"
+        browser.find_element(By.CSS_SELECTOR, f'input[name=ids][value="{a}"]').click()
+        assert browser.find_element(By.ID, "selected-count").text == "1"
+        listed = browser.current_url
+        retry.click()
+        summary = wait_until(browser, lambda d: d.find_element(By.ID, "flash-summary"))
+        assert summary.text == "1 done, 0 refused."
+        assert browser.current_url == listed  # redirected back: no page at a POST URL
+        return str(browser.current_url)
+
+    await asyncio.get_running_loop().run_in_executor(None, drive)
+    statuses = [(await venturi.get_job(conn, i)).status for i in (a, b, c)]  # type: ignore[union-attr]
+    assert statuses == ["dead", "pending", "dead"]
+    assert (await venturi.get_journal(conn, b))[-1].worker == "web:127.0.0.1"
+
+
+async def test_recover_a_gone_workers_claims_from_the_workers_page(
+    conn: asyncpg.Connection, served: str, browser: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    from tests.support.fleet import gone_worker
+
+    await gone_worker(conn, "crashed-host:9", {"fetch": 2})
+
+    def drive() -> None:
+        browser.get(served + "/")
+        warning = wait_until(browser, lambda d: d.find_element(By.ID, "gone-warning"))
+        assert "crashed-host:9" in warning.text and "fetch 2" in warning.text
+        browser.get(served + "/workers")
+        browser.execute_script(PAUSE_REFRESH)
+        browser.find_element(By.XPATH, "//button[text()='Recover claims']").click()
+        summary = wait_until(browser, lambda d: d.find_element(By.ID, "flash-summary"))
+        assert summary.text == "2 done, 0 refused."
+        assert browser.current_url == served + "/workers"
+
+    await asyncio.get_running_loop().run_in_executor(None, drive)
+    jobs = await venturi.admin.list_jobs(conn, kind="fetch")
+    assert [j.status for j in jobs] == ["pending", "pending"]
+
+
+def background(browser: Any) -> str:
+    return str(browser.execute_script("return getComputedStyle(document.body).backgroundColor"))
+
+
+async def test_dark_mode_follows_the_system_and_the_toggle_keeps_its_choice(
+    served: str, browser: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    light, dark = "rgb(247, 247, 245)", "rgb(17, 19, 22)"
+
+    def drive() -> None:
+        browser.execute_cdp_cmd(
+            "Emulation.setEmulatedMedia",
+            {"features": [{"name": "prefers-color-scheme", "value": "dark"}]},
+        )
+        browser.get(served + "/jobs")
+        assert background(browser) == dark  # the system's setting
+        toggle = browser.find_element(By.ID, "theme-toggle")
+        assert toggle.text == "theme: system"
+        toggle.click()
+        assert toggle.text == "theme: dark" and background(browser) == dark
+        toggle.click()
+        assert toggle.text == "theme: light"
+        wait_until(browser, lambda d: background(d) == light)  # light despite the system
+        browser.get(served + "/workers")  # kept: the server renders the choice
+        assert background(browser) == light
+        assert browser.find_element(By.ID, "theme-toggle").text == "theme: light"
+        browser.execute_cdp_cmd(
+            "Emulation.setEmulatedMedia",
+            {"features": [{"name": "prefers-color-scheme", "value": "light"}]},
+        )
+        browser.find_element(By.ID, "theme-toggle").click()  # -> system
+        browser.find_element(By.ID, "theme-toggle").click()  # -> dark
+        wait_until(browser, lambda d: background(d) == dark)  # dark despite the system
+        logs = [e["message"] for e in browser.get_log("browser")]
+        assert not [m for m in logs if "Content Security Policy" in m], logs
+
+    await asyncio.get_running_loop().run_in_executor(None, drive)
+
+
+async def test_refresh_control_sets_the_interval_and_pauses(
+    conn: asyncpg.Connection, served: str, browser: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    first = await make(conn, "fetch", "pending")
+    loop = asyncio.get_running_loop()
+
+    def open_list() -> None:
+        browser.get(served + "/jobs")
+        Select(browser.find_element(By.ID, "refresh-interval")).select_by_value("2")
+        assert rows_shown(browser) == [first]
+        browser.execute_script("window.venturiNotReloaded = true")
+
+    await loop.run_in_executor(None, open_list)
+    second = await make(conn, "fetch", "pending")
+    await loop.run_in_executor(
+        None, lambda: wait_until(browser, lambda d: rows_shown(d) == [second, first])
+    )
+
+    def pause() -> None:
+        assert browser.execute_script("return window.venturiNotReloaded") is True
+        browser.find_element(By.ID, "refresh-pause").click()
+        assert browser.find_element(By.ID, "refresh-pause").text == "resume"
+
+    await loop.run_in_executor(None, pause)
+    third = await make(conn, "fetch", "pending")
+
+    def resume() -> None:
+        # Paused: two more ticks of the timer pass and the list stays as it was.
+        ticks = browser.execute_script("return window.venturiTicks")
+        wait_until(browser, lambda d: d.execute_script("return window.venturiTicks") >= ticks + 2)
+        assert rows_shown(browser) == [second, first]
+        browser.find_element(By.ID, "refresh-pause").click()
+        wait_until(browser, lambda d: rows_shown(d) == [third, second, first])
+        assert browser.execute_script("return window.venturiNotReloaded") is True
+        # The choice is kept for the next page.
+        browser.get(served + "/workers")
+        assert (
+            Select(browser.find_element(By.ID, "refresh-interval")).first_selected_option.text
+            == "2 s"
+        )
+
+    await loop.run_in_executor(None, resume)
+
+
+async def test_workflow_graph_nodes_link_and_take_their_status_colour(
+    tmp_path: Path, served: str, browser: Any
+) -> None:
+    import jinja2
+    from selenium.webdriver.common.by import By
+
+    from venturi.web import filters
+    from venturi.web.graph import Node, layout
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("venturi.web", "templates"), autoescape=True
+    )
+    filters.install(env)
+    g = layout(
+        [
+            Node(1, "order.place", "completed", served + "/jobs/1"),
+            Node(2, "payment.charge", "dead", served + "/jobs/2"),
+            Node(3, "stock.reserve", "waiting", served + "/jobs/3"),
+        ],
+        [(1, 2), (1, 3)],
+        current=1,
+    )
+    svg = env.from_string('{% import "_macros.html" as m %}{{ m.graph(g) }}').render(g=g)
+    page = tmp_path / "graph.html"
+    page.write_text(
+        f'<!doctype html><link rel="stylesheet" href="{served}/static/venturi.css">{svg}'
+    )
+
+    def drive() -> None:
+        browser.get(page.as_uri())
+
+        def stroke(job: int) -> str:
+            rect = browser.find_element(By.CSS_SELECTOR, f'a[data-job="{job}"] rect')
+            return str(rect.value_of_css_property("stroke"))
+
+        wait_until(browser, lambda d: stroke(2) == "rgb(192, 57, 43)")  # dead: --bad
+        assert stroke(1) == "rgb(31, 138, 76)"  # completed: --ok
+        assert stroke(3) == "rgb(43, 123, 185)"  # waiting: --pend
+        box = browser.find_element(By.CSS_SELECTOR, 'a[data-job="1"] rect').rect
+        below = browser.find_element(By.CSS_SELECTOR, 'a[data-job="2"] rect').rect
+        assert below["y"] > box["y"] + box["height"]
+        browser.find_element(By.CSS_SELECTOR, 'a[data-job="2"] text').click()
+        wait_until(browser, lambda d: d.current_url == served + "/jobs/2")
+
+    await asyncio.get_running_loop().run_in_executor(None, drive)
+
+
+PAGES = (
+    ("overview", "/"),
+    ("jobs", "/jobs?q=upstream&status=dead"),
+    ("job", "/jobs/{dead}"),
+    ("kinds", "/kinds"),
+    ("kind", "/kind?name=kind_3"),
+    ("workers", "/workers"),
+    ("schedules", "/schedules"),
+)
+
+
+async def test_screenshots_of_every_page_light_and_dark(
+    dsn: str, conn: asyncpg.Connection, browser: Any, tmp_path: Path
+) -> None:
+    """Every page, light and dark, from a seeded database, without a CSP refusal; with
+    VENTURI_WEB_SCREENSHOTS=DIR the pictures (DIR/web-<page>.png, web-<page>-dark.png)
+    are those of docs/web.md, else they go to a temporary directory."""
+    from selenium.webdriver.common.by import By
+
+    from tests.support.fleet import gone_worker
+
+    shots = Path(os.environ.get("VENTURI_WEB_SCREENSHOTS") or tmp_path)
+    await seed_for_pictures(conn)
+    await gone_worker(conn, "web-7f3c:4121", {"kind_1": 2, "kind_4": 1})
+    dead = await make(conn, "fetch", "dead", carry='{"url": "https://example.com/feed.xml"}')
+    await db.kinds.kind_pause(
+        conn, schema=S, kinds=["kind_7"], paused_by="operator:alice@ops", reason="vendor down"
+    )
+    app = venturi.web.app(dsn, token=TOKEN)
+    with Served(app) as base:
+
+        def drive() -> None:
+            browser.set_window_size(1100, 760)
+            for scheme in ("light", "dark"):
+                browser.execute_cdp_cmd(
+                    "Emulation.setEmulatedMedia",
+                    {"features": [{"name": "prefers-color-scheme", "value": scheme}]},
+                )
+                suffix = "" if scheme == "light" else "-dark"
+                browser.delete_all_cookies()
+                browser.get(base + "/login")
+                browser.save_screenshot(str(shots / f"web-login{suffix}.png"))
+                browser.find_element(By.ID, "token").send_keys(TOKEN)
+                browser.find_element(By.CSS_SELECTOR, "form.login button").click()
+                wait_until(browser, lambda d: d.current_url == base + "/")
+                for name, path in PAGES:
+                    browser.get(base + path.format(dead=dead))
+                    if name in ("overview", "kind"):
+                        wait_until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "rect.bar"))
+                    browser.save_screenshot(str(shots / f"web-{name}{suffix}.png"))
+                    assert background(browser) == (
+                        "rgb(17, 19, 22)" if suffix else "rgb(247, 247, 245)"
+                    )
+            logs = [e["message"] for e in browser.get_log("browser")]
+            assert not [m for m in logs if "Content Security Policy" in m], logs
+
+        await asyncio.get_running_loop().run_in_executor(None, drive)
+    assert (shots / "web-overview-dark.png").stat().st_size > 0

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from venturi import sql
+import venturi
+from tests.support.opsdata import S, make
+from venturi import db, sql
+from venturi.backoff import DEFAULT_BACKOFF
 
 
 async def silence_worker(
@@ -33,3 +36,35 @@ async def stop_long_ago(
         float(seconds),
     )
     assert done == "UPDATE 1", f"worker {worker_id} is not registered"
+
+
+async def gone_worker(conn: Any, name: str, kinds: dict[str, int]) -> Any:
+    """A registered worker holding ``kinds`` claims (count per kind), silent for an hour."""
+    me = db.Claimant(name)
+    await db.workers.worker_register(
+        conn,
+        schema=S,
+        id=me.token,
+        name=name,
+        host="h",
+        pid=1,
+        kinds=sorted(kinds),
+        concurrency=10,
+        version=venturi.__version__,
+    )
+    for kind, n in kinds.items():
+        for _ in range(n):
+            await make(conn, kind, "pending")
+        answer = await db.claims.job_claim(
+            conn,
+            schema=S,
+            claimant=me,
+            kinds=[kind],
+            leases=[3600.0],
+            floor=0,
+            limit=n,
+            backoff=DEFAULT_BACKOFF,
+        )
+        assert len(answer.claimed) == n
+    await silence_worker(conn, me.token, 3600)
+    return me

@@ -17,3 +17,18 @@ async def talk(ctx: venturi.Context[Any], carry: Item) -> None:
 @venturi.task(kind="log_fail", max_failures=2)
 async def fail(ctx: venturi.Context[Any], carry: Item) -> None:
     raise ValueError(f"card {carry.n} declined")
+
+
+@venturi.task(kind="log_last_try", max_failures=1)
+async def last_try(ctx: venturi.Context[Any], carry: Item) -> None:
+    raise ValueError(f"card {carry.n} expired")
+
+
+@venturi.task(kind="log_give_up")
+async def give_up(ctx: venturi.Context[Any], carry: Item) -> venturi.Outcome:
+    return venturi.dead(f"card {carry.n} is stolen")
+
+
+@venturi.task(kind="log_retry_out", max_failures=1)
+async def retry_out(ctx: venturi.Context[Any], carry: Item) -> venturi.Outcome:
+    return venturi.retry(reason=f"card {carry.n} busy")

@@ -86,7 +86,7 @@ DRIVER_STATEMENTS = (
     "job_insert_many",
     "job_insert_many_unkeyed",
     "job_get",
-    "journal_get",
+    "job_get_with_journal",
     "transaction/savepoint",
     "transaction/savepoint_release",
     "transaction/savepoint_rollback",

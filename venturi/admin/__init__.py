@@ -4,6 +4,8 @@ what scripts may call too. One module per question:
 
 - ``jobs``: list and show jobs; retry, cancel, delete, run now, set priority by id;
 - ``bulk``: count what a filter matches, and act on exactly those jobs in batches;
+- ``search``: the dashboard's job list: a filter with a search box, paged both ways,
+  its total, the known kinds, one kind's activity;
 - ``kinds``: pause, resume, list the kinds (paused or not) and the paused ones;
 - ``health``: ``KindHealth`` per kind, which ``stats``, ``top`` and the dashboard read;
 - ``workers``: the registry of workers, their claims, recovering a gone one's;
@@ -72,12 +74,27 @@ from venturi.admin.kinds import (
 )
 from venturi.admin.retention import PURGE_BATCH, purge, purge_count
 from venturi.admin.schedules import Schedules, ScheduleView, list_schedules
+from venturi.admin.search import (
+    COUNT_CAP,
+    PERIODS,
+    Bucket,
+    JobFilter,
+    JobPage,
+    Search,
+    kind_activity,
+    known_kinds,
+    resolve_search,
+    search_jobs,
+)
 from venturi.admin.workers import (
     CLAIMED_SHOWN,
     ClaimedJob,
+    GoneClaims,
     RecoveredWorker,
     WorkerInfo,
     claimed_jobs,
+    gone_with_claims,
+    holder_of,
     list_workers,
     recover_expired,
     recover_worker,
@@ -89,10 +106,12 @@ __all__ = [
     "BULK_BATCH",
     "CANCEL_DETAIL",
     "CLAIMED_SHOWN",
+    "COUNT_CAP",
     "DEFAULT_LIVENESS",
     "FAILURES_WINDOW",
     "FINISHED",
     "MANUAL_RETRY",
+    "PERIODS",
     "PURGE_BATCH",
     "RECENT_WINDOW",
     "RUN_NOW_DETAIL",
@@ -100,10 +119,14 @@ __all__ = [
     "STATS_COMPLETED_WINDOW",
     "STATUSES",
     "TOP_COMPLETED_WINDOW",
+    "Bucket",
     "Change",
     "ClaimedJob",
     "Fleet",
+    "GoneClaims",
     "JobDetail",
+    "JobFilter",
+    "JobPage",
     "JobRow",
     "JobStatus",
     "KindHealth",
@@ -118,6 +141,7 @@ __all__ = [
     "RecoveredWorker",
     "ScheduleView",
     "Schedules",
+    "Search",
     "Stats",
     "TopFrame",
     "WorkerInfo",
@@ -132,6 +156,10 @@ __all__ = [
     "delete_job",
     "delete_jobs",
     "fleet",
+    "gone_with_claims",
+    "holder_of",
+    "kind_activity",
+    "known_kinds",
     "list_jobs",
     "list_kinds",
     "list_schedules",
@@ -146,9 +174,11 @@ __all__ = [
     "purge_count",
     "recover_expired",
     "recover_worker",
+    "resolve_search",
     "resume_kinds",
     "retry_jobs",
     "run_now_jobs",
+    "search_jobs",
     "set_priority",
     "show_job",
     "stats",

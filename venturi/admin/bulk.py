@@ -10,6 +10,7 @@ import msgspec
 
 from venturi import db
 from venturi.admin.common import Change, check_ids, check_status
+from venturi.admin.search import resolve_search
 from venturi.db.conn import Conn
 from venturi.sql import DEFAULT_SCHEMA
 
@@ -29,13 +30,29 @@ async def count_matching(
     status: str | None = None,
     kind: str | None = None,
     key: str | None = None,
+    search: str | None = None,
     schema: str = DEFAULT_SCHEMA,
 ) -> Matching:
-    """What a bulk action on this filter would touch: shown to the operator to confirm."""
+    """What a bulk action on this filter would touch: shown to the operator to confirm.
+    ``search``: the dashboard's search box (``venturi.admin.search``)."""
     check_status(status)
-    row = await db.operations.job_count_matching(
-        conn, schema=schema, status=status, kind=kind, key=key
-    )
+    found = await resolve_search(conn, search, schema=schema)
+    if found is None:
+        row = await db.operations.job_count_matching(
+            conn, schema=schema, status=status, kind=kind, key=key
+        )
+    elif not found.possible:
+        return Matching(0, None)
+    else:
+        row = await db.operations.job_count_matching_search(
+            conn,
+            schema=schema,
+            status=status,
+            kind=kind,
+            key=key,
+            search=found.query,
+            kinds=found.kinds,
+        )
     return Matching(int(row["jobs"]), row["newest_id"])
 
 
@@ -46,6 +63,7 @@ async def act_on_matching(
     status: str | None = None,
     kind: str | None = None,
     key: str | None = None,
+    search: str | None = None,
     up_to: int,
     batch: int = BULK_BATCH,
     schema: str = DEFAULT_SCHEMA,
@@ -56,10 +74,26 @@ async def act_on_matching(
     check_status(status)
     cursor = check_ids([up_to])[0] + 1
     out: list[Change] = []
+    found = await resolve_search(conn, search, schema=schema)
+    if found is not None and not found.possible:
+        return out
     while True:
-        ids = await db.operations.job_ids_matching(
-            conn, schema=schema, status=status, kind=kind, key=key, before=cursor, limit=batch
-        )
+        if found is None:
+            ids = await db.operations.job_ids_matching(
+                conn, schema=schema, status=status, kind=kind, key=key, before=cursor, limit=batch
+            )
+        else:
+            ids = await db.operations.job_ids_matching_search(
+                conn,
+                schema=schema,
+                status=status,
+                kind=kind,
+                key=key,
+                before=cursor,
+                limit=batch,
+                search=found.query,
+                kinds=found.kinds,
+            )
         if not ids:
             return out
         out += await action(ids)

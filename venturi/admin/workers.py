@@ -80,6 +80,48 @@ async def claimed_jobs(
     return [ClaimedJob(**dict(r)) for r in rows]
 
 
+class GoneClaims(msgspec.Struct, frozen=True):
+    """A gone worker that still holds claims: the worker and how many of each kind."""
+
+    worker: WorkerInfo
+    kinds: dict[str, int]
+
+
+async def gone_with_claims(
+    conn: Conn, *, liveness: float = DEFAULT_LIVENESS, schema: str = DEFAULT_SCHEMA
+) -> list[GoneClaims]:
+    """Every gone worker that still holds claims (the dashboard's warning), with its
+    claims counted by kind; their jobs wait for their leases' expiry, or for
+    ``recover_worker``."""
+    gone = [
+        w
+        for w in await list_workers(conn, liveness=liveness, schema=schema)
+        if w.state == "gone" and w.claims and w.id is not None
+    ]
+    if not gone:
+        return []
+    per: dict[uuid.UUID, dict[str, int]] = {}
+    for c in await claimed_jobs(conn, schema=schema):
+        if c.claim_token is not None:
+            kinds = per.setdefault(c.claim_token, {})
+            kinds[c.kind] = kinds.get(c.kind, 0) + 1
+    return [GoneClaims(w, dict(sorted(per.get(w.id, {}).items()))) for w in gone if w.id]
+
+
+async def holder_of(
+    conn: Conn, job_id: int, *, liveness: float = DEFAULT_LIVENESS, schema: str = DEFAULT_SCHEMA
+) -> WorkerInfo | None:
+    """The registered worker run holding claimed job ``job_id`` (None: not claimed, or
+    its holder is not in the registry)."""
+    token = next(
+        (c.claim_token for c in await claimed_jobs(conn, schema=schema) if c.id == job_id), None
+    )
+    if token is None:
+        return None
+    found = await list_workers(conn, liveness=liveness, match=str(token), schema=schema)
+    return next((w for w in found if w.id == token), None)
+
+
 class RecoveredWorker(msgspec.Struct, frozen=True):
     """What ``recover_worker`` did: the worker, as it was, and its claims it recovered
     (each ``id``, ``kind``, ``status`` now: pending, dead or cancelled)."""

@@ -118,8 +118,20 @@ def behind_pooler(dsn: str) -> bool:
     return split_pooler(dsn)[1]
 
 
+# A SQLAlchemy URL names its driver in the scheme: postgresql+asyncpg://,
+# postgresql+psycopg://, postgres+psycopg2://. libpq and asyncpg take the same URL without it.
+_DRIVER_SCHEME = re.compile(r"(?i)^(postgres(?:ql)?)\+[a-z0-9_]+://")
+
+
+def plain_dsn(dsn: str) -> str:
+    """``dsn`` as libpq and asyncpg take it: a SQLAlchemy URL (``postgresql+asyncpg://...``,
+    the one an application already holds) without the driver in its scheme; any other
+    DSN as it is."""
+    return _DRIVER_SCHEME.sub(r"\1://", dsn, count=1)
+
+
 def _options(dsn: str, pooled: bool, kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    plain, marked = split_pooler(dsn)
+    plain, marked = split_pooler(plain_dsn(dsn))
     if marked or pooled:
         kwargs = {**kwargs, "statement_cache_size": 0}
     return plain, kwargs

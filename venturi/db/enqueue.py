@@ -355,3 +355,15 @@ async def job_copy_in(
             "jobs", schema_name=schema, columns=COPY_COLUMNS, records=records
         )
     return [int(i) for i in ids]
+
+
+def job_rank_set_steps(*, job_id: int, rank: int) -> Steps[datetime | None]:
+    """Set a job's rank, its order within its tier (lower first), in the transaction that
+    inserted it; its ``created_at``, or None when there is no such job."""
+    rows = yield Query("job_rank_set", (job_id, rank))
+    return rows[0]["created_at"] if rows else None
+
+
+def job_rank_set_sync(conn: Any, *, schema: str, job_id: int, rank: int) -> datetime | None:
+    """``job_rank_set_steps`` on a sync connection (Django's), joining its transaction."""
+    return drivers.run_sync(conn, job_rank_set_steps(job_id=job_id, rank=rank), schema=schema)

@@ -83,9 +83,25 @@ def one_line(exc: BaseException) -> str:
 ERROR_BACKOFF = Backoff.exponential(0.1, 2.0, 5.0, jitter=True)
 
 
+# What a schema error tells the user to run; {schema} is the schema's name. Inside a Django
+# project the fix is `manage.py migrate`, so the Django app replaces it (set_apply_hint).
+_apply_hint = "venturi schema apply --schema {schema}"
+
+
+def set_apply_hint(command: str) -> None:
+    """Make schema errors in this process say to run ``command`` (``{schema}`` in it
+    becomes the schema's name) instead of ``venturi schema apply``."""
+    global _apply_hint
+    _apply_hint = command
+
+
+def apply_hint(schema: str) -> str:
+    """The command that applies or upgrades ``schema`` here, as schema errors quote it."""
+    return _apply_hint.format(schema=schema)
+
+
 def not_applied(schema: str) -> SchemaError:
     """The error of a call on a database without the schema: it says what to run."""
     return SchemaError(
-        f"the venturi schema {schema!r} is not applied to this database: "
-        f"run `venturi schema apply --schema {schema}`"
+        f"the venturi schema {schema!r} is not applied to this database: run `{apply_hint(schema)}`"
     )

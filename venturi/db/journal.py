@@ -17,6 +17,13 @@ def journal_get_steps(*, job_id: int) -> Steps[list[Row]]:
     return (yield Query("journal_get", (job_id,)))
 
 
+def job_get_with_journal_steps(*, job_id: int) -> Steps[list[Row]]:
+    """The job's row and its written journal, one snapshot: a row per entry, oldest
+    first (entry columns ``entry_at``, ``entry_event``, ... NULL on the one row of a job
+    without entries); no rows when there is no such job."""
+    return (yield Query("job_get_with_journal", (job_id,)))
+
+
 async def journal_get(conn: Any, *, schema: str, job_id: int) -> list[Row]:
     """``journal_get_steps`` on an async connection."""
     return await drivers.run(conn, journal_get_steps(job_id=job_id), schema=schema)

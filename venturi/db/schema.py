@@ -10,7 +10,7 @@ from venturi import sql
 from venturi.db import drivers
 from venturi.db.conn import Conn
 from venturi.db.drivers import Query, Steps
-from venturi.db.errors import MISSING_SCHEMA, not_applied
+from venturi.db.errors import MISSING_SCHEMA, apply_hint, not_applied
 from venturi.errors import SchemaError
 
 F = TypeVar("F", bound=Callable[..., Coroutine[Any, Any, Any]])
@@ -44,7 +44,7 @@ async def schema_version(conn: Conn, *, schema: str) -> int:
     if version < latest:
         raise SchemaError(
             f"the venturi schema {schema!r} is at version {version}, this venturi needs "
-            f"{latest}: run `venturi schema apply --schema {schema}`"
+            f"{latest}: run `{apply_hint(schema)}`"
         )
     return int(version)
 

@@ -59,6 +59,25 @@ def error_of(error: str, timed_out: bool = False) -> tuple[str, str]:
     return "Error", last.strip()
 
 
+def log_ended(run: Run, how: str, error: tuple[str, str], status: str, delay: float) -> None:
+    """The line of an execution that ended short of completing (``error``: the type and
+    message of ``error_of``): INFO while the job will be retried, WARNING once it is
+    dead, so that alerting on warnings sees every job that will not run again."""
+    kind, message = error
+    then = "now dead" if status == JobStatus.DEAD else f"retry in {delay:.1f}s"
+    log.log(
+        logging.WARNING if status == JobStatus.DEAD else logging.INFO,
+        "job %d (%s) attempt %d %s: %s; %s",
+        run.id,
+        run.task.kind,
+        run.attempt,
+        how,
+        f"{kind}: {message}" if message else kind,
+        then,
+        extra={**run.log_extra(), "error_type": kind, "error_message": message},
+    )
+
+
 def ended_as(name: str, status: str | None) -> str | None:
     """What a failed execution (``name``: failed, retry, timed-out) counts as, from the
     job's ``status`` after it: ``dead`` or ``cancelled`` when it ended the job, so that
@@ -236,6 +255,8 @@ class Completer:
                     attempt=attempt,
                     reason=text_safe(reason),
                 )
+                if ok:
+                    log_ended(run, outcome.name, error_of(reason), JobStatus.DEAD, 0.0)
             case Waiting(detail, seen, wake_at, signal, wait_for):
                 status = await db.workflow.job_wait_if_owned(
                     conn,
@@ -279,6 +300,8 @@ class Completer:
             delay=delay,
             force_dead=False,
         )
+        if status == JobStatus.DEAD:  # the failure backstop
+            log_ended(run, outcome.name, error_of(outcome.reason), status, delay)
         return status
 
     async def _fail(self, conn: Conn, run: Run, outcome: Failed | TimedOut) -> str | None:
@@ -303,17 +326,8 @@ class Completer:
         )
         if status is None:
             return None
-        kind, message = error_of(outcome.error, type(outcome) is TimedOut)
-        then = "now dead" if status == JobStatus.DEAD else f"retry in {delay:.1f}s"
-        log.info(
-            "job %d (%s) attempt %d %s: %s; %s",
-            run.id,
-            run.task.kind,
-            run.attempt,
-            outcome.name,
-            f"{kind}: {message}" if message else kind,
-            then,
-            extra={**run.log_extra(), "error_type": kind, "error_message": message},
+        log_ended(
+            run, outcome.name, error_of(outcome.error, type(outcome) is TimedOut), status, delay
         )
         return status
 

@@ -18,7 +18,7 @@ class DatabaseFactory:
     """Makes one database per test, cloned from a template with the schema applied."""
 
     def __init__(self, admin_dsn: str, schema: str = DEFAULT_SCHEMA) -> None:
-        self.admin_dsn = admin_dsn
+        self.admin_dsn = db.connect.plain_dsn(admin_dsn)
         self.schema = schema
         self.template = f"venturi_tpl_{uuid.uuid4().hex[:12]}"
 

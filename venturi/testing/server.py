@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
+from venturi.db.connect import plain_dsn
+
 LOCAL_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
@@ -165,7 +167,7 @@ def postgres_server() -> Iterator[str]:
     """
     env = os.environ.get("VENTURI_TEST_DSN")
     if env:
-        yield env
+        yield plain_dsn(env)
         return
     forced = os.environ.get("VENTURI_TEST_SERVER", "")
     if forced not in ("", "local", "cluster", "embedded"):

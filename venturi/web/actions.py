@@ -1,7 +1,9 @@
-"""The dashboard's actions (POST): retry, cancel, delete and run-now on one job or on every
-job of a filter, and pausing and resuming kinds. Each is journaled with the operator
+"""The dashboard's actions (POST): retry, cancel, delete and run-now on one job, on the
+selected rows of the list, or on every job of a filter; pausing and resuming kinds;
+recovering a gone worker's claims. Each is journaled with the operator
 (``Dashboard.operator``), through the same ``venturi.admin`` functions as the command
-line; a deletion, whose journal goes with the job, is logged instead."""
+line (a deletion, whose journal goes with the job, is logged instead), and answers 303
+back to the page the form came from, which shows the outcome once."""
 
 from __future__ import annotations
 
@@ -12,8 +14,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from venturi import admin
+from venturi.errors import ConfigError
 from venturi.status import STATUSES
-from venturi.web.kit import BULK_ACTIONS, BadInput, Dashboard, action, job_id_param, render
+from venturi.web.flash import Flash, of_changes
+from venturi.web.kit import (
+    BULK_ACTIONS,
+    BadInput,
+    Dashboard,
+    action,
+    job_id_param,
+    redirect_back,
+)
 
 Act = Callable[..., Awaitable[list[admin.Change]]]
 ACTIONS: dict[str, Act] = {
@@ -22,6 +33,8 @@ ACTIONS: dict[str, Act] = {
     "delete": admin.delete_jobs,
     "run-now": admin.run_now_jobs,
 }
+# The most rows one selection acts on (a page holds 50).
+SELECTION_MAX = 500
 
 
 def _field(form: Any, name: str, max_len: int = 1000) -> str | None:
@@ -33,56 +46,80 @@ def _field(form: Any, name: str, max_len: int = 1000) -> str | None:
     return value
 
 
+def _act(name: str) -> Act:
+    if name not in ACTIONS:
+        raise BadInput(f"action must be one of {', '.join(ACTIONS)}, got {name[:40]!r}")
+    return ACTIONS[name]
+
+
 @action
 async def job_action(request: Request, d: Dashboard, form: Any) -> Response:
     job_id = job_id_param(request)
     name = request.path_params["action"]
-    if name not in ACTIONS:
-        raise BadInput(f"unknown action {name[:40]!r}")
-    who = d.operator(request)
+    fn = _act(name)
     async with d.db.writing() as conn:
-        changes = await ACTIONS[name](conn, [job_id], operator=who, schema=d.db.schema)
-    return render(
-        request,
-        "outcome.html",
-        title=f"{BULK_ACTIONS[name]} job {job_id}",
-        changes=changes,
-        job_id=job_id,
-        filters=None,
-    )
+        changes = await fn(conn, [job_id], operator=d.operator(request), schema=d.db.schema)
+    return redirect_back(request, form, of_changes(f"{BULK_ACTIONS[name]} job {job_id}", changes))
+
+
+def _ids(form: Any) -> list[int]:
+    raw = form.getlist("ids")
+    if len(raw) > SELECTION_MAX:
+        raise BadInput(f"at most {SELECTION_MAX} jobs at once, got {len(raw)}")
+    ids = []
+    for value in raw:
+        if not isinstance(value, str) or not value.isdigit() or not 0 < int(value) < 2**63:
+            raise BadInput(f"a job id is a positive integer, got {str(value)[:40]!r}")
+        ids.append(int(value))
+    return ids
+
+
+@action
+async def selection_action(request: Request, d: Dashboard, form: Any) -> Response:
+    """The list's ticked rows: one action on exactly those jobs."""
+    name = _field(form, "action") or ""
+    fn = _act(name)
+    if not form.getlist("ids"):
+        return redirect_back(
+            request, form, Flash(BULK_ACTIONS[name], 0, 1, ["no job selected: tick rows first"], 0)
+        )
+    ids = _ids(form)
+    async with d.db.writing() as conn:
+        changes = await fn(conn, ids, operator=d.operator(request), schema=d.db.schema)
+    title = f"{BULK_ACTIONS[name]}: {len(set(ids))} selected job(s)"
+    return redirect_back(request, form, of_changes(title, changes))
 
 
 @action
 async def bulk_action(request: Request, d: Dashboard, form: Any) -> Response:
     name = _field(form, "action") or ""
-    if name not in ACTIONS:
-        raise BadInput(f"action must be one of {', '.join(ACTIONS)}, got {name[:40]!r}")
+    fn = _act(name)
     status = _field(form, "status")
     if status is not None and status not in STATUSES:
         raise BadInput(f"status must be one of {', '.join(STATUSES)}")
-    kind, key = _field(form, "kind"), _field(form, "key")
+    kind, key, search = _field(form, "kind"), _field(form, "key"), _field(form, "q", 200)
     try:
         up_to = int(_field(form, "up_to") or "")
     except ValueError:
         raise BadInput("up_to must be the newest job id of the confirmation") from None
     who = d.operator(request)
-    fn = ACTIONS[name]
     async with d.db.writing() as conn:
 
         async def act(ids: list[int]) -> list[admin.Change]:
             return await fn(conn, ids, operator=who, schema=d.db.schema)
 
         changes = await admin.act_on_matching(
-            conn, act, status=status, kind=kind, key=key, up_to=up_to, schema=d.db.schema
+            conn,
+            act,
+            status=status,
+            kind=kind,
+            key=key,
+            search=search,
+            up_to=up_to,
+            schema=d.db.schema,
         )
-    return render(
-        request,
-        "outcome.html",
-        title=f"{BULK_ACTIONS[name]}: every matching job",
-        changes=changes,
-        job_id=None,
-        filters={"status": status, "kind": kind, "key": key},
-    )
+    title = f"{BULK_ACTIONS[name]}: every matching job"
+    return redirect_back(request, form, of_changes(title, changes))
 
 
 def _kind(form: Any) -> str:
@@ -100,15 +137,7 @@ async def kind_pause(request: Request, d: Dashboard, form: Any) -> Response:
         await admin.pause_kinds(
             conn, [kind], reason=reason, operator=d.operator(request), schema=d.db.schema
         )
-    change = admin.Change(0, True, f"paused {kind}", kind)
-    return render(
-        request,
-        "outcome.html",
-        title=f"Pause {kind}",
-        changes=[change],
-        job_id=None,
-        filters=None,
-    )
+    return redirect_back(request, form, Flash(f"Pause {kind}", 1, 0, [f"paused {kind}"], 0))
 
 
 @action
@@ -117,12 +146,27 @@ async def kind_resume(request: Request, d: Dashboard, form: Any) -> Response:
     async with d.db.writing() as conn:
         resumed = await admin.resume_kinds(conn, [kind], schema=d.db.schema)
     done = kind in resumed
-    change = admin.Change(0, done, f"resumed {kind}" if done else f"{kind} was not paused", kind)
-    return render(
-        request,
-        "outcome.html",
-        title=f"Resume {kind}",
-        changes=[change],
-        job_id=None,
-        filters=None,
+    message = f"resumed {kind}" if done else f"{kind} was not paused"
+    return redirect_back(
+        request, form, Flash(f"Resume {kind}", int(done), int(not done), [message], 0)
     )
+
+
+@action
+async def worker_recover(request: Request, d: Dashboard, form: Any) -> Response:
+    """``venturi recover --worker``: a gone worker's claims back now; a live worker is
+    refused (400, its reason) unless the form says force."""
+    worker = _field(form, "worker", 200)
+    if worker is None:
+        raise BadInput("worker is required: the id of the worker to recover")
+    force = _field(form, "force") == "1"
+    async with d.db.writing() as conn:
+        try:
+            done = await admin.recover_worker(
+                conn, worker, force=force, operator=d.operator(request), schema=d.db.schema
+            )
+        except ConfigError as exc:  # a live worker without force, or no such worker
+            return redirect_back(request, form, Flash("Recover", 0, 1, [str(exc)[:240]], 0))
+    w = done.worker
+    changes = done.jobs or [admin.Change(0, True, f"worker {w.name} held no claim any more")]
+    return redirect_back(request, form, of_changes(f"Recover worker {w.name} ({w.state})", changes))

@@ -73,8 +73,15 @@ def _short(n: int) -> str:
     return str(n)
 
 
-def bar_chart(title: str, css_class: str, points: list[tuple[datetime, int]], unit: str) -> Chart:
-    """One bar per point (a minute and its count), scaled to the largest count."""
+def bar_chart(
+    title: str,
+    css_class: str,
+    points: list[tuple[datetime, int]],
+    unit: str,
+    time_format: str = "%H:%M",
+) -> Chart:
+    """One bar per point (a minute, or a wider bucket, and its count), scaled to the
+    largest count; times labelled with ``time_format``."""
     plot_w = WIDTH - LEFT
     plot_h = HEIGHT - TOP - BOTTOM
     bottom = float(TOP + plot_h)
@@ -90,17 +97,21 @@ def bar_chart(title: str, css_class: str, points: list[tuple[datetime, int]], un
                 y=round(bottom - h, 2),
                 width=round(slot * 0.8, 2),
                 height=round(h, 2),
-                title=f"{minute.astimezone():%H:%M}: {n} {unit}",
+                title=f"{minute.astimezone().strftime(time_format)}: {n} {unit}",
             )
         )
-    ticks = [Tick(round(bottom - plot_h * f, 2), _short(round(top * f))) for f in (0, 0.5, 1)]
+    # A half-way tick only when it is a whole number (a peak of 1 would label it "0").
+    fractions = (0.0, 0.5, 1.0) if top >= 2 else (0.0, 1.0)
+    ticks = [Tick(round(bottom - plot_h * f, 2), _short(round(top * f))) for f in fractions]
     labels = []
     if points:
         last = len(points) - 1
         for i in sorted({0, len(points) // 2, last}):
             anchor = "start" if i == 0 else "end" if i == last else "middle"
             x = LEFT if i == 0 else WIDTH if i == last else LEFT + (i + 0.5) * slot
-            labels.append(Label(round(x, 2), f"{points[i][0].astimezone():%H:%M}", anchor))
+            labels.append(
+                Label(round(x, 2), points[i][0].astimezone().strftime(time_format), anchor)
+            )
     return Chart(
         title=title,
         css_class=css_class,

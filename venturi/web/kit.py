@@ -21,11 +21,15 @@ from venturi.db.errors import DATABASE_ERRORS, one_line
 from venturi.errors import ConfigError, VenturiError
 from venturi.formatting import to_json
 from venturi.status import STATUSES
+from venturi.web import flash
 from venturi.web.auth import CSRF_COOKIE, CSRF_FIELD, Guard, new_nonce
 from venturi.web.database import Database
 
 # The most rows the API's job list returns at once.
 MAX_LIMIT = 500
+# The theme a browser chose with the toggle (venturi.js writes it; none: the system's).
+THEME_COOKIE = "venturi_theme"
+THEMES = ("light", "dark")
 # The actions on jobs, by the name in their URL and form, and their label.
 BULK_ACTIONS = {"retry": "Retry", "cancel": "Cancel", "delete": "Delete", "run-now": "Run now"}
 
@@ -73,7 +77,7 @@ def set_cookie(response: Response, request: Request, name: str, value: str) -> N
         httponly=True,
         samesite="strict",
         secure=request.url.scheme == "https",
-        path=(request.scope.get("root_path") or "") + "/",
+        path=root_path(request) + "/",
     )
 
 
@@ -85,8 +89,12 @@ def render(request: Request, template: str, status: int = 200, **context: Any) -
     if fresh:
         nonce = new_nonce()
     assert nonce is not None
+    shown = flash.decode(request.cookies.get(flash.FLASH_COOKIE), d.guard.csrf_key)
+    theme = request.cookies.get(THEME_COOKIE)
     html = d.env.get_template(template).render(
         request=request,
+        flash=shown,
+        theme=theme if theme in THEMES else None,
         csrf=d.guard.csrf_token(nonce, request.cookies),
         csrf_field=CSRF_FIELD,
         read_only=d.read_only,
@@ -94,11 +102,42 @@ def render(request: Request, template: str, status: int = 200, **context: Any) -
         and d.guard.authenticated(request.headers, request.cookies),
         url=functools.partial(url, request),
         now=datetime.now(UTC),
-        **context,
+        **{"back": here(request), **context},
     )
     response = HTMLResponse(html, status)
     if fresh:
         set_cookie(response, request, CSRF_COOKIE, nonce)
+    if flash.FLASH_COOKIE in request.cookies:
+        response.delete_cookie(flash.FLASH_COOKIE, path=root_path(request) + "/")
+    return response
+
+
+def root_path(request: Request) -> str:
+    """The mount's prefix ('' at the root)."""
+    return str(request.scope.get("root_path") or "")
+
+
+def safe_path(request: Request, target: object, default: str = "overview") -> str:
+    """``target`` if it is a path of this dashboard (never another site), else the
+    page ``default``: where a login or an action sends the browser next."""
+    root = root_path(request)
+    if (
+        isinstance(target, str)
+        and len(target) <= 2000
+        and target.startswith(root + "/")
+        and not target.startswith("//")
+        and "\\" not in target
+        and all(c.isprintable() for c in target)
+    ):
+        return target
+    return url(request, default)
+
+
+def redirect_back(request: Request, form: Any, shown: flash.Flash) -> Response:
+    """303 to the page the form came from (its ``back`` field), which shows ``shown``."""
+    d = dashboard(request)
+    response = RedirectResponse(safe_path(request, form.get("back")), 303)
+    set_cookie(response, request, flash.FLASH_COOKIE, flash.encode(shown, d.guard.csrf_key))
     return response
 
 
@@ -117,7 +156,8 @@ UNAVAILABLE = (*DATABASE_ERRORS, VenturiError)
 Handler = Callable[[Request, Dashboard], Awaitable[Response]]
 
 
-def _relative_target(request: Request) -> str:
+def here(request: Request) -> str:
+    """This request's path and query: where a form sends the browser back to."""
     target = request.url.path
     if request.url.query:
         target += "?" + request.url.query
@@ -132,7 +172,7 @@ def page(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         if not d.guard.authenticated(request.headers, request.cookies):
             if request.headers.get("hx-request"):
                 return Response("log in again", 401)  # htmx leaves the page as it is
-            return RedirectResponse(url(request, "login", {"next": _relative_target(request)}), 303)
+            return RedirectResponse(url(request, "login", {"next": here(request)}), 303)
         try:
             return await handler(request, d)
         except (BadInput, ConfigError) as exc:
@@ -212,7 +252,7 @@ def int_param(request: Request, name: str, *, low: int = 1, high: int | None = N
 
 
 def filters(request: Request) -> dict[str, str | None]:
-    """The job filter of the query string: status, kind, key."""
+    """The job filter of the query string: status, kind, key, q (the search box)."""
     status = text_param(request, "status")
     if status is not None and status not in STATUSES:
         raise BadInput(f"status must be one of {', '.join(STATUSES)}, got {status[:40]!r}")
@@ -220,6 +260,7 @@ def filters(request: Request) -> dict[str, str | None]:
         "status": status,
         "kind": text_param(request, "kind"),
         "key": text_param(request, "key"),
+        "q": text_param(request, "q", 200),
     }
 
 

@@ -1,5 +1,6 @@
-"""The dashboard's HTML pages (GET): overview, jobs, a job, kinds, workers, schedules, and
-the bulk-action confirmation."""
+"""The dashboard's HTML pages (GET): overview, jobs (search, paging, selection), a job,
+kinds and a kind's own page (its trends), workers, schedules, and the bulk-action
+confirmation."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from venturi.web.kit import (
     job_id_param,
     page,
     render,
+    text_param,
 )
 
 PAGE_SIZE = 50
@@ -45,7 +47,8 @@ async def _overview_context(d: Dashboard) -> dict[str, Any]:
     async with d.db.reading() as conn:
         ov = await admin.overview(conn, schema=d.db.schema)
         minutes = await admin.activity(conn, schema=d.db.schema)
-    return {"overview": ov, "charts": _charts(minutes)}
+        gone = await admin.gone_with_claims(conn, schema=d.db.schema)
+    return {"overview": ov, "charts": _charts(minutes), "gone": gone, "live": True}
 
 
 @page
@@ -63,26 +66,23 @@ async def overview_live(request: Request, d: Dashboard) -> Response:
 async def jobs(request: Request, d: Dashboard) -> Response:
     f = filters(request)
     before = int_param(request, "before")
+    after = int_param(request, "after")
+    wanted = admin.JobFilter(f["status"], f["kind"], f["key"], f["q"])
     async with d.db.reading() as conn:
-        rows = await admin.list_jobs(
-            conn,
-            status=f["status"],
-            kind=f["kind"],
-            key=f["key"],
-            before=before,
-            limit=PAGE_SIZE + 1,
-            schema=d.db.schema,
+        found = await admin.search_jobs(
+            conn, wanted, before=before, after=after, limit=PAGE_SIZE, schema=d.db.schema
         )
-    older = rows[PAGE_SIZE - 1].id if len(rows) > PAGE_SIZE else None
+        kinds = await admin.known_kinds(conn, schema=d.db.schema)
     return render(
         request,
         "jobs.html",
-        rows=rows[:PAGE_SIZE],
+        page=found,
+        rows=found.rows,
         filters=f,
-        before=before,
-        older=older,
+        kinds=kinds,
         statuses=STATUSES,
         bulk_actions=BULK_ACTIONS,
+        live=True,
     )
 
 
@@ -91,9 +91,12 @@ async def job(request: Request, d: Dashboard) -> Response:
     job_id = job_id_param(request)
     async with d.db.reading() as conn:
         detail = await admin.show_job(conn, job_id, schema=d.db.schema)
+        holder = None
+        if detail is not None and detail.job.status == "claimed":
+            holder = await admin.holder_of(conn, job_id, schema=d.db.schema)
     if detail is None:
         return error_page(request, 404, f"job {job_id} does not exist")
-    return render(request, "job.html", detail=detail, job=detail.job)
+    return render(request, "job.html", detail=detail, job=detail.job, holder=holder, live=True)
 
 
 @page
@@ -101,6 +104,60 @@ async def kinds(request: Request, d: Dashboard) -> Response:
     async with d.db.reading() as conn:
         ov = await admin.overview(conn, schema=d.db.schema)
     return render(request, "kinds.html", overview=ov)
+
+
+# A kind page's periods: their label, and how its charts' times read.
+PERIOD_LABELS = {
+    "1h": ("last hour", "min", "%H:%M"),
+    "24h": ("last 24 h", "20 min", "%H:%M"),
+    "7d": ("last 7 days", "2 h", "%a %H:%M"),
+}
+
+
+def _kind_charts(buckets: list[admin.Bucket], period: str) -> list[charts.Chart]:
+    unit, fmt = PERIOD_LABELS[period][1], PERIOD_LABELS[period][2]
+    series = (
+        ("Completed", "done", "completed"),
+        ("Failures", "failed", "failures"),
+        ("Dead", "dead", "dead"),
+    )
+    return [
+        charts.bar_chart(
+            f"{title} per {unit}",
+            css,
+            [(b.minute, getattr(b, field)) for b in buckets],
+            field,
+            fmt,
+        )
+        for title, css, field in series
+    ]
+
+
+@page
+async def kind(request: Request, d: Dashboard) -> Response:
+    """One kind: its numbers now, its trends over a period, its jobs, pause and resume."""
+    name = text_param(request, "name", 200)
+    if name is None:
+        raise BadInput("name is required: the kind to show")
+    period = request.query_params.get("period") or "1h"
+    if period not in admin.PERIODS:
+        raise BadInput(f"period must be one of {', '.join(admin.PERIODS)}, got {period[:20]!r}")
+    async with d.db.reading() as conn:
+        ov = await admin.overview(conn, schema=d.db.schema)
+        buckets = await admin.kind_activity(conn, name, period=period, schema=d.db.schema)
+    health = next((k for k in ov.kinds if k.kind == name), None)
+    paused = next((p for p in ov.paused if p.kind == name), None)
+    return render(
+        request,
+        "kind.html",
+        kind=name,
+        health=health,
+        paused=paused,
+        period=period,
+        periods=PERIOD_LABELS,
+        charts=_kind_charts(buckets, period),
+        live=True,
+    )
 
 
 @page
@@ -123,6 +180,7 @@ async def workers(request: Request, d: Dashboard) -> Response:
         liveness=DEFAULT_LIVENESS,
         held=held,
         truncated=len(claimed) >= admin.CLAIMED_SHOWN,
+        live=True,
     )
 
 
@@ -144,7 +202,12 @@ async def bulk_confirm(request: Request, d: Dashboard) -> Response:
     f = filters(request)
     async with d.db.reading() as conn:
         matching = await admin.count_matching(
-            conn, status=f["status"], kind=f["kind"], key=f["key"], schema=d.db.schema
+            conn,
+            status=f["status"],
+            kind=f["kind"],
+            key=f["key"],
+            search=f["q"],
+            schema=d.db.schema,
         )
     return render(
         request,
@@ -158,5 +221,10 @@ async def bulk_confirm(request: Request, d: Dashboard) -> Response:
 
 def login_page(request: Request, d: Dashboard, status: int = 200, wrong: bool = False) -> Response:
     return render(
-        request, "login.html", status, next=request.query_params.get("next", ""), wrong=wrong
+        request,
+        "login.html",
+        status,
+        next=request.query_params.get("next", ""),
+        wrong=wrong,
+        bare=True,
     )

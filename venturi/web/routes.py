@@ -8,21 +8,7 @@ from starlette.routing import Route
 
 from venturi.web import actions, api, pages
 from venturi.web.auth import CSRF_FIELD, SESSION_COOKIE
-from venturi.web.kit import dashboard, error_page, set_cookie, url
-
-
-def _safe_next(request: Request, target: object) -> str:
-    """Where to go after logging in: a path of this dashboard, never another site."""
-    root = request.scope.get("root_path") or ""
-    if (
-        isinstance(target, str)
-        and target.startswith(root + "/")
-        and not target.startswith("//")
-        and "\\" not in target
-        and all(c.isprintable() for c in target)
-    ):
-        return target
-    return url(request, "overview")
+from venturi.web.kit import dashboard, error_page, root_path, safe_path, set_cookie, url
 
 
 async def login(request: Request) -> Response:
@@ -37,7 +23,7 @@ async def login(request: Request) -> Response:
     given = form.get("token")
     if not isinstance(given, str) or not d.guard.token_matches(given.strip()):
         return pages.login_page(request, d, 401, wrong=True)
-    response = RedirectResponse(_safe_next(request, form.get("next")), 303)
+    response = RedirectResponse(safe_path(request, form.get("next")), 303)
     set_cookie(response, request, SESSION_COOKIE, d.guard.session_value)
     return response
 
@@ -48,7 +34,7 @@ async def logout(request: Request) -> Response:
     if not d.guard.csrf_valid(form.get(CSRF_FIELD), request.cookies):
         return error_page(request, 403, "the form's CSRF token is missing or wrong: reload")
     response = RedirectResponse(url(request, "login"), 303)
-    response.delete_cookie(SESSION_COOKIE, path=(request.scope.get("root_path") or "") + "/")
+    response.delete_cookie(SESSION_COOKIE, path=root_path(request) + "/")
     return response
 
 
@@ -58,12 +44,15 @@ ROUTES = [
     Route("/jobs", pages.jobs, name="jobs"),
     Route("/jobs/bulk", pages.bulk_confirm, name="bulk_confirm", methods=["GET"]),
     Route("/jobs/bulk", actions.bulk_action, name="bulk_action", methods=["POST"]),
+    Route("/jobs/selected", actions.selection_action, name="selection_action", methods=["POST"]),
     Route("/jobs/{job_id}", pages.job, name="job"),
     Route("/jobs/{job_id}/{action}", actions.job_action, name="job_action", methods=["POST"]),
     Route("/kinds", pages.kinds, name="kinds"),
+    Route("/kind", pages.kind, name="kind"),
     Route("/kinds/pause", actions.kind_pause, name="kind_pause", methods=["POST"]),
     Route("/kinds/resume", actions.kind_resume, name="kind_resume", methods=["POST"]),
     Route("/workers", pages.workers, name="workers"),
+    Route("/workers/recover", actions.worker_recover, name="worker_recover", methods=["POST"]),
     Route("/schedules", pages.schedules, name="schedules"),
     Route("/login", login, name="login", methods=["GET", "POST"]),
     Route("/logout", logout, name="logout", methods=["POST"]),

@@ -26,6 +26,7 @@ from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 import venturi  # noqa: E402
+from tests.support import sql as tsql  # noqa: E402
 from tests.support.carries import Item  # noqa: E402
 from tests.support.django_app import jobs, tasks  # noqa: E402
 from venturi import testing  # noqa: E402
@@ -155,6 +156,75 @@ def tasks_roundtrip() -> dict[str, Any]:
 
 
 @scenario
+def tasks_enqueued_at() -> dict[str, Any]:
+    """enqueue()'s result and get_result()'s agree on enqueued_at, inside an atomic block
+    whose transaction started before the enqueue (the row's clock is its start)."""
+    with transaction.atomic():
+        with connection.cursor() as cur:
+            cur.execute(tsql.statement("clock_now"))  # the transaction starts here
+        inside = tasks.add.enqueue(1, 1)
+        read_inside = tasks.add.get_result(inside.id)
+    outside = tasks.add.enqueue(2, 2)
+    return {
+        "inside": [str(inside.enqueued_at), str(read_inside.enqueued_at)],
+        "after_commit": str(tasks.add.get_result(inside.id).enqueued_at),
+        "outside": [str(outside.enqueued_at), str(tasks.add.get_result(outside.id).enqueued_at)],
+    }
+
+
+@scenario
+def tasks_get_result_statements() -> dict[str, Any]:
+    """The statements get_result() runs: the job and its journal in one (one snapshot)."""
+    from django.test.utils import CaptureQueriesContext
+
+    result = tasks.fails.enqueue("once")
+    _drain("default")
+    with CaptureQueriesContext(connection) as ran:
+        read = tasks.fails.get_result(result.id)
+    # Statements, not the transaction's BEGIN and COMMIT around them.
+    statements = [q["sql"] for q in ran.captured_queries if q["sql"] not in ("BEGIN", "COMMIT")]
+    return {"statements": [s.partition(":")[0] for s in statements], "errors": len(read.errors)}
+
+
+@scenario
+def tasks_order() -> dict[str, Any]:
+    """Tasks of several priorities, enqueued in a mixed order, then run one at a time by
+    a worker whose anti-starvation ratio is VENTURI_TEST_RATIO ("strict": none)."""
+    ids = [
+        tasks.noted.using(priority=priority).enqueue(tag).id
+        for tag, priority in (("a", 5), ("b", 50), ("c", 1), ("d", 0), ("e", -5), ("f", -60))
+    ]
+    ids.append(tasks.noted.using(priority=50).enqueue("g").id)
+    tiers = [int(venturi.get_job_sync(connection, int(i)).priority) for i in ids]  # type: ignore[union-attr]
+    ratio = os.environ.get("VENTURI_TEST_RATIO", "4")
+    asyncio.run(
+        testing.drain(
+            config.dsn(),
+            [backend.runner("default")],
+            priority_ratio=None if ratio == "strict" else int(ratio),
+        )
+    )
+    return {"ran": "".join(tasks.RAN), "tiers": tiers}
+
+
+@scenario
+def tasks_enqueue() -> dict[str, Any]:
+    """Enqueue ``tasks.<VENTURI_TEST_TASK>`` with the JSON args of VENTURI_TEST_ARGS."""
+    task = getattr(tasks, os.environ["VENTURI_TEST_TASK"])
+    return {"id": task.enqueue(*json.loads(os.environ.get("VENTURI_TEST_ARGS", "[]"))).id}
+
+
+@scenario
+def tasks_result() -> dict[str, Any]:
+    """The TaskResult of VENTURI_TEST_ID, as get_result() reads it."""
+    result = backend.task_backends["default"].get_result(os.environ["VENTURI_TEST_ID"])
+    return {
+        "status": str(result.status),
+        "errors": [[e.exception_class_path, e.traceback] for e in result.errors],
+    }
+
+
+@scenario
 def tasks_enqueue_add() -> dict[str, Any]:
     return {"id": tasks.add.enqueue(2, 3).id}
 
@@ -188,6 +258,7 @@ def tasks_failure() -> dict[str, Any]:
     except ValueError as exc:
         raised = str(exc)
     return {
+        "id": result.id,
         "status": str(result.status),
         "raised": raised,
         "errors": [(e.exception_class_path, "no stock" in e.traceback) for e in result.errors],

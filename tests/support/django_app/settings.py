@@ -22,7 +22,8 @@ except ImportError:
 INSTALLED_APPS = [
     "django.contrib.contenttypes",
     *_TASKS_APP,
-    "venturi.contrib.django",
+    # VENTURI_TEST_WITHOUT_APP: a project that forgot the app (the system check's case).
+    *([] if os.environ.get("VENTURI_TEST_WITHOUT_APP") else ["venturi.contrib.django"]),
     "tests.support.django_app",
 ]
 DATABASES = {

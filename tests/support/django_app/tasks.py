@@ -10,6 +10,10 @@ except ImportError:
     from django_tasks import TaskContext, task
 
 
+# What ``noted`` ran, in order, in this process (the scenario that drains the queue).
+RAN: list[str] = []
+
+
 class Refused(Exception):
     """What ``fails`` raises."""
 
@@ -22,6 +26,17 @@ def add(a: int, b: int) -> int:
 @task()
 def fails(why: str) -> None:
     raise Refused(why)
+
+
+@task()
+def noted(tag: str) -> str:
+    RAN.append(tag)
+    return tag
+
+
+@task()
+def exits(code: int) -> None:
+    raise SystemExit(code)
 
 
 @task(takes_context=True)

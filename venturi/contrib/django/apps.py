@@ -6,7 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.apps import AppConfig
+from django.core.exceptions import ImproperlyConfigured
+from django.db import DEFAULT_DB_ALIAS
 from django.db.models.signals import post_migrate
+
+from venturi import db
 
 
 class VenturiConfig(AppConfig):  # type: ignore[misc]
@@ -16,6 +20,23 @@ class VenturiConfig(AppConfig):  # type: ignore[misc]
 
     def ready(self) -> None:
         post_migrate.connect(_upgrade_schema, sender=self, dispatch_uid="venturi.schema")
+        # In a Django project the schema comes with `manage.py migrate`: the errors of a
+        # missing or older schema say so (enqueue, the worker, `manage.py venturi ...`).
+        db.errors.set_apply_hint(_migrate_command())
+
+
+def _migrate_command() -> str:
+    from venturi.contrib.django import config
+
+    try:
+        alias = config.database()
+    except ImproperlyConfigured:
+        return "manage.py migrate"  # a bad VENTURI setting is reported where it is used
+    return (
+        "manage.py migrate"
+        if alias == DEFAULT_DB_ALIAS
+        else f"manage.py migrate --database {alias}"
+    )
 
 
 def _upgrade_schema(sender: Any, using: str, **kwargs: Any) -> None:

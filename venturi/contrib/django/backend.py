@@ -8,31 +8,44 @@ an open ``transaction.atomic()`` block the job commits or rolls back with it), a
 - a queue is a venturi kind, ``django.<queue_name>``: operators cap, rate-limit, pause
   and list a queue as a kind;
 - ``priority`` (-100..100, larger runs sooner) is one of venturi's three tiers: above 0
-  HIGH, 0 NORMAL, below 0 LOW (jobs of one tier run in the order they became due);
+  HIGH, 0 NORMAL, below 0 LOW; within a tier the larger priority runs first (the job's
+  rank is -priority), then the earlier enqueued. The worker's anti-starvation
+  (``--priority-ratio``, default 4) reserves every 4th claim for NORMAL and LOW and every
+  16th for LOW, so a waiting priority 50 task may see a priority -50 one run first;
+  ``OPTIONS = {"STRICT_PRIORITY": True}`` puts every task of the backend in the NORMAL
+  tier, where only the numeric order counts;
 - ``run_after`` is the job's ``at`` (``supports_defer``);
 - ``takes_context``: the task gets a ``TaskContext`` whose ``attempt`` is the venturi
   attempt;
 - status: pending READY, claimed RUNNING, completed SUCCESSFUL (the return value is the
   job's stored result), dead or cancelled FAILED;
 - errors: one ``TaskError`` (exception class path, traceback) per failed attempt, from
-  the job's journal.
+  the job's journal (venturi's lists show its first line, ``path: message``); an attempt
+  that raises anything but ``KeyboardInterrupt`` (``SystemExit`` included) is a failed
+  attempt, and the worker goes on;
+- ``enqueued_at`` is the row's ``created_at`` (the enqueuing transaction's start), the
+  same from ``enqueue()`` and ``get_result()``.
 
 Django's framework has no retries, so by default a task that raises is FAILED at once
-(the job settles dead). ``OPTIONS = {"MAX_ATTEMPTS": n}`` lets venturi run it up to n
-times with its backoff in between (READY again after each failure, errors kept).
-Other options: ``DATABASE`` (a ``DATABASES`` alias) and ``SCHEMA``, by default the
-``VENTURI`` setting's.
+(its failure counted, the job settles dead at its failure backstop of 1).
+``OPTIONS = {"MAX_ATTEMPTS": n}`` lets venturi run it up to n times with its backoff in
+between (READY again after each failure, errors kept). Other options: ``DATABASE`` (a
+``DATABASES`` alias) and ``SCHEMA``, by default the ``VENTURI`` setting's, and
+``STRICT_PRIORITY`` (above).
 """
 
 from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 import msgspec
-from django.db import close_old_connections
+from django.apps import apps
+from django.core import checks
+from django.db import close_old_connections, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -56,12 +69,13 @@ from venturi.contrib.django.tasks_api import (
     task_finished,
     task_started,
 )
-from venturi.jobs import JobInfo, JournalEntry
+from venturi.jobs import JobInfo, JournalEntry, get_job_and_journal_sync
 from venturi.status import JobStatus, JournalEvent
 from venturi.tasks import registered
 
 KIND_PREFIX = "django."
-OPTIONS = ("DATABASE", "SCHEMA", "MAX_ATTEMPTS")
+APP = "venturi.contrib.django"
+OPTIONS = ("DATABASE", "SCHEMA", "MAX_ATTEMPTS", "STRICT_PRIORITY")
 
 # Who ran an attempt, as venturi's worker names itself (its default identity).
 WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
@@ -76,7 +90,7 @@ _STATUS: dict[str, TaskResultStatus] = {
     JobStatus.CANCELLED: TaskResultStatus.FAILED,
 }
 # The journal events that record a failed attempt (detail: what it raised).
-_FAILURES = (JournalEvent.FAILED, JournalEvent.RETRIED, JournalEvent.TIMED_OUT, JournalEvent.DEAD)
+_FAILURES = (JournalEvent.FAILED, JournalEvent.RETRIED, JournalEvent.TIMED_OUT)
 
 
 class DjangoCall(msgspec.Struct, frozen=True):
@@ -144,14 +158,22 @@ def _run(ctx: venturi.Context[Any], carry: DjangoCall) -> venturi.Outcome:
         else:
             value = task.call(*carry.args, **carry.kwargs)
         value = normalize_json(value)
-    except Exception as exc:
+    except BaseException as exc:
+        # As Django's own backends: whatever the task raises (SystemExit too) fails this
+        # attempt under its own class, and the worker goes on; only a KeyboardInterrupt,
+        # the user stopping the process, is let through, once the attempt is reported.
         text = _error_text(exc)
         object.__setattr__(result, "finished_at", timezone.now())
         result.errors.append(_task_error(text))
         if final:
             object.__setattr__(result, "status", TaskResultStatus.FAILED)
         task_finished.send(sender=type(backend), task_result=result)
-        return venturi.dead(text) if final else venturi.retry(reason=text)
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        # A failed attempt, counted as one (the job's failures, the operators' stats):
+        # retried while attempts remain, dead at the backstop (max_failures is
+        # MAX_ATTEMPTS) after the last.
+        return venturi.retry(reason=text)
     object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
     object.__setattr__(result, "finished_at", timezone.now())
     object.__setattr__(result, "_return_value", value)
@@ -160,13 +182,17 @@ def _run(ctx: venturi.Context[Any], carry: DjangoCall) -> venturi.Outcome:
 
 
 def _error_text(exc: BaseException) -> str:
-    """What a failed attempt's journal entry holds: the exception's class path on the
-    first line, then its traceback (readable as it is in the dashboard)."""
-    return f"{get_module_path(type(exc))}\n{get_exception_traceback(exc)}"
+    """What a failed attempt's journal entry holds: ``class.path: message`` on the first
+    line (the line venturi's lists and the dashboard show), then the traceback."""
+    path = get_module_path(type(exc))
+    message = str(exc).strip().partition("\n")[0]
+    head = f"{path}: {message}" if message else path
+    return f"{head}\n{get_exception_traceback(exc)}"
 
 
 def _task_error(text: str) -> Any:
-    path, _, trace = text.partition("\n")
+    head, _, trace = text.partition("\n")
+    path = head.partition(": ")[0]
     if not path or " " in path or "." not in path:
         # Not an error this backend wrote (a lease that expired, a timeout): venturi's.
         return TaskError(exception_class_path="venturi.errors.VenturiError", traceback=text)
@@ -217,6 +243,13 @@ class VenturiBackend(BaseTaskBackend):  # type: ignore[misc]
                 f"got {attempts!r}"
             )
         self.max_attempts = attempts
+        strict = self.options.get("STRICT_PRIORITY", False)
+        if not isinstance(strict, bool):
+            raise InvalidTask(
+                f"TASKS[{alias!r}]['OPTIONS']['STRICT_PRIORITY'] must be True or False, "
+                f"got {strict!r}"
+            )
+        self.strict_priority = strict
         for queue in self.queues:
             self._check_queue(queue)
 
@@ -234,6 +267,19 @@ class VenturiBackend(BaseTaskBackend):  # type: ignore[misc]
         except venturi.ConfigError as exc:
             raise InvalidTask(f"queue {queue!r} cannot be a venturi kind: {exc}") from None
 
+    def check(self, **kwargs: Any) -> Iterator[Any]:
+        """Django's system checks of this backend: the app must be installed, or no
+        ``migrate`` applies the schema and the first enqueue fails on a missing table."""
+        yield from super().check(**kwargs)
+        if not apps.is_installed(APP):
+            yield checks.Error(
+                f"{APP} is not in INSTALLED_APPS: manage.py migrate does not apply "
+                "venturi's schema, so every enqueue through this backend fails",
+                hint=f'add "{APP}" to INSTALLED_APPS, then run manage.py migrate',
+                obj=f"TASKS[{self.alias!r}]",
+                id="venturi.E001",
+            )
+
     def validate_task(self, task: Any) -> None:
         super().validate_task(task)
         self._check_queue(task.queue_name)
@@ -250,18 +296,15 @@ class VenturiBackend(BaseTaskBackend):  # type: ignore[misc]
             run_after=task.run_after,
             max_attempts=self.max_attempts,
         )
-        spec = runner(task.queue_name).job(
-            carry, priority=tier_of(task.priority), at=task.run_after
-        )
+        tier = venturi.Priority.NORMAL if self.strict_priority else tier_of(task.priority)
+        spec = runner(task.queue_name).job(carry, priority=tier, at=task.run_after)
         spec = msgspec.structs.replace(spec, max_failures=self.max_attempts)
-        job_id = db.enqueue.job_insert_sync(
-            config.connection(self.database), schema=self.schema, spec=spec
-        )
+        job_id, enqueued_at = self._insert(spec, rank=-task.priority)
         result = TaskResult(
             task=task,
             id=str(job_id),
             status=TaskResultStatus.READY,
-            enqueued_at=timezone.now(),
+            enqueued_at=enqueued_at,
             started_at=None,
             finished_at=None,
             last_attempted_at=None,
@@ -274,17 +317,34 @@ class VenturiBackend(BaseTaskBackend):  # type: ignore[misc]
         task_enqueued.send(sender=type(self), task_result=result)
         return result
 
+    def _insert(self, spec: Any, rank: int) -> tuple[int, datetime]:
+        """Insert the job with its rank in one transaction (the caller's atomic block,
+        else one of its own); its id and created_at, the enqueuing transaction's clock
+        that get_result() reads too (Python's clock after the insert is another)."""
+        conn = config.connection(self.database)
+        with transaction.atomic(using=conn.alias):
+            job_id = db.enqueue.job_insert_sync(conn, schema=self.schema, spec=spec)
+            if rank:
+                created_at = db.enqueue.job_rank_set_sync(
+                    conn, schema=self.schema, job_id=job_id, rank=rank
+                )
+            else:  # the column's default: nothing to write, only the clock to read
+                job = venturi.get_job_sync(conn, job_id, schema=self.schema)
+                created_at = None if job is None else job.created_at
+        if created_at is None:  # inserted by this very transaction: it cannot be missing
+            raise TaskResultDoesNotExist(str(job_id))
+        return job_id, created_at
+
     def get_result(self, result_id: str) -> Any:
         try:
             job_id = int(result_id)
         except (TypeError, ValueError):
             raise TaskResultDoesNotExist(result_id) from None
         conn = config.connection(self.database)
-        job = venturi.get_job_sync(conn, job_id, schema=self.schema)
-        if job is None or not job.kind.startswith(KIND_PREFIX):
+        found = get_job_and_journal_sync(conn, job_id, schema=self.schema)
+        if found is None or not found[0].kind.startswith(KIND_PREFIX):
             raise TaskResultDoesNotExist(result_id)
-        journal = venturi.get_journal_sync(conn, job_id, schema=self.schema)
-        return result_of(job, journal)
+        return result_of(*found)
 
 
 def result_of(job: JobInfo, journal: list[JournalEntry]) -> Any:
@@ -310,12 +370,24 @@ def result_of(job: JobInfo, journal: list[JournalEntry]) -> Any:
         args=carry.args,
         kwargs=carry.kwargs,
         backend=carry.backend,
-        errors=[_task_error(e.detail or "") for e in journal if e.event in _FAILURES],
+        errors=_errors(journal),
         worker_ids=[workers[a] for a in sorted(workers)],
     )
     if job.status == JobStatus.COMPLETED:
         object.__setattr__(result, "_return_value", job.result)
     return result
+
+
+def _errors(journal: list[JournalEntry]) -> list[Any]:
+    """One ``TaskError`` per failed attempt: each failure entry, and the dead entry of an
+    attempt that settled dead without one (its task could not be imported). The dead
+    entry after an attempt's failure is the backstop's line, not another error."""
+    failed = {e.attempt for e in journal if e.event in _FAILURES}
+    return [
+        _task_error(e.detail or "")
+        for e in journal
+        if e.event in _FAILURES or (e.event == JournalEvent.DEAD and e.attempt not in failed)
+    ]
 
 
 def venturi_backends() -> list[Any]:

@@ -30,7 +30,7 @@ class Command(BaseCommand):  # type: ignore[misc]
         parser.add_argument("rest", nargs=argparse.REMAINDER)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        command, rest = options["command"], list(options["rest"])
+        command, rest = options["command"], without_django_options(options["rest"])
         if command == "worker":
             self.worker(rest)
         elif command == "schema" and rest[:1] == ["apply"]:
@@ -50,15 +50,14 @@ class Command(BaseCommand):  # type: ignore[misc]
 
         # The project's database, whatever VENTURI_DSN says outside it.
         os.environ["VENTURI_DSN"] = config.dsn()
+        # Standalone, as the plain `venturi` runs: a usage error or a command's error is
+        # printed as it prints it, then the app exits with its code. Exiting 0 returns to
+        # Django; any other code exits the process with it, without a traceback.
         try:
-            app(argv, prog_name="manage.py venturi", standalone_mode=False)
+            app(argv, prog_name="manage.py venturi")
         except SystemExit as exc:
             if exc.code:
                 raise
-        except Exception as exc:  # click's usage errors, typer.Exit
-            code = getattr(exc, "exit_code", 1)
-            if code:
-                raise CommandError(str(exc) or f"exit code {code}") from None
 
     def worker(self, argv: list[str]) -> None:
         from venturi.cli.worker import load_target, parse_priority_ratio, serve
@@ -124,3 +123,22 @@ class Command(BaseCommand):  # type: ignore[misc]
                 "queues this worker runs with --queue"
             )
         return sorted({q for b in backends for q in b.queues})
+
+
+# Django's own options that take a value, which it reads wherever they stand in the command
+# line: after the subcommand they are Django's too, not venturi's.
+DJANGO_OPTIONS = ("--settings", "--pythonpath")
+
+
+def without_django_options(argv: list[str]) -> list[str]:
+    """``argv`` less ``--settings X`` / ``--pythonpath X`` (Django applied them already)."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in DJANGO_OPTIONS:
+            skip = True
+        elif not arg.startswith(tuple(f"{o}=" for o in DJANGO_OPTIONS)):
+            kept.append(arg)
+    return kept

@@ -1,0 +1,78 @@
+"""The workflow graph's renderer (venturi.web.graph): a pure function from nodes and edges
+to an SVG's geometry, and the template that draws it."""
+
+from __future__ import annotations
+
+import re
+
+import jinja2
+import pytest
+
+from venturi.web import filters
+from venturi.web.graph import MAX_NODES, NODE_H, GraphError, Node, layout
+
+
+def node(i: int, status: str = "completed", label: str = "step") -> Node:
+    return Node(i, label, status, f"/jobs/{i}")
+
+
+def test_every_edge_points_down_and_layers_follow_the_longest_path() -> None:
+    # 1 -> 2 -> 4, 1 -> 3 -> 4, 1 -> 4: 4 sits below both 2 and 3, not beside them.
+    g = layout([node(i) for i in (4, 3, 2, 1)], [(1, 2), (1, 3), (2, 4), (3, 4), (1, 4)], 3)
+    y = {b.node.id: b.y for b in g.boxes}
+    x = {b.node.id: b.x for b in g.boxes}
+    assert y[1] < y[2] == y[3] < y[4]
+    assert x[2] < x[3]  # within a layer, id order
+    assert [b.node.id for b in g.boxes if b.current] == [3]
+    assert len(g.edges) == 5
+    for e in g.edges:
+        nums = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", e.path)]
+        assert nums[1] < nums[-1]  # from a box's bottom down to the next one's top
+    assert all(0 <= b.x and b.x + b.width <= g.width for b in g.boxes)
+    assert max(b.y for b in g.boxes) + NODE_H <= g.height
+
+
+def test_a_single_job_and_a_wide_fan_out() -> None:
+    one = layout([node(7, "pending")], [])
+    assert [(b.node.id, b.node.status) for b in one.boxes] == [(7, "pending")] and not one.edges
+    fan = layout(
+        [node(1)] + [node(i, "waiting") for i in range(2, 12)], [(1, i) for i in range(2, 12)]
+    )
+    ys = {b.y for b in fan.boxes if b.node.id != 1}
+    assert len(ys) == 1 and fan.width > 10 * 150
+
+
+def test_bad_graphs_are_refused() -> None:
+    with pytest.raises(GraphError, match="cycle"):
+        layout([node(1), node(2)], [(1, 2), (2, 1)])
+    with pytest.raises(GraphError, match="not in the graph"):
+        layout([node(1)], [(1, 9)])
+    with pytest.raises(GraphError, match="itself"):
+        layout([node(1)], [(1, 1)])
+    with pytest.raises(GraphError, match="at most"):
+        layout([node(i) for i in range(MAX_NODES + 1)], [])
+
+
+def test_the_template_draws_linked_nodes_coloured_by_status_and_escapes_labels() -> None:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("venturi.web", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    filters.install(env)
+    g = layout(
+        [node(1, "completed", "<b>parent</b>"), node(2, "dead"), node(3, "waiting")],
+        [(1, 2), (1, 3)],
+        current=1,
+    )
+    out = env.from_string('{% import "_macros.html" as m %}{{ m.graph(g) }}').render(g=g)
+    assert out.count('<a href="/jobs/') == 3
+    assert 'class="node n-dead"' in out and 'class="node n-waiting"' in out
+    assert 'class="node n-completed current"' in out
+    assert "<b>parent" not in out and "&lt;b&gt;parent" in out
+    assert out.count('class="edge"') == 2
+
+
+def test_labels_are_clipped_to_the_box() -> None:
+    g = layout([node(1, label="a.very.long.kind.name.that.does.not.fit.in.a.box")], [])
+    assert g.boxes[0].text.endswith("…") and len(g.boxes[0].text) < 30
