@@ -229,6 +229,11 @@ async def renewed(ctx: Context[Any], carry: Chaos) -> venturi.Outcome:
 # once the record committed (an R line proves it), it must never start again.
 
 FLOW_SIGNAL = "go"
+# A workflow run makes several statements of its own (the replay's read, a signal's,
+# a spawn per child, the gather's): under the slow scenario's 50-500 ms per chunk that
+# is seconds, so the workflow kinds have a lease well above it, as docs/chaos.md
+# advises (the default 4 s lease saw a run return with 0.5 s left to settle).
+FLOW_LEASE = 12.0
 # Flows whose seq is a multiple of this raise once after their first step is recorded:
 # the retry must replay that step, not run it again.
 FLOW_FLAKY_EVERY = 3
@@ -314,7 +319,7 @@ async def _workflow_run(ctx: Context[Any], body: Any) -> None:
         raise
 
 
-@venturi.task(kind="chaos_flow", backoff=FAST, max_failures=12)
+@venturi.task(kind="chaos_flow", backoff=FAST, max_failures=12, lease=FLOW_LEASE)
 async def flow(ctx: Context[Any], carry: Chaos) -> venturi.Outcome:
     """A workflow: a step, a transactional step, a durable sleep, a signal the harness
     sends, two or three children gathered, a last step. Its first execution fails once
@@ -334,7 +339,7 @@ async def _node(ctx: Context[Any], carry: Chaos) -> None:
         _line("N", ctx.job.id, carry.name, ctx.job.attempt)
 
 
-@venturi.task(kind="chaos_node", backoff=FAST)
+@venturi.task(kind="chaos_node", backoff=FAST, lease=FLOW_LEASE)
 async def node(ctx: Context[Any], carry: Chaos) -> venturi.Outcome:
     """A node of the three-node Workflow a -> b, (a, b) -> c: a step each; c reads the
     results of a and b."""
