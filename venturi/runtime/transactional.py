@@ -58,7 +58,9 @@ class JobTransactions:
         if self._durable is not None:
             try:
                 await self._durable.release()
-            except db.errors.DATABASE_ERRORS as exc:
+            # TRANSIENT: the reset of a killed backend's connection may also raise
+            # asyncpg's InternalClientError.
+            except db.errors.TRANSIENT as exc:
                 log.warning(
                     "job %d: the connection of its workflow steps broke before it was given "
                     "back (%s); the run's outcome stands",
