@@ -78,8 +78,9 @@ class Claimer:
         # Lookups in a row that found a job due which the claim before did not take.
         self._due_again = 0
         # When due workflow timers were last looked for (time.monotonic()): by
-        # until_next_visible when the loop idles, else by wake_due_timers.
-        self.timers_at = 0.0
+        # until_next_visible when the loop idles, else by wake_due_timers; a busy loop
+        # first looks poll_max after it starts.
+        self.timers_at = time.monotonic()
 
     def claimable_kinds(self, releasing: Counter[str] | None = None) -> list[str]:
         """Registered kinds under their cap, counting ``releasing`` runs as finished."""
