@@ -74,3 +74,10 @@ CREATE INDEX IF NOT EXISTS jobs_parent_idx
 CREATE INDEX IF NOT EXISTS jobs_wake_idx
     ON "billing_jobs".jobs (kind, wake_at)
     WHERE status = 'waiting' AND wake_at IS NOT NULL;
+
+-- job_stats, job_top, job_overview, queue_gauges: the waiting jobs per kind (any wait: a
+-- timer, a signal, children, dependencies). Partial: the claim's rows never enter it,
+-- and jobs_claim_idx never holds a waiting job.
+CREATE INDEX IF NOT EXISTS jobs_waiting_idx
+    ON "billing_jobs".jobs (kind)
+    WHERE status = 'waiting';

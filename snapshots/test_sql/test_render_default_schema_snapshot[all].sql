@@ -553,6 +553,13 @@ CREATE INDEX IF NOT EXISTS jobs_wake_idx
     ON "venturi".jobs (kind, wake_at)
     WHERE status = 'waiting' AND wake_at IS NOT NULL;
 
+-- job_stats, job_top, job_overview, queue_gauges: the waiting jobs per kind (any wait: a
+-- timer, a signal, children, dependencies). Partial: the claim's rows never enter it,
+-- and jobs_claim_idx never holds a waiting job.
+CREATE INDEX IF NOT EXISTS jobs_waiting_idx
+    ON "venturi".jobs (kind)
+    WHERE status = 'waiting';
+
 -- Runtime statements, as PREPAREd by the worker. Parameters are $n binds.
 
 -- alert_claim_if_due: take the right to deliver alert $1 now: a row when this worker is to
@@ -1603,14 +1610,14 @@ CROSS JOIN LATERAL (
     LIMIT 1
 ) next;
 
--- job_overview: the dashboard's overview, per kind: due and scheduled pending, claimed
--- (and expired), completions and failures in the last $2 seconds, dead and cancelled,
+-- job_overview: the dashboard's overview, per kind: due and scheduled pending, waiting
+-- (workflows), claimed (and expired), completions and failures in the last $2 seconds, dead and cancelled,
 -- the oldest due job's wait. Like job_top it never counts all completed jobs, which grow
 -- without bound; `venturi stats` (job_stats) does, for operators who ask.
 -- $1 text manual_detail: the journal detail of an operator's retry, not counted a failure
 -- $2 float8 window: seconds of the recent completions and failures
--- index: jobs_next_visible_idx, jobs_stale_idx, jobs_finished_idx (range scans of recent
--- completions and of dead and cancelled jobs), journal_at_idx.
+-- index: jobs_next_visible_idx, jobs_waiting_idx, jobs_stale_idx, jobs_finished_idx
+-- (range scans of recent completions and of dead and cancelled jobs), journal_at_idx.
 PREPARE venturi_job_overview(text, float8) AS
 WITH pending AS (
     -- jobs_next_visible_idx (kind, visible_at) WHERE status = 'pending'.
@@ -1623,6 +1630,13 @@ WITH pending AS (
                AS oldest_due_seconds
     FROM "venturi".jobs
     WHERE status = 'pending'
+    GROUP BY kind
+),
+waiting AS (
+    -- jobs_waiting_idx (kind) WHERE status = 'waiting'.
+    SELECT kind, count(*) AS waiting
+    FROM "venturi".jobs
+    WHERE status = 'waiting'
     GROUP BY kind
 ),
 claimed AS (
@@ -1660,12 +1674,14 @@ failed AS (
     GROUP BY kind
 ),
 kinds AS (
-    SELECT kind FROM pending UNION SELECT kind FROM claimed UNION SELECT kind FROM recent
+    SELECT kind FROM pending UNION SELECT kind FROM waiting UNION SELECT kind FROM claimed
+    UNION SELECT kind FROM recent
     UNION SELECT kind FROM failed UNION SELECT kind FROM failures
 )
 SELECT k.kind,
        coalesce(p.due, 0) AS due,
        coalesce(p.scheduled, 0) AS scheduled,
+       coalesce(w.waiting, 0) AS waiting,
        coalesce(c.claimed, 0) AS claimed,
        coalesce(c.expired, 0) AS expired,
        coalesce(r.completed_recent, 0) AS completed_recent,
@@ -1675,6 +1691,7 @@ SELECT k.kind,
        p.oldest_due_seconds
 FROM kinds k
 LEFT JOIN pending p ON p.kind = k.kind
+LEFT JOIN waiting w ON w.kind = k.kind
 LEFT JOIN claimed c ON c.kind = k.kind
 LEFT JOIN recent r ON r.kind = k.kind
 LEFT JOIN failed f ON f.kind = k.kind
@@ -1714,22 +1731,35 @@ journaled AS (
 SELECT id FROM settled;
 
 -- job_purge_batch: retention: delete up to $4 finished jobs of one status that finished
--- more than $2 seconds ago, oldest first; their journal rows go too (ON DELETE CASCADE).
+-- more than $2 seconds ago, oldest first; their journal rows, steps and signals go too
+-- (ON DELETE CASCADE). A finished workflow job an unfinished one still reads (a child
+-- of a running parent, a dependency of a pending node) stays.
 -- Returns how many it deleted; the caller repeats until a batch comes back short.
 -- $1 text status: 'completed', 'dead' or 'cancelled'
 -- $2 float8 older_than: seconds since finished_at
 -- $3 text kind: only this kind (NULL: any)
 -- $4 integer batch: most rows to delete in this statement
--- index: jobs_finished_idx (status, finished_at).
+-- index: jobs_finished_idx (status, finished_at); a workflow job's parent and dependents
+-- by the primary key and dependencies_depends_on_idx.
 PREPARE venturi_job_purge_batch(text, float8, text, integer) AS
 WITH doomed AS (
-    SELECT id FROM "venturi".jobs
-    WHERE status = $1::text
+    SELECT j.id FROM "venturi".jobs j
+    WHERE j.status = $1::text
       -- Never an unfinished job, whatever the caller passes.
-      AND status IN ('completed', 'dead', 'cancelled')
-      AND finished_at < now() - make_interval(secs => $2::float8)
-      AND ($3::text IS NULL OR kind = $3::text)
-    ORDER BY finished_at
+      AND j.status IN ('completed', 'dead', 'cancelled')
+      AND j.finished_at < now() - make_interval(secs => $2::float8)
+      AND ($3::text IS NULL OR j.kind = $3::text)
+      -- A workflow's unfinished jobs still read it: a child's parent gathers its result,
+      -- a Workflow node's dependents read it by name (ctx.result_of). Kept until they
+      -- end; plain jobs (parent_id NULL, linked NULL) skip both lookups.
+      AND (j.parent_id IS NULL OR NOT EXISTS (
+          SELECT 1 FROM "venturi".jobs p
+          WHERE p.id = j.parent_id AND p.status IN ('pending', 'claimed', 'waiting')))
+      AND (j.linked IS NOT TRUE OR NOT EXISTS (
+          SELECT 1 FROM "venturi".dependencies d
+          JOIN "venturi".jobs n ON n.id = d.job_id
+          WHERE d.depends_on = j.id AND n.status IN ('pending', 'claimed', 'waiting')))
+    ORDER BY j.finished_at
     LIMIT $4::integer
     -- An operator retrying one of these right now keeps it.
     FOR UPDATE SKIP LOCKED
@@ -1739,17 +1769,29 @@ deleted AS (
 )
 SELECT count(*) AS deleted FROM deleted;
 
--- job_purge_count: how many jobs job_purge_batch would delete (`venturi purge --dry-run`).
+-- job_purge_count: how many jobs job_purge_batch would delete (`venturi purge --dry-run`),
+-- by the same rule (a finished workflow job an unfinished one still reads stays).
 -- $1 text status: 'completed', 'dead' or 'cancelled'
 -- $2 float8 older_than: seconds since finished_at
 -- $3 text kind: only this kind (NULL: any)
--- index: jobs_finished_idx (status, finished_at).
+-- index: jobs_finished_idx (status, finished_at); a workflow job's parent and dependents
+-- by the primary key and dependencies_depends_on_idx.
 PREPARE venturi_job_purge_count(text, float8, text) AS
-SELECT count(*) AS jobs FROM "venturi".jobs
-WHERE status = $1::text
-  AND status IN ('completed', 'dead', 'cancelled')
-  AND finished_at < now() - make_interval(secs => $2::float8)
-  AND ($3::text IS NULL OR kind = $3::text);
+SELECT count(*) AS jobs FROM "venturi".jobs j
+WHERE j.status = $1::text
+  AND j.status IN ('completed', 'dead', 'cancelled')
+  AND j.finished_at < now() - make_interval(secs => $2::float8)
+  AND ($3::text IS NULL OR j.kind = $3::text)
+  -- A workflow's unfinished jobs still read it: a child's parent gathers its result,
+  -- a Workflow node's dependents read it by name (ctx.result_of). Kept until they
+  -- end; plain jobs (parent_id NULL, linked NULL) skip both lookups.
+  AND (j.parent_id IS NULL OR NOT EXISTS (
+      SELECT 1 FROM "venturi".jobs p
+      WHERE p.id = j.parent_id AND p.status IN ('pending', 'claimed', 'waiting')))
+  AND (j.linked IS NOT TRUE OR NOT EXISTS (
+      SELECT 1 FROM "venturi".dependencies d
+      JOIN "venturi".jobs n ON n.id = d.job_id
+      WHERE d.depends_on = j.id AND n.status IN ('pending', 'claimed', 'waiting')));
 
 -- job_rank_set: set a job's order within its tier (rank, lower first) in the transaction
 -- that inserted it, and read its created_at (the enqueuing transaction's clock); no row:
@@ -2225,14 +2267,15 @@ LEFT JOIN "venturi".jobs j ON j.id = input.id
 LEFT JOIN moved m ON m.id = input.id
 ORDER BY input.id;
 
--- job_stats: per kind: jobs in each status, the oldest due job's wait, completions in the
--- last $2 seconds and failures journaled in the last $3 seconds (`venturi stats`).
+-- job_stats: per kind: jobs in each status (waiting ones: workflows), the oldest due
+-- job's wait, completions in the last $2 seconds and failures journaled in the last $3
+-- seconds (`venturi stats`).
 -- $1 text manual_detail: the journal detail of an operator's retry, not counted a failure
 -- $2 float8 completed_window: seconds of the recent-completions window
 -- $3 float8 failures_window: seconds of the recent-failures window
--- index: jobs_next_visible_idx, jobs_stale_idx, journal_at_idx; the totals read every
--- finished row (jobs_finished_idx or the table, as the planner prefers): for operators,
--- not for every second (job_top is).
+-- index: jobs_next_visible_idx, jobs_waiting_idx, jobs_stale_idx, journal_at_idx; the
+-- totals read every finished row (jobs_finished_idx or the table, as the planner
+-- prefers): for operators, not for every second (job_top is).
 PREPARE venturi_job_stats(text, float8, float8) AS
 WITH pending AS (
     -- jobs_next_visible_idx (kind, visible_at) WHERE status = 'pending'.
@@ -2245,6 +2288,13 @@ WITH pending AS (
                AS oldest_due_seconds
     FROM "venturi".jobs
     WHERE status = 'pending'
+    GROUP BY kind
+),
+waiting AS (
+    -- jobs_waiting_idx (kind) WHERE status = 'waiting'.
+    SELECT kind, count(*) AS waiting
+    FROM "venturi".jobs
+    WHERE status = 'waiting'
     GROUP BY kind
 ),
 claimed AS (
@@ -2280,11 +2330,13 @@ finished AS (
     GROUP BY kind
 ),
 kinds AS (
-    SELECT kind FROM pending UNION SELECT kind FROM claimed UNION SELECT kind FROM finished
+    SELECT kind FROM pending UNION SELECT kind FROM waiting UNION SELECT kind FROM claimed
+    UNION SELECT kind FROM finished
 )
 SELECT k.kind,
        coalesce(p.due, 0) AS due,
        coalesce(p.scheduled, 0) AS scheduled,
+       coalesce(w.waiting, 0) AS waiting,
        coalesce(c.claimed, 0) AS claimed,
        coalesce(c.expired, 0) AS expired,
        coalesce(f.completed, 0) AS completed,
@@ -2295,19 +2347,21 @@ SELECT k.kind,
        coalesce(x.failures, 0) AS failures_recent
 FROM kinds k
 LEFT JOIN pending p ON p.kind = k.kind
+LEFT JOIN waiting w ON w.kind = k.kind
 LEFT JOIN claimed c ON c.kind = k.kind
 LEFT JOIN finished f ON f.kind = k.kind
 LEFT JOIN failures x ON x.kind = k.kind
 ORDER BY k.kind;
 
--- job_top: one frame of `venturi top`, per kind: due and scheduled pending, claimed (and
--- expired), completions in the last $2 seconds, failures in the last $3 seconds, dead.
+-- job_top: one frame of `venturi top`, per kind: due and scheduled pending, waiting
+-- (workflows), claimed (and expired), completions in the last $2 seconds, failures in
+-- the last $3 seconds, dead.
 -- Unlike job_stats it never counts all completed jobs, so it stays cheap every second.
 -- $1 text manual_detail: the journal detail of an operator's retry, not counted a failure
 -- $2 float8 completed_window: seconds of the recent-completions window
 -- $3 float8 failures_window: seconds of the recent-failures window
--- index: jobs_next_visible_idx, jobs_stale_idx, jobs_finished_idx (two range scans),
--- journal_at_idx.
+-- index: jobs_next_visible_idx, jobs_waiting_idx, jobs_stale_idx, jobs_finished_idx (two
+-- range scans), journal_at_idx.
 PREPARE venturi_job_top(text, float8, float8) AS
 WITH pending AS (
     -- jobs_next_visible_idx (kind, visible_at) WHERE status = 'pending'.
@@ -2320,6 +2374,13 @@ WITH pending AS (
                AS oldest_due_seconds
     FROM "venturi".jobs
     WHERE status = 'pending'
+    GROUP BY kind
+),
+waiting AS (
+    -- jobs_waiting_idx (kind) WHERE status = 'waiting'.
+    SELECT kind, count(*) AS waiting
+    FROM "venturi".jobs
+    WHERE status = 'waiting'
     GROUP BY kind
 ),
 claimed AS (
@@ -2355,12 +2416,14 @@ dead AS (
     GROUP BY kind
 ),
 kinds AS (
-    SELECT kind FROM pending UNION SELECT kind FROM claimed UNION SELECT kind FROM recent
+    SELECT kind FROM pending UNION SELECT kind FROM waiting UNION SELECT kind FROM claimed
+    UNION SELECT kind FROM recent
     UNION SELECT kind FROM dead UNION SELECT kind FROM failures
 )
 SELECT k.kind,
        coalesce(p.due, 0) AS due,
        coalesce(p.scheduled, 0) AS scheduled,
+       coalesce(w.waiting, 0) AS waiting,
        coalesce(c.claimed, 0) AS claimed,
        coalesce(c.expired, 0) AS expired,
        coalesce(r.completed_recent, 0) AS completed_recent,
@@ -2369,6 +2432,7 @@ SELECT k.kind,
        p.oldest_due_seconds
 FROM kinds k
 LEFT JOIN pending p ON p.kind = k.kind
+LEFT JOIN waiting w ON w.kind = k.kind
 LEFT JOIN claimed c ON c.kind = k.kind
 LEFT JOIN recent r ON r.kind = k.kind
 LEFT JOIN dead d ON d.kind = k.kind
@@ -2510,6 +2574,37 @@ journaled AS (
 )
 SELECT count(*)::integer AS woken FROM woken;
 
+-- job_workflow_get: a job's workflow side for `venturi jobs show` (and /api/jobs/{id}):
+-- its parent, what it waits for now (the wait columns, meaningful while waiting), and
+-- as JSON arrays its recorded steps (name, recorded_at), signals (name, sent_at),
+-- children (id, kind, status) and dependencies (node name, id, kind, status; kind and
+-- status NULL for a purged dependency). No row when the job does not exist; empty
+-- arrays for a plain job.
+-- $1 bigint id: the job
+-- index: primary keys of jobs, steps, signals and dependencies; jobs_parent_idx for the
+-- children.
+PREPARE venturi_job_workflow_get(bigint) AS
+SELECT j.status, j.parent_id, j.wake_at, j.wait_signal, j.wait_for, j.wait_count,
+       (SELECT coalesce(json_agg(json_build_object('name', s.name,
+                                                   'recorded_at', s.recorded_at)
+                                 ORDER BY s.recorded_at, s.name), '[]')
+        FROM "venturi".steps s WHERE s.job_id = j.id)::text AS steps,
+       (SELECT coalesce(json_agg(json_build_object('name', g.name, 'sent_at', g.sent_at)
+                                 ORDER BY g.sent_at, g.name), '[]')
+        FROM "venturi".signals g WHERE g.job_id = j.id)::text AS signals,
+       (SELECT coalesce(json_agg(json_build_object('id', c.id, 'kind', c.kind,
+                                                   'status', c.status)
+                                 ORDER BY c.id), '[]')
+        FROM "venturi".jobs c WHERE c.parent_id = j.id)::text AS children,
+       (SELECT coalesce(json_agg(json_build_object('name', d.name, 'id', d.depends_on,
+                                                   'kind', n.kind, 'status', n.status)
+                                 ORDER BY d.name), '[]')
+        FROM "venturi".dependencies d
+        LEFT JOIN "venturi".jobs n ON n.id = d.depends_on
+        WHERE d.job_id = j.id)::text AS dependencies
+FROM "venturi".jobs j
+WHERE j.id = $1::bigint;
+
 -- journal_get: a job's written history, oldest first; the routine enqueued / claimed /
 -- completed entries are read off the job row by the caller and merged in.
 -- $1 bigint job_id: the job
@@ -2611,15 +2706,15 @@ FROM resumed
 ORDER BY kind;
 
 -- queue_gauges: the queue gauges of `venturi metrics` (and QueueGauges in a worker), in
--- one statement per scrape interval: per kind, pending due and scheduled, claimed and
--- expired, dead and cancelled, the oldest due job's wait, whether it is paused, how many
+-- one statement per scrape interval: per kind, pending due and scheduled, waiting
+-- (workflows), claimed and expired, dead and cancelled, the oldest due job's wait, whether it is paused, how many
 -- live workers register it; and on every row the fleet's live and gone workers. One row
 -- with a NULL kind when there is no kind at all. Completed jobs are not counted here
 -- (every finished row would be read each scrape): the workers' venturi_jobs_settled
 -- counter has them.
 -- $1 float8 liveness: seconds without a heartbeat after which a worker is gone
--- index: jobs_next_visible_idx, jobs_stale_idx, jobs_failed_id_idx; workers and
--- paused_kinds are small.
+-- index: jobs_next_visible_idx, jobs_waiting_idx, jobs_stale_idx, jobs_failed_id_idx;
+-- workers and paused_kinds are small.
 PREPARE venturi_queue_gauges(float8) AS
 WITH pending AS (
     -- jobs_next_visible_idx (kind, visible_at) WHERE status = 'pending'.
@@ -2632,6 +2727,13 @@ WITH pending AS (
                AS oldest_due_seconds
     FROM "venturi".jobs
     WHERE status = 'pending'
+    GROUP BY kind
+),
+waiting AS (
+    -- jobs_waiting_idx (kind) WHERE status = 'waiting'.
+    SELECT kind, count(*) AS waiting
+    FROM "venturi".jobs
+    WHERE status = 'waiting'
     GROUP BY kind
 ),
 claimed AS (
@@ -2670,12 +2772,14 @@ fleet AS (
     FROM registered
 ),
 kinds AS (
-    SELECT kind FROM pending UNION SELECT kind FROM claimed UNION SELECT kind FROM failed
+    SELECT kind FROM pending UNION SELECT kind FROM waiting UNION SELECT kind FROM claimed
+    UNION SELECT kind FROM failed
     UNION SELECT kind FROM served UNION SELECT kind FROM "venturi".paused_kinds
 )
 SELECT f.workers_live, f.workers_gone, k.kind,
        coalesce(p.due, 0) AS due,
        coalesce(p.scheduled, 0) AS scheduled,
+       coalesce(w.waiting, 0) AS waiting,
        coalesce(c.claimed, 0) AS claimed,
        coalesce(c.expired, 0) AS expired,
        coalesce(x.dead, 0) AS dead,
@@ -2686,6 +2790,7 @@ SELECT f.workers_live, f.workers_gone, k.kind,
 FROM fleet f
 LEFT JOIN kinds k ON true
 LEFT JOIN pending p ON p.kind = k.kind
+LEFT JOIN waiting w ON w.kind = k.kind
 LEFT JOIN claimed c ON c.kind = k.kind
 LEFT JOIN failed x ON x.kind = k.kind
 LEFT JOIN served sv ON sv.kind = k.kind

@@ -16,7 +16,9 @@ async def test_worker_cli_on_an_unapplied_schema_says_what_to_run(
         "worker", "tests.support.workertasks", "--dsn", empty_dsn, "--schema", schema
     )
     assert_one_clean_error(
-        out, f"schema {schema!r} is not applied", f"run `venturi schema apply --schema {schema}`"
+        out,
+        f"schema {schema!r} is not applied",
+        f"run `venturi schema apply --schema {schema} --dsn <DSN>`",
     )
 
 

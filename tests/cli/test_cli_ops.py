@@ -14,9 +14,11 @@ import sys
 import asyncpg
 
 import venturi
+import venturi.testing
 from tests.support import running, venturi_cli, wait_status
 from tests.support.opsdata import seed
 from venturi import Backoff, admin
+from venturi.formatting import to_json
 from venturi.runtime.worker import Worker
 
 
@@ -75,6 +77,58 @@ async def test_jobs_show_prints_row_carry_journal_and_traceback(
     assert data["journal"][2]["detail"].startswith("Traceback")
 
     one_line_error(venturi_cli("jobs", "show", "424242", dsn=dsn), "job 424242 does not exist")
+
+
+async def test_jobs_show_prints_a_workflows_steps_children_signals_and_wait(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="cli_gate", result=str)
+    async def gate(ctx: venturi.Context[None], carry: None) -> venturi.Outcome:
+        return venturi.complete(await ctx.wait_for_signal("approval", str))
+
+    @venturi.task(kind="cli_flow")
+    async def flow(ctx: venturi.Context[None], carry: None) -> venturi.Outcome:
+        await ctx.step("quote", _quote)
+        kids = [await ctx.spawn(f"gate-{i}", gate, None) for i in range(2)]
+        return venturi.complete(await ctx.gather(*kids))
+
+    job_id = await flow.enqueue(conn, None)
+    await venturi.testing.drain(dsn, [flow, gate])
+    first, second = [c.id for c in (await admin.show_job(conn, job_id)).children]  # type: ignore[union-attr]
+    assert await venturi.signal(conn, first, "approval", "ann")
+    await venturi.testing.drain(dsn, [flow, gate])
+
+    out = venturi_cli("jobs", "show", str(job_id), dsn=dsn)
+    assert out.returncode == 0, out.stderr
+    rows = [line.split() for line in out.stdout.splitlines()]
+    assert ["status", "waiting"] in rows
+    assert ["waiting", "for", "1", "of", "2", "children"] in rows
+    assert ["name", "recorded", "at"] in rows
+    assert "quote" in [r[0] for r in rows if len(r) == 2]
+    assert [str(first), "cli_gate", "completed"] in rows
+    assert [str(second), "cli_gate", "waiting"] in rows
+
+    child = [
+        line.split()
+        for line in venturi_cli("jobs", "show", str(first), dsn=dsn).stdout.splitlines()
+    ]
+    assert ["parent", str(job_id)] in child
+    assert ["name", "sent", "at"] in child and "approval" in [r[0] for r in child if len(r) == 2]
+    asked = venturi_cli("jobs", "show", str(second), dsn=dsn).stdout.splitlines()
+    assert ["waiting", "for", "signal", "'approval'"] in [line.split() for line in asked]
+
+    data = json.loads(venturi_cli("jobs", "show", str(job_id), "--json", dsn=dsn).stdout)
+    assert data == json.loads(to_json(await admin.show_job(conn, job_id)))
+    assert data["waiting_for"]["children"] == 1 and data["waiting_for"]["jobs"] == [second]
+    assert [(c["id"], c["status"]) for c in data["children"]] == [
+        (first, "completed"),
+        (second, "waiting"),
+    ]
+    assert [s["name"] for s in data["steps"]] == ["quote", "gate-0", "gate-1"]
+
+
+async def _quote() -> int:
+    return 7
 
 
 async def test_jobs_show_prints_each_attempts_traceback_even_when_identical(
@@ -141,6 +195,7 @@ async def test_stats_table_and_json(dsn: str, conn: asyncpg.Connection) -> None:
         "kind",
         "due",
         "scheduled",
+        "waiting",
         "claimed",
         "completed",
         "dead",
@@ -152,9 +207,9 @@ async def test_stats_table_and_json(dsn: str, conn: asyncpg.Connection) -> None:
         "note",
     ]
     fetch = next(line for line in lines if line.startswith("fetch"))
-    assert fetch.split()[:7] == ["fetch", "1", "1", "1", "1", "1", "0"]
+    assert fetch.split()[:8] == ["fetch", "1", "1", "0", "1", "1", "1", "0"]
     total = next(line for line in lines if line.startswith("total"))
-    assert total.split()[:7] == ["total", "4", "2", "2", "3", "1", "0"]
+    assert total.split()[:8] == ["total", "4", "2", "0", "2", "3", "1", "0"]
 
     data = json.loads(venturi_cli("stats", "--json", dsn=dsn).stdout)
     expected = await admin.stats(conn)
@@ -196,7 +251,7 @@ async def test_top_once_and_json(dsn: str, conn: asyncpg.Connection) -> None:
     lines = out.stdout.splitlines()
     assert lines[0].startswith("venturi top")
     mail = next(line for line in lines if line.startswith("mail "))
-    assert mail.split()[:4] == ["mail", "3", "1", "1"]
+    assert mail.split()[:5] == ["mail", "3", "1", "0", "1"]
     assert any(line.startswith("w2:2 ") for line in lines)
     data = json.loads(venturi_cli("top", "--json", dsn=dsn).stdout)
     assert {w["name"] for w in data["workers"]} == {"w1:1", "w2:2"}

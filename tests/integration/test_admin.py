@@ -257,6 +257,7 @@ async def test_top_frame_renders_from_a_seeded_database(conn: asyncpg.Connection
         "kind",
         "pending",
         "scheduled",
+        "waiting",
         "claimed",
         "done/s",
         "failed/1h",
@@ -266,10 +267,11 @@ async def test_top_frame_renders_from_a_seeded_database(conn: asyncpg.Connection
         "note",
     ]
     mail = next(line for line in lines if line.startswith("mail "))
-    # 3 due, 1 scheduled, 1 claimed, 2 completions over the 10 s window = 0.2/s, no failure.
-    assert mail.split()[:7] == ["mail", "3", "1", "1", "0.2", "0", "0"]
+    # 3 due, 1 scheduled, none waiting, 1 claimed, 2 completions over the 10 s window =
+    # 0.2/s, no failure.
+    assert mail.split()[:8] == ["mail", "3", "1", "0", "1", "0.2", "0", "0"]
     fetch = next(line for line in lines if line.startswith("fetch "))
-    assert fetch.split()[:7] == ["fetch", "1", "1", "1", "0.1", "2", "1"]
+    assert fetch.split()[:8] == ["fetch", "1", "1", "0", "1", "0.1", "2", "1"]
     assert "1 (1 expired)" in next(line for line in lines if line.startswith("sweep "))
     w3 = next(line for line in lines if line.startswith("w3:3"))
     assert "1 (1 expired)" in w3 and "sweep" in w3

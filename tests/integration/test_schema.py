@@ -90,7 +90,7 @@ async def test_custom_schema_is_independent(empty_dsn: str) -> None:
         assert (
             await db.schema.schema_version(conn, schema="tenant_a") == sql.migrations()[-1].version
         )
-        with pytest.raises(SchemaError, match="venturi schema apply --schema venturi"):
+        with pytest.raises(SchemaError, match="venturi schema apply --schema venturi --dsn <DSN>"):
             await db.schema.schema_version(conn, schema="venturi")
     finally:
         await conn.close()

@@ -14,7 +14,7 @@ from venturi import SchemaError
 
 NOT_APPLIED = (
     "the venturi schema {schema!r} is not applied to this database: "
-    "run `venturi schema apply --schema {schema}`"
+    "run `venturi schema apply --schema {schema} --dsn <DSN>`"
 )
 
 

@@ -182,12 +182,13 @@ async def test_dashboard_reads_use_their_indexes(conn: asyncpg.Connection) -> No
         overview = await _explain(conn, "job_overview", "manual retry", 3600.0)
         assert {
             "jobs_next_visible_idx",
+            "jobs_waiting_idx",
             "jobs_stale_idx",
             "jobs_finished_idx",
             "journal_at_idx",
         } <= overview
         assert "jobs_stale_idx" in await _explain(conn, "job_list_claimed", 2000)
-        # The search box: no index reads its words (migration 15 says why); a page and a
+        # The search box: no index reads its words (benchmarks/README.md says why); a page and a
         # bulk action's batch read the jobs the filter leaves (every job, for no filter)
         # and compute the document of each, the filter's own index narrowing them.
         rare = await conn.fetchval(sql.statement("job_search_query"), "order-300")
@@ -204,3 +205,7 @@ async def test_dashboard_reads_use_their_indexes(conn: asyncpg.Connection) -> No
         # A kind's trends from the finished index.
         trends = await _explain(conn, "job_activity_of_kind", "kind_3", "manual retry", 60.0, 60)
         assert "journal_at_idx" in trends and {"jobs_finished_idx", "jobs_kind_id_idx"} & trends
+        # Retention's workflow guards (a child's parent, a node's dependents) are looked
+        # up per candidate; the scan itself stays on the finished jobs' index.
+        purge = await _explain(conn, "job_purge_count", "completed", 86_400.0, None)
+        assert "jobs_finished_idx" in purge

@@ -136,6 +136,31 @@ async def test_drain_on_a_connection_leaves_no_listen_behind(
     assert await conn.fetchval(tsql.statement("listening_channels")) == []
 
 
+async def test_drain_on_a_connection_renews_a_long_job_s_lease(
+    conn: asyncpg.Connection, dsn: str, kinds: list[str]
+) -> None:
+    # On one connection the heartbeat takes its turn like every other statement: its
+    # tick used to fail (``async with`` on a coroutine) once a handler ran past it.
+    @venturi.task(kind="t_long", lease=1.0, renew_lease=True)
+    async def long(ctx: Context[Any], carry: Step) -> venturi.Outcome:
+        other = await asyncpg.connect(dsn)
+        try:
+            first = (await venturi.get_job(other, ctx.job.id)).claim_expires_at
+            # The database holds the renewal: polled (no event announces it), bounded.
+            async with asyncio.timeout(30):
+                while True:
+                    if (await venturi.get_job(other, ctx.job.id)).claim_expires_at != first:
+                        break
+                    await asyncio.sleep(0.05)
+        finally:
+            await other.close()
+        return venturi.complete("renewed")
+
+    await long.enqueue(conn, Step(1))
+    outcomes = await testing.drain(conn, [long], heartbeat=0.1)
+    assert [(j.status, j.result) for j in outcomes.values()] == [("completed", "renewed")]
+
+
 async def test_drain_on_a_pool_with_worker_options(
     pool: asyncpg.Pool, tasks: dict[str, venturi.Task[Any]]
 ) -> None:

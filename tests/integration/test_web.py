@@ -21,6 +21,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 import venturi
+import venturi.testing
 import venturi.web
 from tests.support.claims import claim
 from tests.support.opsdata import TRACEBACK, S, make
@@ -176,6 +177,32 @@ async def test_api_answers_what_the_cli_prints(
     missing = await web.get("/api/jobs/424242")
     assert missing.status_code == 404 and "does not exist" in missing.json()["error"]
     assert (await web.get("/api/jobs?limit=0")).status_code == 400
+
+
+async def test_api_shows_a_workflow_as_the_cli_does_and_the_overview_counts_waiting(
+    dsn: str, conn: asyncpg.Connection, web: httpx.AsyncClient, kinds: list[str]
+) -> None:
+    @venturi.task(kind="web_gate")
+    async def gate(ctx: venturi.Context[None], carry: None) -> venturi.Outcome:
+        return venturi.complete(await ctx.wait_for_signal("go", str))
+
+    @venturi.task(kind="web_flow")
+    async def flow(ctx: venturi.Context[None], carry: None) -> venturi.Outcome:
+        return venturi.complete(await ctx.gather(await ctx.spawn("gate", gate, None)))
+
+    job_id = await flow.enqueue(conn, None)
+    await venturi.testing.drain(dsn, [flow, gate])
+    shown = (await web.get(f"/api/jobs/{job_id}")).json()
+    assert shown == await cli_json(dsn, "jobs", "show", str(job_id))
+    [child] = shown["children"]
+    assert (child["kind"], child["status"]) == ("web_gate", "waiting")
+    assert shown["waiting_for"]["jobs"] == [child["id"]]
+    assert (await web.get(f"/api/jobs/{child['id']}")).json()["parent_id"] == job_id
+    stats = (await web.get("/api/stats")).json()
+    assert {k["kind"]: k["waiting"] for k in stats["kinds"]} == {"web_flow": 1, "web_gate": 1}
+    page = (await web.get("/")).text
+    assert '<th class="num">waiting</th>' in page
+    assert "status=waiting" in page
 
 
 # --- actions --------------------------------------------------------------------------

@@ -3,6 +3,8 @@
 what scripts may call too. One module per question:
 
 - ``jobs``: list and show jobs; retry, cancel, delete, run now, set priority by id;
+- ``workflow``: a job's workflow side (steps, signals, children, dependencies, wait)
+  that ``jobs`` shows;
 - ``bulk``: count what a filter matches, and act on exactly those jobs in batches;
 - ``search``: the dashboard's job list: a filter with a search box, paged both ways,
   its total, the known kinds, one kind's activity;
@@ -99,6 +101,13 @@ from venturi.admin.workers import (
     recover_expired,
     recover_worker,
 )
+from venturi.admin.workflow import (
+    ChildJob,
+    DependencyJob,
+    RecordedStep,
+    SentSignal,
+    WaitingFor,
+)
 from venturi.status import DEFAULT_LIVENESS, FINISHED, STATUSES, JobStatus
 
 __all__ = [
@@ -121,7 +130,9 @@ __all__ = [
     "TOP_COMPLETED_WINDOW",
     "Bucket",
     "Change",
+    "ChildJob",
     "ClaimedJob",
+    "DependencyJob",
     "Fleet",
     "GoneClaims",
     "JobDetail",
@@ -138,12 +149,15 @@ __all__ = [
     "Overview",
     "Paused",
     "PausedKind",
+    "RecordedStep",
     "RecoveredWorker",
     "ScheduleView",
     "Schedules",
     "Search",
+    "SentSignal",
     "Stats",
     "TopFrame",
+    "WaitingFor",
     "WorkerInfo",
     "act_on_matching",
     "activity",

@@ -33,7 +33,8 @@ ACTIVITY_MINUTES = 60
 
 
 class KindHealth(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One kind. ``due`` pending jobs may run now, ``scheduled`` ones later; ``expired``
+    """One kind. ``due`` pending jobs may run now, ``scheduled`` ones later; ``waiting``
+    workflows wait for a timer, a signal, children or dependencies; ``expired``
     claims await recovery; ``oldest_due_seconds`` is how long the longest-waiting due job
     has been claimable; ``completed_recent`` and ``failures_recent`` count over the
     read's windows (the gauges leave them out). ``completed`` (all time) is counted by
@@ -44,6 +45,7 @@ class KindHealth(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     kind: str
     due: int
     scheduled: int
+    waiting: int
     claimed: int
     expired: int
     completed: int | None = None
@@ -65,6 +67,7 @@ class KindHealth(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
             kind=kind,
             due=0,
             scheduled=0,
+            waiting=0,
             claimed=0,
             expired=0,
             dead=0,

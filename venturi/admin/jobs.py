@@ -25,6 +25,14 @@ from venturi.admin.common import (
     operator_identity,
     parse_priority,
 )
+from venturi.admin.workflow import (
+    ChildJob,
+    DependencyJob,
+    RecordedStep,
+    SentSignal,
+    WaitingFor,
+    workflow_side,
+)
 from venturi.db.conn import Conn
 from venturi.errors import VenturiError
 from venturi.jobs import JobInfo, JournalEntry, get_job, get_journal
@@ -82,18 +90,41 @@ async def list_jobs(
 
 
 class JobDetail(msgspec.Struct, frozen=True):
-    """``venturi jobs show``: the job (carry and result decoded) and its merged history."""
+    """``venturi jobs show``: the job (carry and result decoded), its merged history, and
+    its workflow side (SPEC 12): its parent, recorded steps, signals, children and
+    dependencies with their statuses, and what it waits for now while waiting (None
+    otherwise). A plain job has no parent and empty lists."""
 
     job: JobInfo
     journal: list[JournalEntry]
+    parent_id: int | None = None
+    steps: list[RecordedStep] = []
+    signals: list[SentSignal] = []
+    children: list[ChildJob] = []
+    dependencies: list[DependencyJob] = []
+    waiting_for: WaitingFor | None = None
 
 
 async def show_job(conn: Conn, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> JobDetail | None:
-    """The job and its journal (``venturi.get_journal``, oldest first), or None."""
+    """The job, its journal (``venturi.get_journal``, oldest first) and its workflow
+    side, or None."""
     job = await get_job(conn, job_id, schema=schema)
     if job is None:
         return None
-    return JobDetail(job, await get_journal(conn, job_id, schema=schema))
+    journal = await get_journal(conn, job_id, schema=schema)
+    side = await workflow_side(conn, job_id, schema=schema)
+    if side is None:  # deleted between the reads
+        return JobDetail(job, journal)
+    return JobDetail(
+        job,
+        journal,
+        parent_id=side.parent_id,
+        steps=side.steps,
+        signals=side.signals,
+        children=side.children,
+        dependencies=side.dependencies,
+        waiting_for=side.waiting_for,
+    )
 
 
 # --- retry and cancel -----------------------------------------------------------------

@@ -133,10 +133,15 @@ def job_detail(detail: JobDetail, now: datetime) -> Group:
     if job.cancel_requested_at is not None:
         fields.add_row("cancel asked", at(job.cancel_requested_at))
     fields.add_row("finished", at(job.finished_at))
+    if detail.parent_id is not None:
+        fields.add_row("parent", str(detail.parent_id))
+    if detail.waiting_for is not None:
+        fields.add_row("waiting for", waiting_for(detail, now))
     parts: list[RenderableType] = [fields]
     parts.append(_json_panel("carry", job.carry))
     if job.result is not None:
         parts.append(_json_panel("result", job.result))
+    parts += workflow_tables(detail)
 
     journal = Table(title="journal", title_justify="left", box=None, header_style="bold")
     # Only the detail gives way on a narrow terminal.
@@ -181,6 +186,66 @@ def job_detail(detail: JobDetail, now: datetime) -> Group:
     return Group(*parts)
 
 
+def waiting_for(detail: JobDetail, now: datetime) -> str:
+    """What a waiting job waits for now, in one line: ``timer at T (in 5m)``, ``signal
+    'approve'``, ``2 of 3 children``, ``1 dependency``."""
+    w = detail.waiting_for
+    if w is None:
+        return ""
+    what = []
+    if w.signal is not None:
+        what.append(f"signal {w.signal!r}")
+    if w.children:
+        what.append(f"{w.children} of {len(detail.children)} children")
+    if w.dependencies:
+        what.append(f"{w.dependencies} {'dependency' if w.dependencies == 1 else 'dependencies'}")
+    line = ", ".join(what)
+    if w.wake_at is not None:
+        timer = f"timer at {w.wake_at.isoformat(timespec='seconds')} ({ago(w.wake_at, now)})"
+        # With a signal, the timer is its timeout: whichever comes first wakes the job.
+        line = f"{line} or {timer}" if line else timer
+    return escape(line)
+
+
+def workflow_tables(detail: JobDetail) -> list[RenderableType]:
+    """A workflow job's steps, signals, children and dependencies (none for a plain job)."""
+    out: list[RenderableType] = []
+    for title, heads, rows in (
+        ("steps", ("name", "recorded at"), [(s.name, _stamp(s.recorded_at)) for s in detail.steps]),
+        ("signals", ("name", "sent at"), [(s.name, _stamp(s.sent_at)) for s in detail.signals]),
+        (
+            "children",
+            ("id", "kind", "status"),
+            [(str(c.id), c.kind, c.status) for c in detail.children],
+        ),
+        (
+            "dependencies",
+            ("node", "id", "kind", "status"),
+            [
+                (d.name, str(d.id), d.kind or "—", d.status or "deleted")
+                for d in detail.dependencies
+            ],
+        ),
+    ):
+        if not rows:
+            continue
+        table = Table(title=title, title_justify="left", box=None, header_style="bold")
+        for name in heads:
+            table.add_column(name)
+        for row in rows:
+            cells = [escape(c) for c in row]
+            if heads[-1] == "status":
+                table.add_row(*cells[:-1], _status(row[-1]))
+            else:
+                table.add_row(*cells)
+        out.append(table)
+    return out
+
+
+def _stamp(value: datetime) -> str:
+    return value.isoformat(timespec="milliseconds")
+
+
 def _json_panel(title: str, value: Any) -> Panel:
     return Panel(Text(clip(to_json(value))), title=title, title_align="left", expand=False)
 
@@ -191,26 +256,32 @@ def stats_table(stats: Stats) -> Table:
     failed = f"failed/{window_label(stats.failures_window_seconds)}"
     table = Table(box=None, header_style="bold", pad_edge=False)
     table.add_column("kind")
-    # The columns `stats` counts (waiting workflows are not among them yet).
-    counted = (JobStatus.CLAIMED, JobStatus.COMPLETED, JobStatus.DEAD, JobStatus.CANCELLED)
+    counted = (
+        JobStatus.WAITING,
+        JobStatus.CLAIMED,
+        JobStatus.COMPLETED,
+        JobStatus.DEAD,
+        JobStatus.CANCELLED,
+    )
     for name in ("due", "scheduled", *counted):
         table.add_column(name, justify="right")
     table.add_column("oldest due", justify="right")
     table.add_column(recent, justify="right")
     table.add_column(failed, justify="right")
     table.add_column("note")
-    totals = [0] * 8
+    totals = [0] * 9
     oldest: float | None = None
     for k in stats.kinds:
         # `stats` counts every finished job and the recent ones: none of these is None.
         completed, cancelled = k.completed or 0, k.cancelled or 0
         completed_recent, failures_recent = k.completed_recent or 0, k.failures_recent or 0
-        nums = [k.due, k.scheduled, k.claimed, completed, k.dead, cancelled]
+        nums = [k.due, k.scheduled, k.waiting, k.claimed, completed, k.dead, cancelled]
         claimed = str(k.claimed) + (f" ({k.expired} expired)" if k.expired else "")
         table.add_row(
             escape(k.kind),
             str(k.due),
             str(k.scheduled),
+            str(k.waiting),
             claimed,
             str(completed),
             Text(str(k.dead), style="red" if k.dead else ""),
@@ -228,10 +299,10 @@ def stats_table(stats: Stats) -> Table:
         table.add_section()
         table.add_row(
             Text("total", style="bold"),
-            *(str(n) for n in totals[:6]),
+            *(str(n) for n in totals[:7]),
             duration(oldest),
-            str(totals[6]),
             str(totals[7]),
+            str(totals[8]),
             "",
         )
     return table
@@ -354,7 +425,15 @@ def top(frame: TopFrame, title: str = "venturi top") -> Group:
     kinds.add_column("kind")
     failed = f"failed/{window_label(frame.failures_window_seconds)}"
     # "pending" here is the due jobs (`due` in `venturi stats`).
-    heads = (JobStatus.PENDING, "scheduled", JobStatus.CLAIMED, "done/s", failed, JobStatus.DEAD)
+    heads = (
+        JobStatus.PENDING,
+        "scheduled",
+        JobStatus.WAITING,
+        JobStatus.CLAIMED,
+        "done/s",
+        failed,
+        JobStatus.DEAD,
+    )
     for name in (*heads, "oldest due"):
         kinds.add_column(name, justify="right")
     kinds.add_column("note")
@@ -363,6 +442,7 @@ def top(frame: TopFrame, title: str = "venturi top") -> Group:
             escape(k.kind),
             str(k.due),
             str(k.scheduled),
+            str(k.waiting),
             str(k.claimed) + (f" ({k.expired} expired)" if k.expired else ""),
             f"{(k.completed_recent or 0) / window:.1f}",
             Text(str(k.failures_recent or 0), style="red" if k.failures_recent else ""),
@@ -371,7 +451,7 @@ def top(frame: TopFrame, title: str = "venturi top") -> Group:
             kind_note(k.paused, k.no_live_worker),
         )
     if not frame.kinds:
-        kinds.add_row(Text("no jobs", style="dim"), *[""] * 8)
+        kinds.add_row(Text("no jobs", style="dim"), *[""] * 9)
     workers = fleet_table(frame.workers, frame.liveness_seconds)
     stamp = frame.at.astimezone().strftime("%H:%M:%S")
     header = Text.assemble(

@@ -85,7 +85,9 @@ ERROR_BACKOFF = Backoff.exponential(0.1, 2.0, 5.0, jitter=True)
 
 # What a schema error tells the user to run; {schema} is the schema's name. Inside a Django
 # project the fix is `manage.py migrate`, so the Django app replaces it (set_apply_hint).
-_apply_hint = "venturi schema apply --schema {schema}"
+# The DSN is part of the command: pasted as it is, a hint without one failed for want of
+# a database (the placeholder says what to put there; VENTURI_DSN does as well).
+_apply_hint = "venturi schema apply --schema {schema} --dsn <DSN>"
 
 
 def set_apply_hint(command: str) -> None:

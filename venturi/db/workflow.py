@@ -116,6 +116,12 @@ async def child_list(
     return seq, rows
 
 
+async def job_workflow_get(conn: Conn, *, schema: str, job_id: int) -> Record | None:
+    """A job's status, parent_id and wait columns, and its steps, signals, children and
+    dependencies as JSON text arrays; None when the job does not exist."""
+    return await conn.fetchrow(sql.statement("job_workflow_get", schema), job_id)
+
+
 async def dependency_result(conn: Conn, *, schema: str, job_id: int, name: str) -> Record | None:
     """The dependency named ``name`` of a Workflow node: id, kind, status, result."""
     return await conn.fetchrow(sql.statement("dependency_result", schema), job_id, name)

@@ -45,7 +45,14 @@ _PER_KIND = (
     ("venturi_queue_kind_workers", "Live workers that register the kind.", "workers"),
 )
 # The jobs gauge's ``status`` label: due and scheduled split the pending jobs.
-_STATUSES = ("due", "scheduled", JobStatus.CLAIMED, JobStatus.DEAD, JobStatus.CANCELLED)
+_STATUSES = (
+    "due",
+    "scheduled",
+    JobStatus.WAITING,
+    JobStatus.CLAIMED,
+    JobStatus.DEAD,
+    JobStatus.CANCELLED,
+)
 # The per-kind columns of ``queue_gauges``, named as ``KindHealth``'s fields.
 _COLUMNS = tuple(
     f.name

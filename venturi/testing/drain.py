@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Generator, Iterable
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
@@ -50,20 +50,57 @@ class _SharedConnection:
         async with self.lock:
             return await self.conn.execute(*args, **kwargs)
 
-    async def acquire(self) -> _ListenOn:
-        return _ListenOn(self)
+    def acquire(self) -> _Acquire:
+        # Awaited (the LISTEN connection) or entered (each heartbeat tick), as asyncpg's
+        # Pool.acquire is: the heartbeat's ``async with`` failed on a coroutine.
+        return _Acquire(self)
 
     # asyncpg's Pool.release signature, hence the timeout parameter.
     async def release(self, conn: _ListenOn, *, timeout: float | None = None) -> None:  # noqa: ASYNC109
         conn.unhook()
 
 
+class _Acquire:
+    """``_SharedConnection.acquire()``: awaitable and an async context manager."""
+
+    def __init__(self, shared: _SharedConnection) -> None:
+        self.shared = shared
+        self.held: _ListenOn | None = None
+
+    def __await__(self) -> Generator[Any, None, _ListenOn]:
+        return self._take().__await__()
+
+    async def _take(self) -> _ListenOn:
+        return _ListenOn(self.shared)
+
+    async def __aenter__(self) -> _ListenOn:
+        self.held = _ListenOn(self.shared)
+        return self.held
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.held is not None:
+            self.held.unhook()
+
+
 class _ListenOn:
-    """What the worker's LISTEN "acquires" from a ``_SharedConnection``."""
+    """What the worker "acquires" from a ``_SharedConnection``: its LISTEN, the
+    heartbeat's tick and the LISTEN health check, every statement taking its turn."""
 
     def __init__(self, shared: _SharedConnection) -> None:
         self.shared = shared
         self.on_close: list[Callable[..., Any]] = []
+
+    async def fetch(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.shared.fetch(*args, **kwargs)
+
+    async def fetchrow(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.shared.fetchrow(*args, **kwargs)
+
+    async def fetchval(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.shared.fetchval(*args, **kwargs)
+
+    async def execute(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.shared.execute(*args, **kwargs)
 
     async def add_listener(self, channel: str, callback: Callable[..., Any]) -> None:
         async with self.shared.lock:
