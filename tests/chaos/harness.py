@@ -3,7 +3,9 @@
 On a throwaway PostgreSQL cluster of its own (never a shared server), several
 ``venturi worker tests.chaos.tasks`` processes drain a stream of jobs that the harness
 keeps enqueueing while they run: mixed kinds, priorities, a per-kind cap, handlers that
-pause, fail, give up, sleep, ignore shutdown, and one that runs past its lease. Meanwhile
+pause, fail, give up, sleep, ignore shutdown, and one that runs past its lease; and
+workflows beside them (``tests/chaos/flowload.py``: flows with steps, a durable sleep, a
+signal the harness sends and children gathered; three-node ``venturi.Workflow``s). Meanwhile
 the harness follows a schedule that it draws from the seed and logs up front:
 
 - SIGKILL a random worker and start a new one;
@@ -13,7 +15,9 @@ the harness follows a schedule that it draws from the seed and logs up front:
 
 Then it stops enqueueing, lets the workers drain, stops them with SIGTERM and checks the
 whole history (``tests/chaos/history.py``): nothing lost or stuck, every re-run explained
-by an interruption the journal shows, every settle applied by the claim's owner. It
+by an interruption the journal shows, every settle applied by the claim's owner; and
+the workflow checks (``tests/chaos/workflows.py``): no recorded step run again, no child
+spawned twice, no signal lost, no workflow stuck. It
 prints a summary table; the exit code is 0 only if there is no violation.
 """
 
@@ -42,7 +46,8 @@ import venturi
 from venturi import Priority, db, sql, testing
 
 from ..support import sql as test_sql
-from . import history, tasks
+from . import history, tasks, workflows
+from .flowload import FlowLoad
 from .tasks import Chaos
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,6 +120,8 @@ MIX = {
     "chaos_stubborn": 25,
     "chaos_overrun": 5,
     "chaos_renewed": 5,
+    # Workflows (tests/chaos/flowload.py adds the three-node Workflows and the signals).
+    "chaos_flow": 30,
 }
 # Library bugs this harness found that are not fixed yet: a signature that appears in the
 # violations a bug causes -> the bug. Such violations are reported, and do not fail the
@@ -124,7 +131,7 @@ KNOWN_BUGS: dict[str, str] = {
     # Fixed: "InternalClientError" (worker crashed on asyncpg.InternalClientError after a
     # terminated backend; tests/test_chaos.py::test_worker_survives_internal_client_error).
 }
-TASKS = {t.kind: t for t in venturi.tasks.registered().values() if t.kind in MIX}
+TASKS = {t.kind: t for t in venturi.tasks.registered().values() if t.kind in tasks.EXPECTED}
 
 
 @dataclass
@@ -150,13 +157,15 @@ class Result:
     elapsed: float = 0.0
     # A scenario's own figures (the table atop its summary), by name: what its fault did.
     figures: dict[str, Any] = field(default_factory=dict)
+    # The workflow checks and figures (tests/chaos/workflows.py).
+    flows: workflows.Report = field(default_factory=workflows.Report)
 
     @property
     def ok(self) -> bool:
         return not self.report.violations
 
 
-class Harness:
+class Harness(FlowLoad):
     def __init__(self, config: Config, out_dir: Path, echo: Any = print) -> None:
         self.cfg = config
         self.out = out_dir
@@ -180,7 +189,10 @@ class Harness:
         self.log_file = open(out_dir / "schedule.log", "w", buffering=1)
         self.reapers: list[asyncio.Task[None]] = []
         self.t_start = self.t0
+        # Since when the server is down on purpose (a restart, a failover), else None.
+        self.outage: float | None = None
         self.known: Counter[str] = Counter()
+        self._flow_init()
 
     # --- logging -------------------------------------------------------------------------
 
@@ -222,6 +234,7 @@ class Harness:
             self.conn = None
 
     async def counts(self) -> Counter[str]:
+        """Jobs by status; ``unfinished`` of it: pending, claimed and waiting."""
         rows = await self._fetch("job_counts", None)
         c: Counter[str] = Counter()
         for r in rows:
@@ -339,12 +352,14 @@ class Harness:
     async def restart_postgres(self) -> None:
         assert self.cluster is not None
         start = time.time()
+        self.outage = start
         async with self.lock:
             await self._drop_conn()
             await asyncio.to_thread(self.cluster.restart)
             await self.connect()
         stop = time.time()
         self.faults.connection.append((start, stop + 1))
+        self.outage = None
         self.counters["PostgreSQL restarts"] += 1
         self.log(f"PostgreSQL restarted (pg_ctl restart -m fast) in {stop - start:.2f}s")
 
@@ -384,6 +399,7 @@ class Harness:
             "chaos_capped": self.rng.randint(10, 40),
             "chaos_slow": self.rng.randint(200, 1000),
             "chaos_stubborn": self.rng.randint(1000, 3000),
+            "chaos_flow": self.rng.randint(100, 1500),  # its durable sleep
         }.get(kind, 0)
         prio = self.rng.choice([Priority.HIGH, Priority.NORMAL, Priority.NORMAL, Priority.LOW])
         after = self.rng.uniform(0.2, 3.0) if self.rng.random() < 0.05 else None
@@ -399,6 +415,8 @@ class Harness:
             ids = await self._enqueue(batch)
             for (seq, _), job_id in zip(batch, ids, strict=True):
                 self.enqueued[job_id] = seq
+            self.flows_enqueued(batch, ids)
+            await self.maybe_enqueue_workflow()
             self.unfinished += len(ids)
             await asyncio.sleep(0.01)  # stays: paces the load, a stream not one burst
         self.producing = False
@@ -430,10 +448,36 @@ class Harness:
     def _enqueue_failed(self, exc: BaseException) -> None:
         self.log(f"enqueue failed ({exc}); sending the batch again")
 
+    def _down_at_start(self, w: Worker) -> bool:
+        """Did ``w`` exit 2 because the server was down when it started? A worker checks
+        its DSN at start and exits 2 with one line if it cannot connect (documented,
+        docs/operations.md): a replacement started just before a restart or a failover
+        may meet it on a busy machine. Not a crash."""
+        if w.proc.returncode != 2 or (self.outage is None and not self.faults.connection):
+            return False
+        with contextlib.suppress(OSError):
+            if "cannot connect" not in w.log_path.read_text(errors="replace"):
+                return False
+        now = time.time()
+        down = self.outage is not None or any(
+            a <= now and b >= w.started for a, b in self.faults.connection
+        )
+        return down and now - w.started < 60
+
     def _crashed(self) -> None:
         """A worker that exited without being signalled crashed: a bug. Replace it."""
         for w in self.workers:
             if w.fate == "running" and w.proc.poll() is not None:
+                if self._down_at_start(w):
+                    w.fate, w.exit_code, w.exited = "down at start", 2, time.time()
+                    w.log.close()
+                    self.counters["workers that found the server down at start"] += 1
+                    new = self.spawn()
+                    self.log(
+                        f"worker #{w.n} pid {w.proc.pid} exited 2: the server was down when "
+                        f"it started; started #{new.n} pid {new.proc.pid}"
+                    )
+                    continue
                 w.fate, w.exit_code, w.exited = "crashed", w.proc.returncode, time.time()
                 w.log.close()
                 self.faults.crashes[w.proc.pid] = w.exited
@@ -456,16 +500,17 @@ class Harness:
                 c = await self.counts()
             except TRANSIENT:
                 continue
-            self.unfinished = c["pending"] + c["claimed"]
+            self.unfinished = c["pending"] + c["claimed"] + c["waiting"]
             self.log(
                 f"jobs {len(self.enqueued)}: completed {c['completed']} dead {c['dead']} "
-                f"pending {c['pending']} claimed {c['claimed']}; workers {len(self.running())}"
+                f"pending {c['pending']} claimed {c['claimed']} waiting {c['waiting']}; "
+                f"workers {len(self.running())}"
             )
 
     async def _log_unfinished(self) -> None:
         from venturi import admin
 
-        for status in ("claimed", "pending"):
+        for status in ("claimed", "pending", "waiting"):
             async with self.lock:
                 if self.conn is None or self.conn.is_closed():
                     await self.connect()
@@ -475,7 +520,7 @@ class Harness:
 
     async def _unfinished(self) -> int:
         c = await self.counts()
-        self.unfinished = c["pending"] + c["claimed"]
+        self.unfinished = c["pending"] + c["claimed"] + c["waiting"]
         return self.unfinished
 
     # --- the run ----------------------------------------------------------------------
@@ -504,6 +549,7 @@ class Harness:
         self.dsn = self.cluster.dsn
         await self.connect()
         await db.schema.apply_schema(self.conn, schema=sql.DEFAULT_SCHEMA)
+        await self.create_side_table()
         self.log(
             f"chaos soak ({cfg.mode}): seed {cfg.seed}, {cfg.workers} workers x "
             f"concurrency {cfg.concurrency}, lease {cfg.lease}s, shutdown_timeout "
@@ -518,9 +564,12 @@ class Harness:
         self.t_start = time.time()
         monitor = asyncio.create_task(self.monitor())
         faults = asyncio.create_task(self.run_schedule(plan))
+        signaller = asyncio.create_task(self.send_signals())
+        watcher = asyncio.create_task(self.watch_waiting())
         try:
             await self.produce(self.t_start + cfg.seconds)
             await faults
+            await signaller
             drain_start = time.time()
             while time.time() - drain_start < cfg.drain_seconds:
                 if await self._unfinished() == 0:
@@ -530,12 +579,10 @@ class Harness:
                     await self._log_unfinished()
             self.log(f"drained in {time.time() - drain_start:.1f}s: {self.unfinished} unfinished")
         finally:
-            monitor.cancel()
-            faults.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await monitor
-            with contextlib.suppress(asyncio.CancelledError):
-                await faults
+            for task in (monitor, faults, signaller, watcher):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         # Stop the rest gracefully: every one must exit 0 within its shutdown timeout.
         last = self.running()
         for w in last:
@@ -548,7 +595,9 @@ class Harness:
         elapsed = time.time() - self.t0
         report = await self.check()
         summary = self.summarize(report, elapsed)
-        return Result(cfg, report, self.counters, summary, self.out, elapsed)
+        return Result(
+            cfg, report, self.counters, summary, self.out, elapsed, flows=self.flow_report
+        )
 
     # --- the check --------------------------------------------------------------------
 
@@ -600,6 +649,8 @@ class Harness:
         for f in sorted(self.runs_dir.glob("runs-*.txt")):
             lines += f.read_text().splitlines()
         runs = history.parse_runs(lines)
+        # Children are enqueued by their parent's ctx.spawn, not by the harness.
+        spawned = {j.id for j in jobs if j.kind == "chaos_child"}
         report = history.check(
             jobs,
             events,
@@ -611,7 +662,11 @@ class Harness:
             leases={k: t.lease or self.cfg.lease for k, t in TASKS.items()},
             caps={k: t.cap for k, t in TASKS.items() if t.cap},
             renewing=frozenset(k for k, t in TASKS.items() if t.renew_lease),
+            spawned=spawned,
         )
+        await self.check_workflows(jobs, lines)
+        for v in self.flow_report.violations:
+            report.violate(v)
         for m in mismatches:
             report.violate(m)
         self._check_workers(report)
@@ -649,7 +704,7 @@ class Harness:
             got = sorted(
                 (e.attempt, e.event, e.worker)
                 for e in theirs
-                if e.event != "enqueued"
+                if e.event not in ("enqueued", "woken")
                 and not (e.event == "dead" and e.detail and "backstop" in e.detail)
             )
             if want != got:
@@ -735,6 +790,11 @@ class Harness:
             ("long runs with renew_lease (3 s on a 1.5 s lease)", rep.renewed_jobs),
             ("... of which ran twice", rep.renewed_twice),
             ("worker crashes", c["worker crashes"]),
+            (
+                "workers that found the server down at start (exit 2, replaced)",
+                c["workers that found the server down at start"],
+            ),
+            *self.flow_rows(),
             ("violations", len(rep.violations)),
         ]
         for bug, n in self.known.items():

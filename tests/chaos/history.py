@@ -27,6 +27,10 @@ What must hold (each failure is a violation with the job it concerns):
    connection fault, a handler that outlived its lease; a lease that expired under a
    live, unfaulted worker is reported as a stall (allowed, but counted).
 7. A per-kind cap held inside every worker process.
+
+A workflow run that must wait ends its claim with ``waiting`` (its handler's end record
+says ``wait``), a settle like the others; the ``woken`` that follows opens no claim and
+ends none. The workflow checks proper are ``tests/chaos/workflows.py``.
 """
 
 from __future__ import annotations
@@ -44,9 +48,15 @@ SETTLED_BY = {
     "completed": {"complete"},
     "paused": {"pause", "pause-cancel"},
     "retried": {"retry"},
-    "failed": {"raise"},
+    "failed": {"raise", "raise-db"},
     "dead": {"dead"},
+    # A workflow run that must wait (a timer, a signal, children, dependencies).
+    "waiting": {"wait"},
 }
+# Journal rows that neither open nor end a claim: a waiting job woken (by a signal, a
+# timer, the end of what it awaited) is journaled under the attempt that waited, or 0
+# for a Workflow node never claimed yet.
+NOT_CLAIM_EVENTS = ("enqueued", "woken")
 TRAIL_WHY = {"pause": "step", "pause-cancel": "cancel", "retry": "retry"}
 
 # Re-run reasons, in the order the summary prints them.
@@ -219,7 +229,7 @@ def claims_of(job: Job, events: list[Event]) -> dict[int, Claim]:
                 None,
             )
     for e in events:
-        if e.event in ("claimed", "enqueued"):
+        if e.event == "claimed" or e.event in NOT_CLAIM_EVENTS:
             continue
         c = claims.get(e.attempt)
         if c is None:
@@ -249,8 +259,11 @@ def check(
     leases: dict[str, float],
     caps: dict[str, int],
     renewing: frozenset[str] = frozenset(),
+    spawned: set[int] | frozenset[int] = frozenset(),
 ) -> Report:
-    """Check the whole history; ``enqueued`` maps every id an enqueue returned to its seq."""
+    """Check the whole history; ``enqueued`` maps every id an enqueue returned to its seq;
+    ``spawned`` holds the jobs a workflow spawned (no enqueue of the harness returns
+    them: ``workflows.check`` checks each against its parent's record)."""
     rep = Report(jobs=len(jobs))
     by_id = {j.id: j for j in jobs}
     events_of: dict[int, list[Event]] = defaultdict(list)
@@ -266,7 +279,7 @@ def check(
         rep.lost += 1
         rep.violate(f"job {job_id} (seq {enqueued[job_id]}): enqueued, and gone from the table")
     for job in jobs:
-        if job.id not in enqueued:
+        if job.id not in enqueued and job.id not in spawned:
             seq = job.carry.get("seq") if isinstance(job.carry, dict) else None
             if seq in ambiguous_seqs:
                 rep.phantoms += 1

@@ -230,6 +230,14 @@ async def test_short_chaos_soak(has_cluster: None, tmp_path: Path) -> None:
     assert rep.reruns["SIGKILL"] >= 1
     # The cost of no lease renewal: overrunning handlers were recovered and run twice.
     assert rep.overrun_jobs >= 1 and rep.overrun_twice == rep.overrun_jobs
+    # Workflows ran beside the plain jobs, under the same faults, and every check held.
+    w = result.flows
+    assert (w.steps_run_again, w.tx_writes_wrong) == (0, 0), result.summary
+    assert (w.children_twice, w.children_unrecorded) == (0, 0), result.summary
+    assert (w.signals_lost, w.stuck) == (0, 0), result.summary
+    assert w.steps_recorded > 0 and w.tx_writes > 0 and w.timers > 0
+    assert w.children_gathered > 0 and w.signals_delivered > 0
+    assert w.workflows_completed > 0 and w.flows_completed == w.flows
 
 
 # --- library bugs the soak found --------------------------------------------------------

@@ -77,6 +77,10 @@ class Claimer:
         self._backlog = False
         # Lookups in a row that found a job due which the claim before did not take.
         self._due_again = 0
+        # When due workflow timers were last looked for (time.monotonic()): by
+        # until_next_visible when the loop idles, else by wake_due_timers; a busy loop
+        # first looks poll_max after it starts.
+        self.timers_at = time.monotonic()
 
     def claimable_kinds(self, releasing: Counter[str] | None = None) -> list[str]:
         """Registered kinds under their cap, counting ``releasing`` runs as finished."""
@@ -320,6 +324,7 @@ class Claimer:
         nxt, timer = await db.claims.job_next_visible_at(
             conn, schema=self.schema, kinds=sorted(kinds)
         )
+        self.timers_at = now
         if timer is not None and timer <= datetime.now(timer.tzinfo):
             # A waiting workflow's timer is due: make it pending (its notification wakes
             # this loop and the others), here rather than in every claim.
@@ -340,6 +345,18 @@ class Claimer:
         if self._due_again == 1:
             return 0.0
         return min(self.poll_max, db.errors.ERROR_BACKOFF.delay(self._due_again - 1))
+
+    async def wake_due_timers(self, conn: Conn) -> None:
+        """Wake the due timers of this worker's kinds if nothing looked for them for
+        ``poll_max``: while its claims keep filling every slot (a backlog),
+        ``until_next_visible`` never runs, and a sleeping workflow must not wait for the
+        backlog to drain. One statement per ``poll_max`` on a busy loop, none on an idle
+        one."""
+        now = time.monotonic()
+        if now - self.timers_at < self.poll_max:
+            return
+        self.timers_at = now
+        await db.workflow.job_wake_due(conn, schema=self.schema, kinds=self.kinds)
 
 
 async def _let_them_start(rows: list[Record]) -> None:

@@ -190,6 +190,8 @@ class Loop:
                 timeout = 0.0  # slots remain and the queue had more: go again
         else:
             await completer.settle(conn)  # all slots busy: only a finish helps
+        # A backlog keeps until_next_visible from running: wake due timers anyway.
+        await claimer.wake_due_timers(conn)
         # With every slot busy or every kind at its cap no claim runs, and so no
         # recovery inside one: recover on their own, every poll_max, so a dead
         # worker's expired claims do not wait for this worker to have room.

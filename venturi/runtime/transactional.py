@@ -5,6 +5,7 @@ back together."""
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,6 +15,8 @@ from venturi.errors import ClaimLost, VenturiError
 from venturi.runtime.run import Run
 from venturi.workflow.durable import Durable
 from venturi.workflow.state import RunState
+
+log = logging.getLogger("venturi.worker")
 
 
 class JobTransactions:
@@ -48,9 +51,23 @@ class JobTransactions:
         return self._durable
 
     async def release(self) -> None:
-        """The handler ended: give back what its workflow primitives held."""
+        """The handler ended: give back what its workflow primitives held. A connection
+        that broke meanwhile (a backend kill, a restart) raises as the pool resets it;
+        the pool has closed it then, and the run's outcome stands: a failure here would
+        replace a decided wait or a completion."""
         if self._durable is not None:
-            await self._durable.release()
+            try:
+                await self._durable.release()
+            # TRANSIENT: the reset of a killed backend's connection may also raise
+            # asyncpg's InternalClientError.
+            except db.errors.TRANSIENT as exc:
+                log.warning(
+                    "job %d: the connection of its workflow steps broke before it was given "
+                    "back (%s); the run's outcome stands",
+                    self.run.id,
+                    db.errors.one_line(exc),
+                    extra=self.run.log_extra(),
+                )
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Any]:
