@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 from venturi import db, sql
 from venturi import maintenance as maintenance_tasks
 from venturi.backoff import DEFAULT_BACKOFF, Backoff
-from venturi.errors import ConfigError
+from venturi.errors import ConfigError, ConnectError
 from venturi.maintenance import MaintenanceTask
 from venturi.middleware import Middleware
 from venturi.rate import Rate
@@ -220,7 +220,15 @@ class Worker(Generic[S]):
                 listen_pool = await db.connect.create_worker_pool(
                     cfg.listen_dsn, min_size=1, max_size=1
                 )
-            await db.schema.schema_version(pool, schema=cfg.schema)
+            try:
+                await db.schema.schema_version(pool, schema=cfg.schema)
+            except db.errors.RETRYABLE as exc:
+                # The server went away between the pool's connect and this first statement
+                # (a restart, a terminated backend): the one-line error of a connect that
+                # failed, as the CLI documents, never a traceback.
+                raise ConnectError(
+                    f"cannot connect: the first statement failed ({db.errors.one_line(exc)})"
+                ) from None
             started = True
             listener = await listen(cfg, pool, listen_pool, loop, self._instruments)
             await self._serve(pool, loop, claimant, shutdown)
