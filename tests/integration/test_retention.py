@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg
 
 import venturi
-from tests.support import Item, running, wait_for, wait_status
+from tests.support import Item, running, wait_for, wait_status, wait_until
 from venturi import Context, Retention, admin, db
 from venturi.runtime.worker import Worker
 
@@ -116,6 +116,9 @@ async def test_worker_runs_retention_as_maintenance(
     async with running(worker):
         job_id = await task.enqueue(conn, Item(2))
         await wait_for(lambda: _gone(conn, job_id))
+        # The counter moves after the DELETE returns, a step behind the row's going: wait
+        # for it before stopping the worker (a stop in between cancelled the count).
+        await wait_until(lambda: worker.stats["retention_deleted:completed"] == 1)
     assert worker.stats["completed"] == 1
     assert worker.stats["retention_deleted:completed"] == 1
 
