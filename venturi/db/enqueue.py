@@ -41,7 +41,8 @@ class JobSpec(msgspec.Struct, frozen=True):
 ON_CONFLICT = ("existing", "raise", "replace")
 
 
-def _backoff_args(spec: JobSpec) -> tuple[float | None, float | None, float | None, bool | None]:
+def backoff_args(spec: JobSpec) -> tuple[float | None, float | None, float | None, bool | None]:
+    """The base, factor, cap and jitter of the spec's declared backoff (NULLs for none)."""
     b = spec.backoff
     return (None, None, None, None) if b is None else (b.base, b.factor, b.cap, b.jitter)
 
@@ -59,7 +60,7 @@ def job_insert_args(
         spec.after,
         spec.key,
         spec.max_failures,
-        *_backoff_args(spec),
+        *backoff_args(spec),
         spec.unique_for,
         on_conflict == "replace",
         traceparent,
@@ -142,9 +143,10 @@ def job_insert_sync(
     return drivers.run_sync(conn, steps, schema=schema, atomic=_windowed(spec))
 
 
-def _backoff_arrays(specs: Sequence[JobSpec]) -> list[list[Any]]:
-    """The base, factor, cap and jitter arrays of the specs' declared backoffs."""
-    rows = [_backoff_args(s) for s in specs]
+def backoff_arrays(specs: Sequence[JobSpec]) -> list[list[Any]]:
+    """The base, factor, cap and jitter arrays of the specs' declared backoffs (NULLs for
+    a spec that declares none), as every multi-row insert binds them."""
+    rows = [backoff_args(s) for s in specs]
     return [[r[i] for r in rows] for i in range(4)]
 
 
@@ -185,7 +187,7 @@ def job_insert_many_unkeyed_steps(
             [s.at for s in specs],
             [s.after for s in specs],
             [s.max_failures for s in specs],
-            *_backoff_arrays(specs),
+            *backoff_arrays(specs),
             traceparent,
         ),
     )
@@ -216,7 +218,7 @@ def job_insert_many_steps(
                 [sent[i].after for i in todo],
                 [sent[i].key for i in todo],
                 [sent[i].max_failures for i in todo],
-                *_backoff_arrays([sent[i] for i in todo]),
+                *backoff_arrays([sent[i] for i in todo]),
                 [sent[i].unique_for for i in todo],
                 on_conflict == "replace",
                 traceparent,

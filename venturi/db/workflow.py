@@ -18,7 +18,7 @@ from venturi.db import drivers
 from venturi.db.claims import Claimant
 from venturi.db.conn import Conn, Record
 from venturi.db.drivers import Query, Steps
-from venturi.db.enqueue import JobSpec
+from venturi.db.enqueue import JobSpec, backoff_args, backoff_arrays
 
 
 @dataclass(frozen=True)
@@ -88,8 +88,6 @@ async def child_spawn(
     """Insert a child and record its id as the parent's step ``name``, in one statement:
     id, inserted (this call recorded the step), spawned (the child row was inserted),
     holder (the unfinished job holding the child's key)."""
-    b = spec.backoff
-    backoff = (None, None, None, None) if b is None else (b.base, b.factor, b.cap, b.jitter)
     row = await conn.fetchrow(
         sql.statement("child_spawn", schema),
         parent_id,
@@ -98,7 +96,7 @@ async def child_spawn(
         spec.carry,
         spec.priority,
         spec.max_failures,
-        *backoff,
+        *backoff_args(spec),
         spec.key,
         traceparent,
     )
@@ -206,12 +204,6 @@ def workflow_insert_steps(*, nodes: Sequence[Node], traceparent: str | None) -> 
     ids = [int(i) for i in drawn[0]["ids"]]
     depended = {pos for n in nodes for pos, _ in n.after}
     specs = [n.spec for n in nodes]
-    backoffs = [
-        (None, None, None, None)
-        if s.backoff is None
-        else (s.backoff.base, s.backoff.factor, s.backoff.cap, s.backoff.jitter)
-        for s in specs
-    ]
     edges = [(ids[i], name, ids[pos]) for i, n in enumerate(nodes) for pos, name in n.after]
     yield Query(
         "workflow_insert",
@@ -223,7 +215,7 @@ def workflow_insert_steps(*, nodes: Sequence[Node], traceparent: str | None) -> 
             [s.at for s in specs],
             [s.after for s in specs],
             [s.max_failures for s in specs],
-            *[[b[k] for b in backoffs] for k in range(4)],
+            *backoff_arrays(specs),
             [
                 "{" + ",".join(str(ids[pos]) for pos, _ in n.after) + "}" if n.after else None
                 for n in nodes
