@@ -7,7 +7,7 @@ application's calls (every driver an application may hold). Statements on jobs l
 caller: ``enqueue`` (the application's inserts, ``JobSpec``), ``claims`` (the worker's
 claim, within shared rate limits and global caps, and stale recovery), ``settle`` (the
 worker's ``_if_owned`` settlements and heartbeat), ``reads`` and ``operations`` (the
-operators' statements); ``errors`` classifies
+operators' statements), ``search`` (the dashboard's search and its index); ``errors`` classifies
 what the driver raises; ``connect`` opens connections; ``schema`` applies migrations.
 """
 
@@ -29,6 +29,7 @@ from venturi.db import (
     reads,
     schedules,
     schema,
+    search,
     settle,
     workers,
     workflow,
@@ -54,6 +55,7 @@ __all__ = [
     "reads",
     "schedules",
     "schema",
+    "search",
     "settle",
     "workers",
     "workflow",
