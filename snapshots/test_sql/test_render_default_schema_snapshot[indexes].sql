@@ -59,6 +59,12 @@ CREATE INDEX IF NOT EXISTS jobs_key_search_idx
     ON "venturi".jobs (key, id)
     WHERE key IS NOT NULL;
 
+-- job_search_text_* (the dashboard's search, migration 16): the indexed jobs whose words
+-- hold every word of a search. No pending list (fastupdate off): the maintenance pass
+-- pays for the insert, and a search never scans an unsorted list.
+CREATE INDEX IF NOT EXISTS job_search_doc_idx
+    ON "venturi".job_search USING gin (doc) WITH (fastupdate = off);
+
 -- workflow_settled: the dependents of a job that ended.
 CREATE INDEX IF NOT EXISTS dependencies_depends_on_idx
     ON "venturi".dependencies (depends_on);
