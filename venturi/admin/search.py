@@ -29,6 +29,9 @@ SEARCH_MAX = 200
 # (statements/job_search_horizon.sql.j2).
 INDEX_BATCH = 5000
 INDEX_PATIENCE = 600.0
+# How far behind the clock it stays at least (a transaction's start reaches
+# pg_stat_activity a moment after its now(); another role's may not show at all).
+INDEX_MARGIN = 1.0
 # A kind page's periods: (seconds per bucket, buckets).
 PERIODS = {"1h": (60.0, 60), "24h": (1200.0, 72), "7d": (7200.0, 84)}
 
@@ -291,18 +294,24 @@ async def index_search(
     *,
     batch: int = INDEX_BATCH,
     patience: float = INDEX_PATIENCE,
+    margin: float = INDEX_MARGIN,
     budget: float | None = None,
     schema: str = DEFAULT_SCHEMA,
 ) -> Indexed:
     """Index finished jobs for the dashboard's search, oldest finish first, ``batch`` per
-    transaction, until caught up or ``budget`` seconds have passed. ``conn``: a
-    connection (not in a transaction) or a pool. Safe in many workers at once: a pass that
-    finds the watermark locked by another returns at once."""
+    transaction, until caught up or ``budget`` seconds have passed. Only jobs finished
+    before every transaction still open (``patience``: unless open for longer than that)
+    and more than ``margin`` seconds ago: the others wait for a later pass, and a search
+    reads them row by row meanwhile. ``conn``: a connection (not in a transaction) or a
+    pool. Safe in many workers at once: a pass that finds the watermark locked by another
+    returns at once."""
     validate.integer(batch, "search index batch")
     indexed = 0
     started = time.monotonic()
     while True:
-        horizon = await db.search.job_search_horizon(conn, schema=schema, patience=patience)
+        horizon = await db.search.job_search_horizon(
+            conn, schema=schema, patience=patience, margin=margin
+        )
         row = await db.search.job_search_index_batch(
             conn, schema=schema, horizon=horizon, batch=batch
         )

@@ -86,9 +86,12 @@ async def job_ids_matching_search(
     return [r["id"] for r in await conn.fetch(text, *_args(**search), before, limit)]
 
 
-async def job_search_horizon(conn: Conn, *, schema: str, patience: float) -> datetime:
+async def job_search_horizon(
+    conn: Conn, *, schema: str, patience: float, margin: float
+) -> datetime:
     """How far the index may go now (read before, and apart from, a batch)."""
-    value: datetime = await conn.fetchval(sql.statement("job_search_horizon", schema), patience)
+    text = sql.statement("job_search_horizon", schema)
+    value: datetime = await conn.fetchval(text, patience, margin)
     return value
 
 
