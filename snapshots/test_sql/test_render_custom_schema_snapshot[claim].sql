@@ -1728,8 +1728,10 @@ FROM (
 -- job_search_horizon: how far the search index may go now: every job that finishes from
 -- here on has a finished_at at or after the horizon. finished_at is its transaction's
 -- start (now()), so the horizon is the start of the oldest transaction open in this
--- database (one of them may be finishing a job), and at most a second ago (a
--- transaction of a role whose sessions pg_stat_activity hides from this one). Read
+-- database (one of them may be finishing a job), and at most $2 seconds ago: a
+-- transaction's start reaches pg_stat_activity a moment after its now() is taken, and
+-- pg_stat_activity hides the transactions of other roles from a role without
+-- pg_read_all_stats (the margin covers those shorter than it). Read
 -- before, and apart from, job_search_index_batch: a transaction that commits after that
 -- statement's snapshot was open here, or began after, so none with an earlier finished_at
 -- is missed. A transaction open for longer than $1 seconds is not waited for (an idle
@@ -1737,9 +1739,10 @@ FROM (
 -- finishes is found by a search only once it finishes again or the index is rebuilt
 -- (docs/web.md).
 -- $1 float8 patience: the oldest open transaction waited for, in seconds
+-- $2 float8 margin: how far behind the clock the horizon stays at least, in seconds
 -- index: none (pg_stat_activity).
-PREPARE billing_jobs_job_search_horizon(float8) AS
-SELECT least(clock_timestamp() - interval '1 second',
+PREPARE billing_jobs_job_search_horizon(float8, float8) AS
+SELECT least(clock_timestamp() - make_interval(secs => $2::float8),
              min(a.xact_start) FILTER (
                  WHERE a.xact_start > clock_timestamp() - make_interval(secs => $1::float8)))
        AS horizon
