@@ -35,6 +35,16 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         }
     )
     bench = compare.Bench(plan, ["venturi"], args.dsn, "uvloop", 900.0)
+    drain = bench.drain
+
+    async def counted(*a: Any, **k: Any) -> dict[str, Any]:
+        r: dict[str, Any] = await drain(*a, **k)
+        r["indexed"] = await bench.monitors["venturi"].fetchval(
+            "SELECT count(*) FROM venturi.job_search"
+        )
+        return r
+
+    bench.drain = counted  # type: ignore[method-assign]
     await bench.setup()
     rounds: list[dict[str, Any]] = []
     try:
@@ -55,12 +65,16 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     "single_per_s": r["single_enqueue"]["venturi"]["jobs_per_s"],
                     "drain": {key: v["jobs_per_s"] for key, v in r["drain"]["venturi"].items()},
                     "seconds": time.monotonic() - t0,
+                    # Per drain, the jobs the pass indexed before the worker stopped (a
+                    # check that it ran: none with it off).
+                    "indexed": {key: v.get("indexed") for key, v in r["drain"]["venturi"].items()},
                 }
                 rounds.append(row)
                 drains = " ".join(f"{v:,.0f}" for v in row["drain"].values())
                 print(
                     f"round {rnd} index {arm:3} load {load:.2f}: bulk {row['bulk_per_s']:,.0f}/s "
-                    f"single {row['single_per_s']:,.0f}/s drain c1/c10/c32 {drains} jobs/s",
+                    f"single {row['single_per_s']:,.0f}/s drain c1/c10/c32 {drains} jobs/s "
+                    f"(indexed: {' '.join(str(v) for v in row['indexed'].values())})",
                     flush=True,
                 )
     finally:
