@@ -54,15 +54,20 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 os.environ["VENTURI_BENCH_SEARCH_INDEX"] = "1" if arm == "on" else "0"
                 load = os.getloadavg()[0]
                 t0 = time.monotonic()
-                await bench.measure_enqueue()
+                if not args.drains_only:
+                    await bench.measure_enqueue()
                 await bench.measure_drains()
                 r = bench.results
                 row = {
                     "round": rnd,
                     "index": arm,
                     "load": load,
-                    "bulk_per_s": r["bulk_enqueue"]["venturi"]["jobs_per_s"],
-                    "single_per_s": r["single_enqueue"]["venturi"]["jobs_per_s"],
+                    "bulk_per_s": r.get("bulk_enqueue", {})
+                    .get("venturi", {})
+                    .get("jobs_per_s", 0.0),
+                    "single_per_s": r.get("single_enqueue", {})
+                    .get("venturi", {})
+                    .get("jobs_per_s", 0.0),
                     "drain": {key: v["jobs_per_s"] for key, v in r["drain"]["venturi"].items()},
                     "seconds": time.monotonic() - t0,
                     # Per drain, the jobs the pass indexed before the worker stopped (a
@@ -101,8 +106,11 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--drain-jobs", type=int, default=20_000)
     parser.add_argument("--bulk-jobs", type=int, default=20_000)
+    parser.add_argument("--levels", default="1,10,32", help="the drains' concurrencies")
+    parser.add_argument("--drains-only", action="store_true", help="no enqueue measurements")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
+    compare.LEVELS = tuple(int(n) for n in args.levels.split(","))
     import uvloop
 
     out = uvloop.run(main(args))
