@@ -84,9 +84,7 @@ async def test_a_parent_its_children_their_statuses_and_its_steps_in_the_timelin
     detail = await admin.show_job(conn, flows.order)
     assert detail is not None
     recorded = {s.name: s.recorded_at for s in detail.steps}
-    step = re.search(
-        r'data-step="charge">\s*<time class="at" datetime="([^"]+)"', r.text
-    )
+    step = re.search(r'data-step="charge">\s*<time class="at" datetime="([^"]+)"', r.text)
     assert step is not None and step.group(1) == recorded["charge"].isoformat()
     # A child's page: the same workflow, the child marked, its parent linked.
     child = await web.get(f"/jobs/{flows.ships[1]}")
@@ -202,9 +200,7 @@ async def test_a_big_workflow_is_drawn_bounded_and_says_what_it_left_out(
     detail = await admin.show_job(conn, root)
     assert detail is not None and len(detail.children) == 2
     # A parent of many children: re-parent every ship under one root (a fan-out of 600).
-    await conn.execute(
-        "UPDATE venturi.jobs SET parent_id = $1 WHERE kind = 'ship'", root
-    )
+    await conn.execute("UPDATE venturi.jobs SET parent_id = $1 WHERE kind = 'ship'", root)
     r = await web.get(f"/jobs/{root}")
     drawn = nodes(r.text)
     assert len(drawn) == graph.MAX_NODES and root in drawn and drawn[root][2]

@@ -103,6 +103,7 @@ from venturi.admin.workers import (
     recover_worker,
 )
 from venturi.admin.workflow import (
+    GRAPH_REACH_CAP,
     STEPS_SHOWN,
     WORKFLOW_COUNT_CAP,
     ChildJob,
@@ -135,6 +136,7 @@ __all__ = [
     "DEFAULT_LIVENESS",
     "FAILURES_WINDOW",
     "FINISHED",
+    "GRAPH_REACH_CAP",
     "LIST_COUNT_CAP",
     "MANUAL_RETRY",
     "PERIODS",

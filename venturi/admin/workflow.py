@@ -105,9 +105,13 @@ async def workflow_side(
 
 # Steps and signals listed on a job's page at most (the count says how many more).
 STEPS_SHOWN = 200
-# Steps, signals, children, dependencies and the jobs of a graph are counted up to this
-# ("more than 10,000" beyond): a parent of a million children costs a bounded read.
+# Steps, signals, children and dependencies are counted up to this ("10,000+" beyond):
+# a parent of a million children costs a bounded read.
 WORKFLOW_COUNT_CAP = 10_000
+# The walk of a job's graph stops after this many jobs (a graph draws far fewer): each
+# job reached costs a few index probes, and a count past it tells an operator nothing
+# the children's count does not.
+GRAPH_REACH_CAP = 1_000
 
 
 class TimelineStep(msgspec.Struct, frozen=True):
@@ -207,8 +211,8 @@ class GraphJob(msgspec.Struct, frozen=True):
 class WorkflowGraph(msgspec.Struct, frozen=True):
     """The jobs of a job's workflow nearest to it (at most ``drawn``), the edges among
     them (``(before, after)``: a parent before its child, a dependency before its
-    dependent), and how many jobs the workflow holds (``reached``, up to ``cap``;
-    ``capped`` when it holds more)."""
+    dependent), and how many jobs the workflow holds (``reached``, up to
+    ``GRAPH_REACH_CAP``; ``capped`` when it holds more)."""
 
     jobs: list[GraphJob]
     edges: list[tuple[int, int]]
@@ -227,11 +231,11 @@ async def workflow_graph(
     """The graph of the workflow ``job_id`` belongs to: the ``drawn`` jobs nearest to it
     through parents, children and dependencies (it first), and their edges."""
     row = await db.workflow_reads.workflow_graph_get(
-        conn, schema=schema, job_id=job_id, drawn=drawn, cap=WORKFLOW_COUNT_CAP
+        conn, schema=schema, job_id=job_id, drawn=drawn, cap=GRAPH_REACH_CAP
     )
     jobs = msgspec.json.decode(row["nodes"], type=list[GraphJob])
     ids = {j.id for j in jobs}
     edges = {(j.parent_id, j.id) for j in jobs if j.parent_id in ids and j.parent_id is not None}
     edges.update(msgspec.json.decode(row["edges"], type=list[tuple[int, int]]))
     reached = int(row["reached"])
-    return WorkflowGraph(jobs, sorted(edges), reached, reached >= WORKFLOW_COUNT_CAP)
+    return WorkflowGraph(jobs, sorted(edges), reached, reached >= GRAPH_REACH_CAP)

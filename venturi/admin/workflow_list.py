@@ -20,7 +20,6 @@ import msgspec
 
 from venturi import db, validate
 from venturi.admin.common import check_ids, check_status
-from venturi.admin.workflow import WORKFLOW_COUNT_CAP
 from venturi.db.conn import Conn
 from venturi.sql import DEFAULT_SCHEMA
 

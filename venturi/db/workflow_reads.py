@@ -17,7 +17,9 @@ async def job_workflow_view(
     return await conn.fetchrow(sql.statement("job_workflow_view", schema), job_id, limit, cap)
 
 
-async def workflow_graph_get(conn: Conn, *, schema: str, job_id: int, drawn: int, cap: int) -> Record:
+async def workflow_graph_get(
+    conn: Conn, *, schema: str, job_id: int, drawn: int, cap: int
+) -> Record:
     """The jobs reachable from the job (at most ``drawn`` of them, nearest first, as JSON
     text), the dependency edges among them, and how many were reached (up to ``cap``)."""
     row = await conn.fetchrow(sql.statement("workflow_graph_get", schema), job_id, drawn, cap)
