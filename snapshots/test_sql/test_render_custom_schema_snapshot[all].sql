@@ -682,8 +682,11 @@ ORDER BY c.n;
 -- $10 boolean backoff_jitter: whether it is half-jittered
 -- $11 text key: the child's de-duplication key (NULL: none)
 -- $12 text traceparent: the W3C trace context of the parent's run (NULL: none)
+-- $13 integer spare: how many more ids of the jobs' identity to draw and return, in
+--     ascending order (``spare``), for the spawns that follow in the same run
+--     (child_spawn_many writes them together); 0: none
 -- index: primary key of steps; jobs_key_idx for the key.
-PREPARE billing_jobs_child_spawn(bigint, text, text, text, smallint, integer, float8, float8, float8, boolean, text, text) AS
+PREPARE billing_jobs_child_spawn(bigint, text, text, text, smallint, integer, float8, float8, float8, boolean, text, text, integer) AS
 WITH drawn AS (
     SELECT nextval(pg_get_serial_sequence('"billing_jobs".jobs', 'id')) AS id
 ),
@@ -714,8 +717,62 @@ SELECT r.id, r.inserted, EXISTS (SELECT 1 FROM child) AS spawned,
        (SELECT h.id FROM "billing_jobs".jobs h
         WHERE $11::text IS NOT NULL AND h.kind = $3::text AND h.key = $11::text
           AND h.status IN ('pending', 'claimed', 'waiting')
-        LIMIT 1) AS holder
+        LIMIT 1) AS holder,
+       array(SELECT nextval(pg_get_serial_sequence('"billing_jobs".jobs', 'id'))
+             FROM generate_series(1, $13::integer) AS g(i) ORDER BY g.i) AS spare
 FROM recorded r;
+
+-- child_spawn_many: the spawns a run made after its first (ctx.spawn), written together
+-- at the run's next workflow call or its end: each child inserted and its id recorded as
+-- the parent's step, in one statement, so a crash leaves neither or both (as
+-- child_spawn). The ids were drawn beforehand (child_spawn's spare ids). A name another
+-- run recorded first keeps that run's id and inserts no child: ``id`` is the recorded
+-- one, ``inserted`` false. Unkeyed children only (a keyed spawn is child_spawn's).
+-- $1 bigint parent_id: the spawning job
+-- $2 text[] names: the steps' names
+-- $3 bigint[] ids: the children's drawn ids
+-- $4 text[] kinds: the children's kinds
+-- $5 text[] carries: their carries, msgspec-encoded JSON
+-- $6 smallint[] priorities: their priorities
+-- $7 integer[] max_failures: their tasks' failure backstops
+-- $8 float8[] backoff_base: their tasks' declared backoff (NULL: none), first delay
+-- $9 float8[] backoff_factor: its growth per failure
+-- $10 float8[] backoff_cap: its ceiling in seconds
+-- $11 boolean[] backoff_jitter: whether it is half-jittered
+-- $12 text[] traceparents: the W3C trace context of each spawn (NULL: none)
+-- index: primary key of steps; primary key of jobs for the parent.
+PREPARE billing_jobs_child_spawn_many(bigint, text[], bigint[], text[], text[], smallint[], integer[], float8[], float8[], float8[], boolean[], text[]) AS
+WITH wanted AS (
+    SELECT *
+    FROM unnest($2::text[], $3::bigint[], $4::text[], $5::text[], $6::smallint[],
+                $7::integer[], $8::float8[], $9::float8[], $10::float8[], $11::boolean[],
+                $12::text[])
+        AS w(name, id, kind, carry, priority, max_failures, backoff_base, backoff_factor,
+             backoff_cap, backoff_jitter, traceparent)
+),
+recorded AS (
+    INSERT INTO "billing_jobs".steps AS st (job_id, name, value)
+    SELECT $1::bigint, w.name, to_jsonb(w.id) FROM wanted w
+    ON CONFLICT (job_id, name) DO UPDATE SET job_id = st.job_id
+    RETURNING st.name, (st.value #>> '{}')::bigint AS id, st.xmax = 0 AS inserted
+),
+child AS (
+    INSERT INTO "billing_jobs".jobs (id, kind, carry, priority, max_failures, backoff_base,
+                              backoff_factor, backoff_cap, backoff_jitter, parent_id, linked,
+                              traceparent)
+    SELECT w.id, w.kind, w.carry::jsonb, w.priority, w.max_failures, w.backoff_base,
+           w.backoff_factor, w.backoff_cap, w.backoff_jitter, $1::bigint, true, w.traceparent
+    FROM wanted w
+    JOIN recorded r ON r.name = w.name AND r.inserted
+    ORDER BY w.id
+    RETURNING id
+),
+parent AS (
+    -- Its end must now be looked at (a cancel cascades to the children).
+    UPDATE "billing_jobs".jobs SET linked = true
+    WHERE id = $1::bigint AND linked IS NOT TRUE AND EXISTS (SELECT 1 FROM child)
+)
+SELECT r.name, r.id, r.inserted FROM recorded r;
 
 -- connection_probe: touches nothing; answers only if the connection still reaches a live
 -- server (the LISTEN connection's health check).

@@ -84,10 +84,12 @@ async def child_spawn(
     name: str,
     spec: JobSpec,
     traceparent: str | None,
+    spare: int = 0,
 ) -> Record:
     """Insert a child and record its id as the parent's step ``name``, in one statement:
     id, inserted (this call recorded the step), spawned (the child row was inserted),
-    holder (the unfinished job holding the child's key)."""
+    holder (the unfinished job holding the child's key), spare (``spare`` more ids
+    drawn for the spawns that follow, ascending)."""
     row = await conn.fetchrow(
         sql.statement("child_spawn", schema),
         parent_id,
@@ -99,9 +101,38 @@ async def child_spawn(
         *backoff_args(spec),
         spec.key,
         traceparent,
+        spare,
     )
     assert row is not None
     return row
+
+
+async def child_spawn_many(
+    conn: Conn,
+    *,
+    schema: str,
+    parent_id: int,
+    names: Sequence[str],
+    ids: Sequence[int],
+    specs: Sequence[JobSpec],
+    traceparents: Sequence[str | None],
+) -> dict[str, tuple[int, bool]]:
+    """Insert unkeyed children with the drawn ``ids`` and record each as the parent's
+    step of the same position in ``names``, in one statement; by name, the recorded id
+    (another run's if it recorded the name first) and whether this call recorded it."""
+    rows = await conn.fetch(
+        sql.statement("child_spawn_many", schema),
+        parent_id,
+        list(names),
+        list(ids),
+        [s.kind for s in specs],
+        [s.carry for s in specs],
+        [s.priority for s in specs],
+        [s.max_failures for s in specs],
+        *backoff_arrays(specs),
+        list(traceparents),
+    )
+    return {str(r["name"]): (int(r["id"]), bool(r["inserted"])) for r in rows}
 
 
 async def child_list(

@@ -12,10 +12,14 @@ from venturi.priority import Priority
 from venturi.status import JobStatus
 from venturi.tasks import Task
 from venturi.workflow.child import Child
-from venturi.workflow.state import RunState, decode
+from venturi.workflow.state import RunState, Unwritten, decode
 from venturi.workflow.suspend import Suspend
 
 _UNFINISHED = (JobStatus.PENDING, JobStatus.CLAIMED, JobStatus.WAITING)
+# Ids a run's first spawn draws for the spawns after it (a fan-out of up to this many
+# more is written in one more statement); those a run does not use stay unused, a gap
+# in the jobs' ids like a rolled-back insert's.
+SPARE_IDS = 15
 
 
 class _KeyHeld(Exception):
@@ -41,6 +45,12 @@ async def spawn(
     # The carry is checked before anything is written (TypeError, as for an enqueue).
     spec = task.job(carry, priority=priority, key=key)
     traceparent = tracing.current_traceparent()
+    if key is None and state.spare_ids:
+        # Written with the spawns beside it before the run's next statement (or at its
+        # end): the record and the child commit together or not at all, still.
+        child: Child[Any] = Child(state.spare_ids.pop(0), task)
+        state.unwritten.append(Unwritten(name, spec, traceparent, child))
+        return child
     if key is None:
         # One statement: the record and the child commit together or not at all.
         row = await db.workflow.child_spawn(
@@ -50,7 +60,9 @@ async def spawn(
             name=name,
             spec=spec,
             traceparent=traceparent,
+            spare=SPARE_IDS,
         )
+        state.spare_ids = [int(i) for i in row["spare"]]
     else:
         row = await _spawn_keyed(state, name, spec, traceparent)
     child_id = int(row["id"])
