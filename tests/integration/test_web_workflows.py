@@ -120,6 +120,13 @@ async def test_what_a_waiting_job_waits_for_now(
     r = await web.get(f"/jobs/{flows.approver}")
     assert 'data-signal="approval"' in r.text
     assert section(r.text, "wf-signals") == "1 signal received"
+    # Dependencies: a Workflow node after one that waits for a signal.
+    r = await web.get(f"/jobs/{flows.after_gate}")
+    assert section(r.text, "waiting-dependencies") == "1 of 1 dependencies, still to complete"
+    assert nodes(r.text) == {
+        flows.gate: (f"/jobs/{flows.gate}", "waiting", False),
+        flows.after_gate: (f"/jobs/{flows.after_gate}", "waiting", True),
+    }
 
 
 async def test_hostile_kinds_and_step_names_are_escaped(
@@ -141,9 +148,8 @@ async def test_the_list_shows_roots_with_their_progress(
     assert r.status_code == 200
     roots = [int(i) for i in ROW.findall(r.text)]
     # Roots only, newest first: no child and no later Workflow node.
-    assert roots == sorted(
-        [flows.extract, flows.order, flows.gatherer, flows.sleeper, flows.approver], reverse=True
-    )
+    everyone = [flows.extract, flows.gate, flows.order, flows.gatherer, flows.sleeper]
+    assert roots == sorted([*everyone, flows.approver], reverse=True)
 
     def cells(job: int) -> dict[str, str]:
         m = re.search(rf'<tr data-id="{job}">(.*?)</tr>', r.text, re.S)
@@ -168,7 +174,7 @@ async def test_the_list_filters_by_status_and_kind_and_pages(
         return [int(i) for i in ROW.findall(r.text)]
 
     assert await shown("?status=waiting") == sorted(
-        [flows.gatherer, flows.sleeper, flows.approver], reverse=True
+        [flows.gatherer, flows.sleeper, flows.approver, flows.gate], reverse=True
     )
     assert await shown("?status=completed&kind=wfw_order") == [flows.order]
     assert await shown("?kind=wfw_ship") == []  # children are not workflows of their own
@@ -187,7 +193,7 @@ async def test_the_list_filters_by_status_and_kind_and_pages(
     assert (order["children"], order["children_finished"], order["steps"]) == (3, 3, 4)
     # The page's pager links to the older page.
     r = await web.get("/workflows")
-    assert 'id="page-older"' not in r.text  # five roots: one page
+    assert 'id="page-older"' not in r.text  # six roots: one page
 
 
 async def test_a_big_workflow_is_drawn_bounded_and_says_what_it_left_out(

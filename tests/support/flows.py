@@ -1,7 +1,8 @@
 """Real workflows for the dashboard's tests, run by ``venturi.testing.drain`` (a real
 worker in this process): a three-node ``venturi.Workflow``, a parent whose spawned
 children finished, a parent waiting for one of its two children, a job asleep on a
-timer, and a job waiting for a signal (its kind and a step name hostile HTML)."""
+timer, a job waiting for a signal (its kind and a step name hostile HTML), and a
+Workflow node waiting for its dependency, which waits for a signal."""
 
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ class Flows:
     gathered: list[int]  # [completed child, child waiting for a signal]
     sleeper: int  # waiting on its day-long timer
     approver: int  # waiting for the signal "approval" (kind and a step hostile)
+    gate: int  # a Workflow's first node, waiting for the signal "go"
+    after_gate: int  # the node after it, waiting for its dependency
 
 
 def _tasks() -> dict[str, Any]:
@@ -78,7 +81,12 @@ def _tasks() -> dict[str, Any]:
         await ctx.step(HOSTILE_STEP, charge, 2)
         return venturi.complete(await ctx.wait_for_signal("approval", str))
 
+    @venturi.task(kind="wfw_gate")
+    async def gate(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        return venturi.complete(await ctx.wait_for_signal("go", str))
+
     return {
+        "gate": gate,
         "extract": extract,
         "transform": transform,
         "load": load,
@@ -99,6 +107,10 @@ async def run_flows(dsn: str, conn: Any) -> Flows:
     b = wf.add("transform", t["transform"].job(Item(0)), after=[a])
     wf.add("load", t["load"].job(Item(0)), after=[a, b])
     graph = await wf.enqueue(conn)
+    gated = venturi.Workflow()
+    first = gated.add("gate", t["gate"].job(Item(0)))
+    gated.add("after", t["extract"].job(Item(0)), after=[first])
+    gates = await gated.enqueue(conn)
     order = await t["order"].enqueue(conn, Item(5))
     gatherer = await t["gather"].enqueue(conn, Item(0))
     sleeper = await t["sleeper"].enqueue(conn, Item(0))
@@ -118,4 +130,6 @@ async def run_flows(dsn: str, conn: Any) -> Flows:
         gathered=[c.id for c in gathered.children],
         sleeper=sleeper,
         approver=approver,
+        gate=gates["gate"],
+        after_gate=gates["after"],
     )
