@@ -2100,6 +2100,62 @@ SELECT j.status, j.parent_id, j.wake_at, j.wait_signal, j.wait_for, j.wait_count
 FROM "billing_jobs".jobs j
 WHERE j.id = $1::bigint;
 
+-- job_workflow_view: a job's workflow side for the dashboard's job page, bounded however
+-- big the workflow: its parent and root (the top of its parents, at most 100 up), what
+-- it waits for now (the timer, the signal, and how many of the awaited jobs are its
+-- children and its dependencies), how many steps, signals, children (and of them
+-- finished), dependencies and dependents it has (each counted up to $3), and the first
+-- $2 steps (name, recorded_at, a timer's wake_at) and signals (name, sent_at) in the
+-- order they came, as JSON arrays. No row when the job does not exist.
+-- $1 bigint id: the job
+-- $2 integer max_rows: how many steps and signals to list at most
+-- $3 integer cap: count at most this many of each
+-- index: primary keys of jobs, steps, signals and dependencies; jobs_parent_idx for the
+-- children, dependencies_depends_on_idx for the dependents.
+PREPARE billing_jobs_job_workflow_view(bigint, integer, integer) AS
+WITH RECURSIVE up(id, parent_id, depth) AS (
+    SELECT j.id, j.parent_id, 0 FROM "billing_jobs".jobs j WHERE j.id = $1::bigint
+    UNION ALL
+    SELECT p.id, p.parent_id, u.depth + 1
+    FROM up u JOIN "billing_jobs".jobs p ON p.id = u.parent_id
+    WHERE u.depth < 100
+)
+SELECT j.status, j.parent_id, j.wake_at, j.wait_signal,
+       (SELECT u.id FROM up u ORDER BY u.depth DESC LIMIT 1) AS root_id,
+       (SELECT count(*) FROM unnest(j.wait_for) AS w(id)
+        JOIN "billing_jobs".jobs c ON c.id = w.id AND c.parent_id = j.id)::integer AS waiting_children,
+       (SELECT count(*) FROM unnest(j.wait_for) AS w(id)
+        JOIN "billing_jobs".dependencies d ON d.job_id = j.id AND d.depends_on = w.id)::integer
+           AS waiting_dependencies,
+       (SELECT count(*) FROM (SELECT 1 FROM "billing_jobs".steps s WHERE s.job_id = j.id
+                              LIMIT $3::integer) AS x)::integer AS steps_total,
+       (SELECT count(*) FROM (SELECT 1 FROM "billing_jobs".signals g WHERE g.job_id = j.id
+                              LIMIT $3::integer) AS x)::integer AS signals_total,
+       c.total::integer AS children_total, c.finished::integer AS children_finished,
+       (SELECT count(*) FROM (SELECT 1 FROM "billing_jobs".dependencies d WHERE d.job_id = j.id
+                              LIMIT $3::integer) AS x)::integer AS dependencies_total,
+       (SELECT count(*) FROM (SELECT 1 FROM "billing_jobs".dependencies d WHERE d.depends_on = j.id
+                              LIMIT $3::integer) AS x)::integer AS dependents_total,
+       (SELECT coalesce(json_agg(json_build_object('name', x.name,
+                                                   'recorded_at', x.recorded_at,
+                                                   'wake_at', x.wake_at)
+                                 ORDER BY x.recorded_at, x.name), '[]')
+        FROM (SELECT s.name, s.recorded_at, s.wake_at FROM "billing_jobs".steps s
+              WHERE s.job_id = j.id ORDER BY s.recorded_at, s.name
+              LIMIT $2::integer) AS x)::text AS steps,
+       (SELECT coalesce(json_agg(json_build_object('name', x.name, 'sent_at', x.sent_at)
+                                 ORDER BY x.sent_at, x.name), '[]')
+        FROM (SELECT g.name, g.sent_at FROM "billing_jobs".signals g
+              WHERE g.job_id = j.id ORDER BY g.sent_at, g.name
+              LIMIT $2::integer) AS x)::text AS signals
+FROM "billing_jobs".jobs j
+CROSS JOIN LATERAL (
+    SELECT count(*) AS total,
+           count(*) FILTER (WHERE x.status IN ('completed', 'dead', 'cancelled')) AS finished
+    FROM (SELECT k.status FROM "billing_jobs".jobs k WHERE k.parent_id = j.id LIMIT $3::integer) AS x
+) AS c
+WHERE j.id = $1::bigint;
+
 -- journal_get: a job's written history, oldest first; the routine enqueued / claimed /
 -- completed entries are read off the job row by the caller and merged in.
 -- $1 bigint job_id: the job
@@ -2567,6 +2623,56 @@ ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), stopped_at = NULL;
 PREPARE billing_jobs_worker_stop(uuid) AS
 UPDATE "billing_jobs".workers SET stopped_at = now(), heartbeat_at = now() WHERE id = $1::uuid;
 
+-- workflow_graph_get: the workflow a job belongs to, for the dashboard's graph: the jobs
+-- reachable from it through parents, children and venturi.Workflow dependencies (either
+-- way), nearest first, $2 of them drawn (id, kind, status, parent_id) with the
+-- dependency edges among them; and how many were reached in all, up to $3. One row.
+-- The walk is breadth first (a recursive CTE's UNION: each job once, each level after
+-- the one before), so the job itself, its parent, children and dependencies come first,
+-- and it stops at $3 jobs: a parent of a million children costs $3 probes, not a million.
+-- Ids of purged jobs (a dependency retention removed) are not followed.
+-- $1 bigint id: the job
+-- $2 integer drawn: how many jobs to return at most
+-- $3 integer cap: how many jobs to reach at most
+-- index: jobs_pkey and jobs_parent_idx (parents and children), dependencies_pkey and
+-- dependencies_depends_on_idx (both directions).
+PREPARE billing_jobs_workflow_graph_get(bigint, integer, integer) AS
+WITH RECURSIVE reach(id) AS (
+    SELECT j.id FROM "billing_jobs".jobs j WHERE j.id = $1::bigint
+    UNION
+    SELECT n.id
+    FROM reach r
+    CROSS JOIN LATERAL (
+        SELECT j.parent_id AS id FROM "billing_jobs".jobs j
+        WHERE j.id = r.id AND j.parent_id IS NOT NULL
+        UNION ALL
+        SELECT k.id FROM "billing_jobs".jobs k WHERE k.parent_id = r.id
+        UNION ALL
+        SELECT d.depends_on FROM "billing_jobs".dependencies d WHERE d.job_id = r.id
+        UNION ALL
+        SELECT e.job_id FROM "billing_jobs".dependencies e WHERE e.depends_on = r.id
+    ) AS n
+    WHERE EXISTS (SELECT 1 FROM "billing_jobs".jobs x WHERE x.id = n.id)
+),
+reached AS MATERIALIZED (
+    SELECT id FROM reach LIMIT $3::integer
+),
+drawn AS MATERIALIZED (
+    SELECT id FROM reached LIMIT $2::integer
+)
+SELECT (SELECT count(*) FROM reached)::integer AS reached,
+       (SELECT coalesce(json_agg(json_build_object('id', j.id, 'kind', j.kind,
+                                                   'status', j.status,
+                                                   'parent_id', j.parent_id)
+                                 ORDER BY j.id), '[]')
+        FROM drawn w JOIN "billing_jobs".jobs j ON j.id = w.id)::text AS nodes,
+       (SELECT coalesce(json_agg(json_build_array(d.depends_on, d.job_id)
+                                 ORDER BY d.depends_on, d.job_id), '[]')
+        -- Arrays, not IN (subquery): joined, the planner read the whole table.
+        FROM "billing_jobs".dependencies d
+        WHERE d.job_id = ANY (ARRAY(SELECT id FROM drawn))
+          AND d.depends_on = ANY (ARRAY(SELECT id FROM drawn)))::text AS edges;
+
 -- workflow_insert: venturi.Workflow: insert a graph of jobs and its edges in one
 -- statement (inside the caller's transaction). Ids are drawn beforehand (job_ids_draw)
 -- so that the edges can name them. A node with dependencies is inserted 'waiting' for
@@ -2614,3 +2720,159 @@ edges AS (
     FROM unnest($15::bigint[], $16::text[], $17::bigint[]) AS e(job_id, name, depends_on)
 )
 SELECT count(*)::integer AS inserted FROM inserted;
+
+-- workflow_list_newer: the dashboard's workflows list paging back to newer roots: the
+-- oldest roots above the cursor, oldest first (the caller shows them newest first).
+-- $1 text status: only roots of this status (NULL: any)
+-- $2 text kind: only roots of this kind (NULL: any)
+-- $3 bigint after_id: only roots with a greater id, the keyset cursor
+-- $4 integer max_rows: how many to return at most
+-- $5 integer cap: count at most this many steps, children and later nodes per root
+-- index: as workflow_list_older, forwards.
+PREPARE billing_jobs_workflow_list_newer(text, text, bigint, integer, integer) AS
+WITH RECURSIVE walk(id) AS (
+    SELECT least(
+        (SELECT min(s.job_id) FROM "billing_jobs".steps s WHERE s.job_id > $3::bigint),
+        (SELECT min(g.job_id) FROM "billing_jobs".signals g WHERE g.job_id > $3::bigint),
+        (SELECT min(d.depends_on) FROM "billing_jobs".dependencies d
+         WHERE d.depends_on > $3::bigint))
+    UNION ALL
+    SELECT least(
+        (SELECT min(s.job_id) FROM "billing_jobs".steps s WHERE s.job_id > w.id),
+        (SELECT min(g.job_id) FROM "billing_jobs".signals g WHERE g.job_id > w.id),
+        (SELECT min(d.depends_on) FROM "billing_jobs".dependencies d
+         WHERE d.depends_on > w.id))
+    FROM walk w
+    WHERE w.id IS NOT NULL
+),
+roots AS (
+    SELECT j.*
+    FROM walk w
+    CROSS JOIN LATERAL (
+        -- LIMIT 1 (the id is unique) keeps this one probe of the primary key per id
+        -- walked: joined, the planner hashed the whole jobs table when it guessed the
+        -- walk long.
+        SELECT j.id, j.kind, j.status, j.created_at, j.finished_at,
+               greatest(j.created_at, j.claimed_at, j.finished_at) AS updated_at
+        FROM "billing_jobs".jobs j
+        WHERE j.id = w.id
+          AND j.parent_id IS NULL
+          AND NOT EXISTS (SELECT 1 FROM "billing_jobs".dependencies a WHERE a.job_id = j.id)
+          AND ($1::text IS NULL OR j.status = $1::text)
+          AND ($2::text IS NULL OR j.kind = $2::text)
+        LIMIT 1
+    ) AS j
+    WHERE w.id IS NOT NULL
+    LIMIT $4::integer
+)
+SELECT r.id, r.kind, r.status, r.created_at, r.updated_at, r.finished_at,
+       (SELECT count(*) FROM (SELECT 1 FROM "billing_jobs".steps s WHERE s.job_id = r.id
+                              LIMIT $5::integer) AS x)::integer AS steps,
+       c.total::integer AS children, c.finished::integer AS children_finished,
+       n.total::integer AS nodes_after, n.finished::integer AS nodes_after_finished
+FROM roots r
+CROSS JOIN LATERAL (
+    SELECT count(*) AS total,
+           count(*) FILTER (WHERE x.status IN ('completed', 'dead', 'cancelled')) AS finished
+    FROM (SELECT k.status FROM "billing_jobs".jobs k WHERE k.parent_id = r.id LIMIT $5::integer) AS x
+) AS c
+CROSS JOIN LATERAL (
+    -- The nodes after this one, transitively (a Workflow graph's other nodes), as an
+    -- array of ids: joined to jobs, the planner hashed the whole table.
+    SELECT count(*) AS total,
+           count(*) FILTER (WHERE k.status IN ('completed', 'dead', 'cancelled')) AS finished
+    FROM "billing_jobs".jobs k
+    WHERE k.id = ANY (ARRAY(
+        WITH RECURSIVE later(id) AS (
+            SELECT d.job_id FROM "billing_jobs".dependencies d WHERE d.depends_on = r.id
+            UNION
+            -- A LIMIT keeps each step an index probe per node (joined, the planner
+            -- hashed the whole dependencies table for each root).
+            SELECT n.job_id
+            FROM later l
+            CROSS JOIN LATERAL (SELECT d.job_id FROM "billing_jobs".dependencies d
+                                WHERE d.depends_on = l.id LIMIT $5::integer) AS n
+        )
+        SELECT id FROM later LIMIT $5::integer))
+) AS n
+ORDER BY r.id;
+
+-- workflow_list_older: the dashboard's workflows list (/workflows, /api/workflows): the
+-- newest workflow roots a filter matches, one page at a time, paging to older ones; each
+-- with its progress (steps recorded, children finished of total, later Workflow nodes
+-- finished of total, each counted up to $5).
+-- $1 text status: only roots of this status (NULL: any)
+-- $2 text kind: only roots of this kind (NULL: any)
+-- $3 bigint before_id: only roots with a smaller id, the keyset cursor (NULL: the newest)
+-- $4 integer max_rows: how many to return at most
+-- $5 integer cap: count at most this many steps, children and later nodes per root
+-- index: steps_pkey, signals_pkey and dependencies_depends_on_idx (a skip scan: one
+-- probe each per workflow id, backwards); jobs_pkey for each root; dependencies_pkey for
+-- its own dependencies; jobs_parent_idx for its children.
+PREPARE billing_jobs_workflow_list_older(text, text, bigint, integer, integer) AS
+WITH RECURSIVE walk(id) AS (
+    SELECT greatest(
+        (SELECT max(s.job_id) FROM "billing_jobs".steps s WHERE s.job_id < coalesce($3::bigint, 9223372036854775807)),
+        (SELECT max(g.job_id) FROM "billing_jobs".signals g WHERE g.job_id < coalesce($3::bigint, 9223372036854775807)),
+        (SELECT max(d.depends_on) FROM "billing_jobs".dependencies d
+         WHERE d.depends_on < coalesce($3::bigint, 9223372036854775807)))
+    UNION ALL
+    SELECT greatest(
+        (SELECT max(s.job_id) FROM "billing_jobs".steps s WHERE s.job_id < w.id),
+        (SELECT max(g.job_id) FROM "billing_jobs".signals g WHERE g.job_id < w.id),
+        (SELECT max(d.depends_on) FROM "billing_jobs".dependencies d
+         WHERE d.depends_on < w.id))
+    FROM walk w
+    WHERE w.id IS NOT NULL
+),
+roots AS (
+    SELECT j.*
+    FROM walk w
+    CROSS JOIN LATERAL (
+        -- LIMIT 1 (the id is unique) keeps this one probe of the primary key per id
+        -- walked: joined, the planner hashed the whole jobs table when it guessed the
+        -- walk long.
+        SELECT j.id, j.kind, j.status, j.created_at, j.finished_at,
+               greatest(j.created_at, j.claimed_at, j.finished_at) AS updated_at
+        FROM "billing_jobs".jobs j
+        WHERE j.id = w.id
+          AND j.parent_id IS NULL
+          AND NOT EXISTS (SELECT 1 FROM "billing_jobs".dependencies a WHERE a.job_id = j.id)
+          AND ($1::text IS NULL OR j.status = $1::text)
+          AND ($2::text IS NULL OR j.kind = $2::text)
+        LIMIT 1
+    ) AS j
+    WHERE w.id IS NOT NULL
+    LIMIT $4::integer
+)
+SELECT r.id, r.kind, r.status, r.created_at, r.updated_at, r.finished_at,
+       (SELECT count(*) FROM (SELECT 1 FROM "billing_jobs".steps s WHERE s.job_id = r.id
+                              LIMIT $5::integer) AS x)::integer AS steps,
+       c.total::integer AS children, c.finished::integer AS children_finished,
+       n.total::integer AS nodes_after, n.finished::integer AS nodes_after_finished
+FROM roots r
+CROSS JOIN LATERAL (
+    SELECT count(*) AS total,
+           count(*) FILTER (WHERE x.status IN ('completed', 'dead', 'cancelled')) AS finished
+    FROM (SELECT k.status FROM "billing_jobs".jobs k WHERE k.parent_id = r.id LIMIT $5::integer) AS x
+) AS c
+CROSS JOIN LATERAL (
+    -- The nodes after this one, transitively (a Workflow graph's other nodes), as an
+    -- array of ids: joined to jobs, the planner hashed the whole table.
+    SELECT count(*) AS total,
+           count(*) FILTER (WHERE k.status IN ('completed', 'dead', 'cancelled')) AS finished
+    FROM "billing_jobs".jobs k
+    WHERE k.id = ANY (ARRAY(
+        WITH RECURSIVE later(id) AS (
+            SELECT d.job_id FROM "billing_jobs".dependencies d WHERE d.depends_on = r.id
+            UNION
+            -- A LIMIT keeps each step an index probe per node (joined, the planner
+            -- hashed the whole dependencies table for each root).
+            SELECT n.job_id
+            FROM later l
+            CROSS JOIN LATERAL (SELECT d.job_id FROM "billing_jobs".dependencies d
+                                WHERE d.depends_on = l.id LIMIT $5::integer) AS n
+        )
+        SELECT id FROM later LIMIT $5::integer))
+) AS n
+ORDER BY r.id DESC;
