@@ -2003,6 +2003,65 @@ journaled AS (
 )
 SELECT status FROM settled;
 
+-- job_wait_many_if_owned: job_wait_if_owned for several runs of one worker at once (its
+-- loop settles every run that waits in one statement, not one per run): each job gives
+-- up its claim and becomes 'waiting', unless an event came since its run looked
+-- (wake_seq moved on) or its timer is already due: then it is pending again at once.
+-- Guarded by the claim like every settlement. The rows are locked in id order first, so
+-- two such statements (two workers) never wait for each other in a circle.
+-- Lost wake-ups: as job_wait_if_owned (the row lock orders an event's UPDATE and this
+-- one, and PostgreSQL re-evaluates the later on the row the earlier committed).
+-- $1 uuid claim_token: ownership token of the worker run holding the claims
+-- $2 bigint[] ids: the jobs
+-- $3 integer[] attempts: the claims they were run under
+-- $4 integer[] seen: the wake_seq each run's wait decision read
+-- $5 timestamptz[] wake_at: each one's timer (NULL: none)
+-- $6 text[] signals: the signal each waits for (NULL: none)
+-- $7 text[] wait_for: the children each waits for, as bigint[] literals ('{1,2}'),
+--    unfinished when its run looked (NULL: none); text, since PostgreSQL's arrays of
+--    arrays must be rectangular
+-- $8 text[] details: what each waits for, for the journal
+-- index: primary key.
+PREPARE venturi_job_wait_many_if_owned(uuid, bigint[], integer[], integer[], timestamptz[], text[], text[], text[]) AS
+WITH w AS (
+    SELECT u.id, u.attempt, u.seen, u.wake_at, u.signal, u.wait_for::bigint[] AS wait_for,
+           u.detail
+    FROM unnest($2::bigint[], $3::integer[], $4::integer[], $5::timestamptz[], $6::text[],
+                $7::text[], $8::text[]) AS u(id, attempt, seen, wake_at, signal, wait_for, detail)
+),
+locked AS (
+    SELECT j.id
+    FROM "venturi".jobs j
+    JOIN w ON w.id = j.id
+    WHERE j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = w.attempt
+    ORDER BY j.id
+    FOR NO KEY UPDATE OF j
+),
+settled AS (
+    UPDATE "venturi".jobs j
+    SET status = CASE WHEN coalesce(j.wake_seq, 0) = w.seen
+                           AND (w.wake_at IS NULL OR w.wake_at > now())
+                      THEN 'waiting' ELSE 'pending' END,
+        visible_at = now(), claim_expires_at = NULL, claim_token = NULL,
+        wake_at = w.wake_at, wait_signal = w.signal, wait_for = w.wait_for,
+        wait_count = cardinality(w.wait_for)
+    FROM w
+    WHERE j.id = w.id AND j.id IN (SELECT id FROM locked)
+      AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = w.attempt
+    RETURNING j.id, j.status, j.attempt, j.claimed_at, j.claimed_by, w.detail
+),
+journaled AS (
+    INSERT INTO "venturi".journal (job_id, at, event, attempt, worker, detail)
+    SELECT id, claimed_at, 'claimed', attempt, claimed_by, NULL FROM settled
+    UNION ALL
+    SELECT id, now(), 'waiting', attempt, claimed_by, detail FROM settled
+    UNION ALL
+    SELECT id, now(), 'woken', attempt, claimed_by,
+           'what it waits for happened while it decided to wait'
+    FROM settled WHERE status = 'pending'
+)
+SELECT id, status FROM settled;
+
 -- job_wake_due: waiting jobs of these kinds whose timer is due (a sleep, a signal's
 -- timeout) become pending now, journaled as woken; the update trigger notifies. Run by a
 -- worker loop when the earliest timer it learned of (job_next_visible_at) is due, not

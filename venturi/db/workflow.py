@@ -185,6 +185,41 @@ async def job_wait_if_owned(
     return None if row is None else str(row["status"])
 
 
+@dataclass(frozen=True)
+class Wait:
+    """One run's wait, as ``job_wait_if_owned`` takes it."""
+
+    job_id: int
+    attempt: int
+    seen: int
+    wake_at: datetime | None
+    signal: str | None
+    wait_for: Sequence[int] | None
+    detail: str
+
+
+async def job_wait_many_if_owned(
+    conn: Conn, *, schema: str, claimant: Claimant, waits: Sequence[Wait]
+) -> dict[int, str]:
+    """Settle runs that wait, in one statement: by job id, 'waiting', or 'pending' when
+    an event came since its run looked; a job whose claim was lost is absent."""
+    rows = await conn.fetch(
+        sql.statement("job_wait_many_if_owned", schema),
+        claimant.token,
+        [w.job_id for w in waits],
+        [w.attempt for w in waits],
+        [w.seen for w in waits],
+        [w.wake_at for w in waits],
+        [w.signal for w in waits],
+        [
+            None if w.wait_for is None else "{" + ",".join(str(int(i)) for i in w.wait_for) + "}"
+            for w in waits
+        ],
+        [w.detail for w in waits],
+    )
+    return {int(r["id"]): str(r["status"]) for r in rows}
+
+
 async def job_wake_due(conn: Conn, *, schema: str, kinds: Sequence[str]) -> int:
     """Wake the waiting jobs of ``kinds`` whose timer is due; how many."""
     return int(await conn.fetchval(sql.statement("job_wake_due", schema), list(kinds)))
