@@ -682,11 +682,8 @@ ORDER BY c.n;
 -- $10 boolean backoff_jitter: whether it is half-jittered
 -- $11 text key: the child's de-duplication key (NULL: none)
 -- $12 text traceparent: the W3C trace context of the parent's run (NULL: none)
--- $13 integer spare: how many more ids of the jobs' identity to draw and return, in
---     ascending order (``spare``), for the spawns that follow in the same run
---     (child_spawn_many writes them together); 0: none
 -- index: primary key of steps; jobs_key_idx for the key.
-PREPARE venturi_child_spawn(bigint, text, text, text, smallint, integer, float8, float8, float8, boolean, text, text, integer) AS
+PREPARE venturi_child_spawn(bigint, text, text, text, smallint, integer, float8, float8, float8, boolean, text, text) AS
 WITH drawn AS (
     SELECT nextval(pg_get_serial_sequence('"venturi".jobs', 'id')) AS id
 ),
@@ -717,17 +714,15 @@ SELECT r.id, r.inserted, EXISTS (SELECT 1 FROM child) AS spawned,
        (SELECT h.id FROM "venturi".jobs h
         WHERE $11::text IS NOT NULL AND h.kind = $3::text AND h.key = $11::text
           AND h.status IN ('pending', 'claimed', 'waiting')
-        LIMIT 1) AS holder,
-       array(SELECT nextval(pg_get_serial_sequence('"venturi".jobs', 'id'))
-             FROM generate_series(1, $13::integer) AS g(i) ORDER BY g.i) AS spare
+        LIMIT 1) AS holder
 FROM recorded r;
 
--- child_spawn_many: the spawns a run made after its first (ctx.spawn), written together
--- at the run's next workflow call or its end: each child inserted and its id recorded as
--- the parent's step, in one statement, so a crash leaves neither or both (as
--- child_spawn). The ids were drawn beforehand (child_spawn's spare ids). A name another
+-- child_spawn_many: a run's unkeyed spawns (ctx.spawn), written together at the run's
+-- next workflow statement or its end: each child inserted and its id recorded as the
+-- parent's step, in one statement, so a crash leaves neither or both (as child_spawn
+-- does for a keyed one). The ids were drawn beforehand (job_ids_draw). A name another
 -- run recorded first keeps that run's id and inserts no child: ``id`` is the recorded
--- one, ``inserted`` false. Unkeyed children only (a keyed spawn is child_spawn's).
+-- one, ``inserted`` false. One commit, and one NOTIFY for the workers, per batch.
 -- $1 bigint parent_id: the spawning job
 -- $2 text[] names: the steps' names
 -- $3 bigint[] ids: the children's drawn ids

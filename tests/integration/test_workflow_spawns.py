@@ -1,8 +1,7 @@
-"""Spawns written together: a run's first ``ctx.spawn`` writes its child at once and
-draws ids for the spawns after it, which are written in one statement before the run's
-next statement or when the handler returns. Each child is still written with its record
-in one statement, so a run that ends before the write leaves neither, and the next run
-spawns them once."""
+"""Spawns written together: a run's unkeyed ``ctx.spawn`` calls take ids drawn ahead
+and are written in one statement before the run's next statement or when the handler
+returns. Each child is still written with its record in one statement, so a run that
+ends before the write leaves neither, and the next run spawns them once."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ import asyncpg
 import pytest
 
 import venturi
-from tests.support import Item, running, wait_status
+from tests.support import Item, running, wait_for, wait_status
 from venturi import Context, db
 from venturi.runtime.worker import Worker
 from venturi.workflow.children import SPARE_IDS
@@ -31,7 +30,7 @@ async def _children(conn: asyncpg.Connection, parent: int) -> list[asyncpg.Recor
     )
 
 
-async def test_a_run_that_fails_after_its_spawns_leaves_only_the_written_ones_and_the_next_spawns_the_rest_once(
+async def test_spawns_made_before_a_failure_are_written_once_and_the_retry_replays_them(
     dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
     @venturi.task(kind="wf_kid", result=int)
@@ -40,8 +39,6 @@ async def test_a_run_that_fails_after_its_spawns_leaves_only_the_written_ones_an
 
     runs: Counter[str] = Counter()
     seen_ids: list[list[int]] = []
-    after_first: list[list[asyncpg.Record]] = []
-    first_failed = asyncio.Event()
 
     @venturi.task(kind="wf_fan", max_failures=3)
     async def fan(ctx: Context[Any], carry: Item) -> venturi.Outcome:
@@ -49,32 +46,87 @@ async def test_a_run_that_fails_after_its_spawns_leaves_only_the_written_ones_an
         kids = [await ctx.spawn(f"k{i}", kid, Item(i)) for i in range(5)]
         seen_ids.append([k.job_id for k in kids])
         if runs["fan"] == 1:
-            # The four spawns after the first are not written yet: a failure now
-            # leaves them unwritten, and the next run spawns them.
-            side = await asyncpg.connect(dsn)  # the test's own is busy waiting
-            try:
-                after_first.append(await _children(side, ctx.job.id))
-            finally:
-                await side.close()
-            first_failed.set()
-            raise RuntimeError("the run fails before it writes its later spawns")
+            # Nothing suspended since the spawns: their write is still queued, and the
+            # run's end waits for it (the children exist, as if written one by one).
+            raise RuntimeError("the run fails right after its spawns")
         return venturi.complete(sum(await ctx.gather(*kids)))
 
     job_id = await fan.enqueue(conn, Item(0))
     async with running(Worker(None, dsn, [fan, kid], poll_max=5, concurrency=4)):
         await wait_status(conn, job_id, "completed")
-    assert first_failed.is_set()
-    # The first run had written its first child only, with its record.
-    assert [r["name"] for r in after_first[0]] == ["k0"]
+    assert runs["fan"] == 2
     children = await _children(conn, job_id)
     assert sorted(r["name"] for r in children) == [f"k{i}" for i in range(5)]
     assert [r["status"] for r in children] == ["completed"] * 5
     assert await venturi.get_result(conn, job_id) == sum(range(5))
-    # k0 kept its id; the others got new ones in the run that wrote them, and every
-    # later run saw exactly the ids written.
-    assert seen_ids[1][0] == seen_ids[0][0]
-    assert seen_ids[-1] == [r["id"] for r in sorted(children, key=lambda r: r["name"])]
+    # The retry replayed the recorded spawns: the same children, none spawned again.
+    assert (
+        seen_ids[0] == seen_ids[1] == [r["id"] for r in sorted(children, key=lambda r: r["name"])]
+    )
     assert await conn.fetchval("SELECT count(*) FROM venturi.jobs") == 6
+
+
+async def test_children_run_while_their_parent_goes_on_before_its_next_primitive(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="wf_kid4")
+    async def kid(ctx: Context[Any], carry: Item) -> None:
+        return None
+
+    go_on = asyncio.Event()
+
+    @venturi.task(kind="wf_slow_parent")
+    async def parent(ctx: Context[Any], carry: Item) -> None:
+        kids = [await ctx.spawn(f"k{i}", kid, Item(i)) for i in range(3)]
+        await go_on.wait()  # work of its own, no primitive: the spawns are written now
+        await ctx.gather(*kids)
+
+    job_id = await parent.enqueue(conn, Item(0))
+    async with running(Worker(None, dsn, [parent, kid], poll_max=5, concurrency=4)):
+
+        async def kids_done() -> bool:
+            n = await conn.fetchval(
+                "SELECT count(*) FROM venturi.jobs WHERE parent_id = $1 AND status = 'completed'",
+                job_id,
+            )
+            return bool(n == 3)
+
+        await wait_for(kids_done)
+        assert await conn.fetchval("SELECT status FROM venturi.jobs WHERE id = $1", job_id) == (
+            "claimed"
+        )
+        go_on.set()
+        await wait_status(conn, job_id, "completed")
+
+
+async def test_a_spawn_write_rolled_back_leaves_neither_child_nor_record(
+    conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="wf_kid5")
+    async def kid(ctx: Context[Any], carry: Item) -> None:
+        return None
+
+    parent = await kid.enqueue(conn, Item(0))
+    ids = await db.workflow.job_ids_draw(conn, schema=S, count=2)
+    args = {
+        "schema": S,
+        "parent_id": parent,
+        "names": ["a", "b"],
+        "specs": [kid.job(Item(1)), kid.job(Item(2))],
+        "traceparents": [None, None],
+    }
+    tx = conn.transaction()
+    await tx.start()
+    await db.workflow.child_spawn_many(conn, ids=ids, **args)
+    await tx.rollback()  # the process died before the commit
+    assert await _children(conn, parent) == []
+    assert await conn.fetchval("SELECT count(*) FROM venturi.steps WHERE job_id = $1", parent) == 0
+    again = await db.workflow.job_ids_draw(conn, schema=S, count=2)
+    assert await db.workflow.child_spawn_many(conn, ids=again, **args) == {
+        "a": (again[0], True),
+        "b": (again[1], True),
+    }
+    assert [r["id"] for r in await _children(conn, parent)] == again
 
 
 async def test_spawns_a_handler_returns_after_are_written_before_its_completion(
@@ -110,15 +162,9 @@ async def test_a_spawn_written_after_another_run_recorded_its_name_keeps_that_ru
 
     parent = await kid.enqueue(conn, Item(0))
     first = await db.workflow.child_spawn(
-        conn,
-        schema=S,
-        parent_id=parent,
-        name="a",
-        spec=kid.job(Item(1)),
-        traceparent=None,
-        spare=3,
+        conn, schema=S, parent_id=parent, name="a", spec=kid.job(Item(1)), traceparent=None
     )
-    spare = [int(i) for i in first["spare"]]
+    spare = await db.workflow.job_ids_draw(conn, schema=S, count=3)
     assert len(spare) == 3 and spare == sorted(spare) and first["id"] < spare[0]
     # Another run of the parent recorded "b" first (this run lost its claim meanwhile).
     other = await db.workflow.child_spawn(

@@ -84,12 +84,10 @@ async def child_spawn(
     name: str,
     spec: JobSpec,
     traceparent: str | None,
-    spare: int = 0,
 ) -> Record:
     """Insert a child and record its id as the parent's step ``name``, in one statement:
     id, inserted (this call recorded the step), spawned (the child row was inserted),
-    holder (the unfinished job holding the child's key), spare (``spare`` more ids
-    drawn for the spawns that follow, ascending)."""
+    holder (the unfinished job holding the child's key)."""
     row = await conn.fetchrow(
         sql.statement("child_spawn", schema),
         parent_id,
@@ -101,10 +99,17 @@ async def child_spawn(
         *backoff_args(spec),
         spec.key,
         traceparent,
-        spare,
     )
     assert row is not None
     return row
+
+
+async def job_ids_draw(conn: Conn, *, schema: str, count: int) -> list[int]:
+    """``count`` fresh ids of the jobs table's identity, ascending: a read, no write to
+    commit (the spawns that take them are written later, together)."""
+    row = await conn.fetchrow(sql.statement("job_ids_draw", schema), count)
+    assert row is not None
+    return [int(i) for i in row["ids"]]
 
 
 async def child_spawn_many(

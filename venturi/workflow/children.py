@@ -16,10 +16,10 @@ from venturi.workflow.state import RunState, Unwritten, decode
 from venturi.workflow.suspend import Suspend
 
 _UNFINISHED = (JobStatus.PENDING, JobStatus.CLAIMED, JobStatus.WAITING)
-# Ids a run's first spawn draws for the spawns after it (a fan-out of up to this many
-# more is written in one more statement); those a run does not use stay unused, a gap
+# Ids a run draws at its first unkeyed spawn, for it and those after it (a fan-out of up
+# to this many is written by one statement); those a run does not use stay unused, a gap
 # in the jobs' ids like a rolled-back insert's.
-SPARE_IDS = 15
+SPARE_IDS = 16
 
 
 class _KeyHeld(Exception):
@@ -45,26 +45,20 @@ async def spawn(
     # The carry is checked before anything is written (TypeError, as for an enqueue).
     spec = task.job(carry, priority=priority, key=key)
     traceparent = tracing.current_traceparent()
-    if key is None and state.spare_ids:
-        # Written with the spawns beside it before the run's next statement (or at its
-        # end): the record and the child commit together or not at all, still.
-        child: Child[Any] = Child(state.spare_ids.pop(0), task)
-        state.unwritten.append(Unwritten(name, spec, traceparent, child))
-        return child
     if key is None:
-        # One statement: the record and the child commit together or not at all.
-        row = await db.workflow.child_spawn(
-            await state.connection(),
-            schema=state.schema,
-            parent_id=state.job_id,
-            name=name,
-            spec=spec,
-            traceparent=traceparent,
-            spare=SPARE_IDS,
-        )
-        state.spare_ids = [int(i) for i in row["spare"]]
-    else:
-        row = await _spawn_keyed(state, name, spec, traceparent)
+        # Written with the spawns beside it at the handler's next suspension (or before
+        # the run's next statement, or at its end), by one statement: the record and
+        # the child commit together or not at all, and a fan-out is one commit (one
+        # NOTIFY: PostgreSQL serializes the commits of notifying transactions, each
+        # with its WAL flush). The id is drawn now, so the handle knows it at once.
+        if not state.spare_ids:
+            state.spare_ids = await db.workflow.job_ids_draw(
+                await state.connection(), schema=state.schema, count=SPARE_IDS
+            )
+        child: Child[Any] = Child(state.spare_ids.pop(0), task)
+        state.defer(Unwritten(name, spec, traceparent, child))
+        return child
+    row = await _spawn_keyed(state, name, spec, traceparent)
     child_id = int(row["id"])
     steps[name] = db.workflow.Recorded(str(child_id), None)
     return Child(child_id, task)

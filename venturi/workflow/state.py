@@ -3,6 +3,7 @@ names used so far, the database's clock, and recording."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import typing
 from collections.abc import Callable
@@ -56,11 +57,14 @@ class RunState:
     # ``pool.acquire()`` (a worker on one shared connection runs on that instead).
     conn: Any = None
     acquired: bool = False
-    # Ids drawn by the run's first spawn for the spawns that follow, and the spawns made
-    # with them, written together (one statement) before the run's next statement or at
-    # its end (``flush``): a fan-out of n children costs two statements, not n.
+    # Ids drawn for the run's unkeyed spawns, and the spawns made with them not written
+    # yet: written together, by one statement, at the handler's next suspension (a task
+    # scheduled by the first of them, so a burst of spawns is one write, and the children
+    # run while the handler goes on), before the run's next statement, or at its end.
     spare_ids: list[int] = field(default_factory=list)
     unwritten: list[Unwritten] = field(default_factory=list)
+    writing: asyncio.Task[None] | None = None
+    write_error: BaseException | None = None
 
     @property
     def shared(self) -> bool:
@@ -70,16 +74,38 @@ class RunState:
     async def connection(self) -> Any:
         """The run's connection, taken on first use, once the spawns made before are
         written: every statement of a primitive sees the children spawned before it."""
-        conn = await self._taken()
-        if self.unwritten:
-            await self._write_spawns(conn)
-        return conn
+        await self.flush()
+        return await self._taken()
+
+    def defer(self, spawn: Unwritten) -> None:
+        """Queue a spawn; the first queued schedules their write for the handler's next
+        suspension (on one shared connection, whose statements the worker orders, the
+        write waits for the run's next statement or its end instead)."""
+        self.unwritten.append(spawn)
+        if self.writing is None and not self.shared:
+            self.writing = asyncio.get_running_loop().create_task(self._write_soon())
 
     async def flush(self) -> None:
-        """Write the spawns not written yet (the handler returned, or a transaction of
-        its own is about to commit)."""
+        """Write the spawns not written yet, after any write under way; raise what that
+        write met (the handler returned, a primitive or a transaction of its own is
+        about to run)."""
+        writing = self.writing
+        if writing is not None:
+            await asyncio.shield(writing)
+        if self.write_error is not None:
+            exc, self.write_error = self.write_error, None
+            raise exc
         if self.unwritten:
             await self._write_spawns(await self._taken())
+
+    async def _write_soon(self) -> None:
+        try:
+            while self.unwritten:
+                await self._write_spawns(await self._taken())
+        except Exception as exc:  # raised in the run at its next statement or its end
+            self.write_error = exc
+        finally:
+            self.writing = None
 
     async def _write_spawns(self, conn: Any) -> None:
         batch, self.unwritten = self.unwritten, []
@@ -92,13 +118,13 @@ class RunState:
             specs=[u.spec for u in batch],
             traceparents=[u.traceparent for u in batch],
         )
-        steps = await self.load()
         for u in batch:
             # Another run of this job recorded the name first (this run lost its claim):
             # its child is the one, and the handle now says so.
             child_id, _ = recorded[u.name]
             u.child.job_id = child_id
-            steps[u.name] = db.workflow.Recorded(str(child_id), None)
+            if self.steps is not None:
+                self.steps[u.name] = db.workflow.Recorded(str(child_id), None)
 
     async def _taken(self) -> Any:
         if self.conn is None:
@@ -110,7 +136,11 @@ class RunState:
         return self.conn
 
     async def release(self) -> None:
-        """Give the run's connection back to the pool (the handler ended)."""
+        """Give the run's connection back to the pool (the handler ended), once a write
+        under way has ended (what it met does not change the run's outcome)."""
+        if self.writing is not None:
+            await asyncio.shield(self.writing)
+        self.write_error = None
         conn, acquired = self.conn, self.acquired
         self.conn, self.acquired = None, False
         if acquired:
