@@ -233,3 +233,29 @@ def test_venturi_worker_runs_the_search_index_and_its_settings_are_checked() -> 
     for bad in ({"batch": 0}, {"interval": -1}, {"budget": "x"}):
         with pytest.raises(venturi.ConfigError):
             SearchIndex(**bad)
+
+
+async def test_the_task_indexes_and_a_lost_connection_is_one_line_not_a_failure(
+    dsn: str, conn: asyncpg.Connection, caplog: pytest.LogCaptureFixture
+) -> None:
+    done = await make(conn, "mail", "completed")
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
+    try:
+        worker = venturi.Worker(None, pool, [])
+        await SearchIndex(budget=1.0).run(pool, worker)
+        # Its margin (a second) may leave the job for a later run: once due, it is indexed.
+        assert worker.stats["search_indexed"] in (0, 1)
+    finally:
+        await pool.close()
+    # A pool whose connections are gone: the run says so in one line and returns (each
+    # batch is its own transaction; the next run resumes from the watermark).
+    with caplog.at_level("WARNING", logger="venturi.search"):
+        await SearchIndex().run(pool, worker)
+    assert worker.stats["search_index_interrupted"] == 1
+    [record] = [r for r in caplog.records if r.name == "venturi.search"]
+    assert "pass interrupted" in record.getMessage() and record.exc_info is None
+    assert await admin.index_search(conn, margin=0.0, schema=S) in (
+        admin.Indexed(1, True),
+        admin.Indexed(0, True),
+    )
+    assert (await indexed(conn))[0] == [done]

@@ -13,7 +13,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from venturi import admin, validate
+from venturi import admin, db, validate
 from venturi.admin.search import INDEX_BATCH, INDEX_PATIENCE
 from venturi.validate import seconds
 
@@ -52,13 +52,23 @@ class SearchIndex:
         return f"<venturi.maintenance.SearchIndex every {self.interval:g}s>"
 
     async def run(self, pool: Any, worker: Any) -> None:
-        done = await admin.index_search(
-            pool,
-            batch=self.batch,
-            patience=self.patience,
-            budget=self.budget,
-            schema=worker.schema,
-        )
+        try:
+            done = await admin.index_search(
+                pool,
+                batch=self.batch,
+                patience=self.patience,
+                budget=self.budget,
+                schema=worker.schema,
+            )
+        # A lost connection or a restarting server: each batch is its own transaction, so
+        # the next run resumes from the watermark; one line, as the claim loop says it
+        # (venturi worker runs this pass in every worker: no traceback for a network blip).
+        except db.errors.RETRYABLE as exc:
+            worker.stats["search_index_interrupted"] += 1
+            log.warning(
+                "search index: pass interrupted (%s); the next run resumes", db.errors.one_line(exc)
+            )
+            return
         if done.jobs:
             worker.stats["search_indexed"] += done.jobs
             log.debug("search index: indexed %d finished job(s)", done.jobs)
