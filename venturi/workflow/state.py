@@ -139,10 +139,16 @@ class RunState:
         return self.conn
 
     async def release(self) -> None:
-        """Give the run's connection back to the pool (the handler ended), once a write
-        under way has ended (what it met does not change the run's outcome)."""
-        if self.writing is not None:
-            await asyncio.shield(self.writing)
+        """Give the run's connection back to the pool (the handler ended). A write of
+        spawns still queued or under way is cancelled first: a handler that returned has
+        flushed them, so this one raised or was stopped, and its next run spawns what
+        was not written (a write is one statement: all of it committed, or none). Never
+        waiting for it keeps a stop prompt on a slow or cut connection."""
+        writing = self.writing
+        if writing is not None:
+            writing.cancel()
+            await asyncio.wait([writing])
+        self.unwritten.clear()
         self.write_error = None
         conn, acquired = self.conn, self.acquired
         self.conn, self.acquired = None, False
