@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from venturi import db
-from venturi.errors import ConfigError, VenturiError
+from venturi.errors import ClaimLost, ConfigError, VenturiError
 from venturi.workflow.suspend import Unreplayable
 
 # Internal records of a primitive live beside its own record, under its name and a
@@ -47,6 +47,8 @@ class RunState:
     job_id: int
     attempt: int
     kind: str
+    # Might the run still hold its claim (the worker's view: its heartbeat, its lease)?
+    holds: Callable[[], bool] = field(default=lambda: True)
     used: set[str] = field(default_factory=set)
     steps: dict[str, db.workflow.Recorded] | None = None
     # The job's wake_seq as the first primitive read it.
@@ -154,6 +156,13 @@ class RunState:
         self.conn, self.acquired = None, False
         if acquired:
             await self.pool.release(conn)
+
+    def still_claimed(self, what: str) -> None:
+        """Refuse to start ``what`` (a step's function) in a run whose claim is gone: its
+        job may be running elsewhere, where the step may be recorded already; running
+        the function here would run it again. ``ClaimLost``: the run ends, unsettled."""
+        if not self.holds():
+            raise ClaimLost(self.job_id)
 
     def claim(self, name: object, what: str) -> str:
         """Check ``name`` and mark it used in this run: a name twice is a ConfigError."""
