@@ -67,6 +67,7 @@ class RunState:
     unwritten: list[Unwritten] = field(default_factory=list)
     writing: asyncio.Task[None] | None = None
     write_error: BaseException | None = None
+    on_the_wire: bool = False
     # A transactional step's function holds the connection in its transaction: a write
     # of its own then would run beside the function's statements.
     holding: bool = False
@@ -114,15 +115,19 @@ class RunState:
 
     async def _write_spawns(self, conn: Any) -> None:
         batch, self.unwritten = self.unwritten, []
-        recorded = await db.workflow.child_spawn_many(
-            conn,
-            schema=self.schema,
-            parent_id=self.job_id,
-            names=[u.name for u in batch],
-            ids=[u.child.job_id for u in batch],
-            specs=[u.spec for u in batch],
-            traceparents=[u.traceparent for u in batch],
-        )
+        self.on_the_wire = True
+        try:
+            recorded = await db.workflow.child_spawn_many(
+                conn,
+                schema=self.schema,
+                parent_id=self.job_id,
+                names=[u.name for u in batch],
+                ids=[u.child.job_id for u in batch],
+                specs=[u.spec for u in batch],
+                traceparents=[u.traceparent for u in batch],
+            )
+        finally:
+            self.on_the_wire = False
         for u in batch:
             # Another run of this job recorded the name first (this run lost its claim):
             # its child is the one, and the handle now says so.
@@ -148,6 +153,11 @@ class RunState:
         waiting for it keeps a stop prompt on a slow or cut connection."""
         writing = self.writing
         if writing is not None:
+            if self.on_the_wire and self.acquired:
+                # Its statement is on the wire: the pool's reset would first wait for the
+                # server's answer to a cancel request, for ever on a frozen network;
+                # closing the connection ends the write at once (the pool opens another).
+                self.conn.terminate()
             writing.cancel()
             await asyncio.wait([writing])
         self.unwritten.clear()
