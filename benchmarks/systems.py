@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -94,7 +95,13 @@ class VenturiClient:
 
     async def reset(self) -> None:
         # CASCADE: the workflow tables (steps, signals, dependencies) refer to jobs.
-        await self.conn.execute(f"TRUNCATE {self.schema}.jobs, {self.schema}.journal CASCADE")
+        await self.conn.execute(
+            f"TRUNCATE {self.schema}.jobs, {self.schema}.journal, {self.schema}.job_search CASCADE"
+        )
+        # The search index's watermark back to the start (migration 16): nothing indexed.
+        await self.conn.execute(
+            f"UPDATE {self.schema}.job_search_state SET indexed_at = '-infinity', indexed_id = 0"
+        )
 
     async def analyze(self) -> None:
         await self.conn.execute(sql.statement("maintenance/analyze", self.schema))
@@ -143,7 +150,13 @@ class VenturiPsycopgClient:
 
 async def venturi_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
     # benchmarks.steady runs retention beside the loop, as a production worker would.
-    maintenance = []
+    maintenance: list[Any] = []
+    # benchmarks.search_index_ab: the dashboard's search index pass beside the loop, as
+    # `venturi worker` runs it.
+    if os.environ.get("VENTURI_BENCH_SEARCH_INDEX") == "1":
+        from venturi.maintenance import SearchIndex
+
+        maintenance.append(SearchIndex())
     if cfg.get("retention_s") is not None:
         maintenance.append(
             venturi.Retention(completed=cfg["retention_s"], interval=cfg.get("retention_every", 10))

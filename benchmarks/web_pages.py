@@ -2,11 +2,14 @@
 
 Seeds a throwaway database with 1,000,000 jobs in one statement (mostly completed, some
 dead, cancelled, pending, claimed, over two days, a third keyed; a journal of their
-failures), vacuums it as autovacuum would, then requests every route through the ASGI
-app in-process (httpx's ASGI transport: the app's own work, templates included, without
-a network) and prints the median of several requests per route. Nothing is asserted.
+failures), indexes the finished ones for the search as the workers' SearchIndex pass
+would (timed; --no-index leaves them to be read row by row), vacuums it as autovacuum
+would, then requests every route through the ASGI app in-process (httpx's ASGI transport:
+the app's own work, templates included, without a network) and prints the median of
+several requests per route. Nothing is asserted.
 
     python -m benchmarks.web_pages [--dsn ADMIN_DSN] [--jobs 1000000] [--repeat 9]
+        [--no-index] [--only-search]
 
 Needs the test extra (httpx) and the web extra; drops its database at the end.
 """
@@ -57,6 +60,9 @@ def routes(dead_id: int, mid_id: int, key_id: int) -> list[str]:
         "/jobs?q=kind_",  # a kind prefix: every job
         "/jobs?q=rare",  # a rare kind's prefix
         "/jobs?q=nothing+matches+this",  # no match at all
+        "/jobs?q=example.com&status=pending",  # unfinished jobs only: none indexed
+        "/jobs?q=kind_3+upstream",  # a kind's word and an error's
+        "/jobs?q=https&status=claimed",
         f"/jobs?q=example.com&before={mid_id}",  # a deep page
         f"/jobs?q=upstream&after={mid_id}",  # paging back
         "/kind?name=kind_3",
@@ -75,6 +81,8 @@ async def main() -> None:
     parser.add_argument("--dsn", default=os.environ.get("VENTURI_BENCH_DSN", DEFAULT_DSN))
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--no-index", action="store_true", help="leave the search index empty")
+    parser.add_argument("--only-search", action="store_true", help="the search routes only")
     args = parser.parse_args()
     name = f"bench_web_{os.getpid()}"
     server = await asyncpg.connect(args.dsn)
@@ -88,13 +96,24 @@ async def main() -> None:
         t0 = time.perf_counter()
         await conn.execute(sql.statement("maintenance/jobs_seed_bulk"), args.jobs, 172_800.0)
         await conn.execute(sql.statement("maintenance/journal_seed_bulk"))
-        await conn.execute(sql.statement("maintenance/vacuum_analyze"))
         print(f"seeded {args.jobs:,} jobs in {time.perf_counter() - t0:.1f} s")
+        if not args.no_index:
+            # What the workers' SearchIndex pass does, in one go: batches of 5,000.
+            t0 = time.perf_counter()
+            done = await admin.index_search(conn, margin=0.0)
+            took = time.perf_counter() - t0
+            print(
+                f"indexed {done.jobs:,} finished jobs for the search in {took:.1f} s "
+                f"({took / max(done.jobs, 1) * 10_000:.2f} s per 10,000)"
+            )
+        await conn.execute(sql.statement("maintenance/vacuum_analyze"))
         dead = await admin.list_jobs(conn, status="dead", limit=1)
         await conn.close()
         mid = args.jobs // 2
         # The seed keys every third job "order-<its number>", ids counting from 1.
         paths = routes(dead[0].id, mid, mid - mid % 3)
+        if args.only_search:
+            paths = [p for p in paths if "q=" in p]
         # The machine may be shared: the load says how quiet it was.
         print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
         app = venturi.web.app(dsn)

@@ -574,25 +574,60 @@ WHERE ($1::text IS NULL OR status = $1::text)
   AND ($3::text IS NULL OR key = $3::text);
 
 -- job_count_matching_search: job_count_matching with a search (a bulk action on the
--- dashboard's searched list): how many jobs match, and the newest of them.
+-- dashboard's searched list): how many jobs match, and the newest of them. Exact.
 -- $1 text status: only this status (NULL: any)
 -- $2 text kind: only this kind (NULL: any)
 -- $3 text key: only jobs with exactly this key (NULL: any)
 -- $4 text search: the search's words, a tsquery of job_search_query (NULL: none)
 -- $5 text[] kinds: the known kinds the search's text begins
--- index: the filter's own (job_count_matching's); no index reads the search's words, so
--- every job the filter leaves is read and its document computed (an exact count).
-PREPARE venturi_job_count_matching_search(text, text, text, text, text[]) AS
+-- $6 text[] patterns: a LIKE pattern per word (job_search_query)
+-- $7 timestamptz indexed_at: the search index's watermark (job_search_state)
+-- $8 bigint indexed_id: the watermark's job id
+-- index: as job_search_text_count, each arm read to its end.
+PREPARE venturi_job_count_matching_search(text, text, text, text, text[], text[], timestamptz, bigint) AS
 SELECT count(*) AS jobs, max(id) AS newest_id
-FROM "venturi".jobs
-WHERE ($1::text IS NULL OR status = $1::text)
-  AND ($2::text IS NULL OR kind = $2::text)
-  AND ($3::text IS NULL OR key = $3::text)
-  AND ($5::text[] IS NULL
-       OR kind = ANY ($5::text[])
-       OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
-        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
-        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery));
+FROM (
+    SELECT j.id
+    FROM "venturi".jobs j
+    WHERE j.kind = ANY ($5::text[])
+      AND ($1::text IS NULL OR j.status = $1::text)
+      AND ($2::text IS NULL OR j.kind = $2::text)
+      AND ($3::text IS NULL OR j.key = $3::text)
+    UNION ALL
+    SELECT j.id
+    FROM "venturi".job_search x
+    CROSS JOIN LATERAL (
+        SELECT * FROM "venturi".jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
+    WHERE $4::text IS NOT NULL
+      AND x.doc @@ ($4::text
+       || coalesce(' & ' || ('''' || replace(replace(left('status ' || $1::text, 500), '\', '\\'), '''', '''''') || ''''), '')
+       || coalesce(' & ' || ('''' || replace(replace(left('kind ' || $2::text, 500), '\', '\\'), '''', '''''') || ''''), '')
+       || coalesce(' & ' || ('''' || replace(replace(left('key ' || $3::text, 500), '\', '\\'), '''', '''''') || ''''), ''))::tsquery
+      AND (j.finished_at < $7::timestamptz
+         OR (j.finished_at = $7::timestamptz AND j.id <= $8::bigint))
+      AND ($1::text IS NULL OR j.status = $1::text)
+      AND ($2::text IS NULL OR j.kind = $2::text)
+      AND ($3::text IS NULL OR j.key = $3::text)
+      AND j.kind <> ALL ($5::text[])
+    UNION ALL
+    SELECT j.id
+    FROM "venturi".jobs j
+    WHERE $4::text IS NOT NULL
+      AND (j.status = 'pending' OR j.status = 'claimed' OR j.status = 'waiting'
+         OR (j.status IN ('completed', 'dead', 'cancelled')
+             AND j.finished_at >= $7::timestamptz
+             AND (j.finished_at > $7::timestamptz OR j.id > $8::bigint)))
+      AND ($1::text IS NULL OR j.status = $1::text)
+      AND ($2::text IS NULL OR j.kind = $2::text)
+      AND ($3::text IS NULL OR j.key = $3::text)
+      AND j.kind <> ALL ($5::text[])
+      -- A word's pattern first (a lower() and a LIKE), the document only where it passes.
+      AND lower(j.kind || ' ' || coalesce(j.key, '') || ' '
+            || right(coalesce(j.last_error, ''), 2000) || ' ' || left(j.carry::text, 8000)) LIKE ALL ($6::text[])
+      AND to_tsvector('simple'::regconfig, j.kind || ' ' || coalesce(j.key, '') || ' '
+      || right(coalesce(j.last_error, ''), 2000) || ' ' || left(j.carry::text, 8000)) @@ $4::text::tsquery
+
+) AS matched;
 
 -- job_counts: how many jobs of each kind are in each status (the demo's summary, stats).
 -- $1 bigint[] ids: only these jobs (NULL: every job)
@@ -632,7 +667,7 @@ SELECT id FROM settled;
 -- it first): its worker would settle a row that is gone. Returns one row per distinct
 -- input id with its status before and whether it was deleted.
 -- $1 bigint[] ids: the jobs to delete
--- index: primary key.
+-- index: primary key; job_search_pkey.
 PREPARE venturi_job_delete_many_if_not_claimed(bigint[]) AS
 WITH input AS (
     SELECT DISTINCT unnest($1::bigint[]) AS id
@@ -642,6 +677,10 @@ deleted AS (
     USING input
     WHERE j.id = input.id AND j.status <> 'claimed'
     RETURNING j.id
+),
+-- Their search index rows (no foreign key: the index is filled off the worker's path).
+unindexed AS (
+    DELETE FROM "venturi".job_search x USING deleted WHERE x.job_id = deleted.id
 )
 -- Read from the statement's snapshot: status is the one before.
 SELECT input.id, j.kind, j.status AS was, d.id IS NOT NULL AS deleted
@@ -800,30 +839,123 @@ ORDER BY id DESC
 LIMIT $5::integer;
 
 -- job_ids_matching_search: job_ids_matching with a search: one batch of the ids of the
--- jobs a filter matches, newest first, for a bulk action on the dashboard's searched list.
+-- jobs a filter and a search match, newest first, for a bulk action on the dashboard's
+-- searched list.
 -- $1 text status: only this status (NULL: any)
 -- $2 text kind: only this kind (NULL: any)
 -- $3 text key: only jobs with exactly this key (NULL: any)
--- $4 bigint before_id: only smaller ids: the cursor, first the newest id the operator saw
--- $5 integer max_rows: the batch size
--- $6 text search: the search's words, a tsquery of job_search_query (NULL: none)
--- $7 text[] kinds: the known kinds the search's text begins
--- index: jobs_pkey backwards from the cursor (or the filter's own), stopping at a batch;
--- no index reads the search's words: the document of each job read is computed.
-PREPARE venturi_job_ids_matching_search(text, text, text, bigint, integer, text, text[]) AS
-SELECT id
-FROM "venturi".jobs
-WHERE ($1::text IS NULL OR status = $1::text)
-  AND ($2::text IS NULL OR kind = $2::text)
-  AND ($3::text IS NULL OR key = $3::text)
-  AND ($7::text[] IS NULL
-       OR kind = ANY ($7::text[])
-       OR ($6::text IS NOT NULL AND to_tsvector('simple'::regconfig,
-        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
-        || ' ' || left(carry::text, 8000)) @@ $6::text::tsquery))
-  AND id < $4::bigint
-ORDER BY id DESC
-LIMIT $5::integer;
+-- $4 text search: the search's words, a tsquery of job_search_query (NULL: none)
+-- $5 text[] kinds: the known kinds the search's text begins
+-- $6 text[] patterns: a LIKE pattern per word (job_search_query)
+-- $7 timestamptz indexed_at: the search index's watermark (job_search_state)
+-- $8 bigint indexed_id: the watermark's job id
+-- $9 bigint before_id: only smaller ids: the cursor, first the newest id the operator saw
+-- $10 integer max_rows: the batch size
+-- index: as job_search_text_older.
+PREPARE venturi_job_ids_matching_search(text, text, text, text, text[], text[], timestamptz, bigint, bigint, integer) AS
+WITH window_end AS (
+    -- The first side row past the window (NULL: the window reaches the end).
+    SELECT x.job_id
+    FROM "venturi".job_search x
+    WHERE ($9::bigint IS NULL OR x.job_id < $9::bigint)
+    ORDER BY x.job_id DESC
+    OFFSET 20000
+    LIMIT 1
+),
+known_kinds AS (
+    SELECT j.id
+    FROM "venturi".jobs j
+    WHERE j.kind = ANY ($5::text[])
+      AND ($1::text IS NULL OR j.status = $1::text)
+      AND ($2::text IS NULL OR j.kind = $2::text)
+      AND ($3::text IS NULL OR j.key = $3::text)
+      AND ($9::bigint IS NULL OR j.id < $9::bigint)
+    ORDER BY j.id DESC
+    LIMIT $10::integer
+),
+in_window AS MATERIALIZED (
+    SELECT x.job_id AS id
+    FROM "venturi".job_search x
+    CROSS JOIN LATERAL (
+        SELECT * FROM "venturi".jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
+    WHERE $4::text IS NOT NULL
+      AND ($9::bigint IS NULL OR x.job_id < $9::bigint)
+      AND ($9::bigint IS NULL OR j.id < $9::bigint)
+      AND x.job_id > coalesce((SELECT job_id FROM window_end), -9223372036854775808)
+      AND j.id > coalesce((SELECT job_id FROM window_end), -9223372036854775808)
+      -- IS TRUE: not a GIN condition, so the window is read in order.
+      AND (x.doc @@ ($4::text
+       || coalesce(' & ' || ('''' || replace(replace(left('status ' || $1::text, 500), '\', '\\'), '''', '''''') || ''''), '')
+       || coalesce(' & ' || ('''' || replace(replace(left('kind ' || $2::text, 500), '\', '\\'), '''', '''''') || ''''), '')
+       || coalesce(' & ' || ('''' || replace(replace(left('key ' || $3::text, 500), '\', '\\'), '''', '''''') || ''''), ''))::tsquery) IS TRUE
+      AND (j.finished_at < $7::timestamptz
+         OR (j.finished_at = $7::timestamptz AND j.id <= $8::bigint))
+      AND ($1::text IS NULL OR j.status = $1::text)
+      AND ($2::text IS NULL OR j.kind = $2::text)
+      AND ($3::text IS NULL OR j.key = $3::text)
+    ORDER BY x.job_id DESC
+    LIMIT $10::integer
+),
+past_window AS (
+    SELECT x.job_id AS id
+    FROM "venturi".job_search x
+    CROSS JOIN LATERAL (
+        SELECT * FROM "venturi".jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
+    WHERE $4::text IS NOT NULL
+      -- Read only when the window held less than a page.
+      AND (SELECT count(*) FROM in_window) < $10::integer
+      AND x.job_id <= (SELECT job_id FROM window_end)
+      AND j.id <= (SELECT job_id FROM window_end)
+      AND x.doc @@ ($4::text
+       || coalesce(' & ' || ('''' || replace(replace(left('status ' || $1::text, 500), '\', '\\'), '''', '''''') || ''''), '')
+       || coalesce(' & ' || ('''' || replace(replace(left('kind ' || $2::text, 500), '\', '\\'), '''', '''''') || ''''), '')
+       || coalesce(' & ' || ('''' || replace(replace(left('key ' || $3::text, 500), '\', '\\'), '''', '''''') || ''''), ''))::tsquery
+      AND (j.finished_at < $7::timestamptz
+         OR (j.finished_at = $7::timestamptz AND j.id <= $8::bigint))
+      AND ($1::text IS NULL OR j.status = $1::text)
+      AND ($2::text IS NULL OR j.kind = $2::text)
+      AND ($3::text IS NULL OR j.key = $3::text)
+    -- "+ 0": sorted, not an ordered scan of the primary key (which, for a word that few
+    -- jobs hold, reads them all).
+    ORDER BY x.job_id + 0 DESC
+    LIMIT $10::integer
+),
+not_indexed AS (
+    SELECT u.id, u.kind
+    FROM (
+        SELECT j.id, j.kind, j.kind || ' ' || coalesce(j.key, '') || ' '
+                           || right(coalesce(j.last_error, ''), 2000) || ' ' || left(j.carry::text, 8000) AS words
+        FROM "venturi".jobs j
+        WHERE $4::text IS NOT NULL
+          AND (j.status = 'pending' OR j.status = 'claimed' OR j.status = 'waiting'
+             OR (j.status IN ('completed', 'dead', 'cancelled')
+                 AND j.finished_at >= $7::timestamptz
+                 AND (j.finished_at > $7::timestamptz OR j.id > $8::bigint)))
+          AND ($1::text IS NULL OR j.status = $1::text)
+          AND ($2::text IS NULL OR j.kind = $2::text)
+          AND ($3::text IS NULL OR j.key = $3::text)
+          AND ($9::bigint IS NULL OR j.id < $9::bigint)
+          AND lower(j.kind || ' ' || coalesce(j.key, '') || ' '
+                || right(coalesce(j.last_error, ''), 2000) || ' ' || left(j.carry::text, 8000)) LIKE ALL ($6::text[])
+        ORDER BY j.id DESC
+        -- OFFSET 0: sorted before the documents are computed, which stop at a page.
+        OFFSET 0
+    ) AS u
+    WHERE to_tsvector('simple'::regconfig, u.words) @@ $4::text::tsquery
+    LIMIT $10::integer
+),
+page AS (
+    SELECT id FROM known_kinds
+    UNION
+    SELECT id FROM in_window
+    UNION
+    SELECT id FROM past_window
+    UNION
+    SELECT id FROM not_indexed
+    ORDER BY id DESC
+    LIMIT $10::integer
+)
+SELECT id FROM page ORDER BY id DESC;
 
 -- job_insert: enqueue one job, or find the job that holds its key: the unfinished one, or
 -- (with unique_for) one that finished less than unique_for seconds ago. With replace, a
@@ -1222,15 +1354,16 @@ SELECT id FROM settled;
 
 -- job_purge_batch: retention: delete up to $4 finished jobs of one status that finished
 -- more than $2 seconds ago, oldest first; their journal rows, steps and signals go too
--- (ON DELETE CASCADE). A finished workflow job an unfinished one still reads (a child
--- of a running parent, a dependency of a pending node) stays.
+-- (ON DELETE CASCADE), and their search index rows. A finished workflow job an
+-- unfinished one still reads (a child of a running parent, a dependency of a pending
+-- node) stays.
 -- Returns how many it deleted; the caller repeats until a batch comes back short.
 -- $1 text status: 'completed', 'dead' or 'cancelled'
 -- $2 float8 older_than: seconds since finished_at
 -- $3 text kind: only this kind (NULL: any)
 -- $4 integer batch: most rows to delete in this statement
 -- index: jobs_finished_idx (status, finished_at); a workflow job's parent and dependents
--- by the primary key and dependencies_depends_on_idx.
+-- by the primary key and dependencies_depends_on_idx; job_search_pkey.
 PREPARE venturi_job_purge_batch(text, float8, text, integer) AS
 WITH doomed AS (
     SELECT j.id FROM "venturi".jobs j
@@ -1256,6 +1389,10 @@ WITH doomed AS (
 ),
 deleted AS (
     DELETE FROM "venturi".jobs j USING doomed WHERE j.id = doomed.id RETURNING j.id
+),
+-- Their search index rows (no foreign key: the index is filled off the worker's path).
+unindexed AS (
+    DELETE FROM "venturi".job_search x USING deleted WHERE x.job_id = deleted.id
 )
 SELECT count(*) AS deleted FROM deleted;
 
@@ -1620,18 +1757,16 @@ LEFT JOIN moved m ON m.id = input.id
 LEFT JOIN woken w ON w.id = input.id
 ORDER BY input.id;
 
--- job_search_count: how many jobs a filter of the dashboard's list matches, counted up to
--- a cap (the page says "10,000+" beyond it: an exact count of a million rows is not worth
--- its time on every page; a bulk action's confirmation counts exactly).
+-- job_search_count: how many jobs a filter of the dashboard's list (without a search)
+-- matches, counted up to a cap (the page says "10,000+" beyond it: an exact count of a
+-- million rows is not worth its time on every page; a bulk action's confirmation counts
+-- exactly).
 -- $1 text status: only this status (NULL: any)
 -- $2 text kind: only this kind (NULL: any)
 -- $3 text key: only jobs with exactly this key (NULL: any)
--- $4 text search: the search's words, a tsquery of job_search_query (NULL: none)
--- $5 text[] kinds: the known kinds the search's text begins (NULL: no search)
--- $6 integer cap: count at most this many
--- index: as job_search_older. With a search, the scan computes the document of each job
--- it reads until the cap: a word that few jobs hold reads every job.
-PREPARE venturi_job_search_count(text, text, text, text, text[], integer) AS
+-- $4 integer cap: count at most this many
+-- index: as job_search_older.
+PREPARE venturi_job_search_count(text, text, text, integer) AS
 SELECT count(*) AS jobs
 FROM (
     SELECT 1
@@ -1639,25 +1774,115 @@ FROM (
     WHERE ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
-  AND ($5::text[] IS NULL
-       OR kind = ANY ($5::text[])
-       OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
-        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
-        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
-    LIMIT $6::integer
+    LIMIT $4::integer
 ) AS matched;
 
--- job_search_newer: the dashboard's job list paging back, a search included: the oldest
+-- job_search_horizon: how far the search index may go now: every job that finishes from
+-- here on has a finished_at at or after the horizon. finished_at is its transaction's
+-- start (now()), so the horizon is the start of the oldest transaction open in this
+-- database (one of them may be finishing a job), and at most $2 seconds ago: a
+-- transaction's start reaches pg_stat_activity a moment after its now() is taken, and
+-- pg_stat_activity hides the transactions of other roles from a role without
+-- pg_read_all_stats (the margin covers those shorter than it). Read
+-- before, and apart from, job_search_index_batch: a transaction that commits after that
+-- statement's snapshot was open here, or began after, so none with an earlier finished_at
+-- is missed. A transaction open for longer than $1 seconds is not waited for (an idle
+-- session in a transaction would otherwise hold the index back for as long): a job it
+-- finishes is found by a search only once it finishes again or the index is rebuilt
+-- (docs/web.md).
+-- $1 float8 patience: the oldest open transaction waited for, in seconds
+-- $2 float8 margin: how far behind the clock the horizon stays at least, in seconds
+-- index: none (pg_stat_activity).
+PREPARE venturi_job_search_horizon(float8, float8) AS
+SELECT least(clock_timestamp() - make_interval(secs => $2::float8),
+             min(a.xact_start) FILTER (
+                 WHERE a.xact_start > clock_timestamp() - make_interval(secs => $1::float8)))
+       AS horizon
+FROM pg_stat_activity a
+WHERE a.datname = current_database()
+  AND a.pid <> pg_backend_pid();
+
+-- job_search_index_batch: the search index's maintenance pass, one batch: the next jobs
+-- finished after the watermark and before the horizon, oldest finish first, get their
+-- document in job_search (replacing the words of an earlier finish), and the watermark
+-- moves to the last of them, in one transaction. The watermark's row is locked for it;
+-- a pass that finds it locked does nothing (another worker's pass is running).
+-- Returns indexed (the jobs indexed, $2 or fewer: fewer means caught up) and locked
+-- (false: another pass held the watermark).
+-- $1 timestamptz horizon: from job_search_horizon, read before this statement
+-- $2 integer batch: most jobs to index
+-- index: job_search_state's primary key; jobs_finished_idx (status, finished_at) read in
+-- order per status from the watermark, stopping at a batch; job_search_pkey (the upsert).
+PREPARE venturi_job_search_index_batch(timestamptz, integer) AS
+WITH mark AS (
+    SELECT indexed_at, indexed_id
+    FROM "venturi".job_search_state
+    FOR UPDATE SKIP LOCKED
+),
+batch AS (
+    -- Per status (the index's order within one), merged.
+    SELECT n.id, n.finished_at
+    FROM ((SELECT j.id, j.finished_at
+           FROM "venturi".jobs j
+           WHERE j.status = 'completed'
+             AND j.finished_at >= (SELECT indexed_at FROM mark)
+             AND (j.finished_at > (SELECT indexed_at FROM mark) OR j.id > (SELECT indexed_id FROM mark))
+             AND j.finished_at < $1::timestamptz
+           ORDER BY j.finished_at, j.id
+           LIMIT $2::integer)
+          UNION ALL
+          (SELECT j.id, j.finished_at
+           FROM "venturi".jobs j
+           WHERE j.status = 'dead'
+             AND j.finished_at >= (SELECT indexed_at FROM mark)
+             AND (j.finished_at > (SELECT indexed_at FROM mark) OR j.id > (SELECT indexed_id FROM mark))
+             AND j.finished_at < $1::timestamptz
+           ORDER BY j.finished_at, j.id
+           LIMIT $2::integer)
+          UNION ALL
+          (SELECT j.id, j.finished_at
+           FROM "venturi".jobs j
+           WHERE j.status = 'cancelled'
+             AND j.finished_at >= (SELECT indexed_at FROM mark)
+             AND (j.finished_at > (SELECT indexed_at FROM mark) OR j.id > (SELECT indexed_id FROM mark))
+             AND j.finished_at < $1::timestamptz
+           ORDER BY j.finished_at, j.id
+           LIMIT $2::integer)) AS n
+    ORDER BY n.finished_at, n.id
+    LIMIT $2::integer
+),
+indexed AS (
+    INSERT INTO "venturi".job_search (job_id, doc)
+    SELECT j.id,
+           to_tsvector('simple'::regconfig, j.kind || ' ' || coalesce(j.key, '') || ' '
+           || right(coalesce(j.last_error, ''), 2000) || ' ' || left(j.carry::text, 8000))
+           || array_to_tsvector(array_remove(
+                  ARRAY['status ' || j.status, left('kind ' || j.kind, 500),
+                        left('key ' || j.key, 500)], NULL))
+    FROM batch
+    JOIN "venturi".jobs j ON j.id = batch.id
+    ON CONFLICT (job_id) DO UPDATE SET doc = EXCLUDED.doc
+    RETURNING 1
+),
+moved AS (
+    UPDATE "venturi".job_search_state
+    SET indexed_at = last.finished_at, indexed_id = last.id
+    FROM (SELECT id, finished_at FROM batch ORDER BY finished_at DESC, id DESC LIMIT 1) AS last
+    WHERE EXISTS (SELECT 1 FROM mark)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM indexed)::integer AS indexed,
+       EXISTS (SELECT 1 FROM mark) AS locked;
+
+-- job_search_newer: the dashboard's job list paging back, without a search: the oldest
 -- jobs a filter matches above an id, oldest first (the page shows them newest first).
 -- $1 text status: only this status (NULL: any)
 -- $2 text kind: only this kind (NULL: any)
 -- $3 text key: only jobs with exactly this key (NULL: any)
--- $4 text search: the search's words, a tsquery of job_search_query (NULL: none)
--- $5 text[] kinds: the known kinds the search's text begins (NULL: no search)
--- $6 bigint after_id: only jobs with a greater id, the keyset cursor
--- $7 integer max_rows: how many to return at most
+-- $4 bigint after_id: only jobs with a greater id, the keyset cursor
+-- $5 integer max_rows: how many to return at most
 -- index: as job_search_older, read forwards from the cursor.
-PREPARE venturi_job_search_newer(text, text, text, text, text[], bigint, integer) AS
+PREPARE venturi_job_search_newer(text, text, text, bigint, integer) AS
 SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
        visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
        cancel_requested_at
@@ -1665,29 +1890,20 @@ FROM "venturi".jobs
 WHERE ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
-  AND ($5::text[] IS NULL
-       OR kind = ANY ($5::text[])
-       OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
-        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
-        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
-  AND id > $6::bigint
+  AND id > $4::bigint
 ORDER BY id
-LIMIT $7::integer;
+LIMIT $5::integer;
 
--- job_search_older: the dashboard's job list (/jobs), a search included: the newest jobs a
+-- job_search_older: the dashboard's job list (/jobs) without a search: the newest jobs a
 -- filter matches, one page at a time, paging to older jobs.
 -- $1 text status: only this status (NULL: any)
 -- $2 text kind: only this kind (NULL: any)
 -- $3 text key: only jobs with exactly this key (NULL: any)
--- $4 text search: the search's words, a tsquery of job_search_query (NULL: none)
--- $5 text[] kinds: the known kinds the search's text begins (NULL: no search)
--- $6 bigint before_id: only jobs with a smaller id, the keyset cursor (NULL: the newest)
--- $7 integer max_rows: how many to return at most
+-- $4 bigint before_id: only jobs with a smaller id, the keyset cursor (NULL: the newest)
+-- $5 integer max_rows: how many to return at most
 -- index: as job_list (jobs_pkey backwards, jobs_kind_id_idx, jobs_failed_id_idx,
--- jobs_key_search_idx, jobs_stale_idx): an ordered scan that stops at a page. No index
--- reads a search's words: the scan computes the document of each job it reads until it
--- has a page (at once for a word many recent jobs hold; every job for a rare one).
-PREPARE venturi_job_search_older(text, text, text, text, text[], bigint, integer) AS
+-- jobs_key_search_idx, jobs_stale_idx): an ordered scan that stops at a page.
+PREPARE venturi_job_search_older(text, text, text, bigint, integer) AS
 SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
        visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
        cancel_requested_at
@@ -1695,30 +1911,403 @@ FROM "venturi".jobs
 WHERE ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
-  AND ($5::text[] IS NULL
-       OR kind = ANY ($5::text[])
-       OR ($4::text IS NOT NULL AND to_tsvector('simple'::regconfig,
-        kind || ' ' || coalesce(key, '') || ' ' || right(coalesce(last_error, ''), 2000)
-        || ' ' || left(carry::text, 8000)) @@ $4::text::tsquery))
-  AND ($6::bigint IS NULL OR id < $6::bigint)
+  AND ($4::bigint IS NULL OR id < $4::bigint)
 ORDER BY id DESC
-LIMIT $7::integer;
+LIMIT $5::integer;
 
--- job_search_query: the dashboard's search box text as a tsquery (text): each word the
--- text-search parser finds in it, as the jobs' documents are made ('simple': lower case, no
--- stemming; "order-33" is the words order and -33, a URL its host and path), must be a
--- word of the job; at most 8 words. NULL when the text holds no word. Whole words, not
--- prefixes: a prefix expands to every word it begins (each id of each URL of a million
--- carries), which a full-text index (issue 27's) reads one by one. Run apart from the
--- list, so that the list is planned with the tsquery's value (its selectivity) rather
--- than a subquery.
+-- job_search_query: the dashboard's search box text, resolved for the search statements
+-- (_job_search_text.sql.j2):
+-- query: the tsquery (as text) of the text: each word the text-search parser finds in it,
+--   as the jobs' documents are made ('simple': lower case, no stemming; "order-33" is the
+--   words order-33, order and -33, a URL its host and path), must be a word of the job;
+--   at most 8 words. NULL when the text holds no word. Whole words, not prefixes: a
+--   prefix expands to every word it begins (each id of each URL of a million carries).
+-- patterns: per word, a LIKE pattern that the lower-cased text of every job whose
+--   document holds the word matches ('%word%': a word is a piece of the text, lower-
+--   cased); '%' for a word that is not ASCII, whose lower case may depend on its
+--   neighbours. The search tests them before it computes a job's document.
+-- indexed_at, indexed_id: the search index's watermark (job_search_state).
+-- Run apart from the list, so that the list is planned with these values (the tsquery's
+-- selectivity, the watermark's range) rather than with subqueries.
 -- $1 text search: what the operator typed
--- index: none (no table).
+-- index: job_search_state's primary key (one row).
 PREPARE venturi_job_search_query(text) AS
-SELECT string_agg('''' || replace(replace(w.lexeme, '\', '\\'), '''', '''''') || '''', ' & '
-                  ORDER BY w.lexeme) AS query
-FROM (SELECT lexeme FROM unnest(to_tsvector('simple'::regconfig, $1::text)) ORDER BY lexeme
-      LIMIT 8) AS w;
+WITH words AS (
+    SELECT lexeme
+    FROM unnest(to_tsvector('simple'::regconfig, $1::text))
+    ORDER BY lexeme
+    LIMIT 8
+)
+SELECT (SELECT string_agg('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''',
+                          ' & ' ORDER BY lexeme)
+        FROM words) AS query,
+       (SELECT coalesce(array_agg(CASE WHEN lexeme ~ '^[[:ascii:]]*$'
+                                       THEN '%' || replace(replace(replace(lexeme, '\', '\\'),
+                                                                   '%', '\%'), '_', '\_') || '%'
+                                       ELSE '%' END ORDER BY lexeme), '{}')
+        FROM words) AS patterns,
+       s.indexed_at,
+       s.indexed_id
+FROM "venturi".job_search_state s;
+
+-- job_search_rows: the rows of one page of the dashboard's searched list, by id.
+-- $1 bigint[] ids: the page's jobs
+-- index: primary key.
+PREPARE venturi_job_search_rows(bigint[]) AS
+SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
+       visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
+       cancel_requested_at
+FROM "venturi".jobs
+WHERE id = ANY ($1::bigint[])
+ORDER BY id DESC;
+
+-- job_search_text_count: how many jobs of the known kinds and indexed jobs a filter and a
+-- search of the dashboard's list match, counted up to a cap (the page says "10,000+"
+-- beyond it); venturi.admin.search adds the jobs not indexed that match
+-- (job_search_text_live_older), when they can still count.
+-- $1 text status: only this status (NULL: any)
+-- $2 text kind: only this kind (NULL: any)
+-- $3 text key: only jobs with exactly this key (NULL: any)
+-- $4 text search: the search's words, a tsquery of job_search_query (NULL: none)
+-- $5 text[] kinds: the known kinds the search's text begins
+-- $6 text[] patterns: a LIKE pattern per word (job_search_query)
+-- $7 timestamptz indexed_at: the search index's watermark (job_search_state)
+-- $8 bigint indexed_id: the watermark's job id
+-- $9 integer cap: count at most this many
+-- index: the known kinds by jobs_kind_id_idx (or the primary key), then the indexed jobs
+-- by job_search_doc_idx, or a scan of job_search that stops at the cap for a word that
+-- many hold.
+PREPARE venturi_job_search_text_count(text, text, text, text, text[], text[], timestamptz, bigint, integer) AS
+SELECT count(*) AS jobs
+FROM (
+    SELECT j.id
+    FROM "venturi".jobs j
+    WHERE j.kind = ANY ($5::text[])
+      AND ($1::text IS NULL OR j.status = $1::text)
+      AND ($2::text IS NULL OR j.kind = $2::text)
+      AND ($3::text IS NULL OR j.key = $3::text)
+    UNION ALL
+    SELECT j.id
+    FROM "venturi".job_search x
+    CROSS JOIN LATERAL (
+        SELECT * FROM "venturi".jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
+    WHERE $4::text IS NOT NULL
+      AND x.doc @@ ($4::text
+       || coalesce(' & ' || ('''' || replace(replace(left('status ' || $1::text, 500), '\', '\\'), '''', '''''') || ''''), '')
+       || coalesce(' & ' || ('''' || replace(replace(left('kind ' || $2::text, 500), '\', '\\'), '''', '''''') || ''''), '')
+       || coalesce(' & ' || ('''' || replace(replace(left('key ' || $3::text, 500), '\', '\\'), '''', '''''') || ''''), ''))::tsquery
+      AND (j.finished_at < $7::timestamptz
+         OR (j.finished_at = $7::timestamptz AND j.id <= $8::bigint))
+      AND ($1::text IS NULL OR j.status = $1::text)
+      AND ($2::text IS NULL OR j.kind = $2::text)
+      AND ($3::text IS NULL OR j.key = $3::text)
+      AND j.kind <> ALL ($5::text[])
+    LIMIT $9::integer
+
+) AS matched
+-- The patterns serve the jobs not indexed, which this statement leaves out; typed here
+-- so that every search statement takes the same first eight parameters.
+WHERE $6::text[] IS NOT NULL;
+
+-- job_search_text_live_newer: job_search_text_live_older paging back: the oldest of the
+-- jobs not indexed that a filter and a search match above an id, oldest first.
+-- $1 text status: only this status (NULL: any)
+-- $2 text kind: only this kind (NULL: any)
+-- $3 text key: only jobs with exactly this key (NULL: any)
+-- $4 text search: the search's words, a tsquery of job_search_query (NULL: none)
+-- $5 text[] kinds: the known kinds the search's text begins
+-- $6 text[] patterns: a LIKE pattern per word (job_search_query)
+-- $7 timestamptz indexed_at: the search index's watermark (job_search_state)
+-- $8 bigint indexed_id: the watermark's job id
+-- $9 bigint after_id: only jobs with a greater id, the keyset cursor
+-- $10 bigint bound: only jobs with a smaller id (NULL: any): the newest of a page that
+-- job_search_text_newer filled
+-- $11 integer max_rows: how many to return at most
+-- index: as job_search_text_live_older, forwards.
+PREPARE venturi_job_search_text_live_newer(text, text, text, text, text[], text[], timestamptz, bigint, bigint, bigint, integer) AS
+WITH not_indexed AS (
+    SELECT u.id, u.kind
+    FROM (
+        SELECT j.id, j.kind, j.kind || ' ' || coalesce(j.key, '') || ' '
+                           || right(coalesce(j.last_error, ''), 2000) || ' ' || left(j.carry::text, 8000) AS words
+        FROM "venturi".jobs j
+        WHERE $4::text IS NOT NULL
+          AND (j.status = 'pending' OR j.status = 'claimed' OR j.status = 'waiting'
+             OR (j.status IN ('completed', 'dead', 'cancelled')
+                 AND j.finished_at >= $7::timestamptz
+                 AND (j.finished_at > $7::timestamptz OR j.id > $8::bigint)))
+          AND ($1::text IS NULL OR j.status = $1::text)
+          AND ($2::text IS NULL OR j.kind = $2::text)
+          AND ($3::text IS NULL OR j.key = $3::text)
+          AND j.id > $9::bigint
+          AND ($10::bigint IS NULL OR j.id < $10::bigint)
+          AND lower(j.kind || ' ' || coalesce(j.key, '') || ' '
+                || right(coalesce(j.last_error, ''), 2000) || ' ' || left(j.carry::text, 8000)) LIKE ALL ($6::text[])
+        ORDER BY j.id
+        -- OFFSET 0: sorted before the documents are computed, which stop at a page.
+        OFFSET 0
+    ) AS u
+    WHERE to_tsvector('simple'::regconfig, u.words) @@ $4::text::tsquery
+    LIMIT $11::integer
+)
+SELECT id, kind
+FROM not_indexed
+-- The known kinds serve the other arms (the caller leaves their jobs out of its count);
+-- typed here so that every search statement takes the same first eight parameters.
+WHERE $5::text[] IS NOT NULL
+ORDER BY id;
+
+-- job_search_text_live_older: the dashboard's job list with a search, its part that the
+-- index does not hold (unfinished jobs, and those finished after the watermark): the
+-- newest of them that a filter and a search match, with their kinds (a job of a known
+-- kind is counted by job_search_text_count already).
+-- $1 text status: only this status (NULL: any)
+-- $2 text kind: only this kind (NULL: any)
+-- $3 text key: only jobs with exactly this key (NULL: any)
+-- $4 text search: the search's words, a tsquery of job_search_query (NULL: none)
+-- $5 text[] kinds: the known kinds the search's text begins
+-- $6 text[] patterns: a LIKE pattern per word (job_search_query)
+-- $7 timestamptz indexed_at: the search index's watermark (job_search_state)
+-- $8 bigint indexed_id: the watermark's job id
+-- $9 bigint before_id: only jobs with a smaller id, the keyset cursor (NULL: the newest)
+-- $10 bigint bound: only jobs with a greater id (NULL: any): the oldest of a page that
+-- job_search_text_older filled, past which none of these is on the page
+-- $11 integer max_rows: how many to return at most
+-- index: jobs_claim_idx, jobs_stale_idx, jobs_waiting_idx and jobs_finished_idx (a bitmap
+-- of the jobs not indexed), or jobs_pkey backwards between the bound and the cursor; a
+-- word's pattern is tested on each, and the documents of those that pass computed in id
+-- order until a page.
+PREPARE venturi_job_search_text_live_older(text, text, text, text, text[], text[], timestamptz, bigint, bigint, bigint, integer) AS
+WITH not_indexed AS (
+    SELECT u.id, u.kind
+    FROM (
+        SELECT j.id, j.kind, j.kind || ' ' || coalesce(j.key, '') || ' '
+                           || right(coalesce(j.last_error, ''), 2000) || ' ' || left(j.carry::text, 8000) AS words
+        FROM "venturi".jobs j
+        WHERE $4::text IS NOT NULL
+          AND (j.status = 'pending' OR j.status = 'claimed' OR j.status = 'waiting'
+             OR (j.status IN ('completed', 'dead', 'cancelled')
+                 AND j.finished_at >= $7::timestamptz
+                 AND (j.finished_at > $7::timestamptz OR j.id > $8::bigint)))
+          AND ($1::text IS NULL OR j.status = $1::text)
+          AND ($2::text IS NULL OR j.kind = $2::text)
+          AND ($3::text IS NULL OR j.key = $3::text)
+          AND ($9::bigint IS NULL OR j.id < $9::bigint)
+          AND ($10::bigint IS NULL OR j.id > $10::bigint)
+          AND lower(j.kind || ' ' || coalesce(j.key, '') || ' '
+                || right(coalesce(j.last_error, ''), 2000) || ' ' || left(j.carry::text, 8000)) LIKE ALL ($6::text[])
+        ORDER BY j.id DESC
+        -- OFFSET 0: sorted before the documents are computed, which stop at a page.
+        OFFSET 0
+    ) AS u
+    WHERE to_tsvector('simple'::regconfig, u.words) @@ $4::text::tsquery
+    LIMIT $11::integer
+)
+SELECT id, kind
+FROM not_indexed
+-- The known kinds serve the other arms (the caller leaves their jobs out of its count);
+-- typed here so that every search statement takes the same first eight parameters.
+WHERE $5::text[] IS NOT NULL
+ORDER BY id DESC;
+
+-- job_search_text_newer: job_search_text_older paging back: the oldest of the jobs of the
+-- known kinds and of the indexed jobs that a filter and a search match above an id,
+-- oldest first (the page shows them newest first).
+-- $1 text status: only this status (NULL: any)
+-- $2 text kind: only this kind (NULL: any)
+-- $3 text key: only jobs with exactly this key (NULL: any)
+-- $4 text search: the search's words, a tsquery of job_search_query (NULL: none)
+-- $5 text[] kinds: the known kinds the search's text begins
+-- $6 text[] patterns: a LIKE pattern per word (job_search_query)
+-- $7 timestamptz indexed_at: the search index's watermark (job_search_state)
+-- $8 bigint indexed_id: the watermark's job id
+-- $9 bigint after_id: only jobs with a greater id, the keyset cursor
+-- $10 integer max_rows: how many to return at most
+-- index: as job_search_text_older, each arm read forwards from the cursor.
+PREPARE venturi_job_search_text_newer(text, text, text, text, text[], text[], timestamptz, bigint, bigint, integer) AS
+WITH window_end AS (
+    -- The first side row past the window (NULL: the window reaches the end).
+    SELECT x.job_id
+    FROM "venturi".job_search x
+    WHERE x.job_id > $9::bigint
+    ORDER BY x.job_id
+    OFFSET 20000
+    LIMIT 1
+),
+known_kinds AS (
+    SELECT j.id
+    FROM "venturi".jobs j
+    WHERE j.kind = ANY ($5::text[])
+      AND ($1::text IS NULL OR j.status = $1::text)
+      AND ($2::text IS NULL OR j.kind = $2::text)
+      AND ($3::text IS NULL OR j.key = $3::text)
+      AND j.id > $9::bigint
+    ORDER BY j.id
+    LIMIT $10::integer
+),
+in_window AS MATERIALIZED (
+    SELECT x.job_id AS id
+    FROM "venturi".job_search x
+    CROSS JOIN LATERAL (
+        SELECT * FROM "venturi".jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
+    WHERE $4::text IS NOT NULL
+      AND x.job_id > $9::bigint
+      AND j.id > $9::bigint
+      AND x.job_id < coalesce((SELECT job_id FROM window_end), 9223372036854775807)
+      AND j.id < coalesce((SELECT job_id FROM window_end), 9223372036854775807)
+      -- IS TRUE: not a GIN condition, so the window is read in order.
+      AND (x.doc @@ ($4::text
+       || coalesce(' & ' || ('''' || replace(replace(left('status ' || $1::text, 500), '\', '\\'), '''', '''''') || ''''), '')
+       || coalesce(' & ' || ('''' || replace(replace(left('kind ' || $2::text, 500), '\', '\\'), '''', '''''') || ''''), '')
+       || coalesce(' & ' || ('''' || replace(replace(left('key ' || $3::text, 500), '\', '\\'), '''', '''''') || ''''), ''))::tsquery) IS TRUE
+      AND (j.finished_at < $7::timestamptz
+         OR (j.finished_at = $7::timestamptz AND j.id <= $8::bigint))
+      AND ($1::text IS NULL OR j.status = $1::text)
+      AND ($2::text IS NULL OR j.kind = $2::text)
+      AND ($3::text IS NULL OR j.key = $3::text)
+    ORDER BY x.job_id
+    LIMIT $10::integer
+),
+past_window AS (
+    SELECT x.job_id AS id
+    FROM "venturi".job_search x
+    CROSS JOIN LATERAL (
+        SELECT * FROM "venturi".jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
+    WHERE $4::text IS NOT NULL
+      -- Read only when the window held less than a page.
+      AND (SELECT count(*) FROM in_window) < $10::integer
+      AND x.job_id >= (SELECT job_id FROM window_end)
+      AND j.id >= (SELECT job_id FROM window_end)
+      AND x.doc @@ ($4::text
+       || coalesce(' & ' || ('''' || replace(replace(left('status ' || $1::text, 500), '\', '\\'), '''', '''''') || ''''), '')
+       || coalesce(' & ' || ('''' || replace(replace(left('kind ' || $2::text, 500), '\', '\\'), '''', '''''') || ''''), '')
+       || coalesce(' & ' || ('''' || replace(replace(left('key ' || $3::text, 500), '\', '\\'), '''', '''''') || ''''), ''))::tsquery
+      AND (j.finished_at < $7::timestamptz
+         OR (j.finished_at = $7::timestamptz AND j.id <= $8::bigint))
+      AND ($1::text IS NULL OR j.status = $1::text)
+      AND ($2::text IS NULL OR j.kind = $2::text)
+      AND ($3::text IS NULL OR j.key = $3::text)
+    -- "+ 0": sorted, not an ordered scan of the primary key (which, for a word that few
+    -- jobs hold, reads them all).
+    ORDER BY x.job_id + 0
+    LIMIT $10::integer
+),
+page AS (
+    SELECT id FROM known_kinds
+    UNION
+    SELECT id FROM in_window
+    UNION
+    SELECT id FROM past_window
+    ORDER BY id
+    LIMIT $10::integer
+)
+SELECT id
+FROM page
+-- The patterns serve the jobs not indexed, which this statement leaves out; typed here
+-- so that every search statement takes the same first eight parameters.
+WHERE $6::text[] IS NOT NULL
+ORDER BY id;
+
+-- job_search_text_older: the dashboard's job list (/jobs) with a search, its indexed part:
+-- the newest of the jobs of the known kinds and of the indexed jobs that a filter and a
+-- search match, one page at a time, paging to older jobs (the jobs not indexed are
+-- job_search_text_live_older's; venturi.admin.search merges the two).
+-- $1 text status: only this status (NULL: any)
+-- $2 text kind: only this kind (NULL: any)
+-- $3 text key: only jobs with exactly this key (NULL: any)
+-- $4 text search: the search's words, a tsquery of job_search_query (NULL: none)
+-- $5 text[] kinds: the known kinds the search's text begins
+-- $6 text[] patterns: a LIKE pattern per word (job_search_query)
+-- $7 timestamptz indexed_at: the search index's watermark (job_search_state)
+-- $8 bigint indexed_id: the watermark's job id
+-- $9 bigint before_id: only jobs with a smaller id, the keyset cursor (NULL: the newest)
+-- $10 integer max_rows: how many to return at most
+-- index: jobs_kind_id_idx or jobs_pkey backwards for the known kinds; job_search_pkey
+-- backwards for a window of the newest indexed jobs, job_search_doc_idx (GIN) past it.
+-- Each arm stops at a page.
+PREPARE venturi_job_search_text_older(text, text, text, text, text[], text[], timestamptz, bigint, bigint, integer) AS
+WITH window_end AS (
+    -- The first side row past the window (NULL: the window reaches the end).
+    SELECT x.job_id
+    FROM "venturi".job_search x
+    WHERE ($9::bigint IS NULL OR x.job_id < $9::bigint)
+    ORDER BY x.job_id DESC
+    OFFSET 20000
+    LIMIT 1
+),
+known_kinds AS (
+    SELECT j.id
+    FROM "venturi".jobs j
+    WHERE j.kind = ANY ($5::text[])
+      AND ($1::text IS NULL OR j.status = $1::text)
+      AND ($2::text IS NULL OR j.kind = $2::text)
+      AND ($3::text IS NULL OR j.key = $3::text)
+      AND ($9::bigint IS NULL OR j.id < $9::bigint)
+    ORDER BY j.id DESC
+    LIMIT $10::integer
+),
+in_window AS MATERIALIZED (
+    SELECT x.job_id AS id
+    FROM "venturi".job_search x
+    CROSS JOIN LATERAL (
+        SELECT * FROM "venturi".jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
+    WHERE $4::text IS NOT NULL
+      AND ($9::bigint IS NULL OR x.job_id < $9::bigint)
+      AND ($9::bigint IS NULL OR j.id < $9::bigint)
+      AND x.job_id > coalesce((SELECT job_id FROM window_end), -9223372036854775808)
+      AND j.id > coalesce((SELECT job_id FROM window_end), -9223372036854775808)
+      -- IS TRUE: not a GIN condition, so the window is read in order.
+      AND (x.doc @@ ($4::text
+       || coalesce(' & ' || ('''' || replace(replace(left('status ' || $1::text, 500), '\', '\\'), '''', '''''') || ''''), '')
+       || coalesce(' & ' || ('''' || replace(replace(left('kind ' || $2::text, 500), '\', '\\'), '''', '''''') || ''''), '')
+       || coalesce(' & ' || ('''' || replace(replace(left('key ' || $3::text, 500), '\', '\\'), '''', '''''') || ''''), ''))::tsquery) IS TRUE
+      AND (j.finished_at < $7::timestamptz
+         OR (j.finished_at = $7::timestamptz AND j.id <= $8::bigint))
+      AND ($1::text IS NULL OR j.status = $1::text)
+      AND ($2::text IS NULL OR j.kind = $2::text)
+      AND ($3::text IS NULL OR j.key = $3::text)
+    ORDER BY x.job_id DESC
+    LIMIT $10::integer
+),
+past_window AS (
+    SELECT x.job_id AS id
+    FROM "venturi".job_search x
+    CROSS JOIN LATERAL (
+        SELECT * FROM "venturi".jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
+    WHERE $4::text IS NOT NULL
+      -- Read only when the window held less than a page.
+      AND (SELECT count(*) FROM in_window) < $10::integer
+      AND x.job_id <= (SELECT job_id FROM window_end)
+      AND j.id <= (SELECT job_id FROM window_end)
+      AND x.doc @@ ($4::text
+       || coalesce(' & ' || ('''' || replace(replace(left('status ' || $1::text, 500), '\', '\\'), '''', '''''') || ''''), '')
+       || coalesce(' & ' || ('''' || replace(replace(left('kind ' || $2::text, 500), '\', '\\'), '''', '''''') || ''''), '')
+       || coalesce(' & ' || ('''' || replace(replace(left('key ' || $3::text, 500), '\', '\\'), '''', '''''') || ''''), ''))::tsquery
+      AND (j.finished_at < $7::timestamptz
+         OR (j.finished_at = $7::timestamptz AND j.id <= $8::bigint))
+      AND ($1::text IS NULL OR j.status = $1::text)
+      AND ($2::text IS NULL OR j.kind = $2::text)
+      AND ($3::text IS NULL OR j.key = $3::text)
+    -- "+ 0": sorted, not an ordered scan of the primary key (which, for a word that few
+    -- jobs hold, reads them all).
+    ORDER BY x.job_id + 0 DESC
+    LIMIT $10::integer
+),
+page AS (
+    SELECT id FROM known_kinds
+    UNION
+    SELECT id FROM in_window
+    UNION
+    SELECT id FROM past_window
+    ORDER BY id DESC
+    LIMIT $10::integer
+)
+SELECT id
+FROM page
+-- The patterns serve the jobs not indexed, which this statement leaves out; typed here
+-- so that every search statement takes the same first eight parameters.
+WHERE $6::text[] IS NOT NULL
+ORDER BY id DESC;
 
 -- job_set_priority_many_if_pending: an operator's re-prioritisation: pending jobs take
 -- priority $2, journaled as released (not a failure) with the operator and the change.

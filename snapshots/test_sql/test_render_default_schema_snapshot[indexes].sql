@@ -59,6 +59,14 @@ CREATE INDEX IF NOT EXISTS jobs_key_search_idx
     ON "venturi".jobs (key, id)
     WHERE key IS NOT NULL;
 
+-- job_search_text_* (the dashboard's search, migration 16): the indexed jobs whose words
+-- hold every word of a search. A pending list of at most 1 MB: the maintenance pass's
+-- inserts go there and are merged into the index in bulk as it fills (half the WAL and a
+-- third less time than inserting each document into the index: benchmarks/README.md),
+-- and a search scans at most that much of it.
+CREATE INDEX IF NOT EXISTS job_search_doc_idx
+    ON "venturi".job_search USING gin (doc) WITH (fastupdate = on, gin_pending_list_limit = 1024);
+
 -- workflow_settled: the dependents of a job that ended.
 CREATE INDEX IF NOT EXISTS dependencies_depends_on_idx
     ON "venturi".dependencies (depends_on);

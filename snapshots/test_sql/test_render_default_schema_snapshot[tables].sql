@@ -457,6 +457,33 @@ CREATE TRIGGER jobs_workflow_deleted
     WHEN (OLD.linked)
     EXECUTE FUNCTION "venturi".workflow_settled();
 
+-- The dashboard's search index (migration 16). One row per finished job the search
+-- maintenance pass has indexed: doc is the job's words (to_tsvector('simple') of its
+-- kind, key, the end of its last error and the start of its carry, as
+-- _job_search_text.sql.j2's document()) plus three lexemes no search text can produce
+-- (they hold a space) naming its status, kind and key, so that a filtered search is one
+-- GIN lookup. No foreign key: a row is read only joined to its job and only while the
+-- job is still finished as indexed (finished at or before the watermark), so a row whose
+-- job was retried or deleted is ignored; purge and delete remove it in their statement,
+-- and the next indexing of a job that finished again replaces it.
+CREATE TABLE IF NOT EXISTS "venturi".job_search (
+    job_id bigint   PRIMARY KEY,
+    doc    tsvector NOT NULL
+);
+
+-- The watermark: every job that finished at (indexed_at, indexed_id) or before, in that
+-- order, is in job_search with the words of that finish; the later ones are not yet.
+-- One row, locked by the pass that moves it (concurrent passes skip it).
+CREATE TABLE IF NOT EXISTS "venturi".job_search_state (
+    one        boolean     PRIMARY KEY DEFAULT true CHECK (one),
+    indexed_at timestamptz NOT NULL,
+    indexed_id bigint      NOT NULL
+);
+
+INSERT INTO "venturi".job_search_state (one, indexed_at, indexed_id)
+VALUES (true, '-infinity', 0)
+ON CONFLICT (one) DO NOTHING;
+
 -- The migrations this fresh schema embodies.
 INSERT INTO "venturi".schema_version (version, name) VALUES
     (1, 'initial'),
@@ -473,5 +500,6 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (12, 'queue_vacuum_pace'),
     (13, 'capped_claim_by_id'),
     (14, 'workflows'),
-    (15, 'rank_in_tier')
+    (15, 'rank_in_tier'),
+    (16, 'job_search')
 ON CONFLICT (version) DO NOTHING;

@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 from tests.support.plans import nodes
-from venturi import db, sql
+from venturi import admin, db, sql
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.tasks import JobSpec
 
@@ -162,7 +162,9 @@ async def test_dashboard_reads_use_their_indexes(conn: asyncpg.Connection) -> No
     # transaction of the dashboard's (custom plans, no JIT).
     await conn.execute(sql.statement("maintenance/jobs_seed_bulk"), 20_000, 172_800.0)
     await conn.execute(sql.statement("maintenance/journal_seed_bulk"))
+    assert (await admin.index_search(conn, margin=0.0)).jobs == 19_400
     await conn.execute(sql.statement("maintenance/analyze"))
+    mark = (await conn.fetchrow(sql.statement("job_search_query"), "x"))[2:]
     async with conn.transaction(readonly=True):
         await conn.execute(sql.statement("maintenance/dashboard_read_settings"))
         # A rare kind: its own index, not a backwards scan of every id (first page or deep).
@@ -188,20 +190,30 @@ async def test_dashboard_reads_use_their_indexes(conn: asyncpg.Connection) -> No
             "journal_at_idx",
         } <= overview
         assert "jobs_stale_idx" in await _explain(conn, "job_list_claimed", 2000)
-        # The search box: no index reads its words (benchmarks/README.md says why); a page and a
-        # bulk action's batch read the jobs the filter leaves (every job, for no filter)
-        # and compute the document of each, the filter's own index narrowing them.
-        rare = await conn.fetchval(sql.statement("job_search_query"), "order-300")
-        page = await _plan(conn, "job_search_older", None, None, None, rare, [], None, 51)
-        assert "jobs" in _seq_scanned(page) or _index_names(page) == {"jobs_pkey"}
-        searched_dead = ("dead", None, None, rare, [], None, 51)
-        assert "jobs_failed_id_idx" in await _explain(conn, "job_search_older", *searched_dead)
-        searched_kind = (None, "rare", None, rare, [], 9_000, 51)
-        assert "jobs_kind_id_idx" in await _explain(conn, "job_search_older", *searched_kind)
-        batch = await _plan(
-            conn, "job_ids_matching_search", None, None, None, 20_000, 500, rare, []
+        # The search box (migration 16): the finished jobs' words by the search index
+        # (a window of the newest in order, then GIN), the unfinished ones by the
+        # worker's partial indexes, or by id between a full page's end and its cursor.
+        rare = await conn.fetchrow(sql.statement("job_search_query"), "order-300")
+        searched = (None, None, None, rare["query"], [], rare["patterns"], *mark)
+        page = await _explain(conn, "job_search_text_older", *searched, None, 51)
+        assert {"job_search_pkey", "job_search_doc_idx"} <= page
+        assert "job_search_doc_idx" in await _explain(
+            conn, "job_search_text_count", *searched, 10_001
         )
-        assert "jobs" in _seq_scanned(batch) or _index_names(batch) == {"jobs_pkey"}
+        live = await _plan(conn, "job_search_text_live_older", *searched, None, None, 51)
+        assert "jobs" not in _seq_scanned(live)
+        assert {"jobs_stale_idx", "jobs_waiting_idx", "jobs_finished_idx"} <= _index_names(live)
+        bounded = await _explain(conn, "job_search_text_live_older", *searched, None, 19_950, 51)
+        assert "jobs_pkey" in bounded
+        batch = await _explain(conn, "job_ids_matching_search", *searched, 20_000, 500)
+        assert {"job_search_doc_idx", "jobs_stale_idx"} <= batch
+        # Without a search, the list's own indexes.
+        assert "jobs_failed_id_idx" in await _explain(
+            conn, "job_search_older", "dead", None, None, None, 51
+        )
+        assert "jobs_kind_id_idx" in await _explain(
+            conn, "job_search_older", None, "rare", None, 9_000, 51
+        )
         # A kind's trends from the finished index.
         trends = await _explain(conn, "job_activity_of_kind", "kind_3", "manual retry", 60.0, 60)
         assert "journal_at_idx" in trends and {"jobs_finished_idx", "jobs_kind_id_idx"} & trends

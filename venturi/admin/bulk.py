@@ -10,7 +10,7 @@ import msgspec
 
 from venturi import db
 from venturi.admin.common import Change, check_ids, check_status
-from venturi.admin.search import resolve_search
+from venturi.admin.search import JobFilter, resolve_search, search_args
 from venturi.db.conn import Conn
 from venturi.sql import DEFAULT_SCHEMA
 
@@ -44,14 +44,8 @@ async def count_matching(
     elif not found.possible:
         return Matching(0, None)
     else:
-        row = await db.operations.job_count_matching_search(
-            conn,
-            schema=schema,
-            status=status,
-            kind=kind,
-            key=key,
-            search=found.query,
-            kinds=found.kinds,
+        row = await db.search.job_count_matching_search(
+            conn, schema=schema, **search_args(JobFilter(status, kind, key), found)
         )
     return Matching(int(row["jobs"]), row["newest_id"])
 
@@ -83,16 +77,12 @@ async def act_on_matching(
                 conn, schema=schema, status=status, kind=kind, key=key, before=cursor, limit=batch
             )
         else:
-            ids = await db.operations.job_ids_matching_search(
+            ids = await db.search.job_ids_matching_search(
                 conn,
                 schema=schema,
-                status=status,
-                kind=kind,
-                key=key,
+                **search_args(JobFilter(status, kind, key), found),
                 before=cursor,
                 limit=batch,
-                search=found.query,
-                kinds=found.kinds,
             )
         if not ids:
             return out

@@ -4,6 +4,7 @@ the known kinds for a picker, and one kind's activity over a period."""
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +24,14 @@ COUNT_CAP = 10_000
 KINDS_SHOWN = 500
 # The longest search text taken.
 SEARCH_MAX = 200
+# The search index's maintenance pass: finished jobs indexed per batch (each batch its
+# own transaction), and the oldest open transaction it waits for, in seconds
+# (statements/job_search_horizon.sql.j2).
+INDEX_BATCH = 5000
+INDEX_PATIENCE = 600.0
+# How far behind the clock it stays at least (a transaction's start reaches
+# pg_stat_activity a moment after its now(); another role's may not show at all).
+INDEX_MARGIN = 1.0
 # A kind page's periods: (seconds per bucket, buckets).
 PERIODS = {"1h": (60.0, 60), "24h": (1200.0, 72), "7d": (7200.0, 84)}
 
@@ -51,10 +60,16 @@ class JobPage(msgspec.Struct, frozen=True):
 
 class Search(msgspec.Struct, frozen=True):
     """A search box's text resolved for the statements: ``query``, the tsquery of its words
-    (None: it holds none), and ``kinds``, the known kinds that begin with the text."""
+    (None: it holds none), ``kinds``, the known kinds that begin with the text,
+    ``patterns``, a LIKE pattern per word (tested before a document is computed), and the
+    search index's watermark (``indexed_at``, ``indexed_id``): the jobs finished up to it
+    are read through the index, the others row by row."""
 
     query: str | None
     kinds: list[str]
+    patterns: list[str]
+    indexed_at: datetime
+    indexed_id: int
 
     @property
     def possible(self) -> bool:
@@ -73,31 +88,147 @@ async def resolve_search(
     text = search.strip()
     if not text:
         return None
-    query = await db.dashboard.job_search_query(conn, schema=schema, search=text)
+    row = await db.search.job_search_query(conn, schema=schema, search=text)
     kinds = [k for k in await known_kinds(conn, schema=schema) if k.startswith(text)]
-    return Search(query, kinds)
+    return Search(row["query"], kinds, list(row["patterns"]), row["indexed_at"], row["indexed_id"])
 
 
-def search_args(f: JobFilter, found: Search | None, schema: str) -> dict[str, Any]:
-    """The keyword arguments of the search statements for ``f`` and its resolved search."""
+def search_args(f: JobFilter, found: Search) -> dict[str, Any]:
+    """The search statements' keyword arguments for ``f`` and its resolved search."""
     return {
-        "schema": schema,
         "status": f.status,
         "kind": f.kind,
         "key": f.key,
-        "search": None if found is None else found.query,
-        "kinds": None if found is None else found.kinds,
+        "search": found.query,
+        "kinds": found.kinds,
+        "patterns": found.patterns,
+        "indexed_at": found.indexed_at,
+        "indexed_id": found.indexed_id,
     }
 
 
-async def _page(
-    conn: Conn, args: dict[str, Any], before: int | None, after: int | None, n: int
-) -> list[Any]:
-    """``n`` rows of a page, in id order from the cursor (a search's words are matched row
-    by row: no index reads them, see statements/_job_search.sql.j2)."""
+class _Live(msgspec.Struct):
+    """The jobs not indexed that a search matches, newest first, read once for a page's
+    total: all of them, or (``floor`` not None) every one with an id of ``floor`` or
+    more."""
+
+    ids: list[int]
+    floor: int | None
+
+    def older(self, before: int | None, bound: int | None, n: int) -> list[int] | None:
+        """Those of a page older than ``before``, above ``bound``; None if it may lack some."""
+        found = [
+            i for i in self.ids if (before is None or i < before) and (bound is None or i > bound)
+        ][:n]
+        exact = self.floor is None or len(found) == n or (bound is not None and bound >= self.floor)
+        return found if exact else None
+
+    def newer(self, after: int, bound: int | None, n: int) -> list[int] | None:
+        """Those of a page newer than ``after``, below ``bound``; None if it may lack some."""
+        if self.floor is not None and after < self.floor:
+            return None
+        return sorted(i for i in self.ids if i > after and (bound is None or i < bound))[:n]
+
+
+async def _text_total(
+    conn: Conn, f: JobFilter, found: Search, schema: str
+) -> tuple[int, _Live | None]:
+    """How many jobs a search matches, up to ``COUNT_CAP + 1``: the known kinds' and the
+    indexed ones counted, then, unless they reach the cap, the jobs not indexed read (and
+    kept for the page)."""
+    args = search_args(f, found)
+    total = await db.search.job_search_text_count(conn, schema=schema, **args, cap=COUNT_CAP + 1)
+    if total > COUNT_CAP or found.query is None:
+        return total, None
+    rows = await db.search.job_search_text_live_older(
+        conn, schema=schema, **args, before=None, bound=None, limit=COUNT_CAP + 1
+    )
+    kinds = set(found.kinds)
+    # A job of a known kind is counted already; every row is a match, so as many rows
+    # as the cap allows make the total reach it.
+    total = max(total + sum(1 for r in rows if r["kind"] not in kinds), len(rows))
+    ids = [r["id"] for r in rows]
+    return total, _Live(ids, ids[-1] if len(ids) > COUNT_CAP else None)
+
+
+async def _live_ids(
+    conn: Conn,
+    args: dict[str, Any],
+    cursors: tuple[int | None, int | None],
+    bound: int | None,
+    n: int,
+    live: _Live | None,
+    schema: str,
+) -> list[int]:
+    """The jobs not indexed of a page, from those the total read when they serve."""
+    before, after = cursors
     if after is not None:
-        return await db.dashboard.job_search_newer(conn, **args, after=after, limit=n)
-    return await db.dashboard.job_search_older(conn, **args, before=before, limit=n)
+        kept = None if live is None else live.newer(after, bound, n)
+        if kept is not None:
+            return kept
+        rows = await db.search.job_search_text_live_newer(
+            conn, schema=schema, **args, after=after, bound=bound, limit=n
+        )
+    else:
+        kept = None if live is None else live.older(before, bound, n)
+        if kept is not None:
+            return kept
+        rows = await db.search.job_search_text_live_older(
+            conn, schema=schema, **args, before=before, bound=bound, limit=n
+        )
+    return [r["id"] for r in rows]
+
+
+async def _text_page(
+    conn: Conn,
+    f: JobFilter,
+    found: Search,
+    cursors: tuple[int | None, int | None],
+    n: int,
+    schema: str,
+    live: _Live | None,
+) -> list[Any]:
+    """``n`` rows of a search's page: the known kinds' and indexed jobs of the page, then
+    the jobs not indexed up to its far end (all of them when it is not full), merged."""
+    before, after = cursors
+    args = search_args(f, found)
+    if after is not None:
+        ids = await db.search.job_search_text_newer(
+            conn, schema=schema, **args, after=after, limit=n
+        )
+    else:
+        ids = await db.search.job_search_text_older(
+            conn, schema=schema, **args, before=before, limit=n
+        )
+    bound = ids[-1] if len(ids) == n else None
+    more = (
+        [] if found.query is None else await _live_ids(conn, args, cursors, bound, n, live, schema)
+    )
+    page = sorted(set(ids) | set(more), reverse=after is None)[:n]
+    rows = await db.search.job_search_rows(conn, schema=schema, ids=page)
+    return rows if after is None else rows[::-1]
+
+
+async def _page(
+    conn: Conn,
+    f: JobFilter,
+    found: Search | None,
+    cursors: tuple[int | None, int | None],
+    n: int,
+    schema: str,
+    live: _Live | None,
+) -> list[Any]:
+    """``n`` rows of a page, in id order from the cursor (``cursors``: before, after)."""
+    before, after = cursors
+    if found is not None:
+        return await _text_page(conn, f, found, cursors, n, schema, live)
+    if after is not None:
+        return await db.dashboard.job_search_newer(
+            conn, schema=schema, status=f.status, kind=f.kind, key=f.key, after=after, limit=n
+        )
+    return await db.dashboard.job_search_older(
+        conn, schema=schema, status=f.status, kind=f.kind, key=f.key, before=before, limit=n
+    )
 
 
 async def search_jobs(
@@ -119,11 +250,17 @@ async def search_jobs(
     found = await resolve_search(conn, f.search, schema=schema)
     if found is not None and not found.possible:
         return JobPage([], None, None, 0, False)
-    args = search_args(f, found, schema)
+    live = None
+    if found is None:
+        total = await db.dashboard.job_search_count(
+            conn, schema=schema, status=f.status, kind=f.kind, key=f.key, cap=COUNT_CAP + 1
+        )
+    else:
+        total, live = await _text_total(conn, f, found, schema)
     newer: int | None = None
     rows: list[Any] = []
     if after is not None and before is None:
-        rows = await _page(conn, args, None, after, limit + 1)
+        rows = await _page(conn, f, found, (None, after), limit + 1, schema, live)
         if len(rows) > limit:
             rows = rows[:limit][::-1]
             newer = rows[0]["id"]
@@ -131,11 +268,10 @@ async def search_jobs(
             rows = []  # less than a page is left above: show the newest page
     if not rows:
         cursor = before if after is None else None
-        rows = await _page(conn, args, cursor, None, limit + 1)
+        rows = await _page(conn, f, found, (cursor, None), limit + 1, schema, live)
         if cursor is not None and rows:
             newer = rows[0]["id"]
     older = rows[limit - 1]["id"] if len(rows) > limit else None
-    total = await db.dashboard.job_search_count(conn, **args, cap=COUNT_CAP + 1)
     return JobPage(
         [JobRow(**dict(r)) for r in rows[:limit]],
         older,
@@ -143,6 +279,47 @@ async def search_jobs(
         min(total, COUNT_CAP),
         total > COUNT_CAP,
     )
+
+
+class Indexed(msgspec.Struct, frozen=True):
+    """A pass of the search index: ``jobs`` indexed; ``caught_up``: every job finished
+    before the horizon is indexed (or another pass is at it), else the budget ran out."""
+
+    jobs: int
+    caught_up: bool
+
+
+async def index_search(
+    conn: Any,
+    *,
+    batch: int = INDEX_BATCH,
+    patience: float = INDEX_PATIENCE,
+    margin: float = INDEX_MARGIN,
+    budget: float | None = None,
+    schema: str = DEFAULT_SCHEMA,
+) -> Indexed:
+    """Index finished jobs for the dashboard's search, oldest finish first, ``batch`` per
+    transaction, until caught up or ``budget`` seconds have passed. Only jobs finished
+    before every transaction still open (``patience``: unless open for longer than that)
+    and more than ``margin`` seconds ago: the others wait for a later pass, and a search
+    reads them row by row meanwhile. ``conn``: a connection (not in a transaction) or a
+    pool. Safe in many workers at once: a pass that finds the watermark locked by another
+    returns at once."""
+    validate.integer(batch, "search index batch")
+    indexed = 0
+    started = time.monotonic()
+    while True:
+        horizon = await db.search.job_search_horizon(
+            conn, schema=schema, patience=patience, margin=margin
+        )
+        row = await db.search.job_search_index_batch(
+            conn, schema=schema, horizon=horizon, batch=batch
+        )
+        indexed += row["indexed"]
+        if not row["locked"] or row["indexed"] < batch:
+            return Indexed(indexed, True)
+        if budget is not None and time.monotonic() - started >= budget:
+            return Indexed(indexed, False)
 
 
 async def known_kinds(

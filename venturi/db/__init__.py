@@ -7,7 +7,8 @@ application's calls (every driver an application may hold). Statements on jobs l
 caller: ``enqueue`` (the application's inserts, ``JobSpec``), ``claims`` (the worker's
 claim, within shared rate limits and global caps, and stale recovery), ``settle`` (the
 worker's ``_if_owned`` settlements and heartbeat), ``reads`` and ``operations`` (the
-operators' statements), ``workflow_reads`` (the dashboard's workflow views); ``errors`` classifies
+operators' statements), ``search`` (the dashboard's search and its index),
+``workflow_reads`` (the dashboard's workflow views); ``errors`` classifies
 what the driver raises; ``connect`` opens connections; ``schema`` applies migrations.
 """
 
@@ -29,6 +30,7 @@ from venturi.db import (
     reads,
     schedules,
     schema,
+    search,
     settle,
     workers,
     workflow,
@@ -55,6 +57,7 @@ __all__ = [
     "reads",
     "schedules",
     "schema",
+    "search",
     "settle",
     "workers",
     "workflow",

@@ -40,12 +40,6 @@ async def schedule_list_all(conn: Conn, *, schema: str) -> list[Record]:
     return list(await conn.fetch(sql.statement("schedule_list_all", schema)))
 
 
-async def job_search_query(conn: Conn, *, schema: str, search: str) -> str | None:
-    """The search box's text as a tsquery's text; None when it holds no word."""
-    value = await conn.fetchval(sql.statement("job_search_query", schema), search)
-    return None if value is None else str(value)
-
-
 async def job_search_older(
     conn: Conn,
     *,
@@ -53,13 +47,11 @@ async def job_search_older(
     status: str | None,
     kind: str | None,
     key: str | None,
-    search: str | None,
-    kinds: list[str] | None,
     before: int | None,
     limit: int,
 ) -> list[Record]:
     text = sql.statement("job_search_older", schema)
-    return list(await conn.fetch(text, status, kind, key, search, kinds, before, limit))
+    return list(await conn.fetch(text, status, kind, key, before, limit))
 
 
 async def job_search_newer(
@@ -69,13 +61,11 @@ async def job_search_newer(
     status: str | None,
     kind: str | None,
     key: str | None,
-    search: str | None,
-    kinds: list[str] | None,
     after: int,
     limit: int,
 ) -> list[Record]:
     text = sql.statement("job_search_newer", schema)
-    return list(await conn.fetch(text, status, kind, key, search, kinds, after, limit))
+    return list(await conn.fetch(text, status, kind, key, after, limit))
 
 
 async def job_search_count(
@@ -85,12 +75,10 @@ async def job_search_count(
     status: str | None,
     kind: str | None,
     key: str | None,
-    search: str | None,
-    kinds: list[str] | None,
     cap: int,
 ) -> int:
     text = sql.statement("job_search_count", schema)
-    return int(await conn.fetchval(text, status, kind, key, search, kinds, cap))
+    return int(await conn.fetchval(text, status, kind, key, cap))
 
 
 async def job_activity_of_kind(

@@ -74,37 +74,6 @@ async def job_ids_matching(
     return [r["id"] for r in await conn.fetch(text, status, kind, key, before, limit)]
 
 
-async def job_count_matching_search(
-    conn: Conn,
-    *,
-    schema: str,
-    status: str | None,
-    kind: str | None,
-    key: str | None,
-    search: str | None,
-    kinds: list[str],
-) -> Record:
-    text = sql.statement("job_count_matching_search", schema)
-    return await conn.fetchrow(text, status, kind, key, search, kinds)
-
-
-async def job_ids_matching_search(
-    conn: Conn,
-    *,
-    schema: str,
-    status: str | None,
-    kind: str | None,
-    key: str | None,
-    before: int,
-    limit: int,
-    search: str | None,
-    kinds: list[str],
-) -> list[int]:
-    text = sql.statement("job_ids_matching_search", schema)
-    rows = await conn.fetch(text, status, kind, key, before, limit, search, kinds)
-    return [r["id"] for r in rows]
-
-
 async def job_retry_many_if_dead_or_cancelled(
     conn: Conn, *, schema: str, ids: Sequence[int], operator: str, detail: str
 ) -> list[Record]:

@@ -3,10 +3,12 @@
 ``runner`` runs the tasks (the protocol they follow, and the loop that spaces them out);
 each other module is one task: ``cron`` (recurring schedules), ``results`` (forgetting
 results past their ``result_ttl``), ``retention`` (deleting finished jobs), ``alerts``
-(thresholds delivered to a webhook). The runner's names are importable from here, as they
+(thresholds delivered to a webhook), ``search`` (the dashboard's search index,
+``SearchIndex``). The runner's names are importable from here, as they
 were when the runner was this whole module.
 """
 
 from venturi.maintenance.runner import MaintenanceTask, check, run_forever, running
+from venturi.maintenance.search import SearchIndex
 
-__all__ = ["MaintenanceTask", "check", "run_forever", "running"]
+__all__ = ["MaintenanceTask", "SearchIndex", "check", "run_forever", "running"]
