@@ -60,6 +60,9 @@ from . import harness, history, standby
 from .proxy import Proxy
 
 NAMES = ("failover", "blackhole", "refused-writes", "slow", "all")
+# Proxies for replacements nobody scheduled (a crash, a worker that found the server down
+# at start): the long soak started 52 workers once, and the 52nd had none (IndexError).
+SPARE_PROXIES = 12
 
 # Process faults off: one kind of fault at a time. A shorter drain than the soak's: a
 # scenario that cannot drain in 30 s has already shown what it breaks.
@@ -195,8 +198,9 @@ class Scenario(harness.Harness):
                 assert self.pair is not None
                 ports = [self.pair.primary.port, self.pair.standby.port]
                 # Every worker ever started (the first ones and each replacement) gets
-                # its own pair of proxies.
-                for n in range(self.cfg.workers + self.cfg.kills + self.cfg.terms + 2):
+                # its own pair of proxies; beyond the scheduled kills and stops, a worker
+                # that crashed or found the server down at start is replaced too.
+                for n in range(self.cfg.workers + self.cfg.kills + self.cfg.terms + SPARE_PROXIES):
                     self.proxies.append(await Twin.start(ports, n))
             result = await self._run()
             result.figures = self.figure_values
