@@ -173,8 +173,13 @@ async def test_a_connection_cut_after_the_last_primitive_keeps_the_runs_outcome(
     @venturi.task(kind="wf_soak_cut")
     async def flow(ctx: Context[Any], carry: Item) -> venturi.Outcome:
         await ctx.step("remember", remember, transactional=True)
-        # The backend of the run's connection is terminated after its last primitive.
-        await conn.fetchval("SELECT pg_terminate_backend($1)", pids[-1])
+        # The backend of the run's connection is terminated after its last primitive
+        # (from a connection of its own: the test's is busy waiting for the status).
+        killer = await asyncpg.connect(dsn)
+        try:
+            await killer.fetchval("SELECT pg_terminate_backend($1)", pids[-1])
+        finally:
+            await killer.close()
         return venturi.complete("done")
 
     job_id = await flow.enqueue(conn, Item(1))
