@@ -16,15 +16,14 @@ from venturi.db.claims import Claimant
 from venturi.runtime.claimer import Claimer
 from venturi.runtime.config import Registration, WorkerConfig, policies
 from venturi.runtime.instruments import Instruments
-from venturi.runtime.recovery import Recovery
 from venturi.runtime.run import Run
 from venturi.runtime.settlement import Completed
 
 DSN = "postgresql://nowhere.invalid/none"
 
 # job_claim's parameters, by position: $1 name, $2 kinds, $3 leases, $4 floor, $5 limit;
-# $10 the ids of the completions riding along.
-KINDS, FLOOR, LIMIT, DONE_IDS = 1, 3, 4, 8
+# $6 the ids of the completions riding along.
+KINDS, FLOOR, LIMIT, DONE_IDS = 1, 3, 4, 5
 
 
 def _claimer(occupied: Counter[str], *tasks: Any, **knobs: Any) -> Claimer:
@@ -34,8 +33,7 @@ def _claimer(occupied: Counter[str], *tasks: Any, **knobs: Any) -> Claimer:
         for t in tasks
     ]
     inst = Instruments(False)
-    recovery = Recovery(config.schema, "w", config.backoff, inst.stats)
-    return Claimer(config, Claimant("w"), policies(regs, config), occupied, recovery, inst)
+    return Claimer(config, Claimant("w"), policies(regs, config), occupied, inst)
 
 
 def _serving(kind: str, first_id: int = 1) -> FakeConn:
