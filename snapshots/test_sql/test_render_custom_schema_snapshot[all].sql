@@ -890,7 +890,8 @@ ORDER BY input.id;
 -- $1 text claimed_by: identity stamped on every claimed row (host:pid), for diagnostics
 -- $2 text[] kinds: the claim filter (registered kinds minus those at their cap)
 -- $3 float8[] leases: lease in seconds of each kind in $2, same order
--- $4 smallint priority_floor: 0 takes every tier; 1 or 2 reserves the claim for lower tiers
+-- $4 smallint priority_floor: 0 takes every tier; 1 or 2 reserves the claim for lower
+-- tiers first, the rest of $5 then from every tier
 -- $5 integer claim_limit: free slots to fill; the worker starts every claimed job at once
 -- $6 bigint[] done_ids: jobs this worker finished, to settle as completed (may be empty)
 -- $7 integer[] done_attempts: the claim (attempt) each was run under
@@ -945,6 +946,24 @@ candidates AS (
     -- Concurrent claims take distinct rows without waiting on each other.
     FOR UPDATE SKIP LOCKED
 ),
+-- A claim reserved for the lower tiers that found fewer rows than it may take fills the
+-- rest from every tier, here: the rows a second claim at floor 0 would take, without
+-- its round trip (a reserved tier is often empty: every 16th claim with the default
+-- ratio of 4 when no job is LOW). At floor 0 the gate below skips it without a scan.
+fallback AS (
+    SELECT id FROM "billing_jobs".jobs
+    WHERE (SELECT $4::smallint) > 0
+      AND status = 'pending'
+      AND visible_at <= now()
+      AND kind = ANY (ARRAY(
+          SELECT k FROM unnest($2::text[]) AS k
+          WHERE NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = k)))
+      -- This statement's own locks do not make SKIP LOCKED skip a row: leave them out.
+      AND id <> ALL (ARRAY(SELECT id FROM candidates))
+    ORDER BY priority, rank, created_at, id
+    LIMIT (SELECT $5::integer - (SELECT count(*) FROM candidates))
+    FOR UPDATE SKIP LOCKED
+),
 claimed AS (
     UPDATE "billing_jobs".jobs j
     SET status = 'claimed',
@@ -957,7 +976,8 @@ claimed AS (
     FROM unnest((SELECT $2::text[]), (SELECT $3::float8[])) AS lease(kind, seconds)
     -- The candidates as an id list: a join with the CTE is planned for the row count
     -- of an unknown LIMIT (a tenth of the backlog), a hash join over the whole table.
-    WHERE j.id = ANY (ARRAY(SELECT id FROM candidates)) AND lease.kind = j.kind
+    WHERE j.id = ANY (ARRAY(SELECT id FROM candidates UNION ALL SELECT id FROM fallback))
+      AND lease.kind = j.kind
     RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt, j.failures,
               j.max_failures, j.created_at, j.visible_at, j.claim_expires_at, j.traceparent,
               -- Pickup latency: from visible to claimed, measured by the database clock.

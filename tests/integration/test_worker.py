@@ -888,6 +888,26 @@ async def test_empty_reserved_tier_falls_back(
     assert sorted(seen) == list(range(8))
 
 
+async def test_a_reserved_claim_takes_its_tiers_first_then_every_tier_at_once(
+    conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="w_prio_one")
+    async def handler(ctx: Context[Any], carry: N) -> None:
+        return None
+
+    high = [await handler.enqueue(conn, N(i), priority=Priority.HIGH) for i in range(3)]
+    low = await handler.enqueue(conn, N(9), priority=Priority.LOW)
+    me = db.Claimant("t:1")
+    # Reserved for LOW: the LOW job, then the rest from every tier in their order (the
+    # two oldest HIGH), in one statement, as a second claim at floor 0 would have.
+    rows = await claim(conn, me, ["w_prio_one"], limit=3, floor=Priority.LOW)
+    assert sorted(r["id"] for r in rows) == sorted([low, high[0], high[1]])
+    # Reserved for NORMAL with no NORMAL or LOW left: every tier, nothing taken twice.
+    assert [r["id"] for r in await claim(conn, me, ["w_prio_one"], limit=3, floor=1)] == [high[2]]
+    # At floor 0 nothing is reserved, nothing falls back.
+    assert await claim(conn, me, ["w_prio_one"], limit=3) == []
+
+
 # --- configuration ----------------------------------------------------------------------
 
 

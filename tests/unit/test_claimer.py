@@ -136,18 +136,16 @@ async def test_without_a_claimable_kind_completions_stay_to_be_settled(
     assert conn.calls == [] and unsent is True
 
 
-async def test_an_empty_reserved_tier_is_claimed_again_without_the_floor(
+async def test_a_reserved_claim_is_one_statement_whatever_its_tiers_hold(
     kinds: list[str],
 ) -> None:
+    # The statement fills the rest from every tier itself (test_sql_plans shows it): the
+    # claimer sends the reserved claim once, and takes what it answers.
     claimer = _claimer(Counter(), noop_task("cs_tier"), priority_ratio=2)
     claimer.next_floor()  # the next claim is the 2nd: reserved for NORMAL and below
-
-    def claim(args: tuple[Any, ...]) -> list[dict[str, Any]]:
-        return [] if args[FLOOR] else [job_row(7, "cs_tier")]
-
-    conn = FakeConn(job_claim=claim)
+    conn = FakeConn(job_claim=lambda args: [job_row(7, "cs_tier")])
     (free, short, _), started, _ = await _fill(claimer, conn, 4)
-    assert [(a[FLOOR], a[LIMIT]) for a in conn.named("job_claim")] == [(Priority.NORMAL, 4), (0, 4)]
+    assert [(a[FLOOR], a[LIMIT]) for a in conn.named("job_claim")] == [(Priority.NORMAL, 4)]
     assert [r["id"] for r in started] == [7] and (free, short) == (3, True)
 
 

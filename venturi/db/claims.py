@@ -54,7 +54,8 @@ async def job_claim(
     replan: bool = False,
 ) -> ClaimAnswer:
     """Settle ``done`` (id, attempt, result) as completed and claim up to ``limit`` jobs
-    of ``kinds`` at priority ``floor`` or above, in one statement and one commit.
+    of ``kinds``, first at priority ``floor`` or above and the rest from every tier, in
+    one statement and one commit.
 
     On the worker loop's held connection the statement keeps its generic plan, and
     ``replan`` (the last claim came back full) lets it be planned anew against the

@@ -124,6 +124,9 @@ class Claimer:
         Every ``ratio``-th claim is reserved for NORMAL and LOW, every ``ratio**2``-th
         for LOW, so each tier keeps a share while higher tiers get about ``ratio`` times
         more, and no tier waits forever behind a busier one. None means strict priority.
+        A reserved claim that finds its tiers short fills the rest from every tier in the
+        same statement (``job_claim``'s fallback), so a reserved tier that is empty does
+        not waste the slots, nor a round trip.
         """
         self._claims += 1
         r = self.priority_ratio
@@ -180,18 +183,6 @@ class Claimer:
             self._backlog = len(rows) >= limit
             completed(done, settled)
             done = []
-            if floor and len(rows) < limit:
-                # A reserved tier that is empty does not waste the slot.
-                more, _ = await db.claims.job_claim(
-                    conn,
-                    schema=self.schema,
-                    claimant=self.claimant,
-                    kinds=kinds,
-                    leases=leases,
-                    floor=0,
-                    limit=limit - len(rows),
-                )
-                rows += more
             self._count(rows)
             start(rows)
             await _let_them_start(rows)
