@@ -137,17 +137,21 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     return {"args": {k: str(v) for k, v in vars(args).items()}, "load_average": loads, **got}
 
 
+def _f(x: float) -> str:
+    return f"{x:.4f}" if abs(x) < 10 else f"{x:,.1f}"
+
+
 def summary(r: dict[str, Any]) -> str:
     lines = [
         f"{args_line(r)}\nload average (1 min) at each round's start and at the end: "
         + ", ".join(f"{x:.1f}" for x in r["load_average"]),
-        f"{'figure':<12} {'A median':>10} {'B median':>10} {'B/A':>6}   rounds A | B",
+        f"{'figure':<16} {'A median':>10} {'B median':>10} {'B/A':>6}   rounds A | B",
     ]
     for k in r["A"]:
         a, b = r["A"][k], r["B"][k]
         ma, mb = statistics.median(a), statistics.median(b)
-        each = " ".join(f"{x:,.1f}" for x in a) + " | " + " ".join(f"{x:,.1f}" for x in b)
-        lines.append(f"{k:<12} {ma:>10,.2f} {mb:>10,.2f} {mb / ma:>6.2f}   {each}")
+        each = " ".join(_f(x) for x in a) + " | " + " ".join(_f(x) for x in b)
+        lines.append(f"{k:<16} {_f(ma):>10} {_f(mb):>10} {mb / ma:>6.3f}   {each}")
     return "\n".join(lines)
 
 
