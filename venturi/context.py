@@ -47,6 +47,10 @@ class Transactions(Protocol):
         """The run's workflow primitives (``venturi.workflow.durable.Durable``)."""
         ...
 
+    async def flush(self) -> None:
+        """The handler returned: write what its primitives left unwritten."""
+        ...
+
     async def release(self) -> None:
         """The handler ended: give back what the primitives held."""
         ...

@@ -717,6 +717,58 @@ SELECT r.id, r.inserted, EXISTS (SELECT 1 FROM child) AS spawned,
         LIMIT 1) AS holder
 FROM recorded r;
 
+-- child_spawn_many: a run's unkeyed spawns (ctx.spawn), written together at the run's
+-- next workflow statement or its end: each child inserted and its id recorded as the
+-- parent's step, in one statement, so a crash leaves neither or both (as child_spawn
+-- does for a keyed one). The ids were drawn beforehand (job_ids_draw). A name another
+-- run recorded first keeps that run's id and inserts no child: ``id`` is the recorded
+-- one, ``inserted`` false. One commit, and one NOTIFY for the workers, per batch.
+-- $1 bigint parent_id: the spawning job
+-- $2 text[] names: the steps' names
+-- $3 bigint[] ids: the children's drawn ids
+-- $4 text[] kinds: the children's kinds
+-- $5 text[] carries: their carries, msgspec-encoded JSON
+-- $6 smallint[] priorities: their priorities
+-- $7 integer[] max_failures: their tasks' failure backstops
+-- $8 float8[] backoff_base: their tasks' declared backoff (NULL: none), first delay
+-- $9 float8[] backoff_factor: its growth per failure
+-- $10 float8[] backoff_cap: its ceiling in seconds
+-- $11 boolean[] backoff_jitter: whether it is half-jittered
+-- $12 text[] traceparents: the W3C trace context of each spawn (NULL: none)
+-- index: primary key of steps; primary key of jobs for the parent.
+PREPARE billing_jobs_child_spawn_many(bigint, text[], bigint[], text[], text[], smallint[], integer[], float8[], float8[], float8[], boolean[], text[]) AS
+WITH wanted AS (
+    SELECT *
+    FROM unnest($2::text[], $3::bigint[], $4::text[], $5::text[], $6::smallint[],
+                $7::integer[], $8::float8[], $9::float8[], $10::float8[], $11::boolean[],
+                $12::text[])
+        AS w(name, id, kind, carry, priority, max_failures, backoff_base, backoff_factor,
+             backoff_cap, backoff_jitter, traceparent)
+),
+recorded AS (
+    INSERT INTO "billing_jobs".steps AS st (job_id, name, value)
+    SELECT $1::bigint, w.name, to_jsonb(w.id) FROM wanted w
+    ON CONFLICT (job_id, name) DO UPDATE SET job_id = st.job_id
+    RETURNING st.name, (st.value #>> '{}')::bigint AS id, st.xmax = 0 AS inserted
+),
+child AS (
+    INSERT INTO "billing_jobs".jobs (id, kind, carry, priority, max_failures, backoff_base,
+                              backoff_factor, backoff_cap, backoff_jitter, parent_id, linked,
+                              traceparent)
+    SELECT w.id, w.kind, w.carry::jsonb, w.priority, w.max_failures, w.backoff_base,
+           w.backoff_factor, w.backoff_cap, w.backoff_jitter, $1::bigint, true, w.traceparent
+    FROM wanted w
+    JOIN recorded r ON r.name = w.name AND r.inserted
+    ORDER BY w.id
+    RETURNING id
+),
+parent AS (
+    -- Its end must now be looked at (a cancel cascades to the children).
+    UPDATE "billing_jobs".jobs SET linked = true
+    WHERE id = $1::bigint AND linked IS NOT TRUE AND EXISTS (SELECT 1 FROM child)
+)
+SELECT r.name, r.id, r.inserted FROM recorded r;
+
 -- connection_probe: touches nothing; answers only if the connection still reaches a live
 -- server (the LISTEN connection's health check).
 PREPARE billing_jobs_connection_probe AS
@@ -2478,6 +2530,65 @@ journaled AS (
 )
 SELECT status FROM settled;
 
+-- job_wait_many_if_owned: job_wait_if_owned for several runs of one worker at once (its
+-- loop settles every run that waits in one statement, not one per run): each job gives
+-- up its claim and becomes 'waiting', unless an event came since its run looked
+-- (wake_seq moved on) or its timer is already due: then it is pending again at once.
+-- Guarded by the claim like every settlement. The rows are locked in id order first, so
+-- two such statements (two workers) never wait for each other in a circle.
+-- Lost wake-ups: as job_wait_if_owned (the row lock orders an event's UPDATE and this
+-- one, and PostgreSQL re-evaluates the later on the row the earlier committed).
+-- $1 uuid claim_token: ownership token of the worker run holding the claims
+-- $2 bigint[] ids: the jobs
+-- $3 integer[] attempts: the claims they were run under
+-- $4 integer[] seen: the wake_seq each run's wait decision read
+-- $5 timestamptz[] wake_at: each one's timer (NULL: none)
+-- $6 text[] signals: the signal each waits for (NULL: none)
+-- $7 text[] wait_for: the children each waits for, as bigint[] literals ('{1,2}'),
+--    unfinished when its run looked (NULL: none); text, since PostgreSQL's arrays of
+--    arrays must be rectangular
+-- $8 text[] details: what each waits for, for the journal
+-- index: primary key.
+PREPARE billing_jobs_job_wait_many_if_owned(uuid, bigint[], integer[], integer[], timestamptz[], text[], text[], text[]) AS
+WITH w AS (
+    SELECT u.id, u.attempt, u.seen, u.wake_at, u.signal, u.wait_for::bigint[] AS wait_for,
+           u.detail
+    FROM unnest($2::bigint[], $3::integer[], $4::integer[], $5::timestamptz[], $6::text[],
+                $7::text[], $8::text[]) AS u(id, attempt, seen, wake_at, signal, wait_for, detail)
+),
+locked AS (
+    SELECT j.id
+    FROM "billing_jobs".jobs j
+    JOIN w ON w.id = j.id
+    WHERE j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = w.attempt
+    ORDER BY j.id
+    FOR NO KEY UPDATE OF j
+),
+settled AS (
+    UPDATE "billing_jobs".jobs j
+    SET status = CASE WHEN coalesce(j.wake_seq, 0) = w.seen
+                           AND (w.wake_at IS NULL OR w.wake_at > now())
+                      THEN 'waiting' ELSE 'pending' END,
+        visible_at = now(), claim_expires_at = NULL, claim_token = NULL,
+        wake_at = w.wake_at, wait_signal = w.signal, wait_for = w.wait_for,
+        wait_count = cardinality(w.wait_for)
+    FROM w
+    WHERE j.id = w.id AND j.id IN (SELECT id FROM locked)
+      AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = w.attempt
+    RETURNING j.id, j.status, j.attempt, j.claimed_at, j.claimed_by, w.detail
+),
+journaled AS (
+    INSERT INTO "billing_jobs".journal (job_id, at, event, attempt, worker, detail)
+    SELECT id, claimed_at, 'claimed', attempt, claimed_by, NULL FROM settled
+    UNION ALL
+    SELECT id, now(), 'waiting', attempt, claimed_by, detail FROM settled
+    UNION ALL
+    SELECT id, now(), 'woken', attempt, claimed_by,
+           'what it waits for happened while it decided to wait'
+    FROM settled WHERE status = 'pending'
+)
+SELECT id, status FROM settled;
+
 -- job_wake_due: waiting jobs of these kinds whose timer is due (a sleep, a signal's
 -- timeout) become pending now, journaled as woken; the update trigger notifies. Run by a
 -- worker loop when the earliest timer it learned of (job_next_visible_at) is due, not
@@ -2573,6 +2684,62 @@ SELECT j.status, j.parent_id, j.wake_at, j.wait_signal, j.wait_for, j.wait_count
         LEFT JOIN "billing_jobs".jobs n ON n.id = d.depends_on
         WHERE d.job_id = j.id)::text AS dependencies
 FROM "billing_jobs".jobs j
+WHERE j.id = $1::bigint;
+
+-- job_workflow_view: a job's workflow side for the dashboard's job page, bounded however
+-- big the workflow: its parent and root (the top of its parents, at most 100 up), what
+-- it waits for now (the timer, the signal, and how many of the awaited jobs are its
+-- children and its dependencies), how many steps, signals, children (and of them
+-- finished), dependencies and dependents it has (each counted up to $3), and the first
+-- $2 steps (name, recorded_at, a timer's wake_at) and signals (name, sent_at) in the
+-- order they came, as JSON arrays. No row when the job does not exist.
+-- $1 bigint id: the job
+-- $2 integer max_rows: how many steps and signals to list at most
+-- $3 integer cap: count at most this many of each
+-- index: primary keys of jobs, steps, signals and dependencies; jobs_parent_idx for the
+-- children, dependencies_depends_on_idx for the dependents.
+PREPARE billing_jobs_job_workflow_view(bigint, integer, integer) AS
+WITH RECURSIVE up(id, parent_id, depth) AS (
+    SELECT j.id, j.parent_id, 0 FROM "billing_jobs".jobs j WHERE j.id = $1::bigint
+    UNION ALL
+    SELECT p.id, p.parent_id, u.depth + 1
+    FROM up u JOIN "billing_jobs".jobs p ON p.id = u.parent_id
+    WHERE u.depth < 100
+)
+SELECT j.status, j.parent_id, j.wake_at, j.wait_signal,
+       (SELECT u.id FROM up u ORDER BY u.depth DESC LIMIT 1) AS root_id,
+       (SELECT count(*) FROM unnest(j.wait_for) AS w(id)
+        JOIN "billing_jobs".jobs c ON c.id = w.id AND c.parent_id = j.id)::integer AS waiting_children,
+       (SELECT count(*) FROM unnest(j.wait_for) AS w(id)
+        JOIN "billing_jobs".dependencies d ON d.job_id = j.id AND d.depends_on = w.id)::integer
+           AS waiting_dependencies,
+       (SELECT count(*) FROM (SELECT 1 FROM "billing_jobs".steps s WHERE s.job_id = j.id
+                              LIMIT $3::integer) AS x)::integer AS steps_total,
+       (SELECT count(*) FROM (SELECT 1 FROM "billing_jobs".signals g WHERE g.job_id = j.id
+                              LIMIT $3::integer) AS x)::integer AS signals_total,
+       c.total::integer AS children_total, c.finished::integer AS children_finished,
+       (SELECT count(*) FROM (SELECT 1 FROM "billing_jobs".dependencies d WHERE d.job_id = j.id
+                              LIMIT $3::integer) AS x)::integer AS dependencies_total,
+       (SELECT count(*) FROM (SELECT 1 FROM "billing_jobs".dependencies d WHERE d.depends_on = j.id
+                              LIMIT $3::integer) AS x)::integer AS dependents_total,
+       (SELECT coalesce(json_agg(json_build_object('name', x.name,
+                                                   'recorded_at', x.recorded_at,
+                                                   'wake_at', x.wake_at)
+                                 ORDER BY x.recorded_at, x.name), '[]')
+        FROM (SELECT s.name, s.recorded_at, s.wake_at FROM "billing_jobs".steps s
+              WHERE s.job_id = j.id ORDER BY s.recorded_at, s.name
+              LIMIT $2::integer) AS x)::text AS steps,
+       (SELECT coalesce(json_agg(json_build_object('name', x.name, 'sent_at', x.sent_at)
+                                 ORDER BY x.sent_at, x.name), '[]')
+        FROM (SELECT g.name, g.sent_at FROM "billing_jobs".signals g
+              WHERE g.job_id = j.id ORDER BY g.sent_at, g.name
+              LIMIT $2::integer) AS x)::text AS signals
+FROM "billing_jobs".jobs j
+CROSS JOIN LATERAL (
+    SELECT count(*) AS total,
+           count(*) FILTER (WHERE x.status IN ('completed', 'dead', 'cancelled')) AS finished
+    FROM (SELECT k.status FROM "billing_jobs".jobs k WHERE k.parent_id = j.id LIMIT $3::integer) AS x
+) AS c
 WHERE j.id = $1::bigint;
 
 -- journal_get: a job's written history, oldest first; the routine enqueued / claimed /
@@ -3042,6 +3209,56 @@ ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), stopped_at = NULL;
 PREPARE billing_jobs_worker_stop(uuid) AS
 UPDATE "billing_jobs".workers SET stopped_at = now(), heartbeat_at = now() WHERE id = $1::uuid;
 
+-- workflow_graph_get: the workflow a job belongs to, for the dashboard's graph: the jobs
+-- reachable from it through parents, children and venturi.Workflow dependencies (either
+-- way), nearest first, $2 of them drawn (id, kind, status, parent_id) with the
+-- dependency edges among them; and how many were reached in all, up to $3. One row.
+-- The walk is breadth first (a recursive CTE's UNION: each job once, each level after
+-- the one before), so the job itself, its parent, children and dependencies come first,
+-- and it stops at $3 jobs: a parent of a million children costs $3 probes, not a million.
+-- Ids of purged jobs (a dependency retention removed) are not followed.
+-- $1 bigint id: the job
+-- $2 integer drawn: how many jobs to return at most
+-- $3 integer cap: how many jobs to reach at most
+-- index: jobs_pkey and jobs_parent_idx (parents and children), dependencies_pkey and
+-- dependencies_depends_on_idx (both directions).
+PREPARE billing_jobs_workflow_graph_get(bigint, integer, integer) AS
+WITH RECURSIVE reach(id) AS (
+    SELECT j.id FROM "billing_jobs".jobs j WHERE j.id = $1::bigint
+    UNION
+    SELECT n.id
+    FROM reach r
+    CROSS JOIN LATERAL (
+        SELECT j.parent_id AS id FROM "billing_jobs".jobs j
+        WHERE j.id = r.id AND j.parent_id IS NOT NULL
+        UNION ALL
+        SELECT k.id FROM "billing_jobs".jobs k WHERE k.parent_id = r.id
+        UNION ALL
+        SELECT d.depends_on FROM "billing_jobs".dependencies d WHERE d.job_id = r.id
+        UNION ALL
+        SELECT e.job_id FROM "billing_jobs".dependencies e WHERE e.depends_on = r.id
+    ) AS n
+    WHERE EXISTS (SELECT 1 FROM "billing_jobs".jobs x WHERE x.id = n.id)
+),
+reached AS MATERIALIZED (
+    SELECT id FROM reach LIMIT $3::integer
+),
+drawn AS MATERIALIZED (
+    SELECT id FROM reached LIMIT $2::integer
+)
+SELECT (SELECT count(*) FROM reached)::integer AS reached,
+       (SELECT coalesce(json_agg(json_build_object('id', j.id, 'kind', j.kind,
+                                                   'status', j.status,
+                                                   'parent_id', j.parent_id)
+                                 ORDER BY j.id), '[]')
+        FROM drawn w JOIN "billing_jobs".jobs j ON j.id = w.id)::text AS nodes,
+       (SELECT coalesce(json_agg(json_build_array(d.depends_on, d.job_id)
+                                 ORDER BY d.depends_on, d.job_id), '[]')
+        -- Arrays, not IN (subquery): joined, the planner read the whole table.
+        FROM "billing_jobs".dependencies d
+        WHERE d.job_id = ANY (ARRAY(SELECT id FROM drawn))
+          AND d.depends_on = ANY (ARRAY(SELECT id FROM drawn)))::text AS edges;
+
 -- workflow_insert: venturi.Workflow: insert a graph of jobs and its edges in one
 -- statement (inside the caller's transaction). Ids are drawn beforehand (job_ids_draw)
 -- so that the edges can name them. A node with dependencies is inserted 'waiting' for
@@ -3089,3 +3306,159 @@ edges AS (
     FROM unnest($15::bigint[], $16::text[], $17::bigint[]) AS e(job_id, name, depends_on)
 )
 SELECT count(*)::integer AS inserted FROM inserted;
+
+-- workflow_list_newer: the dashboard's workflows list paging back to newer roots: the
+-- oldest roots above the cursor, oldest first (the caller shows them newest first).
+-- $1 text status: only roots of this status (NULL: any)
+-- $2 text kind: only roots of this kind (NULL: any)
+-- $3 bigint after_id: only roots with a greater id, the keyset cursor
+-- $4 integer max_rows: how many to return at most
+-- $5 integer cap: count at most this many steps, children and later nodes per root
+-- index: as workflow_list_older, forwards.
+PREPARE billing_jobs_workflow_list_newer(text, text, bigint, integer, integer) AS
+WITH RECURSIVE walk(id) AS (
+    SELECT least(
+        (SELECT min(s.job_id) FROM "billing_jobs".steps s WHERE s.job_id > $3::bigint),
+        (SELECT min(g.job_id) FROM "billing_jobs".signals g WHERE g.job_id > $3::bigint),
+        (SELECT min(d.depends_on) FROM "billing_jobs".dependencies d
+         WHERE d.depends_on > $3::bigint))
+    UNION ALL
+    SELECT least(
+        (SELECT min(s.job_id) FROM "billing_jobs".steps s WHERE s.job_id > w.id),
+        (SELECT min(g.job_id) FROM "billing_jobs".signals g WHERE g.job_id > w.id),
+        (SELECT min(d.depends_on) FROM "billing_jobs".dependencies d
+         WHERE d.depends_on > w.id))
+    FROM walk w
+    WHERE w.id IS NOT NULL
+),
+roots AS (
+    SELECT j.*
+    FROM walk w
+    CROSS JOIN LATERAL (
+        -- LIMIT 1 (the id is unique) keeps this one probe of the primary key per id
+        -- walked: joined, the planner hashed the whole jobs table when it guessed the
+        -- walk long.
+        SELECT j.id, j.kind, j.status, j.created_at, j.finished_at,
+               greatest(j.created_at, j.claimed_at, j.finished_at) AS updated_at
+        FROM "billing_jobs".jobs j
+        WHERE j.id = w.id
+          AND j.parent_id IS NULL
+          AND NOT EXISTS (SELECT 1 FROM "billing_jobs".dependencies a WHERE a.job_id = j.id)
+          AND ($1::text IS NULL OR j.status = $1::text)
+          AND ($2::text IS NULL OR j.kind = $2::text)
+        LIMIT 1
+    ) AS j
+    WHERE w.id IS NOT NULL
+    LIMIT $4::integer
+)
+SELECT r.id, r.kind, r.status, r.created_at, r.updated_at, r.finished_at,
+       (SELECT count(*) FROM (SELECT 1 FROM "billing_jobs".steps s WHERE s.job_id = r.id
+                              LIMIT $5::integer) AS x)::integer AS steps,
+       c.total::integer AS children, c.finished::integer AS children_finished,
+       n.total::integer AS nodes_after, n.finished::integer AS nodes_after_finished
+FROM roots r
+CROSS JOIN LATERAL (
+    SELECT count(*) AS total,
+           count(*) FILTER (WHERE x.status IN ('completed', 'dead', 'cancelled')) AS finished
+    FROM (SELECT k.status FROM "billing_jobs".jobs k WHERE k.parent_id = r.id LIMIT $5::integer) AS x
+) AS c
+CROSS JOIN LATERAL (
+    -- The nodes after this one, transitively (a Workflow graph's other nodes), as an
+    -- array of ids: joined to jobs, the planner hashed the whole table.
+    SELECT count(*) AS total,
+           count(*) FILTER (WHERE k.status IN ('completed', 'dead', 'cancelled')) AS finished
+    FROM "billing_jobs".jobs k
+    WHERE k.id = ANY (ARRAY(
+        WITH RECURSIVE later(id) AS (
+            SELECT d.job_id FROM "billing_jobs".dependencies d WHERE d.depends_on = r.id
+            UNION
+            -- A LIMIT keeps each step an index probe per node (joined, the planner
+            -- hashed the whole dependencies table for each root).
+            SELECT n.job_id
+            FROM later l
+            CROSS JOIN LATERAL (SELECT d.job_id FROM "billing_jobs".dependencies d
+                                WHERE d.depends_on = l.id LIMIT $5::integer) AS n
+        )
+        SELECT id FROM later LIMIT $5::integer))
+) AS n
+ORDER BY r.id;
+
+-- workflow_list_older: the dashboard's workflows list (/workflows, /api/workflows): the
+-- newest workflow roots a filter matches, one page at a time, paging to older ones; each
+-- with its progress (steps recorded, children finished of total, later Workflow nodes
+-- finished of total, each counted up to $5).
+-- $1 text status: only roots of this status (NULL: any)
+-- $2 text kind: only roots of this kind (NULL: any)
+-- $3 bigint before_id: only roots with a smaller id, the keyset cursor (NULL: the newest)
+-- $4 integer max_rows: how many to return at most
+-- $5 integer cap: count at most this many steps, children and later nodes per root
+-- index: steps_pkey, signals_pkey and dependencies_depends_on_idx (a skip scan: one
+-- probe each per workflow id, backwards); jobs_pkey for each root; dependencies_pkey for
+-- its own dependencies; jobs_parent_idx for its children.
+PREPARE billing_jobs_workflow_list_older(text, text, bigint, integer, integer) AS
+WITH RECURSIVE walk(id) AS (
+    SELECT greatest(
+        (SELECT max(s.job_id) FROM "billing_jobs".steps s WHERE s.job_id < coalesce($3::bigint, 9223372036854775807)),
+        (SELECT max(g.job_id) FROM "billing_jobs".signals g WHERE g.job_id < coalesce($3::bigint, 9223372036854775807)),
+        (SELECT max(d.depends_on) FROM "billing_jobs".dependencies d
+         WHERE d.depends_on < coalesce($3::bigint, 9223372036854775807)))
+    UNION ALL
+    SELECT greatest(
+        (SELECT max(s.job_id) FROM "billing_jobs".steps s WHERE s.job_id < w.id),
+        (SELECT max(g.job_id) FROM "billing_jobs".signals g WHERE g.job_id < w.id),
+        (SELECT max(d.depends_on) FROM "billing_jobs".dependencies d
+         WHERE d.depends_on < w.id))
+    FROM walk w
+    WHERE w.id IS NOT NULL
+),
+roots AS (
+    SELECT j.*
+    FROM walk w
+    CROSS JOIN LATERAL (
+        -- LIMIT 1 (the id is unique) keeps this one probe of the primary key per id
+        -- walked: joined, the planner hashed the whole jobs table when it guessed the
+        -- walk long.
+        SELECT j.id, j.kind, j.status, j.created_at, j.finished_at,
+               greatest(j.created_at, j.claimed_at, j.finished_at) AS updated_at
+        FROM "billing_jobs".jobs j
+        WHERE j.id = w.id
+          AND j.parent_id IS NULL
+          AND NOT EXISTS (SELECT 1 FROM "billing_jobs".dependencies a WHERE a.job_id = j.id)
+          AND ($1::text IS NULL OR j.status = $1::text)
+          AND ($2::text IS NULL OR j.kind = $2::text)
+        LIMIT 1
+    ) AS j
+    WHERE w.id IS NOT NULL
+    LIMIT $4::integer
+)
+SELECT r.id, r.kind, r.status, r.created_at, r.updated_at, r.finished_at,
+       (SELECT count(*) FROM (SELECT 1 FROM "billing_jobs".steps s WHERE s.job_id = r.id
+                              LIMIT $5::integer) AS x)::integer AS steps,
+       c.total::integer AS children, c.finished::integer AS children_finished,
+       n.total::integer AS nodes_after, n.finished::integer AS nodes_after_finished
+FROM roots r
+CROSS JOIN LATERAL (
+    SELECT count(*) AS total,
+           count(*) FILTER (WHERE x.status IN ('completed', 'dead', 'cancelled')) AS finished
+    FROM (SELECT k.status FROM "billing_jobs".jobs k WHERE k.parent_id = r.id LIMIT $5::integer) AS x
+) AS c
+CROSS JOIN LATERAL (
+    -- The nodes after this one, transitively (a Workflow graph's other nodes), as an
+    -- array of ids: joined to jobs, the planner hashed the whole table.
+    SELECT count(*) AS total,
+           count(*) FILTER (WHERE k.status IN ('completed', 'dead', 'cancelled')) AS finished
+    FROM "billing_jobs".jobs k
+    WHERE k.id = ANY (ARRAY(
+        WITH RECURSIVE later(id) AS (
+            SELECT d.job_id FROM "billing_jobs".dependencies d WHERE d.depends_on = r.id
+            UNION
+            -- A LIMIT keeps each step an index probe per node (joined, the planner
+            -- hashed the whole dependencies table for each root).
+            SELECT n.job_id
+            FROM later l
+            CROSS JOIN LATERAL (SELECT d.job_id FROM "billing_jobs".dependencies d
+                                WHERE d.depends_on = l.id LIMIT $5::integer) AS n
+        )
+        SELECT id FROM later LIMIT $5::integer))
+) AS n
+ORDER BY r.id DESC;

@@ -200,3 +200,30 @@ async def test_kinds_pause_warns_about_a_kind_nothing_has(
     ]
     paused = [r["kind"] for r in await db.kinds.kind_paused_list(conn, schema="venturi")]
     assert paused == ["known_kind", "knwon_kind"]
+
+
+async def test_worker_started_while_the_server_refuses_writes_is_one_line(
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path
+) -> None:
+    # A DSN asking for a read-write server while the only server refuses writes (the
+    # chaos soak's read-only window; a standby not promoted yet): asyncpg raises one of
+    # its internal client errors, which crashed the worker with a traceback.
+    here = module(
+        tmp_path,
+        "tasks",
+        """
+        @venturi.task("job")
+        async def job(ctx, carry: dict) -> None: ...
+        """,
+    )
+    name = await conn.fetchval("SELECT current_database()")
+    await conn.execute(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on')
+    try:
+        sep = "&" if "?" in dsn else "?"
+        out = await venturi_cli_async(
+            "worker", "tasks", "--dsn", f"{dsn}{sep}target_session_attrs=read-write", cwd=here
+        )
+    finally:
+        await conn.execute(f'ALTER DATABASE "{name}" RESET default_transaction_read_only')
+    line = one_line_error(out)
+    assert line.startswith("venturi: cannot connect to ") and "read-write" in line, line

@@ -204,3 +204,30 @@ async def test_dashboard_reads_use_their_indexes(conn: asyncpg.Connection) -> No
         # up per candidate; the scan itself stays on the finished jobs' index.
         purge = await _explain(conn, "job_purge_count", "completed", 86_400.0, None)
         assert "jobs_finished_idx" in purge
+
+
+async def test_workflow_reads_use_the_workflow_tables_never_a_scan_of_jobs(
+    conn: asyncpg.Connection,
+) -> None:
+    # 20,000 plain jobs and 500 sagas (four steps, two children) beside 100 Workflow
+    # graphs of three nodes, as benchmarks/web_workflows.py seeds them.
+    await conn.execute(sql.statement("maintenance/jobs_seed_bulk"), 20_000, 172_800.0)
+    await conn.execute(sql.statement("maintenance/workflows_seed_bulk"), 500, 100)
+    await conn.execute(sql.statement("maintenance/analyze"))
+    root = await conn.fetchval(sql.statement("workflow_list_older"), None, "saga_1", None, 1, 10)
+    async with conn.transaction(readonly=True):
+        await conn.execute(sql.statement("maintenance/dashboard_read_settings"))
+        # The list: a skip scan over the workflow tables (small tables may be read
+        # whole); jobs by id only, never scanned.
+        for name, cursor in (("workflow_list_older", None), ("workflow_list_newer", 1)):
+            for status, kind in ((None, None), ("waiting", None), ("dead", "saga_1")):
+                plan = await _plan(conn, name, status, kind, cursor, 51, 1000)
+                assert "jobs" not in _seq_scanned(plan), (name, status, kind)
+                assert {"steps_pkey", "jobs_pkey", "jobs_parent_idx"} <= _index_names(plan)
+        # A job's page: its counts and the walk of its graph, by index probes.
+        view = await _plan(conn, "job_workflow_view", root, 200, 10_000)
+        assert "jobs" not in _seq_scanned(view)
+        assert {"jobs_pkey", "jobs_parent_idx", "steps_pkey"} <= _index_names(view)
+        walk = await _plan(conn, "workflow_graph_get", root, 200, 1_000)
+        assert "jobs" not in _seq_scanned(walk)
+        assert {"jobs_pkey", "jobs_parent_idx"} <= _index_names(walk)

@@ -397,10 +397,64 @@ async def test_workflow_graph_nodes_link_and_take_their_status_colour(
     await asyncio.get_running_loop().run_in_executor(None, drive)
 
 
+async def test_a_real_workflow_in_the_list_and_its_graph_in_light_and_dark(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], served: str, browser: Any
+) -> None:
+    """Workflows run by a real worker: the list shows the order saga with its progress;
+    its page draws it, coloured by status in both themes; a click on a node opens that
+    job's page, which marks it as the current job."""
+    from selenium.webdriver.common.by import By
+
+    from tests.support.flows import run_flows
+
+    flows = await run_flows(dsn, conn)
+    light = {"completed": "rgb(31, 138, 76)", "waiting": "rgb(43, 123, 185)"}
+    dark = {"completed": "rgb(76, 195, 138)", "waiting": "rgb(95, 168, 232)"}
+
+    def stroke(job: int) -> str:
+        rect = browser.find_element(By.CSS_SELECTOR, f'#workflow-graph a[data-job="{job}"] rect')
+        return str(rect.value_of_css_property("stroke"))
+
+    def drive() -> None:
+        browser.get(served + "/workflows")
+        browser.execute_script(PAUSE_REFRESH)
+        row = browser.find_element(
+            By.CSS_SELECTOR, f'#workflows-table tr[data-id="{flows.gatherer}"]'
+        )
+        assert "1 of 2" in row.find_element(By.CSS_SELECTOR, "td.children").text
+        row.find_element(By.CSS_SELECTOR, f'a[href="/jobs/{flows.gatherer}"]').click()
+        wait_until(browser, lambda d: d.current_url == f"{served}/jobs/{flows.gatherer}")
+        assert "1 of 2 children, still to finish" in browser.find_element(By.ID, "waiting-for").text
+        done, waiting = flows.gathered
+        for scheme, colours in (("light", light), ("dark", dark)):
+            browser.execute_cdp_cmd(
+                "Emulation.setEmulatedMedia",
+                {"features": [{"name": "prefers-color-scheme", "value": scheme}]},
+            )
+            wait_until(browser, lambda d, c=colours: stroke(done) == c["completed"])
+            assert stroke(waiting) == colours["waiting"]
+        current = browser.find_element(By.CSS_SELECTOR, "#workflow-graph a.current")
+        assert current.get_attribute("data-job") == str(flows.gatherer)
+        # A click on the waiting child's box opens its page, where it is the current job.
+        browser.find_element(
+            By.CSS_SELECTOR, f'#workflow-graph a[data-job="{waiting}"] text'
+        ).click()
+        wait_until(browser, lambda d: d.current_url == f"{served}/jobs/{waiting}")
+        current = browser.find_element(By.CSS_SELECTOR, "#workflow-graph a.current")
+        assert current.get_attribute("data-job") == str(waiting)
+        assert "the signal courier" in browser.find_element(By.ID, "waiting-for").text
+        logs = [e["message"] for e in browser.get_log("browser")]
+        assert not [m for m in logs if "Content Security Policy" in m], logs
+
+    await asyncio.get_running_loop().run_in_executor(None, drive)
+
+
 PAGES = (
     ("overview", "/"),
     ("jobs", "/jobs?q=upstream&status=dead"),
     ("job", "/jobs/{dead}"),
+    ("workflows", "/workflows"),
+    ("workflow", "/jobs/{workflow}"),
     ("kinds", "/kinds"),
     ("kind", "/kind?name=kind_3"),
     ("workers", "/workers"),
@@ -409,7 +463,7 @@ PAGES = (
 
 
 async def test_screenshots_of_every_page_light_and_dark(
-    dsn: str, conn: asyncpg.Connection, browser: Any, tmp_path: Path
+    dsn: str, conn: asyncpg.Connection, browser: Any, tmp_path: Path, kinds: list[str]
 ) -> None:
     """Every page, light and dark, from a seeded database, without a CSP refusal; with
     VENTURI_WEB_SCREENSHOTS=DIR the pictures (DIR/web-<page>.png, web-<page>-dark.png)
@@ -417,9 +471,12 @@ async def test_screenshots_of_every_page_light_and_dark(
     from selenium.webdriver.common.by import By
 
     from tests.support.fleet import gone_worker
+    from tests.support.flows import run_flows
 
     shots = Path(os.environ.get("VENTURI_WEB_SCREENSHOTS") or tmp_path)
     await seed_for_pictures(conn)
+    await conn.execute(sql.statement("maintenance/workflows_seed_bulk"), 12, 3)
+    flows = await run_flows(dsn, conn)
     await gone_worker(conn, "web-7f3c:4121", {"kind_1": 2, "kind_4": 1})
     dead = await make(conn, "fetch", "dead", carry='{"url": "https://example.com/feed.xml"}')
     await db.kinds.kind_pause(
@@ -443,7 +500,7 @@ async def test_screenshots_of_every_page_light_and_dark(
                 browser.find_element(By.CSS_SELECTOR, "form.login button").click()
                 wait_until(browser, lambda d: d.current_url == base + "/")
                 for name, path in PAGES:
-                    browser.get(base + path.format(dead=dead))
+                    browser.get(base + path.format(dead=dead, workflow=flows.gatherer))
                     if name in ("overview", "kind"):
                         wait_until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "rect.bar"))
                     browser.save_screenshot(str(shots / f"web-{name}{suffix}.png"))

@@ -119,15 +119,25 @@ async def test_two_runs_spawning_the_same_child_at_once_spawn_it_once(
             kids = await asyncio.gather(
                 *(children.spawn(s, "kid", node, Item(i), None, None) for i, s in enumerate(states))
             )
+            # Both write their spawn at once (the runs' next statement, or their end).
+            await asyncio.gather(*(s.flush() for s in states))
         finally:
             for state in states:
                 await state.release()  # the handler's end gives its connection back
     finally:
         for p in pools:
             await p.close()
+    # The run whose record lost carries the winner's child.
     assert kids[0].job_id == kids[1].job_id
     assert (
         await conn.fetchval("SELECT count(*) FROM venturi.jobs WHERE parent_id = $1", parent) == 1
+    )
+    assert (
+        await conn.fetchval(
+            "SELECT (value #>> '{}')::bigint FROM venturi.steps WHERE job_id = $1 AND name = 'kid'",
+            parent,
+        )
+        == kids[0].job_id
     )
 
 

@@ -4,7 +4,8 @@ what scripts may call too. One module per question:
 
 - ``jobs``: list and show jobs; retry, cancel, delete, run now, set priority by id;
 - ``workflow``: a job's workflow side (steps, signals, children, dependencies, wait)
-  that ``jobs`` shows;
+  that ``jobs`` shows, and the dashboard's bounded view of it and of its graph;
+- ``workflow_list``: the workflow roots with their progress, paged (/workflows);
 - ``bulk``: count what a filter matches, and act on exactly those jobs in batches;
 - ``search``: the dashboard's job list: a filter with a search box, paged both ways,
   its total, the known kinds, one kind's activity;
@@ -102,11 +103,27 @@ from venturi.admin.workers import (
     recover_worker,
 )
 from venturi.admin.workflow import (
+    GRAPH_REACH_CAP,
+    STEPS_SHOWN,
+    WORKFLOW_COUNT_CAP,
     ChildJob,
     DependencyJob,
+    GraphJob,
     RecordedStep,
     SentSignal,
+    TimelineStep,
     WaitingFor,
+    WaitingNow,
+    WorkflowGraph,
+    WorkflowView,
+    workflow_graph,
+    workflow_view,
+)
+from venturi.admin.workflow_list import (
+    LIST_COUNT_CAP,
+    WorkflowPage,
+    WorkflowRow,
+    list_workflows,
 )
 from venturi.status import DEFAULT_LIVENESS, FINISHED, STATUSES, JobStatus
 
@@ -119,6 +136,8 @@ __all__ = [
     "DEFAULT_LIVENESS",
     "FAILURES_WINDOW",
     "FINISHED",
+    "GRAPH_REACH_CAP",
+    "LIST_COUNT_CAP",
     "MANUAL_RETRY",
     "PERIODS",
     "PURGE_BATCH",
@@ -127,7 +146,9 @@ __all__ = [
     "SET_PRIORITY_DETAIL",
     "STATS_COMPLETED_WINDOW",
     "STATUSES",
+    "STEPS_SHOWN",
     "TOP_COMPLETED_WINDOW",
+    "WORKFLOW_COUNT_CAP",
     "Bucket",
     "Change",
     "ChildJob",
@@ -135,6 +156,7 @@ __all__ = [
     "DependencyJob",
     "Fleet",
     "GoneClaims",
+    "GraphJob",
     "JobDetail",
     "JobFilter",
     "JobPage",
@@ -156,9 +178,15 @@ __all__ = [
     "Search",
     "SentSignal",
     "Stats",
+    "TimelineStep",
     "TopFrame",
     "WaitingFor",
+    "WaitingNow",
     "WorkerInfo",
+    "WorkflowGraph",
+    "WorkflowPage",
+    "WorkflowRow",
+    "WorkflowView",
     "act_on_matching",
     "activity",
     "cancel_jobs",
@@ -178,6 +206,7 @@ __all__ = [
     "list_kinds",
     "list_schedules",
     "list_workers",
+    "list_workflows",
     "operator_identity",
     "overview",
     "parse_duration",
@@ -197,4 +226,6 @@ __all__ = [
     "show_job",
     "stats",
     "top_frame",
+    "workflow_graph",
+    "workflow_view",
 ]

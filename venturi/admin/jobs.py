@@ -105,15 +105,19 @@ class JobDetail(msgspec.Struct, frozen=True):
     waiting_for: WaitingFor | None = None
 
 
-async def show_job(conn: Conn, job_id: int, *, schema: str = DEFAULT_SCHEMA) -> JobDetail | None:
+async def show_job(
+    conn: Conn, job_id: int, *, schema: str = DEFAULT_SCHEMA, workflow: bool = True
+) -> JobDetail | None:
     """The job, its journal (``venturi.get_journal``, oldest first) and its workflow
-    side, or None."""
+    side, or None. ``workflow=False`` leaves the workflow side out (empty): the
+    dashboard reads a bounded one of its own (``workflow_view``), since this one lists
+    every step and child."""
     job = await get_job(conn, job_id, schema=schema)
     if job is None:
         return None
     journal = await get_journal(conn, job_id, schema=schema)
-    side = await workflow_side(conn, job_id, schema=schema)
-    if side is None:  # deleted between the reads
+    side = await workflow_side(conn, job_id, schema=schema) if workflow else None
+    if side is None:  # a plain read, or deleted between the reads
         return JobDetail(job, journal)
     return JobDetail(
         job,

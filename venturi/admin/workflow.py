@@ -99,3 +99,143 @@ async def workflow_side(
         dependencies=dependencies,
         waiting_for=waiting,
     )
+
+
+# --- the dashboard's views, bounded however big the workflow ----------------------------
+
+# Steps and signals listed on a job's page at most (the count says how many more).
+STEPS_SHOWN = 200
+# Steps, signals, children and dependencies are counted up to this ("10,000+" beyond):
+# a parent of a million children costs a bounded read.
+WORKFLOW_COUNT_CAP = 10_000
+# The walk of a job's graph stops after this many jobs (a graph draws far fewer): each
+# job reached costs a few index probes, and a count past it tells an operator nothing
+# the children's count does not.
+GRAPH_REACH_CAP = 1_000
+
+
+class TimelineStep(msgspec.Struct, frozen=True):
+    """A recorded step on a job's page: ``wake_at`` is a timer's (a sleep, a signal's
+    deadline), None for any other step."""
+
+    name: str
+    recorded_at: datetime
+    wake_at: datetime | None = None
+
+
+class WaitingNow(msgspec.Struct, frozen=True):
+    """What a waiting job waits for now: a timer (``wake_at``), a signal, and how many
+    of the awaited jobs not yet ended are its children and its dependencies."""
+
+    wake_at: datetime | None
+    signal: str | None
+    children: int
+    dependencies: int
+
+
+class WorkflowView(msgspec.Struct, frozen=True):
+    """A job's workflow side for its page, bounded: its parent and the root of its
+    parents; its first ``STEPS_SHOWN`` steps and signals with their totals; how many
+    children (and of them finished), dependencies and dependents it has; what it waits
+    for now. Every total stops at ``cap``."""
+
+    parent_id: int | None
+    root_id: int
+    steps: list[TimelineStep]
+    steps_total: int
+    signals: list[SentSignal]
+    signals_total: int
+    children_total: int
+    children_finished: int
+    dependencies_total: int
+    dependents_total: int
+    waiting: WaitingNow | None
+    cap: int
+
+    @property
+    def in_workflow(self) -> bool:
+        """Whether the job is part of a workflow (has a parent, steps, signals,
+        children, dependencies or dependents)."""
+        return bool(
+            self.parent_id is not None
+            or self.steps_total
+            or self.signals_total
+            or self.children_total
+            or self.dependencies_total
+            or self.dependents_total
+        )
+
+
+async def workflow_view(
+    conn: Conn, job_id: int, *, schema: str = DEFAULT_SCHEMA
+) -> WorkflowView | None:
+    """The job's bounded workflow side (one statement), or None when it does not exist."""
+    row = await db.workflow_reads.job_workflow_view(
+        conn, schema=schema, job_id=job_id, limit=STEPS_SHOWN, cap=WORKFLOW_COUNT_CAP
+    )
+    if row is None:
+        return None
+    waiting = None
+    if row["status"] == JobStatus.WAITING:
+        waiting = WaitingNow(
+            wake_at=row["wake_at"],
+            signal=row["wait_signal"],
+            children=row["waiting_children"],
+            dependencies=row["waiting_dependencies"],
+        )
+    return WorkflowView(
+        parent_id=row["parent_id"],
+        root_id=row["root_id"],
+        steps=msgspec.json.decode(row["steps"], type=list[TimelineStep]),
+        steps_total=row["steps_total"],
+        signals=msgspec.json.decode(row["signals"], type=list[SentSignal]),
+        signals_total=row["signals_total"],
+        children_total=row["children_total"],
+        children_finished=row["children_finished"],
+        dependencies_total=row["dependencies_total"],
+        dependents_total=row["dependents_total"],
+        waiting=waiting,
+        cap=WORKFLOW_COUNT_CAP,
+    )
+
+
+class GraphJob(msgspec.Struct, frozen=True):
+    """A job of a workflow's graph."""
+
+    id: int
+    kind: str
+    status: str
+    parent_id: int | None
+
+
+class WorkflowGraph(msgspec.Struct, frozen=True):
+    """The jobs of a job's workflow nearest to it (at most ``drawn``), the edges among
+    them (``(before, after)``: a parent before its child, a dependency before its
+    dependent), and how many jobs the workflow holds (``reached``, up to
+    ``GRAPH_REACH_CAP``; ``capped`` when it holds more)."""
+
+    jobs: list[GraphJob]
+    edges: list[tuple[int, int]]
+    reached: int
+    capped: bool
+
+    @property
+    def left_out(self) -> int:
+        """How many of the jobs reached are not among ``jobs``."""
+        return self.reached - len(self.jobs)
+
+
+async def workflow_graph(
+    conn: Conn, job_id: int, *, drawn: int, schema: str = DEFAULT_SCHEMA
+) -> WorkflowGraph:
+    """The graph of the workflow ``job_id`` belongs to: the ``drawn`` jobs nearest to it
+    through parents, children and dependencies (it first), and their edges."""
+    row = await db.workflow_reads.workflow_graph_get(
+        conn, schema=schema, job_id=job_id, drawn=drawn, cap=GRAPH_REACH_CAP
+    )
+    jobs = msgspec.json.decode(row["nodes"], type=list[GraphJob])
+    ids = {j.id for j in jobs}
+    edges = {(j.parent_id, j.id) for j in jobs if j.parent_id in ids and j.parent_id is not None}
+    edges.update(msgspec.json.decode(row["edges"], type=list[tuple[int, int]]))
+    reached = int(row["reached"])
+    return WorkflowGraph(jobs, sorted(edges), reached, reached >= GRAPH_REACH_CAP)

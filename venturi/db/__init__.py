@@ -7,7 +7,7 @@ application's calls (every driver an application may hold). Statements on jobs l
 caller: ``enqueue`` (the application's inserts, ``JobSpec``), ``claims`` (the worker's
 claim, within shared rate limits and global caps, and stale recovery), ``settle`` (the
 worker's ``_if_owned`` settlements and heartbeat), ``reads`` and ``operations`` (the
-operators' statements); ``errors`` classifies
+operators' statements), ``workflow_reads`` (the dashboard's workflow views); ``errors`` classifies
 what the driver raises; ``connect`` opens connections; ``schema`` applies migrations.
 """
 
@@ -32,6 +32,7 @@ from venturi.db import (
     settle,
     workers,
     workflow,
+    workflow_reads,
 )
 from venturi.db.claims import Claimant
 
@@ -57,4 +58,5 @@ __all__ = [
     "settle",
     "workers",
     "workflow",
+    "workflow_reads",
 ]

@@ -58,8 +58,17 @@ OBJECT_IN_USE = asyncpg.ObjectInUseError
 # the dashboard catch this one tuple and print one line.
 DATABASE_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
 
-# What connecting can raise: a refused or unreachable server, bad credentials, a bad DSN.
-CONNECT_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError)
+# What connecting can raise: a refused or unreachable server, bad credentials, a bad DSN,
+# and a server that answers but is not what the DSN's target_session_attrs asks for (a
+# primary refusing writes for a while, a standby not yet promoted: asyncpg says so with
+# one of its internal client errors).
+CONNECT_ERRORS = (
+    OSError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.TargetServerAttributeNotMatched,
+    ValueError,
+)
 
 
 def refused(exc: BaseException) -> bool:

@@ -104,6 +104,42 @@ async def child_spawn(
     return row
 
 
+async def job_ids_draw(conn: Conn, *, schema: str, count: int) -> list[int]:
+    """``count`` fresh ids of the jobs table's identity, ascending: a read, no write to
+    commit (the spawns that take them are written later, together)."""
+    row = await conn.fetchrow(sql.statement("job_ids_draw", schema), count)
+    assert row is not None
+    return [int(i) for i in row["ids"]]
+
+
+async def child_spawn_many(
+    conn: Conn,
+    *,
+    schema: str,
+    parent_id: int,
+    names: Sequence[str],
+    ids: Sequence[int],
+    specs: Sequence[JobSpec],
+    traceparents: Sequence[str | None],
+) -> dict[str, tuple[int, bool]]:
+    """Insert unkeyed children with the drawn ``ids`` and record each as the parent's
+    step of the same position in ``names``, in one statement; by name, the recorded id
+    (another run's if it recorded the name first) and whether this call recorded it."""
+    rows = await conn.fetch(
+        sql.statement("child_spawn_many", schema),
+        parent_id,
+        list(names),
+        list(ids),
+        [s.kind for s in specs],
+        [s.carry for s in specs],
+        [s.priority for s in specs],
+        [s.max_failures for s in specs],
+        *backoff_arrays(specs),
+        list(traceparents),
+    )
+    return {str(r["name"]): (int(r["id"]), bool(r["inserted"])) for r in rows}
+
+
 async def child_list(
     conn: Conn, *, schema: str, job_id: int, ids: Sequence[int]
 ) -> tuple[int, list[Record]]:
@@ -152,6 +188,41 @@ async def job_wait_if_owned(
         detail,
     )
     return None if row is None else str(row["status"])
+
+
+@dataclass(frozen=True)
+class Wait:
+    """One run's wait, as ``job_wait_if_owned`` takes it."""
+
+    job_id: int
+    attempt: int
+    seen: int
+    wake_at: datetime | None
+    signal: str | None
+    wait_for: Sequence[int] | None
+    detail: str
+
+
+async def job_wait_many_if_owned(
+    conn: Conn, *, schema: str, claimant: Claimant, waits: Sequence[Wait]
+) -> dict[int, str]:
+    """Settle runs that wait, in one statement: by job id, 'waiting', or 'pending' when
+    an event came since its run looked; a job whose claim was lost is absent."""
+    rows = await conn.fetch(
+        sql.statement("job_wait_many_if_owned", schema),
+        claimant.token,
+        [w.job_id for w in waits],
+        [w.attempt for w in waits],
+        [w.seen for w in waits],
+        [w.wake_at for w in waits],
+        [w.signal for w in waits],
+        [
+            None if w.wait_for is None else "{" + ",".join(str(int(i)) for i in w.wait_for) + "}"
+            for w in waits
+        ],
+        [w.detail for w in waits],
+    )
+    return {int(r["id"]): str(r["status"]) for r in rows}
 
 
 async def job_wake_due(conn: Conn, *, schema: str, kinds: Sequence[str]) -> int:

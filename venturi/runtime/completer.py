@@ -146,8 +146,35 @@ class Completer:
                 results=[r.result() for r in done],
             )
             self.completed(done, settled)
+        waits = [r for r in self.unsettled if type(r.outcome) is Waiting and not r.cancel_requested]
+        if len(waits) > 1:
+            await self._settle_waits(conn, waits)
         for run in [r for r in self.unsettled if type(r.outcome) is not Completed]:
             self.finish(run, await self._settle_one(conn, run))
+
+    async def _settle_waits(self, conn: Conn, runs: list[Run]) -> None:
+        """Settle runs that wait in one statement (a fan-out's parents give up their
+        slots together); each one alone would be a round trip and a commit."""
+        waits = []
+        for run in runs:
+            w = run.outcome
+            assert type(w) is Waiting
+            waits.append(
+                db.workflow.Wait(
+                    run.id,
+                    run.attempt,
+                    w.seen,
+                    w.wake_at,
+                    w.signal,
+                    w.wait_for,
+                    text_safe(w.detail),
+                )
+            )
+        settled = await db.workflow.job_wait_many_if_owned(
+            conn, schema=self.schema, claimant=self.claimant, waits=waits
+        )
+        for run in runs:
+            self.finish(run, Waiting.name if run.id in settled else None)
 
     def completed(self, runs: Iterable[Run], settled: set[int]) -> None:
         """These completions were written; those in ``settled`` applied."""

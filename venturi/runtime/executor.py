@@ -101,6 +101,15 @@ async def _run_handler(
     except Exception as exc:
         run.outcome = s.Failed(traceback.format_exc(), _not_retried(task, exc))
         return
+    if transactions is not None:
+        # Spawns the handler made after its last other primitive are written now,
+        # before its outcome is settled (a failure here is a failed execution: the next
+        # run spawns them again, since nothing of them was written).
+        try:
+            await transactions.flush()
+        except Exception:
+            run.outcome = s.Failed(traceback.format_exc())
+            return
     run.outcome = settlement_of(task, result)
 
 

@@ -50,6 +50,11 @@ class JobTransactions:
             self._durable = Durable(state)
         return self._durable
 
+    async def flush(self) -> None:
+        """Write the spawns the handler made and has not written yet (it returned)."""
+        if self._durable is not None:
+            await self._durable.flush()
+
     async def release(self) -> None:
         """The handler ended: give back what its workflow primitives held. A connection
         that broke meanwhile (a backend kill, a restart) raises as the pool resets it;
@@ -79,6 +84,9 @@ class JobTransactions:
                 "(venturi.testing.drain on a Connection); give it a DSN or a Pool"
             )
         completed = False
+        # The children spawned before commit before it: a completion in this block
+        # must not settle a parent whose spawns are not written.
+        await self.flush()
         async with db.connect.transaction(self.pool) as conn:
             self._open, self._done = conn, False
             try:

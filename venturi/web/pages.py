@@ -11,7 +11,7 @@ from starlette.responses import Response
 
 from venturi import admin
 from venturi.status import DEFAULT_LIVENESS, STATUSES, JobStatus
-from venturi.web import charts
+from venturi.web import charts, workflows
 from venturi.web.kit import (
     BULK_ACTIONS,
     BadInput,
@@ -90,13 +90,23 @@ async def jobs(request: Request, d: Dashboard) -> Response:
 async def job(request: Request, d: Dashboard) -> Response:
     job_id = job_id_param(request)
     async with d.db.reading() as conn:
-        detail = await admin.show_job(conn, job_id, schema=d.db.schema)
+        detail = await admin.show_job(conn, job_id, schema=d.db.schema, workflow=False)
         holder = None
         if detail is not None and detail.job.status == "claimed":
             holder = await admin.holder_of(conn, job_id, schema=d.db.schema)
+        flow = await workflows.job_workflow(request, conn, job_id, d.db.schema)
     if detail is None:
         return error_page(request, 404, f"job {job_id} does not exist")
-    return render(request, "job.html", detail=detail, job=detail.job, holder=holder, live=True)
+    return render(
+        request,
+        "job.html",
+        detail=detail,
+        job=detail.job,
+        holder=holder,
+        timeline=workflows.timeline(detail.journal, flow["view"]),
+        live=True,
+        **flow,
+    )
 
 
 @page

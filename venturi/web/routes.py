@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from venturi.web import actions, api, pages
+from venturi.web import actions, api, pages, workflows
 from venturi.web.auth import CSRF_FIELD, SESSION_COOKIE
 from venturi.web.kit import dashboard, error_page, root_path, safe_path, set_cookie, url
 
@@ -54,10 +54,12 @@ ROUTES = [
     Route("/workers", pages.workers, name="workers"),
     Route("/workers/recover", actions.worker_recover, name="worker_recover", methods=["POST"]),
     Route("/schedules", pages.schedules, name="schedules"),
+    Route("/workflows", workflows.workflows, name="workflows"),
     Route("/login", login, name="login", methods=["GET", "POST"]),
     Route("/logout", logout, name="logout", methods=["POST"]),
     Route("/api/jobs", api.jobs, name="api_jobs"),
     Route("/api/jobs/{job_id}", api.job, name="api_job"),
     Route("/api/stats", api.stats, name="api_stats"),
     Route("/api/workers", api.workers, name="api_workers"),
+    Route("/api/workflows", workflows.api_workflows, name="api_workflows"),
 ]

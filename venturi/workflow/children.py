@@ -12,10 +12,14 @@ from venturi.priority import Priority
 from venturi.status import JobStatus
 from venturi.tasks import Task
 from venturi.workflow.child import Child
-from venturi.workflow.state import RunState, decode
+from venturi.workflow.state import RunState, Unwritten, decode
 from venturi.workflow.suspend import Suspend
 
 _UNFINISHED = (JobStatus.PENDING, JobStatus.CLAIMED, JobStatus.WAITING)
+# Ids a run draws at its first unkeyed spawn, for it and those after it (a fan-out of up
+# to this many is written by one statement); those a run does not use stay unused, a gap
+# in the jobs' ids like a rolled-back insert's.
+SPARE_IDS = 16
 
 
 class _KeyHeld(Exception):
@@ -42,17 +46,19 @@ async def spawn(
     spec = task.job(carry, priority=priority, key=key)
     traceparent = tracing.current_traceparent()
     if key is None:
-        # One statement: the record and the child commit together or not at all.
-        row = await db.workflow.child_spawn(
-            await state.connection(),
-            schema=state.schema,
-            parent_id=state.job_id,
-            name=name,
-            spec=spec,
-            traceparent=traceparent,
-        )
-    else:
-        row = await _spawn_keyed(state, name, spec, traceparent)
+        # Written with the spawns beside it at the handler's next suspension (or before
+        # the run's next statement, or at its end), by one statement: the record and
+        # the child commit together or not at all, and a fan-out is one commit (one
+        # NOTIFY: PostgreSQL serializes the commits of notifying transactions, each
+        # with its WAL flush). The id is drawn now, so the handle knows it at once.
+        if not state.spare_ids:
+            state.spare_ids = await db.workflow.job_ids_draw(
+                await state.connection(), schema=state.schema, count=SPARE_IDS
+            )
+        child: Child[Any] = Child(state.spare_ids.pop(0), task)
+        state.defer(Unwritten(name, spec, traceparent, child))
+        return child
+    row = await _spawn_keyed(state, name, spec, traceparent)
     child_id = int(row["id"])
     steps[name] = db.workflow.Recorded(str(child_id), None)
     return Child(child_id, task)

@@ -52,6 +52,10 @@ class Durable:
     async def result_of(self, name: str) -> Any:
         return await children.result_of(self.state, name)
 
+    async def flush(self) -> None:
+        """Write the spawns the run made and has not written yet."""
+        await self.state.flush()
+
     async def release(self) -> None:
         """The handler ended: give back the connection the primitives held."""
         await self.state.release()

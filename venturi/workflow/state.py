@@ -3,6 +3,7 @@ names used so far, the database's clock, and recording."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import typing
 from collections.abc import Callable
@@ -20,6 +21,18 @@ from venturi.workflow.suspend import Unreplayable
 # suffix after this separator; user names may not hold control characters, so the two
 # never collide.
 SEP = "\x1f"
+
+
+@dataclass
+class Unwritten:
+    """A spawn made with a drawn id and not written yet: its step name, the child's
+    spec and trace context, and the ``Child`` handed out (whose id the write may
+    replace with another run's recorded one)."""
+
+    name: str
+    spec: Any
+    traceparent: str | None
+    child: Any
 
 
 @dataclass
@@ -44,6 +57,14 @@ class RunState:
     # ``pool.acquire()`` (a worker on one shared connection runs on that instead).
     conn: Any = None
     acquired: bool = False
+    # Ids drawn for the run's unkeyed spawns, and the spawns made with them not written
+    # yet: written together, by one statement, at the handler's next suspension (a task
+    # scheduled by the first of them, so a burst of spawns is one write, and the children
+    # run while the handler goes on), before the run's next statement, or at its end.
+    spare_ids: list[int] = field(default_factory=list)
+    unwritten: list[Unwritten] = field(default_factory=list)
+    writing: asyncio.Task[None] | None = None
+    write_error: BaseException | None = None
 
     @property
     def shared(self) -> bool:
@@ -51,7 +72,61 @@ class RunState:
         return bool(getattr(self.pool, "shares_one_connection", False))
 
     async def connection(self) -> Any:
-        """The run's connection, taken on first use."""
+        """The run's connection, taken on first use, once the spawns made before are
+        written: every statement of a primitive sees the children spawned before it."""
+        await self.flush()
+        return await self._taken()
+
+    def defer(self, spawn: Unwritten) -> None:
+        """Queue a spawn; the first queued schedules their write for the handler's next
+        suspension (on one shared connection, whose statements the worker orders, the
+        write waits for the run's next statement or its end instead)."""
+        self.unwritten.append(spawn)
+        if self.writing is None and not self.shared:
+            self.writing = asyncio.get_running_loop().create_task(self._write_soon())
+
+    async def flush(self) -> None:
+        """Write the spawns not written yet, after any write under way; raise what that
+        write met (the handler returned, a primitive or a transaction of its own is
+        about to run)."""
+        writing = self.writing
+        if writing is not None:
+            await asyncio.shield(writing)
+        if self.write_error is not None:
+            exc, self.write_error = self.write_error, None
+            raise exc
+        if self.unwritten:
+            await self._write_spawns(await self._taken())
+
+    async def _write_soon(self) -> None:
+        try:
+            while self.unwritten:
+                await self._write_spawns(await self._taken())
+        except Exception as exc:  # raised in the run at its next statement or its end
+            self.write_error = exc
+        finally:
+            self.writing = None
+
+    async def _write_spawns(self, conn: Any) -> None:
+        batch, self.unwritten = self.unwritten, []
+        recorded = await db.workflow.child_spawn_many(
+            conn,
+            schema=self.schema,
+            parent_id=self.job_id,
+            names=[u.name for u in batch],
+            ids=[u.child.job_id for u in batch],
+            specs=[u.spec for u in batch],
+            traceparents=[u.traceparent for u in batch],
+        )
+        for u in batch:
+            # Another run of this job recorded the name first (this run lost its claim):
+            # its child is the one, and the handle now says so.
+            child_id, _ = recorded[u.name]
+            u.child.job_id = child_id
+            if self.steps is not None:
+                self.steps[u.name] = db.workflow.Recorded(str(child_id), None)
+
+    async def _taken(self) -> Any:
         if self.conn is None:
             if self.shared or not hasattr(self.pool, "acquire"):
                 self.conn = self.pool
@@ -61,7 +136,11 @@ class RunState:
         return self.conn
 
     async def release(self) -> None:
-        """Give the run's connection back to the pool (the handler ended)."""
+        """Give the run's connection back to the pool (the handler ended), once a write
+        under way has ended (what it met does not change the run's outcome)."""
+        if self.writing is not None:
+            await asyncio.shield(self.writing)
+        self.write_error = None
         conn, acquired = self.conn, self.acquired
         self.conn, self.acquired = None, False
         if acquired:

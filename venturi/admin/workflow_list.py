@@ -1,0 +1,102 @@
+"""The workflows list (the dashboard's /workflows and /api/workflows): the workflow
+roots, newest first, filtered by status and kind, paged both ways, each with its
+progress.
+
+What counts as a workflow: a **root**, a job without a parent and without dependencies
+of its own that recorded a step (``ctx.step``, a timer, a spawn, a signal's deadline),
+received a signal, or that ``venturi.Workflow`` nodes come after (a graph's first node).
+Its children and later nodes are part of it, not workflows of their own. A job that
+waits for a signal before it recorded anything is listed once the signal came (until
+then ``/jobs?status=waiting`` shows it). The statements read the steps, signals and
+dependencies tables, which hold workflow jobs only, never the plain jobs around them
+(statements/_workflow_list.sql.j2)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from venturi import db, validate
+from venturi.admin.common import check_ids, check_status
+from venturi.db.conn import Conn
+from venturi.sql import DEFAULT_SCHEMA
+
+# Steps, children and later nodes are counted up to this per row of the list (a root
+# with more shows "1,000+"): a page of fifty roots reads at most fifty times this.
+LIST_COUNT_CAP = 1_000
+
+
+class WorkflowRow(msgspec.Struct, frozen=True):
+    """A workflow root and its progress: ``steps`` recorded; ``children`` spawned and of
+    them ``children_finished``; ``nodes_after``, the Workflow nodes that come after it
+    (transitively), and of them ``nodes_after_finished``; each counted up to ``cap``.
+    ``updated_at``: its latest claim or its end, whichever came last."""
+
+    id: int
+    kind: str
+    status: str
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    steps: int
+    children: int
+    children_finished: int
+    nodes_after: int
+    nodes_after_finished: int
+    cap: int = LIST_COUNT_CAP
+
+
+class WorkflowPage(msgspec.Struct, frozen=True):
+    """One page of workflow roots, newest first; ``older`` / ``newer`` the cursors of
+    the neighbouring pages (``before=`` / ``after=``), None at either end."""
+
+    rows: list[WorkflowRow]
+    older: int | None
+    newer: int | None
+
+
+async def _page(
+    conn: Conn, args: dict[str, Any], before: int | None, after: int | None, n: int
+) -> list[Any]:
+    if after is not None:
+        return await db.workflow_reads.workflow_list_newer(conn, **args, after=after, limit=n)
+    return await db.workflow_reads.workflow_list_older(conn, **args, before=before, limit=n)
+
+
+async def list_workflows(
+    conn: Conn,
+    *,
+    status: str | None = None,
+    kind: str | None = None,
+    before: int | None = None,
+    after: int | None = None,
+    limit: int = 50,
+    schema: str = DEFAULT_SCHEMA,
+) -> WorkflowPage:
+    """One page of workflow roots of ``status`` and ``kind`` (None: any): the newest, or
+    those just older than ``before``, or those just newer than ``after`` (the newest page
+    once less than a page is left above it)."""
+    check_status(status)
+    validate.integer(limit, "limit")
+    for cursor in (before, after):
+        if cursor is not None:
+            check_ids([cursor])
+    args = {"schema": schema, "status": status, "kind": kind, "cap": LIST_COUNT_CAP}
+    newer: int | None = None
+    rows: list[Any] = []
+    if after is not None and before is None:
+        rows = await _page(conn, args, None, after, limit + 1)
+        if len(rows) > limit:
+            rows = rows[:limit][::-1]
+            newer = rows[0]["id"]
+        else:
+            rows = []  # less than a page is left above: show the newest page
+    if not rows:
+        cursor = before if after is None else None
+        rows = await _page(conn, args, cursor, None, limit + 1)
+        if cursor is not None and rows:
+            newer = rows[0]["id"]
+    older = rows[limit - 1]["id"] if len(rows) > limit else None
+    return WorkflowPage([WorkflowRow(**dict(r)) for r in rows[:limit]], older, newer)
