@@ -222,3 +222,38 @@ async def test_a_fan_out_gathers_every_child_it_spawned(
 
 async def _noop() -> int:
     return 0
+
+
+async def test_a_spawn_inside_a_transactional_step_commits_with_the_step(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="wf_kid6")
+    async def kid(ctx: Context[Any], carry: Item) -> None:
+        return None
+
+    calls: Counter[str] = Counter()
+
+    async def reserve(tx: asyncpg.Connection, ctx: Context[Any]) -> int:
+        calls["reserve"] += 1
+        child = await ctx.spawn("inside", kid, Item(1))
+        # A statement of the function's own after the spawn, on the same connection.
+        await tx.execute("SELECT 1")
+        if calls["reserve"] == 1:
+            raise RuntimeError("the step's transaction rolls back, the spawn with it")
+        return child.job_id
+
+    @venturi.task(kind="wf_tx_parent", max_failures=3)
+    async def parent(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        return venturi.complete(await ctx.step("reserve", reserve, ctx, transactional=True))
+
+    job_id = await parent.enqueue(conn, Item(0))
+    async with running(Worker(None, dsn, [parent, kid], poll_max=5, concurrency=2)):
+        await wait_status(conn, job_id, "completed")
+    children = await conn.fetch("SELECT id FROM venturi.jobs WHERE parent_id = $1", job_id)
+    assert calls["reserve"] == 2
+    assert len(children) == 1
+    recorded = await conn.fetchval(
+        "SELECT (value #>> '{}')::bigint FROM venturi.steps WHERE job_id = $1 AND name = 'inside'",
+        job_id,
+    )
+    assert recorded == children[0]["id"] == await venturi.get_result(conn, job_id)

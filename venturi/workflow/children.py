@@ -57,6 +57,10 @@ async def spawn(
             )
         child: Child[Any] = Child(state.spare_ids.pop(0), task)
         state.defer(Unwritten(name, spec, traceparent, child))
+        if state.holding:
+            # Inside a transactional step's function: written in its transaction, so the
+            # child commits with the step's record or not at all.
+            await state.flush()
         return child
     row = await _spawn_keyed(state, name, spec, traceparent)
     child_id = int(row["id"])

@@ -65,6 +65,9 @@ class RunState:
     unwritten: list[Unwritten] = field(default_factory=list)
     writing: asyncio.Task[None] | None = None
     write_error: BaseException | None = None
+    # A transactional step's function holds the connection in its transaction: a write
+    # of its own then would run beside the function's statements.
+    holding: bool = False
 
     @property
     def shared(self) -> bool:
@@ -82,7 +85,7 @@ class RunState:
         suspension (on one shared connection, whose statements the worker orders, the
         write waits for the run's next statement or its end instead)."""
         self.unwritten.append(spawn)
-        if self.writing is None and not self.shared:
+        if self.writing is None and not self.shared and not self.holding:
             self.writing = asyncio.get_running_loop().create_task(self._write_soon())
 
     async def flush(self) -> None:

@@ -66,7 +66,11 @@ async def _transactional(
     won: db.workflow.Recorded | None = None
     try:
         async with db.connect.transaction(await state.connection()) as conn:
-            value = await fn(conn, *args)
+            state.holding = True
+            try:
+                value = await fn(conn, *args)
+            finally:
+                state.holding = False
             text = encode_any(value, f"the value of step {name!r} of job {state.job_id}")
             won, inserted = await db.workflow.step_record(
                 conn, schema=state.schema, job_id=state.job_id, name=name, value=text
