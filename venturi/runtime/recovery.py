@@ -1,8 +1,8 @@
 """Stale recovery: jobs whose claim expired (a worker presumed dead) go back to pending.
 
 Every worker recovers on a timer of its own, beside the loop (like the heartbeat), with
-``job_recover_stale``: once when it starts, then every ``every`` seconds, at most
-``RECOVER_EVERY`` and at most ``poll_max``, whatever the loop is doing (claiming, every
+``job_recover_stale``: every ``every`` seconds from its start, at most ``RECOVER_EVERY``
+and at most ``poll_max``, whatever the loop is doing (claiming, every
 slot busy, every kind at its cap, idle). So while any worker of the schema runs, an
 expired claim is recovered at most ``every`` seconds (plus a statement's time) after its
 lease ran out. The claim itself no longer recovers: it is the pickup path, and a
@@ -66,17 +66,19 @@ class Recovery:
         self.every = every
 
     async def run(self, source: Source) -> None:
-        """Recover now, then every ``every`` seconds (each wait jittered between 3/4 of
-        it and all of it) until cancelled. A database error is logged and retried at the
-        next period."""
+        """Recover every ``every`` seconds (each wait jittered between 3/4 of it and all
+        of it), the first time one period after the start, until cancelled: the loop's
+        first claim, not the recovery, takes the pool's first connection (opening a
+        second one delayed the first pickup), and a fleet started together does not
+        recover in step. A database error is logged and retried at the next period."""
         while True:
+            await asyncio.sleep(self.every * random.uniform(0.75, 1.0))
             try:
                 async with source.acquire() as conn:
                     await self.recover(conn)
             except db.errors.TRANSIENT as exc:
                 self._instruments.db_error()
                 log.warning("stale recovery failed (retrying): %s", db.errors.one_line(exc))
-            await asyncio.sleep(self.every * random.uniform(0.75, 1.0))
 
     async def recover(self, conn: Conn) -> int:
         """Recover every expired claim there is now, a batch at a time; how many."""
