@@ -398,3 +398,49 @@ async def test_a_parent_whose_lease_expired_while_its_children_ran(
 
 async def _true_after(worker: Worker[Any]) -> bool:
     return worker.jobs_held() == 0
+
+
+async def test_a_run_that_lost_its_claim_runs_no_further_step_function(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # The long soak's case: a run stalled (its connections black-holed) past its lease,
+    # its job was recovered and run to its end elsewhere, and the stalled run, once
+    # free, ran a step function whose record the newer run had made (its steps were read
+    # before that record existed).
+    go_on = asyncio.Event()
+    calls: list[int] = []
+
+    async def after(attempt: int) -> int:
+        calls.append(attempt)
+        return attempt
+
+    @venturi.task(kind="race_zombie", lease=60)
+    async def flow(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        await ctx.step("before", after, 0)
+        if ctx.job.attempt == 1:
+            await go_on.wait()  # stalls while its claim is lost
+        return venturi.complete(await ctx.step("after", after, ctx.job.attempt))
+
+    job_id = await flow.enqueue(conn, Item(0))
+    worker = Worker(None, dsn, [flow], poll_max=0.2, heartbeat=0.1, concurrency=2)
+    async with running(worker):
+        await wait_for(lambda: _has_step(conn, job_id, "before"))
+        await expire_claim(conn, job_id)  # recovered: the worker's own recovery runs it again
+        await wait_status(conn, job_id, "completed")
+        await wait_for(lambda: _claims_lost(worker))
+        go_on.set()  # the first run goes on, without its claim
+        await wait_for(lambda: _true_after(worker))
+    assert calls == [0, 2]  # "before" once, "after" once, by the run that holds the claim
+    assert await venturi.get_result(conn, job_id) == 2
+
+
+async def _has_step(conn: asyncpg.Connection, job_id: int, name: str) -> bool:
+    return bool(
+        await conn.fetchval(
+            "SELECT count(*) FROM venturi.steps WHERE job_id = $1 AND name = $2", job_id, name
+        )
+    )
+
+
+async def _claims_lost(worker: Worker[Any]) -> bool:
+    return worker.stats["claims_lost"] >= 1

@@ -84,6 +84,7 @@ class Heartbeat:
                 run.renewed = now
                 self.stats["leases_renewed"] += 1
             elif run.id in due or not row["owned"]:
+                run.claim_lost = True
                 if not run.cancel.is_set():
                     self.stats["claims_lost"] += 1
                     log.warning(

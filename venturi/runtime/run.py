@@ -32,6 +32,8 @@ class Run:
     renewed: float = field(default_factory=time.monotonic)
     # An operator asked to cancel this job (cancel_requested_at, seen by the heartbeat).
     cancel_requested: bool = False
+    # The heartbeat found the claim gone (recovered elsewhere after its lease expired).
+    claim_lost: bool = False
     # Set, to the reason, before the worker cancels the handler's task: only such a
     # cancellation is a release; a CancelledError the handler raises on its own is a
     # failure like any other exception.
@@ -41,6 +43,13 @@ class Run:
     # The handler completed the job in its own transaction (ctx.complete), which
     # committed: the worker writes nothing more for this run.
     committed: bool = False
+
+    def holds_claim(self) -> bool:
+        """Might this run still hold its claim? Not once the heartbeat found it gone.
+        (Its lease running out by this process's clock is not enough: until another
+        worker recovers the job, the claim stands, and a run past its lease may still
+        settle.)"""
+        return not self.claim_lost
 
     def result(self) -> str | None:
         """The result to store with a completion (None unless the run completed)."""

@@ -46,7 +46,9 @@ class JobTransactions:
             )
         if self._durable is None:
             run = self.run
-            state = RunState(self.pool, self.schema, run.id, run.attempt, run.task.kind)
+            state = RunState(
+                self.pool, self.schema, run.id, run.attempt, run.task.kind, holds=run.holds_claim
+            )
             self._durable = Durable(state)
         return self._durable
 

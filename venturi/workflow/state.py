@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from venturi import db
-from venturi.errors import ConfigError, VenturiError
+from venturi.errors import ClaimLost, ConfigError, VenturiError
 from venturi.workflow.suspend import Unreplayable
 
 # Internal records of a primitive live beside its own record, under its name and a
@@ -47,6 +47,8 @@ class RunState:
     job_id: int
     attempt: int
     kind: str
+    # Might the run still hold its claim (the worker's view: its heartbeat, its lease)?
+    holds: Callable[[], bool] = field(default=lambda: True)
     used: set[str] = field(default_factory=set)
     steps: dict[str, db.workflow.Recorded] | None = None
     # The job's wake_seq as the first primitive read it.
@@ -65,6 +67,7 @@ class RunState:
     unwritten: list[Unwritten] = field(default_factory=list)
     writing: asyncio.Task[None] | None = None
     write_error: BaseException | None = None
+    on_the_wire: bool = False
     # A transactional step's function holds the connection in its transaction: a write
     # of its own then would run beside the function's statements.
     holding: bool = False
@@ -112,15 +115,19 @@ class RunState:
 
     async def _write_spawns(self, conn: Any) -> None:
         batch, self.unwritten = self.unwritten, []
-        recorded = await db.workflow.child_spawn_many(
-            conn,
-            schema=self.schema,
-            parent_id=self.job_id,
-            names=[u.name for u in batch],
-            ids=[u.child.job_id for u in batch],
-            specs=[u.spec for u in batch],
-            traceparents=[u.traceparent for u in batch],
-        )
+        self.on_the_wire = True
+        try:
+            recorded = await db.workflow.child_spawn_many(
+                conn,
+                schema=self.schema,
+                parent_id=self.job_id,
+                names=[u.name for u in batch],
+                ids=[u.child.job_id for u in batch],
+                specs=[u.spec for u in batch],
+                traceparents=[u.traceparent for u in batch],
+            )
+        finally:
+            self.on_the_wire = False
         for u in batch:
             # Another run of this job recorded the name first (this run lost its claim):
             # its child is the one, and the handle now says so.
@@ -139,15 +146,33 @@ class RunState:
         return self.conn
 
     async def release(self) -> None:
-        """Give the run's connection back to the pool (the handler ended), once a write
-        under way has ended (what it met does not change the run's outcome)."""
-        if self.writing is not None:
-            await asyncio.shield(self.writing)
+        """Give the run's connection back to the pool (the handler ended). A write of
+        spawns still queued or under way is cancelled first: a handler that returned has
+        flushed them, so this one raised or was stopped, and its next run spawns what
+        was not written (a write is one statement: all of it committed, or none). Never
+        waiting for it keeps a stop prompt on a slow or cut connection."""
+        writing = self.writing
+        if writing is not None:
+            if self.on_the_wire and self.acquired:
+                # Its statement is on the wire: the pool's reset would first wait for the
+                # server's answer to a cancel request, for ever on a frozen network;
+                # closing the connection ends the write at once (the pool opens another).
+                self.conn.terminate()
+            writing.cancel()
+            await asyncio.wait([writing])
+        self.unwritten.clear()
         self.write_error = None
         conn, acquired = self.conn, self.acquired
         self.conn, self.acquired = None, False
         if acquired:
             await self.pool.release(conn)
+
+    def still_claimed(self, what: str) -> None:
+        """Refuse to start ``what`` (a step's function) in a run whose claim is gone: its
+        job may be running elsewhere, where the step may be recorded already; running
+        the function here would run it again. ``ClaimLost``: the run ends, unsettled."""
+        if not self.holds():
+            raise ClaimLost(self.job_id)
 
     def claim(self, name: object, what: str) -> str:
         """Check ``name`` and mark it used in this run: a name twice is a ConfigError."""

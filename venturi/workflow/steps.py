@@ -34,6 +34,9 @@ async def step(
     recorded = (await state.load()).get(name)
     if recorded is not None:
         return decode(recorded.value, type_, what)
+    # The steps were read at the run's first primitive: a run that lost its claim since
+    # may not know of a record its job's newer run made.
+    state.still_claimed(what)
     if transactional:
         return decode(await _transactional(state, name, fn, args), type_, what)
     value = await _call(fn, args)
