@@ -371,28 +371,25 @@ LEFT JOIN cancelled c ON c.id = input.id
 LEFT JOIN requested r ON r.id = input.id
 ORDER BY input.id;
 
--- job_claim: settle finished jobs as completed, recover expired claims, then claim up to
--- $5 eligible jobs, all in one statement so a loop iteration costs one round trip and one
--- commit.
+-- job_claim: settle finished jobs as completed, then claim up to $5 eligible jobs, in one
+-- statement so a loop iteration costs one round trip and one commit. Expired claims are
+-- not recovered here: job_recover_stale does that on the worker's own timer (a claim is
+-- the pickup path, and it stays as light as it can).
 -- Rows with settled = false are the claimed jobs; settled = true are the completions
--- that applied (a job missing from them lost its claim) and, with recovered_from set, the
--- expired claims recovered.
+-- that applied (a job missing from them lost its claim).
 -- $1 text claimed_by: identity stamped on every claimed row (host:pid), for diagnostics
 -- $2 text[] kinds: the claim filter (registered kinds minus those at their cap)
 -- $3 float8[] leases: lease in seconds of each kind in $2, same order
--- $4 smallint priority_floor: 0 takes every tier; 1 or 2 reserves the claim for lower tiers
+-- $4 smallint priority_floor: 0 takes every tier; 1 or 2 reserves the claim for lower
+-- tiers first, the rest of $5 then from every tier
 -- $5 integer claim_limit: free slots to fill; the worker starts every claimed job at once
--- $6 float8 backoff_base: recovery backoff of jobs whose task declared none, first delay
--- $7 float8 backoff_factor: its growth per failure
--- $8 float8 backoff_cap: its ceiling in seconds
--- $9 bigint[] done_ids: jobs this worker finished, to settle as completed (may be empty)
--- $10 integer[] done_attempts: the claim (attempt) each was run under
--- $11 text[] done_results: msgspec-encoded JSON result of each (NULL: none)
--- $12 uuid claim_token: this worker run's ownership token, stamped on claims, required of completions
--- $13 boolean backoff_jitter: whether the recovery backoff of $6..$8 is half-jittered
--- index: jobs_claim_idx (pending rows by priority, rank, created_at); jobs_stale_idx for
--- recovery; primary key for the completions.
-PREPARE venturi_job_claim(text, text[], float8[], smallint, integer, float8, float8, float8, bigint[], integer[], text[], uuid, boolean) AS
+-- $6 bigint[] done_ids: jobs this worker finished, to settle as completed (may be empty)
+-- $7 integer[] done_attempts: the claim (attempt) each was run under
+-- $8 text[] done_results: msgspec-encoded JSON result of each (NULL: none)
+-- $9 uuid claim_token: this worker run's ownership token, stamped on claims, required of completions
+-- index: jobs_claim_idx (pending rows by priority, rank, created_at); primary key for the
+-- completions and the claimed rows.
+PREPARE venturi_job_claim(text, text[], float8[], smallint, integer, bigint[], integer[], text[], uuid) AS
 WITH completed AS (
     UPDATE "venturi".jobs j
     SET status = 'completed', finished_at = now(), claim_expires_at = NULL,
@@ -400,62 +397,18 @@ WITH completed AS (
         -- does not stamp one, can then never carry this run's.
         claim_token = NULL,
         result = done.result::jsonb
-    FROM unnest($9::bigint[], $10::integer[], $11::text[]) AS done(id, attempt, result)
+    -- Every parameter that sizes an estimate is read through a sub-select (see
+    -- candidates' LIMIT): custom and generic plans then cost the same, and PostgreSQL
+    -- keeps the generic plan whatever the statistics, rather than weigh the two on a
+    -- knife-edge when the table has none yet.
+    FROM unnest((SELECT $6::bigint[]), (SELECT $7::integer[]), (SELECT $8::text[]))
+        AS done(id, attempt, result)
     -- "id = ANY" as well as the join: a plan must reach the rows by the primary key
-    -- without knowing how many ids $9 holds (the generic plan, see candidates).
-    WHERE j.id = ANY ($9::bigint[]) AND j.id = done.id
+    -- without knowing how many ids $6 holds (the generic plan, see candidates).
+    WHERE j.id = ANY ((SELECT $6::bigint[])::bigint[]) AND j.id = done.id
       -- The ownership guard: a reclaimed job (new attempt or new owner) is left alone.
-      AND j.status = 'claimed' AND j.claim_token = $12::uuid AND j.attempt = done.attempt
+      AND j.status = 'claimed' AND j.claim_token = $9::uuid AND j.attempt = done.attempt
     RETURNING j.id
-),
-stale AS (
-    SELECT id FROM "venturi".jobs
-    WHERE status = 'claimed' AND claim_expires_at < now()
-      -- Jobs this statement completes: one statement must not update a row twice.
-      AND id <> ALL ($9::bigint[])
-    ORDER BY claim_expires_at
-    LIMIT 1000
-    -- Another recoverer (or the owner settling late) holds the row: leave it to them.
-    FOR UPDATE SKIP LOCKED
-),
-recovered AS (
-    UPDATE "venturi".jobs j
-    SET status = CASE WHEN j.failures + 1 >= j.max_failures THEN 'dead'
-                      -- Cancelled while it ran: not run again.
-                      WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
-                      ELSE 'pending' END,
-        failures = j.failures + 1,
-        -- min(cap, base * factor^failures), half-jittered like Backoff.delay. In numeric,
-        -- where any float8 factor to the 64th fits; least() bounds the exponent.
-        visible_at = now() + make_interval(secs => least(
-                coalesce(j.backoff_cap, $8::float8)::numeric,
-                coalesce(j.backoff_base, $6::float8)::numeric
-                * power(coalesce(j.backoff_factor, $7::float8)::numeric,
-                        least(j.failures, 64)::numeric))::float8
-            * CASE WHEN coalesce(j.backoff_jitter, $13::boolean)
-                   THEN 0.5 + random() * 0.5 ELSE 1 END),
-        finished_at = CASE WHEN j.failures + 1 >= j.max_failures
-                             OR j.cancel_requested_at IS NOT NULL THEN now() END,
-        claim_expires_at = NULL, claim_token = NULL,
-        last_error = 'lease expired at ' || j.claim_expires_at || '; worker '
-                     || coalesce(j.claimed_by, '?') || ' presumed dead'
-    FROM stale
-    WHERE j.id = stale.id
-    RETURNING j.id, j.kind, j.status, j.attempt, j.failures, j.max_failures, j.claimed_by,
-              j.claimed_at, j.last_error
-),
-recovered_journal AS (
-    INSERT INTO "venturi".journal (job_id, at, event, attempt, worker, detail)
-    SELECT id, claimed_at, 'claimed', attempt, claimed_by, NULL FROM recovered
-    UNION ALL
-    SELECT id, now(), 'stale-recovered', attempt, $1, last_error FROM recovered
-    UNION ALL
-    SELECT id, now(), 'dead', attempt, $1,
-           'failure backstop reached (' || failures || ' of ' || max_failures || ')'
-    FROM recovered WHERE status = 'dead'
-    UNION ALL
-    SELECT id, now(), 'cancelled', attempt, $1, 'cancelled by an operator while running'
-    FROM recovered WHERE status = 'cancelled'
 ),
 candidates AS (
     SELECT id FROM "venturi".jobs
@@ -470,7 +423,7 @@ candidates AS (
           SELECT k FROM unnest($2::text[]) AS k
           WHERE NOT EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = k)))
       -- Anti-starvation: a raised floor reserves this claim for the lower tiers.
-      AND priority >= $4::smallint
+      AND priority >= (SELECT $4::smallint)
     -- The tier, the order within it (rank, 0 unless set), then age.
     ORDER BY priority, rank, created_at, id
     -- A sub-select, not "LIMIT $5": a custom plan would fold a bare $5 into a constant,
@@ -483,36 +436,49 @@ candidates AS (
     -- Concurrent claims take distinct rows without waiting on each other.
     FOR UPDATE SKIP LOCKED
 ),
+-- A claim reserved for the lower tiers that found fewer rows than it may take fills the
+-- rest from every tier, here: the rows a second claim at floor 0 would take, without
+-- its round trip (a reserved tier is often empty: every 16th claim with the default
+-- ratio of 4 when no job is LOW). At floor 0 the gate below skips it without a scan.
+fallback AS (
+    SELECT id FROM "venturi".jobs
+    WHERE (SELECT $4::smallint) > 0
+      AND status = 'pending'
+      AND visible_at <= now()
+      AND kind = ANY (ARRAY(
+          SELECT k FROM unnest($2::text[]) AS k
+          WHERE NOT EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = k)))
+      -- This statement's own locks do not make SKIP LOCKED skip a row: leave them out.
+      AND id <> ALL (ARRAY(SELECT id FROM candidates))
+    ORDER BY priority, rank, created_at, id
+    LIMIT (SELECT $5::integer - (SELECT count(*) FROM candidates))
+    FOR UPDATE SKIP LOCKED
+),
 claimed AS (
     UPDATE "venturi".jobs j
     SET status = 'claimed',
         claimed_by = $1,
-        claim_token = $12::uuid,
+        claim_token = $9::uuid,
         claimed_at = now(),
         attempt = j.attempt + 1,
         -- The lease begins now, when the work begins (the worker starts it at once).
         claim_expires_at = now() + make_interval(secs => lease.seconds)
-    FROM unnest($2::text[], $3::float8[]) AS lease(kind, seconds)
+    FROM unnest((SELECT $2::text[]), (SELECT $3::float8[])) AS lease(kind, seconds)
     -- The candidates as an id list: a join with the CTE is planned for the row count
     -- of an unknown LIMIT (a tenth of the backlog), a hash join over the whole table.
-    WHERE j.id = ANY (ARRAY(SELECT id FROM candidates)) AND lease.kind = j.kind
+    WHERE j.id = ANY (ARRAY(SELECT id FROM candidates UNION ALL SELECT id FROM fallback))
+      AND lease.kind = j.kind
     RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt, j.failures,
               j.max_failures, j.created_at, j.visible_at, j.claim_expires_at, j.traceparent,
               -- Pickup latency: from visible to claimed, measured by the database clock.
               extract(epoch FROM now() - j.visible_at)::float8 AS waited
 )
 SELECT false AS settled, id, kind, priority, carry, attempt, failures, max_failures,
-       created_at, visible_at, claim_expires_at, waited, NULL::text AS recovered_from,
-       traceparent
+       created_at, visible_at, claim_expires_at, waited, traceparent
 FROM claimed
 UNION ALL
-SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-FROM completed
-UNION ALL
--- The expired claims this statement recovered, for the worker's log.
-SELECT true, id, kind, NULL, NULL, attempt, failures, max_failures, NULL, NULL, NULL, NULL,
-       coalesce(claimed_by, '?'), NULL
-FROM recovered;
+SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM completed;
 
 -- job_claim_capped: claim up to $4 jobs of one kind with a global cap, so that at most $5
 -- jobs of the kind are claimed across every worker together, in one statement: the
@@ -1432,8 +1398,12 @@ SET rank = $2::smallint
 WHERE id = $1
 RETURNING created_at;
 
--- job_recover_stale: return expired claims to pending (or dead at the backstop). Run at
--- the start of every claim (inside job_claim) and by `venturi recover`.
+-- job_recover_stale: return expired claims to pending (or dead at the backstop), at most
+-- 1,000 per statement (the oldest expiries first). Run by every worker on a timer of its
+-- own (venturi.runtime.recovery: at least every second, whatever the loop is doing) and by
+-- `venturi recover`. Several workers may run it at once: each takes the expired rows no
+-- other holds (SKIP LOCKED), and a row recovered by one is no longer claimed for the
+-- next. With nothing expired it stops at the first live entry and writes nothing.
 -- $1 text recoverer: identity of whoever recovers, for the journal
 -- $2 float8 backoff_base: backoff of jobs whose task declared none, seconds of the first
 -- $3 float8 backoff_factor: its growth per failure

@@ -151,9 +151,7 @@ async def test_recover_command(conn: asyncpg.Connection, dsn: str, kinds: list[s
         return None
 
     job_id = await handler.enqueue(conn, C(1))
-    await claim(
-        conn, db.Claimant("gone:1"), ["cli_recover"], lease=0.001, backoff=v.Backoff.fixed(0)
-    )
+    await claim(conn, db.Claimant("gone:1"), ["cli_recover"], lease=0.001)
     await expire_claim(conn, job_id)
     out = await venturi_cli_async("recover", "--dsn", dsn)
     assert out.returncode == 0, out.stderr

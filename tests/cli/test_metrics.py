@@ -103,7 +103,10 @@ async def test_exporter_serves_queue_gauges_without_a_worker(
             await scrape_when(port, 'venturi_queue_kind_without_worker{kind="m_mail"} 0.0')
             for job_id in mails:
                 await wait_status(conn, job_id, "completed", within=30)
-        await scrape_when(port, 'venturi_queue_jobs{kind="m_mail",status="due"} 0.0')
+            # While the worker still serves the kind: once it stops, a kind without
+            # unfinished jobs or workers leaves the gauges (a read after the stop would
+            # never show it again).
+            await scrape_when(port, 'venturi_queue_jobs{kind="m_mail",status="due"} 0.0')
         await venturi_cli_pause(dsn, "m_later")
         await scrape_when(port, 'venturi_queue_kind_paused{kind="m_later"} 1.0')
     finally:

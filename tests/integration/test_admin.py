@@ -16,7 +16,6 @@ from tests.support import wait_for
 from tests.support.claims import claim
 from tests.support.opsdata import TRACEBACK, S, make, seed
 from venturi import admin, db, formatting, sql
-from venturi.backoff import DEFAULT_BACKOFF
 from venturi.cli import ops
 from venturi.cli import render as views
 from venturi.errors import ConfigError
@@ -376,7 +375,6 @@ async def test_operator_statements_run_concurrently_with_a_claim(
         leases=[60.0],
         floor=0,
         limit=40,
-        backoff=DEFAULT_BACKOFF,
     )
     _, changes = await asyncio.gather(claim, admin.cancel_jobs(pool, ids))
     assert all(c.done for c in changes)
@@ -413,7 +411,6 @@ async def test_operator_statements_use_their_indexes(conn: asyncpg.Connection) -
             leases=[3600.0] * 5,
             floor=0,
             limit=9_800,
-            backoff=DEFAULT_BACKOFF,
         )
     ).claimed
     done = rows[:9_000]

@@ -11,7 +11,6 @@ import pytest
 
 from tests.support.plans import nodes
 from venturi import db, sql
-from venturi.backoff import DEFAULT_BACKOFF
 from venturi.tasks import JobSpec
 
 W1 = db.Claimant("w:1")
@@ -26,7 +25,6 @@ async def _claim(held: db.held.Held, *, replan: bool = False, limit: int = 10) -
         leases=[60.0],
         floor=0,
         limit=limit,
-        backoff=DEFAULT_BACKOFF,
         replan=replan,
     )
     return len(answer.claimed)
@@ -42,7 +40,7 @@ async def _scans(held: db.held.Held) -> set[str]:
     the worker's own prepared statement, on its own session (an execution like any
     other: past five, PostgreSQL picks the generic plan if it prefers it)."""
     conn = held.conn
-    args = "'w:1', '{k}', '{60}', 0, 0, 1, 2, 60, '{}', '{}', '{}', gen_random_uuid(), true"
+    args = "'w:1', '{k}', '{60}', 0, 0, '{}', '{}', '{}', gen_random_uuid()"
     text = await conn.fetchval(
         f"EXPLAIN (FORMAT JSON) EXECUTE {_statement(held).get_name()}({args})"
     )

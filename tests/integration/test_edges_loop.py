@@ -98,13 +98,25 @@ async def test_worker_cancellation_inside_a_task_timeout_is_still_a_release(
     assert events(await venturi.get_journal(conn, job_id)) == ["enqueued", "claimed", "released"]
 
 
-# --- 3. recovery goes on while no claim can be made ------------------------------------
+# --- 3. recovery goes on whatever the loop does ------------------------------------------
 
 
-@pytest.mark.parametrize(("concurrency", "cap"), [(1, None), (3, 1)], ids=["slots", "cap"])
-async def test_stale_claims_are_recovered_while_the_worker_cannot_claim(
-    dsn: str, conn: asyncpg.Connection, kinds: list[str], concurrency: int, cap: int | None
+@pytest.mark.parametrize(
+    ("concurrency", "cap", "busy_job"),
+    [(1, None, True), (3, 1, True), (2, None, False)],
+    ids=["slots", "cap", "idle"],
+)
+async def test_stale_claims_are_recovered_on_the_workers_own_timer(
+    dsn: str,
+    conn: asyncpg.Connection,
+    kinds: list[str],
+    concurrency: int,
+    cap: int | None,
+    busy_job: bool,
 ) -> None:
+    # Every slot busy, its one kind at its cap, or idle: no claim runs (and a claim no
+    # longer recovers anyway). poll_max is a minute, so the loop does not wake within the
+    # wait below either: the recovery is the worker's own timer, every min(poll_max, 1 s).
     started = asyncio.Event()
     gate = asyncio.Event()
 
@@ -117,11 +129,13 @@ async def test_stale_claims_are_recovered_while_the_worker_cannot_claim(
     async def ghost(ctx: Context[Any], carry: N) -> None:
         return None
 
-    await busy.enqueue(conn, N(1))
-    worker = Worker(None, dsn, [], concurrency=concurrency, poll_max=0.2)
+    if busy_job:
+        await busy.enqueue(conn, N(1))
+    worker = Worker(None, dsn, [], concurrency=concurrency, poll_max=60)
     worker.register(busy, cap=cap)
     async with running(worker):
-        await asyncio.wait_for(started.wait(), 10)
+        if busy_job:
+            await asyncio.wait_for(started.wait(), 10)
         # Seeded after the worker's last claim: a dead worker's claim, lease expired.
         stale = await ghost.enqueue(conn, N(2))
         await conn.execute(

@@ -1,6 +1,6 @@
 """Edges of enqueue, recovery and claim ownership: a keyed batch racing a key's holder,
-recovery backing off with the task's own Backoff, and claims owned by a worker run's
-token rather than by its identity."""
+recovery backing off with the task's own Backoff, several workers recovering at once,
+and claims owned by a worker run's token rather than by its identity."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ from tests.support import (
 from tests.support import Item as N
 from tests.support.claims import claim
 from venturi import Backoff, Context, db
+from venturi.runtime.instruments import Instruments
+from venturi.runtime.recovery import RECOVER_BATCH, Recovery
 from venturi.runtime.worker import Worker
 
 from .test_worker import LoseClaimAnswer
@@ -140,7 +142,6 @@ async def test_recover_stale_uses_the_tasks_own_backoff(
         leases=[60.0] * 2,
         floor=0,
         limit=2,
-        backoff=Backoff.fixed(0),
     )
     await expire_claims(conn)
     # The sweep knows no task: the row's stored backoff decides; its own only for b.
@@ -161,11 +162,12 @@ async def test_claims_recovery_uses_the_tasks_own_backoff_with_jitter(
 
     ids = [await own.enqueue(conn, N(i)) for i in range(20)]
     ghost = db.Claimant("ghost:1")
-    await claim(conn, ghost, ["r_jitter"], limit=20, backoff=Backoff.fixed(0))
+    await claim(conn, ghost, ["r_jitter"], limit=20)
     await expire_claims(conn)
-    # Another worker's claim of another kind recovers them, with its default fixed(0).
-    other = db.Claimant("other:2")
-    assert (await claim(conn, other, ["r_none"], backoff=Backoff.fixed(0))) == []
+    # Another worker's recovery recovers them, with its default fixed(0).
+    await db.claims.job_recover_stale(
+        conn, schema="venturi", recoverer="other:2", backoff=Backoff.fixed(0)
+    )
     dues = [_due_in(await venturi.get_job(conn, i)) for i in ids]
     # First failure: 400 s, half-jittered into [200, 400].
     assert all(190 < d <= 400 for d in dues), dues
@@ -181,12 +183,52 @@ async def test_recover_command_uses_the_tasks_own_backoff(
 
     job_id = await own.enqueue(conn, N(1))
     ghost = db.Claimant("ghost:1")
-    await claim(conn, ghost, ["r_cli"], backoff=Backoff.fixed(0))
+    await claim(conn, ghost, ["r_cli"])
     await expire_claims(conn)
     out = await venturi_cli_async("recover", "--dsn", dsn)
     assert out.returncode == 0, out.stderr
     assert "recovered 1 expired claim(s)" in out.stdout
     assert 890 < _due_in(await venturi.get_job(conn, job_id)) <= 900
+
+
+async def test_workers_recovering_at_once_recover_each_expired_claim_once(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # Every worker runs the recovery on its own timer, with no leader: three at once over
+    # more expired claims than one statement takes (RECOVER_BATCH), each in batches.
+    @venturi.task(kind="r_many")
+    async def own(ctx: Context[Any], carry: N) -> None:
+        return None
+
+    n = RECOVER_BATCH + 500
+    ids = await venturi.enqueue_many(conn, [own.job(N(i)) for i in range(n)])
+    assert len(await claim(conn, db.Claimant("ghost:1"), ["r_many"], limit=n)) == n
+    await expire_claims(conn)
+    conns = [await asyncpg.connect(dsn) for _ in range(3)]
+    try:
+        recoveries = [
+            Recovery("venturi", f"w:{k}", Backoff.fixed(0), Instruments(False), every=1.0)
+            for k in range(3)
+        ]
+        counts = await asyncio.gather(
+            *(r.recover(c) for r, c in zip(recoveries, conns, strict=True))
+        )
+    finally:
+        for c in conns:
+            await c.close()
+    assert sum(counts) == n
+    assert sum(r.stats["recovered"] for r in recoveries) == n
+    rows = await conn.fetch(
+        "SELECT job_id, count(*) AS n FROM venturi.journal "
+        "WHERE event = 'stale-recovered' GROUP BY job_id"
+    )
+    assert sorted(r["job_id"] for r in rows) == sorted(ids) and {r["n"] for r in rows} == {1}
+    assert (
+        await conn.fetchval(
+            "SELECT count(*) FROM venturi.jobs WHERE status = 'pending' AND failures = 1"
+        )
+        == n
+    )
 
 
 async def test_worker_backoff_is_the_default_for_tasks_that_declare_none(
@@ -269,9 +311,8 @@ async def test_same_identity_claimants_never_touch_each_others_claims(
 
     first, second = await venturi.enqueue_many(conn, [handler.job(N(1)), handler.job(N(2))])
     a, b = db.Claimant("same:1"), db.Claimant("same:1")
-    bo = Backoff.fixed(0)
-    (ra,) = await claim(conn, a, ["o_pair"], backoff=bo)
-    (rb,) = await claim(conn, b, ["o_pair"], backoff=bo)
+    (ra,) = await claim(conn, a, ["o_pair"])
+    (rb,) = await claim(conn, b, ["o_pair"])
     assert (ra["id"], rb["id"]) == (first, second)
     # b's orphan release, heartbeat and settlements leave a's claim alone.
     assert [

@@ -149,7 +149,7 @@ async def test_key_deduplicates_while_unfinished(
     job = await venturi.get_job(conn, first)
     assert job is not None and job.carry["url"] == "a"  # the first carry is kept
     # Once the holder is finished, the key is free again.
-    rows = await claim(conn, W1, ["fetch"], limit=10, backoff=venturi.Backoff.fixed(1))
+    rows = await claim(conn, W1, ["fetch"], limit=10)
     done = [r for r in rows if r["id"] == first]
     await db.settle.job_complete_many_if_owned(
         conn,

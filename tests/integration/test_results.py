@@ -12,7 +12,6 @@ import asyncpg
 import venturi
 from tests.support import Item, running, wait_for, wait_stat, wait_status
 from venturi import Context, ResultCleanup, db, sql
-from venturi.backoff import DEFAULT_BACKOFF
 from venturi.runtime.worker import Worker
 from venturi.tasks import JobSpec
 
@@ -140,7 +139,6 @@ async def test_cleanup_reads_only_rows_that_still_hold_a_result(conn: asyncpg.Co
             leases=[3600.0] * 5,
             floor=0,
             limit=10_000,
-            backoff=DEFAULT_BACKOFF,
         )
     ).claimed
     results = ['{"ok": true}' if i % 20 == 0 else None for i in range(len(rows))]

@@ -12,7 +12,6 @@ import pytest
 import venturi
 from tests.support.opsdata import S, make
 from venturi import admin, db, sql
-from venturi.backoff import DEFAULT_BACKOFF
 from venturi.cli.worker import default_maintenance
 from venturi.maintenance import SearchIndex
 
@@ -35,7 +34,6 @@ async def die(conn: Any, kind: str, error: str) -> None:
             leases=[60.0],
             floor=0,
             limit=1,
-            backoff=DEFAULT_BACKOFF,
         )
     ).claimed
     status = await db.settle.job_fail_if_owned(

@@ -15,7 +15,6 @@ import pytest
 
 from tests.support.plans import nodes
 from venturi import admin, db, sql
-from venturi.backoff import DEFAULT_BACKOFF
 from venturi.tasks import JobSpec
 
 # The claimant of the jobs these tests claim and settle through the store.
@@ -87,7 +86,6 @@ async def test_claim_and_recovery_use_their_partial_indexes(conn: asyncpg.Connec
             leases=[3600.0] * 5,
             floor=0,
             limit=9_000,
-            backoff=DEFAULT_BACKOFF,
         )
     ).claimed
     done = rows[:8_000]
@@ -108,17 +106,14 @@ async def test_claim_and_recovery_use_their_partial_indexes(conn: asyncpg.Connec
         [60.0, 60.0],
         0,
         4,
-        1.0,
-        2.0,
-        3600.0,
         [],
         [],
         [],
         W1.token,
-        True,
     )
     assert "jobs_claim_idx" in claim
-    assert "jobs_stale_idx" in claim
+    # Recovery is a statement of its own (the worker's timer), never the claim's work.
+    assert "jobs_stale_idx" not in claim
     recover = await _explain(conn, "job_recover_stale", "me:1", 1.0, 2.0, 3600.0, True)
     assert "jobs_stale_idx" in recover
     nxt = await _explain(conn, "job_next_visible_at", ["k1", "k2"])
@@ -132,7 +127,7 @@ async def test_claim_keeps_its_index_on_a_backlog_of_one_kind(conn: asyncpg.Conn
     specs = [JobSpec("only", "{}", 1, None, None, None, 25) for _ in range(20_000)]
     await db.enqueue.job_insert_many(conn, schema="venturi", specs=specs)
     await conn.execute(sql.statement("maintenance/analyze"))
-    args = ("me:1", ["only"], [60.0], 0, 10, 1.0, 2.0, 3600.0, [], [], [], W1.token, True)
+    args = ("me:1", ["only"], [60.0], 0, 10, [], [], [], W1.token)
     for mode in ("force_custom_plan", "force_generic_plan"):
         await conn.execute(f"SET plan_cache_mode = {mode}")
         plan = await _plan(conn, "job_claim", *args)

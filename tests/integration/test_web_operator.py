@@ -19,7 +19,6 @@ import venturi.web
 from tests.support.fleet import gone_worker
 from tests.support.opsdata import S, make
 from venturi import admin, db, sql
-from venturi.backoff import DEFAULT_BACKOFF
 
 CSRF = re.compile(r'name="csrf-token" content="([0-9a-f]+)"')
 ROW_IDS = re.compile(r'<tr data-id="(\d+)">')
@@ -301,7 +300,6 @@ async def dead_with(conn: asyncpg.Connection, error: str) -> int:
             leases=[60.0],
             floor=0,
             limit=1,
-            backoff=DEFAULT_BACKOFF,
         )
     ).claimed
     status = await db.settle.job_fail_if_owned(

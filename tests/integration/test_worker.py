@@ -240,7 +240,7 @@ async def test_notify_fires_for_every_write_that_makes_work_claimable(
     try:
         me, bo = db.Claimant("t:1"), Backoff.fixed(0)
         await expect(handler.enqueue(conn, N(1)))  # enqueue
-        (row,) = await claim(conn, me, ["w_n"], backoff=bo)
+        (row,) = await claim(conn, me, ["w_n"])
         await expect(
             db.settle.job_fail_if_owned(
                 conn,
@@ -255,7 +255,7 @@ async def test_notify_fires_for_every_write_that_makes_work_claimable(
                 force_dead=False,
             )
         )
-        (row,) = await claim(conn, me, ["w_n"], backoff=bo)
+        (row,) = await claim(conn, me, ["w_n"])
         await expect(
             db.settle.job_pause_if_owned(
                 conn,
@@ -268,7 +268,7 @@ async def test_notify_fires_for_every_write_that_makes_work_claimable(
                 after=None,
             )
         )
-        (row,) = await claim(conn, me, ["w_n"], backoff=bo)
+        (row,) = await claim(conn, me, ["w_n"])
         await expect(
             db.settle.job_release_if_owned(
                 conn,
@@ -279,7 +279,7 @@ async def test_notify_fires_for_every_write_that_makes_work_claimable(
                 detail="test",
             )
         )
-        (row,) = await claim(conn, me, ["w_n"], lease=0.001, backoff=bo)
+        (row,) = await claim(conn, me, ["w_n"], lease=0.001)
         await expire_claim(conn, row["id"])
         await expect(
             db.claims.job_recover_stale(conn, schema="venturi", recoverer="sweeper", backoff=bo)
@@ -289,7 +289,7 @@ async def test_notify_fires_for_every_write_that_makes_work_claimable(
         # order, on the same connection).
         listener_got.clear()
         got.clear()
-        await claim(conn, me, ["w_n"], backoff=bo)
+        await claim(conn, me, ["w_n"])
         await later.enqueue(conn, N(3))
         await asyncio.wait_for(listener_got.wait(), 5)
         assert got[0] == "w_n_later"
@@ -576,12 +576,12 @@ async def test_settle_after_reclaim_is_skipped(conn: asyncpg.Connection, kinds: 
     job_id = await handler.enqueue(conn, N(1))
     bo = Backoff.fixed(0)
     a_1, b_2 = db.Claimant("a:1"), db.Claimant("b:2")
-    (a,) = await claim(conn, a_1, ["w_own"], lease=0.001, backoff=bo)
+    (a,) = await claim(conn, a_1, ["w_own"], lease=0.001)
     await expire_claim(conn, job_id)
-    # B's first claim recovers the expired claim (a statement cannot claim a row it
-    # recovered: one snapshot); its next claim takes the job.
-    assert (await claim(conn, b_2, ["w_own"], backoff=bo)) == []
-    (b,) = await claim(conn, b_2, ["w_own"], backoff=bo)
+    # A claim does not recover: the expired claim waits for a recovery (B's timer's).
+    assert (await claim(conn, b_2, ["w_own"])) == []
+    await db.claims.job_recover_stale(conn, schema="venturi", recoverer="b:2", backoff=bo)
+    (b,) = await claim(conn, b_2, ["w_own"])
     assert a["id"] == b["id"] == job_id and b["attempt"] == 2
     # A, late: every settle path is refused.
     assert (
@@ -686,7 +686,7 @@ async def test_stale_claim_recovered_with_backoff_and_counted(
 
     job_id = await handler.enqueue(conn, N(1))
     bo = Backoff.exponential(60, factor=2, cap=3600, jitter=False)
-    await claim(conn, GHOST, ["w_stale"], lease=0.001, backoff=bo)
+    await claim(conn, GHOST, ["w_stale"], lease=0.001)
     await expire_claim(conn, job_id)
     recovered = await db.claims.job_recover_stale(
         conn, schema="venturi", recoverer="sweeper:1", backoff=bo
@@ -702,12 +702,10 @@ async def test_stale_claim_recovered_with_backoff_and_counted(
         == []
     )  # nothing left
     # Invisible during its backoff: a claim finds nothing.
-    assert await claim(conn, GHOST, ["w_stale"], lease=0.001, backoff=bo) == []
+    assert await claim(conn, GHOST, ["w_stale"], lease=0.001) == []
     # Once due, claimed again; the second expiry reaches the backstop (2): dead.
     await make_due(conn, job_id)
-    assert [r["id"] for r in await claim(conn, GHOST, ["w_stale"], lease=0.001, backoff=bo)] == [
-        job_id
-    ]
+    assert [r["id"] for r in await claim(conn, GHOST, ["w_stale"], lease=0.001)] == [job_id]
     await expire_claim(conn, job_id)
     recovered = await db.claims.job_recover_stale(
         conn, schema="venturi", recoverer="sweeper:1", backoff=bo
@@ -724,7 +722,7 @@ async def test_recovery_to_dead_at_backstop(conn: asyncpg.Connection, kinds: lis
         return None
 
     job_id = await handler.enqueue(conn, N(1))
-    await claim(conn, GHOST, ["w_stale_dead"], lease=0.001, backoff=FAST)
+    await claim(conn, GHOST, ["w_stale_dead"], lease=0.001)
     await expire_claim(conn, job_id)
     (r,) = await db.claims.job_recover_stale(
         conn, schema="venturi", recoverer="sweeper:1", backoff=FAST
@@ -890,6 +888,26 @@ async def test_empty_reserved_tier_falls_back(
     assert sorted(seen) == list(range(8))
 
 
+async def test_a_reserved_claim_takes_its_tiers_first_then_every_tier_at_once(
+    conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="w_prio_one")
+    async def handler(ctx: Context[Any], carry: N) -> None:
+        return None
+
+    high = [await handler.enqueue(conn, N(i), priority=Priority.HIGH) for i in range(3)]
+    low = await handler.enqueue(conn, N(9), priority=Priority.LOW)
+    me = db.Claimant("t:1")
+    # Reserved for LOW: the LOW job, then the rest from every tier in their order (the
+    # two oldest HIGH), in one statement, as a second claim at floor 0 would have.
+    rows = await claim(conn, me, ["w_prio_one"], limit=3, floor=Priority.LOW)
+    assert sorted(r["id"] for r in rows) == sorted([low, high[0], high[1]])
+    # Reserved for NORMAL with no NORMAL or LOW left: every tier, nothing taken twice.
+    assert [r["id"] for r in await claim(conn, me, ["w_prio_one"], limit=3, floor=1)] == [high[2]]
+    # At floor 0 nothing is reserved, nothing falls back.
+    assert await claim(conn, me, ["w_prio_one"], limit=3) == []
+
+
 # --- configuration ----------------------------------------------------------------------
 
 
@@ -928,7 +946,7 @@ async def test_recovery_and_settles_are_logged_with_job_fields(
         return None
 
     job_id = await handler.enqueue(conn, N(1))
-    await claim(conn, db.Claimant("ghost:7"), ["w_logged"], lease=0.001, backoff=FAST)
+    await claim(conn, db.Claimant("ghost:7"), ["w_logged"], lease=0.001)
     await expire_claim(conn, job_id)
     caplog.set_level(logging.DEBUG, logger="venturi")
     async with running(Worker(None, dsn, [handler], poll_max=0.1, backoff=Backoff.fixed(0))):

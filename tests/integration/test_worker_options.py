@@ -377,8 +377,8 @@ async def test_cancel_request_wins_over_pause_retry_release_and_recovery(
 
     ids = await venturi.enqueue_many(conn, [handler.job(Item(i)) for i in range(4)])
     me, bo = db.Claimant("w:1"), Backoff.fixed(0)
-    rows = await claim(conn, me, ["o_cancel_race"], limit=3, backoff=bo)
-    ghost = await claim(conn, db.Claimant("ghost:9"), ["o_cancel_race"], lease=0.001, backoff=bo)
+    rows = await claim(conn, me, ["o_cancel_race"], limit=3)
+    ghost = await claim(conn, db.Claimant("ghost:9"), ["o_cancel_race"], lease=0.001)
     claimed = {r["id"]: r["attempt"] for r in [*rows, *ghost]}
     assert sorted(claimed) == sorted(ids)
     changes = await admin.cancel_jobs(conn, ids, operator="ops")
@@ -426,4 +426,4 @@ async def test_cancel_request_wins_over_pause_retry_release_and_recovery(
         if event != "paused":
             assert event in trail
     # Nothing is left to claim.
-    assert (await claim(conn, me, ["o_cancel_race"], limit=10, backoff=bo)) == []
+    assert (await claim(conn, me, ["o_cancel_race"], limit=10)) == []

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from venturi import db
-from venturi.backoff import DEFAULT_BACKOFF, Backoff
 
 SCHEMA = "venturi"
 
@@ -20,7 +19,6 @@ async def claim(
     lease: float = 60.0,
     limit: int = 1,
     floor: int = 0,
-    backoff: Backoff = DEFAULT_BACKOFF,
     schema: str = SCHEMA,
 ) -> list[Any]:
     """The rows ``job_claim`` claims for ``claimant``: up to ``limit`` of ``kinds``, each
@@ -33,6 +31,5 @@ async def claim(
         leases=[lease] * len(kinds),
         floor=floor,
         limit=limit,
-        backoff=backoff,
     )
     return list(answer.claimed)

@@ -67,7 +67,6 @@ def job_row(job_id: int, kind: str, **fields: Any) -> dict[str, Any]:
         "created_at": T0,
         "traceparent": None,
         "settled": False,
-        "recovered_from": None,
     }
     return row | fields
 

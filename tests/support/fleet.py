@@ -8,7 +8,6 @@ from typing import Any
 import venturi
 from tests.support.opsdata import S, make
 from venturi import db, sql
-from venturi.backoff import DEFAULT_BACKOFF
 
 
 async def silence_worker(
@@ -63,7 +62,6 @@ async def gone_worker(conn: Any, name: str, kinds: dict[str, int]) -> Any:
             leases=[3600.0],
             floor=0,
             limit=n,
-            backoff=DEFAULT_BACKOFF,
         )
         assert len(answer.claimed) == n
     await silence_worker(conn, me.token, 3600)

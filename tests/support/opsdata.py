@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from venturi import db
-from venturi.backoff import DEFAULT_BACKOFF
 from venturi.tasks import JobSpec
 
 S = "venturi"
@@ -51,7 +50,6 @@ async def make(
             leases=[lease],
             floor=0,
             limit=1,
-            backoff=DEFAULT_BACKOFF,
         )
     ).claimed
     assert [r["id"] for r in rows] == [job_id], "claimed another job: seed order is wrong"

@@ -12,7 +12,6 @@ from venturi.db.claims import Claimant
 from venturi.runtime.claimer import Claimer
 from venturi.runtime.config import Registration, WorkerConfig, policies
 from venturi.runtime.instruments import Instruments
-from venturi.runtime.recovery import Recovery
 
 DSN = "postgresql://nowhere.invalid/none"
 
@@ -20,8 +19,7 @@ DSN = "postgresql://nowhere.invalid/none"
 def _claimer(regs: list[Registration], occupied: Counter[str], **knobs: Any) -> Claimer:
     config = WorkerConfig.build(DSN, **knobs)
     inst = Instruments(False)
-    recovery = Recovery(config.schema, "w", config.backoff, inst.stats)
-    return Claimer(config, Claimant("w"), policies(regs, config), occupied, recovery, inst)
+    return Claimer(config, Claimant("w"), policies(regs, config), occupied, inst)
 
 
 def test_a_kind_at_its_cap_or_out_of_tokens_or_limited_elsewhere_is_not_claimed(

@@ -16,15 +16,14 @@ from venturi.db.claims import Claimant
 from venturi.runtime.claimer import Claimer
 from venturi.runtime.config import Registration, WorkerConfig, policies
 from venturi.runtime.instruments import Instruments
-from venturi.runtime.recovery import Recovery
 from venturi.runtime.run import Run
 from venturi.runtime.settlement import Completed
 
 DSN = "postgresql://nowhere.invalid/none"
 
 # job_claim's parameters, by position: $1 name, $2 kinds, $3 leases, $4 floor, $5 limit;
-# $10 the ids of the completions riding along.
-KINDS, FLOOR, LIMIT, DONE_IDS = 1, 3, 4, 8
+# $6 the ids of the completions riding along.
+KINDS, FLOOR, LIMIT, DONE_IDS = 1, 3, 4, 5
 
 
 def _claimer(occupied: Counter[str], *tasks: Any, **knobs: Any) -> Claimer:
@@ -34,8 +33,7 @@ def _claimer(occupied: Counter[str], *tasks: Any, **knobs: Any) -> Claimer:
         for t in tasks
     ]
     inst = Instruments(False)
-    recovery = Recovery(config.schema, "w", config.backoff, inst.stats)
-    return Claimer(config, Claimant("w"), policies(regs, config), occupied, recovery, inst)
+    return Claimer(config, Claimant("w"), policies(regs, config), occupied, inst)
 
 
 def _serving(kind: str, first_id: int = 1) -> FakeConn:
@@ -138,18 +136,16 @@ async def test_without_a_claimable_kind_completions_stay_to_be_settled(
     assert conn.calls == [] and unsent is True
 
 
-async def test_an_empty_reserved_tier_is_claimed_again_without_the_floor(
+async def test_a_reserved_claim_is_one_statement_whatever_its_tiers_hold(
     kinds: list[str],
 ) -> None:
+    # The statement fills the rest from every tier itself (test_sql_plans shows it): the
+    # claimer sends the reserved claim once, and takes what it answers.
     claimer = _claimer(Counter(), noop_task("cs_tier"), priority_ratio=2)
     claimer.next_floor()  # the next claim is the 2nd: reserved for NORMAL and below
-
-    def claim(args: tuple[Any, ...]) -> list[dict[str, Any]]:
-        return [] if args[FLOOR] else [job_row(7, "cs_tier")]
-
-    conn = FakeConn(job_claim=claim)
+    conn = FakeConn(job_claim=lambda args: [job_row(7, "cs_tier")])
     (free, short, _), started, _ = await _fill(claimer, conn, 4)
-    assert [(a[FLOOR], a[LIMIT]) for a in conn.named("job_claim")] == [(Priority.NORMAL, 4), (0, 4)]
+    assert [(a[FLOOR], a[LIMIT]) for a in conn.named("job_claim")] == [(Priority.NORMAL, 4)]
     assert [r["id"] for r in started] == [7] and (free, short) == (3, True)
 
 

@@ -12,10 +12,12 @@ from typing import Any
 import venturi
 from tests.support.carries import Item
 from tests.support.fakes import FakeConn, job_row
+from venturi import sql
 from venturi.db.claims import Claimant
 from venturi.runtime.config import Registration, WorkerConfig, policies
 from venturi.runtime.instruments import Instruments
 from venturi.runtime.loop import Loop
+from venturi.runtime.recovery import RECOVER_BATCH, RECOVER_EVERY
 
 DSN = "postgresql://nowhere.invalid/none"
 
@@ -52,7 +54,7 @@ async def test_an_empty_queue_waits_for_the_next_visible_job(kinds: list[str]) -
     timeout = await loop.iterate(conn, asyncio.Event())  # type: ignore[arg-type]
     assert [name for name, _ in conn.calls] == ["job_claim", "job_next_visible_at"]
     assert 0 < timeout <= 5
-    # Nothing scheduled: the next poll is poll_max away at most (the claim recovered).
+    # Nothing scheduled: the next poll is poll_max away.
     conn = FakeConn()
     assert 5 < await loop.iterate(conn, asyncio.Event()) <= 30  # type: ignore[arg-type]
 
@@ -80,7 +82,7 @@ async def test_a_queue_with_more_goes_again_at_once(kinds: list[str]) -> None:
     conn.calls.clear()
     await loop.iterate(conn, asyncio.Event())  # type: ignore[arg-type]
     [claim] = conn.named("job_claim")
-    assert sorted(claim[8]) == [1, 2] and loop.completer.unsettled == []
+    assert sorted(claim[5]) == [1, 2] and loop.completer.unsettled == []
 
 
 async def test_a_drain_settles_who_stops_and_releases_who_does_not(kinds: list[str]) -> None:
@@ -136,3 +138,14 @@ def test_a_database_error_backs_off_and_looks_for_orphans(kinds: list[str]) -> N
     assert 0 < first < later
     assert loop.orphans_possible and not loop.isolate  # nothing queued to isolate
     assert loop.instruments.stats["db_errors"] == 2
+
+
+def test_recovery_runs_at_least_every_second_and_every_poll_max(kinds: list[str]) -> None:
+    # The bound on how long an expired claim waits while a worker runs (recovery.py).
+    assert _loop(_noop("lp_rec"), poll_max=30).recovery.every == RECOVER_EVERY == 1.0
+    assert _loop(_noop("lp_rec_fast"), poll_max=0.2).recovery.every == 0.2
+
+
+def test_a_recovery_batch_is_the_statements_limit() -> None:
+    # Recovery.recover runs again at once after a full batch: the batch must be the LIMIT.
+    assert f"LIMIT {RECOVER_BATCH}\n" in sql.statement("job_recover_stale")

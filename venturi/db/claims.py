@@ -1,6 +1,6 @@
 """The worker's claim: who claims (``Claimant``), ``job_claim`` (which also settles
-completions and recovers expired claims), when the next job becomes visible, and the
-stale-claim recovery of a worker's sweep. Kinds with a shared rate limit are claimed
+completions), when the next job becomes visible, and the stale-claim recovery
+(``job_recover_stale``, on the worker's own timer and by ``venturi recover``). Kinds with a shared rate limit are claimed
 within their database bucket (``claim_within_rate``: a token bucket per kind), kinds
 with a global cap within it (``claim_within_cap``: at most N jobs of a kind claimed
 across every worker together).
@@ -34,13 +34,11 @@ class Claimant:
 
 
 class ClaimAnswer(NamedTuple):
-    """What ``job_claim`` did: the rows it claimed, the ids whose completion applied (the
-    others lost their claim), and the expired claims it recovered first (rows with
-    id, kind, attempt, failures, max_failures and ``recovered_from``, the dead claimer)."""
+    """What ``job_claim`` did: the rows it claimed, and the ids whose completion applied
+    (the others lost their claim)."""
 
     claimed: list[Record]
     settled: set[int]
-    recovered: list[Record]
 
 
 async def job_claim(
@@ -52,13 +50,12 @@ async def job_claim(
     leases: Sequence[float],
     floor: int,
     limit: int,
-    backoff: Backoff,
     done: Sequence[tuple[int, int, str | None]] = (),
     replan: bool = False,
 ) -> ClaimAnswer:
-    """Settle ``done`` (id, attempt, result) as completed, recover expired claims (a CTE,
-    ``_recover_cte``; ``backoff`` for tasks that declared none) and claim up to ``limit``
-    jobs of ``kinds`` at priority ``floor`` or above, in one statement and one commit.
+    """Settle ``done`` (id, attempt, result) as completed and claim up to ``limit`` jobs
+    of ``kinds``, first at priority ``floor`` or above and the rest from every tier, in
+    one statement and one commit.
 
     On the worker loop's held connection the statement keeps its generic plan, and
     ``replan`` (the last claim came back full) lets it be planned anew against the
@@ -74,19 +71,14 @@ async def job_claim(
         leases,
         floor,
         limit,
-        backoff.base,
-        backoff.factor,
-        backoff.cap,
         [d[0] for d in done],
         [d[1] for d in done],
         [d[2] for d in done],
         claimant.token,
-        backoff.jitter,
     )
     claimed = [r for r in rows if not r["settled"]]
-    settled = {int(r["id"]) for r in rows if r["settled"] and r["recovered_from"] is None}
-    recovered = [r for r in rows if r["recovered_from"] is not None]
-    return ClaimAnswer(claimed, settled, recovered)
+    settled = {int(r["id"]) for r in rows if r["settled"]}
+    return ClaimAnswer(claimed, settled)
 
 
 async def job_next_visible_at(
@@ -103,7 +95,9 @@ async def job_next_visible_at(
 async def job_recover_stale(
     conn: Conn, *, schema: str, recoverer: str, backoff: Backoff
 ) -> list[Record]:
-    """Recover expired claims; ``backoff`` applies to jobs whose task declared none."""
+    """Recover expired claims, at most 1,000 (the oldest expiries first); ``backoff``
+    applies to jobs whose task declared none. The rows recovered (``id``, ``kind``,
+    ``status``, ``attempt``, ``claimed_by``)."""
     return list(
         await conn.fetch(
             sql.statement("job_recover_stale", schema),
@@ -143,7 +137,6 @@ async def claim_within_rate(
     per_second: float,
     burst: int,
     wanted: int,
-    backoff: Backoff,
     deadline: float | None = None,
 ) -> tuple[ClaimAnswer, float]:
     """Claim up to ``wanted`` jobs of a kind with a shared rate limit, within its bucket:
@@ -159,7 +152,7 @@ async def claim_within_rate(
             conn, schema=schema, kind=kind, per_second=per_second, burst=burst, wanted=wanted
         )
         if granted < 1:
-            return ClaimAnswer([], set(), []), max(wait, 0.001)
+            return ClaimAnswer([], set()), max(wait, 0.001)
         answer = await job_claim(
             conn,
             schema=schema,
@@ -168,7 +161,6 @@ async def claim_within_rate(
             leases=[lease],
             floor=0,
             limit=granted,
-            backoff=backoff,
         )
         if answer.claimed:
             await rate_spend(conn, schema=schema, kind=kind, tokens=len(answer.claimed))

@@ -22,7 +22,6 @@ from venturi.priority import Priority
 from venturi.rate import TokenBucket
 from venturi.runtime.config import KindPolicy, WorkerConfig
 from venturi.runtime.instruments import Instruments
-from venturi.runtime.recovery import Recovery
 from venturi.runtime.run import Run
 
 # How long a worker leaves a kind found at its global cap before it looks again: a place
@@ -41,7 +40,6 @@ class Claimer:
         claimant: db.Claimant,
         policies: Mapping[str, KindPolicy],
         occupied: Counter[str],
-        recovery: Recovery,
         instruments: Instruments,
     ) -> None:
         self.schema = config.schema
@@ -52,11 +50,8 @@ class Claimer:
         self.kinds = sorted(policies)
         self.policies = policies
         self.priority_ratio = config.priority_ratio
-        # For recovered jobs whose task declared no backoff.
-        self.backoff = config.backoff
         self.poll_max = config.poll_max
         self.per_kind = occupied
-        self.recovery = recovery
         self.stats = instruments.stats
         self._m = instruments.prom
         rates = {k: p.rate for k, p in policies.items() if p.rate is not None}
@@ -129,6 +124,9 @@ class Claimer:
         Every ``ratio``-th claim is reserved for NORMAL and LOW, every ``ratio**2``-th
         for LOW, so each tier keeps a share while higher tiers get about ``ratio`` times
         more, and no tier waits forever behind a busier one. None means strict priority.
+        A reserved claim that finds its tiers short fills the rest from every tier in the
+        same statement (``job_claim``'s fallback), so a reserved tier that is empty does
+        not waste the slots, nor a round trip.
         """
         self._claims += 1
         r = self.priority_ratio
@@ -171,8 +169,7 @@ class Claimer:
                     limit = min(limit, bucket.available())
             leases = [self.policies[k].lease for k in kinds]
             floor = self.next_floor()
-            self.recovery.claiming()
-            rows, settled, recovered = await db.claims.job_claim(
+            rows, settled = await db.claims.job_claim(
                 conn,
                 schema=self.schema,
                 claimant=self.claimant,
@@ -180,30 +177,12 @@ class Claimer:
                 leases=leases,
                 floor=floor,
                 limit=limit,
-                backoff=self.backoff,
                 done=[(r.id, r.attempt, r.result()) for r in done],
                 replan=self._backlog,
             )
             self._backlog = len(rows) >= limit
-            if recovered:
-                self.recovery.claimed(recovered)
             completed(done, settled)
             done = []
-            if floor and len(rows) < limit:
-                # A reserved tier that is empty does not waste the slot.
-                more, _, recovered = await db.claims.job_claim(
-                    conn,
-                    schema=self.schema,
-                    claimant=self.claimant,
-                    kinds=kinds,
-                    leases=leases,
-                    floor=0,
-                    limit=limit - len(rows),
-                    backoff=self.backoff,
-                )
-                if recovered:
-                    self.recovery.claimed(recovered)
-                rows += more
             self._count(rows)
             start(rows)
             await _let_them_start(rows)
@@ -225,7 +204,7 @@ class Claimer:
             if room < 1:
                 continue
             rate = self.shared[kind]
-            (rows, _, recovered), wait = await db.claims.claim_within_rate(
+            (rows, _), wait = await db.claims.claim_within_rate(
                 conn,
                 schema=self.schema,
                 claimant=self.claimant,
@@ -234,11 +213,8 @@ class Claimer:
                 per_second=rate.per_second,
                 burst=rate.burst,
                 wanted=room,
-                backoff=self.backoff,
                 deadline=self.deadline,
             )
-            if recovered:
-                self.recovery.claimed(recovered)
             if wait:
                 self.shared_until[kind] = time.monotonic() + wait
             else:

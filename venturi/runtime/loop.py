@@ -1,10 +1,10 @@
 """The claim-and-dispatch loop of one worker run, and its state.
 
-Each iteration settles what finished, claims (which first recovers expired claims) into
-every free slot, and then sleeps until a handler finishes, a notification arrives, the
+Each iteration settles what finished, claims into every free slot, and then sleeps until a handler finishes, a notification arrives, the
 next scheduled job becomes visible (bounded by ``poll_max``) or shutdown is asked for.
 Its parts: ``claimer`` (what to claim), ``inflight`` (the slots and running handlers),
-``completer`` (writing settlements), ``recovery`` (expired claims). Shutdown drains: no
+``completer`` (writing settlements), ``recovery`` (expired claims, on a timer of its own
+beside the loop: ``Worker.run`` starts it). Shutdown drains: no
 more claims, handlers asked to stop, then cancelled and their jobs released.
 """
 
@@ -24,7 +24,7 @@ from venturi.runtime.completer import Completer
 from venturi.runtime.config import KindPolicy, WorkerConfig
 from venturi.runtime.inflight import CANCEL_GRACE, InFlight
 from venturi.runtime.instruments import Instruments
-from venturi.runtime.recovery import Recovery
+from venturi.runtime.recovery import Recovery, recover_every
 from venturi.runtime.run import Run
 
 log = logging.getLogger("venturi.worker")
@@ -71,10 +71,10 @@ class Loop:
         self.inflight = InFlight(
             state, policies, self.ended, instruments, schema, claimant, config.middleware
         )
-        self.recovery = Recovery(schema, config.claimed_by, config.backoff, instruments.stats)
-        self.claimer = Claimer(
-            config, claimant, policies, self.inflight.per_kind, self.recovery, instruments
+        self.recovery = Recovery(
+            schema, config.claimed_by, config.backoff, instruments, recover_every(config.poll_max)
         )
+        self.claimer = Claimer(config, claimant, policies, self.inflight.per_kind, instruments)
         self.completer = Completer(
             schema, claimant, policies, config.failures_to_dead, instruments, self.inflight
         )
@@ -157,10 +157,9 @@ class Loop:
                     await self.wake.wait()
 
     async def iterate(self, conn: Source, shutdown: asyncio.Event) -> float:
-        """One iteration: settle, claim into free slots, recover; how long to wait."""
-        completer, claimer, recovery = self.completer, self.claimer, self.recovery
-        poll_max = self.config.poll_max
-        timeout = poll_max
+        """One iteration: settle, claim into free slots; how long to wait."""
+        completer, claimer = self.completer, self.claimer
+        timeout = self.config.poll_max
         self.reap()
         if self.isolate:
             await completer.settle(conn, isolate=True)
@@ -192,12 +191,7 @@ class Loop:
             await completer.settle(conn)  # all slots busy: only a finish helps
         # A backlog keeps until_next_visible from running: wake due timers anyway.
         await claimer.wake_due_timers(conn)
-        # With every slot busy or every kind at its cap no claim runs, and so no
-        # recovery inside one: recover on their own, every poll_max, so a dead
-        # worker's expired claims do not wait for this worker to have room.
-        if time.monotonic() - recovery.at >= poll_max:
-            await recovery.recover(conn)
-        return min(timeout, recovery.at + poll_max - time.monotonic())
+        return timeout
 
     def failed(self, exc: BaseException, errors: int) -> float:
         """A database error in an iteration (the ``errors``-th in a row): how long to

@@ -1,68 +1,102 @@
 """Stale recovery: jobs whose claim expired (a worker presumed dead) go back to pending.
 
-Recovery runs inside every claim (the ``_recover_cte`` of ``job_claim``: a claim first
-recovers, so a dead worker's jobs are picked up by the next claim anywhere) and, while no
-claim runs (every slot busy, every kind at its cap), on its own every ``poll_max`` with
-``job_recover_stale``. A recovered execution counts as a failure toward its job's
-backstop, with its task's backoff (the worker's for a task that declared none).
+Every worker recovers on a timer of its own, beside the loop (like the heartbeat), with
+``job_recover_stale``: every ``every`` seconds from its start, at most ``RECOVER_EVERY``
+and at most ``poll_max``, whatever the loop is doing (claiming, every
+slot busy, every kind at its cap, idle). So while any worker of the schema runs, an
+expired claim is recovered at most ``every`` seconds (plus a statement's time) after its
+lease ran out. The claim itself no longer recovers: it is the pickup path, and a
+recovery statement with nothing to recover costs every claim its plan's extra nodes.
+
+Every worker runs it; there is no leader to elect or lose. Concurrent recoveries are
+correct (each takes only expired rows no other holds, ``FOR UPDATE SKIP LOCKED``, and a
+row recovered by one is no longer claimed when the next looks) and cheap when there is
+nothing to recover (the head of ``jobs_stale_idx``, no write, no WAL flush): one such
+statement per worker per second. Each sleep is jittered within the period so that a
+fleet started together does not recover in lockstep.
+
+A recovered execution counts as a failure toward its job's backstop, with its task's
+backoff (the worker's for a task that declared none); the recovered job's notification
+(it is pending again) wakes the loops that can run it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import time
+import random
 from collections import Counter
-from typing import Any
 
 from venturi import db
 from venturi.backoff import Backoff
-from venturi.db.conn import Conn
+from venturi.db.conn import Conn, Source
+from venturi.runtime.instruments import Instruments
 
 log = logging.getLogger("venturi.recovery")
 
+# The longest a worker waits between two recoveries (poll_max, if shorter, bounds it too).
+RECOVER_EVERY = 1.0
+
+# A recovery statement takes at most this many expired claims (the LIMIT of
+# _recover_cte.sql.j2): one that took as many runs again at once.
+RECOVER_BATCH = 1000
+
+
+def recover_every(poll_max: float) -> float:
+    """The period of a worker's recovery: ``min(poll_max, RECOVER_EVERY)`` seconds."""
+    return min(poll_max, RECOVER_EVERY)
+
 
 class Recovery:
-    """When this worker last recovered expired claims, and the log of what it recovered."""
+    """A worker's recovery of expired claims (any worker's), on its own timer."""
 
-    def __init__(self, schema: str, recoverer: str, backoff: Backoff, stats: Counter[str]):
+    def __init__(
+        self,
+        schema: str,
+        recoverer: str,
+        backoff: Backoff,
+        instruments: Instruments,
+        every: float,
+    ) -> None:
         self.schema = schema
         self.recoverer = recoverer
         self.backoff = backoff
-        self.stats = stats
-        # When a statement last recovered expired claims (monotonic seconds).
-        self.at = 0.0
+        self.stats: Counter[str] = instruments.stats
+        self._instruments = instruments
+        self.every = every
 
-    def claiming(self) -> None:
-        """A claim is about to run: it recovers first."""
-        self.at = time.monotonic()
+    async def run(self, source: Source) -> None:
+        """Recover every ``every`` seconds (each wait jittered between 3/4 of it and all
+        of it), the first time one period after the start, until cancelled: the loop's
+        first claim, not the recovery, takes the pool's first connection (opening a
+        second one delayed the first pickup), and a fleet started together does not
+        recover in step. A database error is logged and retried at the next period."""
+        while True:
+            await asyncio.sleep(self.every * random.uniform(0.75, 1.0))
+            try:
+                async with source.acquire() as conn:
+                    await self.recover(conn)
+            except db.errors.TRANSIENT as exc:
+                self._instruments.db_error()
+                log.warning("stale recovery failed (retrying): %s", db.errors.one_line(exc))
 
-    def claimed(self, rows: list[Any]) -> None:
-        """Log the expired claims a ``job_claim`` recovered."""
-        for r in rows:
-            log.warning(
-                "recovered job %d (%s): its lease expired; worker %s presumed dead (failure "
-                "%d of %d)",
-                r["id"],
-                r["kind"],
-                r["recovered_from"],
-                r["failures"],
-                r["max_failures"],
-                extra={"job_id": r["id"], "kind": r["kind"], "attempt": r["attempt"]},
+    async def recover(self, conn: Conn) -> int:
+        """Recover every expired claim there is now, a batch at a time; how many."""
+        total = 0
+        while True:
+            rows = await db.claims.job_recover_stale(
+                conn, schema=self.schema, recoverer=self.recoverer, backoff=self.backoff
             )
-
-    async def recover(self, conn: Conn) -> None:
-        """Recover expired claims (of any worker) without claiming."""
-        self.at = time.monotonic()
-        rows = await db.claims.job_recover_stale(
-            conn, schema=self.schema, recoverer=self.recoverer, backoff=self.backoff
-        )
-        for row in rows:
-            self.stats["recovered"] += 1
-            log.warning(
-                "recovered job %d (%s): its lease expired; worker %s presumed dead (now %s)",
-                row["id"],
-                row["kind"],
-                row["claimed_by"] or "?",
-                row["status"],
-                extra={"job_id": row["id"], "kind": row["kind"], "attempt": row["attempt"]},
-            )
+            for row in rows:
+                self.stats["recovered"] += 1
+                log.warning(
+                    "recovered job %d (%s): its lease expired; worker %s presumed dead (now %s)",
+                    row["id"],
+                    row["kind"],
+                    row["claimed_by"] or "?",
+                    row["status"],
+                    extra={"job_id": row["id"], "kind": row["kind"], "attempt": row["attempt"]},
+                )
+            total += len(rows)
+            if len(rows) < RECOVER_BATCH:
+                return total

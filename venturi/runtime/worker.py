@@ -1,7 +1,8 @@
 """The worker: the facade an application holds. ``Worker`` takes its knobs (checked once,
 into a ``config.WorkerConfig``), learns its kinds (``register``: one ``KindPolicy``
 each) and ``run`` holds the connections a run needs around the claim-and-dispatch loop
-(``loop``), the heartbeat, the LISTEN connection (``listener``) and maintenance.
+(``loop``), the heartbeat, the stale-claim recovery (``recovery``), the LISTEN
+connection (``listener``) and maintenance.
 """
 
 from __future__ import annotations
@@ -274,6 +275,10 @@ class Worker(Generic[S]):
             claimant.token,
         )
         beating = asyncio.create_task(heartbeat.run(db.held.hold(pool, deadline, keep=False)))
+        # Beside the loop, not inside its claims: a busy or idle loop recovers alike.
+        recovering = asyncio.create_task(
+            loop.recovery.run(db.held.hold(pool, deadline, keep=False))
+        )
         held = db.held.hold(pool, deadline, prepare=db.connect.caches_statements(pool))
         try:
             async with maintenance_tasks.running(cfg.maintenance, pool, self):
@@ -286,9 +291,10 @@ class Worker(Generic[S]):
                     await loop.abandon(held)
                     raise
         finally:
-            beating.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beating
+            for timer in (beating, recovering):
+                timer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await timer
             await presence.stop(pool)
             if isinstance(held, db.held.Held):
                 await held.close()
