@@ -193,7 +193,7 @@ RETURNING id;
 SELECT id, kind, status, priority, carry::text AS carry, key, attempt, failures,
        max_failures, created_at, visible_at, claimed_at, claimed_by, claim_expires_at,
        finished_at, result::text AS result, last_error, cancel_requested_at
-FROM "venturi".jobs
+FROM "venturi".all_jobs
 WHERE id = %(p1)s;
 
 -- job_get_with_journal: one job's row and its written journal in one statement, so both
@@ -209,7 +209,7 @@ SELECT j.id, j.kind, j.status, j.priority, j.carry::text AS carry, j.key, j.atte
        j.cancel_requested_at,
        l.at AS entry_at, l.event AS entry_event, l.attempt AS entry_attempt,
        l.worker AS entry_worker, l.detail AS entry_detail
-FROM "venturi".jobs j
+FROM "venturi".all_jobs j
 LEFT JOIN "venturi".journal l ON l.job_id = j.id
 WHERE j.id = %(p1)s
 ORDER BY l.at, l.id;
