@@ -121,7 +121,7 @@ async def test_every_read_answers_the_same_once_finished_jobs_moved(
     )
     before = await _where(conn)
     assert before["live_finished"] >= 10 and before["history"] == 0
-    digest = dict(await conn.fetchrow(tsql("jobs_digest")))
+    digest = dict(await conn.fetchrow(tsql("jobs_digest"), None))
     answers = await _reads(conn, web, ids, flows)
 
     moved = await _move_all(conn)
@@ -129,7 +129,7 @@ async def test_every_read_answers_the_same_once_finished_jobs_moved(
     after = await _where(conn)
     assert moved == before["live_finished"]
     assert after == {"live": before["live"], "live_finished": 0, "history": moved}
-    assert dict(await conn.fetchrow(tsql("jobs_digest"))) == digest
+    assert dict(await conn.fetchrow(tsql("jobs_digest"), None)) == digest
     again = await _reads(conn, web, ids, flows)
     for name, answer in answers.items():
         assert again[name] == answer, name
@@ -231,7 +231,7 @@ async def test_a_database_from_before_the_history_moves_its_finished_jobs_in_bat
             await conn.execute(sql.statement("schema_version_record"), m.version, m.name)
         await conn.execute(sql.statement("maintenance/jobs_seed_bulk"), 20_000, 3600.0)
         await conn.execute(sql.statement("maintenance/journal_seed_bulk"))
-        digest = dict(await conn.fetchrow(tsql("jobs_digest_live")))
+        digest = dict(await conn.fetchrow(tsql("jobs_digest_live"), None))
         assert await db.schema.apply_schema(conn, schema="venturi") == [17]
         before = await _where(conn)
         assert before["history"] == 0 and before["live_finished"] > 18_000
@@ -249,7 +249,7 @@ async def test_a_database_from_before_the_history_moves_its_finished_jobs_in_bat
             "live_finished": 0,
             "history": before["live_finished"],
         }
-        assert dict(await conn.fetchrow(tsql("jobs_digest"))) == digest
+        assert dict(await conn.fetchrow(tsql("jobs_digest"), None)) == digest
     finally:
         await conn.close()
 
