@@ -14,6 +14,7 @@ import msgspec
 import pytest
 
 import venturi
+import venturi.testing
 import venturi.web
 from tests.support import Item, running, wait_stat, wait_status
 from tests.support.flows import Flows, run_flows
@@ -276,3 +277,22 @@ async def test_the_history_task_moves_as_the_worker_runs_and_its_knobs_are_check
             History(**bad)
         assert str(err.value).startswith(message)
         assert "\n" not in str(err.value)
+
+
+async def test_unique_for_counts_a_finished_holder_in_the_history(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="hist_unique", unique_for=3600)
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        return None
+
+    first = await handler.enqueue(conn, Item(1), key="K")
+    await venturi.testing.drain(dsn, [handler])
+    assert await _move_all(conn) == 1
+    assert await handler.enqueue(conn, Item(2), key="K") == first
+    [batch] = await venturi.enqueue_many(conn, [handler.job(Item(3), key="K")])
+    assert batch == first
+    with pytest.raises(venturi.DuplicateJob) as caught:
+        await handler.enqueue(conn, Item(4), key="K", on_conflict="raise")
+    assert caught.value.job_id == first
+    assert await _where(conn) == {"live": 0, "live_finished": 0, "history": 1}
