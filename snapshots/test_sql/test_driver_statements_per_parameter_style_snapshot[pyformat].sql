@@ -20,7 +20,8 @@
 -- index: jobs_key_idx is the ON CONFLICT arbiter and finds the unfinished holder;
 -- jobs_key_search_idx finds a recently finished one.
 WITH recent AS (
-    SELECT id FROM "venturi".jobs
+    -- A finished job: in the history once the maintenance pass moved it.
+    SELECT id FROM "venturi".all_jobs
     WHERE %(p12)s::float8 IS NOT NULL AND %(p6)s::text IS NOT NULL AND key = %(p6)s AND kind = %(p1)s
       AND finished_at > now() - make_interval(secs => %(p12)s::float8)
     ORDER BY finished_at DESC
@@ -105,7 +106,8 @@ WITH input AS (
 recent AS (
     SELECT DISTINCT ON (input.ord) input.ord, j.id
     FROM input
-    JOIN "venturi".jobs j
+    -- A finished job: in the history once the maintenance pass moved it.
+    JOIN "venturi".all_jobs j
       ON input.key IS NOT NULL AND input.unique_for IS NOT NULL
      AND j.key = input.key AND j.kind = input.kind
      AND j.finished_at > now() - make_interval(secs => input.unique_for)

@@ -1656,7 +1656,8 @@ SELECT id FROM page ORDER BY id DESC;
 -- jobs_key_search_idx finds a recently finished one.
 PREPARE billing_jobs_job_insert(text, text, smallint, timestamptz, float8, text, integer, float8, float8, float8, boolean, float8, boolean, text) AS
 WITH recent AS (
-    SELECT id FROM "billing_jobs".jobs
+    -- A finished job: in the history once the maintenance pass moved it.
+    SELECT id FROM "billing_jobs".all_jobs
     WHERE $12::float8 IS NOT NULL AND $6::text IS NOT NULL AND key = $6 AND kind = $1
       AND finished_at > now() - make_interval(secs => $12::float8)
     ORDER BY finished_at DESC
@@ -1742,7 +1743,8 @@ WITH input AS (
 recent AS (
     SELECT DISTINCT ON (input.ord) input.ord, j.id
     FROM input
-    JOIN "billing_jobs".jobs j
+    -- A finished job: in the history once the maintenance pass moved it.
+    JOIN "billing_jobs".all_jobs j
       ON input.key IS NOT NULL AND input.unique_for IS NOT NULL
      AND j.key = input.key AND j.kind = input.kind
      AND j.finished_at > now() - make_interval(secs => input.unique_for)
@@ -3622,7 +3624,7 @@ ORDER BY k.kind;
 PREPARE billing_jobs_kind_list_known(text[]) AS
 SELECT k.kind
 FROM unnest($1::text[]) AS k (kind)
-WHERE EXISTS (SELECT 1 FROM "billing_jobs".all_jobs j WHERE j.kind = k.kind AND j.status = 'pending')
+WHERE EXISTS (SELECT 1 FROM "billing_jobs".jobs j WHERE j.kind = k.kind AND j.status = 'pending')
    OR EXISTS (SELECT 1 FROM "billing_jobs".schedules c WHERE c.name = k.kind)
    OR EXISTS (SELECT 1 FROM "billing_jobs".all_jobs j WHERE j.kind = k.kind);
 
@@ -4071,7 +4073,9 @@ WITH RECURSIVE reach(id) AS (
         UNION ALL
         SELECT e.job_id FROM "billing_jobs".dependencies e WHERE e.depends_on = r.id
     ) AS n
-    WHERE EXISTS (SELECT 1 FROM "billing_jobs".all_jobs x WHERE x.id = n.id)
+    -- Each table probed by its key (an EXISTS over the view became a hash of every id).
+    WHERE EXISTS (SELECT 1 FROM "billing_jobs".jobs x WHERE x.id = n.id)
+       OR EXISTS (SELECT 1 FROM "billing_jobs".jobs_history x WHERE x.id = n.id)
 ),
 reached AS MATERIALIZED (
     SELECT id FROM reach LIMIT $3::integer
