@@ -3,13 +3,14 @@
 Seeds a throwaway database with 1,000,000 jobs in one statement (mostly completed, some
 dead, cancelled, pending, claimed, over two days, a third keyed; a journal of their
 failures), indexes the finished ones for the search as the workers' SearchIndex pass
-would (timed; --no-index leaves them to be read row by row), vacuums it as autovacuum
+would (timed; --no-index leaves them to be read row by row), with --history moves them to
+the history table as the workers' History pass would (timed), vacuums it as autovacuum
 would, then requests every route through the ASGI app in-process (httpx's ASGI transport:
 the app's own work, templates included, without a network) and prints the median of
 several requests per route. Nothing is asserted.
 
     python -m benchmarks.web_pages [--dsn ADMIN_DSN] [--jobs 1000000] [--repeat 9]
-        [--no-index] [--only-search]
+        [--no-index] [--only-search] [--history]
 
 Needs the test extra (httpx) and the web extra; drops its database at the end.
 """
@@ -83,6 +84,12 @@ async def main() -> None:
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--no-index", action="store_true", help="leave the search index empty")
     parser.add_argument("--only-search", action="store_true", help="the search routes only")
+    parser.add_argument(
+        "--history",
+        action="store_true",
+        help="move the finished jobs to the history table first, as the workers' History "
+        "pass would",
+    )
     args = parser.parse_args()
     name = f"bench_web_{os.getpid()}"
     server = await asyncpg.connect(args.dsn)
@@ -105,6 +112,12 @@ async def main() -> None:
             print(
                 f"indexed {done.jobs:,} finished jobs for the search in {took:.1f} s "
                 f"({took / max(done.jobs, 1) * 10_000:.2f} s per 10,000)"
+            )
+        if args.history:
+            t0 = time.perf_counter()
+            moved = await admin.move_to_history(conn)
+            print(
+                f"moved {moved.jobs:,} finished jobs to the history in {time.perf_counter() - t0:.1f} s"
             )
         await conn.execute(sql.statement("maintenance/vacuum_analyze"))
         dead = await admin.list_jobs(conn, status="dead", limit=1)

@@ -20,7 +20,8 @@
 -- index: jobs_key_idx is the ON CONFLICT arbiter and finds the unfinished holder;
 -- jobs_key_search_idx finds a recently finished one.
 WITH recent AS (
-    SELECT id FROM "venturi".jobs
+    -- A finished job: in the history once the maintenance pass moved it.
+    SELECT id FROM "venturi".all_jobs
     WHERE %(p12)s::float8 IS NOT NULL AND %(p6)s::text IS NOT NULL AND key = %(p6)s AND kind = %(p1)s
       AND finished_at > now() - make_interval(secs => %(p12)s::float8)
     ORDER BY finished_at DESC
@@ -105,7 +106,8 @@ WITH input AS (
 recent AS (
     SELECT DISTINCT ON (input.ord) input.ord, j.id
     FROM input
-    JOIN "venturi".jobs j
+    -- A finished job: in the history once the maintenance pass moved it.
+    JOIN "venturi".all_jobs j
       ON input.key IS NOT NULL AND input.unique_for IS NOT NULL
      AND j.key = input.key AND j.kind = input.kind
      AND j.finished_at > now() - make_interval(secs => input.unique_for)
@@ -193,7 +195,7 @@ RETURNING id;
 SELECT id, kind, status, priority, carry::text AS carry, key, attempt, failures,
        max_failures, created_at, visible_at, claimed_at, claimed_by, claim_expires_at,
        finished_at, result::text AS result, last_error, cancel_requested_at
-FROM "venturi".jobs
+FROM "venturi".all_jobs
 WHERE id = %(p1)s;
 
 -- job_get_with_journal: one job's row and its written journal in one statement, so both
@@ -209,7 +211,7 @@ SELECT j.id, j.kind, j.status, j.priority, j.carry::text AS carry, j.key, j.atte
        j.cancel_requested_at,
        l.at AS entry_at, l.event AS entry_event, l.attempt AS entry_attempt,
        l.worker AS entry_worker, l.detail AS entry_detail
-FROM "venturi".jobs j
+FROM "venturi".all_jobs j
 LEFT JOIN "venturi".journal l ON l.job_id = j.id
 WHERE j.id = %(p1)s
 ORDER BY l.at, l.id;

@@ -89,3 +89,31 @@ CREATE INDEX IF NOT EXISTS jobs_wake_idx
 CREATE INDEX IF NOT EXISTS jobs_waiting_idx
     ON "billing_jobs".jobs (kind)
     WHERE status = 'waiting';
+
+-- jobs_history (migration 17): the indexes the reads of finished jobs use, each the
+-- counterpart of one on jobs (the statements that use them are named there), so a read
+-- through all_jobs takes the same path in both tables.
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_history_pkey
+    ON "billing_jobs".jobs_history (id);
+
+CREATE INDEX IF NOT EXISTS jobs_history_finished_idx
+    ON "billing_jobs".jobs_history (status, finished_at) INCLUDE (kind);
+
+CREATE INDEX IF NOT EXISTS jobs_history_result_idx
+    ON "billing_jobs".jobs_history (kind, finished_at)
+    WHERE status = 'completed' AND result IS NOT NULL;
+
+CREATE INDEX IF NOT EXISTS jobs_history_kind_id_idx
+    ON "billing_jobs".jobs_history (kind, id);
+
+CREATE INDEX IF NOT EXISTS jobs_history_failed_id_idx
+    ON "billing_jobs".jobs_history (status, id)
+    WHERE status IN ('dead', 'cancelled');
+
+CREATE INDEX IF NOT EXISTS jobs_history_key_search_idx
+    ON "billing_jobs".jobs_history (key, id)
+    WHERE key IS NOT NULL;
+
+CREATE INDEX IF NOT EXISTS jobs_history_parent_idx
+    ON "billing_jobs".jobs_history (parent_id)
+    WHERE parent_id IS NOT NULL;

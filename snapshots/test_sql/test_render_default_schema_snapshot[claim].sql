@@ -58,7 +58,7 @@ WITH pending AS (
 ),
 completed AS (
     SELECT kind, count(*) AS completed
-    FROM "venturi".jobs
+    FROM "venturi".all_jobs
     WHERE status = 'completed'
       AND finished_at >= now() - make_interval(secs => $1::float8)
     GROUP BY kind
@@ -68,7 +68,7 @@ failures AS (
     -- timeout, a lost claim; not an operator's manual retry.
     SELECT j.kind, count(*) AS failures
     FROM "venturi".journal l
-    JOIN "venturi".jobs j ON j.id = l.job_id
+    JOIN "venturi".all_jobs j ON j.id = l.job_id
     WHERE l.at >= now() - make_interval(secs => $1::float8)
       AND l.event IN ('failed', 'retried', 'timed-out', 'stale-recovered')
       AND l.detail IS DISTINCT FROM $2::text
@@ -96,10 +96,10 @@ ORDER BY k.kind;
 -- $2 bigint[] ids: its children
 -- index: primary key.
 PREPARE venturi_child_list(bigint, bigint[]) AS
-SELECT (SELECT coalesce(p.wake_seq, 0) FROM "venturi".jobs p WHERE p.id = $1::bigint) AS wake_seq,
+SELECT (SELECT coalesce(p.wake_seq, 0) FROM "venturi".all_jobs p WHERE p.id = $1::bigint) AS wake_seq,
        c.n, c.id, j.kind, j.status, j.result::text AS result, j.last_error
 FROM unnest($2::bigint[]) WITH ORDINALITY AS c(id, n)
-LEFT JOIN "venturi".jobs j ON j.id = c.id
+LEFT JOIN "venturi".all_jobs j ON j.id = c.id
 ORDER BY c.n;
 
 -- child_spawn: ctx.spawn: enqueue a child job and record its id as the parent's step, in
@@ -220,7 +220,7 @@ SELECT 1 AS alive;
 PREPARE venturi_dependency_result(bigint, text) AS
 SELECT d.depends_on AS id, j.kind, j.status, j.result::text AS result
 FROM "venturi".dependencies d
-LEFT JOIN "venturi".jobs j ON j.id = d.depends_on
+LEFT JOIN "venturi".all_jobs j ON j.id = d.depends_on
 WHERE d.job_id = $1::bigint AND d.name = $2::text;
 
 -- job_activity_of_kind: one kind's completions, failed executions and deaths in each of
@@ -249,7 +249,7 @@ finished AS (
     SELECT date_bin(b.width, j.finished_at, timestamptz '2000-01-01') AS at,
            count(*) FILTER (WHERE j.status = 'completed') AS completed,
            count(*) FILTER (WHERE j.status = 'dead') AS dead
-    FROM "venturi".jobs j, bounds b
+    FROM "venturi".all_jobs j, bounds b
     WHERE j.status IN ('completed', 'dead')
       AND j.finished_at >= b.first
       AND j.kind = $1::text
@@ -258,7 +258,7 @@ finished AS (
 failed AS (
     SELECT date_bin(b.width, e.at, timestamptz '2000-01-01') AS at, count(*) AS n
     FROM "venturi".journal e
-    JOIN "venturi".jobs j ON j.id = e.job_id, bounds b
+    JOIN "venturi".all_jobs j ON j.id = e.job_id, bounds b
     WHERE e.at >= b.first
       AND e.event IN ('failed', 'retried', 'timed-out', 'stale-recovered')
       AND e.detail IS DISTINCT FROM $2::text
@@ -287,7 +287,7 @@ WITH minutes AS (
 ),
 done AS (
     SELECT date_trunc('minute', finished_at) AS minute, count(*) AS n
-    FROM "venturi".jobs
+    FROM "venturi".all_jobs
     WHERE status = 'completed'
       AND finished_at >= date_trunc('minute', now()) - make_interval(mins => $2::integer - 1)
     GROUP BY 1
@@ -366,7 +366,7 @@ SELECT input.id, j.kind, j.status AS was, j.claimed_by,
             WHEN r.id IS NOT NULL THEN 'requested'
        END AS action
 FROM input
-LEFT JOIN "venturi".jobs j ON j.id = input.id
+LEFT JOIN "venturi".all_jobs j ON j.id = input.id
 LEFT JOIN cancelled c ON c.id = input.id
 LEFT JOIN requested r ON r.id = input.id
 ORDER BY input.id;
@@ -534,7 +534,7 @@ RETURNING j.id;
 -- the confirmation page).
 PREPARE venturi_job_count_matching(text, text, text) AS
 SELECT count(*) AS jobs, max(id) AS newest_id
-FROM "venturi".jobs
+FROM "venturi".all_jobs
 WHERE ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text);
@@ -554,7 +554,7 @@ PREPARE venturi_job_count_matching_search(text, text, text, text, text[], text[]
 SELECT count(*) AS jobs, max(id) AS newest_id
 FROM (
     SELECT j.id
-    FROM "venturi".jobs j
+    FROM "venturi".all_jobs j
     WHERE j.kind = ANY ($5::text[])
       AND ($1::text IS NULL OR j.status = $1::text)
       AND ($2::text IS NULL OR j.kind = $2::text)
@@ -563,7 +563,7 @@ FROM (
     SELECT j.id
     FROM "venturi".job_search x
     CROSS JOIN LATERAL (
-        SELECT * FROM "venturi".jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
+        SELECT * FROM "venturi".all_jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
     WHERE $4::text IS NOT NULL
       AND x.doc @@ ($4::text
        || coalesce(' & ' || ('''' || replace(replace(left('status ' || $1::text, 500), '\', '\\'), '''', '''''') || ''''), '')
@@ -577,7 +577,7 @@ FROM (
       AND j.kind <> ALL ($5::text[])
     UNION ALL
     SELECT j.id
-    FROM "venturi".jobs j
+    FROM "venturi".all_jobs j
     WHERE $4::text IS NOT NULL
       AND (j.status = 'pending' OR j.status = 'claimed' OR j.status = 'waiting'
          OR (j.status IN ('completed', 'dead', 'cancelled')
@@ -600,7 +600,7 @@ FROM (
 -- index: primary key for $1; otherwise a sequential scan, meant for operators.
 PREPARE venturi_job_counts(bigint[]) AS
 SELECT kind, status, count(*) AS jobs
-FROM "venturi".jobs
+FROM "venturi".all_jobs
 WHERE $1::bigint[] IS NULL OR id = ANY($1)
 GROUP BY kind, status
 ORDER BY kind, status;
@@ -629,29 +629,49 @@ journaled AS (
 SELECT id FROM settled;
 
 -- job_delete_many_if_not_claimed: an operator's delete: jobs that no worker holds are
--- deleted, their journal with them (ON DELETE CASCADE). A claimed job is refused (cancel
--- it first): its worker would settle a row that is gone. Returns one row per distinct
+-- deleted, with their journal, steps, signals and search document, from the live table
+-- or the history. A claimed job is refused (cancel it first): its worker would settle a
+-- row that is gone. Returns one row per distinct
 -- input id with its status before and whether it was deleted.
 -- $1 bigint[] ids: the jobs to delete
--- index: primary key; job_search_pkey.
+-- index: primary keys (jobs, jobs_history); journal_job_idx; job_search_pkey.
 PREPARE venturi_job_delete_many_if_not_claimed(bigint[]) AS
 WITH input AS (
     SELECT DISTINCT unnest($1::bigint[]) AS id
 ),
-deleted AS (
+deleted_live AS (
     DELETE FROM "venturi".jobs j
     USING input
     WHERE j.id = input.id AND j.status <> 'claimed'
     RETURNING j.id
 ),
--- Their search index rows (no foreign key: the index is filled off the worker's path).
+deleted_history AS (
+    DELETE FROM "venturi".jobs_history h
+    USING input
+    WHERE h.id = input.id
+    RETURNING h.id
+),
+deleted AS (
+    SELECT id FROM deleted_live UNION ALL SELECT id FROM deleted_history
+),
+unjournaled AS (
+    DELETE FROM "venturi".journal l USING deleted WHERE l.job_id = deleted.id
+),
+unstepped AS (
+    DELETE FROM "venturi".steps st USING deleted WHERE st.job_id = deleted.id
+),
+unsignalled AS (
+    DELETE FROM "venturi".signals sg USING deleted WHERE sg.job_id = deleted.id
+),
+unlinked AS (
+    DELETE FROM "venturi".dependencies d USING deleted WHERE d.job_id = deleted.id
+),
 unindexed AS (
     DELETE FROM "venturi".job_search x USING deleted WHERE x.job_id = deleted.id
 )
--- Read from the statement's snapshot: status is the one before.
 SELECT input.id, j.kind, j.status AS was, d.id IS NOT NULL AS deleted
 FROM input
-LEFT JOIN "venturi".jobs j ON j.id = input.id
+LEFT JOIN "venturi".all_jobs j ON j.id = input.id
 LEFT JOIN deleted d ON d.id = input.id
 ORDER BY input.id;
 
@@ -721,7 +741,7 @@ PREPARE venturi_job_get(bigint) AS
 SELECT id, kind, status, priority, carry::text AS carry, key, attempt, failures,
        max_failures, created_at, visible_at, claimed_at, claimed_by, claim_expires_at,
        finished_at, result::text AS result, last_error, cancel_requested_at
-FROM "venturi".jobs
+FROM "venturi".all_jobs
 WHERE id = $1;
 
 -- job_get_with_journal: one job's row and its written journal in one statement, so both
@@ -738,7 +758,7 @@ SELECT j.id, j.kind, j.status, j.priority, j.carry::text AS carry, j.key, j.atte
        j.cancel_requested_at,
        l.at AS entry_at, l.event AS entry_event, l.attempt AS entry_attempt,
        l.worker AS entry_worker, l.detail AS entry_detail
-FROM "venturi".jobs j
+FROM "venturi".all_jobs j
 LEFT JOIN "venturi".journal l ON l.job_id = j.id
 WHERE j.id = $1
 ORDER BY l.at, l.id;
@@ -770,8 +790,35 @@ SELECT beat.id,
        j.cancel_requested_at IS NOT NULL AS cancel_requested,
        renewed.id IS NOT NULL AS renewed
 FROM beat
-LEFT JOIN "venturi".jobs j ON j.id = beat.id
+LEFT JOIN "venturi".all_jobs j ON j.id = beat.id
 LEFT JOIN renewed ON renewed.id = beat.id;
+
+-- job_history_move: move up to $2 jobs that finished more than $1 seconds ago from the
+-- live table to the history (venturi.maintenance.History), in one statement: deleted
+-- there and inserted here as they are, so every read through all_jobs sees each once.
+-- Returns how many it moved; the caller repeats until a batch comes back short, each
+-- batch its own short transaction (row locks on the moved rows only: the worker's claims
+-- and settlements of other rows go on beside it).
+-- $1 float8 after: seconds since finished_at before a job moves
+-- $2 integer batch: most rows to move in this statement
+-- index: jobs_finished_idx (finished rows only; the live rows never enter it).
+PREPARE venturi_job_history_move(float8, integer) AS
+WITH moving AS (
+    SELECT j.id FROM "venturi".jobs j
+    WHERE j.finished_at IS NOT NULL
+      AND j.status IN ('completed', 'dead', 'cancelled')
+      AND j.finished_at < now() - make_interval(secs => $1::float8)
+    LIMIT $2::integer
+    -- An operator retrying or deleting one of these right now keeps it for this time.
+    FOR UPDATE SKIP LOCKED
+),
+moved AS (
+    DELETE FROM "venturi".jobs j USING moving WHERE j.id = moving.id RETURNING j.*
+),
+kept AS (
+    INSERT INTO "venturi".jobs_history SELECT * FROM moved
+)
+SELECT count(*)::integer AS moved FROM moved;
 
 -- job_ids_draw: the ids and the clock of a bulk enqueue by COPY (job_insert_many's copy
 -- path): $1 fresh ids of the jobs table's identity, in ascending order, and the
@@ -796,7 +843,7 @@ FROM (SELECT pg_get_serial_sequence('"venturi".jobs', 'id') AS name) AS seq;
 -- jobs_key_search_idx).
 PREPARE venturi_job_ids_matching(text, text, text, bigint, integer) AS
 SELECT id
-FROM "venturi".jobs
+FROM "venturi".all_jobs
 WHERE ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
@@ -830,7 +877,7 @@ WITH window_end AS (
 ),
 known_kinds AS (
     SELECT j.id
-    FROM "venturi".jobs j
+    FROM "venturi".all_jobs j
     WHERE j.kind = ANY ($5::text[])
       AND ($1::text IS NULL OR j.status = $1::text)
       AND ($2::text IS NULL OR j.kind = $2::text)
@@ -843,7 +890,7 @@ in_window AS MATERIALIZED (
     SELECT x.job_id AS id
     FROM "venturi".job_search x
     CROSS JOIN LATERAL (
-        SELECT * FROM "venturi".jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
+        SELECT * FROM "venturi".all_jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
     WHERE $4::text IS NOT NULL
       AND ($9::bigint IS NULL OR x.job_id < $9::bigint)
       AND ($9::bigint IS NULL OR j.id < $9::bigint)
@@ -866,7 +913,7 @@ past_window AS (
     SELECT x.job_id AS id
     FROM "venturi".job_search x
     CROSS JOIN LATERAL (
-        SELECT * FROM "venturi".jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
+        SELECT * FROM "venturi".all_jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
     WHERE $4::text IS NOT NULL
       -- Read only when the window held less than a page.
       AND (SELECT count(*) FROM in_window) < $10::integer
@@ -891,7 +938,7 @@ not_indexed AS (
     FROM (
         SELECT j.id, j.kind, j.kind || ' ' || coalesce(j.key, '') || ' '
                            || right(coalesce(j.last_error, ''), 2000) || ' ' || left(j.carry::text, 8000) AS words
-        FROM "venturi".jobs j
+        FROM "venturi".all_jobs j
         WHERE $4::text IS NOT NULL
           AND (j.status = 'pending' OR j.status = 'claimed' OR j.status = 'waiting'
              OR (j.status IN ('completed', 'dead', 'cancelled')
@@ -946,7 +993,8 @@ SELECT id FROM page ORDER BY id DESC;
 -- jobs_key_search_idx finds a recently finished one.
 PREPARE venturi_job_insert(text, text, smallint, timestamptz, float8, text, integer, float8, float8, float8, boolean, float8, boolean, text) AS
 WITH recent AS (
-    SELECT id FROM "venturi".jobs
+    -- A finished job: in the history once the maintenance pass moved it.
+    SELECT id FROM "venturi".all_jobs
     WHERE $12::float8 IS NOT NULL AND $6::text IS NOT NULL AND key = $6 AND kind = $1
       AND finished_at > now() - make_interval(secs => $12::float8)
     ORDER BY finished_at DESC
@@ -1032,7 +1080,8 @@ WITH input AS (
 recent AS (
     SELECT DISTINCT ON (input.ord) input.ord, j.id
     FROM input
-    JOIN "venturi".jobs j
+    -- A finished job: in the history once the maintenance pass moved it.
+    JOIN "venturi".all_jobs j
       ON input.key IS NOT NULL AND input.unique_for IS NOT NULL
      AND j.key = input.key AND j.kind = input.kind
      AND j.finished_at > now() - make_interval(secs => input.unique_for)
@@ -1130,7 +1179,7 @@ PREPARE venturi_job_list(text, text, integer, text, bigint) AS
 SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
        visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
        cancel_requested_at
-FROM "venturi".jobs
+FROM "venturi".all_jobs
 WHERE ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($4::text IS NULL OR key = $4::text)
@@ -1241,7 +1290,7 @@ failures AS (
     -- as retried too, with its own detail, and is not one.
     SELECT j.kind, count(*) AS failures
     FROM "venturi".journal l
-    JOIN "venturi".jobs j ON j.id = l.job_id
+    JOIN "venturi".all_jobs j ON j.id = l.job_id
     WHERE l.at >= now() - make_interval(secs => $2::float8)
       AND l.event IN ('failed', 'retried', 'timed-out', 'stale-recovered')
       AND l.detail IS DISTINCT FROM $1::text
@@ -1249,7 +1298,7 @@ failures AS (
 ),
 recent AS (
     SELECT kind, count(*) AS completed_recent
-    FROM "venturi".jobs
+    FROM "venturi".all_jobs
     WHERE status = 'completed' AND finished_at >= now() - make_interval(secs => $2::float8)
     GROUP BY kind
 ),
@@ -1257,7 +1306,7 @@ failed AS (
     SELECT kind,
            count(*) FILTER (WHERE status = 'dead') AS dead,
            count(*) FILTER (WHERE status = 'cancelled') AS cancelled
-    FROM "venturi".jobs
+    FROM "venturi".all_jobs
     WHERE status IN ('dead', 'cancelled') AND finished_at IS NOT NULL
     GROUP BY kind
 ),
@@ -1319,20 +1368,21 @@ journaled AS (
 SELECT id FROM settled;
 
 -- job_purge_batch: retention: delete up to $4 finished jobs of one status that finished
--- more than $2 seconds ago, oldest first; their journal rows, steps and signals go too
--- (ON DELETE CASCADE), and their search index rows. A finished workflow job an
--- unfinished one still reads (a child of a running parent, a dependency of a pending
--- node) stays.
+-- more than $2 seconds ago, oldest first, from the history and from the live table (jobs
+-- the maintenance pass has not moved yet), up to $4 from each; their journal rows, steps,
+-- signals and search index rows go too. A finished workflow job an unfinished one still
+-- reads (a child of a running parent, a dependency of a pending node) stays.
 -- Returns how many it deleted; the caller repeats until a batch comes back short.
 -- $1 text status: 'completed', 'dead' or 'cancelled'
 -- $2 float8 older_than: seconds since finished_at
 -- $3 text kind: only this kind (NULL: any)
 -- $4 integer batch: most rows to delete in this statement
--- index: jobs_finished_idx (status, finished_at); a workflow job's parent and dependents
--- by the primary key and dependencies_depends_on_idx; job_search_pkey.
+-- index: jobs_history_finished_idx and jobs_finished_idx (status, finished_at); a
+-- workflow job's parent and dependents by the primary key and
+-- dependencies_depends_on_idx; journal_job_idx; job_search_pkey.
 PREPARE venturi_job_purge_batch(text, float8, text, integer) AS
-WITH doomed AS (
-    SELECT j.id FROM "venturi".jobs j
+WITH doomed_live AS (
+SELECT j.id FROM "venturi".jobs j
     WHERE j.status = $1::text
       -- Never an unfinished job, whatever the caller passes.
       AND j.status IN ('completed', 'dead', 'cancelled')
@@ -1340,7 +1390,8 @@ WITH doomed AS (
       AND ($3::text IS NULL OR j.kind = $3::text)
       -- A workflow's unfinished jobs still read it: a child's parent gathers its result,
       -- a Workflow node's dependents read it by name (ctx.result_of). Kept until they
-      -- end; plain jobs (parent_id NULL, linked NULL) skip both lookups.
+      -- end; plain jobs (parent_id NULL, linked NULL) skip both lookups. Unfinished
+      -- jobs are in the live table only.
       AND (j.parent_id IS NULL OR NOT EXISTS (
           SELECT 1 FROM "venturi".jobs p
           WHERE p.id = j.parent_id AND p.status IN ('pending', 'claimed', 'waiting')))
@@ -1353,10 +1404,51 @@ WITH doomed AS (
     -- An operator retrying one of these right now keeps it.
     FOR UPDATE SKIP LOCKED
 ),
-deleted AS (
-    DELETE FROM "venturi".jobs j USING doomed WHERE j.id = doomed.id RETURNING j.id
+doomed_history AS (
+SELECT h.id FROM "venturi".jobs_history h
+    WHERE h.status = $1::text
+      -- Never an unfinished job, whatever the caller passes.
+      AND h.status IN ('completed', 'dead', 'cancelled')
+      AND h.finished_at < now() - make_interval(secs => $2::float8)
+      AND ($3::text IS NULL OR h.kind = $3::text)
+      -- A workflow's unfinished jobs still read it: a child's parent gathers its result,
+      -- a Workflow node's dependents read it by name (ctx.result_of). Kept until they
+      -- end; plain jobs (parent_id NULL, linked NULL) skip both lookups. Unfinished
+      -- jobs are in the live table only.
+      AND (h.parent_id IS NULL OR NOT EXISTS (
+          SELECT 1 FROM "venturi".jobs p
+          WHERE p.id = h.parent_id AND p.status IN ('pending', 'claimed', 'waiting')))
+      AND (h.linked IS NOT TRUE OR NOT EXISTS (
+          SELECT 1 FROM "venturi".dependencies d
+          JOIN "venturi".jobs n ON n.id = d.job_id
+          WHERE d.depends_on = h.id AND n.status IN ('pending', 'claimed', 'waiting')))
+    ORDER BY h.finished_at
+    LIMIT $4::integer
+    -- An operator retrying one of these right now keeps it.
+    FOR UPDATE SKIP LOCKED
 ),
--- Their search index rows (no foreign key: the index is filled off the worker's path).
+deleted_live AS (
+    DELETE FROM "venturi".jobs j USING doomed_live WHERE j.id = doomed_live.id RETURNING j.id
+),
+deleted_history AS (
+    DELETE FROM "venturi".jobs_history h USING doomed_history WHERE h.id = doomed_history.id
+    RETURNING h.id
+),
+deleted AS (
+    SELECT id FROM deleted_live UNION ALL SELECT id FROM deleted_history
+),
+unjournaled AS (
+    DELETE FROM "venturi".journal l USING deleted WHERE l.job_id = deleted.id
+),
+unstepped AS (
+    DELETE FROM "venturi".steps st USING deleted WHERE st.job_id = deleted.id
+),
+unsignalled AS (
+    DELETE FROM "venturi".signals sg USING deleted WHERE sg.job_id = deleted.id
+),
+unlinked AS (
+    DELETE FROM "venturi".dependencies d USING deleted WHERE d.job_id = deleted.id
+),
 unindexed AS (
     DELETE FROM "venturi".job_search x USING deleted WHERE x.job_id = deleted.id
 )
@@ -1370,7 +1462,7 @@ SELECT count(*) AS deleted FROM deleted;
 -- index: jobs_finished_idx (status, finished_at); a workflow job's parent and dependents
 -- by the primary key and dependencies_depends_on_idx.
 PREPARE venturi_job_purge_count(text, float8, text) AS
-SELECT count(*) AS jobs FROM "venturi".jobs j
+SELECT count(*) AS jobs FROM "venturi".all_jobs j
 WHERE j.status = $1::text
   AND j.status IN ('completed', 'dead', 'cancelled')
   AND j.finished_at < now() - make_interval(secs => $2::float8)
@@ -1379,11 +1471,11 @@ WHERE j.status = $1::text
   -- a Workflow node's dependents read it by name (ctx.result_of). Kept until they
   -- end; plain jobs (parent_id NULL, linked NULL) skip both lookups.
   AND (j.parent_id IS NULL OR NOT EXISTS (
-      SELECT 1 FROM "venturi".jobs p
+      SELECT 1 FROM "venturi".all_jobs p
       WHERE p.id = j.parent_id AND p.status IN ('pending', 'claimed', 'waiting')))
   AND (j.linked IS NOT TRUE OR NOT EXISTS (
       SELECT 1 FROM "venturi".dependencies d
-      JOIN "venturi".jobs n ON n.id = d.job_id
+      JOIN "venturi".all_jobs n ON n.id = d.job_id
       WHERE d.depends_on = j.id AND n.status IN ('pending', 'claimed', 'waiting')));
 
 -- job_rank_set: set a job's order within its tier (rank, lower first) in the transaction
@@ -1585,33 +1677,50 @@ journaled AS (
 SELECT id, kind, attempt FROM released ORDER BY id;
 
 -- job_result_clear_expired: forget the results of up to $3 completed jobs of kind $1 that
--- finished more than $2 seconds ago (the task's result_ttl); returns how many it cleared.
+-- finished more than $2 seconds ago (the task's result_ttl), up to $3 in the live table
+-- and as many in the history; returns how many it cleared.
 -- The caller repeats until a batch comes back short; each batch is its own short
 -- transaction.
 -- $1 text kind: the task kind
 -- $2 float8 ttl: the kind's result_ttl in seconds
 -- $3 integer batch: most rows to clear in this statement
--- index: jobs_result_idx (kind, finished_at) WHERE status = 'completed' AND result IS NOT
+-- index: jobs_result_idx and jobs_history_result_idx (kind, finished_at) WHERE status = 'completed' AND result IS NOT
 -- NULL, so rows already cleared are never read again.
 PREPARE venturi_job_result_clear_expired(text, float8, integer) AS
-WITH expired AS (
-    SELECT id FROM "venturi".jobs
+WITH expired_live AS (
+SELECT id FROM "venturi".jobs
     WHERE kind = $1::text
       AND status = 'completed'
       AND result IS NOT NULL
       AND finished_at < now() - make_interval(secs => $2::float8)
     ORDER BY finished_at
     LIMIT $3::integer
-    -- Another worker's cleanup (or retention) holding a row: leave it to them.
     FOR UPDATE SKIP LOCKED
 ),
-cleared AS (
+expired_history AS (
+SELECT id FROM "venturi".jobs_history
+    WHERE kind = $1::text
+      AND status = 'completed'
+      AND result IS NOT NULL
+      AND finished_at < now() - make_interval(secs => $2::float8)
+    ORDER BY finished_at
+    LIMIT $3::integer
+    FOR UPDATE SKIP LOCKED
+),
+cleared_live AS (
     UPDATE "venturi".jobs j SET result = NULL
-    FROM expired
-    WHERE j.id = expired.id
+    FROM expired_live e
+    WHERE j.id = e.id
     RETURNING j.id
+),
+cleared_history AS (
+    UPDATE "venturi".jobs_history h SET result = NULL
+    FROM expired_history e
+    WHERE h.id = e.id
+    RETURNING h.id
 )
-SELECT count(*) AS cleared FROM cleared;
+SELECT (SELECT count(*) FROM cleared_live) + (SELECT count(*) FROM cleared_history)
+    AS cleared;
 
 -- job_result_get: a job's stored result and how long ago it finished, for get_result.
 -- $1 bigint id: the job
@@ -1622,7 +1731,7 @@ SELECT kind,
        result::text AS result,
        -- Measured on the database clock, the one ResultCleanup compares against.
        extract(epoch FROM now() - finished_at)::float8 AS finished_seconds_ago
-FROM "venturi".jobs
+FROM "venturi".all_jobs
 WHERE id = $1::bigint;
 
 -- job_retry_many_if_dead_or_cancelled: an operator's retry: dead or cancelled jobs go back
@@ -1631,12 +1740,14 @@ WHERE id = $1::bigint;
 -- $1 bigint[] ids: the jobs to retry
 -- $2 text operator: who asked, for the journal's worker column
 -- $3 text detail: the journal entry's detail ('manual retry')
--- index: primary key; jobs_key_idx for the key check.
+-- A job already moved to the history goes back to the live table: deleted there and
+-- inserted here in this statement, with the same id, journal and steps.
+-- index: primary keys; jobs_key_idx for the key check.
 PREPARE venturi_job_retry_many_if_dead_or_cancelled(bigint[], text, text) AS
 WITH input AS (
     SELECT DISTINCT unnest($1::bigint[]) AS id
 ),
-retried AS (
+retried_live AS (
     UPDATE "venturi".jobs j
     SET status = 'pending',
         visible_at = now(),
@@ -1650,12 +1761,46 @@ retried AS (
     FROM input
     WHERE j.id = input.id
       AND j.status IN ('dead', 'cancelled')
-      -- An unfinished job of the same kind may hold the key by now; pending again, this
+-- An unfinished job of the same kind may hold the key by now; pending again, this
       -- one would break the key's uniqueness. Refused, and reported through key_holder.
       AND (j.key IS NULL OR NOT EXISTS (
           SELECT 1 FROM "venturi".jobs o
-          WHERE o.kind = j.kind AND o.key = j.key AND o.status IN ('pending', 'claimed', 'waiting')))
+          WHERE o.kind = j.kind AND o.key = j.key
+            AND o.status IN ('pending', 'claimed', 'waiting')))
     RETURNING j.id, j.attempt
+),
+revived AS (
+    DELETE FROM "venturi".jobs_history h
+    USING input
+    WHERE h.id = input.id
+      AND h.status IN ('dead', 'cancelled')
+-- An unfinished job of the same kind may hold the key by now; pending again, this
+      -- one would break the key's uniqueness. Refused, and reported through key_holder.
+      AND (h.key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM "venturi".jobs o
+          WHERE o.kind = h.kind AND o.key = h.key
+            AND o.status IN ('pending', 'claimed', 'waiting')))
+    RETURNING h.*
+),
+-- The same changes as retried_live, on the way back.
+retried_history AS (
+    INSERT INTO "venturi".jobs (id, kind, status, priority, carry, key, attempt, failures,
+                              max_failures, created_at, visible_at, claimed_at, claimed_by,
+                              claim_expires_at, finished_at, result, last_error,
+                              cancel_requested_at, claim_token, backoff_base, backoff_factor,
+                              backoff_cap, backoff_jitter, awaited, traceparent, parent_id,
+                              linked, wake_seq, wait_for, wait_count, wait_signal, wake_at,
+                              rank)
+    SELECT r.id, r.kind, 'pending', r.priority, r.carry, r.key, r.attempt, 0, r.max_failures,
+           r.created_at, now(), r.claimed_at, r.claimed_by, NULL, NULL, NULL, r.last_error, NULL,
+           r.claim_token, r.backoff_base, r.backoff_factor, r.backoff_cap, r.backoff_jitter,
+           r.awaited, r.traceparent, r.parent_id, r.linked, r.wake_seq, r.wait_for, r.wait_count,
+           r.wait_signal, r.wake_at, r.rank
+    FROM revived r
+    RETURNING id, attempt
+),
+retried AS (
+    SELECT id, attempt FROM retried_live UNION ALL SELECT id, attempt FROM retried_history
 ),
 journaled AS (
     INSERT INTO "venturi".journal (job_id, at, event, attempt, worker, detail)
@@ -1665,7 +1810,7 @@ journaled AS (
 SELECT input.id, j.kind, j.status AS was, r.id IS NOT NULL AS retried,
        holder.id AS key_holder
 FROM input
-LEFT JOIN "venturi".jobs j ON j.id = input.id
+LEFT JOIN "venturi".all_jobs j ON j.id = input.id
 LEFT JOIN retried r ON r.id = input.id
 LEFT JOIN LATERAL (
     SELECT o.id FROM "venturi".jobs o
@@ -1722,7 +1867,7 @@ journaled AS (
 SELECT input.id, j.kind, j.status AS was, j.visible_at,
        m.id IS NOT NULL OR w.id IS NOT NULL AS moved
 FROM input
-LEFT JOIN "venturi".jobs j ON j.id = input.id
+LEFT JOIN "venturi".all_jobs j ON j.id = input.id
 LEFT JOIN moved m ON m.id = input.id
 LEFT JOIN woken w ON w.id = input.id
 ORDER BY input.id;
@@ -1740,7 +1885,7 @@ PREPARE venturi_job_search_count(text, text, text, integer) AS
 SELECT count(*) AS jobs
 FROM (
     SELECT 1
-    FROM "venturi".jobs
+    FROM "venturi".all_jobs
     WHERE ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
@@ -1793,7 +1938,7 @@ batch AS (
     -- Per status (the index's order within one), merged.
     SELECT n.id, n.finished_at
     FROM ((SELECT j.id, j.finished_at
-           FROM "venturi".jobs j
+           FROM "venturi".all_jobs j
            WHERE j.status = 'completed'
              AND j.finished_at >= (SELECT indexed_at FROM mark)
              AND (j.finished_at > (SELECT indexed_at FROM mark) OR j.id > (SELECT indexed_id FROM mark))
@@ -1802,7 +1947,7 @@ batch AS (
            LIMIT $2::integer)
           UNION ALL
           (SELECT j.id, j.finished_at
-           FROM "venturi".jobs j
+           FROM "venturi".all_jobs j
            WHERE j.status = 'dead'
              AND j.finished_at >= (SELECT indexed_at FROM mark)
              AND (j.finished_at > (SELECT indexed_at FROM mark) OR j.id > (SELECT indexed_id FROM mark))
@@ -1811,7 +1956,7 @@ batch AS (
            LIMIT $2::integer)
           UNION ALL
           (SELECT j.id, j.finished_at
-           FROM "venturi".jobs j
+           FROM "venturi".all_jobs j
            WHERE j.status = 'cancelled'
              AND j.finished_at >= (SELECT indexed_at FROM mark)
              AND (j.finished_at > (SELECT indexed_at FROM mark) OR j.id > (SELECT indexed_id FROM mark))
@@ -1830,7 +1975,7 @@ indexed AS (
                   ARRAY['status ' || j.status, left('kind ' || j.kind, 500),
                         left('key ' || j.key, 500)], NULL))
     FROM batch
-    JOIN "venturi".jobs j ON j.id = batch.id
+    JOIN "venturi".all_jobs j ON j.id = batch.id
     ON CONFLICT (job_id) DO UPDATE SET doc = EXCLUDED.doc
     RETURNING 1
 ),
@@ -1856,7 +2001,7 @@ PREPARE venturi_job_search_newer(text, text, text, bigint, integer) AS
 SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
        visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
        cancel_requested_at
-FROM "venturi".jobs
+FROM "venturi".all_jobs
 WHERE ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
@@ -1877,7 +2022,7 @@ PREPARE venturi_job_search_older(text, text, text, bigint, integer) AS
 SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
        visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
        cancel_requested_at
-FROM "venturi".jobs
+FROM "venturi".all_jobs
 WHERE ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
@@ -1927,7 +2072,7 @@ PREPARE venturi_job_search_rows(bigint[]) AS
 SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
        visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
        cancel_requested_at
-FROM "venturi".jobs
+FROM "venturi".all_jobs
 WHERE id = ANY ($1::bigint[])
 ORDER BY id DESC;
 
@@ -1951,7 +2096,7 @@ PREPARE venturi_job_search_text_count(text, text, text, text, text[], text[], ti
 SELECT count(*) AS jobs
 FROM (
     SELECT j.id
-    FROM "venturi".jobs j
+    FROM "venturi".all_jobs j
     WHERE j.kind = ANY ($5::text[])
       AND ($1::text IS NULL OR j.status = $1::text)
       AND ($2::text IS NULL OR j.kind = $2::text)
@@ -1960,7 +2105,7 @@ FROM (
     SELECT j.id
     FROM "venturi".job_search x
     CROSS JOIN LATERAL (
-        SELECT * FROM "venturi".jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
+        SELECT * FROM "venturi".all_jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
     WHERE $4::text IS NOT NULL
       AND x.doc @@ ($4::text
        || coalesce(' & ' || ('''' || replace(replace(left('status ' || $1::text, 500), '\', '\\'), '''', '''''') || ''''), '')
@@ -2000,7 +2145,7 @@ WITH not_indexed AS (
     FROM (
         SELECT j.id, j.kind, j.kind || ' ' || coalesce(j.key, '') || ' '
                            || right(coalesce(j.last_error, ''), 2000) || ' ' || left(j.carry::text, 8000) AS words
-        FROM "venturi".jobs j
+        FROM "venturi".all_jobs j
         WHERE $4::text IS NOT NULL
           AND (j.status = 'pending' OR j.status = 'claimed' OR j.status = 'waiting'
              OR (j.status IN ('completed', 'dead', 'cancelled')
@@ -2053,7 +2198,7 @@ WITH not_indexed AS (
     FROM (
         SELECT j.id, j.kind, j.kind || ' ' || coalesce(j.key, '') || ' '
                            || right(coalesce(j.last_error, ''), 2000) || ' ' || left(j.carry::text, 8000) AS words
-        FROM "venturi".jobs j
+        FROM "venturi".all_jobs j
         WHERE $4::text IS NOT NULL
           AND (j.status = 'pending' OR j.status = 'claimed' OR j.status = 'waiting'
              OR (j.status IN ('completed', 'dead', 'cancelled')
@@ -2106,7 +2251,7 @@ WITH window_end AS (
 ),
 known_kinds AS (
     SELECT j.id
-    FROM "venturi".jobs j
+    FROM "venturi".all_jobs j
     WHERE j.kind = ANY ($5::text[])
       AND ($1::text IS NULL OR j.status = $1::text)
       AND ($2::text IS NULL OR j.kind = $2::text)
@@ -2119,7 +2264,7 @@ in_window AS MATERIALIZED (
     SELECT x.job_id AS id
     FROM "venturi".job_search x
     CROSS JOIN LATERAL (
-        SELECT * FROM "venturi".jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
+        SELECT * FROM "venturi".all_jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
     WHERE $4::text IS NOT NULL
       AND x.job_id > $9::bigint
       AND j.id > $9::bigint
@@ -2142,7 +2287,7 @@ past_window AS (
     SELECT x.job_id AS id
     FROM "venturi".job_search x
     CROSS JOIN LATERAL (
-        SELECT * FROM "venturi".jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
+        SELECT * FROM "venturi".all_jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
     WHERE $4::text IS NOT NULL
       -- Read only when the window held less than a page.
       AND (SELECT count(*) FROM in_window) < $10::integer
@@ -2207,7 +2352,7 @@ WITH window_end AS (
 ),
 known_kinds AS (
     SELECT j.id
-    FROM "venturi".jobs j
+    FROM "venturi".all_jobs j
     WHERE j.kind = ANY ($5::text[])
       AND ($1::text IS NULL OR j.status = $1::text)
       AND ($2::text IS NULL OR j.kind = $2::text)
@@ -2220,7 +2365,7 @@ in_window AS MATERIALIZED (
     SELECT x.job_id AS id
     FROM "venturi".job_search x
     CROSS JOIN LATERAL (
-        SELECT * FROM "venturi".jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
+        SELECT * FROM "venturi".all_jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
     WHERE $4::text IS NOT NULL
       AND ($9::bigint IS NULL OR x.job_id < $9::bigint)
       AND ($9::bigint IS NULL OR j.id < $9::bigint)
@@ -2243,7 +2388,7 @@ past_window AS (
     SELECT x.job_id AS id
     FROM "venturi".job_search x
     CROSS JOIN LATERAL (
-        SELECT * FROM "venturi".jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
+        SELECT * FROM "venturi".all_jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
     WHERE $4::text IS NOT NULL
       -- Read only when the window held less than a page.
       AND (SELECT count(*) FROM in_window) < $10::integer
@@ -2312,7 +2457,7 @@ journaled AS (
 SELECT input.id, j.kind, j.status AS was, j.priority AS was_priority,
        m.id IS NOT NULL AS moved
 FROM input
-LEFT JOIN "venturi".jobs j ON j.id = input.id
+LEFT JOIN "venturi".all_jobs j ON j.id = input.id
 LEFT JOIN moved m ON m.id = input.id
 ORDER BY input.id;
 
@@ -2360,7 +2505,7 @@ failures AS (
     -- as retried too, with its own detail, and is not one.
     SELECT j.kind, count(*) AS failures
     FROM "venturi".journal l
-    JOIN "venturi".jobs j ON j.id = l.job_id
+    JOIN "venturi".all_jobs j ON j.id = l.job_id
     WHERE l.at >= now() - make_interval(secs => $3::float8)
       AND l.event IN ('failed', 'retried', 'timed-out', 'stale-recovered')
       AND l.detail IS DISTINCT FROM $1::text
@@ -2374,7 +2519,7 @@ finished AS (
            count(*) FILTER (WHERE status = 'completed'
                               AND finished_at >= now() - make_interval(secs => $2::float8))
                AS completed_recent
-    FROM "venturi".jobs
+    FROM "venturi".all_jobs
     WHERE finished_at IS NOT NULL
     GROUP BY kind
 ),
@@ -2446,7 +2591,7 @@ failures AS (
     -- as retried too, with its own detail, and is not one.
     SELECT j.kind, count(*) AS failures
     FROM "venturi".journal l
-    JOIN "venturi".jobs j ON j.id = l.job_id
+    JOIN "venturi".all_jobs j ON j.id = l.job_id
     WHERE l.at >= now() - make_interval(secs => $3::float8)
       AND l.event IN ('failed', 'retried', 'timed-out', 'stale-recovered')
       AND l.detail IS DISTINCT FROM $1::text
@@ -2454,13 +2599,13 @@ failures AS (
 ),
 recent AS (
     SELECT kind, count(*) AS completed_recent
-    FROM "venturi".jobs
+    FROM "venturi".all_jobs
     WHERE status = 'completed' AND finished_at >= now() - make_interval(secs => $2::float8)
     GROUP BY kind
 ),
 dead AS (
     SELECT kind, count(*) AS dead
-    FROM "venturi".jobs
+    FROM "venturi".all_jobs
     WHERE status = 'dead' AND finished_at IS NOT NULL
     GROUP BY kind
 ),
@@ -2504,7 +2649,7 @@ WITH found AS (
     FROM unnest($1::bigint[], $2::text[], $3::text[], $4::float8[])
          AS input(id, kind, key, unique_for)
     JOIN LATERAL (
-        SELECT j.id FROM "venturi".jobs j
+        SELECT j.id FROM "venturi".all_jobs j
         WHERE j.key = input.key AND j.kind = input.kind AND j.id <> input.id
           AND j.finished_at > now() - make_interval(secs => input.unique_for)
         ORDER BY j.finished_at DESC
@@ -2703,14 +2848,14 @@ SELECT j.status, j.parent_id, j.wake_at, j.wait_signal, j.wait_for, j.wait_count
        (SELECT coalesce(json_agg(json_build_object('id', c.id, 'kind', c.kind,
                                                    'status', c.status)
                                  ORDER BY c.id), '[]')
-        FROM "venturi".jobs c WHERE c.parent_id = j.id)::text AS children,
+        FROM "venturi".all_jobs c WHERE c.parent_id = j.id)::text AS children,
        (SELECT coalesce(json_agg(json_build_object('name', d.name, 'id', d.depends_on,
                                                    'kind', n.kind, 'status', n.status)
                                  ORDER BY d.name), '[]')
         FROM "venturi".dependencies d
-        LEFT JOIN "venturi".jobs n ON n.id = d.depends_on
+        LEFT JOIN "venturi".all_jobs n ON n.id = d.depends_on
         WHERE d.job_id = j.id)::text AS dependencies
-FROM "venturi".jobs j
+FROM "venturi".all_jobs j
 WHERE j.id = $1::bigint;
 
 -- job_workflow_view: a job's workflow side for the dashboard's job page, bounded however
@@ -2727,16 +2872,16 @@ WHERE j.id = $1::bigint;
 -- children, dependencies_depends_on_idx for the dependents.
 PREPARE venturi_job_workflow_view(bigint, integer, integer) AS
 WITH RECURSIVE up(id, parent_id, depth) AS (
-    SELECT j.id, j.parent_id, 0 FROM "venturi".jobs j WHERE j.id = $1::bigint
+    SELECT j.id, j.parent_id, 0 FROM "venturi".all_jobs j WHERE j.id = $1::bigint
     UNION ALL
     SELECT p.id, p.parent_id, u.depth + 1
-    FROM up u JOIN "venturi".jobs p ON p.id = u.parent_id
+    FROM up u JOIN "venturi".all_jobs p ON p.id = u.parent_id
     WHERE u.depth < 100
 )
 SELECT j.status, j.parent_id, j.wake_at, j.wait_signal,
        (SELECT u.id FROM up u ORDER BY u.depth DESC LIMIT 1) AS root_id,
        (SELECT count(*) FROM unnest(j.wait_for) AS w(id)
-        JOIN "venturi".jobs c ON c.id = w.id AND c.parent_id = j.id)::integer AS waiting_children,
+        JOIN "venturi".all_jobs c ON c.id = w.id AND c.parent_id = j.id)::integer AS waiting_children,
        (SELECT count(*) FROM unnest(j.wait_for) AS w(id)
         JOIN "venturi".dependencies d ON d.job_id = j.id AND d.depends_on = w.id)::integer
            AS waiting_dependencies,
@@ -2761,11 +2906,11 @@ SELECT j.status, j.parent_id, j.wake_at, j.wait_signal,
         FROM (SELECT g.name, g.sent_at FROM "venturi".signals g
               WHERE g.job_id = j.id ORDER BY g.sent_at, g.name
               LIMIT $2::integer) AS x)::text AS signals
-FROM "venturi".jobs j
+FROM "venturi".all_jobs j
 CROSS JOIN LATERAL (
     SELECT count(*) AS total,
            count(*) FILTER (WHERE x.status IN ('completed', 'dead', 'cancelled')) AS finished
-    FROM (SELECT k.status FROM "venturi".jobs k WHERE k.parent_id = j.id LIMIT $3::integer) AS x
+    FROM (SELECT k.status FROM "venturi".all_jobs k WHERE k.parent_id = j.id LIMIT $3::integer) AS x
 ) AS c
 WHERE j.id = $1::bigint;
 
@@ -2786,9 +2931,9 @@ ORDER BY at, id;
 -- kind, not a pass over every job; the other tables are small.
 PREPARE venturi_kind_list AS
 WITH RECURSIVE job_kinds AS (
-    (SELECT j.kind FROM "venturi".jobs j ORDER BY j.kind LIMIT 1)
+    (SELECT j.kind FROM "venturi".all_jobs j ORDER BY j.kind LIMIT 1)
     UNION ALL
-    SELECT (SELECT j.kind FROM "venturi".jobs j WHERE j.kind > k.kind ORDER BY j.kind LIMIT 1)
+    SELECT (SELECT j.kind FROM "venturi".all_jobs j WHERE j.kind > k.kind ORDER BY j.kind LIMIT 1)
     FROM job_kinds k
     WHERE k.kind IS NOT NULL
 ),
@@ -2818,7 +2963,7 @@ SELECT k.kind
 FROM unnest($1::text[]) AS k (kind)
 WHERE EXISTS (SELECT 1 FROM "venturi".jobs j WHERE j.kind = k.kind AND j.status = 'pending')
    OR EXISTS (SELECT 1 FROM "venturi".schedules c WHERE c.name = k.kind)
-   OR EXISTS (SELECT 1 FROM "venturi".jobs j WHERE j.kind = k.kind);
+   OR EXISTS (SELECT 1 FROM "venturi".all_jobs j WHERE j.kind = k.kind);
 
 -- kind_list_unserved: kinds with due jobs that no live worker registers (the opt-in
 -- UnservedKinds warning), with how many are due and the oldest one's wait. A paused kind
@@ -2914,7 +3059,7 @@ failed AS (
     SELECT kind,
            count(*) FILTER (WHERE status = 'dead') AS dead,
            count(*) FILTER (WHERE status = 'cancelled') AS cancelled
-    FROM "venturi".jobs
+    FROM "venturi".all_jobs
     WHERE status IN ('dead', 'cancelled')
     GROUP BY kind
 ),
@@ -3066,7 +3211,7 @@ PREPARE venturi_signal_get(bigint, text) AS
 SELECT coalesce(j.wake_seq, 0) AS wake_seq,
        (SELECT g.payload::text FROM "venturi".signals g
         WHERE g.job_id = j.id AND g.name = $2::text) AS payload
-FROM "venturi".jobs j
+FROM "venturi".all_jobs j
 WHERE j.id = $1::bigint;
 
 -- signal_send: venturi.signal: record a signal for an unfinished job; the first of a name
@@ -3118,7 +3263,7 @@ SELECT EXISTS (SELECT 1 FROM sent) AS sent;
 -- index: primary keys of jobs and steps (job_id, name).
 PREPARE venturi_step_list(bigint) AS
 SELECT now() AS now, coalesce(j.wake_seq, 0) AS wake_seq, s.name, s.value::text AS value, s.wake_at
-FROM "venturi".jobs j
+FROM "venturi".all_jobs j
 LEFT JOIN "venturi".steps s ON s.job_id = j.id
 WHERE j.id = $1::bigint;
 
@@ -3251,21 +3396,23 @@ UPDATE "venturi".workers SET stopped_at = now(), heartbeat_at = now() WHERE id =
 -- dependencies_depends_on_idx (both directions).
 PREPARE venturi_workflow_graph_get(bigint, integer, integer) AS
 WITH RECURSIVE reach(id) AS (
-    SELECT j.id FROM "venturi".jobs j WHERE j.id = $1::bigint
+    SELECT j.id FROM "venturi".all_jobs j WHERE j.id = $1::bigint
     UNION
     SELECT n.id
     FROM reach r
     CROSS JOIN LATERAL (
-        SELECT j.parent_id AS id FROM "venturi".jobs j
+        SELECT j.parent_id AS id FROM "venturi".all_jobs j
         WHERE j.id = r.id AND j.parent_id IS NOT NULL
         UNION ALL
-        SELECT k.id FROM "venturi".jobs k WHERE k.parent_id = r.id
+        SELECT k.id FROM "venturi".all_jobs k WHERE k.parent_id = r.id
         UNION ALL
         SELECT d.depends_on FROM "venturi".dependencies d WHERE d.job_id = r.id
         UNION ALL
         SELECT e.job_id FROM "venturi".dependencies e WHERE e.depends_on = r.id
     ) AS n
+    -- Each table probed by its key (an EXISTS over the view became a hash of every id).
     WHERE EXISTS (SELECT 1 FROM "venturi".jobs x WHERE x.id = n.id)
+       OR EXISTS (SELECT 1 FROM "venturi".jobs_history x WHERE x.id = n.id)
 ),
 reached AS MATERIALIZED (
     SELECT id FROM reach LIMIT $3::integer
@@ -3278,7 +3425,7 @@ SELECT (SELECT count(*) FROM reached)::integer AS reached,
                                                    'status', j.status,
                                                    'parent_id', j.parent_id)
                                  ORDER BY j.id), '[]')
-        FROM drawn w JOIN "venturi".jobs j ON j.id = w.id)::text AS nodes,
+        FROM drawn w JOIN "venturi".all_jobs j ON j.id = w.id)::text AS nodes,
        (SELECT coalesce(json_agg(json_build_array(d.depends_on, d.job_id)
                                  ORDER BY d.depends_on, d.job_id), '[]')
         -- Arrays, not IN (subquery): joined, the planner read the whole table.
@@ -3367,7 +3514,7 @@ roots AS (
         -- walk long.
         SELECT j.id, j.kind, j.status, j.created_at, j.finished_at,
                greatest(j.created_at, j.claimed_at, j.finished_at) AS updated_at
-        FROM "venturi".jobs j
+        FROM "venturi".all_jobs j
         WHERE j.id = w.id
           AND j.parent_id IS NULL
           AND NOT EXISTS (SELECT 1 FROM "venturi".dependencies a WHERE a.job_id = j.id)
@@ -3387,14 +3534,14 @@ FROM roots r
 CROSS JOIN LATERAL (
     SELECT count(*) AS total,
            count(*) FILTER (WHERE x.status IN ('completed', 'dead', 'cancelled')) AS finished
-    FROM (SELECT k.status FROM "venturi".jobs k WHERE k.parent_id = r.id LIMIT $5::integer) AS x
+    FROM (SELECT k.status FROM "venturi".all_jobs k WHERE k.parent_id = r.id LIMIT $5::integer) AS x
 ) AS c
 CROSS JOIN LATERAL (
     -- The nodes after this one, transitively (a Workflow graph's other nodes), as an
     -- array of ids: joined to jobs, the planner hashed the whole table.
     SELECT count(*) AS total,
            count(*) FILTER (WHERE k.status IN ('completed', 'dead', 'cancelled')) AS finished
-    FROM "venturi".jobs k
+    FROM "venturi".all_jobs k
     WHERE k.id = ANY (ARRAY(
         WITH RECURSIVE later(id) AS (
             SELECT d.job_id FROM "venturi".dependencies d WHERE d.depends_on = r.id
@@ -3447,7 +3594,7 @@ roots AS (
         -- walk long.
         SELECT j.id, j.kind, j.status, j.created_at, j.finished_at,
                greatest(j.created_at, j.claimed_at, j.finished_at) AS updated_at
-        FROM "venturi".jobs j
+        FROM "venturi".all_jobs j
         WHERE j.id = w.id
           AND j.parent_id IS NULL
           AND NOT EXISTS (SELECT 1 FROM "venturi".dependencies a WHERE a.job_id = j.id)
@@ -3467,14 +3614,14 @@ FROM roots r
 CROSS JOIN LATERAL (
     SELECT count(*) AS total,
            count(*) FILTER (WHERE x.status IN ('completed', 'dead', 'cancelled')) AS finished
-    FROM (SELECT k.status FROM "venturi".jobs k WHERE k.parent_id = r.id LIMIT $5::integer) AS x
+    FROM (SELECT k.status FROM "venturi".all_jobs k WHERE k.parent_id = r.id LIMIT $5::integer) AS x
 ) AS c
 CROSS JOIN LATERAL (
     -- The nodes after this one, transitively (a Workflow graph's other nodes), as an
     -- array of ids: joined to jobs, the planner hashed the whole table.
     SELECT count(*) AS total,
            count(*) FILTER (WHERE k.status IN ('completed', 'dead', 'cancelled')) AS finished
-    FROM "venturi".jobs k
+    FROM "venturi".all_jobs k
     WHERE k.id = ANY (ARRAY(
         WITH RECURSIVE later(id) AS (
             SELECT d.job_id FROM "venturi".dependencies d WHERE d.depends_on = r.id

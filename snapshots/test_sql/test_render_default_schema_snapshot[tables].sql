@@ -484,6 +484,42 @@ INSERT INTO "venturi".job_search_state (one, indexed_at, indexed_id)
 VALUES (true, '-infinity', 0)
 ON CONFLICT (one) DO NOTHING;
 
+-- The journal, steps, signals and dependencies keep their job ids but lose their
+-- foreign keys to jobs: a move deletes the job's row from jobs, which would cascade to
+-- them. The statements that delete jobs (retention's purge, an operator's delete, an
+-- enqueue undone for its key) delete those rows themselves.
+ALTER TABLE "venturi".journal DROP CONSTRAINT IF EXISTS journal_job_id_fkey;
+ALTER TABLE "venturi".steps DROP CONSTRAINT IF EXISTS steps_job_id_fkey;
+ALTER TABLE "venturi".signals DROP CONSTRAINT IF EXISTS signals_job_id_fkey;
+ALTER TABLE "venturi".dependencies DROP CONSTRAINT IF EXISTS dependencies_job_id_fkey;
+
+-- History (migration 17): finished jobs leave the hot table. The worker's statements
+-- (enqueue, claim, settle, heartbeat, recovery) read and write `jobs` alone, which holds
+-- the unfinished jobs and those finished since the last pass of the maintenance task that
+-- moves them here (venturi.maintenance.History), so its size follows the live work, not
+-- the retention period, and its vacuum has little to do. Reads that may meet a finished
+-- job go through the view all_jobs: in one statement's snapshot a moved job is in one
+-- table or the other, never both nor neither.
+--
+-- The same columns in the same order as jobs (LIKE), so that a move is
+-- INSERT ... SELECT * of the deleted rows: a migration that adds a column to jobs adds
+-- it here too and recreates all_jobs (tests/integration/test_history.py checks the two
+-- tables agree). No identity: ids are drawn by jobs alone.
+CREATE TABLE IF NOT EXISTS "venturi".jobs_history (
+    LIKE "venturi".jobs INCLUDING DEFAULTS INCLUDING CONSTRAINTS,
+    CONSTRAINT jobs_history_finished CHECK (status IN ('completed', 'dead', 'cancelled'))
+);
+
+-- Rows are written once by a move and deleted by retention: no update churn to vacuum
+-- early for; analyze as the table grows, for the dashboard's plans.
+ALTER TABLE "venturi".jobs_history SET (autovacuum_analyze_scale_factor = 0.02);
+
+-- One statement sees each job once: the hot table's rows, then the history's.
+CREATE OR REPLACE VIEW "venturi".all_jobs AS
+    SELECT * FROM "venturi".jobs
+    UNION ALL
+    SELECT * FROM "venturi".jobs_history;
+
 -- The migrations this fresh schema embodies.
 INSERT INTO "venturi".schema_version (version, name) VALUES
     (1, 'initial'),
@@ -501,5 +537,6 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (13, 'capped_claim_by_id'),
     (14, 'workflows'),
     (15, 'rank_in_tier'),
-    (16, 'job_search')
+    (16, 'job_search'),
+    (17, 'job_history')
 ON CONFLICT (version) DO NOTHING;

@@ -14,6 +14,7 @@ what scripts may call too. One module per question:
 - ``workers``: the registry of workers, their claims, recovering a gone one's;
 - ``schedules``: the cron schedules, their last and next slots;
 - ``retention``: ``purge``, retention by hand;
+- ``history``: ``move_to_history``, finished jobs out of the live table by hand;
 - ``connection``: connecting and checking the schema for an operator's call.
 
 Every call takes ``conn``, a ``venturi.db.conn.Conn`` (an asyncpg Connection or Pool),
@@ -54,6 +55,7 @@ from venturi.admin.health import (
     stats,
     top_frame,
 )
+from venturi.admin.history import MOVE_BATCH, Moved, move_to_history
 from venturi.admin.jobs import (
     JobDetail,
     JobRow,
@@ -141,6 +143,7 @@ __all__ = [
     "GRAPH_REACH_CAP",
     "LIST_COUNT_CAP",
     "MANUAL_RETRY",
+    "MOVE_BATCH",
     "PERIODS",
     "PURGE_BATCH",
     "RECENT_WINDOW",
@@ -171,6 +174,7 @@ __all__ = [
     "KindStats",
     "Matching",
     "Minute",
+    "Moved",
     "Overview",
     "Paused",
     "PausedKind",
@@ -211,6 +215,7 @@ __all__ = [
     "list_schedules",
     "list_workers",
     "list_workflows",
+    "move_to_history",
     "operator_identity",
     "overview",
     "parse_duration",

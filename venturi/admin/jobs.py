@@ -300,33 +300,31 @@ async def delete_jobs(
     (logger ``venturi.admin``, with the operator). One result per distinct id, in id order."""
     wanted = sorted(set(check_ids(ids)))
     who = operator or operator_identity()
-    results = []
-    for r in await db.operations.job_delete_many_if_not_claimed(conn, schema=schema, ids=wanted):
+
+    def deleted(r: Any) -> Change | None:
         job_id, kind, was = r["id"], r["kind"], r["was"]
         if was is None:
-            results.append(missing(job_id))
-        elif r["deleted"]:
+            return missing(job_id)
+        if r["deleted"]:
             log.info("job %d (%s, %s) deleted by %s", job_id, kind, was, who)
-            results.append(
-                Change(job_id, True, f"job {job_id} ({kind}): {was} -> deleted", kind, was)
+            return Change(job_id, True, f"job {job_id} ({kind}): {was} -> deleted", kind, was)
+        if was == JobStatus.CLAIMED:
+            return Change(
+                job_id,
+                False,
+                f"job {job_id} ({kind}) is claimed: a running job cannot be deleted; "
+                "cancel it first",
+                kind,
+                was,
             )
-        elif was == JobStatus.CLAIMED:
-            results.append(
-                Change(
-                    job_id,
-                    False,
-                    f"job {job_id} ({kind}) is claimed: a running job cannot be deleted; "
-                    "cancel it first",
-                    kind,
-                    was,
-                )
-            )
-        else:
-            # Deleted by someone else, or claimed, after the statement's snapshot.
-            results.append(
-                Change(job_id, False, f"job {job_id} ({kind}) changed while deleting it", kind, was)
-            )
-    return results
+        # Changed after the statement's snapshot: claimed or deleted by someone else, or
+        # moved to the history (the statement looked for it in the live table). Asked again.
+        return None
+
+    async def read(todo: list[int]) -> list[Any]:
+        return await db.operations.job_delete_many_if_not_claimed(conn, schema=schema, ids=todo)
+
+    return await _asking_again(wanted, read, deleted, "deleting")
 
 
 async def run_now_jobs(

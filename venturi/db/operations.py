@@ -137,13 +137,19 @@ async def job_purge_batch(
     kind: str | None,
     batch: int,
 ) -> int:
-    """Delete up to ``batch`` finished jobs of ``status`` (their journal cascades); how
-    many."""
+    """Delete up to ``batch`` finished jobs of ``status`` from each of the live table and
+    the history (their journal, steps and signals with them); how many."""
     return int(
         await conn.fetchval(
             sql.statement("job_purge_batch", schema), status, older_than, kind, batch
         )
     )
+
+
+async def job_history_move(conn: Conn, *, schema: str, after: float, batch: int) -> int:
+    """Move up to ``batch`` jobs finished more than ``after`` seconds ago to the history;
+    how many."""
+    return int(await conn.fetchval(sql.statement("job_history_move", schema), float(after), batch))
 
 
 async def job_result_clear_expired(
