@@ -27,7 +27,8 @@ measured first: a c=32 drain of 20,000 jobs, whose completed rows stay and are A
   where ``jobs_history`` exists, its heap and index sizes (summed over its partitions,
   if it has any), live and dead rows and autovacuum runs; and the age in transactions of
   the oldest snapshot or transaction of any session of the database (what holds back
-  vacuum's horizon).
+  vacuum's horizon), and how long the sampling's own queries took (``sample_ms``: they
+  scan the tables, since no index serves ``claimed_at``).
 
 ``--hold-open MINUTES`` (with ``--hold-at MINUTE``, 5): another connection runs
 ``BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT txid_current()`` (a snapshot and an xid,
@@ -38,14 +39,16 @@ minute ``--hold-at`` and rolls back at the first at or after ``--hold-at + --hol
 (``phase`` in each sample); choose minutes that are multiples of ``--sample``. The
 summary gives, for before (the warm-up left out), during and after: the median
 throughput and pickup p50/p99, the worst interval during the hold, and in which interval
-after the release throughput came back within 10% of the before median (and p99 back
-to at most the before phase's highest).
+after the release throughput came back within 10% of the before median, either way (an
+interval still draining the backlog above 110% is not back yet), and whether it stayed
+there, and in which p99 came back to at most the before phase's highest; and the tables'
+sizes and dead tuples at the hold, at most during it and at the end.
 
 The targets: throughput per interval within 10% of the median (the first interval, the
 warm-up, left out; with a hold, the intervals before it only), and the sizes bounded
 (the last third's maximum at most 1.5x the first third's), the hot table's and, where it
 exists, the history table's, each table with its indexes. ``--plot`` draws throughput,
-pickup, the tables' sizes and the hot table's rows over time, the hold shaded.
+pickup, the tables' sizes and rows over time, the hold shaded.
 """
 
 from __future__ import annotations
@@ -146,15 +149,18 @@ async def produce(conn: Any, rate: float, until: float, sent: list[int]) -> None
         )
 
 
-async def vacuum(dsn: str, every: float, until: float, runs: list[float]) -> None:
-    """VACUUM (ANALYZE) the queue tables every ``every`` seconds: autovacuum's work, for a
-    server that has autovacuum off (it is a cluster-wide setting)."""
+async def vacuum(dsn: str, every: float, until: float, runs: list[float], history: bool) -> None:
+    """VACUUM (ANALYZE) the queue tables (``history``: and ``jobs_history``) every
+    ``every`` seconds: autovacuum's work, for a server that has autovacuum off (it is a
+    cluster-wide setting)."""
     conn = await asyncpg.connect(dsn)
     try:
         while time.monotonic() + every < until:
             await asyncio.sleep(every)
             t0 = time.monotonic()
             await conn.execute(sql.statement("maintenance/vacuum_analyze", SCHEMA))
+            if history:
+                await conn.execute(f"VACUUM (ANALYZE) {HISTORY_TABLE}")
             runs.append(time.monotonic() - t0)
     finally:
         await conn.close()
@@ -327,7 +333,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         producer = asyncio.create_task(produce(producer_conn, rate, until, sent))
         vacuums: list[float] = []
         vacuumer = (
-            asyncio.create_task(vacuum(dsn, args.vacuum_every, until, vacuums))
+            asyncio.create_task(vacuum(dsn, args.vacuum_every, until, vacuums, has_table))
             if args.vacuum_every
             else None
         )
@@ -706,8 +712,8 @@ def main(argv: list[str] | None = None) -> int:
         "--vacuum-every",
         type=float,
         default=0,
-        help="seconds between VACUUM (ANALYZE) runs of the jobs table by the harness, "
-        "standing in for autovacuum where the server has it off",
+        help="seconds between VACUUM (ANALYZE) runs of the queue tables (and jobs_history) "
+        "by the harness, standing in for autovacuum where the server has it off",
     )
     has_history = systems.history_task() is not None
     p.add_argument(
