@@ -148,6 +148,23 @@ class VenturiPsycopgClient:
         )
 
 
+def history_task() -> Any:
+    """``venturi.maintenance.History`` (moves finished jobs to the history table), or None
+    where this venturi has none (before the history table)."""
+    try:
+        from venturi import maintenance
+    except ImportError:
+        return None
+    found = getattr(maintenance, "History", None)
+    if found is None:
+        try:
+            from venturi.maintenance import history
+        except ImportError:
+            return None
+        found = getattr(history, "History", None)
+    return found
+
+
 async def venturi_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
     # benchmarks.steady runs retention beside the loop, as a production worker would.
     maintenance: list[Any] = []
@@ -160,6 +177,15 @@ async def venturi_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> 
     if cfg.get("retention_s") is not None:
         maintenance.append(
             venturi.Retention(completed=cfg["retention_s"], interval=cfg.get("retention_every", 10))
+        )
+    # benchmarks.steady --history: finished jobs moved from the hot table to the history
+    # table beside retention (where venturi has the task; the harness checks first).
+    if cfg.get("history"):
+        history = history_task()
+        if history is None:
+            raise SystemExit("benchmarks: this venturi has no venturi.maintenance.History")
+        maintenance.append(
+            history(interval=cfg.get("history_every", 1.0), batch=cfg.get("history_batch", 5000))
         )
     worker = venturi.Worker(
         None, dsn, [venturi_noop], concurrency=cfg["concurrency"], maintenance=maintenance
