@@ -1074,6 +1074,12 @@ WITH completed AS (
     RETURNING j.id
 ),
 candidates AS (
+    -- The outer LIMIT, a constant no claim reaches, is the one bound the planner can see:
+    -- it estimates the sub-select's LIMIT below at a tenth of the table (a million rows
+    -- of ten million pending), which priced the plan past PostgreSQL's jit_above_cost, and
+    -- every claim then compiled its plan (25 ms a claim: benchmarks/README.md, "Ten
+    -- million pending, rerun"). With it the estimate is the bound's, whatever the table.
+    SELECT id FROM (
     SELECT id FROM "venturi".jobs
     WHERE status = 'pending'
       -- Delayed work (backoff, paused resume, scheduled) stays invisible until its time.
@@ -1098,12 +1104,16 @@ candidates AS (
     LIMIT (SELECT $5::integer)
     -- Concurrent claims take distinct rows without waiting on each other.
     FOR UPDATE SKIP LOCKED
+    ) AS c
+    LIMIT 10000
 ),
 -- A claim reserved for the lower tiers that found fewer rows than it may take fills the
 -- rest from every tier, here: the rows a second claim at floor 0 would take, without
 -- its round trip (a reserved tier is often empty: every 16th claim with the default
 -- ratio of 4 when no job is LOW). At floor 0 the gate below skips it without a scan.
 fallback AS (
+    -- Bounded as candidates is, for the planner's estimate.
+    SELECT id FROM (
     SELECT id FROM "venturi".jobs
     WHERE (SELECT $4::smallint) > 0
       AND status = 'pending'
@@ -1116,6 +1126,8 @@ fallback AS (
     ORDER BY priority, rank, created_at, id
     LIMIT (SELECT $5::integer - (SELECT count(*) FROM candidates))
     FOR UPDATE SKIP LOCKED
+    ) AS f
+    LIMIT 10000
 ),
 claimed AS (
     UPDATE "venturi".jobs j
