@@ -143,11 +143,22 @@ def job_insert_sync(
     return drivers.run_sync(conn, steps, schema=schema, atomic=_windowed(spec))
 
 
-def backoff_arrays(specs: Sequence[JobSpec]) -> list[list[Any]]:
+def column(values: Sequence[Any]) -> list[Any] | None:
+    """One column of a multi-row insert as the array it binds, or NULL when every value
+    is NULL: the statements read their arrays with one multi-array ``unnest``, which pads
+    a NULL array with NULLs to the others' length. Most batches leave several columns
+    empty (no ``at``, no ``after``, no declared backoff), and each element of an array
+    costs the driver's encoding and the server's decoding (a bulk enqueue of 1,000 binds
+    10,000 elements otherwise: benchmarks/README.md, "Bulk enqueue's empty columns")."""
+    return None if all(v is None for v in values) else list(values)
+
+
+def backoff_arrays(specs: Sequence[JobSpec]) -> list[list[Any] | None]:
     """The base, factor, cap and jitter arrays of the specs' declared backoffs (NULLs for
-    a spec that declares none), as every multi-row insert binds them."""
+    a spec that declares none; one NULL for a column of NULLs), as every multi-row insert
+    binds them."""
     rows = [backoff_args(s) for s in specs]
-    return [[r[i] for r in rows] for i in range(4)]
+    return [column([r[i] for r in rows]) for i in range(4)]
 
 
 def _same_key(specs: Sequence[JobSpec], on_conflict: str) -> tuple[list[JobSpec], dict[int, int]]:
@@ -184,8 +195,8 @@ def job_insert_many_unkeyed_steps(
             [s.kind for s in specs],
             [s.carry for s in specs],
             [s.priority for s in specs],
-            [s.at for s in specs],
-            [s.after for s in specs],
+            column([s.at for s in specs]),
+            column([s.after for s in specs]),
             [s.max_failures for s in specs],
             *backoff_arrays(specs),
             traceparent,
@@ -214,12 +225,12 @@ def job_insert_many_steps(
                 [sent[i].kind for i in todo],
                 [sent[i].carry for i in todo],
                 [sent[i].priority for i in todo],
-                [sent[i].at for i in todo],
-                [sent[i].after for i in todo],
+                column([sent[i].at for i in todo]),
+                column([sent[i].after for i in todo]),
                 [sent[i].key for i in todo],
                 [sent[i].max_failures for i in todo],
                 *backoff_arrays([sent[i] for i in todo]),
-                [sent[i].unique_for for i in todo],
+                column([sent[i].unique_for for i in todo]),
                 on_conflict == "replace",
                 traceparent,
             ),

@@ -18,7 +18,7 @@ from venturi.db import drivers
 from venturi.db.claims import Claimant
 from venturi.db.conn import Conn, Record
 from venturi.db.drivers import Query, Steps
-from venturi.db.enqueue import JobSpec, backoff_args, backoff_arrays
+from venturi.db.enqueue import JobSpec, backoff_args, backoff_arrays, column
 
 
 @dataclass(frozen=True)
@@ -283,8 +283,8 @@ def workflow_insert_steps(*, nodes: Sequence[Node], traceparent: str | None) -> 
             [s.kind for s in specs],
             [s.carry for s in specs],
             [s.priority for s in specs],
-            [s.at for s in specs],
-            [s.after for s in specs],
+            column([s.at for s in specs]),
+            column([s.after for s in specs]),
             [s.max_failures for s in specs],
             *backoff_arrays(specs),
             [
