@@ -115,6 +115,7 @@ async def run(
             **fixed,
             "claimed_by": f"ceiling-{k}",
             "claim_token": uuid.uuid4(),
+            "synchronous_commit": True,
             "done_ids": [],
             "done_attempts": [],
             "done_results": [],

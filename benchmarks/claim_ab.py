@@ -80,6 +80,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 state[s] = {
                     "claimed_by": f"claim_ab-{s}",
                     "claim_token": uuid.uuid4(),
+                    "synchronous_commit": True,
                     "kinds": [systems.KIND],
                     "leases": [ceiling.LEASE],
                     "priority_floor": 0,

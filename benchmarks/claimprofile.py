@@ -187,6 +187,7 @@ def _values(batch: int, token: uuid.UUID, done: list[Any]) -> dict[str, Any]:
         "backoff_jitter": b.jitter,
         "claimed_by": "benchmarks.claimprofile",
         "claim_token": token,
+        "synchronous_commit": True,
         "done_ids": [r["id"] for r in done],
         "done_attempts": [r["attempt"] for r in done],
         "done_results": [None] * len(done),

@@ -202,6 +202,19 @@ LATENCY_CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
+def relaxed() -> None:
+    """venturi's drain and pickup configurations with ``synchronous_commit=False``
+    (``--no-synchronous-commit``), named so in the output."""
+    suffix = ", synchronous_commit=False"
+    for level, configs in DRAIN_CONFIGS["venturi"].items():
+        DRAIN_CONFIGS["venturi"][level] = [
+            (label[:-1] + suffix + ")", {**cfg, "synchronous_commit": False})
+            for label, cfg in configs
+        ]
+    label, cfg = LATENCY_CONFIGS["venturi"]
+    LATENCY_CONFIGS["venturi"] = (label[:-1] + suffix + ")", {**cfg, "synchronous_commit": False})
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
@@ -1217,6 +1230,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--repeat", type=int, default=0, help="rounds (default: quick 1, full 3)")
     parser.add_argument(
+        "--no-synchronous-commit",
+        action="store_true",
+        help="run venturi's drain and pickup workers with Worker(synchronous_commit=False)",
+    )
+    parser.add_argument(
         "--drain-timeout",
         type=float,
         default=0.0,
@@ -1248,6 +1266,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     parser.add_argument("--worker-timeout", type=float, default=900.0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.no_synchronous_commit:
+        relaxed()
     args.extras = {}
     for key in ("bulk", "scale", "steady", "pooler"):
         path = getattr(args, f"{key}_json")

@@ -47,9 +47,14 @@ _APPLY = (
 class SideBench(compare.Bench):
     """compare's Bench on one database whose schema is ``tree``'s, workers from ``tree``."""
 
-    def __init__(self, side: str, tree: Path, plan: compare.Plan, admin_dsn: str) -> None:
+    def __init__(
+        self, side: str, tree: Path, plan: compare.Plan, admin_dsn: str, overrides: dict[str, Any]
+    ) -> None:
         super().__init__(plan, ["venturi"], admin_dsn, "uvloop", 60.0)
         self.tree = tree
+        # Worker keywords for this side only (--b-no-synchronous-commit): an A/B of a
+        # setting on one tree.
+        self.overrides = overrides
         self.tag = f"bench_ab_{os.getpid()}_{side.lower()}"
 
     async def setup(self) -> None:
@@ -90,11 +95,12 @@ class SideBench(compare.Bench):
         if what == "bulk":
             return await self.bulk(args.bulk, 1_000)
         if what == "pickup":
-            r = await self.latency("venturi", *compare.LATENCY_CONFIGS["venturi"])
+            label, cfg = compare.LATENCY_CONFIGS["venturi"]
+            r = await self.latency("venturi", label, {**cfg, **self.overrides})
             return {"p50": r["p50_ms"], "p99": r["p99_ms"]}
         level = int(what[1:])
         label, cfg = compare.DRAIN_CONFIGS["venturi"][level][0]
-        r = await self.drain("venturi", label, cfg, args.drain, args.drain)
+        r = await self.drain("venturi", label, {**cfg, **self.overrides}, args.drain, args.drain)
         # Commits per job: the round trips that end a transaction, which the machine's
         # load does not change.
         return {"": float(r["jobs_per_s"]), "commits/job": float(r["commits_per_job"])}
@@ -110,8 +116,14 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         }
     )
     benches = {
-        "A": SideBench("A", args.a, plan, args.dsn),
-        "B": SideBench("B", args.b, plan, args.dsn),
+        "A": SideBench("A", args.a, plan, args.dsn, {}),
+        "B": SideBench(
+            "B",
+            args.b,
+            plan,
+            args.dsn,
+            {"synchronous_commit": False} if args.b_no_synchronous_commit else {},
+        ),
     }
     steps = [s for s in ("bulk", "c1", "c10", "c32", "pickup") if s not in args.skip.split(",")]
     got: dict[str, dict[str, list[float]]] = {s: {} for s in benches}
@@ -176,6 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=100)
     parser.add_argument("--skip", default="", help="steps to leave out: bulk,c1,c10,c32,pickup")
     parser.add_argument("--json", metavar="PATH")
+    parser.add_argument(
+        "--b-no-synchronous-commit",
+        action="store_true",
+        help="side B's workers run Worker(synchronous_commit=False)",
+    )
     parser.add_argument(
         "--dsn", default=os.environ.get("VENTURI_BENCH_DSN", compare.DEFAULT_ADMIN_DSN)
     )

@@ -89,6 +89,7 @@ async def variant(dsn: str, defs: dict[str, str], drop: list[str], jobs: int) ->
                 "backoff_jitter": b.jitter,
                 "claimed_by": "index_cost",
                 "claim_token": uuid.uuid4(),
+                "synchronous_commit": True,
                 "done_ids": [],
                 "done_attempts": [],
                 "done_results": [],

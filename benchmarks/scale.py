@@ -110,6 +110,7 @@ async def claim_plan(conn: Any, limit: int) -> str:
         "backoff_jitter": b.jitter,
         "claimed_by": "benchmarks.scale",
         "claim_token": uuid.uuid4(),
+        "synchronous_commit": True,
         "done_ids": [],
         "done_attempts": [],
         "done_results": [],

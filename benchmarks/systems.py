@@ -187,8 +187,13 @@ async def venturi_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> 
         maintenance.append(
             history(interval=cfg.get("history_every", 1.0), batch=cfg.get("history_batch", 5000))
         )
+    # benchmarks.compare --no-synchronous-commit: Worker(synchronous_commit=False), passed
+    # only then, so that a venturi older than the knob runs the default.
+    extra: dict[str, Any] = {}
+    if cfg.get("synchronous_commit") is False:
+        extra["synchronous_commit"] = False
     worker = venturi.Worker(
-        None, dsn, [venturi_noop], concurrency=cfg["concurrency"], maintenance=maintenance
+        None, dsn, [venturi_noop], concurrency=cfg["concurrency"], maintenance=maintenance, **extra
     )
     await worker.run(stop)
 

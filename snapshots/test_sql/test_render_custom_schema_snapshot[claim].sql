@@ -387,9 +387,11 @@ ORDER BY input.id;
 -- $7 integer[] done_attempts: the claim (attempt) each was run under
 -- $8 text[] done_results: msgspec-encoded JSON result of each (NULL: none)
 -- $9 uuid claim_token: this worker run's ownership token, stamped on claims, required of completions
+-- $10 boolean synchronous_commit: false commits without waiting for the WAL flush
+-- (_commit_mode.sql.j2: a crash can then lose these writes, and the jobs run again)
 -- index: jobs_claim_idx (pending rows by priority, rank, created_at); primary key for the
 -- completions and the claimed rows.
-PREPARE billing_jobs_job_claim(text, text[], float8[], smallint, integer, bigint[], integer[], text[], uuid) AS
+PREPARE billing_jobs_job_claim(text, text[], float8[], smallint, integer, bigint[], integer[], text[], uuid, boolean) AS
 WITH completed AS (
     UPDATE "billing_jobs".jobs j
     SET status = 'completed', finished_at = now(), claim_expires_at = NULL,
@@ -408,6 +410,8 @@ WITH completed AS (
     WHERE j.id = ANY ((SELECT $6::bigint[])::bigint[]) AND j.id = done.id
       -- The ownership guard: a reclaimed job (new attempt or new owner) is left alone.
       AND j.status = 'claimed' AND j.claim_token = $9::uuid AND j.attempt = done.attempt
+      AND (SELECT CASE WHEN $10::boolean THEN true
+             ELSE set_config('synchronous_commit', 'off', true) = 'off' END)
     RETURNING j.id
 ),
 candidates AS (
@@ -480,6 +484,8 @@ claimed AS (
     -- of an unknown LIMIT (a tenth of the backlog), a hash join over the whole table.
     WHERE j.id = ANY (ARRAY(SELECT id FROM candidates UNION ALL SELECT id FROM fallback))
       AND lease.kind = j.kind
+      AND (SELECT CASE WHEN $10::boolean THEN true
+             ELSE set_config('synchronous_commit', 'off', true) = 'off' END)
     RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt, j.failures,
               j.max_failures, j.created_at, j.visible_at, j.claim_expires_at, j.traceparent,
               -- Pickup latency: from visible to claimed, measured by the database clock.
@@ -522,9 +528,11 @@ LEFT JOIN "billing_jobs".jobs j ON j.id = c.id;
 -- $2 bigint[] ids: the jobs
 -- $3 integer[] attempts: the claim (attempt number) each job was run under
 -- $4 text[] results: msgspec-encoded JSON result of each job (NULL: none)
+-- $5 boolean synchronous_commit: false commits without waiting for the WAL flush
+-- (_commit_mode.sql.j2; true inside a handler's own transaction, which it must not change)
 -- index: primary key. No journal row: completion is read off the row, so the common path
 -- writes one row.
-PREPARE billing_jobs_job_complete_many_if_owned(uuid, bigint[], integer[], text[]) AS
+PREPARE billing_jobs_job_complete_many_if_owned(uuid, bigint[], integer[], text[], boolean) AS
 UPDATE "billing_jobs".jobs j
 SET status = 'completed',
     finished_at = now(),
@@ -534,6 +542,8 @@ FROM unnest($2::bigint[], $3::integer[], $4::text[]) AS done(id, attempt, result
 WHERE j.id = done.id
   -- The ownership guard: a reclaimed job (new attempt or new owner) is left alone.
   AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = done.attempt
+  AND (SELECT CASE WHEN $5::boolean THEN true
+             ELSE set_config('synchronous_commit', 'off', true) = 'off' END)
 RETURNING j.id;
 
 -- job_count_matching: how many jobs a filter matches up to an id, and the newest of them:

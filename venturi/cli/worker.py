@@ -281,6 +281,14 @@ def worker(
             "lease, at least 1)."
         ),
     ] = None,
+    synchronous_commit: Annotated[
+        bool,
+        typer.Option(
+            help="Claims and completions wait for their WAL flush; with "
+            "--no-synchronous-commit they do not, and a crash of the server may run the "
+            "last jobs again."
+        ),
+    ] = True,
     listen_dsn: Annotated[
         str | None,
         typer.Option(
@@ -347,6 +355,7 @@ def worker(
         listen_dsn=listen_dsn,
         queue_metrics=queue_metrics,
         warn_unserved=warn_unserved,
+        synchronous_commit=synchronous_commit,
     )
 
 
@@ -370,6 +379,7 @@ def serve(
     listen_dsn: str | None = None,
     queue_metrics: bool = False,
     warn_unserved: bool = False,
+    synchronous_commit: bool = True,
 ) -> None:
     """Run one worker process over ``tasks`` until SIGINT/SIGTERM (a second signal stops
     it at once): ``venturi worker`` and ``manage.py venturi worker``."""
@@ -397,6 +407,7 @@ def serve(
             metrics_port=metrics_port,
             statement_timeout=statement_timeout,
             listen_dsn=listen_dsn,
+            synchronous_commit=synchronous_commit,
         )
         if metrics_port is not None:
             _serve_metrics(metrics_port)

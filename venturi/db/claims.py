@@ -52,6 +52,7 @@ async def job_claim(
     limit: int,
     done: Sequence[tuple[int, int, str | None]] = (),
     replan: bool = False,
+    synchronous_commit: bool = True,
 ) -> ClaimAnswer:
     """Settle ``done`` (id, attempt, result) as completed and claim up to ``limit`` jobs
     of ``kinds``, first at priority ``floor`` or above and the rest from every tier, in
@@ -59,7 +60,9 @@ async def job_claim(
 
     On the worker loop's held connection the statement keeps its generic plan, and
     ``replan`` (the last claim came back full) lets it be planned anew against the
-    table as it is now (``Held.fetch_planned``)."""
+    table as it is now (``Held.fetch_planned``). ``synchronous_commit=False`` lets its
+    transaction commit without waiting for the WAL flush (``Worker(synchronous_commit=)``);
+    run inside a caller's transaction, it would apply to that whole transaction."""
     if isinstance(conn, Held):
         run: Any = functools.partial(conn.fetch_planned, replan=replan)
     else:
@@ -75,6 +78,7 @@ async def job_claim(
         [d[1] for d in done],
         [d[2] for d in done],
         claimant.token,
+        synchronous_commit,
     )
     claimed = [r for r in rows if not r["settled"]]
     settled = {int(r["id"]) for r in rows if r["settled"]}

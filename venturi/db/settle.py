@@ -23,10 +23,17 @@ async def job_complete_many_if_owned(
     ids: Sequence[int],
     attempts: Sequence[int],
     results: Sequence[str | None],
+    synchronous_commit: bool = True,
 ) -> set[int]:
-    """Complete the jobs still owned; the ids that applied."""
+    """Complete the jobs still owned; the ids that applied. ``synchronous_commit=False``
+    as for ``job_claim`` (never inside a handler's own transaction)."""
     rows = await conn.fetch(
-        sql.statement("job_complete_many_if_owned", schema), claimant.token, ids, attempts, results
+        sql.statement("job_complete_many_if_owned", schema),
+        claimant.token,
+        ids,
+        attempts,
+        results,
+        synchronous_commit,
     )
     return {int(r["id"]) for r in rows}
 

@@ -47,6 +47,7 @@ class Claimer:
         # transaction.
         self.deadline = config.statement_deadline()
         self.claimant = claimant
+        self.synchronous_commit = config.synchronous_commit
         self.kinds = sorted(policies)
         self.policies = policies
         self.priority_ratio = config.priority_ratio
@@ -179,6 +180,7 @@ class Claimer:
                 limit=limit,
                 done=[(r.id, r.attempt, r.result()) for r in done],
                 replan=self._backlog,
+                synchronous_commit=self.synchronous_commit,
             )
             self._backlog = len(rows) >= limit
             completed(done, settled)

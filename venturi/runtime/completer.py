@@ -100,8 +100,12 @@ class Completer:
         failures_to_dead: bool,
         instruments: Instruments,
         slots: InFlight,
+        synchronous_commit: bool = True,
     ) -> None:
         self.schema = schema
+        # Worker(synchronous_commit=False): completions written here (not those a
+        # handler's own transaction writes) commit without waiting for the WAL flush.
+        self.synchronous_commit = synchronous_commit
         self.claimant = claimant
         self.policies = policies
         self.failures_to_dead = failures_to_dead
@@ -144,6 +148,7 @@ class Completer:
                 ids=[r.id for r in done],
                 attempts=[r.attempt for r in done],
                 results=[r.result() for r in done],
+                synchronous_commit=self.synchronous_commit,
             )
             self.completed(done, settled)
         waits = [r for r in self.unsettled if type(r.outcome) is Waiting and not r.cancel_requested]
@@ -255,6 +260,7 @@ class Completer:
                     ids=[job_id],
                     attempts=[attempt],
                     results=[result],
+                    synchronous_commit=self.synchronous_commit,
                 )
                 ok = job_id in settled
             case Cancelled(detail):

@@ -63,6 +63,7 @@ class WorkerConfig:
     lease: float
     shutdown_timeout: float
     statement_timeout: float | None
+    synchronous_commit: bool
     schema: str
     maintenance: list[MaintenanceTask]
     middleware: list[Middleware]
@@ -89,6 +90,7 @@ class WorkerConfig:
         statement_timeout: timedelta | float | None = None,
         listen_dsn: str | None = None,
         middleware: Iterable[Middleware] = (),
+        synchronous_commit: bool = True,
     ) -> WorkerConfig:
         """Check every knob (``Worker``'s keywords, same meaning) and resolve defaults."""
         dsn, pool = validate.pool_or_dsn(pool_or_dsn, "pool_or_dsn")
@@ -132,6 +134,7 @@ class WorkerConfig:
                 if statement_timeout is None
                 else validate.seconds(statement_timeout, "statement_timeout")
             ),
+            synchronous_commit=validate.boolean(synchronous_commit, "synchronous_commit"),
             schema=sql.validate_schema(schema),
             maintenance=maintenance_check(list(maintenance)),
             middleware=middleware_check(middleware),

@@ -76,7 +76,13 @@ class Loop:
         )
         self.claimer = Claimer(config, claimant, policies, self.inflight.per_kind, instruments)
         self.completer = Completer(
-            schema, claimant, policies, config.failures_to_dead, instruments, self.inflight
+            schema,
+            claimant,
+            policies,
+            config.failures_to_dead,
+            instruments,
+            self.inflight,
+            config.synchronous_commit,
         )
 
     # --- what wakes it ---------------------------------------------------------------

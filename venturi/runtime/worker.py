@@ -84,6 +84,7 @@ class Worker(Generic[S]):
         statement_timeout: timedelta | float | None = None,
         listen_dsn: str | None = None,
         middleware: Iterable[Middleware] = (),
+        synchronous_commit: bool = True,
     ) -> None:
         self.config = WorkerConfig.build(
             pool_or_dsn,
@@ -104,6 +105,7 @@ class Worker(Generic[S]):
             statement_timeout=statement_timeout,
             listen_dsn=listen_dsn,
             middleware=middleware,
+            synchronous_commit=synchronous_commit,
         )
         self._instruments = instruments.Instruments(self.config.metrics)
         self.stats = self._instruments.stats
@@ -130,6 +132,7 @@ class Worker(Generic[S]):
     heartbeat: Setting[float] = Setting()
     metrics_port: Setting[int | None] = Setting()
     statement_timeout: Setting[float | None] = Setting()
+    synchronous_commit: Setting[bool] = Setting()
     listen_dsn: Setting[str | None] = Setting()
     middleware: Setting[list[Middleware]] = Setting()
 

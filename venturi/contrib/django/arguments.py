@@ -59,6 +59,13 @@ def worker_parser() -> argparse.ArgumentParser:
         help="Extend running jobs' leases every third of a lease.",
     )
     parser.add_argument(
+        "--no-synchronous-commit",
+        dest="synchronous_commit",
+        action="store_false",
+        help="Claims and completions do not wait for their WAL flush (a crash of the "
+        "server may run the last jobs again).",
+    )
+    parser.add_argument(
         "--heartbeat",
         type=float,
         default=1.0,

@@ -101,6 +101,7 @@ class Command(BaseCommand):  # type: ignore[misc]
             renew_lease=ns.renew_lease,
             heartbeat=ns.heartbeat,
             metrics_port=ns.metrics_port,
+            synchronous_commit=ns.synchronous_commit,
         )
 
     def queues(self, named: list[str] | None) -> list[str]:
