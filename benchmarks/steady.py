@@ -91,8 +91,15 @@ def _spec(
     timeout: float,
     retention: float | None,
     history: tuple[float, int] | None = None,
+    vacuum_task: float | None = None,
+    synchronous_commit: bool = True,
 ) -> str:
     cfg: dict[str, Any] = {"concurrency": 32}
+    if vacuum_task is not None:
+        cfg["vacuum_task"] = True
+        cfg["vacuum_every"] = vacuum_task
+    if not synchronous_commit:
+        cfg["synchronous_commit"] = False
     if retention is not None:
         cfg["retention_s"] = retention
         cfg["retention_every"] = RETENTION_EVERY
@@ -123,12 +130,16 @@ async def _worker(spec: str) -> Any:
     )
 
 
-async def measure_max(conn: Any, dsn: str, jobs: int = 20_000) -> float:
+async def measure_max(
+    conn: Any, dsn: str, jobs: int = 20_000, synchronous_commit: bool = True
+) -> float:
+    """A c=32 drain of ``jobs`` by one worker (with the steady state's commit setting, no
+    maintenance): the rate the steady state's is a share of."""
     for start in range(0, jobs, 10_000):
         batch = range(start, min(start + 10_000, jobs))
         await venturi.enqueue_many(conn, [systems.venturi_noop.job(systems.Noop(i)) for i in batch])
     await conn.execute(sql.statement("maintenance/analyze", SCHEMA))
-    proc = await _worker(_spec(dsn, jobs, 300, None))
+    proc = await _worker(_spec(dsn, jobs, 300, None, synchronous_commit=synchronous_commit))
     out, _ = await proc.communicate()
     r = json.loads(out.decode().strip().splitlines()[-1])
     return float((r["count"] - 1) / ((r["t_target"] or r["t_last"]) - r["t_first"]))
@@ -301,7 +312,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         if args.maximum:
             out["max_jobs_per_s"] = args.maximum
         if not rate:
-            top = await measure_max(conn, dsn)
+            top = await measure_max(conn, dsn, synchronous_commit=not args.no_synchronous_commit)
             rate = 0.7 * top
             out["max_jobs_per_s"] = top
             log(f"maximum (c=32 drain of 20,000): {top:,.0f} jobs/s; running at {rate:,.0f}")
@@ -325,7 +336,19 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             await conn.execute(sql.statement("maintenance/analyze", SCHEMA))
         duration = args.minutes * 60
         history = (args.history_every, args.history_batch) if args.history else None
-        proc = await _worker(_spec(dsn, 10**12, duration + 10, args.retention, history))
+        out["vacuum_task"] = args.vacuum_task or None
+        out["synchronous_commit"] = not args.no_synchronous_commit
+        proc = await _worker(
+            _spec(
+                dsn,
+                10**12,
+                duration + 10,
+                args.retention,
+                history,
+                args.vacuum_task or None,
+                not args.no_synchronous_commit,
+            )
+        )
         await asyncio.sleep(2)  # the worker starts up
         start = time.monotonic()
         until = start + duration
@@ -728,6 +751,19 @@ def main(argv: list[str] | None = None) -> int:
         "--history-every", type=float, default=1.0, help="seconds between History's passes"
     )
     p.add_argument("--history-batch", type=int, default=5000, help="rows per History batch")
+    p.add_argument(
+        "--vacuum-task",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="run venturi.maintenance.Vacuum in the worker at this interval (as `venturi "
+        "worker` does, every 5 s), beside the server's autovacuum",
+    )
+    p.add_argument(
+        "--no-synchronous-commit",
+        action="store_true",
+        help="the worker runs with synchronous_commit=False",
+    )
     p.add_argument(
         "--hold-open",
         type=float,

@@ -187,6 +187,11 @@ async def venturi_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> 
         maintenance.append(
             history(interval=cfg.get("history_every", 1.0), batch=cfg.get("history_batch", 5000))
         )
+    # benchmarks.steady --vacuum-task: the live table's Vacuum, as `venturi worker` runs it.
+    if cfg.get("vacuum_task"):
+        from venturi.maintenance import Vacuum
+
+        maintenance.append(Vacuum(interval=cfg.get("vacuum_every", 5.0)))
     # benchmarks.compare --no-synchronous-commit: Worker(synchronous_commit=False), passed
     # only then, so that a venturi older than the knob runs the default.
     extra: dict[str, Any] = {}

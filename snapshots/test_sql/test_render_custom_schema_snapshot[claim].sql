@@ -2683,6 +2683,24 @@ deleted AS (
 )
 SELECT id, holder FROM found;
 
+-- job_vacuum: vacuum the live table (venturi.maintenance.Vacuum): its dead row versions
+-- (each job leaves one at its claim, one at its completion and one when it moves to the
+-- history) and their entries in the claim index, which every claim would otherwise step
+-- over. SKIP_LOCKED: a vacuum already at it (another worker's, autovacuum's) is enough,
+-- and this one returns at once. Runs outside a transaction.
+PREPARE billing_jobs_job_vacuum AS
+VACUUM (SKIP_LOCKED) "billing_jobs".jobs;
+
+-- job_vacuum_state: what venturi.maintenance.Vacuum decides on: the live table's dead row
+-- versions as PostgreSQL's statistics count them (since its last vacuum, by anyone), and
+-- whether this role may vacuum it (the table's owner or a member of its role; a
+-- superuser is a member of every role).
+PREPARE billing_jobs_job_vacuum_state AS
+SELECT pg_stat_get_dead_tuples(c.oid) AS dead,
+       pg_has_role(c.relowner, 'MEMBER') AS allowed
+FROM pg_class c
+WHERE c.oid = to_regclass('"billing_jobs".jobs');
+
 -- job_wait_if_owned: settle a workflow run that must wait (a timer, a signal, children):
 -- the job gives up its claim and becomes 'waiting', holding no slot and no lease, unless
 -- an event came since the run looked (wake_seq moved on) or its timer is already due:

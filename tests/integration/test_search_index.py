@@ -13,7 +13,7 @@ import venturi
 from tests.support.opsdata import S, make
 from venturi import admin, db, sql
 from venturi.cli.worker import default_maintenance
-from venturi.maintenance import History, SearchIndex
+from venturi.maintenance import History, SearchIndex, Vacuum
 
 
 async def indexed(conn: Any) -> tuple[list[int], Any, int]:
@@ -225,7 +225,7 @@ async def test_a_job_finished_in_a_transaction_still_open_is_indexed_once_it_com
 
 
 def test_venturi_worker_runs_the_search_index_and_its_settings_are_checked() -> None:
-    assert [type(t) for t in default_maintenance([])] == [SearchIndex, History]
+    assert [type(t) for t in default_maintenance([])] == [SearchIndex, History, Vacuum]
     task = SearchIndex(interval=5, batch=100, budget=0.5, patience=60)
     assert (task.interval, task.batch, task.budget, task.patience) == (5.0, 100, 0.5, 60.0)
     for bad in ({"batch": 0}, {"interval": -1}, {"budget": "x"}):

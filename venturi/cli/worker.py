@@ -204,18 +204,19 @@ def default_maintenance(
     tasks: Iterable[Any], *, queue_metrics: bool = False, warn_unserved: bool = False
 ) -> list[Any]:
     """What ``venturi worker`` runs beside its loop for these tasks: the dashboard's
-    ``SearchIndex`` and the ``History`` that moves finished jobs out of the live table
-    always, a ``CronScheduler`` when one of them is recurring (``cron=``
+    ``SearchIndex``, the ``History`` that moves finished jobs out of the live table and
+    the ``Vacuum`` that keeps its dead row versions few always, a ``CronScheduler`` when one of them is recurring (``cron=``
     or ``venturi.schedule``), a ``ResultCleanup`` when one keeps results for a
     ``result_ttl``; ``QueueGauges`` and ``UnservedKinds`` when asked for."""
     from venturi.maintenance.cron import CronScheduler
     from venturi.maintenance.history import History
     from venturi.maintenance.results import ResultCleanup
     from venturi.maintenance.search import SearchIndex
+    from venturi.maintenance.vacuum import Vacuum
     from venturi.schedules import schedules_for
 
     tasks = list(tasks)
-    found: list[Any] = [SearchIndex(), History()]
+    found: list[Any] = [SearchIndex(), History(), Vacuum()]
     if schedules_for(t.kind for t in tasks):
         found.append(CronScheduler())
     if any(t.result_ttl is not None for t in tasks):

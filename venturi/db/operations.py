@@ -152,6 +152,19 @@ async def job_history_move(conn: Conn, *, schema: str, after: float, batch: int)
     return int(await conn.fetchval(sql.statement("job_history_move", schema), float(after), batch))
 
 
+async def job_vacuum_state(conn: Conn, *, schema: str) -> tuple[int, bool]:
+    """The live table's dead row versions (statistics' count) and whether this role may
+    vacuum it."""
+    row = await conn.fetchrow(sql.statement("job_vacuum_state", schema))
+    assert row is not None  # the schema is applied
+    return int(row["dead"]), bool(row["allowed"])
+
+
+async def job_vacuum(conn: Conn, *, schema: str) -> None:
+    """VACUUM the live table (not in a transaction), unless a vacuum holds it already."""
+    await conn.execute(sql.statement("job_vacuum", schema))
+
+
 async def job_result_clear_expired(
     conn: Conn, *, schema: str, kind: str, ttl: float, batch: int
 ) -> int:
