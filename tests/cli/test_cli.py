@@ -242,5 +242,12 @@ def test_worker_usage_names_module_and_state() -> None:
 
 def test_worker_help_lists_the_options() -> None:
     out = venturi_cli("worker", "--help")
-    for flag in ("--concurrency", "--renew-lease", "--heartbeat", "--metrics-port", "--processes"):
+    for flag in (
+        "--concurrency",
+        "--renew-lease",
+        "--heartbeat",
+        "--metrics-port",
+        "--processes",
+        "--no-synchronous-commit",
+    ):
         assert flag in out.stdout, flag

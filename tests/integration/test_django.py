@@ -172,6 +172,7 @@ async def test_manage_venturi_worker_help_describes_each_option(dsn: str) -> Non
         ("--renew-lease", "Extend running jobs' leases"),
         ("--heartbeat", "Seconds between checks of running jobs"),
         ("--metrics-port", "Serve Prometheus metrics"),
+        ("--no-synchronous-commit", "Claims and completions do not wait for their WAL flush"),
         ("--log-level", "debug, info"),
     ):
         assert flag in described and words in " ".join(described.split()), (flag, out.stdout)

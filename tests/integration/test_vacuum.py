@@ -100,3 +100,12 @@ def test_vacuum_knobs_are_checked(knobs: dict[str, Any], message: str) -> None:
         Vacuum(**knobs)
     assert str(err.value).startswith(message)
     assert "\n" not in str(err.value)
+
+
+def test_vacuum_spends_at_most_a_tenth_of_its_time_vacuuming() -> None:
+    task = Vacuum(interval=5)
+    # A short vacuum: the next may start at the runner's next call (5 s later).
+    assert task.next_start(100.0, 0.2) == 102.0
+    # A long one (a table vacuum cannot clean while an old transaction holds it): the
+    # next waits ten times as long.
+    assert task.next_start(100.0, 3.0) == 130.0
