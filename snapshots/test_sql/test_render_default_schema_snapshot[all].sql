@@ -3346,14 +3346,6 @@ deleted AS (
 )
 SELECT id, holder FROM found;
 
--- job_vacuum: vacuum the live table (venturi.maintenance.Vacuum): its dead row versions
--- (each job leaves one at its claim, one at its completion and one when it moves to the
--- history) and their entries in the claim index, which every claim would otherwise step
--- over. SKIP_LOCKED: a vacuum already at it (another worker's, autovacuum's) is enough,
--- and this one returns at once. Runs outside a transaction.
-PREPARE venturi_job_vacuum AS
-VACUUM (SKIP_LOCKED) "venturi".jobs;
-
 -- job_vacuum_state: what venturi.maintenance.Vacuum decides on: the live table's dead row
 -- versions as PostgreSQL's statistics count them (since its last vacuum, by anyone), and
 -- whether this role may vacuum it (the table's owner or a member of its role; a

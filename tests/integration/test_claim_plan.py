@@ -40,7 +40,7 @@ async def _scans(held: db.held.Held) -> set[str]:
     the worker's own prepared statement, on its own session (an execution like any
     other: past five, PostgreSQL picks the generic plan if it prefers it)."""
     conn = held.conn
-    args = "'w:1', '{k}', '{60}', 0, 0, '{}', '{}', '{}', gen_random_uuid()"
+    args = "'w:1', '{k}', '{60}', 0, 0, '{}', '{}', '{}', gen_random_uuid(), true"
     text = await conn.fetchval(
         f"EXPLAIN (FORMAT JSON) EXECUTE {_statement(held).get_name()}({args})"
     )

@@ -110,6 +110,7 @@ async def test_claim_and_recovery_use_their_partial_indexes(conn: asyncpg.Connec
         [],
         [],
         W1.token,
+        True,
     )
     assert "jobs_claim_idx" in claim
     # Recovery is a statement of its own (the worker's timer), never the claim's work.
@@ -127,7 +128,7 @@ async def test_claim_keeps_its_index_on_a_backlog_of_one_kind(conn: asyncpg.Conn
     specs = [JobSpec("only", "{}", 1, None, None, None, 25) for _ in range(20_000)]
     await db.enqueue.job_insert_many(conn, schema="venturi", specs=specs)
     await conn.execute(sql.statement("maintenance/analyze"))
-    args = ("me:1", ["only"], [60.0], 0, 10, [], [], [], W1.token)
+    args = ("me:1", ["only"], [60.0], 0, 10, [], [], [], W1.token, True)
     for mode in ("force_custom_plan", "force_generic_plan"):
         await conn.execute(f"SET plan_cache_mode = {mode}")
         plan = await _plan(conn, "job_claim", *args)

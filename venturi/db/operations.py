@@ -162,7 +162,7 @@ async def job_vacuum_state(conn: Conn, *, schema: str) -> tuple[int, bool]:
 
 async def job_vacuum(conn: Conn, *, schema: str) -> None:
     """VACUUM the live table (not in a transaction), unless a vacuum holds it already."""
-    await conn.execute(sql.statement("job_vacuum", schema))
+    await conn.execute(sql.statement("maintenance/job_vacuum", schema))
 
 
 async def job_result_clear_expired(
