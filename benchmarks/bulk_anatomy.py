@@ -18,18 +18,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import asyncpg
 
 import venturi
-from benchmarks import systems
+from benchmarks import save_run, systems
 from benchmarks.index_cost import backend_cpu
 from benchmarks.profile import DEFAULT_ADMIN_DSN, _database
 from venturi import db, sql
@@ -155,8 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     lines.append("load average: " + ", ".join(f"{x:.2f}" for x in result["loads"]))
     print("\n".join(lines))
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
-        Path(args.json).with_suffix(".txt").write_text("\n".join(lines) + "\n")
+        save_run(args.json, result, "\n".join(lines))
     return 0
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import sys
@@ -30,7 +29,7 @@ from typing import Any
 
 import asyncpg
 
-from benchmarks import compare, systems
+from benchmarks import compare, save_run, systems
 from venturi import sql
 
 _APPLY = (
@@ -203,8 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     text = summary(result)
     print(text)
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
-        Path(args.json).with_suffix(".txt").write_text(text + "\n")
+        save_run(args.json, result, text)
     return 0
 
 

@@ -18,7 +18,6 @@ anything else writing on the server counts too). Nothing is asserted.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -29,7 +28,7 @@ from typing import Any
 import asyncpg
 
 import venturi
-from benchmarks import ceiling, systems
+from benchmarks import ceiling, save_run, systems
 from benchmarks.profile import DEFAULT_ADMIN_DSN, _database
 from venturi import db, sql
 
@@ -177,8 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"{v}: {shown}")
     print("\n".join(lines))
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
-        Path(args.json).with_suffix(".txt").write_text("\n".join(lines) + "\n")
+        save_run(args.json, result, "\n".join(lines))
     return 0
 
 

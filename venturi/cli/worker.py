@@ -203,11 +203,12 @@ def _serve_metrics(port: int) -> None:
 def default_maintenance(
     tasks: Iterable[Any], *, queue_metrics: bool = False, warn_unserved: bool = False
 ) -> list[Any]:
-    """What ``venturi worker`` runs beside its loop for these tasks: the dashboard's
-    ``SearchIndex``, the ``History`` that moves finished jobs out of the live table and
-    the ``Vacuum`` that keeps its dead row versions few always, a ``CronScheduler`` when one of them is recurring (``cron=``
-    or ``venturi.schedule``), a ``ResultCleanup`` when one keeps results for a
-    ``result_ttl``; ``QueueGauges`` and ``UnservedKinds`` when asked for."""
+    """What ``venturi worker`` runs beside its loop for these tasks: always the
+    dashboard's ``SearchIndex``, the ``History`` that moves finished jobs out of the live
+    table and the ``Vacuum`` that keeps its dead row versions few; a ``CronScheduler``
+    when one of them is recurring (``cron=`` or ``venturi.schedule``), a
+    ``ResultCleanup`` when one keeps results for a ``result_ttl``; ``QueueGauges`` and
+    ``UnservedKinds`` when asked for."""
     from venturi.maintenance.cron import CronScheduler
     from venturi.maintenance.history import History
     from venturi.maintenance.results import ResultCleanup

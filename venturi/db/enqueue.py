@@ -149,7 +149,8 @@ def column(values: Sequence[Any]) -> list[Any] | None:
     a NULL array with NULLs to the others' length. Most batches leave several columns
     empty (no ``at``, no ``after``, no declared backoff), and each element of an array
     costs the driver's encoding and the server's decoding (a bulk enqueue of 1,000 binds
-    10,000 elements otherwise: benchmarks/README.md, "Bulk enqueue: a column of NULLs binds as one NULL")."""
+    10,000 elements otherwise: benchmarks/README.md, "Bulk enqueue: a column of NULLs
+    binds as one NULL")."""
     return None if all(v is None for v in values) else list(values)
 
 
