@@ -41,7 +41,6 @@ from benchmarks import systems
 from benchmarks.compare import DEFAULT_ADMIN_DSN, git_head, percentile
 from benchmarks.profile import _database
 from venturi import db, sql
-from venturi.backoff import DEFAULT_BACKOFF
 from venturi.runtime.loop import Loop
 from venturi.runtime.worker import Worker
 
@@ -88,7 +87,6 @@ async def bare_claim(enq: Any, claimer: Any) -> float:
         leases=[60.0],
         floor=0,
         limit=1,
-        backoff=DEFAULT_BACKOFF,
     )
     t1 = time.monotonic()
     assert len(answer.claimed) == 1
