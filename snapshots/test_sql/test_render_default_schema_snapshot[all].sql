@@ -3146,6 +3146,23 @@ LEFT JOIN "venturi".all_jobs j ON j.id = input.id
 LEFT JOIN moved m ON m.id = input.id
 ORDER BY input.id;
 
+-- job_statistics_state: whether the planner's statistics of the live table are stale
+-- (the claim loop asks when a full claim was slow; venturi.runtime.claimer). Stale:
+-- more rows changed since its last ANALYZE than $1 times the rows that ANALYZE saw, plus
+-- $2; a table never analyzed (reltuples -1) counts every change since its creation.
+-- Without fresh statistics a burst enqueued into an idle or new queue looks to the
+-- planner like a handful of pending rows, and the claim's plan sorts the whole backlog
+-- on every claim (benchmarks/README.md, "A table without fresh statistics").
+-- allowed: whether this role may analyze it (the table's owner or a member of its role).
+-- $1 float8 factor: changes per row seen at the last ANALYZE that make the table stale
+-- $2 bigint minimum: changes below which it is never stale
+PREPARE venturi_job_statistics_state(float8, bigint) AS
+SELECT pg_stat_get_mod_since_analyze(c.oid)
+           > $1::float8 * greatest(c.reltuples, 0) + $2::bigint AS stale,
+       pg_has_role(c.relowner, 'MEMBER') AS allowed
+FROM pg_class c
+WHERE c.oid = to_regclass('"venturi".jobs');
+
 -- job_stats: per kind: jobs in each status (waiting ones: workflows), the oldest due
 -- job's wait, completions in the last $2 seconds and failures journaled in the last $3
 -- seconds (`venturi stats`).

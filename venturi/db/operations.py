@@ -165,6 +165,22 @@ async def job_vacuum(conn: Conn, *, schema: str) -> None:
     await conn.execute(sql.statement("maintenance/job_vacuum", schema))
 
 
+async def job_statistics_state(
+    conn: Conn, *, schema: str, factor: float, minimum: int
+) -> tuple[bool, bool]:
+    """Whether the live table's planner statistics are stale (more rows changed since its
+    last ANALYZE than ``factor`` times the rows it saw, plus ``minimum``) and whether this
+    role may analyze it."""
+    row = await conn.fetchrow(sql.statement("job_statistics_state", schema), factor, minimum)
+    assert row is not None  # the schema is applied
+    return bool(row["stale"]), bool(row["allowed"])
+
+
+async def job_analyze(conn: Conn, *, schema: str) -> None:
+    """ANALYZE the live table, unless an ANALYZE or VACUUM holds it already."""
+    await conn.execute(sql.statement("maintenance/job_analyze", schema))
+
+
 async def job_result_clear_expired(
     conn: Conn, *, schema: str, kind: str, ttl: float, batch: int
 ) -> int:

@@ -23,6 +23,7 @@ from venturi.rate import TokenBucket
 from venturi.runtime.config import KindPolicy, WorkerConfig
 from venturi.runtime.instruments import Instruments
 from venturi.runtime.run import Run
+from venturi.runtime.statistics import Statistics
 
 # How long a worker leaves a kind found at its global cap before it looks again: a place
 # freed by another worker's settlement sends no notification.
@@ -68,6 +69,8 @@ class Claimer:
         }
         self.capped_until: dict[str, float] = {}
         self._claims = 0
+        # A slow claim into a backlog looks at the live table's statistics.
+        self.statistics = Statistics(config.schema, instruments)
         # The last claim filled its batch: a backlog, against which the claim's cached
         # plan may be made anew (db.held.Held.fetch_planned).
         self._backlog = False
@@ -170,6 +173,7 @@ class Claimer:
                     limit = min(limit, bucket.available())
             leases = [self.policies[k].lease for k in kinds]
             floor = self.next_floor()
+            sent = time.monotonic()
             rows, settled = await db.claims.job_claim(
                 conn,
                 schema=self.schema,
@@ -182,12 +186,14 @@ class Claimer:
                 replan=self._backlog,
                 synchronous_commit=self.synchronous_commit,
             )
+            took = time.monotonic() - sent
             self._backlog = len(rows) >= limit
             completed(done, settled)
             done = []
             self._count(rows)
             start(rows)
             await _let_them_start(rows)
+            await self.statistics.after_claim(conn, self._backlog, took)
             free -= len(rows)
             if len(rows) < limit:
                 short = True

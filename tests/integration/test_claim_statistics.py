@@ -1,0 +1,144 @@
+"""A slow claim into a backlog analyzes the live table when its statistics are stale
+(venturi.runtime.statistics): a burst into a never-analyzed queue gets the claim plan that
+reads the claim index, not one that sorts every pending job; fast claims, fresh
+statistics and a role that does not own the table leave it alone."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+
+import venturi
+from tests.support import Item, running, wait_stat
+from tests.support.plans import nodes
+from tests.support.sql import statement as tsql
+from venturi import Context, sql
+from venturi.runtime import statistics
+from venturi.runtime.instruments import Instruments
+from venturi.runtime.statistics import Statistics
+from venturi.runtime.worker import Worker
+
+# role_not_owner.sql.j2's role.
+NOT_OWNER = "venturi_test_not_owner"
+
+
+def _task(kind: str) -> venturi.Task[Any]:
+    @venturi.task(kind=kind)
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        return None
+
+    return handler
+
+
+async def _analyzed(conn: asyncpg.Connection) -> int:
+    return int((await conn.fetchrow(tsql("jobs_analyze_stats")))["analyze_count"])
+
+
+async def _burst(dsn: str, task: venturi.Task[Any], n: int) -> None:
+    """Enqueue ``n`` jobs in one transaction on a connection of its own, closed after: a
+    closing session hands its row counts to the statistics at once."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        async with conn.transaction():
+            for start in range(0, n, 10_000):
+                await venturi.enqueue_many(
+                    conn, [task.job(Item(i)) for i in range(start, min(n, start + 10_000))]
+                )
+    finally:
+        await conn.close()
+
+
+async def _claim_plan(conn: asyncpg.Connection, kind: str) -> set[str]:
+    """The node types and indexes of the claim's generic plan, as a worker's prepared
+    statement would have it now."""
+    await conn.execute(
+        sql.statement("maintenance/session_setting"), "plan_cache_mode", "force_generic_plan"
+    )
+    stmt = await conn.prepare(sql.statement("job_claim"))
+    plan = await stmt.explain("t", [kind], [60.0], 0, 10, [], [], [], uuid.uuid4(), True)
+    found: set[str] = set()
+    for node in nodes(plan):
+        if "Node Type" in node:
+            found.add(node["Node Type"])
+        if str(node.get("Index Name", "")).startswith("jobs_"):
+            found.add(node["Index Name"])
+    return found
+
+
+async def test_a_burst_into_a_never_analyzed_queue_is_analyzed_by_its_slow_claims(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    task = _task("stats_burst")
+    before = await _analyzed(conn)
+    await _burst(dsn, task, 30_000)
+    # The planner takes the backlog for a handful of rows: it sorts them all per claim.
+    assert "Sort" in await _claim_plan(conn, task.kind)
+
+    worker = Worker(None, dsn, [task], concurrency=8, poll_max=0.5)
+    async with running(worker):
+        await wait_stat(worker, "analyzed", 1, within=60)
+    assert await _analyzed(conn) == before + worker.stats["analyzed"]
+    # Now the claim reads the first rows of the claim index, whatever the backlog.
+    scans = await _claim_plan(conn, task.kind)
+    assert "jobs_claim_idx" in scans
+    assert "Sort" not in scans
+
+
+async def test_only_a_slow_full_claim_looks_and_only_stale_statistics_are_refreshed(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = _task("stats_direct")
+    await _burst(dsn, task, 3_000)
+    watch = Statistics("venturi", Instruments(prometheus=False))
+    before = await _analyzed(conn)
+    # A claim that came back short (no backlog), or fast: nothing is read.
+    await watch.after_claim(conn, full=False, took=1.0)
+    await watch.after_claim(conn, full=True, took=statistics.SLOW_CLAIM / 2)
+    assert watch.checked_at == float("-inf")
+    # Slow and full, statistics stale (3,000 rows changed, none seen): analyzed.
+    await watch.after_claim(conn, full=True, took=1.0)
+    assert watch.stats["analyzed"] == 1
+    assert await _analyzed(conn) == before + 1
+    # Looked at most every CHECK_EVERY seconds.
+    await _burst(dsn, task, 10_000)
+    await watch.after_claim(conn, full=True, took=1.0)
+    assert watch.stats["analyzed"] == 1
+    # Past it: 10,000 changed against 3,000 seen is stale again.
+    monkeypatch.setattr(statistics, "CHECK_EVERY", 0.0)
+    await watch.after_claim(conn, full=True, took=1.0)
+    assert watch.stats["analyzed"] == 2
+    # Fresh statistics: looked, not analyzed.
+    await watch.after_claim(conn, full=True, took=1.0)
+    assert watch.stats["analyzed"] == 2
+    assert await _analyzed(conn) == before + 2
+
+
+async def test_a_role_that_does_not_own_the_table_says_so_once_and_does_not_analyze(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    task = _task("stats_not_owner")
+    await _burst(dsn, task, 3_000)
+    await conn.execute(tsql("role_not_owner"))
+    url = urlsplit(dsn)
+    assert url.username is not None
+    as_other = urlunsplit(url._replace(netloc=url.netloc.replace(url.username, NOT_OWNER, 1)))
+    other = await asyncpg.connect(as_other)
+    before = await _analyzed(conn)
+    watch = Statistics("venturi", Instruments(prometheus=False))
+    try:
+        with caplog.at_level(logging.WARNING, logger="venturi.worker"):
+            await watch.after_claim(other, full=True, took=1.0)
+            watch.checked_at = float("-inf")
+            await watch.after_claim(other, full=True, took=1.0)
+    finally:
+        await other.close()
+    said = [r.getMessage() for r in caplog.records if "cannot ANALYZE" in r.getMessage()]
+    assert len(said) == 1
+    assert said[0].startswith("the claims are slow and the statistics of venturi.jobs are stale")
+    assert watch.stats["analyzed"] == 0
+    assert await _analyzed(conn) == before
