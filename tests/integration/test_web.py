@@ -565,7 +565,8 @@ async def test_venturi_web_serves_with_a_token(dsn: str, tmp_path: Any) -> None:
             assert r.status_code == 200 and r.json()["kinds"] == []
             assert (await c.get("/api/stats")).status_code == 401
     finally:
-        proc.terminate()
+        if proc.returncode is None:  # one that exited already cannot be signalled
+            proc.terminate()
         await proc.wait()
 
 
