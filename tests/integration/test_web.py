@@ -23,6 +23,7 @@ from starlette.routing import Mount
 import venturi
 import venturi.testing
 import venturi.web
+from tests.support import wait_for
 from tests.support.claims import claim
 from tests.support.opsdata import TRACEBACK, S, make
 from venturi import admin, db, sql
@@ -549,18 +550,23 @@ async def test_venturi_web_serves_with_a_token(dsn: str, tmp_path: Any) -> None:
         assert line.decode().startswith(f"venturi dashboard on http://127.0.0.1:{port}/")
         base = f"http://127.0.0.1:{port}"
         async with httpx.AsyncClient(base_url=base) as c:
-            deadline = asyncio.get_running_loop().time() + 30
-            while True:  # the banner comes before uvicorn listens
+
+            async def listening() -> bool:
                 try:
-                    r = await c.get("/api/stats", headers={"Authorization": f"Bearer {TOKEN}"})
-                    break
+                    await c.get("/api/stats")
                 except httpx.ConnectError:
-                    assert asyncio.get_running_loop().time() < deadline, "never listened"
-                    await asyncio.sleep(0.05)
+                    assert proc.returncode is None, "venturi web exited before it listened"
+                    return False
+                return True
+
+            # The banner comes before uvicorn listens: nothing it prints says it does.
+            await wait_for(listening, within=30)
+            r = await c.get("/api/stats", headers={"Authorization": f"Bearer {TOKEN}"})
             assert r.status_code == 200 and r.json()["kinds"] == []
             assert (await c.get("/api/stats")).status_code == 401
     finally:
-        proc.terminate()
+        if proc.returncode is None:  # one that exited already cannot be signalled
+            proc.terminate()
         await proc.wait()
 
 

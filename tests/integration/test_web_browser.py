@@ -17,7 +17,6 @@ import os
 import shutil
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,22 +48,40 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, setting ``over`` once its startup is over: listening
+    (``started``), or given up (startup raised, ``sys.exit`` included)."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.over = threading.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().startup(sockets)
+        finally:
+            self.over.set()
+
+
 class Served:
     """uvicorn in a thread of its own (its own event loop and the app's own pool)."""
 
     def __init__(self, app: Any) -> None:
         self.port = free_port()
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.server = _Server(config)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.server.run()
+        finally:
+            self.server.over.set()  # a thread that ends before its startup wakes __enter__
 
     def __enter__(self) -> str:
         self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            assert self.thread.is_alive(), "uvicorn stopped"
-            time.sleep(0.02)
+        assert self.server.over.wait(20), "uvicorn did not start within 20s"
+        assert self.server.started, "uvicorn stopped before it listened"
         return f"http://127.0.0.1:{self.port}"
 
     def __exit__(self, *exc: object) -> None:
