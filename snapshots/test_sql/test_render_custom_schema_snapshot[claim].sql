@@ -2483,22 +2483,41 @@ LEFT JOIN "billing_jobs".all_jobs j ON j.id = input.id
 LEFT JOIN moved m ON m.id = input.id
 ORDER BY input.id;
 
--- job_statistics_state: whether the planner's statistics of the live table are stale
--- (the claim loop asks when a full claim was slow; venturi.runtime.claimer). Stale:
--- more rows changed since its last ANALYZE than $1 times the rows that ANALYZE saw, plus
--- $2; a table never analyzed (reltuples -1) counts every change since its creation.
--- Without fresh statistics a burst enqueued into an idle or new queue looks to the
--- planner like a handful of pending rows, and the claim's plan sorts the whole backlog
--- on every claim (benchmarks/README.md, "A table without fresh statistics").
--- allowed: whether this role may analyze it (the table's owner or a member of its role).
--- $1 float8 factor: changes per row seen at the last ANALYZE that make the table stale
--- $2 bigint minimum: changes below which it is never stale
-PREPARE billing_jobs_job_statistics_state(float8, bigint) AS
-SELECT pg_stat_get_mod_since_analyze(c.oid)
-           > $1::float8 * greatest(c.reltuples, 0) + $2::bigint AS stale,
-       pg_has_role(c.relowner, 'MEMBER') AS allowed
-FROM pg_class c
-WHERE c.oid = to_regclass('"billing_jobs".jobs');
+-- job_statistics_state: whether the planner's statistics of the live table misjudge its
+-- backlog (the claim loop asks when a full claim was slow; venturi.runtime.statistics).
+-- believed: the pending rows the last ANALYZE saw (the rows it saw times the share of
+-- 'pending' among its most common statuses; 0 for a table never analyzed). Below
+-- $3 the planner may sort every pending row on each claim instead of reading the first
+-- few from jobs_claim_idx (benchmarks/README.md, "A table without fresh statistics"),
+-- so the pending rows are counted, up to $1 times the belief plus $2, by the claim
+-- index; stale: more than that. From $3 on the plan reads the index whatever the
+-- backlog, and nothing is counted.
+-- allowed: whether this role may analyze the table (its owner or a member of its role).
+-- $1 float8 factor: how many times the belief the backlog may be before it is stale
+-- $2 bigint minimum: rows of backlog beyond the belief that never make it stale
+-- $3 bigint enough: a belief from which the claim's plan needs no statistics
+-- index: jobs_claim_idx (pending rows), at most $1 * believed + $2 of its entries.
+PREPARE billing_jobs_job_statistics_state(float8, bigint, bigint) AS
+WITH believed AS (
+    SELECT c.oid, c.relowner,
+           greatest(c.reltuples, 0) * coalesce((
+               SELECT f.freq
+               FROM pg_stats s
+               JOIN pg_namespace n ON n.nspname = s.schemaname AND n.oid = c.relnamespace
+               CROSS JOIN LATERAL unnest(s.most_common_vals::text::text[],
+                                         s.most_common_freqs) AS f(val, freq)
+               WHERE s.tablename = c.relname AND s.attname = 'status'
+                 AND f.val = 'pending'), 0) AS pending
+    FROM pg_class c
+    WHERE c.oid = to_regclass('"billing_jobs".jobs')
+)
+SELECT b.pending < $3::bigint
+       AND (SELECT count(*) FROM (
+                SELECT 1 FROM "billing_jobs".jobs WHERE status = 'pending'
+                LIMIT ($1::float8 * b.pending + $2::bigint)::bigint + 1) AS p)
+           > $1::float8 * b.pending + $2::bigint AS stale,
+       pg_has_role(b.relowner, 'MEMBER') AS allowed
+FROM believed b;
 
 -- job_stats: per kind: jobs in each status (waiting ones: workflows), the oldest due
 -- job's wait, completions in the last $2 seconds and failures journaled in the last $3

@@ -89,7 +89,7 @@ async def test_a_burst_into_a_never_analyzed_queue_is_analyzed_by_its_slow_claim
     assert "Sort" not in scans
 
 
-async def test_only_a_slow_full_claim_looks_and_only_stale_statistics_are_refreshed(
+async def test_only_a_slow_full_claim_looks_and_only_a_misjudged_backlog_is_analyzed(
     dsn: str, conn: asyncpg.Connection, kinds: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     task = _task("stats_direct")
@@ -100,22 +100,34 @@ async def test_only_a_slow_full_claim_looks_and_only_stale_statistics_are_refres
     await watch.after_claim(conn, full=False, took=1.0)
     await watch.after_claim(conn, full=True, took=statistics.SLOW_CLAIM / 2)
     assert watch.checked_at == float("-inf")
-    # Slow and full, statistics stale (3,000 rows changed, none seen): analyzed.
+    # Slow and full, and the planner believes in no backlog (never analyzed) while 3,000
+    # are pending, more than MINIMUM: analyzed.
     await watch.after_claim(conn, full=True, took=1.0)
     assert watch.stats["analyzed"] == 1
     assert await _analyzed(conn) == before + 1
     # Looked at most every CHECK_EVERY seconds.
-    await _burst(dsn, task, 10_000)
+    await _burst(dsn, task, 4_000)
+    looked = watch.checked_at
     await watch.after_claim(conn, full=True, took=1.0)
-    assert watch.stats["analyzed"] == 1
-    # Past it: 10,000 changed against 3,000 seen is stale again.
+    assert watch.checked_at == looked
+    # Past it: 7,000 pending, within 2 x 3,000 + 2,000 of the belief: looked, left.
     monkeypatch.setattr(statistics, "CHECK_EVERY", 0.0)
     await watch.after_claim(conn, full=True, took=1.0)
-    assert watch.stats["analyzed"] == 2
-    # Fresh statistics: looked, not analyzed.
+    assert watch.checked_at > looked
+    assert watch.stats["analyzed"] == 1
+    # 23,000 pending is past that bound: analyzed.
+    await _burst(dsn, task, 16_000)
     await watch.after_claim(conn, full=True, took=1.0)
     assert watch.stats["analyzed"] == 2
-    assert await _analyzed(conn) == before + 2
+    # A belief of ENOUGH or more is never questioned, however large the backlog grows.
+    await _burst(dsn, task, 60_000)
+    await watch.after_claim(conn, full=True, took=1.0)
+    assert watch.stats["analyzed"] == 2
+    # Below ENOUGH it would have been: the same backlog against a smaller bound.
+    monkeypatch.setattr(statistics, "ENOUGH", 10**9)
+    await watch.after_claim(conn, full=True, took=1.0)
+    assert watch.stats["analyzed"] == 3
+    assert await _analyzed(conn) == before + 3
 
 
 async def test_a_role_that_does_not_own_the_table_says_so_once_and_does_not_analyze(

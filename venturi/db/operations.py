@@ -166,12 +166,14 @@ async def job_vacuum(conn: Conn, *, schema: str) -> None:
 
 
 async def job_statistics_state(
-    conn: Conn, *, schema: str, factor: float, minimum: int
+    conn: Conn, *, schema: str, factor: float, minimum: int, enough: int
 ) -> tuple[bool, bool]:
-    """Whether the live table's planner statistics are stale (more rows changed since its
-    last ANALYZE than ``factor`` times the rows it saw, plus ``minimum``) and whether this
-    role may analyze it."""
-    row = await conn.fetchrow(sql.statement("job_statistics_state", schema), factor, minimum)
+    """Whether the live table's planner statistics misjudge its backlog (more than
+    ``factor`` times the pending rows its last ANALYZE saw, plus ``minimum``, while it saw
+    fewer than ``enough``) and whether this role may analyze it."""
+    row = await conn.fetchrow(
+        sql.statement("job_statistics_state", schema), factor, minimum, enough
+    )
     assert row is not None  # the schema is applied
     return bool(row["stale"]), bool(row["allowed"])
 
