@@ -1072,7 +1072,13 @@ WITH completed AS (
     -- without knowing how many ids $6 holds (the generic plan, see candidates).
     WHERE j.id = ANY ((SELECT $6::bigint[])::bigint[]) AND j.id = done.id
       -- The ownership guard: a reclaimed job (new attempt or new owner) is left alone.
-      AND j.status = 'claimed' AND j.claim_token = $9::uuid AND j.attempt = done.attempt
+      -- 'claimed' as a sub-select: a literal would let the plan read jobs_stale_idx
+      -- (WHERE status = 'claimed') instead of the primary key, which it takes when the
+      -- statistics count few claimed rows (an ANALYZE while the fleet was idle), and then
+      -- every claim reads every job the whole fleet holds (2.58 against 1.81 ms a claim
+      -- with 2,000 held elsewhere: benchmarks/README.md, "Completions by the primary key").
+      AND j.status = (SELECT 'claimed') AND j.claim_token = $9::uuid
+      AND j.attempt = done.attempt
       AND (SELECT CASE WHEN $10::boolean THEN true
              ELSE set_config('synchronous_commit', 'off', true) = 'off' END)
     RETURNING j.id
@@ -1204,7 +1210,10 @@ SET status = 'completed',
 FROM unnest($2::bigint[], $3::integer[], $4::text[]) AS done(id, attempt, result)
 WHERE j.id = done.id
   -- The ownership guard: a reclaimed job (new attempt or new owner) is left alone.
-  AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = done.attempt
+  -- 'claimed' as a sub-select, so that the plan reaches the rows by the primary key and
+  -- never reads every claimed job of the fleet from jobs_stale_idx (job_claim's
+  -- completed, which has the same guard, says why).
+  AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid AND j.attempt = done.attempt
   AND (SELECT CASE WHEN $5::boolean THEN true
              ELSE set_config('synchronous_commit', 'off', true) = 'off' END)
 RETURNING j.id;

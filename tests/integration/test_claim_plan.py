@@ -144,3 +144,41 @@ async def test_a_statement_gone_from_the_server_is_prepared_again(pool: asyncpg.
         assert _statement(held).get_name() != gone
     finally:
         await held.close()
+
+
+async def _generic_indexes(conn: asyncpg.Connection, statement: str, *args: Any) -> set[str]:
+    """The indexes of ``statement``'s generic plan (the one a held statement keeps)."""
+    await conn.execute(
+        sql.statement("maintenance/session_setting"), "plan_cache_mode", "force_generic_plan"
+    )
+    stmt = await conn.prepare(sql.statement(statement))
+    plan = await stmt.explain(*args)
+    return {str(n["Index Name"]) for n in nodes(plan) if "Index Name" in n}
+
+
+async def test_completions_reach_their_rows_by_the_primary_key_whatever_the_statistics(
+    conn: asyncpg.Connection,
+) -> None:
+    # Statistics taken while nothing was claimed; then the fleet holds 500 jobs. A plan
+    # that read jobs_stale_idx for the completions would read all 500 at every claim.
+    specs = [JobSpec("k", "{}", 1, None, None, None, 25) for _ in range(20_000)]
+    await db.enqueue.job_insert_many(conn, schema="venturi", specs=specs)
+    await conn.execute(sql.statement("maintenance/analyze"))
+    fleet = db.Claimant("fleet")
+    held = (
+        await db.claims.job_claim(
+            conn, schema="venturi", claimant=fleet, kinds=["k"], leases=[900.0], floor=0, limit=500
+        )
+    ).claimed
+    assert len(held) == 500
+    ids, attempts = [r["id"] for r in held[:10]], [r["attempt"] for r in held[:10]]
+    token = fleet.token
+    claim = await _generic_indexes(
+        conn, "job_claim", "w", ["k"], [60.0], 0, 10, ids, attempts, [None] * 10, token, True
+    )
+    assert "jobs_stale_idx" not in claim
+    assert {"jobs_pkey", "jobs_claim_idx"} <= claim
+    complete = await _generic_indexes(
+        conn, "job_complete_many_if_owned", token, ids, attempts, [None] * 10, True
+    )
+    assert complete == {"jobs_pkey"}, complete
