@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from tests.support.plans import nodes
+from tests.support.plans import generic_plan, nodes
 from venturi import db, sql
 from venturi.tasks import JobSpec
 
@@ -148,12 +148,8 @@ async def test_a_statement_gone_from_the_server_is_prepared_again(pool: asyncpg.
 
 async def _generic_indexes(conn: asyncpg.Connection, statement: str, *args: Any) -> set[str]:
     """The indexes of ``statement``'s generic plan (the one a held statement keeps)."""
-    await conn.execute(
-        sql.statement("maintenance/session_setting"), "plan_cache_mode", "force_generic_plan"
-    )
-    stmt = await conn.prepare(sql.statement(statement))
-    plan = await stmt.explain(*args)
-    return {str(n["Index Name"]) for n in nodes(plan) if "Index Name" in n}
+    plan = await generic_plan(conn, statement, *args)
+    return {str(n["Index Name"]) for n in plan if "Index Name" in n}
 
 
 async def test_completions_reach_their_rows_by_the_primary_key_whatever_the_statistics(

@@ -8,23 +8,20 @@ from __future__ import annotations
 import logging
 import uuid
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
 
 import venturi
 from tests.support import Item, running, wait_stat
-from tests.support.plans import nodes
+from tests.support.plans import generic_plan
+from tests.support.roles import not_owner_dsn
 from tests.support.sql import statement as tsql
-from venturi import Context, sql
+from venturi import Context
 from venturi.runtime import statistics
 from venturi.runtime.instruments import Instruments
 from venturi.runtime.statistics import Statistics
 from venturi.runtime.worker import Worker
-
-# role_not_owner.sql.j2's role.
-NOT_OWNER = "venturi_test_not_owner"
 
 
 def _task(kind: str) -> venturi.Task[Any]:
@@ -56,13 +53,11 @@ async def _burst(dsn: str, task: venturi.Task[Any], n: int) -> None:
 async def _claim_plan(conn: asyncpg.Connection, kind: str) -> set[str]:
     """The node types and indexes of the claim's generic plan, as a worker's prepared
     statement would have it now."""
-    await conn.execute(
-        sql.statement("maintenance/session_setting"), "plan_cache_mode", "force_generic_plan"
+    plan = await generic_plan(
+        conn, "job_claim", "t", [kind], [60.0], 0, 10, [], [], [], uuid.uuid4(), True
     )
-    stmt = await conn.prepare(sql.statement("job_claim"))
-    plan = await stmt.explain("t", [kind], [60.0], 0, 10, [], [], [], uuid.uuid4(), True)
     found: set[str] = set()
-    for node in nodes(plan):
+    for node in plan:
         if "Node Type" in node:
             found.add(node["Node Type"])
         if str(node.get("Index Name", "")).startswith("jobs_"):
@@ -135,10 +130,7 @@ async def test_a_role_that_does_not_own_the_table_says_so_once_and_does_not_anal
 ) -> None:
     task = _task("stats_not_owner")
     await _burst(dsn, task, 3_000)
-    await conn.execute(tsql("role_not_owner"))
-    url = urlsplit(dsn)
-    assert url.username is not None
-    as_other = urlunsplit(url._replace(netloc=url.netloc.replace(url.username, NOT_OWNER, 1)))
+    as_other = await not_owner_dsn(conn, dsn)
     other = await asyncpg.connect(as_other)
     before = await _analyzed(conn)
     watch = Statistics("venturi", Instruments(prometheus=False))

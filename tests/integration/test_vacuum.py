@@ -6,21 +6,18 @@ from __future__ import annotations
 
 import logging
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
 
 import venturi
 from tests.support import Item, running, wait_stat
+from tests.support.roles import not_owner_dsn
 from tests.support.sql import statement as tsql
 from venturi import Context
 from venturi.errors import ConfigError
 from venturi.maintenance import Vacuum
 from venturi.runtime.worker import Worker
-
-# role_not_owner.sql.j2's role.
-NOT_OWNER = "venturi_test_not_owner"
 
 
 def _parked(kind: str) -> venturi.Task[Any]:
@@ -68,10 +65,7 @@ async def test_a_role_that_does_not_own_the_table_leaves_it_to_autovacuum(
     dsn: str, conn: asyncpg.Connection, kinds: list[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     before = await _dead_rows(conn, "vac_not_owner", 300)
-    await conn.execute(tsql("role_not_owner"))
-    url = urlsplit(dsn)
-    assert url.username is not None
-    as_other = urlunsplit(url._replace(netloc=url.netloc.replace(url.username, NOT_OWNER, 1)))
+    as_other = await not_owner_dsn(conn, dsn)
     task = Vacuum(interval=0.05, dead=100)
     worker = Worker(None, as_other, [_parked("vac_other")], poll_max=0.1, maintenance=[task])
     with caplog.at_level(logging.WARNING, logger="venturi.vacuum"):

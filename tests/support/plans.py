@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from venturi import sql
+
 
 def nodes(plan: Any) -> list[dict[str, Any]]:
     """Every node of an EXPLAIN (FORMAT JSON) plan."""
@@ -20,3 +22,14 @@ def nodes(plan: Any) -> list[dict[str, Any]]:
 
     walk(plan)
     return found
+
+
+async def generic_plan(conn: Any, statement: str, *args: Any) -> list[dict[str, Any]]:
+    """Every node of runtime statement ``statement``'s generic plan (the one a worker's
+    held statement keeps) for ``args``; ``conn``'s session keeps ``plan_cache_mode =
+    force_generic_plan`` after."""
+    await conn.execute(
+        sql.statement("maintenance/session_setting"), "plan_cache_mode", "force_generic_plan"
+    )
+    stmt = await conn.prepare(sql.statement(statement))
+    return nodes(await stmt.explain(*args))
