@@ -1075,7 +1075,7 @@ WITH completed AS (
       -- 'claimed' as a sub-select: a literal would let the plan read jobs_stale_idx
       -- (WHERE status = 'claimed') instead of the primary key, which it takes when the
       -- statistics count few claimed rows (an ANALYZE while the fleet was idle), and then
-      -- every claim reads every job the whole fleet holds (2.58 against 1.81 ms a claim
+      -- every claim reads every job the whole fleet holds (1.86 against 1.37 ms a claim
       -- with 2,000 held elsewhere: benchmarks/README.md, "Completions by the primary key").
       AND j.status = (SELECT 'claimed') AND j.claim_token = $9::uuid
       AND j.attempt = done.attempt
