@@ -3,7 +3,8 @@
 A maintenance task is any object with a ``name``, an ``interval`` in seconds and an
 ``async def run(pool, worker)``. The worker runs each one every ``interval`` on its own
 asyncio task; a failure is logged and retried at the next interval, and never touches
-the claim loop. Tasks must be safe to run in many workers at once (take an advisory
+the claim loop: in one line when the connection or the server failed it, with its
+traceback when the task raised anything else. Tasks must be safe to run in many workers at once (take an advisory
 lock, or use ``SKIP LOCKED``), since every worker may be configured with them.
 """
 
@@ -16,6 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from venturi.db import errors as db_errors
 from venturi.errors import ConfigError
 
 log = logging.getLogger("venturi.maintenance")
@@ -63,7 +65,20 @@ async def run_forever(tasks: Sequence[MaintenanceTask], pool: Any, worker: Any) 
                     await task.run(pool, worker)
                 except asyncio.CancelledError:
                     raise
+                except db_errors.RETRYABLE as exc:
+                    # The connection or the server, not the task: a lost connection, a
+                    # deadline, a restart. One line, as the loop says it; the next
+                    # interval runs on a connection the pool has replaced.
+                    worker.stats[f"maintenance_errors:{task.name}"] += 1
+                    log.warning(
+                        "maintenance %s failed (retrying in %gs): %s: %s",
+                        task.name,
+                        task.interval,
+                        type(exc).__name__,
+                        db_errors.one_line(exc),
+                    )
                 except Exception as exc:
+                    # Anything else may be a bug in the task: keep its traceback.
                     worker.stats[f"maintenance_errors:{task.name}"] += 1
                     log.warning("maintenance %s failed: %s", task.name, exc, exc_info=True)
                 else:
