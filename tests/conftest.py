@@ -107,6 +107,27 @@ REQUIRE_ALL = os.environ.get("VENTURI_TEST_REQUIRE_ALL") == "1"
 PYTHON_LACKS = ("pgserver (the embedded extra) has no wheel for 3.13",)
 
 
+# The long soaks (the chaos soak and the fault scenarios, about two and a half minutes
+# together) are marked ``soak`` and left out of the suite unless ``--soak`` is given:
+# the README's test command stays within ten minutes, and .ci/run runs them once, after
+# the suite, with ``--soak -m soak``. Deselected, not skipped: nothing is missing.
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--soak",
+        action="store_true",
+        help="also run the tests marked soak (the chaos soak and the fault scenarios)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--soak"):
+        return
+    soaks = [item for item in items if item.get_closest_marker("soak") is not None]
+    if soaks:
+        config.hook.pytest_deselected(items=soaks)
+        items[:] = [item for item in items if item.get_closest_marker("soak") is None]
+
+
 def pytest_report_header(config: Any) -> str:
     return (
         f"venturi test database: VENTURI_TEST_DSN={'set' if os.environ.get('VENTURI_TEST_DSN') else 'unset'}"

@@ -214,6 +214,7 @@ def has_cluster() -> None:
         pytest.skip("no PostgreSQL binaries to start the soak's own cluster")
 
 
+@pytest.mark.soak
 async def test_short_chaos_soak(has_cluster: None, tmp_path: Path) -> None:
     """`python -m tests.chaos.harness --short`: about a minute of load under SIGKILL,
     SIGTERM, terminated backends and a PostgreSQL restart; the history must be clean."""

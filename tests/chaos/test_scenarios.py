@@ -2,7 +2,8 @@
 
 Each runs 12 s of load around its one fault (about 25 s with its cluster's start and the
 drain): nothing lost, nothing stuck, every re-run explained, no dropped outcome, and no
-worker that ignores SIGTERM. The long soak with every fault together is
+worker that ignores SIGTERM. Marked ``soak``: run with ``pytest --soak`` (.ci/run runs
+them once after the suite). The long soak with every fault together is
 ``python -m tests.chaos.scenarios all`` (docs/chaos.md), not part of the suite.
 """
 
@@ -42,6 +43,7 @@ def effect(name: str, figures: dict[str, Any]) -> int:
     return int(figures["statements (chunks) the proxies delayed"])
 
 
+@pytest.mark.soak
 @pytest.mark.parametrize("name", SHORT)
 async def test_scenario(name: str) -> None:
     if name == "failover" and standby.missing_tools():
