@@ -812,7 +812,11 @@ renewed AS (
     FROM beat
     WHERE j.id = beat.id AND beat.lease IS NOT NULL
       -- Renewal extends only its own claim: a recovered or reclaimed job is left alone.
-      AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = beat.attempt
+      -- 'claimed' as a sub-select, so that the plan reaches the rows by the primary key
+      -- and never reads every claimed job of the fleet from jobs_stale_idx (job_claim's
+      -- completed, which has the same guard, says why).
+      AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid
+      AND j.attempt = beat.attempt
     RETURNING j.id
 )
 SELECT beat.id,

@@ -178,3 +178,8 @@ async def test_completions_reach_their_rows_by_the_primary_key_whatever_the_stat
         conn, "job_complete_many_if_owned", token, ids, attempts, [None] * 10, True
     )
     assert complete == {"jobs_pkey"}, complete
+    # The heartbeat renews the same way: every tick, for every job the worker runs.
+    beat = await _generic_indexes(
+        conn, "job_heartbeat_if_owned", token, ids, attempts, [60.0] * 10
+    )
+    assert "jobs_stale_idx" not in beat, beat
