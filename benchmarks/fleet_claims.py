@@ -2,7 +2,7 @@
 (issue 27).
 
     python -m benchmarks.fleet_claims --a-rev HEAD~1 [--fleet 2000] [--claims 600]
-        [--statement claim|heartbeat] [--json out.json]
+        [--statement claim|heartbeat|fail] [--json out.json]
 
 One database of its own, statistics taken while nothing is claimed (an ANALYZE of an
 idle queue); then another claimant, "the fleet", claims ``--fleet`` jobs and keeps them
@@ -11,8 +11,10 @@ carrying the previous claim's 10 completions, alternating claim by claim: A runs
 statement as rendered at ``--a-rev`` (``git show`` of its template), B as rendered now.
 With ``--statement heartbeat`` each side instead claims 10 jobs of its own once and then
 loops ``job_heartbeat_if_owned`` renewing their leases (A at ``--a-rev``, B now), as a
-worker's heartbeat does every tick for the jobs it runs. Printed: p50 and p90 of each
-side's round trip, in milliseconds. Nothing is asserted.
+worker's heartbeat does every tick for the jobs it runs; with ``--statement fail`` each
+side claims ``--claims`` jobs of its own and settles each as a failure
+(``job_fail_if_owned``, retried in a minute), one statement per job. Printed: p50 and p90
+of each side's round trip, in milliseconds. Nothing is asserted.
 """
 
 from __future__ import annotations
@@ -36,7 +38,11 @@ from benchmarks.profile import _database
 from venturi import db, sql
 
 ROOT = Path(__file__).resolve().parent.parent
-STATEMENTS = {"claim": "job_claim", "heartbeat": "job_heartbeat_if_owned"}
+STATEMENTS = {
+    "claim": "job_claim",
+    "heartbeat": "job_heartbeat_if_owned",
+    "fail": "job_fail_if_owned",
+}
 
 
 def _statement_at(rev: str, name: str) -> str:
@@ -71,12 +77,12 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     for side, text in texts.items():
         c = await asyncpg.connect(dsn)
         sides[side] = {"stmt": await c.prepare(text), "token": uuid.uuid4(), "done": []}
-        if args.statement == "heartbeat":  # the jobs this side's worker runs
+        if args.statement != "claim":  # the jobs this side's worker runs
             own = db.Claimant(f"bench-{side}")
             sides[side]["token"] = own.token
             held = await db.claims.job_claim(
                 conn, schema=sql.DEFAULT_SCHEMA, claimant=own, kinds=[kind], leases=[900.0],
-                floor=0, limit=10,
+                floor=0, limit=10 if args.statement == "heartbeat" else args.claims,
             )  # fmt: skip
             sides[side]["done"] = [(r["id"], r["attempt"]) for r in held.claimed]
     times: dict[str, list[float]] = {"A": [], "B": []}
@@ -85,6 +91,13 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             s = sides[side]
             done = s["done"]
             t0 = time.perf_counter()
+            if args.statement == "fail":  # one failure settled, retried in a minute
+                job_id, attempt = done[i]
+                await s["stmt"].fetch(
+                    s["token"], job_id, attempt, "failed", "bench", None, 60.0, False, None
+                )
+                times[side].append(time.perf_counter() - t0)
+                continue
             if args.statement == "heartbeat":
                 await s["stmt"].fetch(
                     s["token"], [d[0] for d in done], [d[1] for d in done], [60.0] * len(done)

@@ -312,13 +312,15 @@ ORDER BY m.minute;
 -- $2 bigint id: the job
 -- $3 integer attempt: the claim it was run under
 -- $4 text detail: what the handler did when asked to stop
--- index: primary key.
+-- index: primary key, whatever the statistics ('claimed' is a sub-select: job_claim's
+-- completed says why).
 PREPARE billing_jobs_job_cancel_if_owned(uuid, bigint, integer, text) AS
 WITH settled AS (
     UPDATE "billing_jobs".jobs j
     SET status = 'cancelled', finished_at = now(), claim_expires_at = NULL,
         claim_token = NULL
-    WHERE j.id = $2 AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = $3
+    WHERE j.id = $2 AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid
+      AND j.attempt = $3
     RETURNING j.id, j.attempt, j.claimed_at, j.claimed_by
 ),
 journaled AS (
@@ -642,13 +644,15 @@ ORDER BY kind, status;
 -- $2 bigint id: the job
 -- $3 integer attempt: the claim it was run under
 -- $4 text reason: why, kept as last_error
--- index: primary key.
+-- index: primary key, whatever the statistics ('claimed' is a sub-select: job_claim's
+-- completed says why).
 PREPARE billing_jobs_job_dead_if_owned(uuid, bigint, integer, text) AS
 WITH settled AS (
     UPDATE "billing_jobs".jobs j
     SET status = 'dead', finished_at = now(), claim_expires_at = NULL, claim_token = NULL,
         last_error = $4
-    WHERE j.id = $2 AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = $3
+    WHERE j.id = $2 AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid
+      AND j.attempt = $3
     RETURNING j.id, j.attempt, j.claimed_at, j.claimed_by
 ),
 journaled AS (
@@ -730,7 +734,8 @@ WHERE kind = ANY($1::text[])
 -- $7 float8 delay: seconds before the job is visible again
 -- $8 boolean force_dead: settle dead now (failures_to_dead, retry_on) instead of retrying
 -- $9 text dead_reason: the dead entry's detail when $8 (NULL: the failures_to_dead one)
--- index: primary key.
+-- index: primary key, whatever the statistics ('claimed' is a sub-select: job_claim's
+-- completed says why).
 PREPARE billing_jobs_job_fail_if_owned(uuid, bigint, integer, text, text, text, float8, boolean, text) AS
 WITH settled AS (
     UPDATE "billing_jobs".jobs j
@@ -745,7 +750,8 @@ WITH settled AS (
         visible_at = now() + make_interval(secs => $7::float8),
         claim_expires_at = NULL, claim_token = NULL,
         last_error = $5
-    WHERE j.id = $2 AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = $3
+    WHERE j.id = $2 AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid
+      AND j.attempt = $3
     RETURNING j.id, j.status, j.attempt, j.failures, j.max_failures, j.claimed_at, j.claimed_by
 ),
 journaled AS (
@@ -1377,7 +1383,8 @@ ORDER BY k.kind;
 -- $4 text carry: the new carry, msgspec-encoded JSON
 -- $5 timestamptz at: visible again at (NULL: use $6)
 -- $6 float8 after: visible again after seconds (NULL and $5 NULL: now)
--- index: primary key.
+-- index: primary key, whatever the statistics ('claimed' is a sub-select: job_claim's
+-- completed says why).
 PREPARE billing_jobs_job_pause_if_owned(uuid, bigint, integer, text, timestamptz, float8) AS
 WITH settled AS (
     UPDATE "billing_jobs".jobs j
@@ -1387,7 +1394,8 @@ WITH settled AS (
         carry = $4::jsonb,
         visible_at = coalesce($5::timestamptz, now() + make_interval(secs => coalesce($6::float8, 0))),
         claim_expires_at = NULL, claim_token = NULL
-    WHERE j.id = $2 AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = $3
+    WHERE j.id = $2 AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid
+      AND j.attempt = $3
     RETURNING j.id, j.attempt, j.claimed_at, j.claimed_by, j.visible_at, j.status
 ),
 journaled AS (
@@ -1653,14 +1661,16 @@ SELECT id, kind, status, attempt, claimed_by FROM recovered ORDER BY id;
 -- $2 bigint id: the job
 -- $3 integer attempt: the claim it was run under
 -- $4 text detail: why it was released
--- index: primary key.
+-- index: primary key, whatever the statistics ('claimed' is a sub-select: job_claim's
+-- completed says why).
 PREPARE billing_jobs_job_release_if_owned(uuid, bigint, integer, text) AS
 WITH settled AS (
     UPDATE "billing_jobs".jobs j
     SET status = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
         finished_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
         visible_at = now(), claim_expires_at = NULL, claim_token = NULL
-    WHERE j.id = $2 AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = $3
+    WHERE j.id = $2 AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid
+      AND j.attempt = $3
     RETURNING j.id, j.attempt, j.claimed_at, j.claimed_by, j.status
 ),
 journaled AS (
@@ -2757,7 +2767,8 @@ WHERE c.oid = to_regclass('"billing_jobs".jobs');
 -- $6 text signal: the signal waited for (NULL: none)
 -- $7 bigint[] wait_for: the children waited for, unfinished when the run looked (NULL: none)
 -- $8 text detail: what it waits for, for the journal
--- index: primary key.
+-- index: primary key, whatever the statistics ('claimed' is a sub-select: job_claim's
+-- completed says why).
 PREPARE billing_jobs_job_wait_if_owned(uuid, bigint, integer, integer, timestamptz, text, bigint[], text) AS
 WITH settled AS (
     UPDATE "billing_jobs".jobs j
@@ -2767,7 +2778,7 @@ WITH settled AS (
         visible_at = now(), claim_expires_at = NULL, claim_token = NULL,
         wake_at = $5::timestamptz, wait_signal = $6::text, wait_for = $7::bigint[],
         wait_count = cardinality($7::bigint[])
-    WHERE j.id = $2::bigint AND j.status = 'claimed' AND j.claim_token = $1::uuid
+    WHERE j.id = $2::bigint AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid
       AND j.attempt = $3::integer
     RETURNING j.id, j.status, j.attempt, j.claimed_at, j.claimed_by
 ),
@@ -2801,7 +2812,8 @@ SELECT status FROM settled;
 --    unfinished when its run looked (NULL: none); text, since PostgreSQL's arrays of
 --    arrays must be rectangular
 -- $8 text[] details: what each waits for, for the journal
--- index: primary key.
+-- index: primary key, whatever the statistics ('claimed' is a sub-select: job_claim's
+-- completed says why).
 PREPARE billing_jobs_job_wait_many_if_owned(uuid, bigint[], integer[], integer[], timestamptz[], text[], text[], text[]) AS
 WITH w AS (
     SELECT u.id, u.attempt, u.seen, u.wake_at, u.signal, u.wait_for::bigint[] AS wait_for,
@@ -2813,7 +2825,7 @@ locked AS (
     SELECT j.id
     FROM "billing_jobs".jobs j
     JOIN w ON w.id = j.id
-    WHERE j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = w.attempt
+    WHERE j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid AND j.attempt = w.attempt
     ORDER BY j.id
     FOR NO KEY UPDATE OF j
 ),
@@ -2827,7 +2839,7 @@ settled AS (
         wait_count = cardinality(w.wait_for)
     FROM w
     WHERE j.id = w.id AND j.id IN (SELECT id FROM locked)
-      AND j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = w.attempt
+      AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid AND j.attempt = w.attempt
     RETURNING j.id, j.status, j.attempt, j.claimed_at, j.claimed_by, w.detail
 ),
 journaled AS (

@@ -179,7 +179,27 @@ async def test_completions_reach_their_rows_by_the_primary_key_whatever_the_stat
     )
     assert complete == {"jobs_pkey"}, complete
     # The heartbeat renews the same way: every tick, for every job the worker runs.
-    beat = await _generic_indexes(
-        conn, "job_heartbeat_if_owned", token, ids, attempts, [60.0] * 10
-    )
+    beat = await _generic_indexes(conn, "job_heartbeat_if_owned", token, ids, attempts, [60.0] * 10)
     assert "jobs_stale_idx" not in beat, beat
+    # And every other settlement of one run (one job, or a batch of waits) by its id.
+    one, attempt = ids[0], attempts[0]
+    settlements: dict[str, tuple[Any, ...]] = {
+        "job_fail_if_owned": (token, one, attempt, "failed", "e", None, 1.0, False, None),
+        "job_dead_if_owned": (token, one, attempt, "e"),
+        "job_cancel_if_owned": (token, one, attempt, "e"),
+        "job_release_if_owned": (token, one, attempt, "e"),
+        "job_pause_if_owned": (token, one, attempt, "{}", None, 1.0),
+        "job_wait_if_owned": (token, one, attempt, 0, None, "go", None, "e"),
+        "job_wait_many_if_owned": (
+            token,
+            ids,
+            attempts,
+            [0] * 10,
+            [None] * 10,
+            ["go"] * 10,
+            [None] * 10,
+            ["e"] * 10,
+        ),
+    }
+    read = {name: await _generic_indexes(conn, name, *args) for name, args in settlements.items()}
+    assert all(indexes == {"jobs_pkey"} for indexes in read.values()), read
