@@ -726,13 +726,15 @@ class Harness(FlowLoad):
                 )
             refused = text.count("no longer holds its claim")
             self.counters["settles refused (worker logs)"] += refused
-            # asyncpg's pool logs a traceback with its own warning when it cannot restore
-            # its connection floor (the server is restarting): noise, counted apart.
-            pool_noise = text.count("WARNING asyncpg.pool: Failed to restore")
+            carrying, pool_noise = _tracebacks(text)
             self.counters["asyncpg pool reconnect tracebacks"] += pool_noise
-            if text.count("Traceback") > pool_noise:
+            if carrying:
                 tracebacks += 1
-                report.violate(f"worker #{w.n}: a traceback in its log: {last_error}")
+                record = carrying[-1]
+                report.violate(
+                    f"worker #{w.n}: a traceback in its log: {_last_exception(record)} "
+                    f"(logged by: {record.splitlines()[0][:200]})"
+                )
             if w.fate in ("terminated", "stopped") and w.exit_code != 0:
                 report.violate(
                     f"worker #{w.n} exited {w.exit_code} after SIGTERM, not 0: {last_error}"
@@ -809,18 +811,50 @@ class Harness(FlowLoad):
         return "\n".join(out)
 
 
+# A worker log's record starts with its timestamp; the lines after it up to the next
+# record (a traceback, chained ones included) belong to it.
+RECORD_START = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3} ")
+# asyncpg's pool logs a traceback with its own warning when it cannot restore its
+# connection floor (the server is restarting, the network cut): noise, counted apart,
+# however many tracebacks the record holds (an exception with a cause prints two).
+POOL_NOISE = "WARNING asyncpg.pool: Failed to restore"
+
+
+def _records(text: str) -> list[str]:
+    """A log's records, each with the lines that follow it (lines before the first
+    record are one record of their own)."""
+    records: list[list[str]] = []
+    for line in text.splitlines():
+        if RECORD_START.match(line) or not records:
+            records.append([line])
+        else:
+            records[-1].append(line)
+    return ["\n".join(r) for r in records]
+
+
+def _tracebacks(text: str) -> tuple[list[str], int]:
+    """The records of a log that carry a traceback, but asyncpg's pool reconnect
+    warnings; and how many of those there were."""
+    carrying, noise = [], 0
+    for record in _records(text):
+        if POOL_NOISE in record.split("\n", 1)[0]:
+            noise += 1
+        elif "Traceback" in record:
+            carrying.append(record)
+    return carrying, noise
+
+
 def _last_exception(text: str) -> str:
     """The last ``package.SomeError: message`` line of a log (what a traceback ended with),
-    skipping the ones asyncpg's pool logs with its reconnect warning."""
+    skipping the records of asyncpg's pool reconnect warnings."""
     found = ""
-    noise = False
-    for line in text.splitlines():
-        if "WARNING asyncpg.pool: Failed to restore" in line:
-            noise = True
-        elif re.match(r"^[\w.]+(Error|Exception|Exit)\b", line):
-            if not noise:
+    for record in _records(text):
+        lines = record.splitlines()
+        if POOL_NOISE in lines[0]:
+            continue
+        for line in lines:
+            if re.match(r"^[\w.]+(Error|Exception|Exit)\b", line):
                 found = line
-            noise = False
     return found[:300]
 
 

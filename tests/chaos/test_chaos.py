@@ -198,6 +198,44 @@ def test_caps_are_checked_per_process() -> None:
     assert check(h, caps={"c": 2}).violations == ["pid 100: 3 runs of c at once, over its cap 2"]
 
 
+# asyncpg's pool warning with an exception that has a cause: two tracebacks, one record.
+POOL_WARNING = """\
+2026-12-01 10:00:00,000 WARNING asyncpg.pool: Failed to restore the pool connection floor; retrying
+Traceback (most recent call last):
+  File "x.py", line 1, in read
+ConnectionResetError: [Errno 104] Connection reset by peer
+
+The above exception was the direct cause of the following exception:
+
+Traceback (most recent call last):
+  File "pool.py", line 2, in _maintain_min_size
+asyncpg.exceptions.ConnectionDoesNotExistError: connection was closed in the middle of operation
+"""
+NEVER_RETRIEVED = """\
+2026-12-01 10:00:01,000 ERROR asyncio: Task exception was never retrieved
+Traceback (most recent call last):
+  File "y.py", line 3, in write
+asyncpg.exceptions.InterfaceError: cannot call Connection.fetch(): connection has been released
+"""
+QUIET = "2026-12-01 10:00:02,000 INFO venturi.worker: job 1 (k) completed\n"
+
+
+def test_a_worker_log_s_tracebacks_are_told_from_the_pool_s_reconnect_warnings() -> None:
+    # A pool warning whose exception has a cause holds two tracebacks: still one warning,
+    # noise, and its exception is not the log's last error.
+    carrying, noise = harness._tracebacks(QUIET + POOL_WARNING + QUIET)
+    assert (carrying, noise) == ([], 1)
+    assert harness._last_exception(QUIET + POOL_WARNING) == ""
+    # Anything else with a traceback is found, with the record that logged it.
+    carrying, noise = harness._tracebacks(POOL_WARNING + NEVER_RETRIEVED + QUIET)
+    assert noise == 1 and len(carrying) == 1
+    assert carrying[0].splitlines()[0].endswith("ERROR asyncio: Task exception was never retrieved")
+    assert harness._last_exception(carrying[0]).startswith("asyncpg.exceptions.InterfaceError")
+    assert harness._last_exception(NEVER_RETRIEVED + POOL_WARNING).startswith(
+        "asyncpg.exceptions.InterfaceError"
+    )
+
+
 def test_run_records_survive_a_torn_line() -> None:
     runs = history.parse_runs(
         ["S 1 1 100 q 1.5", "E 1 1 100 complete 1.6", "S 2 1 100 q 1.7", "E 2 1 1"]
