@@ -158,6 +158,10 @@ def backoff_arrays(specs: Sequence[JobSpec]) -> list[list[Any] | None]:
     """The base, factor, cap and jitter arrays of the specs' declared backoffs (NULLs for
     a spec that declares none; one NULL for a column of NULLs), as every multi-row insert
     binds them."""
+    if all(s.backoff is None for s in specs):
+        # The common batch: no task of it declares a backoff (four NULLs, built without
+        # a tuple per row and four scans of the columns they would make).
+        return [None, None, None, None]
     rows = [backoff_args(s) for s in specs]
     return [column([r[i] for r in rows]) for i in range(4)]
 
