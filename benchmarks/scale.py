@@ -1,21 +1,25 @@
 """Ten million pending (issue 16, target 4): bulk-load, then drain at c=32 from the big
 table against the same drain from a small one.
 
-    python -m benchmarks.scale [--pending 10000000] [--drain 20000] [--json out.json]
+    python -m benchmarks.scale [--pending 10000000] [--drain 20000] [--rounds 5]
+        [--json out.json]
 
-One database of its own. Steps:
+Two databases of its own, the big table and the small one. Steps:
 
-1. the small table: ``--small`` (10,000) pending jobs, ANALYZEd, CHECKPOINT, then a worker
-   process (``benchmarks.worker_proc``, ``Worker(concurrency=32)``) drains ``--drain``
-   of them (at most the table);
-2. the big table: ``--pending`` jobs loaded by ``venturi.enqueue_many`` in calls of
+1. the big table: ``--pending`` jobs loaded by ``venturi.enqueue_many`` in calls of
    ``--load-batch`` (binary COPY), load rate reported; ANALYZE, CHECKPOINT; the plan of
    ``job_claim`` for 32 rows (EXPLAIN ANALYZE in a transaction rolled back, so it claims
-   nothing); then the same drain of ``--drain`` jobs, its rate, and the worker's peak RSS;
-3. the table's and its indexes' sizes.
+   nothing);
+2. ``--rounds`` rounds, each one drain per table, alternating (the small table first in
+   odd rounds): a worker process (``benchmarks.worker_proc``, ``Worker(concurrency=32)``)
+   drains ``--drain`` jobs from the big table; the small table is refilled to ``--small``
+   (10,000) pending jobs, ANALYZEd and CHECKPOINTed, then drained (at most the table).
+   A single drain takes about two seconds, so one pair swings far (79% and 164% in two
+   runs of one pair each on 4d3cd92): the medians are compared;
+3. the big table's and its indexes' sizes.
 
 The rate is (jobs - 1) / (last handler start - first handler start); the target is the
-big table's rate >= 80% of the small one's, the claim plan on ``jobs_claim_idx`` and
+big table's median rate >= 80% of the small one's, the claim plan on ``jobs_claim_idx`` and
 the worker's RSS under 60 MB.
 """
 
@@ -25,6 +29,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import sys
 import time
 import uuid
@@ -137,13 +142,26 @@ async def sizes(conn: Any) -> dict[str, int]:
     return dict(row)
 
 
+def _summary(pending: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One table's drains: the median rate (the figure compared), every run, the peak RSS."""
+    rates = sorted(r["jobs_per_s"] for r in runs)
+    return {
+        "pending": pending,
+        "jobs_per_s": statistics.median(rates),
+        "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
+        "cut_short": any(r["cut_short"] for r in runs),
+        "runs": runs,
+    }
+
+
 async def amain(args: argparse.Namespace) -> dict[str, Any]:
-    database = f"bench_scale_{os.getpid()}"
-    admin = await asyncpg.connect(args.dsn)
-    await admin.execute(f"CREATE DATABASE {database}")
     from venturi.testing.server import with_database
 
-    dsn = with_database(args.dsn, database)
+    big_db, small_db = f"bench_scale_{os.getpid()}", f"bench_scale_small_{os.getpid()}"
+    admin = await asyncpg.connect(args.dsn)
+    for name in (big_db, small_db):
+        await admin.execute(f"CREATE DATABASE {name}")
+    dsn, small_dsn = with_database(args.dsn, big_db), with_database(args.dsn, small_db)
     out: dict[str, Any] = {
         "commit": git_head(),
         "versions": versions(),
@@ -152,13 +170,9 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     }
     try:
         conn = await asyncpg.connect(dsn)
-        await db.schema.apply_schema(conn, schema=SCHEMA)
-        log(f"small table: {args.small:,} pending")
-        await load(conn, args.small, args.load_batch)
-        await prepare(conn)
-        out["small"] = {"pending": args.small, **await drain(dsn, min(args.drain, args.small), 32)}
-        log(f"  drain: {out['small']['jobs_per_s']:,.0f} jobs/s")
-        await conn.execute(f"TRUNCATE {SCHEMA}.jobs, {SCHEMA}.journal CASCADE")
+        small = await asyncpg.connect(small_dsn)
+        for c in (conn, small):
+            await db.schema.apply_schema(c, schema=SCHEMA)
         log(f"big table: loading {args.pending:,} jobs in calls of {args.load_batch:,}")
         load_before = os.getloadavg()[0]
         secs = await load(conn, args.pending, args.load_batch)
@@ -173,16 +187,34 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         out["sizes_loaded"] = await sizes(conn)
         out["claim_plan"] = await claim_plan(conn, 32)
         log("  claim plan:\n" + out["claim_plan"])
-        out["big"] = {"pending": args.pending, **await drain(dsn, args.drain, 32)}
+        # The drains alternate, small table first in odd rounds, so the machine's drift
+        # hits both alike; the small table is refilled to --small before each of its own.
+        runs: dict[str, list[dict[str, Any]]] = {"small": [], "big": []}
+        for rnd in range(args.rounds):
+            for which in ("small", "big") if rnd % 2 == 0 else ("big", "small"):
+                if which == "small":
+                    await small.execute(f"TRUNCATE {SCHEMA}.jobs, {SCHEMA}.journal CASCADE")
+                    await load(small, args.small, args.load_batch)
+                    await prepare(small)
+                    r = await drain(small_dsn, min(args.drain, args.small), 32)
+                else:
+                    r = await drain(dsn, args.drain, 32)
+                runs[which].append(r)
+                log(f"  round {rnd + 1} {which} table: drain {r['jobs_per_s']:,.0f} jobs/s")
+        out["small"] = _summary(args.small, runs["small"])
+        out["big"] = _summary(args.pending, runs["big"])
         out["ratio"] = out["big"]["jobs_per_s"] / out["small"]["jobs_per_s"]
         log(
-            f"  drain: {out['big']['jobs_per_s']:,.0f} jobs/s ({out['ratio']:.0%} of the small "
-            f"table's), worker peak RSS {out['big']['peak_rss_mb']:.1f} MB"
+            f"  medians: big {out['big']['jobs_per_s']:,.0f}, small "
+            f"{out['small']['jobs_per_s']:,.0f} jobs/s ({out['ratio']:.0%}), worker peak RSS "
+            f"{out['big']['peak_rss_mb']:.1f} MB"
         )
         out["sizes_drained"] = await sizes(conn)
         await conn.close()
+        await small.close()
     finally:
-        await admin.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+        for name in (big_db, small_db):
+            await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         await admin.close()
     out["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return out
@@ -215,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--small", type=int, default=10_000)
     p.add_argument("--drain", type=int, default=20_000)
     p.add_argument("--load-batch", type=int, default=100_000)
+    p.add_argument(
+        "--rounds", type=int, default=5, help="drains per table, alternating (median compared)"
+    )
     p.add_argument("--json")
     args = p.parse_args(argv)
     out = asyncio.run(amain(args))
