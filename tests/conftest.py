@@ -122,10 +122,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("--soak"):
         return
-    soaks = [item for item in items if item.get_closest_marker("soak") is not None]
+    kept, soaks = [], []
+    for item in items:
+        (soaks if item.get_closest_marker("soak") is not None else kept).append(item)
     if soaks:
         config.hook.pytest_deselected(items=soaks)
-        items[:] = [item for item in items if item.get_closest_marker("soak") is None]
+        items[:] = kept
 
 
 def pytest_report_header(config: Any) -> str:

@@ -4,8 +4,9 @@ A maintenance task is any object with a ``name``, an ``interval`` in seconds and
 ``async def run(pool, worker)``. The worker runs each one every ``interval`` on its own
 asyncio task; a failure is logged and retried at the next interval, and never touches
 the claim loop: in one line when the connection or the server failed it, with its
-traceback when the task raised anything else. Tasks must be safe to run in many workers at once (take an advisory
-lock, or use ``SKIP LOCKED``), since every worker may be configured with them.
+traceback when the task raised anything else. Tasks must be safe to run in many workers
+at once (take an advisory lock, or use ``SKIP LOCKED``), since every worker may be
+configured with them.
 """
 
 from __future__ import annotations
@@ -65,22 +66,21 @@ async def run_forever(tasks: Sequence[MaintenanceTask], pool: Any, worker: Any) 
                     await task.run(pool, worker)
                 except asyncio.CancelledError:
                     raise
-                except db_errors.RETRYABLE as exc:
-                    # The connection or the server, not the task: a lost connection, a
-                    # deadline, a restart. One line, as the loop says it; the next
-                    # interval runs on a connection the pool has replaced.
-                    worker.stats[f"maintenance_errors:{task.name}"] += 1
-                    log.warning(
-                        "maintenance %s failed (retrying in %gs): %s: %s",
-                        task.name,
-                        task.interval,
-                        type(exc).__name__,
-                        db_errors.one_line(exc),
-                    )
                 except Exception as exc:
-                    # Anything else may be a bug in the task: keep its traceback.
                     worker.stats[f"maintenance_errors:{task.name}"] += 1
-                    log.warning("maintenance %s failed: %s", task.name, exc, exc_info=True)
+                    if isinstance(exc, db_errors.RETRYABLE):
+                        # The connection or the server, not the task: a lost connection,
+                        # a deadline, a restart. One line, as the loop says it; the next
+                        # interval runs on a connection the pool has replaced.
+                        log.warning(
+                            "maintenance %s failed (retrying in %gs): %s: %s",
+                            task.name,
+                            task.interval,
+                            type(exc).__name__,
+                            db_errors.one_line(exc),
+                        )
+                    else:  # may be a bug in the task: keep its traceback
+                        log.warning("maintenance %s failed: %s", task.name, exc, exc_info=True)
                 else:
                     worker.stats[f"maintenance_runs:{task.name}"] += 1
                     log.debug("maintenance %s ran in %.3fs", task.name, time.monotonic() - started)
