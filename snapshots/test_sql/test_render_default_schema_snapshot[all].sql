@@ -538,21 +538,27 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (14, 'workflows'),
     (15, 'rank_in_tier'),
     (16, 'job_search'),
-    (17, 'job_history')
+    (17, 'job_history'),
+    (18, 'kind_index')
 ON CONFLICT (version) DO NOTHING;
 
 -- venturi schema "venturi": indexes. Each names the statements it backs.
 
 -- job_claim: an ordered scan of pending rows by (priority, rank, created_at) stops at the
 -- first eligible rows; partial, so finished rows (the bulk of a busy table) never enter it.
+-- Also the pending jobs per kind (migration 18): the pending counts of stats, top and the
+-- gauges and the kinds with due jobs read it alone, by the included kind and visible_at.
 CREATE INDEX IF NOT EXISTS jobs_claim_idx
-    ON "venturi".jobs (priority, rank, created_at, id)
+    ON "venturi".jobs (priority, rank, created_at, id) INCLUDE (kind, visible_at)
     WHERE status = 'pending';
 
--- job_next_visible_at: the nearest not-yet-eligible job of the worker's kinds.
+-- job_next_visible_at: the nearest not-yet-eligible job of the worker's kinds. Partial
+-- (migration 18): only the pending jobs that became visible later than they were created
+-- (scheduled, retrying, woken) enter it; a job visible from its creation is claimable at
+-- once and has no wake-up time to look up, so a plain enqueue writes one index fewer.
 CREATE INDEX IF NOT EXISTS jobs_next_visible_idx
     ON "venturi".jobs (kind, visible_at)
-    WHERE status = 'pending';
+    WHERE status = 'pending' AND visible_at > created_at;
 
 -- job_recover_stale (and the recovery inside job_claim): claims whose lease has expired.
 CREATE INDEX IF NOT EXISTS jobs_stale_idx
@@ -587,7 +593,8 @@ CREATE INDEX IF NOT EXISTS jobs_result_idx
     WHERE status = 'completed' AND result IS NOT NULL;
 
 -- job_list, job_ids_matching, job_count_matching filtered by kind (the dashboard's job
--- list): newest first within a kind, a rare kind included.
+-- list): newest first within a kind, a rare kind included; a capped kind's pending rows
+-- (job_claim_capped).
 CREATE INDEX IF NOT EXISTS jobs_kind_id_idx
     ON "venturi".jobs (kind, id);
 
@@ -706,7 +713,7 @@ WHERE key = $1::text;
 -- $1 seconds. Kinds with none of these do not appear.
 -- $1 float8 window: seconds of the error-rate window
 -- $2 text manual_detail: the journal detail of an operator's retry, not a failure
--- index: jobs_next_visible_idx (pending), jobs_finished_idx (completed, by finished_at,
+-- index: jobs_claim_idx (pending, kind and visible_at included), jobs_finished_idx (completed, by finished_at,
 -- kind included), journal_at_idx (failures).
 PREPARE venturi_alert_metrics(float8, text) AS
 WITH pending AS (
@@ -1183,7 +1190,7 @@ FROM completed;
 -- $5 integer global_cap: most jobs of the kind claimed at once across every worker
 -- $6 uuid claim_token: this worker run's ownership token, stamped on claims
 -- index: jobs_stale_idx (claimed rows, to count: few, at most every worker's slots);
--- jobs_next_visible_idx or jobs_claim_idx for the kind's pending rows; jobs_pkey for the
+-- jobs_kind_id_idx or jobs_claim_idx for the kind's pending rows; jobs_pkey for the
 -- traceparent (the function returns the claimed rows without it; a job's traceparent
 -- never changes, so the statement's snapshot of the row has it).
 PREPARE venturi_job_claim_capped(text, text, float8, integer, integer, uuid) AS
@@ -1929,7 +1936,12 @@ WHERE id = $1::bigint AND status IN ('pending', 'claimed', 'waiting') AND awaite
 -- next_wake_at: the earliest timer of the kinds' waiting workflows (a sleep, a signal's
 -- timeout), so the loop runs job_wake_due when it is due, and no claim pays for timers.
 -- $1 text[] kinds: the kinds the worker could claim now (under their cap, with tokens)
--- index: jobs_next_visible_idx (pending rows by kind, visible_at), one probe per kind;
+-- Only jobs visible later than their creation are looked at (the index's predicate): a
+-- job visible from its creation that the claim did not take was committed after the
+-- claim's snapshot, and its enqueue's notification wakes the worker; or another claim
+-- holds it.
+-- index: jobs_next_visible_idx (pending rows made visible later than their creation, by
+-- kind, visible_at), one probe per kind;
 -- jobs_wake_idx (waiting rows with a timer by kind, wake_at), one probe per kind.
 PREPARE venturi_job_next_visible_at(text[]) AS
 SELECT min(next.visible_at) AS next_visible_at,
@@ -1945,7 +1957,7 @@ FROM unnest($1::text[]) AS k(kind)
 -- A paused kind's schedule is no reason to wake.
 CROSS JOIN LATERAL (
     SELECT visible_at FROM "venturi".jobs
-    WHERE status = 'pending' AND kind = k.kind
+    WHERE status = 'pending' AND kind = k.kind AND visible_at > created_at
       AND NOT EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = k.kind)
     ORDER BY visible_at
     LIMIT 1
@@ -1957,11 +1969,11 @@ CROSS JOIN LATERAL (
 -- without bound; `venturi stats` (job_stats) does, for operators who ask.
 -- $1 text manual_detail: the journal detail of an operator's retry, not counted a failure
 -- $2 float8 window: seconds of the recent completions and failures
--- index: jobs_next_visible_idx, jobs_waiting_idx, jobs_stale_idx, jobs_finished_idx
+-- index: jobs_claim_idx (pending), jobs_waiting_idx, jobs_stale_idx, jobs_finished_idx
 -- (range scans of recent completions and of dead and cancelled jobs), journal_at_idx.
 PREPARE venturi_job_overview(text, float8) AS
 WITH pending AS (
-    -- jobs_next_visible_idx (kind, visible_at) WHERE status = 'pending'.
+    -- jobs_claim_idx (...) INCLUDE (kind, visible_at) WHERE status = 'pending'.
     SELECT kind,
            count(*) FILTER (WHERE visible_at <= now()) AS due,
            count(*) FILTER (WHERE visible_at > now()) AS scheduled,
@@ -3211,12 +3223,12 @@ FROM believed b;
 -- $1 text manual_detail: the journal detail of an operator's retry, not counted a failure
 -- $2 float8 completed_window: seconds of the recent-completions window
 -- $3 float8 failures_window: seconds of the recent-failures window
--- index: jobs_next_visible_idx, jobs_waiting_idx, jobs_stale_idx, journal_at_idx; the
+-- index: jobs_claim_idx (pending), jobs_waiting_idx, jobs_stale_idx, journal_at_idx; the
 -- totals read every finished row (jobs_finished_idx or the table, as the planner
 -- prefers): for operators, not for every second (job_top is).
 PREPARE venturi_job_stats(text, float8, float8) AS
 WITH pending AS (
-    -- jobs_next_visible_idx (kind, visible_at) WHERE status = 'pending'.
+    -- jobs_claim_idx (...) INCLUDE (kind, visible_at) WHERE status = 'pending'.
     SELECT kind,
            count(*) FILTER (WHERE visible_at <= now()) AS due,
            count(*) FILTER (WHERE visible_at > now()) AS scheduled,
@@ -3298,11 +3310,11 @@ ORDER BY k.kind;
 -- $1 text manual_detail: the journal detail of an operator's retry, not counted a failure
 -- $2 float8 completed_window: seconds of the recent-completions window
 -- $3 float8 failures_window: seconds of the recent-failures window
--- index: jobs_next_visible_idx, jobs_waiting_idx, jobs_stale_idx, jobs_finished_idx (two
+-- index: jobs_claim_idx (pending), jobs_waiting_idx, jobs_stale_idx, jobs_finished_idx (two
 -- range scans), journal_at_idx.
 PREPARE venturi_job_top(text, float8, float8) AS
 WITH pending AS (
-    -- jobs_next_visible_idx (kind, visible_at) WHERE status = 'pending'.
+    -- jobs_claim_idx (...) INCLUDE (kind, visible_at) WHERE status = 'pending'.
     SELECT kind,
            count(*) FILTER (WHERE visible_at <= now()) AS due,
            count(*) FILTER (WHERE visible_at > now()) AS scheduled,
@@ -3711,7 +3723,7 @@ ORDER BY k.kind;
 -- (any status) or a recurring schedule carries its name. `venturi kinds pause` warns about
 -- the others, which are most often misspelt.
 -- $1 text[] kinds: the kinds to look up
--- index: jobs_next_visible_idx answers a kind with pending jobs and schedules' primary key
+-- index: jobs_kind_id_idx answers a kind with pending jobs and schedules' primary key
 -- a schedule; a kind with neither reads the jobs table once (an operator command, run by
 -- hand, never on the job path).
 PREPARE venturi_kind_list_known(text[]) AS
@@ -3725,7 +3737,7 @@ WHERE EXISTS (SELECT 1 FROM "venturi".jobs j WHERE j.kind = k.kind AND j.status 
 -- UnservedKinds warning), with how many are due and the oldest one's wait. A paused kind
 -- is left out: its jobs wait because an operator said so.
 -- $1 float8 liveness: seconds without a heartbeat after which a worker is gone
--- index: jobs_next_visible_idx (kind, visible_at) WHERE status = 'pending'.
+-- index: jobs_claim_idx (...) INCLUDE (kind, visible_at) WHERE status = 'pending'.
 PREPARE venturi_kind_list_unserved(float8) AS
 WITH served AS (
     SELECT DISTINCT unnest(kinds) AS kind
@@ -3778,11 +3790,11 @@ ORDER BY kind;
 -- (every finished row would be read each scrape): the workers' venturi_jobs_settled
 -- counter has them.
 -- $1 float8 liveness: seconds without a heartbeat after which a worker is gone
--- index: jobs_next_visible_idx, jobs_waiting_idx, jobs_stale_idx, jobs_failed_id_idx;
+-- index: jobs_claim_idx (pending), jobs_waiting_idx, jobs_stale_idx, jobs_failed_id_idx;
 -- workers and paused_kinds are small.
 PREPARE venturi_queue_gauges(float8) AS
 WITH pending AS (
-    -- jobs_next_visible_idx (kind, visible_at) WHERE status = 'pending'.
+    -- jobs_claim_idx (...) INCLUDE (kind, visible_at) WHERE status = 'pending'.
     SELECT kind,
            count(*) FILTER (WHERE visible_at <= now()) AS due,
            count(*) FILTER (WHERE visible_at > now()) AS scheduled,

@@ -2,14 +2,19 @@
 
 -- job_claim: an ordered scan of pending rows by (priority, rank, created_at) stops at the
 -- first eligible rows; partial, so finished rows (the bulk of a busy table) never enter it.
+-- Also the pending jobs per kind (migration 18): the pending counts of stats, top and the
+-- gauges and the kinds with due jobs read it alone, by the included kind and visible_at.
 CREATE INDEX IF NOT EXISTS jobs_claim_idx
-    ON "venturi".jobs (priority, rank, created_at, id)
+    ON "venturi".jobs (priority, rank, created_at, id) INCLUDE (kind, visible_at)
     WHERE status = 'pending';
 
--- job_next_visible_at: the nearest not-yet-eligible job of the worker's kinds.
+-- job_next_visible_at: the nearest not-yet-eligible job of the worker's kinds. Partial
+-- (migration 18): only the pending jobs that became visible later than they were created
+-- (scheduled, retrying, woken) enter it; a job visible from its creation is claimable at
+-- once and has no wake-up time to look up, so a plain enqueue writes one index fewer.
 CREATE INDEX IF NOT EXISTS jobs_next_visible_idx
     ON "venturi".jobs (kind, visible_at)
-    WHERE status = 'pending';
+    WHERE status = 'pending' AND visible_at > created_at;
 
 -- job_recover_stale (and the recovery inside job_claim): claims whose lease has expired.
 CREATE INDEX IF NOT EXISTS jobs_stale_idx
@@ -44,7 +49,8 @@ CREATE INDEX IF NOT EXISTS jobs_result_idx
     WHERE status = 'completed' AND result IS NOT NULL;
 
 -- job_list, job_ids_matching, job_count_matching filtered by kind (the dashboard's job
--- list): newest first within a kind, a rare kind included.
+-- list): newest first within a kind, a rare kind included; a capped kind's pending rows
+-- (job_claim_capped).
 CREATE INDEX IF NOT EXISTS jobs_kind_id_idx
     ON "venturi".jobs (kind, id);
 

@@ -538,5 +538,6 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (14, 'workflows'),
     (15, 'rank_in_tier'),
     (16, 'job_search'),
-    (17, 'job_history')
+    (17, 'job_history'),
+    (18, 'kind_index')
 ON CONFLICT (version) DO NOTHING;

@@ -96,13 +96,13 @@ async def _replanned(held: db.held.Held, pool: asyncpg.Pool, monkeypatch: Any) -
         assert await _claim(held) == 10
     # The new generic plan is made from the table as it is: it reads the backlog by an
     # index and the claimed rows by the primary key. (Which index: without statistics of
-    # the backlog, the planner may take jobs_next_visible_idx and sort, benchmarks
-    # finding 2; an ANALYZE, autovacuum's or venturi's, gives it jobs_claim_idx.)
+    # the backlog, the planner may take jobs_kind_id_idx and sort, benchmarks finding 2;
+    # an ANALYZE, autovacuum's or venturi's, gives it jobs_claim_idx.)
     assert await _generic(held) > 0
     scans = await _scans(held)
     assert "Seq Scan" not in scans
     assert "jobs_pkey" in scans
-    assert scans & {"jobs_claim_idx", "jobs_next_visible_idx"}
+    assert scans & {"jobs_claim_idx", "jobs_kind_id_idx"}
 
 
 async def test_without_a_statement_cache_the_claim_is_a_plain_statement(

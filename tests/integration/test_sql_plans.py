@@ -121,6 +121,33 @@ async def test_claim_and_recovery_use_their_partial_indexes(conn: asyncpg.Connec
     assert "jobs_next_visible_idx" in nxt
 
 
+async def test_a_plain_enqueue_writes_no_wake_up_entry(conn: asyncpg.Connection) -> None:
+    # Migration 18: jobs visible from their creation never enter jobs_next_visible_idx
+    # (nothing to wake for), scheduled ones do, and the idle worker's lookup finds those.
+    async def entries() -> int:
+        # The index-only count of the index's entries, by the predicate that matches it.
+        return await conn.fetchval(
+            "SELECT count(*) FROM venturi.jobs WHERE status = 'pending' AND kind = 'k' "
+            "AND visible_at > created_at"
+        )
+
+    now = [JobSpec("k", "{}", 1, None, None, None, 25) for _ in range(1_000)]
+    await db.enqueue.job_insert_many(conn, schema="venturi", specs=now)
+    size = "SELECT pg_relation_size('venturi.jobs_next_visible_idx')"
+    assert await conn.fetchval(size) == 8192  # the metapage alone: no entry written
+    assert await entries() == 0
+    nxt, _ = await db.claims.job_next_visible_at(conn, schema="venturi", kinds=["k"])
+    assert nxt is None
+    later = [JobSpec("k", "{}", 1, None, 60.0 + i, None, 25) for i in range(3)]
+    await db.enqueue.job_insert_many(conn, schema="venturi", specs=later)
+    assert await conn.fetchval(size) > 8192 and await entries() == 3
+    nxt, _ = await db.claims.job_next_visible_at(conn, schema="venturi", kinds=["k"])
+    first = await conn.fetchval(
+        "SELECT min(visible_at) FROM venturi.jobs WHERE kind = 'k' AND visible_at > now()"
+    )
+    assert first is not None and nxt == first
+
+
 async def test_claim_keeps_its_index_on_a_backlog_of_one_kind(conn: asyncpg.Connection) -> None:
     # One distinct kind: a row filter on kinds (such as "kind <> ALL (paused)") makes the
     # planner expect no match and sort the whole backlog; the claim must stay an ordered
@@ -179,7 +206,7 @@ async def test_dashboard_reads_use_their_indexes(conn: asyncpg.Connection) -> No
         assert {"jobs_finished_idx", "journal_at_idx"} <= charts
         overview = await _explain(conn, "job_overview", "manual retry", 3600.0)
         assert {
-            "jobs_next_visible_idx",
+            "jobs_claim_idx",
             "jobs_waiting_idx",
             "jobs_stale_idx",
             "jobs_finished_idx",
