@@ -982,15 +982,14 @@ ORDER BY m.minute;
 -- $2 bigint id: the job
 -- $3 integer attempt: the claim it was run under
 -- $4 text detail: what the handler did when asked to stop
--- index: primary key, whatever the statistics ('claimed' is a sub-select: job_claim's
--- completed says why).
+-- index: primary key, whatever the statistics (the ownership guard of
+-- statements/_owned.sql.j2 says why).
 PREPARE billing_jobs_job_cancel_if_owned(uuid, bigint, integer, text) AS
 WITH settled AS (
     UPDATE "billing_jobs".jobs j
     SET status = 'cancelled', finished_at = now(), claim_expires_at = NULL,
         claim_token = NULL
-    WHERE j.id = $2 AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid
-      AND j.attempt = $3
+    WHERE j.id = $2 AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid AND j.attempt = $3
     RETURNING j.id, j.attempt, j.claimed_at, j.claimed_by
 ),
 journaled AS (
@@ -1080,14 +1079,9 @@ WITH completed AS (
     -- "id = ANY" as well as the join: a plan must reach the rows by the primary key
     -- without knowing how many ids $6 holds (the generic plan, see candidates).
     WHERE j.id = ANY ((SELECT $6::bigint[])::bigint[]) AND j.id = done.id
-      -- The ownership guard: a reclaimed job (new attempt or new owner) is left alone.
-      -- 'claimed' as a sub-select: a literal would let the plan read jobs_stale_idx
-      -- (WHERE status = 'claimed') instead of the primary key, which it takes when the
-      -- statistics count few claimed rows (an ANALYZE while the fleet was idle), and then
-      -- every claim reads every job the whole fleet holds (1.86 against 1.37 ms a claim
-      -- with 2,000 held elsewhere: benchmarks/README.md, "Completions by the primary key").
-      AND j.status = (SELECT 'claimed') AND j.claim_token = $9::uuid
-      AND j.attempt = done.attempt
+      -- The ownership guard (statements/_owned.sql.j2, which says why 'claimed' is a
+      -- sub-select): a reclaimed job (new attempt or new owner) is left alone.
+      AND j.status = (SELECT 'claimed') AND j.claim_token = $9::uuid AND j.attempt = done.attempt
       AND (SELECT CASE WHEN $10::boolean THEN true
              ELSE set_config('synchronous_commit', 'off', true) = 'off' END)
     RETURNING j.id
@@ -1218,10 +1212,8 @@ SET status = 'completed',
     result = done.result::jsonb
 FROM unnest($2::bigint[], $3::integer[], $4::text[]) AS done(id, attempt, result)
 WHERE j.id = done.id
-  -- The ownership guard: a reclaimed job (new attempt or new owner) is left alone.
-  -- 'claimed' as a sub-select, so that the plan reaches the rows by the primary key and
-  -- never reads every claimed job of the fleet from jobs_stale_idx (job_claim's
-  -- completed, which has the same guard, says why).
+  -- The ownership guard (statements/_owned.sql.j2): a reclaimed job (new attempt or
+  -- new owner) is left alone.
   AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid AND j.attempt = done.attempt
   AND (SELECT CASE WHEN $5::boolean THEN true
              ELSE set_config('synchronous_commit', 'off', true) = 'off' END)
@@ -1314,15 +1306,14 @@ ORDER BY kind, status;
 -- $2 bigint id: the job
 -- $3 integer attempt: the claim it was run under
 -- $4 text reason: why, kept as last_error
--- index: primary key, whatever the statistics ('claimed' is a sub-select: job_claim's
--- completed says why).
+-- index: primary key, whatever the statistics (the ownership guard of
+-- statements/_owned.sql.j2 says why).
 PREPARE billing_jobs_job_dead_if_owned(uuid, bigint, integer, text) AS
 WITH settled AS (
     UPDATE "billing_jobs".jobs j
     SET status = 'dead', finished_at = now(), claim_expires_at = NULL, claim_token = NULL,
         last_error = $4
-    WHERE j.id = $2 AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid
-      AND j.attempt = $3
+    WHERE j.id = $2 AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid AND j.attempt = $3
     RETURNING j.id, j.attempt, j.claimed_at, j.claimed_by
 ),
 journaled AS (
@@ -1404,8 +1395,8 @@ WHERE kind = ANY($1::text[])
 -- $7 float8 delay: seconds before the job is visible again
 -- $8 boolean force_dead: settle dead now (failures_to_dead, retry_on) instead of retrying
 -- $9 text dead_reason: the dead entry's detail when $8 (NULL: the failures_to_dead one)
--- index: primary key, whatever the statistics ('claimed' is a sub-select: job_claim's
--- completed says why).
+-- index: primary key, whatever the statistics (the ownership guard of
+-- statements/_owned.sql.j2 says why).
 PREPARE billing_jobs_job_fail_if_owned(uuid, bigint, integer, text, text, text, float8, boolean, text) AS
 WITH settled AS (
     UPDATE "billing_jobs".jobs j
@@ -1420,8 +1411,7 @@ WITH settled AS (
         visible_at = now() + make_interval(secs => $7::float8),
         claim_expires_at = NULL, claim_token = NULL,
         last_error = $5
-    WHERE j.id = $2 AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid
-      AND j.attempt = $3
+    WHERE j.id = $2 AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid AND j.attempt = $3
     RETURNING j.id, j.status, j.attempt, j.failures, j.max_failures, j.claimed_at, j.claimed_by
 ),
 journaled AS (
@@ -1487,12 +1477,9 @@ renewed AS (
     SET claim_expires_at = now() + make_interval(secs => beat.lease)
     FROM beat
     WHERE j.id = beat.id AND beat.lease IS NOT NULL
-      -- Renewal extends only its own claim: a recovered or reclaimed job is left alone.
-      -- 'claimed' as a sub-select, so that the plan reaches the rows by the primary key
-      -- and never reads every claimed job of the fleet from jobs_stale_idx (job_claim's
-      -- completed, which has the same guard, says why).
-      AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid
-      AND j.attempt = beat.attempt
+      -- Renewal extends only its own claim: a recovered or reclaimed job is left alone
+      -- (the ownership guard: statements/_owned.sql.j2).
+      AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid AND j.attempt = beat.attempt
     RETURNING j.id
 )
 SELECT beat.id,
@@ -2058,8 +2045,8 @@ ORDER BY k.kind;
 -- $4 text carry: the new carry, msgspec-encoded JSON
 -- $5 timestamptz at: visible again at (NULL: use $6)
 -- $6 float8 after: visible again after seconds (NULL and $5 NULL: now)
--- index: primary key, whatever the statistics ('claimed' is a sub-select: job_claim's
--- completed says why).
+-- index: primary key, whatever the statistics (the ownership guard of
+-- statements/_owned.sql.j2 says why).
 PREPARE billing_jobs_job_pause_if_owned(uuid, bigint, integer, text, timestamptz, float8) AS
 WITH settled AS (
     UPDATE "billing_jobs".jobs j
@@ -2069,8 +2056,7 @@ WITH settled AS (
         carry = $4::jsonb,
         visible_at = coalesce($5::timestamptz, now() + make_interval(secs => coalesce($6::float8, 0))),
         claim_expires_at = NULL, claim_token = NULL
-    WHERE j.id = $2 AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid
-      AND j.attempt = $3
+    WHERE j.id = $2 AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid AND j.attempt = $3
     RETURNING j.id, j.attempt, j.claimed_at, j.claimed_by, j.visible_at, j.status
 ),
 journaled AS (
@@ -2336,16 +2322,15 @@ SELECT id, kind, status, attempt, claimed_by FROM recovered ORDER BY id;
 -- $2 bigint id: the job
 -- $3 integer attempt: the claim it was run under
 -- $4 text detail: why it was released
--- index: primary key, whatever the statistics ('claimed' is a sub-select: job_claim's
--- completed says why).
+-- index: primary key, whatever the statistics (the ownership guard of
+-- statements/_owned.sql.j2 says why).
 PREPARE billing_jobs_job_release_if_owned(uuid, bigint, integer, text) AS
 WITH settled AS (
     UPDATE "billing_jobs".jobs j
     SET status = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
         finished_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
         visible_at = now(), claim_expires_at = NULL, claim_token = NULL
-    WHERE j.id = $2 AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid
-      AND j.attempt = $3
+    WHERE j.id = $2 AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid AND j.attempt = $3
     RETURNING j.id, j.attempt, j.claimed_at, j.claimed_by, j.status
 ),
 journaled AS (
@@ -3442,8 +3427,8 @@ WHERE c.oid = to_regclass('"billing_jobs".jobs');
 -- $6 text signal: the signal waited for (NULL: none)
 -- $7 bigint[] wait_for: the children waited for, unfinished when the run looked (NULL: none)
 -- $8 text detail: what it waits for, for the journal
--- index: primary key, whatever the statistics ('claimed' is a sub-select: job_claim's
--- completed says why).
+-- index: primary key, whatever the statistics (the ownership guard of
+-- statements/_owned.sql.j2 says why).
 PREPARE billing_jobs_job_wait_if_owned(uuid, bigint, integer, integer, timestamptz, text, bigint[], text) AS
 WITH settled AS (
     UPDATE "billing_jobs".jobs j
@@ -3453,8 +3438,7 @@ WITH settled AS (
         visible_at = now(), claim_expires_at = NULL, claim_token = NULL,
         wake_at = $5::timestamptz, wait_signal = $6::text, wait_for = $7::bigint[],
         wait_count = cardinality($7::bigint[])
-    WHERE j.id = $2::bigint AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid
-      AND j.attempt = $3::integer
+    WHERE j.id = $2::bigint AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid AND j.attempt = $3::integer
     RETURNING j.id, j.status, j.attempt, j.claimed_at, j.claimed_by
 ),
 journaled AS (
@@ -3487,8 +3471,8 @@ SELECT status FROM settled;
 --    unfinished when its run looked (NULL: none); text, since PostgreSQL's arrays of
 --    arrays must be rectangular
 -- $8 text[] details: what each waits for, for the journal
--- index: primary key, whatever the statistics ('claimed' is a sub-select: job_claim's
--- completed says why).
+-- index: primary key, whatever the statistics (the ownership guard of
+-- statements/_owned.sql.j2 says why).
 PREPARE billing_jobs_job_wait_many_if_owned(uuid, bigint[], integer[], integer[], timestamptz[], text[], text[], text[]) AS
 WITH w AS (
     SELECT u.id, u.attempt, u.seen, u.wake_at, u.signal, u.wait_for::bigint[] AS wait_for,
