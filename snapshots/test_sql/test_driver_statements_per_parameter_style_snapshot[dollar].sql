@@ -163,8 +163,11 @@ ORDER BY input.ord;
 -- job_insert_many_unkeyed: enqueue many jobs that carry no de-duplication key, in one
 -- statement; the fast path of enqueue_many (several times faster than job_insert_many,
 -- which must match every row against existing keys).
--- Ids come back in ascending order, which is input order: rows are inserted in ordinality
--- order and each takes the next identity value as it is inserted.
+-- The ids come back as one array in ascending order, which is input order: rows are
+-- inserted in ordinality order and each takes the next identity value as it is inserted.
+-- One array rather than a row per job: the driver decodes one value, not 1,000 rows
+-- (0.4 us of the client's ~2.8 per job in a batch of 1,000; benchmarks/README.md,
+-- "Bulk enqueue: the ids as one array").
 -- $1 text[] kinds: the task kind of each row
 -- $2 text[] carries: msgspec-encoded JSON of each row
 -- $3 smallint[] priorities: 0 HIGH, 1 NORMAL, 2 LOW
@@ -177,6 +180,7 @@ ORDER BY input.ord;
 -- $10 boolean[] backoff_jitters: whether it is half-jittered
 -- $11 text traceparent: W3C trace context of the enqueuing span, for every row (NULL: none)
 -- index: none read; the statement's notify trigger fires once for the whole batch.
+WITH inserted AS (
 INSERT INTO "venturi".jobs (kind, carry, priority, visible_at, max_failures,
                           backoff_base, backoff_factor, backoff_cap, backoff_jitter, traceparent)
 SELECT kind, carry::jsonb, priority,
@@ -187,7 +191,9 @@ FROM unnest($1::text[], $2::text[], $3::smallint[], $4::timestamptz[], $5::float
      WITH ORDINALITY AS u(kind, carry, priority, at, after, max_failures,
                           backoff_base, backoff_factor, backoff_cap, backoff_jitter, ord)
 ORDER BY ord
-RETURNING id;
+RETURNING id
+)
+SELECT coalesce(array_agg(id ORDER BY id), '{}') AS ids FROM inserted;
 
 -- job_get: one job's row, with JSON columns as text for the caller's decoder.
 -- $1 bigint id: the job

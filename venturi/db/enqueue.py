@@ -207,8 +207,8 @@ def job_insert_many_unkeyed_steps(
             traceparent,
         ),
     )
-    # Ascending ids are input order (see the statement's header).
-    return sorted(int(r["id"]) for r in rows)
+    # One array of the ids, ascending, which is input order (see the statement's header).
+    return [int(i) for i in rows[0]["ids"]]
 
 
 def job_insert_many_steps(
