@@ -96,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args(argv)
+    # Each run's cwd is its tree, so a relative --out would name a folder inside it.
+    args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
     sides = {"A": (args.a, args.a_rev), "B": (args.b, args.b_rev)}
     got: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
