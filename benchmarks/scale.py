@@ -18,6 +18,12 @@ Two databases of its own, the big table and the small one. Steps:
    runs of one pair each on 4d3cd92): the medians are compared;
 3. the big table's and its indexes' sizes.
 
+With ``--vacuum`` each table is vacuumed (``maintenance/job_vacuum``, as the Vacuum task
+of ``venturi worker`` does past 20,000 dead row versions), ANALYZEd and CHECKPOINTed
+before each of its drains, and the big table once after its load: without it the big
+table carries the dead claim-index entries of every earlier drain (autovacuum's
+threshold on it is 200,000 dead versions) while the small one is fresh each round.
+
 The rate is (jobs - 1) / (last handler start - first handler start); the target is the
 big table's median rate >= 80% of the small one's, the claim plan on ``jobs_claim_idx`` and
 the worker's RSS under 60 MB.
@@ -62,7 +68,10 @@ async def load(conn: Any, n: int, batch: int) -> float:
     return time.perf_counter() - t0
 
 
-async def prepare(conn: Any) -> None:
+async def prepare(conn: Any, vacuum: bool = False) -> None:
+    if vacuum:
+        # What the Vacuum task of `venturi worker` does past 20,000 dead row versions.
+        await conn.execute(sql.statement("maintenance/job_vacuum", SCHEMA))
     await conn.execute(sql.statement("maintenance/analyze", SCHEMA))
     await conn.execute("CHECKPOINT")
 
@@ -182,7 +191,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             "load_average": [load_before, os.getloadavg()[0]],
         }
         log(f"  loaded at {args.pending / secs:,.0f} jobs/s; ANALYZE, CHECKPOINT")
-        await prepare(conn)
+        await prepare(conn, args.vacuum)
         out["sizes_loaded"] = await sizes(conn)
         out["claim_plan"] = await claim_plan(conn, 32)
         log("  claim plan:\n" + out["claim_plan"])
@@ -194,9 +203,11 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
                 if which == "small":
                     await small.execute(f"TRUNCATE {SCHEMA}.jobs, {SCHEMA}.journal CASCADE")
                     await load(small, args.small, args.load_batch)
-                    await prepare(small)
+                    await prepare(small, args.vacuum)
                     r = await drain(small_dsn, min(args.drain, args.small), 32)
                 else:
+                    if args.vacuum:
+                        await prepare(conn, True)
                     r = await drain(dsn, args.drain, 32)
                 runs[which].append(r)
                 log(f"  round {rnd + 1} {which} table: drain {r['jobs_per_s']:,.0f} jobs/s")
@@ -248,6 +259,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--load-batch", type=int, default=100_000)
     p.add_argument(
         "--rounds", type=int, default=5, help="drains per table, alternating (median compared)"
+    )
+    p.add_argument(
+        "--vacuum",
+        action="store_true",
+        help="vacuum each table before each of its drains (what `venturi worker` does)",
     )
     p.add_argument("--json")
     args = p.parse_args(argv)
