@@ -166,6 +166,22 @@ def backoff_arrays(specs: Sequence[JobSpec]) -> list[list[Any] | None]:
     return [column([r[i] for r in rows]) for i in range(4)]
 
 
+def batch_columns(specs: Sequence[JobSpec]) -> list[Any]:
+    """The kind, carry, priority, at, after, max_failures and four backoff arrays of a
+    multi-row insert of ``specs``, in that order, as ``job_insert_many_unkeyed`` and
+    ``workflow_insert`` bind them (``job_insert_many`` binds its keys between after and
+    max_failures, and its rows are a subset, so it lists its own)."""
+    return [
+        [s.kind for s in specs],
+        [s.carry for s in specs],
+        [s.priority for s in specs],
+        column([s.at for s in specs]),
+        column([s.after for s in specs]),
+        [s.max_failures for s in specs],
+        *backoff_arrays(specs),
+    ]
+
+
 def _same_key(specs: Sequence[JobSpec], on_conflict: str) -> tuple[list[JobSpec], dict[int, int]]:
     """The specs to send and, for rows whose key an earlier row of the batch holds, the
     index of that row (``replace``: sent once, with the last row's values)."""
@@ -194,19 +210,7 @@ def job_insert_many_unkeyed_steps(
 ) -> Steps[list[int]]:
     """Insert jobs that carry no key in one statement (all or nothing by itself, and no
     key to wait on); their ids in input order."""
-    rows = yield Query(
-        "job_insert_many_unkeyed",
-        (
-            [s.kind for s in specs],
-            [s.carry for s in specs],
-            [s.priority for s in specs],
-            column([s.at for s in specs]),
-            column([s.after for s in specs]),
-            [s.max_failures for s in specs],
-            *backoff_arrays(specs),
-            traceparent,
-        ),
-    )
+    rows = yield Query("job_insert_many_unkeyed", (*batch_columns(specs), traceparent))
     # One array of the ids, ascending, which is input order (see the statement's header).
     return [int(i) for i in rows[0]["ids"]]
 

@@ -18,7 +18,7 @@ from venturi.db import drivers
 from venturi.db.claims import Claimant
 from venturi.db.conn import Conn, Record
 from venturi.db.drivers import Query, Steps
-from venturi.db.enqueue import JobSpec, backoff_args, backoff_arrays, column
+from venturi.db.enqueue import JobSpec, backoff_args, backoff_arrays, batch_columns
 
 
 @dataclass(frozen=True)
@@ -280,13 +280,7 @@ def workflow_insert_steps(*, nodes: Sequence[Node], traceparent: str | None) -> 
         "workflow_insert",
         (
             ids,
-            [s.kind for s in specs],
-            [s.carry for s in specs],
-            [s.priority for s in specs],
-            column([s.at for s in specs]),
-            column([s.after for s in specs]),
-            [s.max_failures for s in specs],
-            *backoff_arrays(specs),
+            *batch_columns(specs),
             [
                 "{" + ",".join(str(ids[pos]) for pos, _ in n.after) + "}" if n.after else None
                 for n in nodes
