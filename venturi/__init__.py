@@ -22,6 +22,7 @@ from venturi.errors import (
     SignalTimeout,
     VenturiError,
 )
+from venturi.groups import set_group, set_group_sync
 from venturi.jobs import (
     JobInfo,
     JournalEntry,
@@ -92,6 +93,8 @@ __all__ = [
     "pause",
     "retry",
     "schedule",
+    "set_group",
+    "set_group_sync",
     "signal",
     "signal_sync",
     "task",

@@ -33,6 +33,8 @@ class JobMeta(msgspec.Struct, frozen=True):
     failures: int
     created_at: datetime
     traceparent: str | None = None
+    # The job's group (SPEC 13); None without one.
+    group: str | None = None
 
 
 class Transactions(Protocol):

@@ -46,6 +46,8 @@ class JobInfo(msgspec.Struct, frozen=True):
     claim_expires_at: datetime | None = None
     # When an operator asked the running job to stop (`venturi jobs cancel`).
     cancel_requested_at: datetime | None = None
+    # The job's group (SPEC 13); None without one.
+    group: str | None = None
 
 
 class JournalEntry(msgspec.Struct, frozen=True):
@@ -78,6 +80,7 @@ def _job_info(row: Row) -> JobInfo:
         claimed_at=row["claimed_at"],
         claim_expires_at=row["claim_expires_at"],
         cancel_requested_at=row["cancel_requested_at"],
+        group=row["grp"],
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import warnings
 
 from venturi.db.enqueue import JobSpec
+from venturi.handler_types import default_cron_carry
 from venturi.tasks import (
     DEFAULT_MAX_CARRY_BYTES,
     DEFAULT_MAX_FAILURES,
@@ -16,7 +17,6 @@ from venturi.tasks import (
     HandlerOf,
     Task,
     TaskDecorator,
-    default_cron_carry,
     enqueue_many,
     enqueue_many_sync,
     registered,

@@ -15,8 +15,9 @@ from typing import Any
 
 from venturi.cronspec import CronSpec
 from venturi.errors import ConfigError
+from venturi.handler_types import default_cron_carry
 from venturi.priority import Priority
-from venturi.tasks import Task, as_priority, default_cron_carry, registered
+from venturi.tasks import Task, as_priority, registered
 
 _NO_CARRY: Any = object()
 

@@ -4,12 +4,9 @@ and ``enqueue_many`` (a batch of ``Task.job`` specs in one statement)."""
 from __future__ import annotations
 
 import inspect
-import typing
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
-
-import msgspec
 
 from venturi import db, tracing, validate
 from venturi.backoff import Backoff
@@ -18,6 +15,8 @@ from venturi.context import Context
 from venturi.cronspec import CronSpec
 from venturi.db.enqueue import JobSpec
 from venturi.errors import ConfigError
+from venturi.groups import check_group
+from venturi.handler_types import default_cron_carry, handler_carry_type
 from venturi.outcomes import Outcome
 from venturi.priority import Priority
 from venturi.rate import Rate
@@ -99,6 +98,8 @@ class Task(Generic[C]):
         unique_for: float | None = None,
         retry_on: tuple[type[BaseException], ...] | None = None,
         result_type: Any = Any,
+        group_cap: int | None = None,
+        group_rate: Rate | None = None,
     ) -> None:
         self.fn = fn
         self.kind = kind
@@ -125,6 +126,10 @@ class Task(Generic[C]):
         # (None: every exception is retried).
         self.retry_on = retry_on
         self.result_type = result_type  # complete(result)'s type, for gather and result_of
+        # SPEC 13: at most this many jobs of one group claimed at once, across every
+        # worker; and a token bucket per group. A group's own setting (set_group) wins.
+        self.group_cap = group_cap
+        self.group_rate = group_rate
         self.is_async = inspect.iscoroutinefunction(fn)
         self.codec: CarryCodec[C] = CarryCodec(carry_type, kind, max_carry_bytes)
         self.__name__ = getattr(fn, "__name__", kind)
@@ -144,8 +149,10 @@ class Task(Generic[C]):
         at: datetime | None = None,
         after: timedelta | float | None = None,
         key: str | None = None,
+        group: str | None = None,
     ) -> JobSpec:
-        """A job of this kind to pass to ``venturi.enqueue_many``; the carry is checked now."""
+        """A job of this kind to pass to ``venturi.enqueue_many``; the carry is checked now.
+        ``group``: the job's group (SPEC 13, docs/groups.md), None for none."""
         if at is not None and after is not None:
             raise ConfigError("enqueue takes at or after, not both")
         if at is not None and (not isinstance(at, datetime) or at.tzinfo is None):
@@ -162,6 +169,7 @@ class Task(Generic[C]):
             max_failures=self.max_failures,
             backoff=self.backoff,
             unique_for=self.unique_for,
+            group=None if group is None else check_group(group),
         )
 
     async def enqueue(
@@ -175,6 +183,7 @@ class Task(Generic[C]):
         key: str | None = None,
         on_conflict: str = "existing",
         schema: str = DEFAULT_SCHEMA,
+        group: str | None = None,
     ) -> int:
         """Insert one job and return its id.
 
@@ -190,7 +199,7 @@ class Task(Generic[C]):
         and visible time (a claimed or finished holder is left alone) and returns its id.
         """
         mode = _on_conflict(on_conflict)
-        spec = self.job(carry, priority=priority, at=at, after=after, key=key)
+        spec = self.job(carry, priority=priority, at=at, after=after, key=key, group=group)
         return await db.enqueue.job_insert(
             conn,
             schema=schema,
@@ -210,13 +219,14 @@ class Task(Generic[C]):
         key: str | None = None,
         on_conflict: str = "existing",
         schema: str = DEFAULT_SCHEMA,
+        group: str | None = None,
     ) -> int:
         """``enqueue`` from synchronous code: ``conn`` is a psycopg Connection or
         ConnectionPool, a psycopg2 connection, a SQLAlchemy Connection, Session (or
         scoped_session) or Engine, or a Django connection; the same transaction rules
         and the same ``key`` and ``on_conflict``."""
         mode = _on_conflict(on_conflict)
-        spec = self.job(carry, priority=priority, at=at, after=after, key=key)
+        spec = self.job(carry, priority=priority, at=at, after=after, key=key, group=group)
         return db.enqueue.job_insert_sync(
             conn,
             schema=schema,
@@ -288,45 +298,6 @@ def enqueue_many_sync(
     )
 
 
-def _carry_type(fn: Callable[..., Any], kind: str) -> Any:
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"task {kind!r}: the handler has no signature: {exc}") from None
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if len(positional) < 2:
-        raise ConfigError(
-            f"task {kind!r}: the handler must take (ctx, carry), got {len(positional)} "
-            "positional parameter(s)"
-        )
-    param = positional[1]
-    annotation = param.annotation
-    if annotation is inspect.Parameter.empty:
-        raise ConfigError(
-            f"task {kind!r}: carry: the handler's second parameter {param.name!r} needs a "
-            "type annotation (a msgspec.Struct or any msgspec-supported type)"
-        )
-    if isinstance(annotation, str):
-        # `from __future__ import annotations`: resolve just this one name, since the
-        # context annotation may name a type that only exists under TYPE_CHECKING.
-        try:
-            annotation = typing.get_type_hints(fn).get(param.name, annotation)
-        except Exception:
-            try:
-                annotation = eval(annotation, getattr(fn, "__globals__", {}))
-            except Exception as exc:
-                raise ConfigError(
-                    f"task {kind!r}: carry: cannot resolve annotation {annotation!r}: {exc}"
-                ) from None
-    try:
-        msgspec.json.Decoder(annotation)
-    except TypeError as exc:
-        raise ConfigError(
-            f"task {kind!r}: carry: {annotation!r} is not a type msgspec can decode: {exc}"
-        ) from None
-    return annotation
-
-
 def task(
     kind: str,
     *,
@@ -346,6 +317,8 @@ def task(
     unique_for: timedelta | float | None = None,
     retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
     result: Any = Any,
+    group_cap: int | None = None,
+    group_rate: Rate | None = None,
 ) -> TaskDecorator:
     """Declare a job kind. Every argument is checked here; a bad one raises ConfigError.
 
@@ -364,6 +337,8 @@ def task(
     its job finished; ``retry_on`` names the exceptions that are retried (any other
     settles the job dead at once; default: every exception is retried); ``result`` is the
     type ``complete(result)`` returns, as workflows' ``gather`` and ``result_of`` decode it.
+    ``group_cap`` bounds the jobs of one group of the kind claimed at once across every
+    worker, exactly; ``group_rate`` is a token bucket per group (SPEC 13, docs/groups.md).
     """
     if not isinstance(kind, str) or not kind or len(kind) > 200 or kind != kind.strip():
         raise ConfigError(
@@ -394,6 +369,9 @@ def task(
     unique_s = None if unique_for is None else seconds(unique_for, "unique_for")
     retry_types = None if retry_on is None else validate.exception_types(retry_on, "retry_on")
     validate.decodable(result, "result")
+    group_cap_n = None if group_cap is None else _positive_int(group_cap, "group_cap")
+    if group_rate is not None:
+        validate.instance(group_rate, Rate, "group_rate", "a venturi.Rate")
 
     def decorate(fn: HandlerOf[C]) -> Task[C]:
         return _declare(
@@ -414,6 +392,8 @@ def task(
             unique_for=unique_s,
             retry_on=retry_types,
             result_type=result,
+            group_cap=group_cap_n,
+            group_rate=group_rate,
         )
 
     return decorate
@@ -438,12 +418,14 @@ def _declare(
     unique_for: float | None,
     retry_on: tuple[type[BaseException], ...] | None,
     result_type: Any = Any,
+    group_cap: int | None = None,
+    group_rate: Rate | None = None,
 ) -> Task[C]:
     """The task of handler ``fn`` with ``task``'s checked knobs, registered under
     ``kind`` (the same function declared again, a module reloaded, replaces itself)."""
     if not callable(fn):
         raise ConfigError(f"task {kind!r}: the handler must be callable, got {fn!r}")
-    carry_type = _carry_type(fn, kind)
+    carry_type = handler_carry_type(fn, kind)
     existing = _REGISTRY.get(kind)
     if existing is not None and _origin(existing.fn) != _origin(fn):
         raise ConfigError(f"kind {kind!r} is already declared by {'.'.join(_origin(existing.fn))}")
@@ -467,6 +449,8 @@ def _declare(
         unique_for=unique_for,
         retry_on=retry_on,
         result_type=result_type,
+        group_cap=group_cap,
+        group_rate=group_rate,
     )
     if cron is not None:
         # The default carry must also pass the task's own checks (type, size).
@@ -476,20 +460,6 @@ def _declare(
             raise ConfigError(f"task {kind!r}: cron: {exc}") from None
     _REGISTRY[kind] = t
     return t
-
-
-def default_cron_carry(carry_type: Any, kind: str) -> Any:
-    """The carry of a cron task's jobs: ``None`` for a ``None`` carry, else the carry
-    type built with no arguments."""
-    if carry_type is None or carry_type is type(None):
-        return None
-    try:
-        return carry_type()
-    except Exception as exc:
-        raise ConfigError(
-            f"task {kind!r}: cron: the carry type must build with no arguments (give every "
-            f"field a default), or schedule it with venturi.schedule(task, cron, carry): {exc}"
-        ) from None
 
 
 def _origin(fn: Callable[..., Any]) -> tuple[str, str]:

@@ -17,6 +17,7 @@
 -- $12 float8 unique_for: seconds a finished job still holds its key (NULL: none)
 -- $13 boolean replace: a pending holder takes $2, $3 and the visible time of $4/$5
 -- $14 text traceparent: W3C trace context of the enqueuing span (NULL: none)
+-- $15 text grp: the job's group (NULL: none; SPEC 13)
 -- index: jobs_key_idx is the ON CONFLICT arbiter and finds the unfinished holder;
 -- jobs_key_search_idx finds a recently finished one.
 WITH recent AS (
@@ -30,10 +31,10 @@ WITH recent AS (
 inserted AS (
     INSERT INTO "venturi".jobs (kind, carry, priority, visible_at, key, max_failures,
                               backoff_base, backoff_factor, backoff_cap, backoff_jitter,
-                              traceparent)
+                              traceparent, grp)
     SELECT $1, $2::jsonb, $3::smallint,
            coalesce($4::timestamptz, now() + make_interval(secs => coalesce($5::float8, 0))),
-           $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean, $14::text
+           $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean, $14::text, $15::text
     WHERE NOT EXISTS (SELECT 1 FROM recent)
     ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed', 'waiting')
     DO NOTHING
@@ -91,6 +92,7 @@ LIMIT 1;
 -- $13 boolean replace: a pending holder takes the row's carry, priority and visible time
 -- (the caller sends each key once when it replaces)
 -- $14 text traceparent: W3C trace context of the enqueuing span, for every row (NULL: none)
+-- $15 text[] grps: each row's group (NULL: none; SPEC 13)
 -- index: jobs_key_idx (arbiter and lookup of unfinished holders); jobs_key_search_idx
 -- (recently finished holders).
 WITH input AS (
@@ -98,10 +100,10 @@ WITH input AS (
     SELECT nextval(pg_get_serial_sequence('"venturi".jobs', 'id')) AS id, u.*
     FROM unnest($1::text[], $2::text[], $3::smallint[], $4::timestamptz[], $5::float8[],
                 $6::text[], $7::integer[], $8::float8[], $9::float8[], $10::float8[],
-                $11::boolean[], $12::float8[])
+                $11::boolean[], $12::float8[], $15::text[])
          WITH ORDINALITY AS u(kind, carry, priority, at, after, key, max_failures,
                               backoff_base, backoff_factor, backoff_cap, backoff_jitter,
-                              unique_for, ord)
+                              unique_for, grp, ord)
 ),
 recent AS (
     SELECT DISTINCT ON (input.ord) input.ord, j.id
@@ -116,10 +118,10 @@ recent AS (
 inserted AS (
     INSERT INTO "venturi".jobs (id, kind, carry, priority, visible_at, key, max_failures,
                               backoff_base, backoff_factor, backoff_cap, backoff_jitter,
-                              traceparent)
+                              traceparent, grp)
     SELECT id, kind, carry::jsonb, priority,
            coalesce(at, now() + make_interval(secs => coalesce(after, 0))), key, max_failures,
-           backoff_base, backoff_factor, backoff_cap, backoff_jitter, $14::text
+           backoff_base, backoff_factor, backoff_cap, backoff_jitter, $14::text, grp
     FROM input
     WHERE NOT EXISTS (SELECT 1 FROM recent WHERE recent.ord = input.ord)
     ORDER BY ord
@@ -179,17 +181,20 @@ ORDER BY input.ord;
 -- $9 float8[] backoff_caps: its longest delay in seconds
 -- $10 boolean[] backoff_jitters: whether it is half-jittered
 -- $11 text traceparent: W3C trace context of the enqueuing span, for every row (NULL: none)
+-- $12 text[] grps: each row's group (NULL: none; SPEC 13)
 -- index: none read; the statement's notify trigger fires once for the whole batch.
 WITH inserted AS (
 INSERT INTO "venturi".jobs (kind, carry, priority, visible_at, max_failures,
-                          backoff_base, backoff_factor, backoff_cap, backoff_jitter, traceparent)
+                          backoff_base, backoff_factor, backoff_cap, backoff_jitter, traceparent,
+                          grp)
 SELECT kind, carry::jsonb, priority,
        coalesce(at, now() + make_interval(secs => coalesce(after, 0))), max_failures,
-       backoff_base, backoff_factor, backoff_cap, backoff_jitter, $11::text
+       backoff_base, backoff_factor, backoff_cap, backoff_jitter, $11::text, grp
 FROM unnest($1::text[], $2::text[], $3::smallint[], $4::timestamptz[], $5::float8[],
-            $6::integer[], $7::float8[], $8::float8[], $9::float8[], $10::boolean[])
+            $6::integer[], $7::float8[], $8::float8[], $9::float8[], $10::boolean[],
+            $12::text[])
      WITH ORDINALITY AS u(kind, carry, priority, at, after, max_failures,
-                          backoff_base, backoff_factor, backoff_cap, backoff_jitter, ord)
+                          backoff_base, backoff_factor, backoff_cap, backoff_jitter, grp, ord)
 ORDER BY ord
 RETURNING id
 )
@@ -200,7 +205,7 @@ SELECT coalesce(array_agg(id ORDER BY id), '{}') AS ids FROM inserted;
 -- index: primary key.
 SELECT id, kind, status, priority, carry::text AS carry, key, attempt, failures,
        max_failures, created_at, visible_at, claimed_at, claimed_by, claim_expires_at,
-       finished_at, result::text AS result, last_error, cancel_requested_at
+       finished_at, result::text AS result, last_error, cancel_requested_at, grp
 FROM "venturi".all_jobs
 WHERE id = $1;
 
@@ -214,7 +219,7 @@ WHERE id = $1;
 SELECT j.id, j.kind, j.status, j.priority, j.carry::text AS carry, j.key, j.attempt,
        j.failures, j.max_failures, j.created_at, j.visible_at, j.claimed_at, j.claimed_by,
        j.claim_expires_at, j.finished_at, j.result::text AS result, j.last_error,
-       j.cancel_requested_at,
+       j.cancel_requested_at, j.grp,
        l.at AS entry_at, l.event AS entry_event, l.attempt AS entry_attempt,
        l.worker AS entry_worker, l.detail AS entry_detail
 FROM "venturi".all_jobs j

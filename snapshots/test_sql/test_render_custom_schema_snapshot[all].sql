@@ -76,7 +76,10 @@ CREATE TABLE IF NOT EXISTS "billing_jobs".jobs (
     wake_at          timestamptz,
     -- The order within a tier, before age: lower first; 0 unless set (job_rank_set), as
     -- for Django's Tasks framework's priorities (VenturiBackend).
-    rank             smallint    NOT NULL DEFAULT 0
+    rank             smallint    NOT NULL DEFAULT 0,
+    -- The job's group (SPEC 13, migration 19): a tenant, an account, an API key; NULL
+    -- without one. A grouped job is claimed only by job_claim_grouped (docs/groups.md).
+    grp              text
 );
 
 -- Every claim and settlement leaves a dead row version behind, and a bulk enqueue
@@ -169,14 +172,17 @@ CREATE TRIGGER jobs_notify_finished
 -- (job_claim_capped calls it). The kind's advisory lock serializes its claims until
 -- commit; the count of its claimed rows is then read in a snapshot taken after the lock,
 -- so racing workers never claim more than the cap together. A released, recovered or
--- settled job is no longer claimed, so it frees its place at once.
-CREATE OR REPLACE FUNCTION "billing_jobs".claim_capped(
+-- settled job is no longer claimed, so it frees its place at once. Jobs of a group are
+-- left to job_claim_grouped, which takes the same lock for a capped kind.
+-- Written once, here: the fresh schema and each migration that changes it include this
+-- file (migration 19 renamed it claim_capped_v2, as its returned columns changed).
+CREATE OR REPLACE FUNCTION "billing_jobs".claim_capped_v2(
     p_claimed_by text, p_kind text, p_lease float8, p_limit integer, p_cap integer,
     p_token uuid)
 RETURNS TABLE (id bigint, kind text, priority smallint, carry text, attempt integer,
                failures integer, max_failures integer, created_at timestamptz,
                visible_at timestamptz, claim_expires_at timestamptz, waited float8,
-               held integer)
+               traceparent text, grp text, held integer)
 LANGUAGE plpgsql VOLATILE AS $$
 #variable_conflict use_column
 BEGIN
@@ -191,9 +197,9 @@ BEGIN
     ),
     candidates AS (
         SELECT j.id FROM "billing_jobs".jobs j
-        WHERE j.status = 'pending'
+        WHERE j.status = 'pending' AND j.visible_at <= now()
+          AND j.grp IS NULL
           AND j.kind = p_kind
-          AND j.visible_at <= now()
           AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = p_kind)
         ORDER BY j.priority, j.rank, j.created_at, j.id
         LIMIT greatest(0, least(p_limit, p_cap - (SELECT n FROM counted)))
@@ -202,26 +208,29 @@ BEGIN
     claimed AS (
         UPDATE "billing_jobs".jobs j
         SET status = 'claimed',
-            claimed_by = p_claimed_by,
-            claim_token = p_token,
-            claimed_at = now(),
-            attempt = j.attempt + 1,
-            claim_expires_at = now() + make_interval(secs => p_lease)
+        claimed_by = p_claimed_by,
+        claim_token = p_token::uuid,
+        claimed_at = now(),
+        attempt = j.attempt + 1,
+        claim_expires_at = now() + make_interval(secs => p_lease)
         -- The candidates as an id list (migration 13): joined with the CTE, the plan
         -- was a hash join over every row of the table (13 ms per claim at 50,000
         -- rows): the LIMIT is an expression, so the planner guessed a tenth of the rows.
         WHERE j.id = ANY (ARRAY(SELECT c.id FROM candidates c))
-        RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt, j.failures,
-                  j.max_failures, j.created_at, j.visible_at, j.claim_expires_at,
-                  extract(epoch FROM now() - j.visible_at)::float8 AS waited
+        RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt,
+              j.failures, j.max_failures, j.created_at, j.visible_at,
+              j.claim_expires_at,
+              extract(epoch FROM now() - j.visible_at)::float8 AS waited,
+              j.traceparent, j.grp
     )
     SELECT c.id, c.kind, c.priority, c.carry, c.attempt, c.failures, c.max_failures,
-           c.created_at, c.visible_at, c.claim_expires_at, c.waited, NULL::integer
+           c.created_at, c.visible_at, c.claim_expires_at, c.waited, c.traceparent, c.grp,
+           NULL::integer
     FROM claimed c
     UNION ALL
     -- How many of the kind are claimed once this commits: a full cap makes the worker
     -- leave the kind alone for a while.
-    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
            (SELECT n FROM counted) + (SELECT count(*) FROM claimed)::integer;
 END
 $$;
@@ -520,6 +529,97 @@ CREATE OR REPLACE VIEW "billing_jobs".all_jobs AS
     UNION ALL
     SELECT * FROM "billing_jobs".jobs_history;
 
+-- Groups (SPEC 13, migration 19): per-group caps, rates and fair share, in the claim.
+-- docs/groups.md gives the model and why each limit is exact; the claim is
+-- statements/job_claim_grouped.sql.j2.
+--
+-- One row per (kind, group) that has had a job: the operator's settings (NULL: the
+-- task's default), the scheduler's state, and the group's token bucket. A row is never
+-- deleted by the queue; an idle group is a row with ready = false, outside
+-- groups_ready_idx, so idle groups cost a claim nothing however many there are.
+CREATE TABLE IF NOT EXISTS "billing_jobs".groups (
+    kind        text        NOT NULL,
+    grp         text        NOT NULL,
+    -- venturi.set_group / venturi groups set; NULL takes the task's group_cap, weight 1.
+    cap         integer     CHECK (cap >= 1),
+    weight      float8      CHECK (weight > 0 AND weight < 'Infinity'::float8),
+    paused      boolean     NOT NULL DEFAULT false,
+    -- The group may have claimable work: it is in groups_ready_idx. Set by a wake-up
+    -- (group_wakes), cleared by a claim that found the group without visible work, out
+    -- of tokens, or by a pause. A group at its cap stays ready (the claim skips it).
+    ready       boolean     NOT NULL DEFAULT false,
+    -- The tier of the group's first pending job while ready, so that tiers keep their
+    -- order across groups.
+    head        smallint    NOT NULL DEFAULT 1,
+    -- Virtual time: each claim of n jobs adds n / weight; claims go to the least first.
+    vtime       float8      NOT NULL DEFAULT 0,
+    -- Jobs ever claimed in the group, counted under the group's row lock: with the
+    -- claimed rows a claim's snapshot sees, what makes the cap exact (docs/groups.md).
+    claims      bigint      NOT NULL DEFAULT 0,
+    -- The group's token bucket (group_rate): tokens left at refilled_at.
+    tokens      float8,
+    refilled_at timestamptz,
+    -- The task's group_cap as the last claim saw it (operators' reads know no task).
+    task_cap    integer,
+    -- Claims in the current minute and the one before, for `venturi groups list`.
+    minute      timestamptz,
+    minute_claims      integer NOT NULL DEFAULT 0,
+    last_minute_claims integer NOT NULL DEFAULT 0,
+    PRIMARY KEY (kind, grp)
+);
+
+-- Wake-ups: a row each time a grouped job becomes pending (an enqueue, a retry, a
+-- release, a recovery, a wake from waiting, an operator's retry or run-now), at the time
+-- it becomes visible, and when a group's paused state lifts or its bucket refills. Rows
+-- are only ever inserted by writers and deleted by claims: an enqueue takes no lock on
+-- its group, so transactions enqueueing into one group never wait for each other, nor
+-- for a claim. A claim applies the due rows of its kind (the group becomes ready) and
+-- deletes them.
+CREATE TABLE IF NOT EXISTS "billing_jobs".group_wakes (
+    id       bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    kind     text        NOT NULL,
+    grp      text        NOT NULL,
+    at       timestamptz NOT NULL,
+    priority smallint    NOT NULL DEFAULT 1
+);
+
+-- The wake-up of a grouped job that became pending: one row per (group, visible time)
+-- per statement and transaction (a bulk enqueue into one group writes one).
+CREATE OR REPLACE FUNCTION "billing_jobs".group_wake_row() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (
+        SELECT 1 FROM "billing_jobs".group_wakes w
+        WHERE w.kind = NEW.kind AND w.at = NEW.visible_at AND w.grp = NEW.grp
+          AND w.priority <= NEW.priority
+          -- Only a row this transaction wrote: another's may be applied by a claim whose
+          -- snapshot cannot see this job, and the job would then have no wake-up left.
+          AND w.xmin = pg_current_xact_id()::xid)
+    THEN
+        INSERT INTO "billing_jobs".group_wakes (kind, grp, at, priority)
+        VALUES (NEW.kind, NEW.grp, NEW.visible_at, NEW.priority);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- Only grouped rows call the function: the WHEN is checked in the server's C code, so
+-- a job without a group pays nothing (SPEC 13).
+DROP TRIGGER IF EXISTS jobs_group_wake_insert ON "billing_jobs".jobs;
+CREATE TRIGGER jobs_group_wake_insert
+    AFTER INSERT ON "billing_jobs".jobs
+    FOR EACH ROW
+    WHEN (NEW.grp IS NOT NULL AND NEW.status = 'pending')
+    EXECUTE FUNCTION "billing_jobs".group_wake_row();
+
+DROP TRIGGER IF EXISTS jobs_group_wake_update ON "billing_jobs".jobs;
+CREATE TRIGGER jobs_group_wake_update
+    AFTER UPDATE OF status, visible_at ON "billing_jobs".jobs
+    FOR EACH ROW
+    WHEN (NEW.grp IS NOT NULL AND NEW.status = 'pending'
+          AND (OLD.status <> 'pending' OR OLD.visible_at <> NEW.visible_at))
+    EXECUTE FUNCTION "billing_jobs".group_wake_row();
+
 -- The migrations this fresh schema embodies.
 INSERT INTO "billing_jobs".schema_version (version, name) VALUES
     (1, 'initial'),
@@ -539,7 +639,8 @@ INSERT INTO "billing_jobs".schema_version (version, name) VALUES
     (15, 'rank_in_tier'),
     (16, 'job_search'),
     (17, 'job_history'),
-    (18, 'kind_index')
+    (18, 'kind_index'),
+    (19, 'groups')
 ON CONFLICT (version) DO NOTHING;
 
 -- venturi schema "billing_jobs": indexes. Each names the statements it backs.
@@ -667,6 +768,43 @@ CREATE INDEX IF NOT EXISTS jobs_history_key_search_idx
 CREATE INDEX IF NOT EXISTS jobs_history_parent_idx
     ON "billing_jobs".jobs_history (parent_id)
     WHERE parent_id IS NOT NULL;
+
+-- job_claim_grouped: a group's pending jobs in claim order (the tier, rank, age). Only
+-- grouped rows enter it.
+CREATE INDEX IF NOT EXISTS jobs_group_claim_idx
+    ON "billing_jobs".jobs (kind, grp, priority, rank, created_at, id)
+    WHERE status = 'pending' AND grp IS NOT NULL;
+
+-- job_claim_grouped: a group's claimed jobs, counted against its cap (at most the cap,
+-- plus a dead worker's claims until they are recovered).
+CREATE INDEX IF NOT EXISTS jobs_group_claimed_idx
+    ON "billing_jobs".jobs (kind, grp)
+    WHERE status = 'claimed' AND grp IS NOT NULL;
+
+-- job_list --group: a group's jobs, newest first.
+CREATE INDEX IF NOT EXISTS jobs_grp_id_idx
+    ON "billing_jobs".jobs (grp, id)
+    WHERE grp IS NOT NULL;
+
+-- job_claim_grouped: the ready groups of a kind, by tier then virtual time. Idle groups
+-- (ready = false) never enter it.
+CREATE INDEX IF NOT EXISTS groups_ready_idx
+    ON "billing_jobs".groups (kind, head, vtime)
+    WHERE ready;
+
+-- job_claim_grouped: the due wake-ups of a kind; group_wake_row's look-up of its own.
+CREATE INDEX IF NOT EXISTS group_wakes_due_idx
+    ON "billing_jobs".group_wakes (kind, at, grp);
+
+-- job_claim_grouped: the greatest virtual time of a kind's groups, where a waking group
+-- starts when no group of the kind is ready (no banked credit).
+CREATE INDEX IF NOT EXISTS groups_vtime_idx
+    ON "billing_jobs".groups (kind, vtime);
+
+-- job_list --group over the history (all_jobs): a group's finished jobs, newest first.
+CREATE INDEX IF NOT EXISTS jobs_history_grp_id_idx
+    ON "billing_jobs".jobs_history (grp, id)
+    WHERE grp IS NOT NULL;
 
 -- Runtime statements, as PREPAREd by the worker. Parameters are $n binds.
 
@@ -893,6 +1031,116 @@ FROM "billing_jobs".dependencies d
 LEFT JOIN "billing_jobs".all_jobs j ON j.id = d.depends_on
 WHERE d.job_id = $1::bigint AND d.name = $2::text;
 
+-- group_get: one group of a kind with its counts (venturi groups show, why a pending job
+-- of the group waits); no row for a group with neither a job nor a setting. A group
+-- whose jobs no claim has looked at yet has no row in groups: the default settings.
+-- $1 text kind: the kind
+-- $2 text grp: the group
+-- index: groups primary key; jobs_group_claim_idx and jobs_group_claimed_idx.
+PREPARE billing_jobs_group_get(text, text) AS
+WITH counts AS (
+    SELECT (SELECT count(*)::integer FROM "billing_jobs".jobs j
+            WHERE j.status = 'pending' AND j.kind = $1::text AND j.grp = $2::text) AS pending,
+           (SELECT count(*)::integer FROM "billing_jobs".jobs j
+            WHERE j.status = 'claimed' AND j.kind = $1::text AND j.grp = $2::text) AS claimed
+)
+SELECT $2::text AS grp, c.pending, c.claimed, g.cap, g.task_cap, g.weight,
+       coalesce(g.paused, false) AS paused, coalesce(g.ready, false) AS ready,
+       -- The bucket's level at the last claim (the claim that spends it refills it).
+       g.tokens,
+       coalesce(CASE WHEN g.minute = date_trunc('minute', now()) THEN g.minute_claims
+                     + g.last_minute_claims
+                       * (1 - extract(epoch FROM now() - date_trunc('minute', now())) / 60)
+                     WHEN g.minute = date_trunc('minute', now()) - interval '1 minute'
+                     THEN g.minute_claims
+                       * (1 - extract(epoch FROM now() - date_trunc('minute', now())) / 60)
+                END, 0)::integer AS recent
+FROM counts c
+LEFT JOIN "billing_jobs".groups g ON g.kind = $1::text AND g.grp = $2::text
+WHERE g.grp IS NOT NULL OR c.pending > 0 OR c.claimed > 0;
+
+-- group_list: a kind's groups with work or settings (venturi groups list, the dashboard's
+-- kind page), most pending first, a page at a time; with $2, the groups whose name holds
+-- it. A group whose jobs no claim has looked at yet has no row in groups: it is listed
+-- from its jobs, with the default settings. "recent" counts this minute's claims and the
+-- part of the previous minute's that falls within the last 60 seconds, pro rata.
+-- $1 text kind: the kind
+-- $2 text search: a substring of the group's name (NULL: every group)
+-- $3 integer page_size: most groups to return
+-- $4 integer page_offset: groups to skip
+-- index: jobs_group_claim_idx and jobs_group_claimed_idx, read index-only, for the
+-- counts; groups primary key.
+PREPARE billing_jobs_group_list(text, text, integer, integer) AS
+WITH pending AS (
+    SELECT j.grp, count(*)::integer AS n FROM "billing_jobs".jobs j
+    WHERE j.status = 'pending' AND j.kind = $1::text AND j.grp IS NOT NULL
+    GROUP BY j.grp
+),
+held AS (
+    SELECT j.grp, count(*)::integer AS n FROM "billing_jobs".jobs j
+    WHERE j.status = 'claimed' AND j.kind = $1::text AND j.grp IS NOT NULL
+    GROUP BY j.grp
+),
+known AS (
+    SELECT grp FROM pending
+    UNION
+    SELECT grp FROM held
+    UNION
+    SELECT g.grp FROM "billing_jobs".groups g
+    WHERE g.kind = $1::text AND (g.cap IS NOT NULL OR g.weight IS NOT NULL OR g.paused)
+)
+SELECT k.grp, coalesce(p.n, 0) AS pending, coalesce(h.n, 0) AS claimed, g.cap, g.task_cap,
+       g.weight, coalesce(g.paused, false) AS paused, coalesce(g.ready, false) AS ready,
+       g.tokens,
+       coalesce(CASE WHEN g.minute = date_trunc('minute', now()) THEN g.minute_claims
+                     + g.last_minute_claims
+                       * (1 - extract(epoch FROM now() - date_trunc('minute', now())) / 60)
+                     WHEN g.minute = date_trunc('minute', now()) - interval '1 minute'
+                     THEN g.minute_claims
+                       * (1 - extract(epoch FROM now() - date_trunc('minute', now())) / 60)
+                END, 0)::integer AS recent
+FROM known k
+LEFT JOIN "billing_jobs".groups g ON g.kind = $1::text AND g.grp = k.grp
+LEFT JOIN pending p ON p.grp = k.grp
+LEFT JOIN held h ON h.grp = k.grp
+WHERE $2::text IS NULL OR strpos(k.grp, $2::text) > 0
+ORDER BY coalesce(p.n, 0) DESC, coalesce(h.n, 0) DESC, k.grp
+LIMIT $3::integer OFFSET $4::integer;
+
+-- group_set: change a group's settings (venturi.set_group, venturi groups set); a group
+-- never seen gets its row. A field whose "given" flag is false keeps its value; a given
+-- NULL returns it to the task's default (cap: group_cap; weight: 1; paused: false).
+-- Pausing takes the group out of the claim's ready groups; any other change adds a
+-- wake-up, so the next claim looks at the group with its new settings.
+-- $1 text kind: the group's kind
+-- $2 text grp: the group
+-- $3 boolean cap_given: whether $4 is to be set
+-- $4 integer cap: the group's cap (NULL: the task's group_cap)
+-- $5 boolean weight_given: whether $6 is to be set
+-- $6 float8 weight: its weight in the fair share (NULL: 1)
+-- $7 boolean paused_given: whether $8 is to be set
+-- $8 boolean paused: pause (true) or resume (false, or NULL)
+-- index: groups primary key.
+PREPARE billing_jobs_group_set(text, text, boolean, integer, boolean, float8, boolean, boolean) AS
+WITH written AS (
+    INSERT INTO "billing_jobs".groups AS g (kind, grp, cap, weight, paused)
+    VALUES ($1::text, $2::text,
+            CASE WHEN $3::boolean THEN $4::integer END,
+            CASE WHEN $5::boolean THEN $6::float8 END,
+            $7::boolean AND coalesce($8::boolean, false))
+    ON CONFLICT (kind, grp) DO UPDATE
+    SET cap = CASE WHEN $3::boolean THEN $4::integer ELSE g.cap END,
+        weight = CASE WHEN $5::boolean THEN $6::float8 ELSE g.weight END,
+        paused = CASE WHEN $7::boolean THEN coalesce($8::boolean, false) ELSE g.paused END,
+        ready = g.ready AND NOT ($7::boolean AND coalesce($8::boolean, false))
+    RETURNING g.kind, g.grp, g.cap, g.weight, g.paused
+),
+woken AS (
+    INSERT INTO "billing_jobs".group_wakes (kind, grp, at)
+    SELECT w.kind, w.grp, now() FROM written w WHERE NOT w.paused
+)
+SELECT kind, grp, cap, weight, paused FROM written;
+
 -- job_activity_of_kind: one kind's completions, failed executions and deaths in each of
 -- the last $4 buckets of $3 seconds, oldest first, every bucket present (zero when idle):
 -- the charts of the dashboard's kind page (1 h by the minute, 24 h and 7 d by wider
@@ -1060,7 +1308,8 @@ ORDER BY input.id;
 -- $9 uuid claim_token: this worker run's ownership token, stamped on claims, required of completions
 -- $10 boolean synchronous_commit: false commits without waiting for the WAL flush
 -- (_commit_mode.sql.j2: a crash can then lose these writes, and the jobs run again)
--- index: jobs_claim_idx (pending rows by priority, rank, created_at); primary key for the
+-- index: jobs_claim_idx (pending rows by priority, rank, created_at; a grouped row is
+-- filtered out, see job_claim_grouped); primary key for the
 -- completions and the claimed rows.
 PREPARE billing_jobs_job_claim(text, text[], float8[], smallint, integer, bigint[], integer[], text[], uuid, boolean) AS
 WITH completed AS (
@@ -1093,21 +1342,17 @@ candidates AS (
     -- every claim then compiled its plan (25 ms a claim: benchmarks/README.md, "Ten
     -- million pending, rerun"). With it the estimate is the bound's, whatever the table.
     SELECT id FROM (
-    SELECT id FROM "billing_jobs".jobs
-    WHERE status = 'pending'
-      -- Delayed work (backoff, paused resume, scheduled) stays invisible until its time.
-      AND visible_at <= now()
-      -- Only kinds this worker can run and that are under their cap, less the kinds an
-      -- operator paused. The pause is applied to the array, once per statement, not as
-      -- a filter on rows: "kind <> ALL (paused)" made the planner expect no row to
-      -- match (one distinct kind in the table) and sort the whole backlog.
+    SELECT id FROM "billing_jobs".jobs j
+    -- A pending job whose time has come, without a group (statements/_claim.sql.j2).
+    WHERE j.status = 'pending' AND j.visible_at <= now()
+      AND j.grp IS NULL
       AND kind = ANY (ARRAY(
           SELECT k FROM unnest($2::text[]) AS k
           WHERE NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = k)))
       -- Anti-starvation: a raised floor reserves this claim for the lower tiers.
       AND priority >= (SELECT $4::smallint)
     -- The tier, the order within it (rank, 0 unless set), then age.
-    ORDER BY priority, rank, created_at, id
+    ORDER BY j.priority, j.rank, j.created_at, j.id
     -- A sub-select, not "LIMIT $5": a custom plan would fold a bare $5 into a constant,
     -- cost itself below the generic plan and so be planned anew for every claim (the
     -- planning was ~60% of the statement's server time). As a sub-select, custom and
@@ -1127,16 +1372,16 @@ candidates AS (
 fallback AS (
     -- Bounded as candidates is, for the planner's estimate.
     SELECT id FROM (
-    SELECT id FROM "billing_jobs".jobs
+    SELECT id FROM "billing_jobs".jobs j
     WHERE (SELECT $4::smallint) > 0
-      AND status = 'pending'
-      AND visible_at <= now()
+      AND j.status = 'pending' AND j.visible_at <= now()
+      AND j.grp IS NULL
       AND kind = ANY (ARRAY(
           SELECT k FROM unnest($2::text[]) AS k
           WHERE NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = k)))
       -- This statement's own locks do not make SKIP LOCKED skip a row: leave them out.
       AND id <> ALL (ARRAY(SELECT id FROM candidates))
-    ORDER BY priority, rank, created_at, id
+    ORDER BY j.priority, j.rank, j.created_at, j.id
     LIMIT (SELECT $5::integer - (SELECT count(*) FROM candidates))
     FOR UPDATE SKIP LOCKED
     ) AS f
@@ -1149,7 +1394,6 @@ claimed AS (
         claim_token = $9::uuid,
         claimed_at = now(),
         attempt = j.attempt + 1,
-        -- The lease begins now, when the work begins (the worker starts it at once).
         claim_expires_at = now() + make_interval(secs => lease.seconds)
     FROM unnest((SELECT $2::text[]), (SELECT $3::float8[])) AS lease(kind, seconds)
     -- The candidates as an id list: a join with the CTE is planned for the row count
@@ -1158,21 +1402,22 @@ claimed AS (
       AND lease.kind = j.kind
       AND (SELECT CASE WHEN $10::boolean THEN true
              ELSE set_config('synchronous_commit', 'off', true) = 'off' END)
-    RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt, j.failures,
-              j.max_failures, j.created_at, j.visible_at, j.claim_expires_at, j.traceparent,
-              -- Pickup latency: from visible to claimed, measured by the database clock.
-              extract(epoch FROM now() - j.visible_at)::float8 AS waited
+    RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt,
+              j.failures, j.max_failures, j.created_at, j.visible_at,
+              j.claim_expires_at,
+              extract(epoch FROM now() - j.visible_at)::float8 AS waited,
+              j.traceparent, j.grp
 )
 SELECT false AS settled, id, kind, priority, carry, attempt, failures, max_failures,
-       created_at, visible_at, claim_expires_at, waited, traceparent
+       created_at, visible_at, claim_expires_at, waited, traceparent, grp
 FROM claimed
 UNION ALL
-SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM completed;
 
 -- job_claim_capped: claim up to $4 jobs of one kind with a global cap, so that at most $5
 -- jobs of the kind are claimed across every worker together, in one statement: the
--- schema's claim_capped function takes the kind's advisory cap lock (held to commit),
+-- schema's claim_capped_v2 function takes the kind's advisory cap lock (held to commit),
 -- then counts the kind's claimed rows in a snapshot taken after it and claims within
 -- the room left. A released, recovered or settled job is no longer claimed, so it frees
 -- its place. The rows with an id are the claimed jobs; one more row, without an id,
@@ -1184,15 +1429,270 @@ FROM completed;
 -- $5 integer global_cap: most jobs of the kind claimed at once across every worker
 -- $6 uuid claim_token: this worker run's ownership token, stamped on claims
 -- index: jobs_stale_idx (claimed rows, to count: few, at most every worker's slots);
--- jobs_kind_id_idx or jobs_claim_idx for the kind's pending rows; jobs_pkey for the
--- traceparent (the function returns the claimed rows without it; a job's traceparent
--- never changes, so the statement's snapshot of the row has it).
+-- jobs_claim_idx for the kind's pending rows (jobs without a group only: a capped kind's
+-- grouped jobs are claimed by job_claim_grouped under the same lock).
 PREPARE billing_jobs_job_claim_capped(text, text, float8, integer, integer, uuid) AS
 SELECT c.id, c.kind, c.priority, c.carry, c.attempt, c.failures, c.max_failures,
-       c.created_at, c.visible_at, c.claim_expires_at, c.waited, c.held, j.traceparent
-FROM "billing_jobs".claim_capped($1::text, $2::text, $3::float8, $4::integer, $5::integer,
-                          $6::uuid) AS c
-LEFT JOIN "billing_jobs".jobs j ON j.id = c.id;
+       c.created_at, c.visible_at, c.claim_expires_at, c.waited, c.traceparent, c.grp, c.held
+FROM "billing_jobs".claim_capped_v2($1::text, $2::text, $3::float8, $4::integer, $5::integer,
+                             $6::uuid) AS c;
+
+-- job_claim_grouped: claim up to $5 grouped jobs of one kind (SPEC 13), each group within
+-- its cap and its token bucket, the groups in order of their virtual time (fair share),
+-- in one statement. docs/groups.md gives the argument; in short:
+-- * A group's jobs are claimed only here, under the group's row lock (FOR UPDATE SKIP
+--   LOCKED: a group another claim holds is skipped, never waited for). Its claimed jobs
+--   are those this statement's snapshot sees claimed, plus the claims made since the
+--   snapshot, which the locked row's `claims` counts (it is the newest version, and only
+--   a holder of the lock adds to it): an upper bound, so the cap is never passed.
+-- * A group becomes ready through group_wakes, which every writer inserts into and only
+--   claims delete; a claim deletes the wake-ups of the groups it locks and updates each
+--   of those rows, and parks a group (ready = false) only if no one updated its row
+--   since this statement's snapshot: a job this snapshot cannot see then still has its
+--   wake-up.
+-- The rows with settled = false are the claimed jobs; one row with settled = true says
+-- how many jobs of the kind are claimed once this commits (held, with a global cap),
+-- how many groups were made ready (woken), how many were held by other claims (busy)
+-- and how many left the ready groups (parked): each is a reason to claim again at once
+-- (the groups behind them may have work).
+-- $1 text claimed_by: identity stamped on every claimed row (host:pid)
+-- $2 text kind: the kind to claim
+-- $3 float8 lease: its lease in seconds
+-- $4 smallint priority_floor: 0 takes every tier; 1 or 2 puts those tiers first
+-- $5 integer claim_limit: free slots to fill
+-- $6 uuid claim_token: this worker run's ownership token
+-- $7 integer group_cap: the task's group_cap (NULL: none); a group's own cap wins
+-- $8 float8 group_rate: the task's group_rate per second (NULL: none)
+-- $9 integer group_burst: its bucket size
+-- $10 integer global_cap: the kind's global cap (NULL: none); the caller holds the kind's
+-- cap lock (kind_cap_lock) from an earlier statement of this transaction
+-- $11 boolean synchronous_commit: false commits without waiting for the WAL flush
+-- index: group_wakes_due_idx; groups_ready_idx (ready groups by tier and virtual time);
+-- jobs_group_claimed_idx (a group's claimed jobs); jobs_group_claim_idx (a group's
+-- pending jobs in claim order); the primary keys for the rows written.
+PREPARE billing_jobs_job_claim_grouped(text, text, float8, smallint, integer, uuid, integer, float8, integer, integer, boolean) AS
+WITH due AS (
+    -- Wake-ups due for this kind, oldest first; a row another claim holds is its.
+    SELECT w.id, w.grp, w.priority FROM "billing_jobs".group_wakes w
+    WHERE w.kind = $2::text AND w.at <= now()
+    ORDER BY w.at
+    LIMIT 1000
+    FOR UPDATE SKIP LOCKED
+),
+due_groups AS (
+    SELECT d.grp, min(d.priority)::smallint AS priority FROM due d GROUP BY d.grp
+),
+-- Where a waking group starts (no banked credit): the least virtual time of the ready
+-- groups, else the greatest of the kind's groups.
+restart AS (
+    SELECT coalesce(
+        (SELECT min(m.v) FROM (
+            (SELECT g.vtime AS v FROM "billing_jobs".groups g
+             WHERE g.kind = $2::text AND g.ready AND g.head = 0 ORDER BY g.vtime LIMIT 1)
+            UNION ALL
+            (SELECT g.vtime FROM "billing_jobs".groups g
+             WHERE g.kind = $2::text AND g.ready AND g.head = 1 ORDER BY g.vtime LIMIT 1)
+            UNION ALL
+            (SELECT g.vtime FROM "billing_jobs".groups g
+             WHERE g.kind = $2::text AND g.ready AND g.head = 2 ORDER BY g.vtime LIMIT 1)
+        ) m),
+        (SELECT g.vtime FROM "billing_jobs".groups g
+         WHERE g.kind = $2::text ORDER BY g.vtime DESC LIMIT 1),
+        0) AS v
+),
+-- The groups this claim may take from, by tier then virtual time: first those in the
+-- tiers at or below the floor (anti-starvation), then every tier.
+ready AS (
+    SELECT DISTINCT ON (c.grp) c.grp, c.seen, c.claims, c.running FROM (
+        (SELECT g.grp, g.xmin AS seen, g.claims, r.n AS running
+    FROM "billing_jobs".groups g
+    CROSS JOIN LATERAL (
+        SELECT count(*)::integer AS n FROM "billing_jobs".jobs c
+        WHERE c.status = 'claimed' AND c.kind = g.kind AND c.grp = g.grp) r
+    WHERE g.kind = $2::text AND g.ready AND NOT g.paused AND g.head >= $4::smallint
+      AND (coalesce(g.cap, $7::integer) IS NULL OR r.n < coalesce(g.cap, $7::integer))
+    ORDER BY g.head, g.vtime
+    LIMIT (SELECT $5::integer))
+        UNION ALL
+        (SELECT g.grp, g.xmin AS seen, g.claims, r.n AS running
+    FROM "billing_jobs".groups g
+    CROSS JOIN LATERAL (
+        SELECT count(*)::integer AS n FROM "billing_jobs".jobs c
+        WHERE c.status = 'claimed' AND c.kind = g.kind AND c.grp = g.grp) r
+    WHERE g.kind = $2::text AND g.ready AND NOT g.paused 
+      AND (coalesce(g.cap, $7::integer) IS NULL OR r.n < coalesce(g.cap, $7::integer))
+    ORDER BY g.head, g.vtime
+    LIMIT (SELECT $5::integer))
+    ) c
+),
+-- A group first seen: made ready at once.
+created AS (
+    INSERT INTO "billing_jobs".groups AS g (kind, grp, ready, head, vtime)
+    SELECT $2::text, d.grp, true, d.priority, (SELECT v FROM restart)
+    FROM due_groups d
+    WHERE NOT EXISTS (SELECT 1 FROM "billing_jobs".groups e WHERE e.kind = $2::text AND e.grp = d.grp)
+    ON CONFLICT (kind, grp) DO NOTHING
+    RETURNING g.grp
+),
+-- The other groups with a wake-up, locked to apply it (not the candidates: they are
+-- written below). A group another claim holds keeps its wake-ups for the next claim.
+waking AS (
+    SELECT g.grp, g.ready, g.paused, d.priority FROM "billing_jobs".groups g
+    JOIN due_groups d ON d.grp = g.grp
+    WHERE g.kind = $2::text AND g.grp NOT IN (SELECT r.grp FROM ready r)
+    FOR UPDATE OF g SKIP LOCKED
+),
+woken AS (
+    UPDATE "billing_jobs".groups g
+    SET ready = NOT g.paused,
+        head = CASE WHEN w.ready THEN least(g.head, w.priority) ELSE w.priority END,
+        vtime = CASE WHEN w.ready THEN g.vtime ELSE greatest(g.vtime, (SELECT v FROM restart)) END
+    FROM waking w
+    WHERE g.kind = $2::text AND g.grp = w.grp
+    RETURNING g.grp, w.ready AS was_ready
+),
+-- The candidates, locked: the newest committed version of each row.
+locked AS (
+    SELECT g.grp, r.seen = g.xmin AS unchanged, g.vtime, coalesce(g.weight, 1) AS weight,
+           r.running + (g.claims - r.claims) AS running,
+           coalesce(g.cap, $7::integer) AS cap,
+           CASE WHEN $8::float8 IS NOT NULL THEN
+               least($9::integer, coalesce(g.tokens, $9::integer)
+                     + greatest(0, extract(epoch FROM now() - coalesce(g.refilled_at, now())))
+                       * $8::float8)
+           END AS tokens
+    FROM "billing_jobs".groups g JOIN ready r ON r.grp = g.grp
+    WHERE g.kind = $2::text AND g.ready AND NOT g.paused
+    FOR UPDATE OF g SKIP LOCKED
+),
+room AS (
+    SELECT l.*, greatest(0, least((SELECT $5::integer),
+                                  coalesce(l.cap - l.running, $5::integer),
+                                  coalesce(floor(l.tokens)::integer, $5::integer))) AS room
+    FROM locked l
+),
+-- Each group's next jobs in its order, one more than it may give (to know whether work
+-- is left), tagged with the virtual time each would bring the group to.
+picks AS (
+    SELECT r.grp, p.id, p.priority, p.n, r.room, r.vtime + p.n / r.weight AS tag
+    FROM room r
+    CROSS JOIN LATERAL (
+        SELECT q.id, q.priority, row_number() OVER () AS n FROM (
+            SELECT j.id, j.priority FROM "billing_jobs".jobs j
+            WHERE j.status = 'pending' AND j.visible_at <= now() AND j.kind = $2::text AND j.grp = r.grp
+            ORDER BY j.priority, j.rank, j.created_at, j.id
+            LIMIT r.room + 1
+        ) q
+    ) p
+),
+-- The batch: the floor's tiers first, then by tier, then the least virtual time (weighted
+-- fair share); with a global cap, within the room the kind has left.
+chosen AS (
+    SELECT p.id FROM picks p
+    WHERE p.n <= p.room
+    ORDER BY (p.priority >= $4::smallint) DESC, p.priority, p.tag, p.id
+    LIMIT (SELECT CASE WHEN $10::integer IS NULL THEN $5::integer
+                       ELSE greatest(0, least($5::integer, $10::integer - (
+                           SELECT count(*)::integer FROM "billing_jobs".jobs k
+                           WHERE k.status = 'claimed' AND k.kind = $2::text))) END)
+),
+-- A row an operator's transaction holds is left for the next claim.
+lockable AS (
+    SELECT j.id FROM "billing_jobs".jobs j
+    WHERE j.id = ANY (ARRAY(SELECT c.id FROM chosen c)) AND j.status = 'pending'
+    FOR UPDATE SKIP LOCKED
+),
+claimed AS (
+    UPDATE "billing_jobs".jobs j
+    SET status = 'claimed',
+        claimed_by = $1::text,
+        claim_token = $6::uuid,
+        claimed_at = now(),
+        attempt = j.attempt + 1,
+        claim_expires_at = now() + make_interval(secs => $3::float8)
+    WHERE j.id = ANY (ARRAY(SELECT l.id FROM lockable l))
+      AND (SELECT CASE WHEN $11::boolean THEN true
+             ELSE set_config('synchronous_commit', 'off', true) = 'off' END)
+    RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt,
+              j.failures, j.max_failures, j.created_at, j.visible_at,
+              j.claim_expires_at,
+              extract(epoch FROM now() - j.visible_at)::float8 AS waited,
+              j.traceparent, j.grp
+),
+tally AS (
+    SELECT r.grp, r.weight, r.tokens, r.room, r.unchanged,
+           (SELECT count(*)::integer FROM claimed c WHERE c.grp = r.grp) AS n,
+           (SELECT count(*)::integer FROM picks p WHERE p.grp = r.grp) AS found,
+           (SELECT min(p.priority) FROM picks p
+            WHERE p.grp = r.grp AND p.id NOT IN (SELECT c.id FROM claimed c)) AS next_head
+    FROM room r
+),
+outcome AS (
+    SELECT t.*,
+           -- Parked: no visible job left (it gave all it found, and found fewer than it
+           -- could take), or no token left; only if nobody wrote the row since the
+           -- snapshot, which saw every job whose wake-up this or an earlier claim used.
+           t.unchanged AND ((t.n = t.found AND t.found <= t.room)
+                            OR (t.tokens IS NOT NULL AND t.tokens - t.n < 1)) AS park,
+           t.tokens IS NOT NULL AND t.tokens - t.n < 1 AND NOT (t.n = t.found AND t.found <= t.room) AS dry
+    FROM tally t
+),
+written AS (
+    UPDATE "billing_jobs".groups g
+    SET vtime = g.vtime + o.n / o.weight,
+        claims = g.claims + o.n,
+        tokens = CASE WHEN o.tokens IS NULL THEN g.tokens ELSE o.tokens - o.n END,
+        refilled_at = CASE WHEN o.tokens IS NULL THEN g.refilled_at ELSE now() END,
+        ready = NOT o.park,
+        head = coalesce(o.next_head, g.head),
+        task_cap = $7::integer,
+        minute = date_trunc('minute', now()),
+        last_minute_claims = CASE
+            WHEN g.minute = date_trunc('minute', now()) THEN g.last_minute_claims
+            WHEN g.minute = date_trunc('minute', now()) - interval '1 minute' THEN g.minute_claims
+            ELSE 0 END,
+        minute_claims = CASE WHEN g.minute = date_trunc('minute', now()) THEN g.minute_claims
+                             ELSE 0 END + o.n
+    FROM outcome o
+    WHERE g.kind = $2::text AND g.grp = o.grp
+    RETURNING g.grp
+),
+-- A group parked for want of tokens wakes when its next token is due.
+refill AS (
+    INSERT INTO "billing_jobs".group_wakes (kind, grp, at, priority)
+    SELECT $2::text, o.grp,
+           now() + make_interval(secs => (1 - (o.tokens - o.n)) / $8::float8),
+           coalesce(o.next_head, 1)
+    FROM outcome o
+    WHERE o.park AND o.dry
+    RETURNING grp
+),
+-- The wake-ups applied: those of the groups created, woken or claimed from here.
+applied AS (
+    DELETE FROM "billing_jobs".group_wakes w
+    USING due d
+    WHERE w.id = d.id
+      AND (d.grp IN (SELECT c.grp FROM created c)
+           OR d.grp IN (SELECT k.grp FROM woken k)
+           OR d.grp IN (SELECT o.grp FROM written o))
+    RETURNING w.id
+)
+-- (refill and applied write; PostgreSQL runs a data-modifying CTE whether or not it is
+-- read.)
+SELECT false AS settled, id, kind, priority, carry, attempt, failures, max_failures,
+       created_at, visible_at, claim_expires_at, waited, traceparent, grp,
+       NULL::integer AS held, NULL::integer AS woken, NULL::integer AS busy,
+       NULL::integer AS parked
+FROM claimed
+UNION ALL
+SELECT true, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       CASE WHEN $10::integer IS NULL THEN NULL ELSE (
+           SELECT count(*)::integer FROM "billing_jobs".jobs k
+           WHERE k.status = 'claimed' AND k.kind = $2::text) + (SELECT count(*)::integer FROM claimed) END,
+       (SELECT count(*)::integer FROM created)
+         + (SELECT count(*)::integer FROM woken k WHERE NOT k.was_ready),
+       (SELECT count(*)::integer FROM ready) - (SELECT count(*)::integer FROM locked),
+       (SELECT count(*)::integer FROM outcome o WHERE o.park);
 
 -- job_complete_many_if_owned: settle finished jobs as completed, only where this worker
 -- still holds the same claim; returns the ids it settled (a missing id lost its claim).
@@ -1437,7 +1937,7 @@ SELECT id, status FROM settled;
 PREPARE billing_jobs_job_get(bigint) AS
 SELECT id, kind, status, priority, carry::text AS carry, key, attempt, failures,
        max_failures, created_at, visible_at, claimed_at, claimed_by, claim_expires_at,
-       finished_at, result::text AS result, last_error, cancel_requested_at
+       finished_at, result::text AS result, last_error, cancel_requested_at, grp
 FROM "billing_jobs".all_jobs
 WHERE id = $1;
 
@@ -1452,7 +1952,7 @@ PREPARE billing_jobs_job_get_with_journal(bigint) AS
 SELECT j.id, j.kind, j.status, j.priority, j.carry::text AS carry, j.key, j.attempt,
        j.failures, j.max_failures, j.created_at, j.visible_at, j.claimed_at, j.claimed_by,
        j.claim_expires_at, j.finished_at, j.result::text AS result, j.last_error,
-       j.cancel_requested_at,
+       j.cancel_requested_at, j.grp,
        l.at AS entry_at, l.event AS entry_event, l.attempt AS entry_attempt,
        l.worker AS entry_worker, l.detail AS entry_detail
 FROM "billing_jobs".all_jobs j
@@ -1687,9 +2187,10 @@ SELECT id FROM page ORDER BY id DESC;
 -- $12 float8 unique_for: seconds a finished job still holds its key (NULL: none)
 -- $13 boolean replace: a pending holder takes $2, $3 and the visible time of $4/$5
 -- $14 text traceparent: W3C trace context of the enqueuing span (NULL: none)
+-- $15 text grp: the job's group (NULL: none; SPEC 13)
 -- index: jobs_key_idx is the ON CONFLICT arbiter and finds the unfinished holder;
 -- jobs_key_search_idx finds a recently finished one.
-PREPARE billing_jobs_job_insert(text, text, smallint, timestamptz, float8, text, integer, float8, float8, float8, boolean, float8, boolean, text) AS
+PREPARE billing_jobs_job_insert(text, text, smallint, timestamptz, float8, text, integer, float8, float8, float8, boolean, float8, boolean, text, text) AS
 WITH recent AS (
     -- A finished job: in the history once the maintenance pass moved it.
     SELECT id FROM "billing_jobs".all_jobs
@@ -1701,10 +2202,10 @@ WITH recent AS (
 inserted AS (
     INSERT INTO "billing_jobs".jobs (kind, carry, priority, visible_at, key, max_failures,
                               backoff_base, backoff_factor, backoff_cap, backoff_jitter,
-                              traceparent)
+                              traceparent, grp)
     SELECT $1, $2::jsonb, $3::smallint,
            coalesce($4::timestamptz, now() + make_interval(secs => coalesce($5::float8, 0))),
-           $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean, $14::text
+           $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean, $14::text, $15::text
     WHERE NOT EXISTS (SELECT 1 FROM recent)
     ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed', 'waiting')
     DO NOTHING
@@ -1762,18 +2263,19 @@ LIMIT 1;
 -- $13 boolean replace: a pending holder takes the row's carry, priority and visible time
 -- (the caller sends each key once when it replaces)
 -- $14 text traceparent: W3C trace context of the enqueuing span, for every row (NULL: none)
+-- $15 text[] grps: each row's group (NULL: none; SPEC 13)
 -- index: jobs_key_idx (arbiter and lookup of unfinished holders); jobs_key_search_idx
 -- (recently finished holders).
-PREPARE billing_jobs_job_insert_many(text[], text[], smallint[], timestamptz[], float8[], text[], integer[], float8[], float8[], float8[], boolean[], float8[], boolean, text) AS
+PREPARE billing_jobs_job_insert_many(text[], text[], smallint[], timestamptz[], float8[], text[], integer[], float8[], float8[], float8[], boolean[], float8[], boolean, text, text[]) AS
 WITH input AS (
     -- Ids are drawn up front so that each input row can be matched to what was inserted.
     SELECT nextval(pg_get_serial_sequence('"billing_jobs".jobs', 'id')) AS id, u.*
     FROM unnest($1::text[], $2::text[], $3::smallint[], $4::timestamptz[], $5::float8[],
                 $6::text[], $7::integer[], $8::float8[], $9::float8[], $10::float8[],
-                $11::boolean[], $12::float8[])
+                $11::boolean[], $12::float8[], $15::text[])
          WITH ORDINALITY AS u(kind, carry, priority, at, after, key, max_failures,
                               backoff_base, backoff_factor, backoff_cap, backoff_jitter,
-                              unique_for, ord)
+                              unique_for, grp, ord)
 ),
 recent AS (
     SELECT DISTINCT ON (input.ord) input.ord, j.id
@@ -1788,10 +2290,10 @@ recent AS (
 inserted AS (
     INSERT INTO "billing_jobs".jobs (id, kind, carry, priority, visible_at, key, max_failures,
                               backoff_base, backoff_factor, backoff_cap, backoff_jitter,
-                              traceparent)
+                              traceparent, grp)
     SELECT id, kind, carry::jsonb, priority,
            coalesce(at, now() + make_interval(secs => coalesce(after, 0))), key, max_failures,
-           backoff_base, backoff_factor, backoff_cap, backoff_jitter, $14::text
+           backoff_base, backoff_factor, backoff_cap, backoff_jitter, $14::text, grp
     FROM input
     WHERE NOT EXISTS (SELECT 1 FROM recent WHERE recent.ord = input.ord)
     ORDER BY ord
@@ -1851,18 +2353,21 @@ ORDER BY input.ord;
 -- $9 float8[] backoff_caps: its longest delay in seconds
 -- $10 boolean[] backoff_jitters: whether it is half-jittered
 -- $11 text traceparent: W3C trace context of the enqueuing span, for every row (NULL: none)
+-- $12 text[] grps: each row's group (NULL: none; SPEC 13)
 -- index: none read; the statement's notify trigger fires once for the whole batch.
-PREPARE billing_jobs_job_insert_many_unkeyed(text[], text[], smallint[], timestamptz[], float8[], integer[], float8[], float8[], float8[], boolean[], text) AS
+PREPARE billing_jobs_job_insert_many_unkeyed(text[], text[], smallint[], timestamptz[], float8[], integer[], float8[], float8[], float8[], boolean[], text, text[]) AS
 WITH inserted AS (
 INSERT INTO "billing_jobs".jobs (kind, carry, priority, visible_at, max_failures,
-                          backoff_base, backoff_factor, backoff_cap, backoff_jitter, traceparent)
+                          backoff_base, backoff_factor, backoff_cap, backoff_jitter, traceparent,
+                          grp)
 SELECT kind, carry::jsonb, priority,
        coalesce(at, now() + make_interval(secs => coalesce(after, 0))), max_failures,
-       backoff_base, backoff_factor, backoff_cap, backoff_jitter, $11::text
+       backoff_base, backoff_factor, backoff_cap, backoff_jitter, $11::text, grp
 FROM unnest($1::text[], $2::text[], $3::smallint[], $4::timestamptz[], $5::float8[],
-            $6::integer[], $7::float8[], $8::float8[], $9::float8[], $10::boolean[])
+            $6::integer[], $7::float8[], $8::float8[], $9::float8[], $10::boolean[],
+            $12::text[])
      WITH ORDINALITY AS u(kind, carry, priority, at, after, max_failures,
-                          backoff_base, backoff_factor, backoff_cap, backoff_jitter, ord)
+                          backoff_base, backoff_factor, backoff_cap, backoff_jitter, grp, ord)
 ORDER BY ord
 RETURNING id
 )
@@ -1875,19 +2380,21 @@ SELECT coalesce(array_agg(id ORDER BY id), '{}') AS ids FROM inserted;
 -- $3 integer max_rows: how many to return at most
 -- $4 text key: only jobs with exactly this key (NULL: any)
 -- $5 bigint before_id: only jobs with a smaller id, the keyset cursor (NULL: from the newest)
+-- $6 text grp: only jobs of this group (NULL: any; SPEC 13)
 -- index: primary key read backwards; jobs_kind_id_idx with a kind, jobs_failed_id_idx for
--- dead or cancelled, jobs_key_search_idx with a key, jobs_stale_idx for claimed. Each is
+-- dead or cancelled, jobs_key_search_idx with a key, jobs_stale_idx for claimed, jobs_grp_id_idx (and the history's) with a group. Each is
 -- an ordered scan that stops after max_rows, however deep the cursor, when the planner
 -- sees the parameters (a custom plan: the dashboard forces them).
-PREPARE billing_jobs_job_list(text, text, integer, text, bigint) AS
+PREPARE billing_jobs_job_list(text, text, integer, text, bigint, text) AS
 SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
        visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
-       cancel_requested_at
+       cancel_requested_at, grp AS "group"
 FROM "billing_jobs".all_jobs
 WHERE ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($4::text IS NULL OR key = $4::text)
   AND ($5::bigint IS NULL OR id < $5::bigint)
+  AND ($6::text IS NULL OR grp = $6::text)
 ORDER BY id DESC
 LIMIT $3::integer;
 
@@ -1928,15 +2435,21 @@ WHERE id = $1::bigint AND status IN ('pending', 'claimed', 'waiting') AND awaite
 -- on visible_at > now() would skip it and leave it for poll_max.
 -- next_wake_at: the earliest timer of the kinds' waiting workflows (a sleep, a signal's
 -- timeout), so the loop runs job_wake_due when it is due, and no claim pays for timers.
+-- grouped_kinds, next_group_wake_at (SPEC 13): which of the worker's kinds have groups
+-- (a group row, or a wake-up not yet applied), claimed by job_claim_grouped as well; and
+-- the earliest wake-up of theirs still to come (a scheduled or retried job, a bucket's
+-- next token), when an idle worker claims them again.
 -- $1 text[] kinds: the kinds the worker could claim now (under their cap, with tokens)
+-- $2 text[] all_kinds: every kind the worker runs
 -- Only jobs visible later than their creation are looked at (the index's predicate): a
 -- job visible from its creation that the claim did not take was committed after the
 -- claim's snapshot, and its enqueue's notification wakes the worker; or another claim
 -- holds it.
 -- index: jobs_next_visible_idx (pending rows made visible later than their creation, by
 -- kind, visible_at), one probe per kind;
--- jobs_wake_idx (waiting rows with a timer by kind, wake_at), one probe per kind.
-PREPARE billing_jobs_job_next_visible_at(text[]) AS
+-- jobs_wake_idx (waiting rows with a timer by kind, wake_at), one probe per kind;
+-- groups primary key and group_wakes_due_idx, a probe or two per kind.
+PREPARE billing_jobs_job_next_visible_at(text[], text[]) AS
 SELECT min(next.visible_at) AS next_visible_at,
        (SELECT min(timer.wake_at)
         FROM unnest($1::text[]) AS w(kind)
@@ -1945,7 +2458,19 @@ SELECT min(next.visible_at) AS next_visible_at,
             WHERE status = 'waiting' AND wake_at IS NOT NULL AND kind = w.kind
             ORDER BY wake_at
             LIMIT 1
-        ) timer) AS next_wake_at
+        ) timer) AS next_wake_at,
+       ARRAY(SELECT g.kind FROM unnest($2::text[]) AS g(kind)
+             WHERE EXISTS (SELECT 1 FROM "billing_jobs".groups r WHERE r.kind = g.kind)
+                OR EXISTS (SELECT 1 FROM "billing_jobs".group_wakes w WHERE w.kind = g.kind))
+           AS grouped_kinds,
+       (SELECT min(gw.at)
+        FROM unnest($2::text[]) AS gk(kind)
+        CROSS JOIN LATERAL (
+            SELECT w.at FROM "billing_jobs".group_wakes w
+            WHERE w.kind = gk.kind AND w.at > now()
+            ORDER BY w.at
+            LIMIT 1
+        ) gw) AS next_group_wake_at
 FROM unnest($1::text[]) AS k(kind)
 -- A paused kind's schedule is no reason to wake.
 CROSS JOIN LATERAL (
@@ -3682,6 +4207,14 @@ FROM "billing_jobs".journal
 WHERE job_id = $1
 ORDER BY at, id;
 
+-- kind_cap_lock: take a kind's global-cap lock until the transaction ends, the lock the
+-- schema's claim_capped_v2 takes; a grouped claim of a kind with a global cap runs after
+-- it in the same transaction, so its snapshot sees every claim of the kind before it.
+-- $1 text kind: the capped kind
+-- index: none (an advisory lock).
+PREPARE billing_jobs_kind_cap_lock(text) AS
+SELECT pg_advisory_xact_lock(hashtextextended('venturi cap "billing_jobs" ' || $1::text, 0));
+
 -- kind_list: every kind the database knows, with its pause if it has one: the kinds of
 -- jobs (any status), of recurring schedules, of registered workers, and the paused ones
 -- (a kind may be paused before any job of it exists).
@@ -4214,22 +4747,23 @@ SELECT (SELECT count(*) FROM reached)::integer AS reached,
 -- $15 bigint[] edge_jobs: the dependent of each edge
 -- $16 text[] edge_names: the node name of each edge's dependency
 -- $17 bigint[] edge_depends_on: the dependency of each edge
+-- $18 text[] grps: each node's group (NULL: none; SPEC 13)
 -- index: none read; the primary keys of jobs and dependencies.
-PREPARE billing_jobs_workflow_insert(bigint[], text[], text[], smallint[], timestamptz[], float8[], integer[], float8[], float8[], float8[], boolean[], text[], boolean[], text, bigint[], text[], bigint[]) AS
+PREPARE billing_jobs_workflow_insert(bigint[], text[], text[], smallint[], timestamptz[], float8[], integer[], float8[], float8[], float8[], boolean[], text[], boolean[], text, bigint[], text[], bigint[], text[]) AS
 WITH inserted AS (
     INSERT INTO "billing_jobs".jobs (id, kind, carry, priority, visible_at, max_failures,
                               backoff_base, backoff_factor, backoff_cap, backoff_jitter,
-                              traceparent, status, wait_for, wait_count, linked)
+                              traceparent, status, wait_for, wait_count, linked, grp)
     SELECT id, kind, carry::jsonb, priority,
            coalesce(at, now() + make_interval(secs => coalesce(after, 0))), max_failures,
            backoff_base, backoff_factor, backoff_cap, backoff_jitter, $14::text,
            CASE WHEN wait_for IS NULL THEN 'pending' ELSE 'waiting' END,
-           wait_for::bigint[], cardinality(wait_for::bigint[]), linked
+           wait_for::bigint[], cardinality(wait_for::bigint[]), linked, grp
     FROM unnest($1::bigint[], $2::text[], $3::text[], $4::smallint[], $5::timestamptz[],
                 $6::float8[], $7::integer[], $8::float8[], $9::float8[], $10::float8[],
-                $11::boolean[], $12::text[], $13::boolean[])
+                $11::boolean[], $12::text[], $13::boolean[], $18::text[])
          AS u(id, kind, carry, priority, at, after, max_failures, backoff_base,
-              backoff_factor, backoff_cap, backoff_jitter, wait_for, linked)
+              backoff_factor, backoff_cap, backoff_jitter, wait_for, linked, grp)
     RETURNING id
 ),
 edges AS (

@@ -123,3 +123,40 @@ CREATE INDEX IF NOT EXISTS jobs_history_key_search_idx
 CREATE INDEX IF NOT EXISTS jobs_history_parent_idx
     ON "venturi".jobs_history (parent_id)
     WHERE parent_id IS NOT NULL;
+
+-- job_claim_grouped: a group's pending jobs in claim order (the tier, rank, age). Only
+-- grouped rows enter it.
+CREATE INDEX IF NOT EXISTS jobs_group_claim_idx
+    ON "venturi".jobs (kind, grp, priority, rank, created_at, id)
+    WHERE status = 'pending' AND grp IS NOT NULL;
+
+-- job_claim_grouped: a group's claimed jobs, counted against its cap (at most the cap,
+-- plus a dead worker's claims until they are recovered).
+CREATE INDEX IF NOT EXISTS jobs_group_claimed_idx
+    ON "venturi".jobs (kind, grp)
+    WHERE status = 'claimed' AND grp IS NOT NULL;
+
+-- job_list --group: a group's jobs, newest first.
+CREATE INDEX IF NOT EXISTS jobs_grp_id_idx
+    ON "venturi".jobs (grp, id)
+    WHERE grp IS NOT NULL;
+
+-- job_claim_grouped: the ready groups of a kind, by tier then virtual time. Idle groups
+-- (ready = false) never enter it.
+CREATE INDEX IF NOT EXISTS groups_ready_idx
+    ON "venturi".groups (kind, head, vtime)
+    WHERE ready;
+
+-- job_claim_grouped: the due wake-ups of a kind; group_wake_row's look-up of its own.
+CREATE INDEX IF NOT EXISTS group_wakes_due_idx
+    ON "venturi".group_wakes (kind, at, grp);
+
+-- job_claim_grouped: the greatest virtual time of a kind's groups, where a waking group
+-- starts when no group of the kind is ready (no banked credit).
+CREATE INDEX IF NOT EXISTS groups_vtime_idx
+    ON "venturi".groups (kind, vtime);
+
+-- job_list --group over the history (all_jobs): a group's finished jobs, newest first.
+CREATE INDEX IF NOT EXISTS jobs_history_grp_id_idx
+    ON "venturi".jobs_history (grp, id)
+    WHERE grp IS NOT NULL;

@@ -76,7 +76,10 @@ CREATE TABLE IF NOT EXISTS "venturi".jobs (
     wake_at          timestamptz,
     -- The order within a tier, before age: lower first; 0 unless set (job_rank_set), as
     -- for Django's Tasks framework's priorities (VenturiBackend).
-    rank             smallint    NOT NULL DEFAULT 0
+    rank             smallint    NOT NULL DEFAULT 0,
+    -- The job's group (SPEC 13, migration 19): a tenant, an account, an API key; NULL
+    -- without one. A grouped job is claimed only by job_claim_grouped (docs/groups.md).
+    grp              text
 );
 
 -- Every claim and settlement leaves a dead row version behind, and a bulk enqueue
@@ -169,14 +172,17 @@ CREATE TRIGGER jobs_notify_finished
 -- (job_claim_capped calls it). The kind's advisory lock serializes its claims until
 -- commit; the count of its claimed rows is then read in a snapshot taken after the lock,
 -- so racing workers never claim more than the cap together. A released, recovered or
--- settled job is no longer claimed, so it frees its place at once.
-CREATE OR REPLACE FUNCTION "venturi".claim_capped(
+-- settled job is no longer claimed, so it frees its place at once. Jobs of a group are
+-- left to job_claim_grouped, which takes the same lock for a capped kind.
+-- Written once, here: the fresh schema and each migration that changes it include this
+-- file (migration 19 renamed it claim_capped_v2, as its returned columns changed).
+CREATE OR REPLACE FUNCTION "venturi".claim_capped_v2(
     p_claimed_by text, p_kind text, p_lease float8, p_limit integer, p_cap integer,
     p_token uuid)
 RETURNS TABLE (id bigint, kind text, priority smallint, carry text, attempt integer,
                failures integer, max_failures integer, created_at timestamptz,
                visible_at timestamptz, claim_expires_at timestamptz, waited float8,
-               held integer)
+               traceparent text, grp text, held integer)
 LANGUAGE plpgsql VOLATILE AS $$
 #variable_conflict use_column
 BEGIN
@@ -191,9 +197,9 @@ BEGIN
     ),
     candidates AS (
         SELECT j.id FROM "venturi".jobs j
-        WHERE j.status = 'pending'
+        WHERE j.status = 'pending' AND j.visible_at <= now()
+          AND j.grp IS NULL
           AND j.kind = p_kind
-          AND j.visible_at <= now()
           AND NOT EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = p_kind)
         ORDER BY j.priority, j.rank, j.created_at, j.id
         LIMIT greatest(0, least(p_limit, p_cap - (SELECT n FROM counted)))
@@ -202,26 +208,29 @@ BEGIN
     claimed AS (
         UPDATE "venturi".jobs j
         SET status = 'claimed',
-            claimed_by = p_claimed_by,
-            claim_token = p_token,
-            claimed_at = now(),
-            attempt = j.attempt + 1,
-            claim_expires_at = now() + make_interval(secs => p_lease)
+        claimed_by = p_claimed_by,
+        claim_token = p_token::uuid,
+        claimed_at = now(),
+        attempt = j.attempt + 1,
+        claim_expires_at = now() + make_interval(secs => p_lease)
         -- The candidates as an id list (migration 13): joined with the CTE, the plan
         -- was a hash join over every row of the table (13 ms per claim at 50,000
         -- rows): the LIMIT is an expression, so the planner guessed a tenth of the rows.
         WHERE j.id = ANY (ARRAY(SELECT c.id FROM candidates c))
-        RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt, j.failures,
-                  j.max_failures, j.created_at, j.visible_at, j.claim_expires_at,
-                  extract(epoch FROM now() - j.visible_at)::float8 AS waited
+        RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt,
+              j.failures, j.max_failures, j.created_at, j.visible_at,
+              j.claim_expires_at,
+              extract(epoch FROM now() - j.visible_at)::float8 AS waited,
+              j.traceparent, j.grp
     )
     SELECT c.id, c.kind, c.priority, c.carry, c.attempt, c.failures, c.max_failures,
-           c.created_at, c.visible_at, c.claim_expires_at, c.waited, NULL::integer
+           c.created_at, c.visible_at, c.claim_expires_at, c.waited, c.traceparent, c.grp,
+           NULL::integer
     FROM claimed c
     UNION ALL
     -- How many of the kind are claimed once this commits: a full cap makes the worker
     -- leave the kind alone for a while.
-    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
            (SELECT n FROM counted) + (SELECT count(*) FROM claimed)::integer;
 END
 $$;
@@ -520,6 +529,97 @@ CREATE OR REPLACE VIEW "venturi".all_jobs AS
     UNION ALL
     SELECT * FROM "venturi".jobs_history;
 
+-- Groups (SPEC 13, migration 19): per-group caps, rates and fair share, in the claim.
+-- docs/groups.md gives the model and why each limit is exact; the claim is
+-- statements/job_claim_grouped.sql.j2.
+--
+-- One row per (kind, group) that has had a job: the operator's settings (NULL: the
+-- task's default), the scheduler's state, and the group's token bucket. A row is never
+-- deleted by the queue; an idle group is a row with ready = false, outside
+-- groups_ready_idx, so idle groups cost a claim nothing however many there are.
+CREATE TABLE IF NOT EXISTS "venturi".groups (
+    kind        text        NOT NULL,
+    grp         text        NOT NULL,
+    -- venturi.set_group / venturi groups set; NULL takes the task's group_cap, weight 1.
+    cap         integer     CHECK (cap >= 1),
+    weight      float8      CHECK (weight > 0 AND weight < 'Infinity'::float8),
+    paused      boolean     NOT NULL DEFAULT false,
+    -- The group may have claimable work: it is in groups_ready_idx. Set by a wake-up
+    -- (group_wakes), cleared by a claim that found the group without visible work, out
+    -- of tokens, or by a pause. A group at its cap stays ready (the claim skips it).
+    ready       boolean     NOT NULL DEFAULT false,
+    -- The tier of the group's first pending job while ready, so that tiers keep their
+    -- order across groups.
+    head        smallint    NOT NULL DEFAULT 1,
+    -- Virtual time: each claim of n jobs adds n / weight; claims go to the least first.
+    vtime       float8      NOT NULL DEFAULT 0,
+    -- Jobs ever claimed in the group, counted under the group's row lock: with the
+    -- claimed rows a claim's snapshot sees, what makes the cap exact (docs/groups.md).
+    claims      bigint      NOT NULL DEFAULT 0,
+    -- The group's token bucket (group_rate): tokens left at refilled_at.
+    tokens      float8,
+    refilled_at timestamptz,
+    -- The task's group_cap as the last claim saw it (operators' reads know no task).
+    task_cap    integer,
+    -- Claims in the current minute and the one before, for `venturi groups list`.
+    minute      timestamptz,
+    minute_claims      integer NOT NULL DEFAULT 0,
+    last_minute_claims integer NOT NULL DEFAULT 0,
+    PRIMARY KEY (kind, grp)
+);
+
+-- Wake-ups: a row each time a grouped job becomes pending (an enqueue, a retry, a
+-- release, a recovery, a wake from waiting, an operator's retry or run-now), at the time
+-- it becomes visible, and when a group's paused state lifts or its bucket refills. Rows
+-- are only ever inserted by writers and deleted by claims: an enqueue takes no lock on
+-- its group, so transactions enqueueing into one group never wait for each other, nor
+-- for a claim. A claim applies the due rows of its kind (the group becomes ready) and
+-- deletes them.
+CREATE TABLE IF NOT EXISTS "venturi".group_wakes (
+    id       bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    kind     text        NOT NULL,
+    grp      text        NOT NULL,
+    at       timestamptz NOT NULL,
+    priority smallint    NOT NULL DEFAULT 1
+);
+
+-- The wake-up of a grouped job that became pending: one row per (group, visible time)
+-- per statement and transaction (a bulk enqueue into one group writes one).
+CREATE OR REPLACE FUNCTION "venturi".group_wake_row() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (
+        SELECT 1 FROM "venturi".group_wakes w
+        WHERE w.kind = NEW.kind AND w.at = NEW.visible_at AND w.grp = NEW.grp
+          AND w.priority <= NEW.priority
+          -- Only a row this transaction wrote: another's may be applied by a claim whose
+          -- snapshot cannot see this job, and the job would then have no wake-up left.
+          AND w.xmin = pg_current_xact_id()::xid)
+    THEN
+        INSERT INTO "venturi".group_wakes (kind, grp, at, priority)
+        VALUES (NEW.kind, NEW.grp, NEW.visible_at, NEW.priority);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- Only grouped rows call the function: the WHEN is checked in the server's C code, so
+-- a job without a group pays nothing (SPEC 13).
+DROP TRIGGER IF EXISTS jobs_group_wake_insert ON "venturi".jobs;
+CREATE TRIGGER jobs_group_wake_insert
+    AFTER INSERT ON "venturi".jobs
+    FOR EACH ROW
+    WHEN (NEW.grp IS NOT NULL AND NEW.status = 'pending')
+    EXECUTE FUNCTION "venturi".group_wake_row();
+
+DROP TRIGGER IF EXISTS jobs_group_wake_update ON "venturi".jobs;
+CREATE TRIGGER jobs_group_wake_update
+    AFTER UPDATE OF status, visible_at ON "venturi".jobs
+    FOR EACH ROW
+    WHEN (NEW.grp IS NOT NULL AND NEW.status = 'pending'
+          AND (OLD.status <> 'pending' OR OLD.visible_at <> NEW.visible_at))
+    EXECUTE FUNCTION "venturi".group_wake_row();
+
 -- The migrations this fresh schema embodies.
 INSERT INTO "venturi".schema_version (version, name) VALUES
     (1, 'initial'),
@@ -539,5 +639,6 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (15, 'rank_in_tier'),
     (16, 'job_search'),
     (17, 'job_history'),
-    (18, 'kind_index')
+    (18, 'kind_index'),
+    (19, 'groups')
 ON CONFLICT (version) DO NOTHING;

@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
 import sys
 
 import asyncpg
@@ -16,18 +15,11 @@ import asyncpg
 import venturi
 import venturi.testing
 from tests.support import running, venturi_cli, wait_status
+from tests.support.cli import one_line_error
 from tests.support.opsdata import seed
 from venturi import Backoff, admin
 from venturi.formatting import to_json
 from venturi.runtime.worker import Worker
-
-
-def one_line_error(out: subprocess.CompletedProcess[str], *needles: str) -> None:
-    assert out.returncode == 2, (out.stdout, out.stderr)
-    assert out.stderr.count("\n") == 1, out.stderr
-    assert out.stderr.startswith("venturi: ") and "Traceback" not in out.stderr
-    for n in needles:
-        assert n in out.stderr, out.stderr
 
 
 async def test_jobs_list_table_and_json(dsn: str, conn: asyncpg.Connection) -> None:

@@ -43,6 +43,7 @@ def test_every_example_has_a_test() -> None:
         "flask_sqlalchemy.py",
         "fastapi_sqlalchemy.py",
         "workflow_order.py",
+        "tenant_fairness.py",
     }
     assert {p.name for p in EXAMPLES.glob("*.py")} == tested
     assert {p.name for p in EXAMPLES.iterdir() if p.is_dir()} - {"__pycache__"} == {"django_shop"}
@@ -210,3 +211,14 @@ async def test_workflow_order(dsn: str, conn: asyncpg.Connection) -> None:
     }
     journal = await venturi.get_journal(conn, job.id)
     assert any(e.event == "woken" and e.detail == "signal approval" for e in journal)
+
+
+async def test_tenant_fairness(dsn: str, conn: asyncpg.Connection) -> None:
+    out = await run_example("tenant_fairness.py", dsn)
+    assert "most exports of one customer at once: " in out
+    assert out.rstrip().endswith(
+        "ok: no customer above its cap, the small one first, the paying one ahead"
+    )
+    jobs = await admin.list_jobs(conn, kind="example_export", limit=200)
+    assert len(jobs) == 133 and {j.status for j in jobs} == {"completed"}
+    assert {j.group.split("-")[0] for j in jobs if j.group} == {"big", "small", "paying"}

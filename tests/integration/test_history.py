@@ -222,8 +222,8 @@ async def test_a_database_from_before_the_history_moves_its_finished_jobs_in_bat
 ) -> None:
     # Migrations 1 to 16 as a database of the last release had them, 20,000 jobs seeded
     # as the benchmarks seed them (94% completed, 2% dead, 1% cancelled, the rest
-    # pending or claimed) with their journal; then the upgrade (17, and 18 after it) and the
-    # moves.
+    # pending or claimed) with their journal; then the upgrade (17 and every migration
+    # after it) and the moves.
     conn = await asyncpg.connect(empty_dsn)
     try:
         for m in sql.migrations():
@@ -234,7 +234,8 @@ async def test_a_database_from_before_the_history_moves_its_finished_jobs_in_bat
         await conn.execute(sql.statement("maintenance/jobs_seed_bulk"), 20_000, 3600.0)
         await conn.execute(sql.statement("maintenance/journal_seed_bulk"))
         digest = dict(await conn.fetchrow(tsql("jobs_digest_live"), None))
-        assert await db.schema.apply_schema(conn, schema="venturi") == [17, 18]
+        later = [m.version for m in sql.migrations() if m.version > 16]
+        assert await db.schema.apply_schema(conn, schema="venturi") == later
         before = await _where(conn)
         assert before["history"] == 0 and before["live_finished"] > 18_000
 

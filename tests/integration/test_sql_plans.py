@@ -117,7 +117,7 @@ async def test_claim_and_recovery_use_their_partial_indexes(conn: asyncpg.Connec
     assert "jobs_stale_idx" not in claim
     recover = await _explain(conn, "job_recover_stale", "me:1", 1.0, 2.0, 3600.0, True)
     assert "jobs_stale_idx" in recover
-    nxt = await _explain(conn, "job_next_visible_at", ["k1", "k2"])
+    nxt = await _explain(conn, "job_next_visible_at", ["k1", "k2"], ["k1", "k2"])
     assert "jobs_next_visible_idx" in nxt
 
 
@@ -136,12 +136,12 @@ async def test_a_plain_enqueue_writes_no_wake_up_entry(conn: asyncpg.Connection)
     size = "SELECT pg_relation_size('venturi.jobs_next_visible_idx')"
     assert await conn.fetchval(size) == 8192  # the metapage alone: no entry written
     assert await entries() == 0
-    nxt, _ = await db.claims.job_next_visible_at(conn, schema="venturi", kinds=["k"])
+    nxt = (await db.claims.job_next_visible_at(conn, schema="venturi", kinds=["k"])).visible_at
     assert nxt is None
     later = [JobSpec("k", "{}", 1, None, 60.0 + i, None, 25) for i in range(3)]
     await db.enqueue.job_insert_many(conn, schema="venturi", specs=later)
     assert await conn.fetchval(size) > 8192 and await entries() == 3
-    nxt, _ = await db.claims.job_next_visible_at(conn, schema="venturi", kinds=["k"])
+    nxt = (await db.claims.job_next_visible_at(conn, schema="venturi", kinds=["k"])).visible_at
     first = await conn.fetchval(
         "SELECT min(visible_at) FROM venturi.jobs WHERE kind = 'k' AND visible_at > now()"
     )
@@ -191,15 +191,20 @@ async def test_dashboard_reads_use_their_indexes(conn: asyncpg.Connection) -> No
     async with conn.transaction(readonly=True):
         await conn.execute(sql.statement("maintenance/dashboard_read_settings"))
         # A rare kind: its own index, not a backwards scan of every id (first page or deep).
-        assert "jobs_kind_id_idx" in await _explain(conn, "job_list", None, "rare", 51, None, None)
-        deep = await _explain(conn, "job_list", None, "rare", 51, None, 15_000)
+        assert "jobs_kind_id_idx" in await _explain(
+            conn, "job_list", None, "rare", 51, None, None, None
+        )
+        deep = await _explain(conn, "job_list", None, "rare", 51, None, 15_000, None)
         assert "jobs_kind_id_idx" in deep
-        dead = await _explain(conn, "job_list", "dead", None, 51, None, None)
+        dead = await _explain(conn, "job_list", "dead", None, 51, None, None, None)
         assert "jobs_failed_id_idx" in dead
-        keyed = await _explain(conn, "job_list", None, None, 51, "order-300", None)
+        keyed = await _explain(conn, "job_list", None, None, 51, "order-300", None, None)
         assert "jobs_key_search_idx" in keyed
-        newest = await _explain(conn, "job_list", None, None, 51, None, 12_345)
+        newest = await _explain(conn, "job_list", None, None, 51, None, 12_345, None)
         assert "jobs_pkey" in newest
+        # A group's jobs (SPEC 13): its own partial index, not a scan of every id.
+        grouped = await _explain(conn, "job_list", None, None, 51, None, None, "acme")
+        assert "jobs_grp_id_idx" in grouped
         bulk = await _explain(conn, "job_ids_matching", "cancelled", None, None, 20_000, 500)
         assert "jobs_failed_id_idx" in bulk
         charts = await _explain(conn, "job_activity_per_minute", "manual retry", 60)

@@ -66,3 +66,13 @@ def assert_one_clean_error(out: subprocess.CompletedProcess[str], *fragments: st
     assert last.startswith("venturi: "), out.stderr
     for f in fragments:
         assert f in last, (f, last)
+
+
+def one_line_error(out: subprocess.CompletedProcess[str], *needles: str) -> None:
+    """The command failed as every bad input must: exit 2, one line on stderr starting
+    ``venturi:``, no traceback, and holding each of ``needles``."""
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith("venturi: ") and "Traceback" not in out.stderr
+    for n in needles:
+        assert n in out.stderr, out.stderr

@@ -66,6 +66,7 @@ def job_row(job_id: int, kind: str, **fields: Any) -> dict[str, Any]:
         "priority": 1,
         "created_at": T0,
         "traceparent": None,
+        "grp": None,
         "settled": False,
     }
     return row | fields

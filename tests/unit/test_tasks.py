@@ -61,6 +61,8 @@ def test_public_api_is_small_and_explicit() -> None:
             "pause",
             "retry",
             "schedule",
+            "set_group",
+            "set_group_sync",
             "signal",
             "signal_sync",
             "task",

@@ -25,6 +25,7 @@ from venturi.admin.common import (
     operator_identity,
     parse_priority,
 )
+from venturi.admin.groups import show_group
 from venturi.admin.workflow import (
     ChildJob,
     DependencyJob,
@@ -35,6 +36,7 @@ from venturi.admin.workflow import (
 )
 from venturi.db.conn import Conn
 from venturi.errors import VenturiError
+from venturi.groups import check_group
 from venturi.jobs import JobInfo, JournalEntry, get_job, get_journal
 from venturi.priority import Priority
 from venturi.sql import DEFAULT_SCHEMA
@@ -65,6 +67,7 @@ class JobRow(msgspec.Struct, frozen=True):
     finished_at: datetime | None
     last_error: str | None
     cancel_requested_at: datetime | None
+    group: str | None = None
 
 
 async def list_jobs(
@@ -76,15 +79,25 @@ async def list_jobs(
     key: str | None = None,
     before: int | None = None,
     schema: str = DEFAULT_SCHEMA,
+    group: str | None = None,
 ) -> list[JobRow]:
-    """The newest jobs first, optionally of one status, one kind and one exact key;
-    ``before`` (an id) pages on: only older jobs, the cursor of the next page."""
+    """The newest jobs first, optionally of one status, one kind, one exact key and one
+    group; ``before`` (an id) pages on: only older jobs, the cursor of the next page."""
     check_status(status)
     validate.integer(limit, "limit")
     if before is not None:
         check_ids([before])
+    if group is not None:
+        check_group(group)
     rows = await db.operations.job_list(
-        conn, schema=schema, status=status, kind=kind, limit=limit, key=key, before=before
+        conn,
+        schema=schema,
+        status=status,
+        kind=kind,
+        limit=limit,
+        key=key,
+        before=before,
+        group=group,
     )
     return [JobRow(**dict(r)) for r in rows]
 
@@ -103,6 +116,9 @@ class JobDetail(msgspec.Struct, frozen=True):
     children: list[ChildJob] = []
     dependencies: list[DependencyJob] = []
     waiting_for: WaitingFor | None = None
+    # Why a pending job of a group is not running (SPEC 13): its group at its cap,
+    # paused or out of tokens; None otherwise.
+    group_waits: str | None = None
 
 
 async def show_job(
@@ -116,9 +132,13 @@ async def show_job(
     if job is None:
         return None
     journal = await get_journal(conn, job_id, schema=schema)
+    waits = None
+    if job.group is not None and job.status == JobStatus.PENDING:
+        state = await show_group(conn, job.kind, job.group, schema=schema)
+        waits = None if state is None else state.waiting
     side = await workflow_side(conn, job_id, schema=schema) if workflow else None
     if side is None:  # a plain read, or deleted between the reads
-        return JobDetail(job, journal)
+        return JobDetail(job, journal, group_waits=waits)
     return JobDetail(
         job,
         journal,
@@ -128,6 +148,7 @@ async def show_job(
         children=side.children,
         dependencies=side.dependencies,
         waiting_for=side.waiting_for,
+        group_waits=waits,
     )
 
 

@@ -11,6 +11,7 @@ from venturi.cli import demo as demo
 from venturi.cli import jobs as jobs
 from venturi.cli import ops as ops
 from venturi.cli import kinds as kinds
+from venturi.cli import groups as groups
 from venturi.cli import web as web
 
 # isort: on

@@ -51,6 +51,14 @@ def liveness_seconds(value: float) -> float:
         raise fail(str(exc)) from None
 
 
+def checked(check: Callable[[Any], T], value: Any) -> T:
+    """``check(value)``, its ``ConfigError`` a one-line exit (before any connection)."""
+    try:
+        return check(value)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+
+
 def fail(message: str) -> typer.Exit:
     """Print ``venturi: message`` on stderr; the exit (code 2) for the caller to raise."""
     typer.echo(f"venturi: {message}", err=True)
@@ -108,6 +116,7 @@ __all__ = [
     "LivenessOption",
     "SchemaOption",
     "admin_run",
+    "checked",
     "echo_json",
     "fail",
     "liveness_seconds",

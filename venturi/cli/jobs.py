@@ -14,11 +14,13 @@ from venturi.cli.common import (
     JsonOption,
     SchemaOption,
     admin_run,
+    checked,
     echo_json,
     fail,
     make_console,
     need_dsn,
 )
+from venturi.groups import check_group
 from venturi.status import JobStatus
 
 jobs_app = typer.Typer(help="Inspect and repair jobs.", no_args_is_help=True)
@@ -34,6 +36,7 @@ def jobs_list(
     ] = None,
     kind: Annotated[str | None, typer.Option(help="Only jobs of this kind.")] = None,
     limit: Annotated[int, typer.Option(help="Most jobs to show, newest first.")] = 50,
+    group: Annotated[str | None, typer.Option(help="Only jobs of this group.")] = None,
     as_json: JsonOption = False,
     dsn: DsnOption = None,
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
@@ -42,11 +45,15 @@ def jobs_list(
     from venturi import admin
     from venturi.cli import render
 
+    if group is not None:
+        checked(check_group, group)
     target = need_dsn(dsn)
     rows = admin_run(
         target,
         schema,
-        lambda c: admin.list_jobs(c, status=status, kind=kind, limit=limit, schema=schema),
+        lambda c: admin.list_jobs(
+            c, status=status, kind=kind, limit=limit, schema=schema, group=group
+        ),
     )
     if as_json:
         echo_json(rows)

@@ -104,6 +104,14 @@ def jobs_table(rows: list[JobRow], now: datetime) -> Table:
     return table
 
 
+def _group_rows(fields: Table, detail: JobDetail) -> None:
+    """The job's group and, while it is pending, why it waits (SPEC 13)."""
+    if detail.job.group is not None:
+        fields.add_row("group", escape(detail.job.group))
+    if detail.group_waits is not None:
+        fields.add_row("waits", Text(detail.group_waits, style="yellow"))
+
+
 def job_detail(detail: JobDetail, now: datetime) -> Group:
     """``venturi jobs show``: the row, the carry and result, the journal, the tracebacks."""
     job = detail.job
@@ -121,6 +129,7 @@ def job_detail(detail: JobDetail, now: datetime) -> Group:
     fields.add_row("status", _status(job.status))
     fields.add_row("priority", _priority(job.priority))
     fields.add_row("key", escape(clip(job.key, 200)) if job.key is not None else "—")
+    _group_rows(fields, detail)
     fields.add_row("attempt", str(job.attempt))
     fields.add_row("failures", f"{job.failures} of {job.max_failures}")
     fields.add_row("created", at(job.created_at))

@@ -8,7 +8,8 @@ caller: ``enqueue`` (the application's inserts, ``JobSpec``), ``claims`` (the wo
 claim, within shared rate limits and global caps, and stale recovery), ``settle`` (the
 worker's ``_if_owned`` settlements and heartbeat), ``reads`` and ``operations`` (the
 operators' statements), ``search`` (the dashboard's search and its index),
-``workflow_reads`` (the dashboard's workflow views); ``errors`` classifies
+``workflow_reads`` (the dashboard's workflow views), ``groups`` (the grouped claim and
+a group's settings and reads); ``errors`` classifies
 what the driver raises; ``connect`` opens connections; ``schema`` applies migrations.
 """
 
@@ -22,6 +23,7 @@ from venturi.db import (
     drivers,
     enqueue,
     errors,
+    groups,
     health,
     held,
     journal,
@@ -49,6 +51,7 @@ __all__ = [
     "drivers",
     "enqueue",
     "errors",
+    "groups",
     "health",
     "held",
     "journal",

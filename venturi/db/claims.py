@@ -85,15 +85,32 @@ async def job_claim(
     return ClaimAnswer(claimed, settled)
 
 
+class NextVisible(NamedTuple):
+    """What ``job_next_visible_at`` found: when the next pending job of the kinds becomes
+    visible (due ones included); the earliest timer of their waiting workflows
+    (``db.workflow.job_wake_due``); which of the worker's kinds have groups, and their
+    earliest group wake-up still to come (SPEC 13)."""
+
+    visible_at: datetime | None
+    timer_at: datetime | None
+    grouped_kinds: frozenset[str]
+    group_wake_at: datetime | None
+
+
 async def job_next_visible_at(
-    conn: Conn, *, schema: str, kinds: Sequence[str]
-) -> tuple[datetime | None, datetime | None]:
-    """When the next pending job of ``kinds`` becomes visible (due ones included), and
-    the earliest timer of their waiting workflows (``db.workflow.job_wake_due``)."""
-    row = await conn.fetchrow(sql.statement("job_next_visible_at", schema), kinds)
+    conn: Conn, *, schema: str, kinds: Sequence[str], all_kinds: Sequence[str] = ()
+) -> NextVisible:
+    """What an idle worker waits for (``NextVisible``): ``kinds`` are those it could
+    claim now, ``all_kinds`` every kind it runs."""
+    row = await conn.fetchrow(sql.statement("job_next_visible_at", schema), kinds, all_kinds)
     if row is None:
-        return None, None
-    return row["next_visible_at"], row["next_wake_at"]
+        return NextVisible(None, None, frozenset(), None)
+    return NextVisible(
+        row["next_visible_at"],
+        row["next_wake_at"],
+        frozenset(row.get("grouped_kinds") or ()),
+        row.get("next_group_wake_at"),
+    )
 
 
 async def job_recover_stale(

@@ -36,6 +36,8 @@ class JobSpec(msgspec.Struct, frozen=True):
     backoff: Backoff | None = None
     # The task's unique_for: seconds a finished job still holds the key (None: none).
     unique_for: float | None = None
+    # The job's group (SPEC 13; None: none), checked by venturi.groups.check_group.
+    group: str | None = None
 
 
 ON_CONFLICT = ("existing", "raise", "replace")
@@ -64,6 +66,7 @@ def job_insert_args(
         spec.unique_for,
         on_conflict == "replace",
         traceparent,
+        spec.group,
     )
 
 
@@ -210,7 +213,10 @@ def job_insert_many_unkeyed_steps(
 ) -> Steps[list[int]]:
     """Insert jobs that carry no key in one statement (all or nothing by itself, and no
     key to wait on); their ids in input order."""
-    rows = yield Query("job_insert_many_unkeyed", (*batch_columns(specs), traceparent))
+    rows = yield Query(
+        "job_insert_many_unkeyed",
+        (*batch_columns(specs), traceparent, [s.group for s in specs]),
+    )
     # One array of the ids, ascending, which is input order (see the statement's header).
     return [int(i) for i in rows[0]["ids"]]
 
@@ -242,6 +248,7 @@ def job_insert_many_steps(
                 column([sent[i].unique_for for i in todo]),
                 on_conflict == "replace",
                 traceparent,
+                [sent[i].group for i in todo],
             ),
         )
         for i, row in zip(todo, rows, strict=True):
@@ -302,6 +309,7 @@ COPY_COLUMNS = (
     "backoff_cap",
     "backoff_jitter",
     "traceparent",
+    "grp",
 )
 
 
@@ -371,7 +379,7 @@ async def job_copy_in(
             records.append(
                 (job_id, s.kind, s.carry, s.priority, at, s.max_failures)
                 + ((None, None, None, None) if b is None else (b.base, b.factor, b.cap, b.jitter))
-                + (traceparent,)
+                + (traceparent, s.group)
             )
         await tx.copy_records_to_table(  # type: ignore[attr-defined]
             "jobs", schema_name=schema, columns=COPY_COLUMNS, records=records

@@ -18,9 +18,10 @@ async def job_list(
     limit: int,
     key: str | None = None,
     before: int | None = None,
+    group: str | None = None,
 ) -> list[Record]:
     return list(
-        await conn.fetch(sql.statement("job_list", schema), status, kind, limit, key, before)
+        await conn.fetch(sql.statement("job_list", schema), status, kind, limit, key, before, group)
     )
 
 

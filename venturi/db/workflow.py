@@ -290,6 +290,7 @@ def workflow_insert_steps(*, nodes: Sequence[Node], traceparent: str | None) -> 
             [e[0] for e in edges],
             [e[1] for e in edges],
             [e[2] for e in edges],
+            [s.group for s in specs],
         ),
     )
     return ids

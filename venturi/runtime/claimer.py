@@ -68,6 +68,14 @@ class Claimer:
             k: p.global_cap for k, p in policies.items() if p.global_cap is not None
         }
         self.capped_until: dict[str, float] = {}
+        # Kinds whose grouped jobs this worker claims with job_claim_grouped (SPEC 13):
+        # those that declare group limits, and those the database has groups of (found
+        # by until_next_visible's lookup). Their jobs without a group go by the claims above.
+        self.declared_grouped = {
+            k for k, p in policies.items() if p.task.group_cap or p.task.group_rate
+        }
+        self.grouped = set(self.declared_grouped)
+        self.grouped_until: dict[str, float] = {}
         self._claims = 0
         # A slow claim into a backlog looks at the live table's statistics.
         self.statistics = Statistics(config.schema, instruments)
@@ -114,12 +122,25 @@ class Claimer:
             and self.capped_until.get(k, 0.0) <= now
         ]
 
+    def grouped_claimable(self, now: float) -> list[str]:
+        """Grouped kinds a claim may try now: under this worker's cap, with a local token,
+        not found at their global cap or out of shared tokens a moment ago."""
+        return [
+            k
+            for k in sorted(self.grouped)
+            if ((cap := self.policies[k].cap) is None or self.per_kind[k] < cap)
+            and ((bucket := self.buckets.get(k)) is None or bucket.available() >= 1)
+            and self.grouped_until.get(k, 0.0) <= now
+            and self.capped_until.get(k, 0.0) <= now
+        ]
+
     def token_wait(self) -> float | None:
         """Seconds until a kind held back only by its rate limit gets a token."""
         waits = [b.wait() for b in self.buckets.values() if b.available() < 1]
         now = time.monotonic()
         waits += [max(0.0, t - now) for t in self.shared_until.values() if t > now]
         waits += [max(0.0, t - now) for t in self.capped_until.values() if t > now]
+        waits += [max(0.0, t - now) for t in self.grouped_until.values() if t > now]
         return min(waits) if waits else None
 
     def next_floor(self) -> int:
@@ -274,6 +295,58 @@ class Claimer:
             taken += len(rows)
         return taken
 
+    async def fill_grouped(
+        self, conn: Any, free: int, start: Callable[[list[Record]], None]
+    ) -> tuple[int, bool]:
+        """Claim the grouped jobs of each grouped kind (``db.groups.claim_grouped``): how
+        many were claimed, and whether to claim again at once (a claim made groups ready,
+        which its own snapshot could not take, or met groups another claim held)."""
+        taken, again = 0, False
+        for kind in self.grouped_claimable(time.monotonic()):
+            policy = self.policies[kind]
+            room = free - taken
+            if policy.cap is not None:
+                room = min(room, policy.cap - self.per_kind[kind])
+            if (bucket := self.buckets.get(kind)) is not None:
+                room = min(room, int(bucket.available()))
+            if room < 1:
+                continue
+            rate, group_rate = self.shared.get(kind), policy.task.group_rate
+            global_cap = self.global_caps.get(kind)
+            claim, wait = await db.groups.claim_grouped(
+                conn,
+                schema=self.schema,
+                claimant=self.claimant,
+                kind=kind,
+                lease=policy.lease,
+                floor=self.next_floor(),
+                limit=room,
+                limits=db.groups.GroupLimits(
+                    policy.task.group_cap,
+                    None if group_rate is None else group_rate.per_second,
+                    None if group_rate is None else group_rate.burst,
+                ),
+                global_cap=global_cap,
+                rate=None if rate is None else (rate.per_second, rate.burst),
+                deadline=self.deadline,
+                synchronous_commit=self.synchronous_commit,
+            )
+            if wait:
+                self.grouped_until[kind] = time.monotonic() + wait
+            elif global_cap is not None and (claim.held or 0) >= global_cap:
+                self.capped_until[kind] = time.monotonic() + min(CAP_RECHECK, self.poll_max)
+            else:
+                self.grouped_until.pop(kind, None)
+            rows = claim.claimed
+            again = again or (
+                len(rows) < room and (claim.woken > 0 or claim.busy > 0 or claim.parked > 0)
+            )
+            self._count(rows)
+            start(rows)
+            await _let_them_start(rows)
+            taken += len(rows)
+        return taken, again
+
     def _count(self, rows: list[Record]) -> None:
         """Count a claim: its rows spend tokens (``start`` takes their slots)."""
         for row in rows:
@@ -303,17 +376,25 @@ class Claimer:
         """
         now = time.monotonic()
         kinds = self.claimable_kinds() + self.shared_claimable(now) + self.capped_claimable(now)
+        kinds = sorted(set(kinds + self.grouped_claimable(now)))
         if not kinds:
             return self.poll_max
-        nxt, timer = await db.claims.job_next_visible_at(
-            conn, schema=self.schema, kinds=sorted(kinds)
+        found = await db.claims.job_next_visible_at(
+            conn, schema=self.schema, kinds=kinds, all_kinds=self.kinds
         )
+        was, self.grouped = self.grouped, self.declared_grouped | found.grouped_kinds
+        if self.grouped - was:
+            return 0.0  # kinds with groups first seen: claim their grouped jobs now
         self.timers_at = now
+        nxt, timer = found.visible_at, found.timer_at
+        # A group's next wake-up: a bucket's next token, a group resumed.
+        if found.group_wake_at is not None and (nxt is None or found.group_wake_at < nxt):
+            nxt = found.group_wake_at
         if timer is not None and timer <= datetime.now(timer.tzinfo):
             # A waiting workflow's timer is due: make it pending (its notification wakes
             # this loop and the others), here rather than in every claim.
             # None woken: another worker holds them; back off below as for a locked job.
-            if await db.workflow.job_wake_due(conn, schema=self.schema, kinds=sorted(kinds)):
+            if await db.workflow.job_wake_due(conn, schema=self.schema, kinds=kinds):
                 self._due_again = 0
                 return 0.0
         if timer is not None and (nxt is None or timer < nxt):

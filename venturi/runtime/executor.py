@@ -59,6 +59,7 @@ async def _run_handler(
         run.failures,
         run.created_at,
         run.traceparent,
+        run.group,
     )
     ctx: Context[Any] = Context(state, meta, run.cancel, transactions)
     deadline = None

@@ -79,6 +79,7 @@ class InFlight:
                 lease=policy.lease,
                 renew=policy.renew,
                 traceparent=row["traceparent"],
+                group=row["grp"],
             )
             tx = None
             if self.pool is not None and self._claimant is not None:

@@ -234,6 +234,10 @@ class Loop:
         if claimer.global_caps and free > 0 and not shutdown.is_set():
             free -= await claimer.fill_capped(conn, free, start)
             short = short or free > 0
+        if claimer.grouped and free > 0 and not shutdown.is_set():
+            taken, again = await claimer.fill_grouped(conn, free, start)
+            free -= taken
+            short = (short or free > 0) and not again
         return short
 
     def reap(self) -> None:

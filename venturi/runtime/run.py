@@ -27,6 +27,8 @@ class Run:
     renew: bool = False
     # The W3C traceparent stored at enqueue (OpenTelemetry), if any.
     traceparent: str | None = None
+    # The job's group (SPEC 13), for ctx.job and the children it spawns.
+    group: str | None = None
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
     started: float = field(default_factory=time.monotonic)
     renewed: float = field(default_factory=time.monotonic)

@@ -1,0 +1,83 @@
+"""``venturi groups set | list | show`` and ``venturi jobs list --group`` (SPEC 13), as an
+operator runs them: real processes against a real database; bad input is one line and
+writes nothing."""
+
+from __future__ import annotations
+
+import json
+
+import asyncpg
+
+from tests.support import venturi_cli
+from tests.support.cli import one_line_error
+from venturi import JobSpec, enqueue_many
+
+KIND = "export"
+
+
+async def seed(conn: asyncpg.Connection) -> list[int]:
+    """Jobs of two groups and one without, enqueued as an application would (no task
+    module needed: the CLI knows no task)."""
+    specs = [JobSpec(KIND, "{}", 1, None, None, None, 25, group="acme") for _ in range(3)]
+    specs += [JobSpec(KIND, "{}", 1, None, None, None, 25, group="globex")]
+    specs += [JobSpec(KIND, "{}", 1, None, None, None, 25)]
+    return await enqueue_many(conn, specs)
+
+
+async def test_set_list_and_show_a_group(dsn: str, conn: asyncpg.Connection) -> None:
+    ids = await seed(conn)
+    out = venturi_cli("groups", "set", KIND, "acme", "--cap", "2", "--weight", "3", dsn=dsn)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "export acme: cap 2, weight 3.0, active"
+
+    listed = json.loads(venturi_cli("groups", "list", KIND, "--json", dsn=dsn).stdout)
+    assert [(g["group"], g["pending"], g["cap"], g["weight"]) for g in listed] == [
+        ("acme", 3, 2, 3.0),
+        ("globex", 1, None, None),
+    ]
+    table = venturi_cli("groups", "list", KIND, "--search", "glob", dsn=dsn).stdout
+    assert "globex" in table and "acme" not in table
+
+    out = venturi_cli("groups", "set", KIND, "acme", "--pause", dsn=dsn)
+    assert out.stdout.strip().endswith("paused")
+    shown = venturi_cli("groups", "show", KIND, "acme", dsn=dsn).stdout
+    assert "pending: 3" in shown and "pending jobs wait: group paused" in shown
+    # jobs show says why the job waits.
+    detail = venturi_cli("jobs", "show", str(ids[0]), dsn=dsn).stdout
+    assert "acme" in detail and "group paused" in detail
+    # Back to the defaults.
+    out = venturi_cli(
+        "groups",
+        "set",
+        KIND,
+        "acme",
+        "--cap",
+        "default",
+        "--weight",
+        "default",
+        "--resume",
+        dsn=dsn,
+    )
+    assert out.stdout.strip() == "export acme: cap default, weight default, active"
+
+    rows = json.loads(venturi_cli("jobs", "list", "--group", "globex", "--json", dsn=dsn).stdout)
+    assert [r["id"] for r in rows] == [ids[3]] and rows[0]["group"] == "globex"
+
+
+async def test_bad_group_input_is_one_line_and_writes_nothing(
+    dsn: str, conn: asyncpg.Connection
+) -> None:
+    await seed(conn)
+    before = await conn.fetch("SELECT * FROM venturi.groups ORDER BY kind, grp")
+    for args, needle in (
+        (["groups", "set", KIND, "", "--cap", "2"], "group must be a non-empty string"),
+        (["groups", "set", KIND, "acme", "--cap", "0"], "cap must be an integer of at least 1"),
+        (["groups", "set", KIND, "acme", "--cap", "two"], "cap must be"),
+        (["groups", "set", KIND, "acme", "--weight", "nan"], "weight must be a finite number"),
+        (["groups", "set", KIND, "acme", "--weight", "-1"], "weight must be"),
+        (["groups", "set", KIND, "acme"], "nothing to set"),
+        (["groups", "show", KIND, "nobody"], "no group 'nobody' of kind 'export'"),
+        (["jobs", "list", "--group", ""], "group must be a non-empty string"),
+    ):
+        one_line_error(venturi_cli(*args, dsn=dsn), needle)
+    assert await conn.fetch("SELECT * FROM venturi.groups ORDER BY kind, grp") == before

@@ -1,0 +1,359 @@
+"""Groups (SPEC 13): a job's group, exact per-group caps under racing claimers and
+crashes, weighted fair share by virtual time, per-group rates, pause, and the worker
+claiming grouped jobs. Claims are driven statement by statement here (the claim itself
+is the subject); the last tests run real workers."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+from typing import Any
+
+import asyncpg
+import pytest
+
+import venturi
+from tests.support import Item, expire_claim, running, wait_until
+from venturi import ConfigError, Context, Rate, db
+from venturi.backoff import DEFAULT_BACKOFF
+from venturi.runtime.worker import Worker
+
+SCHEMA = "venturi"
+NO_LIMITS = db.groups.GroupLimits(None, None, None)
+
+
+async def claim(
+    conn: Any,
+    kind: str,
+    *,
+    limit: int = 10,
+    cap: int | None = None,
+    rate: tuple[float, int] | None = None,
+    who: db.Claimant | None = None,
+    global_cap: int | None = None,
+) -> db.groups.GroupedClaim:
+    limits = db.groups.GroupLimits(cap, *(rate or (None, None)))
+    result, _ = await db.groups.claim_grouped(
+        conn,
+        schema=SCHEMA,
+        claimant=who or db.Claimant("test"),
+        kind=kind,
+        lease=60.0,
+        floor=0,
+        limit=limit,
+        limits=limits,
+        global_cap=global_cap,
+    )
+    return result
+
+
+async def claim_all(conn: Any, kind: str, **kw: Any) -> list[asyncpg.Record]:
+    """Claim until a claim neither claims nor makes a group ready (the wake-ups an
+    enqueue leaves are applied by one claim and taken by the next)."""
+    rows: list[asyncpg.Record] = []
+    while True:
+        got = await claim(conn, kind, **kw)
+        rows += got.claimed
+        if not got.claimed and not got.woken:
+            return rows
+
+
+async def finish(conn: Any, rows: list[asyncpg.Record]) -> None:
+    """Complete claimed jobs (as a worker's settlement does, without the worker)."""
+    for r in rows:
+        # Test-side write: the settlement under test is the claim's view of it.
+        await conn.execute(
+            "UPDATE venturi.jobs SET status = 'completed', finished_at = now(), "
+            "claim_token = NULL WHERE id = $1",
+            r["id"],
+        )
+
+
+async def claimed_per_group(conn: Any, kind: str) -> Counter[str]:
+    rows = await conn.fetch(
+        "SELECT grp, count(*) AS n FROM venturi.jobs "
+        "WHERE status = 'claimed' AND kind = $1 AND grp IS NOT NULL GROUP BY grp",
+        kind,
+    )
+    return Counter({r["grp"]: r["n"] for r in rows})
+
+
+@pytest.fixture
+def grouped(kinds: list[str]) -> venturi.Task[Item]:
+    @venturi.task(kind="grouped", group_cap=2)
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        return None
+
+    return handler
+
+
+async def test_a_job_keeps_its_group_and_a_bad_group_writes_nothing(
+    conn: asyncpg.Connection, grouped: venturi.Task[Item]
+) -> None:
+    job_id = await grouped.enqueue(conn, Item(1), group="acme")
+    info = await venturi.get_job(conn, job_id)
+    assert info is not None and info.group == "acme"
+    plain = await venturi.get_job(conn, await grouped.enqueue(conn, Item(2)))
+    assert plain is not None and plain.group is None
+    ids = await venturi.enqueue_many(conn, [grouped.job(Item(i), group="b") for i in range(3)])
+    assert {(await venturi.get_job(conn, i)).group for i in ids} == {"b"}  # type: ignore[union-attr]
+    before = await conn.fetchval("SELECT count(*) FROM venturi.jobs")
+    for bad in ("", "x" * 201, "a\nb", "tab\there", 7, b"bytes"):
+        with pytest.raises(ConfigError, match="group must be a non-empty string"):
+            await grouped.enqueue(conn, Item(3), group=bad)  # type: ignore[arg-type]
+    assert await conn.fetchval("SELECT count(*) FROM venturi.jobs") == before
+
+
+def test_task_and_set_group_check_their_values(kinds: list[str]) -> None:
+    async def h(ctx: Context[Any], carry: Item) -> None:
+        return None
+
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ConfigError, match="group_cap"):
+            venturi.task(kind="g_bad", group_cap=bad)(h)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="group_rate"):
+        venturi.task(kind="g_bad", group_rate=5)(h)  # type: ignore[arg-type]
+    fields = venturi.groups._fields
+    for bad_cap in (0, -2, 1.0, True):
+        with pytest.raises(ConfigError, match="cap must be"):
+            fields("k", "g", bad_cap, venturi.groups.UNCHANGED, venturi.groups.UNCHANGED)
+    for bad_weight in (0, -1, float("inf"), float("nan"), "3", True):
+        with pytest.raises(ConfigError, match="weight must be"):
+            fields("k", "g", venturi.groups.UNCHANGED, bad_weight, venturi.groups.UNCHANGED)
+    with pytest.raises(ConfigError, match="paused must be"):
+        fields("k", "g", venturi.groups.UNCHANGED, venturi.groups.UNCHANGED, "yes")
+    with pytest.raises(ConfigError, match="group must be"):
+        fields("k", "", venturi.groups.UNCHANGED, venturi.groups.UNCHANGED, None)
+
+
+async def test_ungrouped_claims_leave_grouped_jobs_alone(
+    conn: asyncpg.Connection, grouped: venturi.Task[Item]
+) -> None:
+    await grouped.enqueue(conn, Item(1), group="acme")
+    plain_id = await grouped.enqueue(conn, Item(2))
+    answer = await db.claims.job_claim(
+        conn,
+        schema=SCHEMA,
+        claimant=db.Claimant("plain"),
+        kinds=["grouped"],
+        leases=[60.0],
+        floor=0,
+        limit=10,
+    )
+    assert [r["id"] for r in answer.claimed] == [plain_id]
+    rows = await claim_all(conn, "grouped", cap=2)
+    assert [r["grp"] for r in rows] == ["acme"]
+
+
+async def test_a_group_at_its_cap_is_skipped_and_the_groups_behind_it_run(
+    conn: asyncpg.Connection, grouped: venturi.Task[Item]
+) -> None:
+    await venturi.enqueue_many(conn, [grouped.job(Item(i), group="hot") for i in range(50)])
+    await grouped.enqueue(conn, Item(99), group="cold")
+    rows = await claim_all(conn, "grouped", cap=2)
+    assert Counter(r["grp"] for r in rows) == {"hot": 2, "cold": 1}
+    # One of hot's jobs finishes: exactly one more of hot's is claimed, no more.
+    await finish(conn, rows[:1] if rows[0]["grp"] == "hot" else rows[1:2])
+    more = await claim_all(conn, "grouped", cap=2)
+    assert [r["grp"] for r in more] == ["hot"]
+    assert (await claimed_per_group(conn, "grouped"))["hot"] == 2
+
+
+async def test_racing_claimers_never_pass_a_cap(
+    dsn: str, conn: asyncpg.Connection, grouped: venturi.Task[Item]
+) -> None:
+    groups = [f"t{i}" for i in range(5)]
+    await venturi.enqueue_many(
+        conn, [grouped.job(Item(i), group=groups[i % 5]) for i in range(300)]
+    )
+    cap = 2
+    peaks: Counter[str] = Counter()
+    finished = 0
+    rng = random.Random(7)
+
+    async def claimer(n: int) -> None:
+        nonlocal finished
+        c = await asyncpg.connect(dsn)
+        mine: list[asyncpg.Record] = []
+        try:
+            for _ in range(400):
+                got = await claim(c, "grouped", cap=cap, limit=3, who=db.Claimant(f"c{n}"))
+                mine += got.claimed
+                counts = await claimed_per_group(c, "grouped")
+                for g, k in counts.items():
+                    peaks[g] = max(peaks[g], k)
+                rng.shuffle(mine)
+                done, mine = mine[: rng.randint(0, len(mine))], mine
+                mine = [r for r in mine if r not in done]
+                await finish(c, done)
+                finished += len(done)
+                if finished >= 300:
+                    break
+        finally:
+            await finish(c, mine)
+            await c.close()
+
+    await asyncio.gather(*(claimer(n) for n in range(6)))
+    assert peaks and max(peaks.values()) <= cap, peaks
+    assert max(peaks.values()) == cap  # the test raced for real: every slot was used
+
+
+async def test_a_crashed_claim_holds_its_slot_until_recovered_and_frees_it_once(
+    conn: asyncpg.Connection, grouped: venturi.Task[Item]
+) -> None:
+    await venturi.enqueue_many(conn, [grouped.job(Item(i), group="solo") for i in range(5)])
+    await venturi.set_group(conn, "grouped", "solo", cap=1)
+    dead_worker = db.Claimant("dead")
+    (first,) = await claim_all(conn, "grouped", cap=2, who=dead_worker)
+    # The worker died: its claim holds the slot until its lease is recovered.
+    assert await claim_all(conn, "grouped", cap=2) == []
+    await expire_claim(conn, first["id"])
+    recovered = await db.claims.job_recover_stale(
+        conn, schema=SCHEMA, recoverer="test", backoff=DEFAULT_BACKOFF
+    )
+    assert [r["id"] for r in recovered] == [first["id"]]
+    # Recovery backs the job off; another of the group takes the freed slot.
+    (second,) = await claim_all(conn, "grouped", cap=2)
+    assert second["id"] != first["id"]
+    # The dead worker's late completion frees nothing: the ownership guard refuses it.
+    late = await db.claims.job_claim(
+        conn,
+        schema=SCHEMA,
+        claimant=dead_worker,
+        kinds=["grouped"],
+        leases=[60.0],
+        floor=0,
+        limit=0,
+        done=[(first["id"], first["attempt"], None)],
+    )
+    assert late.settled == set()
+    assert await claim_all(conn, "grouped", cap=2) == []
+    assert (await claimed_per_group(conn, "grouped"))["solo"] == 1
+
+
+async def test_weights_share_the_claims_three_to_one(
+    conn: asyncpg.Connection, grouped: venturi.Task[Item]
+) -> None:
+    await venturi.enqueue_many(
+        conn,
+        [grouped.job(Item(i), group="paying") for i in range(200)]
+        + [grouped.job(Item(i), group="free") for i in range(200)],
+    )
+    await venturi.set_group(conn, "grouped", "paying", weight=3)
+    taken: Counter[str] = Counter()
+    while sum(taken.values()) < 200:
+        got = await claim(conn, "grouped", limit=4)
+        taken.update(r["grp"] for r in got.claimed)
+        await finish(conn, got.claimed)
+    assert 145 <= taken["paying"] <= 155, taken  # 3:1 of 200 is 150
+
+
+async def test_an_idle_group_restarts_at_the_least_virtual_time(
+    conn: asyncpg.Connection, grouped: venturi.Task[Item]
+) -> None:
+    await venturi.enqueue_many(conn, [grouped.job(Item(i), group="busy") for i in range(100)])
+    got = await claim(conn, "grouped", limit=1)
+    for _ in range(40):
+        got = await claim(conn, "grouped", limit=1)
+        await finish(conn, got.claimed)
+    # A group that was idle all along banks no credit: it gets its turn, then alternates.
+    await venturi.enqueue_many(conn, [grouped.job(Item(i), group="late") for i in range(20)])
+    order: list[str] = []
+    while len(order) < 10:
+        got = await claim(conn, "grouped", limit=1)
+        order += [r["grp"] for r in got.claimed]
+        await finish(conn, got.claimed)
+    assert Counter(order[2:]) == {"busy": 4, "late": 4}, order
+
+
+async def test_a_paused_group_is_skipped_until_resumed(
+    conn: asyncpg.Connection, grouped: venturi.Task[Item]
+) -> None:
+    await venturi.enqueue_many(
+        conn, [grouped.job(Item(i), group=g) for i in range(3) for g in ("a", "b")]
+    )
+    settings = await venturi.set_group(conn, "grouped", "a", paused=True)
+    assert settings.paused and settings.cap is None
+    rows = await claim_all(conn, "grouped")
+    assert {r["grp"] for r in rows} == {"b"}
+    await venturi.set_group(conn, "grouped", "a", paused=False)
+    rows = await claim_all(conn, "grouped")
+    assert [r["grp"] for r in rows] == ["a"] * 3
+
+
+async def test_a_group_rate_spends_that_groups_tokens_only(
+    conn: asyncpg.Connection, grouped: venturi.Task[Item]
+) -> None:
+    await venturi.enqueue_many(
+        conn, [grouped.job(Item(i), group=g) for i in range(10) for g in ("a", "b")]
+    )
+    rows = await claim_all(conn, "grouped", rate=(0.001, 3))
+    assert Counter(r["grp"] for r in rows) == {"a": 3, "b": 3}
+    # Out of tokens: parked, with a wake-up for its next token.
+    wake = await conn.fetchval(
+        "SELECT min(at) - now() FROM venturi.group_wakes WHERE kind = 'grouped'"
+    )
+    assert wake is not None and wake.total_seconds() > 100
+
+
+async def test_a_job_refused_by_the_global_cap_takes_no_group_slot(
+    conn: asyncpg.Connection, grouped: venturi.Task[Item]
+) -> None:
+    await venturi.enqueue_many(
+        conn, [grouped.job(Item(i), group=g) for i in range(4) for g in ("a", "b", "c")]
+    )
+    rows = await claim_all(conn, "grouped", cap=2, global_cap=2)
+    assert len(rows) == 2
+    # The groups the global cap refused keep their slots and their place.
+    per = await claimed_per_group(conn, "grouped")
+    assert sum(per.values()) == 2
+    claims = dict(await conn.fetch("SELECT grp, claims FROM venturi.groups"))
+    assert sum(claims.values()) == 2
+
+
+async def test_a_worker_drains_groups_within_their_caps(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    active: Counter[str] = Counter()
+    peak: Counter[str] = Counter()
+    done = 0
+
+    @venturi.task(kind="g_work", group_cap=1)
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        nonlocal done
+        group = f"g{carry.n % 4}"
+        active[group] += 1
+        peak[group] = max(peak[group], active[group])
+        try:
+            await asyncio.sleep(0.01)  # stays: long enough for the slots to contend
+        finally:
+            active[group] -= 1
+            done += 1
+
+    await venturi.enqueue_many(conn, [handler.job(Item(i), group=f"g{i % 4}") for i in range(40)])
+    workers = [
+        Worker(None, dsn, [handler], concurrency=4, poll_max=0.5, claimed_by=f"w{i}")
+        for i in range(2)
+    ]
+    async with running(workers[0]), running(workers[1]):
+        await wait_until(lambda: done == 40, within=60)
+    assert set(peak.values()) == {1}, peak
+    assert await conn.fetchval("SELECT count(*) FROM venturi.jobs WHERE status <> 'completed'") == 0
+
+
+async def test_a_worker_finds_groups_of_a_kind_that_declares_no_group_limit(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    seen: list[str] = []
+
+    @venturi.task(kind="g_plain", rate=Rate(per_second=1000, burst=1000))
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        seen.append(str(carry.n))
+
+    worker = Worker(None, dsn, [handler], concurrency=2, poll_max=0.5)
+    async with running(worker):
+        await handler.enqueue(conn, Item(1), group="acme")
+        await handler.enqueue(conn, Item(2))
+        await wait_until(lambda: len(seen) == 2, within=30)
+    assert sorted(seen) == ["1", "2"]

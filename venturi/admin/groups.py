@@ -1,0 +1,81 @@
+"""Operators' reads of groups (SPEC 13): ``venturi groups list | show``, why a pending
+job of a group waits. Settings are written by ``venturi.set_group`` (the library's
+function, on any connection), which the CLI calls too."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from venturi import db, validate
+from venturi.db.conn import Conn
+from venturi.groups import check_group
+from venturi.sql import DEFAULT_SCHEMA
+
+
+class GroupState(msgspec.Struct, frozen=True):
+    """One group of a kind: its counts, settings and, when it has pending jobs that are
+    not being claimed, why (``waiting``: at its cap, paused, out of tokens)."""
+
+    group: str
+    pending: int
+    claimed: int
+    # The group's own cap (None: the task's group_cap, as the last claim saw it).
+    cap: int | None
+    task_cap: int | None
+    weight: float | None
+    paused: bool
+    # Jobs claimed in the last minute (this minute's and the previous one's pro rata).
+    recent: int
+    waiting: str | None = None
+
+
+def _state(row: Any) -> GroupState:
+    cap = row["cap"] if row["cap"] is not None else row["task_cap"]
+    waiting = None
+    if row["pending"]:
+        if row["paused"]:
+            waiting = "group paused"
+        elif cap is not None and row["claimed"] >= cap:
+            waiting = "group at its cap"
+        elif not row["ready"] and row["tokens"] is not None and row["tokens"] < 1:
+            waiting = "group out of tokens"
+    return GroupState(
+        row["grp"],
+        row["pending"],
+        row["claimed"],
+        row["cap"],
+        row["task_cap"],
+        row["weight"],
+        row["paused"],
+        row["recent"],
+        waiting,
+    )
+
+
+async def list_groups(
+    conn: Conn,
+    kind: str,
+    *,
+    search: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+    schema: str = DEFAULT_SCHEMA,
+) -> list[GroupState]:
+    """The groups of ``kind`` with work or settings, most pending first; ``search``: a
+    part of the group's name; ``limit`` and ``offset`` page."""
+    validate.integer(limit, "limit")
+    validate.integer(offset, "offset", minimum=0)
+    rows = await db.groups.group_list(
+        conn, schema=schema, kind=kind, search=search or None, limit=limit, offset=offset
+    )
+    return [_state(r) for r in rows]
+
+
+async def show_group(
+    conn: Conn, kind: str, group: str, *, schema: str = DEFAULT_SCHEMA
+) -> GroupState | None:
+    """One group of ``kind``; None if it never had a job nor a setting."""
+    row = await db.groups.group_get(conn, schema=schema, kind=kind, group=check_group(group))
+    return None if row is None else _state(row)

@@ -1,0 +1,180 @@
+"""``venturi groups``: a kind's groups (SPEC 13): list them, show one, change one's cap,
+weight or pause while workers run."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from venturi import sql
+from venturi.cli.app import app
+from venturi.cli.common import (
+    DsnOption,
+    JsonOption,
+    SchemaOption,
+    admin_run,
+    checked,
+    echo_json,
+    fail,
+    make_console,
+    need_dsn,
+)
+from venturi.groups import UNCHANGED, check_cap, check_group, check_weight
+
+groups_app = typer.Typer(
+    help="Per-group caps, weights and pauses of a kind (docs/groups.md).", no_args_is_help=True
+)
+app.add_typer(groups_app, name="groups")
+KindArgument = Annotated[str, typer.Argument(metavar="KIND", help="The task kind.")]
+GroupArgument = Annotated[str, typer.Argument(metavar="GROUP", help="The group.")]
+
+
+def _setting(value: str | None, parse: Any, convert: Any) -> Any:
+    """An option of ``groups set``: absent keeps the value, ``default`` returns it to the
+    task's default, anything else is checked by ``parse`` (one line on a bad value)."""
+    if value is None:
+        return UNCHANGED
+    if value == "default":
+        return None
+    try:
+        number = convert(value)
+    except ValueError:
+        number = value
+    checked(parse, number)
+    return number
+
+
+@groups_app.command("set")
+def groups_set(
+    kind: KindArgument,
+    group: GroupArgument,
+    cap: Annotated[
+        str | None,
+        typer.Option(help="At most N jobs of the group claimed at once; `default`: the task's."),
+    ] = None,
+    weight: Annotated[
+        str | None,
+        typer.Option(help="The group's share among groups with work; `default`: 1."),
+    ] = None,
+    pause: Annotated[
+        bool | None,
+        typer.Option("--pause/--resume", help="Keep the group's jobs pending, or claim again."),
+    ] = None,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """Change GROUP of KIND while workers run; an option left out keeps its value. A
+    lowered cap lets running jobs finish."""
+    import venturi
+
+    checked(check_group, group)
+    cap_v = _setting(cap, check_cap, int)
+    weight_v = _setting(weight, check_weight, float)
+    if cap_v is UNCHANGED and weight_v is UNCHANGED and pause is None:
+        raise fail("nothing to set: pass --cap, --weight, --pause or --resume")
+    target = need_dsn(dsn)
+    done = admin_run(
+        target,
+        schema,
+        lambda c: venturi.set_group(
+            c,
+            kind,
+            group,
+            cap=cap_v,
+            weight=weight_v,
+            paused=UNCHANGED if pause is None else pause,
+            schema=schema,
+        ),
+    )
+    typer.echo(
+        f"{done.kind} {done.group}: cap {done.cap if done.cap is not None else 'default'}, "
+        f"weight {done.weight if done.weight is not None else 'default'}, "
+        + ("paused" if done.paused else "active")
+    )
+
+
+@groups_app.command("list")
+def groups_list(
+    kind: KindArgument,
+    search: Annotated[str | None, typer.Option(help="Only groups whose name holds this.")] = None,
+    limit: Annotated[int, typer.Option(help="Most groups to show, most pending first.")] = 50,
+    offset: Annotated[int, typer.Option(help="Groups to skip (the next page).")] = 0,
+    as_json: JsonOption = False,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """The groups of KIND with work (or settings): pending, claimed, cap, weight, paused,
+    claimed in the last minute, and why pending jobs wait."""
+    from rich.table import Table
+
+    from venturi.admin.groups import list_groups
+
+    target = need_dsn(dsn)
+    rows = admin_run(
+        target,
+        schema,
+        lambda c: list_groups(c, kind, search=search, limit=limit, offset=offset, schema=schema),
+    )
+    if as_json:
+        echo_json(rows)
+        return
+    console = make_console()
+    if not rows:
+        console.print(f"no group of {kind} has work")
+        return
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for name in ("group", "pending", "claimed", "cap", "weight", "state", "last min", "waits"):
+        table.add_column(name, justify="right" if name in ("pending", "claimed") else "left")
+    for g in rows:
+        table.add_row(
+            g.group,
+            str(g.pending),
+            str(g.claimed),
+            _cap_text(g.cap, g.task_cap),
+            "1" if g.weight is None else f"{g.weight:g}",
+            "paused" if g.paused else "active",
+            str(g.recent),
+            g.waiting or "",
+        )
+    console.print(table)
+
+
+def _cap_text(cap: int | None, task_cap: int | None) -> str:
+    if cap is not None:
+        return str(cap)
+    return "—" if task_cap is None else f"{task_cap} (task)"
+
+
+@groups_app.command("show")
+def groups_show(
+    kind: KindArgument,
+    group: GroupArgument,
+    as_json: JsonOption = False,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """One group of KIND: its counts, settings and why its pending jobs wait."""
+    from venturi.admin.groups import show_group
+
+    checked(check_group, group)
+    target = need_dsn(dsn)
+    g = admin_run(target, schema, lambda c: show_group(c, kind, group, schema=schema))
+    if g is None:
+        raise fail(f"no group {group!r} of kind {kind!r}")
+    if as_json:
+        echo_json(g)
+        return
+    weight = "1 (default)" if g.weight is None else f"{g.weight:g}"
+    for label, value in (
+        ("group", g.group),
+        ("kind", kind),
+        ("pending", g.pending),
+        ("claimed", g.claimed),
+        ("cap", _cap_text(g.cap, g.task_cap)),
+        ("weight", weight),
+        ("state", "paused" if g.paused else "active"),
+        ("claimed in the last minute", g.recent),
+        ("pending jobs wait", g.waiting or "—"),
+    ):
+        typer.echo(f"{label}: {value}")

@@ -1,0 +1,163 @@
+"""Groups (SPEC 13): the grouped claim (``job_claim_grouped``), a group's settings
+(``group_set``) and the reads of ``venturi groups`` (``group_list``, ``group_get``)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+from venturi import sql
+from venturi.db import drivers
+from venturi.db.claims import Claimant, rate_spend, rate_take
+from venturi.db.conn import Conn, Record
+from venturi.db.connect import transaction
+from venturi.db.drivers import Query, Steps
+from venturi.db.health import transaction_deadlines
+
+
+class GroupedClaim(NamedTuple):
+    """What ``job_claim_grouped`` did: the rows it claimed; the kind's claimed jobs once it
+    committed (with a global cap, else None); groups it made ready, groups another claim
+    held and groups it took out of the ready ones (each means: claim again at once, the
+    groups behind them may have work)."""
+
+    claimed: list[Record]
+    held: int | None
+    woken: int
+    busy: int
+    parked: int = 0
+
+
+class GroupLimits(NamedTuple):
+    """A task's group limits: ``cap`` (group_cap), and its ``group_rate``'s
+    ``per_second`` and ``burst`` (None: none)."""
+
+    cap: int | None
+    per_second: float | None
+    burst: int | None
+
+
+async def job_claim_grouped(
+    conn: Conn,
+    *,
+    schema: str,
+    claimant: Claimant,
+    kind: str,
+    lease: float,
+    floor: int,
+    limit: int,
+    limits: GroupLimits,
+    global_cap: int | None = None,
+    synchronous_commit: bool = True,
+) -> GroupedClaim:
+    """Claim up to ``limit`` grouped jobs of ``kind`` in one statement (each group within
+    its cap and tokens, the groups by virtual time). With ``global_cap`` the caller holds
+    the kind's cap lock (``claim_grouped_within_cap``)."""
+    rows = await conn.fetch(
+        sql.statement("job_claim_grouped", schema),
+        claimant.name,
+        kind,
+        lease,
+        floor,
+        limit,
+        claimant.token,
+        limits.cap,
+        limits.per_second,
+        limits.burst,
+        global_cap,
+        synchronous_commit,
+    )
+    summary = next(r for r in rows if r["settled"])
+    return GroupedClaim(
+        [r for r in rows if not r["settled"]],
+        None if summary["held"] is None else int(summary["held"]),
+        int(summary["woken"]),
+        int(summary["busy"]),
+        int(summary["parked"]),
+    )
+
+
+async def claim_grouped(
+    source: Any,
+    *,
+    schema: str,
+    claimant: Claimant,
+    kind: str,
+    lease: float,
+    floor: int,
+    limit: int,
+    limits: GroupLimits,
+    global_cap: int | None = None,
+    rate: tuple[float, int] | None = None,
+    deadline: float | None = None,
+    synchronous_commit: bool = True,
+) -> tuple[GroupedClaim, float]:
+    """``job_claim_grouped`` with the kind's own limits: alone, one statement and one
+    commit; with a shared rate ``rate`` (per_second, burst) or a ``global_cap``, in one
+    transaction: ``rate_take``, the kind's cap lock (``kind_cap_lock``, the lock
+    ``job_claim_capped`` takes, so that the claim's snapshot, taken after it, sees every
+    claim of the kind), the claim, ``rate_spend``. A limit that refuses a job spends
+    nothing of the others: the kind's tokens are spent per job claimed, and the groups'
+    slots and tokens only by the claim. Returns the claim and, when the kind's bucket was
+    empty, the seconds until its next token (else 0)."""
+    claim_of = functools.partial(
+        job_claim_grouped,
+        schema=schema,
+        claimant=claimant,
+        kind=kind,
+        lease=lease,
+        floor=floor,
+        limits=limits,
+        synchronous_commit=synchronous_commit,
+    )
+    if global_cap is None and rate is None:
+        return await claim_of(source, limit=limit), 0.0
+    async with transaction(source) as conn:
+        if deadline is not None:
+            await transaction_deadlines(conn, schema=schema, deadline=deadline)
+        if rate is not None:
+            granted, wait = await rate_take(
+                conn, schema=schema, kind=kind, per_second=rate[0], burst=rate[1], wanted=limit
+            )
+            if granted < 1:
+                return GroupedClaim([], None, 0, 0), max(wait, 0.001)
+            limit = granted
+        if global_cap is not None:
+            await conn.execute(sql.statement("kind_cap_lock", schema), kind)
+        claim = await claim_of(conn, limit=limit, global_cap=global_cap)
+        if rate is not None and claim.claimed:
+            await rate_spend(conn, schema=schema, kind=kind, tokens=len(claim.claimed))
+        return claim, 0.0
+
+
+def group_set_steps(
+    *,
+    kind: str,
+    group: str,
+    cap: tuple[bool, int | None],
+    weight: tuple[bool, float | None],
+    paused: tuple[bool, bool | None],
+) -> Steps[Record]:
+    """Write a group's settings; each field is (given, value). The row as written."""
+    rows = yield Query("group_set", (kind, group, *cap, *weight, *paused))
+    return rows[0]
+
+
+async def group_set(conn: Any, *, schema: str, **fields: Any) -> Record:
+    """``group_set_steps`` on an async connection (``drivers.run``)."""
+    return await drivers.run(conn, group_set_steps(**fields), schema=schema)
+
+
+def group_set_sync(conn: Any, *, schema: str, **fields: Any) -> Record:
+    """``group_set_steps`` on a sync connection (``drivers.run_sync``)."""
+    return drivers.run_sync(conn, group_set_steps(**fields), schema=schema)
+
+
+async def group_list(
+    conn: Conn, *, schema: str, kind: str, search: str | None, limit: int, offset: int
+) -> list[Record]:
+    return list(await conn.fetch(sql.statement("group_list", schema), kind, search, limit, offset))
+
+
+async def group_get(conn: Conn, *, schema: str, kind: str, group: str) -> Record | None:
+    return await conn.fetchrow(sql.statement("group_get", schema), kind, group)

@@ -1,0 +1,142 @@
+"""Groups (SPEC 13): a job's group checked where it is given, and a group's settings
+changed while workers run (``set_group``, ``set_group_sync``). docs/groups.md holds the
+model: exact per-group caps, per-group rates and weighted fair share, in the claim."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import msgspec
+
+from venturi import db
+from venturi.errors import ConfigError
+from venturi.sql import DEFAULT_SCHEMA
+
+MAX_GROUP_LENGTH = 200
+
+
+class _Unchanged:
+    """The default of ``set_group``'s fields: leave the setting as it is."""
+
+    def __repr__(self) -> str:
+        return "UNCHANGED"
+
+
+UNCHANGED: Any = _Unchanged()
+
+
+class GroupSettings(msgspec.Struct, frozen=True):
+    """A group's settings as ``set_group`` left them (None: the task's default)."""
+
+    kind: str
+    group: str
+    cap: int | None
+    weight: float | None
+    paused: bool
+
+
+def check_group(value: object, knob: str = "group") -> str:
+    """``value`` if it is a group: a non-empty string of at most 200 characters without
+    control characters; else ``ConfigError``."""
+    if (
+        not isinstance(value, str)
+        or not value
+        or len(value) > MAX_GROUP_LENGTH
+        or any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in value)
+    ):
+        raise ConfigError(
+            f"{knob} must be a non-empty string of at most {MAX_GROUP_LENGTH} characters "
+            f"without control characters, got {value!r}"
+        )
+    return value
+
+
+def _check_kind(kind: object) -> str:
+    if not isinstance(kind, str) or not kind:
+        raise ConfigError(f"kind must be a non-empty string, got {kind!r}")
+    return kind
+
+
+def check_cap(value: object) -> tuple[bool, int | None]:
+    if value is UNCHANGED:
+        return False, None
+    if value is None:
+        return True, None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"cap must be an integer of at least 1 (or None), got {value!r}")
+    return True, value
+
+
+def check_weight(value: object) -> tuple[bool, float | None]:
+    if value is UNCHANGED:
+        return False, None
+    if value is None:
+        return True, None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigError(f"weight must be a finite number above 0 (or None), got {value!r}")
+    return True, float(value)
+
+
+def _paused(value: object) -> tuple[bool, bool | None]:
+    if value is UNCHANGED:
+        return False, None
+    if value is not None and not isinstance(value, bool):
+        raise ConfigError(f"paused must be True, False or None, got {value!r}")
+    return True, value
+
+
+def _fields(
+    kind: object, group: object, cap: object, weight: object, paused: object
+) -> dict[str, Any]:
+    return {
+        "kind": _check_kind(kind),
+        "group": check_group(group),
+        "cap": check_cap(cap),
+        "weight": check_weight(weight),
+        "paused": _paused(paused),
+    }
+
+
+def _settings(row: Any) -> GroupSettings:
+    return GroupSettings(row["kind"], row["grp"], row["cap"], row["weight"], row["paused"])
+
+
+async def set_group(
+    conn: Any,
+    kind: str,
+    group: str,
+    *,
+    cap: int | None = UNCHANGED,
+    weight: float | None = UNCHANGED,
+    paused: bool | None = UNCHANGED,
+    schema: str = DEFAULT_SCHEMA,
+) -> GroupSettings:
+    """Change group ``group`` of ``kind`` while workers run, on any connection
+    ``Task.enqueue`` takes, in the caller's transaction: ``cap`` (at most this many of its
+    jobs claimed at once), ``weight`` (its share among the groups with work), ``paused``
+    (its jobs stay pending). A field left out keeps its value; ``None`` returns it to the
+    task's default (``group_cap``, weight 1, not paused). Every value is checked first
+    (``ConfigError``, nothing written). Lowering a cap lets running jobs finish."""
+    fields = _fields(kind, group, cap, weight, paused)
+    return _settings(await db.groups.group_set(conn, schema=schema, **fields))
+
+
+def set_group_sync(
+    conn: Any,
+    kind: str,
+    group: str,
+    *,
+    cap: int | None = UNCHANGED,
+    weight: float | None = UNCHANGED,
+    paused: bool | None = UNCHANGED,
+    schema: str = DEFAULT_SCHEMA,
+) -> GroupSettings:
+    """``set_group`` on any connection ``Task.enqueue_sync`` takes."""
+    fields = _fields(kind, group, cap, weight, paused)
+    return _settings(db.groups.group_set_sync(conn, schema=schema, **fields))
