@@ -25,7 +25,6 @@ from venturi.admin import connection
 from venturi.admin.bulk import BULK_BATCH, Matching, act_on_matching, count_matching
 from venturi.admin.common import (
     CANCEL_DETAIL,
-    MANUAL_RETRY,
     RUN_NOW_DETAIL,
     SET_PRIORITY_DETAIL,
     Change,
@@ -42,7 +41,6 @@ from venturi.admin.health import (
     STATS_COMPLETED_WINDOW,
     TOP_COMPLETED_WINDOW,
     Fleet,
-    KindHealth,
     KindNow,
     KindStats,
     Minute,
@@ -55,7 +53,7 @@ from venturi.admin.health import (
     stats,
     top_frame,
 )
-from venturi.admin.history import MOVE_BATCH, Moved, move_to_history
+from venturi.admin.history import Moved, move_to_history
 from venturi.admin.jobs import (
     JobDetail,
     JobRow,
@@ -129,7 +127,9 @@ from venturi.admin.workflow_list import (
     WorkflowRow,
     list_workflows,
 )
-from venturi.status import DEFAULT_LIVENESS, FINISHED, STATUSES, JobStatus
+from venturi.db.operations import MOVE_BATCH
+from venturi.kind_health import KindHealth
+from venturi.status import DEFAULT_LIVENESS, FINISHED, MANUAL_RETRY, STATUSES, JobStatus
 
 __all__ = [
     "ACTIVITY_MINUTES",

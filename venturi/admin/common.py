@@ -16,9 +16,8 @@ from venturi.errors import ConfigError
 from venturi.priority import Priority
 from venturi.status import STATUSES
 
-# The journal detail of an operator's retry. Statistics tell it apart from a handler's
-# retry outcome (also journaled as 'retried') by this text.
-MANUAL_RETRY = "manual retry"
+# The journal details of operators' actions (an operator's retry's, ``MANUAL_RETRY``, is in
+# ``venturi.status``: the alerts read it too).
 CANCEL_DETAIL = "cancelled by an operator"
 RUN_NOW_DETAIL = "run now"
 SET_PRIORITY_DETAIL = "priority set to"

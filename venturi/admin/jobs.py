@@ -15,7 +15,6 @@ import msgspec
 from venturi import db, validate
 from venturi.admin.common import (
     CANCEL_DETAIL,
-    MANUAL_RETRY,
     RUN_NOW_DETAIL,
     SET_PRIORITY_DETAIL,
     Change,
@@ -38,7 +37,7 @@ from venturi.errors import VenturiError
 from venturi.jobs import JobInfo, JournalEntry, get_job, get_journal
 from venturi.priority import Priority
 from venturi.sql import DEFAULT_SCHEMA
-from venturi.status import FINISHED, JobStatus
+from venturi.status import FINISHED, MANUAL_RETRY, JobStatus
 
 log = logging.getLogger("venturi.admin")
 

@@ -57,11 +57,6 @@ async def purge(
     their journal goes with them. Returns how many were deleted."""
     st, secs = _purge_args(status, older_than, kind)
     validate.integer(batch, "batch")
-    total = 0
-    while True:
-        deleted = await db.operations.job_purge_batch(
-            conn, schema=schema, status=st, older_than=secs, kind=kind, batch=batch
-        )
-        total += deleted
-        if deleted < batch:
-            return total
+    return await db.operations.job_purge_all(
+        conn, schema=schema, status=st, older_than=secs, kind=kind, batch=batch
+    )
