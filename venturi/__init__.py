@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from venturi.admin import delete_job
 from venturi.backoff import Backoff
-from venturi.context import Context, JobMeta
+from venturi.context import Child, Context, JobMeta
 from venturi.db.enqueue import JobSpec
 from venturi.errors import (
     ChildFailed,
@@ -46,7 +46,6 @@ from venturi.runtime.worker import Worker
 from venturi.schedules import schedule
 from venturi.tasks import Task, enqueue_many, enqueue_many_sync, task
 from venturi.version import __version__ as __version__
-from venturi.workflow.child import Child
 from venturi.workflow.graph import Workflow
 from venturi.workflow.signals import signal, signal_sync
 
