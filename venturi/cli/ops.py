@@ -11,7 +11,6 @@ from typing import Annotated, Any
 import typer
 
 from venturi import sql
-from venturi.admin import connection
 from venturi.cli.app import app
 from venturi.cli.common import (
     DsnOption,
@@ -180,6 +179,7 @@ async def _top_live(
     from rich.live import Live
     from rich.text import Text
 
+    from venturi.admin import connection  # not at import: see venturi/cli/__init__.py
     from venturi.cli import render
 
     conn = await connection.connect(target, schema=schema)
@@ -239,6 +239,7 @@ async def _export(
     import logging
     import signal
 
+    from venturi.admin import connection  # not at import: see venturi/cli/__init__.py
     from venturi.maintenance import gauges
     from venturi.runtime import instruments
 
