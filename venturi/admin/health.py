@@ -32,11 +32,6 @@ RECENT_WINDOW = 3600.0
 ACTIVITY_MINUTES = 60
 
 
-# The names each read had before they were one struct.
-KindStats = KindHealth
-KindNow = KindHealth
-
-
 class Fleet(msgspec.Struct, frozen=True):
     """The workers a health read shows below the kinds (live and gone: not the stopped
     ones), the kinds live workers register, and the paused kinds."""
