@@ -14,7 +14,25 @@ import msgspec
 from venturi import validate
 from venturi.errors import ConfigError
 from venturi.priority import Priority
-from venturi.status import STATUSES
+from venturi.status import DEFAULT_LIVENESS, FINISHED, MANUAL_RETRY, STATUSES, JobStatus
+
+# What venturi.admin exports from here.
+__all__ = [
+    "CANCEL_DETAIL",
+    "DEFAULT_LIVENESS",
+    "FINISHED",
+    "MANUAL_RETRY",
+    "RUN_NOW_DETAIL",
+    "SET_PRIORITY_DETAIL",
+    "STATUSES",
+    "Change",
+    "JobStatus",
+    "check_ids",
+    "check_status",
+    "operator_identity",
+    "parse_duration",
+    "parse_priority",
+]
 
 # The journal details of operators' actions (an operator's retry's, ``MANUAL_RETRY``, is in
 # ``venturi.status``: the alerts read it too).

@@ -21,6 +21,26 @@ from venturi.kind_health import KindHealth, unserved
 from venturi.sql import DEFAULT_SCHEMA
 from venturi.status import DEFAULT_LIVENESS, MANUAL_RETRY
 
+# What venturi.admin exports from here.
+__all__ = [
+    "ACTIVITY_MINUTES",
+    "FAILURES_WINDOW",
+    "RECENT_WINDOW",
+    "STATS_COMPLETED_WINDOW",
+    "TOP_COMPLETED_WINDOW",
+    "Fleet",
+    "KindHealth",
+    "Minute",
+    "Overview",
+    "Stats",
+    "TopFrame",
+    "activity",
+    "fleet",
+    "overview",
+    "stats",
+    "top_frame",
+]
+
 # Windows of the recent counts: `venturi stats` reports completions in the last minute,
 # `venturi top` a per-second rate over the last ten seconds; both count failures over
 # the last hour. The dashboard's overview counts both over the last hour.

@@ -18,6 +18,13 @@ from venturi.db.operations import MOVE_BATCH
 from venturi.sql import DEFAULT_SCHEMA
 from venturi.validate import seconds
 
+# What venturi.admin exports from here.
+__all__ = [
+    "MOVE_BATCH",
+    "Moved",
+    "move_to_history",
+]
+
 
 class Moved(msgspec.Struct, frozen=True):
     """A pass of ``move_to_history``: ``jobs`` moved; ``caught_up``: no job finished long

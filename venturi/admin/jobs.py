@@ -39,6 +39,20 @@ from venturi.priority import Priority
 from venturi.sql import DEFAULT_SCHEMA
 from venturi.status import FINISHED, MANUAL_RETRY, JobStatus
 
+# What venturi.admin exports from here.
+__all__ = [
+    "JobDetail",
+    "JobRow",
+    "cancel_jobs",
+    "delete_job",
+    "delete_jobs",
+    "list_jobs",
+    "retry_jobs",
+    "run_now_jobs",
+    "set_priority",
+    "show_job",
+]
+
 log = logging.getLogger("venturi.admin")
 
 

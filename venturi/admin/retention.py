@@ -10,6 +10,13 @@ from venturi.errors import ConfigError
 from venturi.sql import DEFAULT_SCHEMA
 from venturi.status import FINISHED, STATUSES
 
+# What venturi.admin exports from here.
+__all__ = [
+    "PURGE_BATCH",
+    "purge",
+    "purge_count",
+]
+
 PURGE_BATCH = 1000
 
 # The finished statuses in the order operators read them (the error message lists them).

@@ -19,6 +19,22 @@ from venturi.errors import ConfigError
 from venturi.sql import DEFAULT_SCHEMA
 from venturi.status import MANUAL_RETRY
 
+# What venturi.admin exports from here.
+__all__ = [
+    "COUNT_CAP",
+    "PERIODS",
+    "Bucket",
+    "Indexed",
+    "JobFilter",
+    "JobPage",
+    "Search",
+    "index_search",
+    "kind_activity",
+    "known_kinds",
+    "resolve_search",
+    "search_jobs",
+]
+
 # A page's total is counted up to this many jobs ("10,000+" beyond).
 COUNT_CAP = 10_000
 # The kind picker lists at most this many kinds.
