@@ -15,7 +15,6 @@ from starlette.responses import Response
 
 from venturi import admin
 from venturi.errors import ConfigError
-from venturi.status import STATUSES
 from venturi.web.flash import Flash, of_changes
 from venturi.web.kit import (
     BULK_ACTIONS,
@@ -24,6 +23,7 @@ from venturi.web.kit import (
     action,
     job_id_param,
     redirect_back,
+    status_filter,
 )
 
 Act = Callable[..., Awaitable[list[admin.Change]]]
@@ -94,9 +94,7 @@ async def selection_action(request: Request, d: Dashboard, form: Any) -> Respons
 async def bulk_action(request: Request, d: Dashboard, form: Any) -> Response:
     name = _field(form, "action") or ""
     fn = _act(name)
-    status = _field(form, "status")
-    if status is not None and status not in STATUSES:
-        raise BadInput(f"status must be one of {', '.join(STATUSES)}")
+    status = status_filter(_field(form, "status"))
     kind, key, search = _field(form, "kind"), _field(form, "key"), _field(form, "q", 200)
     try:
         up_to = int(_field(form, "up_to") or "")

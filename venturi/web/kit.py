@@ -98,8 +98,7 @@ def render(request: Request, template: str, status: int = 200, **context: Any) -
         csrf=d.guard.csrf_token(nonce, request.cookies),
         csrf_field=CSRF_FIELD,
         read_only=d.read_only,
-        logged_in=d.guard.token is not None
-        and d.guard.authenticated(request.headers, request.cookies),
+        logged_in=d.guard.token is not None and signed_in(request, d),
         url=functools.partial(url, request),
         now=datetime.now(UTC),
         **{"back": here(request), **context},
@@ -164,21 +163,47 @@ def here(request: Request) -> str:
     return target
 
 
+def signed_in(request: Request, d: Dashboard) -> bool:
+    """The request carries the token (a bearer header or the login's cookie), or the
+    dashboard has none."""
+    return d.guard.authenticated(request.headers, request.cookies)
+
+
+# How a kind of handler shows a refusal or a failure: (request, status, message).
+ErrorAnswer = Callable[[Request, int, str], Response]
+
+
+def json_error(request: Request, status: int, message: str) -> Response:
+    """The API's refusal or failure: ``{"error": message}`` (a 401 asks for the token)."""
+    response = json_response({"error": message}, status)
+    if status == 401:
+        response.headers["www-authenticate"] = "Bearer"
+    return response
+
+
+async def answer(
+    request: Request, call: Callable[[], Awaitable[Response]], error: ErrorAnswer
+) -> Response:
+    """``call()``'s response; for every handler alike, bad input answers 400 and a failed
+    database (or a schema not applied) 503, as ``error`` shows them."""
+    try:
+        return await call()
+    except (BadInput, ConfigError) as exc:
+        return error(request, 400, str(exc))
+    except UNAVAILABLE as exc:
+        return error(request, 503, f"database error: {one_line(exc)}")
+
+
 def page(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     """A GET that renders HTML: unauthenticated browsers are sent to /login."""
 
     async def endpoint(request: Request) -> Response:
         d = dashboard(request)
-        if not d.guard.authenticated(request.headers, request.cookies):
+        if not signed_in(request, d):
             if request.headers.get("hx-request"):
                 return Response("log in again", 401)  # htmx leaves the page as it is
             return RedirectResponse(url(request, "login", {"next": here(request)}), 303)
-        try:
-            return await handler(request, d)
-        except (BadInput, ConfigError) as exc:
-            return error_page(request, 400, str(exc))
-        except UNAVAILABLE as exc:
-            return error_page(request, 503, f"database error: {one_line(exc)}")
+        return await answer(request, lambda: handler(request, d), error_page)
 
     return endpoint
 
@@ -188,16 +213,9 @@ def api(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
 
     async def endpoint(request: Request) -> Response:
         d = dashboard(request)
-        if not d.guard.authenticated(request.headers, request.cookies):
-            response = json_response({"error": "authentication required"}, 401)
-            response.headers["www-authenticate"] = "Bearer"
-            return response
-        try:
-            return await handler(request, d)
-        except (BadInput, ConfigError) as exc:
-            return json_response({"error": str(exc)}, 400)
-        except UNAVAILABLE as exc:
-            return json_response({"error": f"database error: {one_line(exc)}"}, 503)
+        if not signed_in(request, d):
+            return json_error(request, 401, "authentication required")
+        return await answer(request, lambda: handler(request, d), json_error)
 
     return endpoint
 
@@ -209,7 +227,7 @@ def action(handler: Callable[[Request, Dashboard, Any], Awaitable[Response]]) ->
 
     async def endpoint(request: Request) -> Response:
         d = dashboard(request)
-        if not d.guard.authenticated(request.headers, request.cookies):
+        if not signed_in(request, d):
             return error_page(request, 401, "log in first")
         if d.read_only:
             return error_page(request, 403, "this dashboard is read-only")
@@ -218,12 +236,7 @@ def action(handler: Callable[[Request, Dashboard, Any], Awaitable[Response]]) ->
             return error_page(
                 request, 403, "the form's CSRF token is missing or wrong: reload the page"
             )
-        try:
-            return await handler(request, d, form)
-        except (BadInput, ConfigError) as exc:
-            return error_page(request, 400, str(exc))
-        except UNAVAILABLE as exc:
-            return error_page(request, 503, f"database error: {one_line(exc)}")
+        return await answer(request, lambda: handler(request, d, form), error_page)
 
     return endpoint
 
@@ -251,13 +264,18 @@ def int_param(request: Request, name: str, *, low: int = 1, high: int | None = N
     return n
 
 
-def filters(request: Request) -> dict[str, str | None]:
+def status_filter(value: str | None) -> str | None:
+    """A list's status filter, from a query or a form: None (any status) or one of
+    ``STATUSES``, else ``BadInput``."""
+    if value is not None and value not in STATUSES:
+        raise BadInput(f"status must be one of {', '.join(STATUSES)}, got {value[:40]!r}")
+    return value
+
+
+def filter_params(request: Request) -> dict[str, str | None]:
     """The job filter of the query string: status, kind, key, q (the search box)."""
-    status = text_param(request, "status")
-    if status is not None and status not in STATUSES:
-        raise BadInput(f"status must be one of {', '.join(STATUSES)}, got {status[:40]!r}")
     return {
-        "status": status,
+        "status": status_filter(text_param(request, "status")),
         "kind": text_param(request, "kind"),
         "key": text_param(request, "key"),
         "q": text_param(request, "q", 200),

@@ -17,7 +17,7 @@ from venturi.web.kit import (
     BadInput,
     Dashboard,
     error_page,
-    filters,
+    filter_params,
     int_param,
     job_id_param,
     page,
@@ -64,7 +64,7 @@ async def overview_live(request: Request, d: Dashboard) -> Response:
 
 @page
 async def jobs(request: Request, d: Dashboard) -> Response:
-    f = filters(request)
+    f = filter_params(request)
     before = int_param(request, "before")
     after = int_param(request, "after")
     wanted = admin.JobFilter(f["status"], f["kind"], f["key"], f["q"])
@@ -209,7 +209,7 @@ async def bulk_confirm(request: Request, d: Dashboard) -> Response:
     act = request.query_params.get("action", "")
     if act not in BULK_ACTIONS:
         raise BadInput(f"action must be one of {', '.join(BULK_ACTIONS)}, got {act[:40]!r}")
-    f = filters(request)
+    f = filter_params(request)
     async with d.db.reading() as conn:
         matching = await admin.count_matching(
             conn,
