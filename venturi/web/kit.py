@@ -1,7 +1,8 @@
 """What every dashboard handler shares: its state (``Dashboard``), building links,
-rendering a page or a JSON answer, the guards around pages, API answers and actions,
-and reading query parameters. The pages, the actions and the API import this module;
-it imports none of them.
+rendering a page or a JSON answer, the guards around pages, API answers and actions
+(one authentication check, one mapping of errors to answers), reading query parameters
+(the status filter among them), and the actions on jobs (``JOB_ACTIONS``: label and
+call). The pages, the actions and the API import this module; it imports none of them.
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
 import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from venturi import admin
 from venturi.db.errors import DATABASE_ERRORS, one_line
 from venturi.errors import ConfigError, VenturiError
 from venturi.formatting import to_json
@@ -30,8 +32,24 @@ MAX_LIMIT = 500
 # The theme a browser chose with the toggle (venturi.js writes it; none: the system's).
 THEME_COOKIE = "venturi_theme"
 THEMES = ("light", "dark")
-# The actions on jobs, by the name in their URL and form, and their label.
-BULK_ACTIONS = {"retry": "Retry", "cancel": "Cancel", "delete": "Delete", "run-now": "Run now"}
+
+
+class JobAction(NamedTuple):
+    """An action on jobs: its button's label, and the ``venturi.admin`` call that does it
+    on a list of ids (``operator=`` and ``schema=`` by keyword)."""
+
+    label: str
+    act: Callable[..., Awaitable[list[admin.Change]]]
+
+
+# The actions on jobs, by the name in their URL and form: one job's page, the list's
+# selection and every job of a filter offer the same ones.
+JOB_ACTIONS = {
+    "retry": JobAction("Retry", admin.retry_jobs),
+    "cancel": JobAction("Cancel", admin.cancel_jobs),
+    "delete": JobAction("Delete", admin.delete_jobs),
+    "run-now": JobAction("Run now", admin.run_now_jobs),
+}
 
 
 def default_operator(request: Request) -> str:
@@ -287,3 +305,11 @@ def job_id_param(request: Request) -> int:
     if not raw.isdigit() or not 0 < int(raw) < 2**63:
         raise BadInput(f"a job id is a positive integer, got {raw[:40]!r}")
     return int(raw)
+
+
+def action_named(name: str) -> JobAction:
+    """The action on jobs called ``name`` (a URL's, a form's or a query's), else
+    ``BadInput``."""
+    if name not in JOB_ACTIONS:
+        raise BadInput(f"action must be one of {', '.join(JOB_ACTIONS)}, got {name[:40]!r}")
+    return JOB_ACTIONS[name]
