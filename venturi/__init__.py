@@ -8,9 +8,8 @@ import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from venturi.admin import delete_job
 from venturi.backoff import Backoff
-from venturi.context import Context, JobMeta
+from venturi.context import Child, Context, JobMeta
 from venturi.db.enqueue import JobSpec
 from venturi.errors import (
     ChildFailed,
@@ -47,7 +46,6 @@ from venturi.runtime.worker import Worker
 from venturi.schedules import schedule
 from venturi.tasks import Task, enqueue_many, enqueue_many_sync, task
 from venturi.version import __version__ as __version__
-from venturi.workflow.child import Child
 from venturi.workflow.graph import Workflow
 from venturi.workflow.signals import signal, signal_sync
 
@@ -102,12 +100,23 @@ __all__ = [
 ]
 
 
-if not TYPE_CHECKING:
+if TYPE_CHECKING:
+    # The operator's API loads on first use (``__getattr__`` below), not with the
+    # package: a worker imports ``venturi`` and carries no operator code
+    # (tests/unit/test_worker_imports.py). Type checkers see the names as imported.
+    from venturi import admin as admin
+    from venturi.admin import delete_job
+else:
     # Hidden from type checkers: a module-level __getattr__ makes them accept any
     # attribute of the package (``venturi.taks(...)`` would type-check). The deprecated
     # aliases below keep working at run time; typed code uses the new names.
 
     def __getattr__(name: str) -> Any:
+        # The operator's API, loaded here on first use (see TYPE_CHECKING above);
+        # ``venturi.admin`` was an attribute of the package when it loaded with it.
+        if name in ("admin", "delete_job"):
+            admin = importlib.import_module("venturi.admin")
+            return admin if name == "admin" else admin.delete_job
         # venturi.Pool was WorkerGroup's first name, which clashed with asyncpg's Pool.
         if name == "Pool":
             warnings.warn(
@@ -120,3 +129,6 @@ if not TYPE_CHECKING:
         if name == "registry":
             return importlib.import_module("venturi.registry")
         raise AttributeError(f"module 'venturi' has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), "admin", "delete_job"})

@@ -62,3 +62,8 @@ FINISHED: frozenset[JobStatus] = frozenset(
 # A worker that has not beaten its heartbeat for this long (seconds) counts as gone: the
 # fleet views, the unserved-kinds alert and the gauges all judge liveness with it.
 DEFAULT_LIVENESS = 30.0
+
+# The journal detail of an operator's retry. Statistics (the operator's reads, the
+# alerts) tell it apart from a handler's retry outcome (also journaled as 'retried') by
+# this text.
+MANUAL_RETRY = "manual retry"

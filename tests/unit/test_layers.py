@@ -7,7 +7,12 @@ The layers (``LAYER_RULES``), each for a reason:
 
 - the runtime (``venturi/runtime/``) never imports the operator's API, the dashboard or
   the command line: a worker process carries none of them, and they can change without
-  touching it;
+  touching it; nor the maintenance tasks, which it runs as it is given them (they import
+  the runtime's runner, ``venturi.runtime.maintainer``);
+- the maintenance tasks (``venturi/maintenance/``) never import the operator's API, the
+  dashboard or the command line either: a worker runs them (what they share with an
+  operator's call is below both, in ``venturi.db``, ``venturi.kind_health`` and
+  ``venturi.status``);
 - the operator's API (``venturi/admin/``) never imports the runtime or the maintenance
   tasks: what an operator can do does not depend on a worker running;
 - the database layer (``venturi/db/``) imports nothing above it: only itself and the
@@ -18,7 +23,12 @@ The layers (``LAYER_RULES``), each for a reason:
 
 The house rules (``MAX_MODULE_LINES``, ``MAX_FUNCTION_LINES``): no module over 500 lines,
 no function body over 80, no private name (``_x``) imported from another module, and no
-import circle.
+import circle: between modules, nor between folders (``folder_graph``: a subpackage such
+as ``venturi/runtime/`` counts as one, a module directly under ``venturi/`` as itself), so
+that two folders never lean on each other through different modules.
+
+These read the source; ``tests/unit/test_worker_imports.py`` checks the same rule per
+process, on what a worker actually loads.
 """
 
 from __future__ import annotations
@@ -52,6 +62,16 @@ LAYER_RULES = (
     Rule(
         "venturi/runtime/",
         "a worker carries no operator API, dashboard or CLI",
+        never=("venturi.admin", "venturi.web", "venturi.cli"),
+    ),
+    Rule(
+        "venturi/runtime/",
+        "the runtime runs the maintenance tasks it is given, it imports none",
+        never=("venturi.maintenance",),
+    ),
+    Rule(
+        "venturi/maintenance/",
+        "a worker runs the maintenance tasks: no operator API, dashboard or CLI",
         never=("venturi.admin", "venturi.web", "venturi.cli"),
     ),
     Rule(
@@ -195,6 +215,21 @@ def import_graph(root: Path, package: str = PACKAGE) -> dict[str, set[str]]:
     return graph
 
 
+def folder(module: str) -> str:
+    """The folder ``module`` counts in: its subpackage of the package (``venturi.runtime``
+    for ``venturi.runtime.loop``); a module directly under the package is its own."""
+    return ".".join(module.split(".")[:2])
+
+
+def folder_graph(root: Path, package: str = PACKAGE) -> dict[str, set[str]]:
+    """Folder -> the other folders its modules import (at any depth)."""
+    graph: dict[str, set[str]] = {}
+    for source, targets in import_graph(root, package).items():
+        here = folder(source)
+        graph.setdefault(here, set()).update(folder(t) for t in targets if folder(t) != here)
+    return graph
+
+
 def circles(graph: dict[str, set[str]]) -> set[frozenset[str]]:
     """The strongly connected components of more than one module (Tarjan)."""
     index: dict[str, int] = {}
@@ -307,6 +342,12 @@ def test_no_import_circles() -> None:
     assert sorted(map(sorted, circles(import_graph(ROOT)))) == []
 
 
+def test_no_import_circles_between_folders() -> None:
+    graph = folder_graph(ROOT)
+    assert {"venturi.runtime", "venturi.maintenance", "venturi.admin"} <= set(graph)
+    assert sorted(map(sorted, circles(graph))) == []
+
+
 def test_no_private_name_is_imported_from_another_module() -> None:
     assert private_imports(ROOT) == []
 
@@ -399,7 +440,32 @@ def test_the_house_checks_catch_a_violation(tmp_path: Path) -> None:
         frozenset({"venturi.a", "venturi.b"}),
         frozenset({"venturi.c", "venturi.d"}),
     }
+    assert circles(folder_graph(root)) == {
+        frozenset({"venturi.a", "venturi.b"}),
+        frozenset({"venturi.c", "venturi.d"}),
+    }
     assert private_imports(root) == ["venturi/d.py:1: venturi.c._helper"]
     assert long_modules(root) == {"venturi/e.py": MAX_MODULE_LINES + 2}
     assert long_functions(root) == {"venturi/f.py:1 long": MAX_FUNCTION_LINES + 1}
     assert {f: len(calls) for f, calls in sql_executors(root).items()} == {"venturi/b.py": 2}
+
+
+def test_the_folder_check_catches_a_circle_no_module_closes(tmp_path: Path) -> None:
+    # runtime.worker -> maintenance.runner and maintenance.gauges -> runtime.instruments:
+    # no module circle, but the two folders lean on each other (as they once did).
+    root = _package(
+        tmp_path,
+        {
+            "venturi/__init__.py": "",
+            "venturi/status.py": "",
+            "venturi/runtime/__init__.py": "",
+            "venturi/runtime/worker.py": "from venturi.maintenance import runner\n",
+            "venturi/runtime/instruments.py": "from venturi import status\n",
+            "venturi/maintenance/__init__.py": "",
+            "venturi/maintenance/runner.py": "",
+            "venturi/maintenance/gauges.py": "def f():\n    from venturi.runtime import instruments\n",
+        },
+    )
+    assert circles(import_graph(root)) == set()
+    assert folder_graph(root)["venturi.runtime"] == {"venturi.maintenance", "venturi.status"}
+    assert circles(folder_graph(root)) == {frozenset({"venturi.runtime", "venturi.maintenance"})}

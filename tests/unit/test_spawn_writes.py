@@ -11,7 +11,7 @@ from typing import Any
 
 import venturi
 from tests.support import Item
-from venturi.workflow.child import Child
+from venturi.context import Child
 from venturi.workflow.state import RunState, Unwritten
 
 

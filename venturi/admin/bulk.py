@@ -14,6 +14,14 @@ from venturi.admin.search import JobFilter, resolve_search, search_args
 from venturi.db.conn import Conn
 from venturi.sql import DEFAULT_SCHEMA
 
+# What venturi.admin exports from here.
+__all__ = [
+    "BULK_BATCH",
+    "Matching",
+    "act_on_matching",
+    "count_matching",
+]
+
 BULK_BATCH = 500
 
 

@@ -14,11 +14,28 @@ import msgspec
 from venturi import validate
 from venturi.errors import ConfigError
 from venturi.priority import Priority
-from venturi.status import STATUSES
+from venturi.status import DEFAULT_LIVENESS, FINISHED, MANUAL_RETRY, STATUSES, JobStatus
 
-# The journal detail of an operator's retry. Statistics tell it apart from a handler's
-# retry outcome (also journaled as 'retried') by this text.
-MANUAL_RETRY = "manual retry"
+# What venturi.admin exports from here.
+__all__ = [
+    "CANCEL_DETAIL",
+    "DEFAULT_LIVENESS",
+    "FINISHED",
+    "MANUAL_RETRY",
+    "RUN_NOW_DETAIL",
+    "SET_PRIORITY_DETAIL",
+    "STATUSES",
+    "Change",
+    "JobStatus",
+    "check_ids",
+    "check_status",
+    "operator_identity",
+    "parse_duration",
+    "parse_priority",
+]
+
+# The journal details of operators' actions (an operator's retry's, ``MANUAL_RETRY``, is in
+# ``venturi.status``: the alerts read it too).
 CANCEL_DETAIL = "cancelled by an operator"
 RUN_NOW_DETAIL = "run now"
 SET_PRIORITY_DETAIL = "priority set to"

@@ -13,6 +13,8 @@ from venturi.db.conn import Conn
 from venturi.groups import check_group
 from venturi.sql import DEFAULT_SCHEMA
 
+__all__ = ["GroupState", "list_groups", "show_group"]
+
 
 class GroupState(msgspec.Struct, frozen=True):
     """One group of a kind: its counts, settings and, when it has pending jobs that are

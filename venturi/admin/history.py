@@ -9,19 +9,21 @@ change where a job is, never what any read returns.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import msgspec
 
 from venturi import db, validate
+from venturi.db.operations import MOVE_BATCH
 from venturi.sql import DEFAULT_SCHEMA
 from venturi.validate import seconds
 
-# Rows per transaction: large enough that a database of a million finished jobs moves in
-# a couple of minutes, small enough that each batch's row locks last well under a second
-# (benchmarks/README.md, "The history table").
-MOVE_BATCH = 5000
+# What venturi.admin exports from here.
+__all__ = [
+    "MOVE_BATCH",
+    "Moved",
+    "move_to_history",
+]
 
 
 class Moved(msgspec.Struct, frozen=True):
@@ -49,12 +51,8 @@ async def move_to_history(
     validate.integer(batch, "history batch")
     if budget is not None:
         budget = seconds(budget, "history budget")
-    moved = 0
-    started = time.monotonic()
-    while True:
-        n = await db.operations.job_history_move(conn, schema=schema, after=after, batch=batch)
-        moved += n
-        if n < batch:
-            return Moved(moved, True)
-        if budget is not None and time.monotonic() - started >= budget:
-            return Moved(moved, False)
+    return Moved(
+        *await db.operations.job_history_move_all(
+            conn, schema=schema, after=after, batch=batch, budget=budget
+        )
+    )

@@ -15,7 +15,6 @@ import msgspec
 from venturi import db, validate
 from venturi.admin.common import (
     CANCEL_DETAIL,
-    MANUAL_RETRY,
     RUN_NOW_DETAIL,
     SET_PRIORITY_DETAIL,
     Change,
@@ -40,7 +39,21 @@ from venturi.groups import check_group
 from venturi.jobs import JobInfo, JournalEntry, get_job, get_journal
 from venturi.priority import Priority
 from venturi.sql import DEFAULT_SCHEMA
-from venturi.status import FINISHED, JobStatus
+from venturi.status import FINISHED, MANUAL_RETRY, JobStatus
+
+# What venturi.admin exports from here.
+__all__ = [
+    "JobDetail",
+    "JobRow",
+    "cancel_jobs",
+    "delete_job",
+    "delete_jobs",
+    "list_jobs",
+    "retry_jobs",
+    "run_now_jobs",
+    "set_priority",
+    "show_job",
+]
 
 log = logging.getLogger("venturi.admin")
 

@@ -13,6 +13,17 @@ from venturi.admin.common import operator_identity
 from venturi.db.conn import Conn
 from venturi.sql import DEFAULT_SCHEMA
 
+# What venturi.admin exports from here.
+__all__ = [
+    "KindState",
+    "Paused",
+    "PausedKind",
+    "list_kinds",
+    "pause_kinds",
+    "paused_kinds",
+    "resume_kinds",
+]
+
 
 class PausedKind(msgspec.Struct, frozen=True):
     """A paused kind: when, by whom, why (``reason`` may be empty)."""

@@ -10,6 +10,13 @@ from venturi.errors import ConfigError
 from venturi.sql import DEFAULT_SCHEMA
 from venturi.status import FINISHED, STATUSES
 
+# What venturi.admin exports from here.
+__all__ = [
+    "PURGE_BATCH",
+    "purge",
+    "purge_count",
+]
+
 PURGE_BATCH = 1000
 
 # The finished statuses in the order operators read them (the error message lists them).
@@ -57,11 +64,6 @@ async def purge(
     their journal goes with them. Returns how many were deleted."""
     st, secs = _purge_args(status, older_than, kind)
     validate.integer(batch, "batch")
-    total = 0
-    while True:
-        deleted = await db.operations.job_purge_batch(
-            conn, schema=schema, status=st, older_than=secs, kind=kind, batch=batch
-        )
-        total += deleted
-        if deleted < batch:
-            return total
+    return await db.operations.job_purge_all(
+        conn, schema=schema, status=st, older_than=secs, kind=kind, batch=batch
+    )

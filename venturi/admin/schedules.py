@@ -15,6 +15,13 @@ from venturi.schedules import schedules_for
 from venturi.sql import DEFAULT_SCHEMA
 from venturi.tasks import registered
 
+# What venturi.admin exports from here.
+__all__ = [
+    "ScheduleView",
+    "Schedules",
+    "list_schedules",
+]
+
 NEXT_SLOTS = 5
 
 

@@ -4,19 +4,36 @@ the known kinds for a picker, and one kind's activity over a period."""
 
 from __future__ import annotations
 
-import time
 from datetime import datetime
 from typing import Any
 
 import msgspec
 
 from venturi import db, validate
-from venturi.admin.common import MANUAL_RETRY, check_ids, check_status
+from venturi.admin.common import check_ids, check_status
 from venturi.admin.jobs import JobRow
 from venturi.admin.kinds import list_kinds
 from venturi.db.conn import Conn
+from venturi.db.search import INDEX_BATCH, INDEX_MARGIN, INDEX_PATIENCE
 from venturi.errors import ConfigError
 from venturi.sql import DEFAULT_SCHEMA
+from venturi.status import MANUAL_RETRY
+
+# What venturi.admin exports from here.
+__all__ = [
+    "COUNT_CAP",
+    "PERIODS",
+    "Bucket",
+    "Indexed",
+    "JobFilter",
+    "JobPage",
+    "Search",
+    "index_search",
+    "kind_activity",
+    "known_kinds",
+    "resolve_search",
+    "search_jobs",
+]
 
 # A page's total is counted up to this many jobs ("10,000+" beyond).
 COUNT_CAP = 10_000
@@ -24,14 +41,6 @@ COUNT_CAP = 10_000
 KINDS_SHOWN = 500
 # The longest search text taken.
 SEARCH_MAX = 200
-# The search index's maintenance pass: finished jobs indexed per batch (each batch its
-# own transaction), and the oldest open transaction it waits for, in seconds
-# (statements/job_search_horizon.sql.j2).
-INDEX_BATCH = 5000
-INDEX_PATIENCE = 600.0
-# How far behind the clock it stays at least (a transaction's start reaches
-# pg_stat_activity a moment after its now(); another role's may not show at all).
-INDEX_MARGIN = 1.0
 # A kind page's periods: (seconds per bucket, buckets).
 PERIODS = {"1h": (60.0, 60), "24h": (1200.0, 72), "7d": (7200.0, 84)}
 
@@ -306,20 +315,11 @@ async def index_search(
     pool. Safe in many workers at once: a pass that finds the watermark locked by another
     returns at once."""
     validate.integer(batch, "search index batch")
-    indexed = 0
-    started = time.monotonic()
-    while True:
-        horizon = await db.search.job_search_horizon(
-            conn, schema=schema, patience=patience, margin=margin
+    return Indexed(
+        *await db.search.job_search_index_all(
+            conn, schema=schema, batch=batch, patience=patience, margin=margin, budget=budget
         )
-        row = await db.search.job_search_index_batch(
-            conn, schema=schema, horizon=horizon, batch=batch
-        )
-        indexed += row["indexed"]
-        if not row["locked"] or row["indexed"] < batch:
-            return Indexed(indexed, True)
-        if budget is not None and time.monotonic() - started >= budget:
-            return Indexed(indexed, False)
+    )
 
 
 async def known_kinds(

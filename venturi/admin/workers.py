@@ -17,6 +17,21 @@ from venturi.errors import ConfigError
 from venturi.sql import DEFAULT_SCHEMA
 from venturi.status import DEFAULT_LIVENESS, JobStatus
 
+# What venturi.admin exports from here.
+__all__ = [
+    "CLAIMED_SHOWN",
+    "ClaimedJob",
+    "GoneClaims",
+    "RecoveredWorker",
+    "WorkerInfo",
+    "claimed_jobs",
+    "gone_with_claims",
+    "holder_of",
+    "list_workers",
+    "recover_expired",
+    "recover_worker",
+]
+
 # The most claimed jobs the dashboard's workers page lists (claims are bounded by the
 # fleet's concurrency).
 CLAIMED_SHOWN = 2000

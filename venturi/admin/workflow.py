@@ -13,6 +13,25 @@ from venturi.db.conn import Conn
 from venturi.sql import DEFAULT_SCHEMA
 from venturi.status import JobStatus
 
+# What venturi.admin exports from here.
+__all__ = [
+    "GRAPH_REACH_CAP",
+    "STEPS_SHOWN",
+    "WORKFLOW_COUNT_CAP",
+    "ChildJob",
+    "DependencyJob",
+    "GraphJob",
+    "RecordedStep",
+    "SentSignal",
+    "TimelineStep",
+    "WaitingFor",
+    "WaitingNow",
+    "WorkflowGraph",
+    "WorkflowView",
+    "workflow_graph",
+    "workflow_view",
+]
+
 
 class RecordedStep(msgspec.Struct, frozen=True):
     """A step the workflow recorded (``ctx.step``, and the timers of ``ctx.sleep``)."""

@@ -23,6 +23,14 @@ from venturi.admin.common import check_ids, check_status
 from venturi.db.conn import Conn
 from venturi.sql import DEFAULT_SCHEMA
 
+# What venturi.admin exports from here.
+__all__ = [
+    "LIST_COUNT_CAP",
+    "WorkflowPage",
+    "WorkflowRow",
+    "list_workflows",
+]
+
 # Steps, children and later nodes are counted up to this per row of the list (a root
 # with more shows "1,000+"): a page of fifty roots reads at most fifty times this.
 LIST_COUNT_CAP = 1_000

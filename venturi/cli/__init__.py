@@ -2,6 +2,13 @@
 
 One module per command group; importing each registers its commands on ``app``, and
 ``venturi --help`` lists them in the order of these imports.
+
+So ``venturi worker`` loads every command module, and a worker carries no operator code:
+a command module imports the operator's API (``venturi.admin``), the dashboard
+(``venturi.web``) and the tables it prints (``venturi.cli.render``, which reads the
+operator's structs) inside the command's function, not at import; a process running
+``venturi worker`` loads ``venturi.cli`` but neither ``venturi.admin`` nor ``venturi.web``
+(``tests/unit/test_worker_imports.py``).
 """
 
 # isort: off

@@ -13,7 +13,6 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from venturi import validate
-from venturi.admin import connection
 from venturi.db.errors import DATABASE_ERRORS, one_line
 from venturi.errors import ConfigError, VenturiError
 from venturi.formatting import to_json
@@ -91,6 +90,8 @@ def make_console() -> Any:
 
 def admin_run(target: str, schema: str, work: Callable[[Any], Awaitable[T]]) -> T:
     """Connect, check the schema, run ``work(conn)``; every error is one line, exit 2."""
+
+    from venturi.admin import connection  # not at import: see venturi/cli/__init__.py
 
     async def go() -> T:
         conn = await connection.connect(target, schema=schema)

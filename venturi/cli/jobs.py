@@ -42,7 +42,7 @@ def jobs_list(
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
 ) -> None:
     """List jobs, newest first."""
-    from venturi import admin
+    from venturi import admin  # not at import: see venturi/cli/__init__.py
     from venturi.cli import render
 
     if group is not None:
@@ -73,7 +73,7 @@ def jobs_show(
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
 ) -> None:
     """Show one job: its row, decoded carry and result, journal and tracebacks."""
-    from venturi import admin
+    from venturi import admin  # not at import: see venturi/cli/__init__.py
     from venturi.cli import render
 
     target = need_dsn(dsn)
@@ -111,7 +111,7 @@ def jobs_retry(
 ) -> None:
     """Send dead or cancelled jobs back to pending, visible now, with a fresh failure
     budget (journaled as retried: manual retry). Exit 2 if any job was refused."""
-    from venturi import admin
+    from venturi import admin  # not at import: see venturi/cli/__init__.py
 
     target = need_dsn(dsn)
     changes = admin_run(target, schema, lambda c: admin.retry_jobs(c, ids, schema=schema))
@@ -128,7 +128,7 @@ def jobs_cancel(
 ) -> None:
     """Cancel pending jobs; for a claimed job, ask its worker to stop it (the worker
     settles it cancelled). Exit 2 if any job was refused."""
-    from venturi import admin
+    from venturi import admin  # not at import: see venturi/cli/__init__.py
 
     target = need_dsn(dsn)
     changes = admin_run(target, schema, lambda c: admin.cancel_jobs(c, ids, schema=schema))
@@ -151,7 +151,7 @@ def jobs_delete(
 ) -> None:
     """Delete jobs and their journal; a claimed job is refused (cancel it first). Each
     deletion is logged with the operator. Exit 2 if any job was refused."""
-    from venturi import admin
+    from venturi import admin  # not at import: see venturi/cli/__init__.py
 
     target = need_dsn(dsn)
     changes = admin_run(target, schema, lambda c: admin.delete_jobs(c, ids, schema=schema))
@@ -168,7 +168,7 @@ def jobs_run_now(
 ) -> None:
     """Make pending jobs scheduled for later visible now and wake the workers of their
     kinds (journaled released: run now). Exit 2 if any job was refused."""
-    from venturi import admin
+    from venturi import admin  # not at import: see venturi/cli/__init__.py
 
     target = need_dsn(dsn)
     changes = admin_run(target, schema, lambda c: admin.run_now_jobs(c, ids, schema=schema))
@@ -186,7 +186,7 @@ def jobs_set_priority(
 ) -> None:
     """Set a pending job's priority (journaled released, with the priority before).
     Exit 2 if the job was refused."""
-    from venturi import admin
+    from venturi import admin  # not at import: see venturi/cli/__init__.py
     from venturi.errors import ConfigError
 
     try:

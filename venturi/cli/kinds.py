@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from venturi import admin, sql
+from venturi import sql
 from venturi.cli.app import app
 from venturi.cli.common import (
     DsnOption,
@@ -17,7 +17,6 @@ from venturi.cli.common import (
     make_console,
     need_dsn,
 )
-from venturi.cli.render import kinds_table
 
 kinds_app = typer.Typer(help="Pause and resume kinds across every worker.", no_args_is_help=True)
 app.add_typer(kinds_app, name="kinds")
@@ -32,6 +31,8 @@ def kinds_pause(
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
 ) -> None:
     """Leave KINDS out of every worker's claim until resumed; running jobs finish."""
+    from venturi import admin  # not at import: see venturi/cli/__init__.py
+
     target = need_dsn(dsn)
     done = admin_run(
         target, schema, lambda c: admin.pause_kinds(c, kinds, reason=reason, schema=schema)
@@ -55,6 +56,8 @@ def kinds_resume(
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
 ) -> None:
     """Let workers claim KINDS again (and wake the idle ones)."""
+    from venturi import admin  # not at import: see venturi/cli/__init__.py
+
     target = need_dsn(dsn)
     resumed = admin_run(target, schema, lambda c: admin.resume_kinds(c, kinds, schema=schema))
     for kind in kinds:
@@ -69,6 +72,9 @@ def kinds_list(
 ) -> None:
     """Every kind the database knows (of a job, a schedule, a registered worker, or a
     pause), active or paused; for a paused one, when, by whom, why."""
+    from venturi import admin  # not at import: see venturi/cli/__init__.py
+    from venturi.cli.render import kinds_table
+
     target = need_dsn(dsn)
     kinds = admin_run(target, schema, lambda c: admin.list_kinds(c, schema=schema))
     if as_json:

@@ -11,7 +11,6 @@ from typing import Annotated, Any
 import typer
 
 from venturi import sql
-from venturi.admin import connection
 from venturi.cli.app import app
 from venturi.cli.common import (
     DsnOption,
@@ -41,7 +40,7 @@ def stats(
     """Per kind: jobs in each status, the oldest due job's wait, completions in the last
     minute, failed executions in the last hour, paused kinds and kinds with due jobs no
     live worker registers; then the workers, live (idle ones too) or gone."""
-    from venturi import admin
+    from venturi import admin  # not at import: see venturi/cli/__init__.py
     from venturi.cli import render
 
     target = need_dsn(dsn)
@@ -66,7 +65,7 @@ def workers(
 ) -> None:
     """The registered workers: live, gone (no heartbeat for --liveness seconds) or
     stopped, with the claims each holds. Stopped ones are kept for a day."""
-    from venturi import admin
+    from venturi import admin  # not at import: see venturi/cli/__init__.py
     from venturi.cli import render
 
     target = need_dsn(dsn)
@@ -97,7 +96,7 @@ def purge(
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
 ) -> None:
     """Retention: delete finished jobs (and their journal) in batches."""
-    from venturi import admin
+    from venturi import admin  # not at import: see venturi/cli/__init__.py
 
     target = need_dsn(dsn)
     try:
@@ -144,7 +143,7 @@ def top(
     """A live view: per kind pending / claimed / done per second / failed / dead, the
     oldest due job's wait, paused kinds and kinds no live worker runs; and the workers,
     live (idle ones too) or gone. Ctrl-C quits."""
-    from venturi import admin
+    from venturi import admin  # not at import: see venturi/cli/__init__.py
     from venturi.cli import render
 
     target = need_dsn(dsn)
@@ -180,6 +179,7 @@ async def _top_live(
     from rich.live import Live
     from rich.text import Text
 
+    from venturi.admin import connection  # not at import: see venturi/cli/__init__.py
     from venturi.cli import render
 
     conn = await connection.connect(target, schema=schema)
@@ -239,6 +239,7 @@ async def _export(
     import logging
     import signal
 
+    from venturi.admin import connection  # not at import: see venturi/cli/__init__.py
     from venturi.maintenance import gauges
     from venturi.runtime import instruments
 

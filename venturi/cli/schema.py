@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from venturi import sql
-from venturi.admin import connection
 from venturi.cli.app import app
 from venturi.cli.common import (
     DsnOption,
@@ -44,6 +43,8 @@ def schema_apply(dsn: DsnOption = None, schema: SchemaOption = sql.DEFAULT_SCHEM
         sql.validate_schema(schema)
     except ConfigError as exc:
         raise fail(str(exc)) from None
+
+    from venturi.admin import connection  # not at import: see venturi/cli/__init__.py
 
     async def go() -> list[int]:
         conn = await connection.connect(target, schema=None)

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from venturi import admin, sql
+from venturi import sql
 from venturi.cli.app import app
 from venturi.cli.common import (
     DsnOption,
@@ -85,7 +85,9 @@ def web(
         raise fail(str(exc)) from None
     # Check the database now: a wrong DSN or an unapplied schema is a one-line error at
     # start, not a 503 on the first page.
-    admin_run(target, schema, lambda c: admin.connection.check_schema(c, schema=schema))
+    from venturi.admin import connection  # not at import: see venturi/cli/__init__.py
+
+    admin_run(target, schema, lambda c: connection.check_schema(c, schema=schema))
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

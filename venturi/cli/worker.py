@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from venturi import admin, logs, sql
+from venturi import logs, sql
 from venturi.cli.app import app
 from venturi.cli.common import (
     DsnOption,
@@ -61,6 +61,7 @@ def recover(
         return
     if force:
         raise fail("--force goes with --worker")
+    from venturi import admin  # not at import: see venturi/cli/__init__.py
 
     async def go() -> list[Any]:
         conn = await admin.connection.connect(target, schema=schema)
@@ -77,6 +78,8 @@ def recover(
 
 
 def _recover_worker(target: str, schema: str, worker: str, force: bool, liveness: float) -> None:
+    from venturi import admin  # not at import: see venturi/cli/__init__.py
+
     done = admin_run(
         target,
         schema,

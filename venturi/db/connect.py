@@ -164,11 +164,6 @@ def is_pool(obj: Any) -> bool:
     return isinstance(obj, asyncpg.Pool)
 
 
-def is_connection(obj: Any) -> bool:
-    """Is ``obj`` asyncpg's own Connection?"""
-    return isinstance(obj, asyncpg.Connection)
-
-
 @contextlib.asynccontextmanager
 async def transaction(conn: Any) -> AsyncIterator[TxConn]:
     """A transaction on ``conn``: a Connection's own (a savepoint when the caller's is

@@ -50,9 +50,6 @@ MISSING_SCHEMA = (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError)
 # A unique index refused a row (two unfinished jobs of a kind with one key).
 UNIQUE_VIOLATION = asyncpg.UniqueViolationError
 
-# A database cannot be cloned while another session uses its template.
-OBJECT_IN_USE = asyncpg.ObjectInUseError
-
 # What an operator's call (CLI, dashboard, venturi.admin) can raise from the database: an
 # unreachable server, a statement the server refused, a dropped connection. The CLI and
 # the dashboard catch this one tuple and print one line.

@@ -1,8 +1,11 @@
 """The operators' statements on jobs: list, count and select by filter, retry, cancel,
-delete, run now, re-prioritise, the per-kind stats, purge and result expiry."""
+delete, run now, re-prioritise, the per-kind stats, purge and result expiry; and the
+passes in batches that an operator runs by hand and a worker's maintenance on its timer
+(``job_purge_all``, ``job_history_move_all``), written here once for both."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from venturi import sql
@@ -147,10 +150,54 @@ async def job_purge_batch(
     )
 
 
+async def job_purge_all(
+    conn: Conn,
+    *,
+    schema: str,
+    status: str,
+    older_than: float,
+    kind: str | None,
+    batch: int,
+) -> int:
+    """``job_purge_batch`` until a batch deletes fewer than ``batch`` rows, each batch its
+    own statement (so locks stay short); how many were deleted in all."""
+    total = 0
+    while True:
+        deleted = await job_purge_batch(
+            conn, schema=schema, status=status, older_than=older_than, kind=kind, batch=batch
+        )
+        total += deleted
+        if deleted < batch:
+            return total
+
+
+# Rows per transaction of the history move: large enough that a database of a million
+# finished jobs moves in a couple of minutes, small enough that each batch's row locks last
+# well under a second (benchmarks/README.md, "The history table").
+MOVE_BATCH = 5000
+
+
 async def job_history_move(conn: Conn, *, schema: str, after: float, batch: int) -> int:
     """Move up to ``batch`` jobs finished more than ``after`` seconds ago to the history;
     how many."""
     return int(await conn.fetchval(sql.statement("job_history_move", schema), float(after), batch))
+
+
+async def job_history_move_all(
+    conn: Conn, *, schema: str, after: float, batch: int, budget: float | None
+) -> tuple[int, bool]:
+    """``job_history_move`` until a batch moves fewer than ``batch`` jobs or ``budget``
+    seconds have passed: how many moved, and whether none was left (else the budget ran
+    out)."""
+    moved = 0
+    started = time.monotonic()
+    while True:
+        n = await job_history_move(conn, schema=schema, after=after, batch=batch)
+        moved += n
+        if n < batch:
+            return moved, True
+        if budget is not None and time.monotonic() - started >= budget:
+            return moved, False
 
 
 async def job_vacuum_state(conn: Conn, *, schema: str) -> tuple[int, bool]:

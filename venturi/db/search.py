@@ -1,14 +1,25 @@
 """The dashboard's search (``venturi.admin.search``): resolving a search box's text, the
-pages and totals of a search, and the search index's maintenance pass (its horizon and
-one batch). Every function runs one named statement."""
+pages and totals of a search, and the search index's pass (its horizon and one batch).
+Every function runs one named statement, but ``job_search_index_all``: the pass in
+batches that an operator runs by hand and a worker's maintenance on its timer."""
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from typing import Any
 
 from venturi import sql
 from venturi.db.conn import Conn, Record
+
+# The search index's pass: finished jobs indexed per batch (each batch its own
+# transaction), and the oldest open transaction it waits for, in seconds
+# (statements/job_search_horizon.sql.j2).
+INDEX_BATCH = 5000
+INDEX_PATIENCE = 600.0
+# How far behind the clock it stays at least (a transaction's start reaches
+# pg_stat_activity a moment after its now(); another role's may not show at all).
+INDEX_MARGIN = 1.0
 
 
 async def job_search_query(conn: Conn, *, schema: str, search: str) -> Record:
@@ -101,3 +112,26 @@ async def job_search_index_batch(
     """One batch of the index: indexed (how many jobs), locked (False: another pass
     held the watermark)."""
     return await conn.fetchrow(sql.statement("job_search_index_batch", schema), horizon, batch)
+
+
+async def job_search_index_all(
+    conn: Conn,
+    *,
+    schema: str,
+    batch: int,
+    patience: float,
+    margin: float,
+    budget: float | None,
+) -> tuple[int, bool]:
+    """Index batches until caught up (or another pass holds the watermark) or ``budget``
+    seconds have passed: how many jobs were indexed, and whether it caught up."""
+    indexed = 0
+    started = time.monotonic()
+    while True:
+        horizon = await job_search_horizon(conn, schema=schema, patience=patience, margin=margin)
+        row = await job_search_index_batch(conn, schema=schema, horizon=horizon, batch=batch)
+        indexed += row["indexed"]
+        if not row["locked"] or row["indexed"] < batch:
+            return indexed, True
+        if budget is not None and time.monotonic() - started >= budget:
+            return indexed, False

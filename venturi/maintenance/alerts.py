@@ -23,8 +23,9 @@ from typing import Any
 
 import msgspec
 
-from venturi import admin, db, validate
+from venturi import db, validate
 from venturi.errors import ConfigError
+from venturi.status import MANUAL_RETRY
 from venturi.validate import seconds
 
 log = logging.getLogger("venturi.alerts")
@@ -190,7 +191,7 @@ class Alerts:
     async def run(self, pool: Any, worker: Any) -> None:
         schema = worker.schema
         rows = await db.alerts.alert_metrics(
-            pool, schema=schema, window=self.window, manual_detail=admin.MANUAL_RETRY
+            pool, schema=schema, window=self.window, manual_detail=MANUAL_RETRY
         )
         for alert in self.evaluate(rows, schema, datetime.now(UTC)):
             key = f"{alert.alert}:{alert.kind}"

@@ -20,8 +20,8 @@ from typing import Any
 import msgspec
 
 from venturi import db, validate
-from venturi.admin.health import KindHealth, unserved
 from venturi.db.conn import Conn
+from venturi.kind_health import KindHealth, unserved
 from venturi.runtime import instruments
 from venturi.status import DEFAULT_LIVENESS, JobStatus
 

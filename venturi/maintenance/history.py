@@ -11,8 +11,8 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from venturi import admin, db, validate
-from venturi.admin.history import MOVE_BATCH
+from venturi import db, validate
+from venturi.db.operations import MOVE_BATCH
 from venturi.validate import seconds
 
 log = logging.getLogger("venturi.history")
@@ -52,7 +52,7 @@ class History:
 
     async def run(self, pool: Any, worker: Any) -> None:
         try:
-            done = await admin.move_to_history(
+            jobs, caught_up = await db.operations.job_history_move_all(
                 pool, after=self.after, batch=self.batch, budget=self.budget, schema=worker.schema
             )
         # Each batch is its own transaction: an interrupted pass loses nothing, and the
@@ -63,8 +63,8 @@ class History:
                 "history: pass interrupted (%s); the next run goes on", db.errors.one_line(exc)
             )
             return
-        if done.jobs:
-            worker.stats["history_moved"] += done.jobs
-            log.debug("history: moved %d finished job(s)", done.jobs)
-        if not done.caught_up:
-            log.info("history: %d job(s) moved, more to go at the next run", done.jobs)
+        if jobs:
+            worker.stats["history_moved"] += jobs
+            log.debug("history: moved %d finished job(s)", jobs)
+        if not caught_up:
+            log.info("history: %d job(s) moved, more to go at the next run", jobs)

@@ -6,7 +6,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from venturi import admin, db, validate
+from venturi import db, validate
 from venturi.status import JobStatus
 from venturi.validate import seconds
 
@@ -71,9 +71,14 @@ class Retention:
         for status, period in self.periods.items():
             if period is None:
                 continue
-            # The operators' purge: batches of `batch` rows, each its own transaction.
-            deleted = await admin.purge(
-                pool, status=status, older_than=period, batch=self.batch, schema=worker.schema
+            # The operators' purge pass: batches of `batch` rows, each its own transaction.
+            deleted = await db.operations.job_purge_all(
+                pool,
+                schema=worker.schema,
+                status=status,
+                older_than=period,
+                kind=None,
+                batch=self.batch,
             )
             if deleted:
                 worker.stats[f"retention_deleted:{status}"] += deleted

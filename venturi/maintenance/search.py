@@ -13,8 +13,8 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from venturi import admin, db, validate
-from venturi.admin.search import INDEX_BATCH, INDEX_PATIENCE
+from venturi import db, validate
+from venturi.db.search import INDEX_BATCH, INDEX_MARGIN, INDEX_PATIENCE
 from venturi.validate import seconds
 
 log = logging.getLogger("venturi.search")
@@ -53,10 +53,11 @@ class SearchIndex:
 
     async def run(self, pool: Any, worker: Any) -> None:
         try:
-            done = await admin.index_search(
+            jobs, caught_up = await db.search.job_search_index_all(
                 pool,
                 batch=self.batch,
                 patience=self.patience,
+                margin=INDEX_MARGIN,
                 budget=self.budget,
                 schema=worker.schema,
             )
@@ -69,8 +70,8 @@ class SearchIndex:
                 "search index: pass interrupted (%s); the next run resumes", db.errors.one_line(exc)
             )
             return
-        if done.jobs:
-            worker.stats["search_indexed"] += done.jobs
-            log.debug("search index: indexed %d finished job(s)", done.jobs)
-        if not done.caught_up:
-            log.info("search index: %d job(s) indexed, more to go at the next run", done.jobs)
+        if jobs:
+            worker.stats["search_indexed"] += jobs
+            log.debug("search index: indexed %d finished job(s)", jobs)
+        if not caught_up:
+            log.info("search index: %d job(s) indexed, more to go at the next run", jobs)

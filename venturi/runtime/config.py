@@ -17,11 +17,11 @@ from typing import Any, Generic, TypeVar, overload
 
 from venturi import sql, validate
 from venturi.backoff import DEFAULT_BACKOFF, Backoff
-from venturi.maintenance import MaintenanceTask
-from venturi.maintenance import check as maintenance_check
 from venturi.middleware import Middleware
 from venturi.middleware import check as middleware_check
 from venturi.rate import Rate
+from venturi.runtime.maintainer import MaintenanceTask
+from venturi.runtime.maintainer import check as maintenance_check
 from venturi.tasks import Task
 
 T = TypeVar("T")

@@ -16,13 +16,11 @@ from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
 from venturi import db, sql
-from venturi import maintenance as maintenance_tasks
 from venturi.backoff import DEFAULT_BACKOFF, Backoff
 from venturi.errors import ConfigError, ConnectError
-from venturi.maintenance import MaintenanceTask
 from venturi.middleware import Middleware
 from venturi.rate import Rate
-from venturi.runtime import instruments
+from venturi.runtime import instruments, maintainer
 from venturi.runtime.config import (
     DEFAULT_STATEMENT_TIMEOUT,
     Registration,
@@ -35,6 +33,7 @@ from venturi.runtime.config import (
 from venturi.runtime.heartbeat import Heartbeat
 from venturi.runtime.listener import Listener
 from venturi.runtime.loop import CLOSE_WITHIN, POLL_WITHOUT_LISTENER, Loop
+from venturi.runtime.maintainer import MaintenanceTask
 from venturi.runtime.presence import Presence
 from venturi.tasks import Task
 
@@ -284,7 +283,7 @@ class Worker(Generic[S]):
         )
         held = db.held.hold(pool, deadline, prepare=db.connect.caches_statements(pool))
         try:
-            async with maintenance_tasks.running(cfg.maintenance, pool, self):
+            async with maintainer.running(cfg.maintenance, pool, self):
                 try:
                     await loop.run_until(held, shutdown)
                     await loop.drain(held)

@@ -7,7 +7,6 @@ back to the page the form came from, which shows the outcome once."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -15,24 +14,17 @@ from starlette.responses import Response
 
 from venturi import admin
 from venturi.errors import ConfigError
-from venturi.status import STATUSES
 from venturi.web.flash import Flash, of_changes
 from venturi.web.kit import (
-    BULK_ACTIONS,
     BadInput,
     Dashboard,
     action,
+    action_named,
     job_id_param,
     redirect_back,
+    status_filter,
 )
 
-Act = Callable[..., Awaitable[list[admin.Change]]]
-ACTIONS: dict[str, Act] = {
-    "retry": admin.retry_jobs,
-    "cancel": admin.cancel_jobs,
-    "delete": admin.delete_jobs,
-    "run-now": admin.run_now_jobs,
-}
 # The most rows one selection acts on (a page holds 50).
 SELECTION_MAX = 500
 
@@ -46,20 +38,14 @@ def _field(form: Any, name: str, max_len: int = 1000) -> str | None:
     return value
 
 
-def _act(name: str) -> Act:
-    if name not in ACTIONS:
-        raise BadInput(f"action must be one of {', '.join(ACTIONS)}, got {name[:40]!r}")
-    return ACTIONS[name]
-
-
 @action
 async def job_action(request: Request, d: Dashboard, form: Any) -> Response:
     job_id = job_id_param(request)
     name = request.path_params["action"]
-    fn = _act(name)
+    chosen = action_named(name)
     async with d.db.writing() as conn:
-        changes = await fn(conn, [job_id], operator=d.operator(request), schema=d.db.schema)
-    return redirect_back(request, form, of_changes(f"{BULK_ACTIONS[name]} job {job_id}", changes))
+        changes = await chosen.act(conn, [job_id], operator=d.operator(request), schema=d.db.schema)
+    return redirect_back(request, form, of_changes(f"{chosen.label} job {job_id}", changes))
 
 
 def _ids(form: Any) -> list[int]:
@@ -78,25 +64,23 @@ def _ids(form: Any) -> list[int]:
 async def selection_action(request: Request, d: Dashboard, form: Any) -> Response:
     """The list's ticked rows: one action on exactly those jobs."""
     name = _field(form, "action") or ""
-    fn = _act(name)
+    chosen = action_named(name)
     if not form.getlist("ids"):
         return redirect_back(
-            request, form, Flash(BULK_ACTIONS[name], 0, 1, ["no job selected: tick rows first"], 0)
+            request, form, Flash(chosen.label, 0, 1, ["no job selected: tick rows first"], 0)
         )
     ids = _ids(form)
     async with d.db.writing() as conn:
-        changes = await fn(conn, ids, operator=d.operator(request), schema=d.db.schema)
-    title = f"{BULK_ACTIONS[name]}: {len(set(ids))} selected job(s)"
+        changes = await chosen.act(conn, ids, operator=d.operator(request), schema=d.db.schema)
+    title = f"{chosen.label}: {len(set(ids))} selected job(s)"
     return redirect_back(request, form, of_changes(title, changes))
 
 
 @action
 async def bulk_action(request: Request, d: Dashboard, form: Any) -> Response:
     name = _field(form, "action") or ""
-    fn = _act(name)
-    status = _field(form, "status")
-    if status is not None and status not in STATUSES:
-        raise BadInput(f"status must be one of {', '.join(STATUSES)}")
+    chosen = action_named(name)
+    status = status_filter(_field(form, "status"))
     kind, key, search = _field(form, "kind"), _field(form, "key"), _field(form, "q", 200)
     try:
         up_to = int(_field(form, "up_to") or "")
@@ -106,7 +90,7 @@ async def bulk_action(request: Request, d: Dashboard, form: Any) -> Response:
     async with d.db.writing() as conn:
 
         async def act(ids: list[int]) -> list[admin.Change]:
-            return await fn(conn, ids, operator=who, schema=d.db.schema)
+            return await chosen.act(conn, ids, operator=who, schema=d.db.schema)
 
         changes = await admin.act_on_matching(
             conn,
@@ -118,7 +102,7 @@ async def bulk_action(request: Request, d: Dashboard, form: Any) -> Response:
             up_to=up_to,
             schema=d.db.schema,
         )
-    title = f"{BULK_ACTIONS[name]}: every matching job"
+    title = f"{chosen.label}: every matching job"
     return redirect_back(request, form, of_changes(title, changes))
 
 

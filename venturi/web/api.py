@@ -12,7 +12,7 @@ from venturi.web.kit import (
     MAX_LIMIT,
     Dashboard,
     api,
-    filters,
+    filter_params,
     int_param,
     job_id_param,
     json_response,
@@ -22,7 +22,7 @@ from venturi.web.kit import (
 @api
 async def jobs(request: Request, d: Dashboard) -> Response:
     """``venturi jobs list --json``: ?status=&kind=&limit= (default 50), and key=, before=."""
-    f = filters(request)
+    f = filter_params(request)
     limit = int_param(request, "limit", high=MAX_LIMIT) or 50
     before = int_param(request, "before")
     async with d.db.reading() as conn:

@@ -1,7 +1,8 @@
 """What every dashboard handler shares: its state (``Dashboard``), building links,
-rendering a page or a JSON answer, the guards around pages, API answers and actions,
-and reading query parameters. The pages, the actions and the API import this module;
-it imports none of them.
+rendering a page or a JSON answer, the guards around pages, API answers and actions
+(one authentication check, one mapping of errors to answers), reading query parameters
+(the status filter among them), and the actions on jobs (``JOB_ACTIONS``: label and
+call). The pages, the actions and the API import this module; it imports none of them.
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
 import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from venturi import admin
 from venturi.db.errors import DATABASE_ERRORS, one_line
 from venturi.errors import ConfigError, VenturiError
 from venturi.formatting import to_json
@@ -30,8 +32,24 @@ MAX_LIMIT = 500
 # The theme a browser chose with the toggle (venturi.js writes it; none: the system's).
 THEME_COOKIE = "venturi_theme"
 THEMES = ("light", "dark")
-# The actions on jobs, by the name in their URL and form, and their label.
-BULK_ACTIONS = {"retry": "Retry", "cancel": "Cancel", "delete": "Delete", "run-now": "Run now"}
+
+
+class JobAction(NamedTuple):
+    """An action on jobs: its button's label, and the ``venturi.admin`` call that does it
+    on a list of ids (``operator=`` and ``schema=`` by keyword)."""
+
+    label: str
+    act: Callable[..., Awaitable[list[admin.Change]]]
+
+
+# The actions on jobs, by the name in their URL and form: one job's page, the list's
+# selection and every job of a filter offer the same ones.
+JOB_ACTIONS = {
+    "retry": JobAction("Retry", admin.retry_jobs),
+    "cancel": JobAction("Cancel", admin.cancel_jobs),
+    "delete": JobAction("Delete", admin.delete_jobs),
+    "run-now": JobAction("Run now", admin.run_now_jobs),
+}
 
 
 def default_operator(request: Request) -> str:
@@ -98,8 +116,7 @@ def render(request: Request, template: str, status: int = 200, **context: Any) -
         csrf=d.guard.csrf_token(nonce, request.cookies),
         csrf_field=CSRF_FIELD,
         read_only=d.read_only,
-        logged_in=d.guard.token is not None
-        and d.guard.authenticated(request.headers, request.cookies),
+        logged_in=d.guard.token is not None and signed_in(request, d),
         url=functools.partial(url, request),
         now=datetime.now(UTC),
         **{"back": here(request), **context},
@@ -164,21 +181,47 @@ def here(request: Request) -> str:
     return target
 
 
+def signed_in(request: Request, d: Dashboard) -> bool:
+    """The request carries the token (a bearer header or the login's cookie), or the
+    dashboard has none."""
+    return d.guard.authenticated(request.headers, request.cookies)
+
+
+# How a kind of handler shows a refusal or a failure: (request, status, message).
+ErrorAnswer = Callable[[Request, int, str], Response]
+
+
+def json_error(request: Request, status: int, message: str) -> Response:
+    """The API's refusal or failure: ``{"error": message}`` (a 401 asks for the token)."""
+    response = json_response({"error": message}, status)
+    if status == 401:
+        response.headers["www-authenticate"] = "Bearer"
+    return response
+
+
+async def answer(
+    request: Request, call: Callable[[], Awaitable[Response]], error: ErrorAnswer
+) -> Response:
+    """``call()``'s response; for every handler alike, bad input answers 400 and a failed
+    database (or a schema not applied) 503, as ``error`` shows them."""
+    try:
+        return await call()
+    except (BadInput, ConfigError) as exc:
+        return error(request, 400, str(exc))
+    except UNAVAILABLE as exc:
+        return error(request, 503, f"database error: {one_line(exc)}")
+
+
 def page(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     """A GET that renders HTML: unauthenticated browsers are sent to /login."""
 
     async def endpoint(request: Request) -> Response:
         d = dashboard(request)
-        if not d.guard.authenticated(request.headers, request.cookies):
+        if not signed_in(request, d):
             if request.headers.get("hx-request"):
                 return Response("log in again", 401)  # htmx leaves the page as it is
             return RedirectResponse(url(request, "login", {"next": here(request)}), 303)
-        try:
-            return await handler(request, d)
-        except (BadInput, ConfigError) as exc:
-            return error_page(request, 400, str(exc))
-        except UNAVAILABLE as exc:
-            return error_page(request, 503, f"database error: {one_line(exc)}")
+        return await answer(request, lambda: handler(request, d), error_page)
 
     return endpoint
 
@@ -188,16 +231,9 @@ def api(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
 
     async def endpoint(request: Request) -> Response:
         d = dashboard(request)
-        if not d.guard.authenticated(request.headers, request.cookies):
-            response = json_response({"error": "authentication required"}, 401)
-            response.headers["www-authenticate"] = "Bearer"
-            return response
-        try:
-            return await handler(request, d)
-        except (BadInput, ConfigError) as exc:
-            return json_response({"error": str(exc)}, 400)
-        except UNAVAILABLE as exc:
-            return json_response({"error": f"database error: {one_line(exc)}"}, 503)
+        if not signed_in(request, d):
+            return json_error(request, 401, "authentication required")
+        return await answer(request, lambda: handler(request, d), json_error)
 
     return endpoint
 
@@ -209,7 +245,7 @@ def action(handler: Callable[[Request, Dashboard, Any], Awaitable[Response]]) ->
 
     async def endpoint(request: Request) -> Response:
         d = dashboard(request)
-        if not d.guard.authenticated(request.headers, request.cookies):
+        if not signed_in(request, d):
             return error_page(request, 401, "log in first")
         if d.read_only:
             return error_page(request, 403, "this dashboard is read-only")
@@ -218,12 +254,7 @@ def action(handler: Callable[[Request, Dashboard, Any], Awaitable[Response]]) ->
             return error_page(
                 request, 403, "the form's CSRF token is missing or wrong: reload the page"
             )
-        try:
-            return await handler(request, d, form)
-        except (BadInput, ConfigError) as exc:
-            return error_page(request, 400, str(exc))
-        except UNAVAILABLE as exc:
-            return error_page(request, 503, f"database error: {one_line(exc)}")
+        return await answer(request, lambda: handler(request, d, form), error_page)
 
     return endpoint
 
@@ -251,13 +282,18 @@ def int_param(request: Request, name: str, *, low: int = 1, high: int | None = N
     return n
 
 
-def filters(request: Request) -> dict[str, str | None]:
+def status_filter(value: str | None) -> str | None:
+    """A list's status filter, from a query or a form: None (any status) or one of
+    ``STATUSES``, else ``BadInput``."""
+    if value is not None and value not in STATUSES:
+        raise BadInput(f"status must be one of {', '.join(STATUSES)}, got {value[:40]!r}")
+    return value
+
+
+def filter_params(request: Request) -> dict[str, str | None]:
     """The job filter of the query string: status, kind, key, q (the search box)."""
-    status = text_param(request, "status")
-    if status is not None and status not in STATUSES:
-        raise BadInput(f"status must be one of {', '.join(STATUSES)}, got {status[:40]!r}")
     return {
-        "status": status,
+        "status": status_filter(text_param(request, "status")),
         "kind": text_param(request, "kind"),
         "key": text_param(request, "key"),
         "q": text_param(request, "q", 200),
@@ -269,3 +305,11 @@ def job_id_param(request: Request) -> int:
     if not raw.isdigit() or not 0 < int(raw) < 2**63:
         raise BadInput(f"a job id is a positive integer, got {raw[:40]!r}")
     return int(raw)
+
+
+def action_named(name: str) -> JobAction:
+    """The action on jobs called ``name`` (a URL's, a form's or a query's), else
+    ``BadInput``."""
+    if name not in JOB_ACTIONS:
+        raise BadInput(f"action must be one of {', '.join(JOB_ACTIONS)}, got {name[:40]!r}")
+    return JOB_ACTIONS[name]

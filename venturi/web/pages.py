@@ -13,11 +13,12 @@ from venturi import admin
 from venturi.status import DEFAULT_LIVENESS, STATUSES, JobStatus
 from venturi.web import charts, workflows
 from venturi.web.kit import (
-    BULK_ACTIONS,
+    JOB_ACTIONS,
     BadInput,
     Dashboard,
+    action_named,
     error_page,
-    filters,
+    filter_params,
     int_param,
     job_id_param,
     page,
@@ -64,7 +65,7 @@ async def overview_live(request: Request, d: Dashboard) -> Response:
 
 @page
 async def jobs(request: Request, d: Dashboard) -> Response:
-    f = filters(request)
+    f = filter_params(request)
     before = int_param(request, "before")
     after = int_param(request, "after")
     wanted = admin.JobFilter(f["status"], f["kind"], f["key"], f["q"])
@@ -81,7 +82,7 @@ async def jobs(request: Request, d: Dashboard) -> Response:
         filters=f,
         kinds=kinds,
         statuses=STATUSES,
-        bulk_actions=BULK_ACTIONS,
+        bulk_actions={name: a.label for name, a in JOB_ACTIONS.items()},
         live=True,
     )
 
@@ -207,9 +208,8 @@ async def schedules(request: Request, d: Dashboard) -> Response:
 async def bulk_confirm(request: Request, d: Dashboard) -> Response:
     """How many jobs a bulk action would touch, and the form that does it."""
     act = request.query_params.get("action", "")
-    if act not in BULK_ACTIONS:
-        raise BadInput(f"action must be one of {', '.join(BULK_ACTIONS)}, got {act[:40]!r}")
-    f = filters(request)
+    label = action_named(act).label
+    f = filter_params(request)
     async with d.db.reading() as conn:
         matching = await admin.count_matching(
             conn,
@@ -223,7 +223,7 @@ async def bulk_confirm(request: Request, d: Dashboard) -> Response:
         request,
         "bulk_confirm.html",
         action=act,
-        action_label=BULK_ACTIONS[act],
+        action_label=label,
         filters=f,
         matching=matching,
     )

@@ -18,13 +18,13 @@ from venturi.status import STATUSES
 from venturi.web import graph
 from venturi.web.kit import (
     MAX_LIMIT,
-    BadInput,
     Dashboard,
     api,
     int_param,
     json_response,
     page,
     render,
+    status_filter,
     text_param,
     url,
 )
@@ -76,10 +76,10 @@ async def job_workflow(request: Request, conn: Any, job_id: int, schema: str) ->
 
 
 def _list_filters(request: Request) -> dict[str, Any]:
-    status = text_param(request, "status")
-    if status is not None and status not in STATUSES:
-        raise BadInput(f"status must be one of {', '.join(STATUSES)}, got {status[:40]!r}")
-    return {"status": status, "kind": text_param(request, "kind", 200)}
+    return {
+        "status": status_filter(text_param(request, "status")),
+        "kind": text_param(request, "kind", 200),
+    }
 
 
 @page

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from venturi import db, tasks, tracing
+from venturi.context import Child
 from venturi.errors import ChildFailed, DuplicateJob, VenturiError
 from venturi.priority import Priority
 from venturi.status import JobStatus
 from venturi.tasks import Task
-from venturi.workflow.child import Child
 from venturi.workflow.state import RunState, Unwritten, decode
 from venturi.workflow.suspend import Suspend
 

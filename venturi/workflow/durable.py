@@ -7,10 +7,10 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from venturi.context import Child
 from venturi.priority import Priority
 from venturi.tasks import Task
 from venturi.workflow import children, signals, steps, timers
-from venturi.workflow.child import Child
 from venturi.workflow.state import RunState
 
 

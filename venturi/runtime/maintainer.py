@@ -1,4 +1,5 @@
-"""Maintenance tasks: periodic work a worker runs beside its claim loop, never on it.
+"""The maintenance runner: periodic work a worker runs beside its claim loop, never on it
+(the tasks themselves are in ``venturi.maintenance``).
 
 A maintenance task is any object with a ``name``, an ``interval`` in seconds and an
 ``async def run(pool, worker)``. The worker runs each one every ``interval`` on its own
