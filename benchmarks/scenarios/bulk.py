@@ -21,27 +21,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import asyncpg
 
 import venturi
-from benchmarks import systems
-from benchmarks.compare import DEFAULT_ADMIN_DSN, git_head, versions
+from benchmarks import common
+from benchmarks.common import add_dsn_option, git_head, scratch_database, versions, write_json
+from benchmarks.systems.venturi import noop_jobs
 from venturi import db, sql
 
 SCHEMA = sql.DEFAULT_SCHEMA
 
 
 def log(msg: str) -> None:
-    sys.stderr.write(f"[bulk {time.strftime('%H:%M:%S')}] {msg}\n")
-    sys.stderr.flush()
+    common.log(msg, "bulk")
 
 
 async def _empty(conn: Any) -> None:
@@ -58,9 +55,7 @@ async def enqueue(conn: Any, jobs: int, per_call: int, path: str) -> float:
         t0 = time.perf_counter()
         for start in range(0, jobs, per_call):
             batch = range(start, min(start + per_call, jobs))
-            await venturi.enqueue_many(
-                conn, [systems.venturi_noop.job(systems.Noop(i)) for i in batch]
-            )
+            await venturi.enqueue_many(conn, noop_jobs(batch))
         return time.perf_counter() - t0
     finally:
         db.enqueue.COPY_MIN_ROWS = saved
@@ -68,7 +63,7 @@ async def enqueue(conn: Any, jobs: int, per_call: int, path: str) -> float:
 
 async def raw_copy(conn: Any, jobs: int) -> float:
     """Seconds of the COPY alone, of rows built before the clock starts."""
-    specs = [systems.venturi_noop.job(systems.Noop(i)) for i in range(jobs)]
+    specs = noop_jobs(range(jobs))
     async with conn.transaction():
         row = await conn.fetchrow(sql.statement("job_ids_draw", SCHEMA), jobs)
         now, ids = row["now"], row["ids"]
@@ -83,14 +78,38 @@ async def raw_copy(conn: Any, jobs: int) -> float:
         return time.perf_counter() - t0
 
 
-async def amain(args: argparse.Namespace) -> dict[str, Any]:
-    admin = args.dsn
-    database = f"bench_bulk_{os.getpid()}"
-    conn = await asyncpg.connect(admin)
-    await conn.execute(f"CREATE DATABASE {database}")
-    await conn.close()
-    from venturi.testing.server import with_database
+async def measure(conn: Any, args: argparse.Namespace, runs: list[dict[str, Any]]) -> None:
+    """Every shape and path, alternating, into ``runs``."""
+    shapes = [(args.jobs, args.jobs)] + [(args.small_jobs, n) for n in args.calls_of]
+    for jobs, per_call in shapes:
+        paths = ["copy", "insert"] + (["raw"] if per_call == jobs else [])
+        for round_ in range(args.repeat):
+            for path in paths if round_ % 2 == 0 else paths[::-1]:
+                await _empty(conn)
+                load = os.getloadavg()[0]
+                if path == "raw":
+                    secs = await raw_copy(conn, jobs)
+                else:
+                    secs = await enqueue(conn, jobs, per_call, path)
+                rate = jobs / secs
+                log(
+                    f"{jobs:,} jobs in calls of {per_call:,}, {path}: {rate:,.0f} jobs/s "
+                    f"({secs:.2f} s, load {load:.2f})"
+                )
+                runs.append(
+                    {
+                        "jobs": jobs,
+                        "per_call": per_call,
+                        "path": path,
+                        "round": round_ + 1,
+                        "seconds": secs,
+                        "jobs_per_s": rate,
+                        "load_average": load,
+                    }
+                )
 
+
+async def amain(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {
         "commit": git_head(),
         "versions": versions(),
@@ -99,41 +118,13 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "runs": [],
     }
-    try:
-        conn = await asyncpg.connect(with_database(admin, database))
-        await db.schema.apply_schema(conn, schema=SCHEMA)
-        shapes = [(args.jobs, args.jobs)] + [(args.small_jobs, n) for n in args.calls_of]
-        for jobs, per_call in shapes:
-            paths = ["copy", "insert"] + (["raw"] if per_call == jobs else [])
-            for round_ in range(args.repeat):
-                for path in paths if round_ % 2 == 0 else paths[::-1]:
-                    await _empty(conn)
-                    load = os.getloadavg()[0]
-                    if path == "raw":
-                        secs = await raw_copy(conn, jobs)
-                    else:
-                        secs = await enqueue(conn, jobs, per_call, path)
-                    rate = jobs / secs
-                    log(
-                        f"{jobs:,} jobs in calls of {per_call:,}, {path}: {rate:,.0f} jobs/s "
-                        f"({secs:.2f} s, load {load:.2f})"
-                    )
-                    results["runs"].append(
-                        {
-                            "jobs": jobs,
-                            "per_call": per_call,
-                            "path": path,
-                            "round": round_ + 1,
-                            "seconds": secs,
-                            "jobs_per_s": rate,
-                            "load_average": load,
-                        }
-                    )
-        await conn.close()
-    finally:
-        conn = await asyncpg.connect(admin)
-        await conn.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
-        await conn.close()
+    async with scratch_database(args.dsn, f"bench_bulk_{os.getpid()}") as dsn:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await db.schema.apply_schema(conn, schema=SCHEMA)
+            await measure(conn, args, results["runs"])
+        finally:
+            await conn.close()
     results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return results
 
@@ -159,8 +150,8 @@ def report(results: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.bulk", description=__doc__)
-    p.add_argument("--dsn", default=os.environ.get("VENTURI_BENCH_DSN", DEFAULT_ADMIN_DSN))
+    p = argparse.ArgumentParser(prog="python -m benchmarks.scenarios.bulk", description=__doc__)
+    add_dsn_option(p)
     p.add_argument("--jobs", type=int, default=1_000_000, help="jobs of the one-call run")
     p.add_argument("--small-jobs", type=int, default=100_000, help="jobs of the other runs")
     p.add_argument(
@@ -174,8 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     results = asyncio.run(amain(args))
     print(report(results))
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+        write_json(args.json, results)
     return 0
 
 

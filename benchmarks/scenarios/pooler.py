@@ -34,18 +34,16 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import asyncpg
 
 import venturi
-from benchmarks import systems
-from benchmarks.compare import DEFAULT_ADMIN_DSN, git_head, versions
+from benchmarks import common, probe
+from benchmarks.common import ROOT, add_dsn_option, git_head, scratch_database, versions, write_json
+from benchmarks.systems.venturi import noop_jobs, venturi_noop
 from tests.support import pgbouncer
 from venturi import db, sql
-
-ROOT = Path(__file__).resolve().parent.parent
 
 # Server connections a worker process opens at most on direct connections: the loop's,
 # LISTEN's, the heartbeat's (Worker's own pool has max_size=3).
@@ -55,31 +53,16 @@ HEADROOM = 20
 
 
 def log(msg: str) -> None:
-    sys.stderr.write(f"[pooler {time.strftime('%H:%M:%S')}] {msg}\n")
-    sys.stderr.flush()
+    common.log(msg, "pooler")
 
 
 # --- the worker process -----------------------------------------------------------
 
 
-class _Probe:
-    def __init__(self) -> None:
-        self.count = 0
-        self.t_first: float | None = None
-        self.t_last: float | None = None
-
-    def __call__(self, _i: int) -> None:
-        now = time.monotonic()
-        self.count += 1
-        self.t_last = now
-        if self.t_first is None:
-            self.t_first = now
-
-
 async def _worker_main(spec: dict[str, Any]) -> dict[str, Any]:
-    probe = _Probe()
-    systems.set_probe(probe)
     stop = asyncio.Event()
+    seen = probe.Probe(0, stop, echo=False)
+    probe.install(seen, seen.begin)
     loop = asyncio.get_running_loop()
 
     def watch_stdin() -> None:
@@ -92,7 +75,7 @@ async def _worker_main(spec: dict[str, Any]) -> dict[str, Any]:
     worker = venturi.Worker(
         None,
         spec["dsn"],
-        [systems.venturi_noop],
+        [venturi_noop],
         concurrency=spec["concurrency"],
         poll_max=spec.get("poll_max", 30.0),
         listen_dsn=spec.get("listen_dsn"),
@@ -107,9 +90,9 @@ async def _worker_main(spec: dict[str, Any]) -> dict[str, Any]:
     sys.stdout.flush()
     await run
     return {
-        "count": probe.count,
-        "t_first": probe.t_first,
-        "t_last": probe.t_last,
+        "count": seen.count,
+        "t_first": seen.t_first,
+        "t_last": seen.t_last,
         "stats": dict(worker.stats),
     }
 
@@ -123,12 +106,6 @@ def _worker(spec: str) -> None:
 
 
 # --- the harness ------------------------------------------------------------------
-
-
-def _with_database(dsn: str, name: str) -> str:
-    from venturi.testing.server import with_database
-
-    return with_database(dsn, name)
 
 
 async def _server_room(admin: str) -> int:
@@ -152,6 +129,44 @@ async def _peak_connections(conn: Any, database: str, done: asyncio.Event, peak:
             await asyncio.wait_for(done.wait(), 0.2)
 
 
+async def start_workers(name: str, spec: dict[str, Any], processes: int) -> list[Any]:
+    """``processes`` worker processes (this module's ``_worker``), each ready: its loop
+    has found the queue empty."""
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "benchmarks.scenarios.pooler",
+            "_worker",
+            json.dumps(spec),
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        for _ in range(processes)
+    ]
+    for p in procs:
+        assert p.stdout is not None
+        line = await asyncio.wait_for(p.stdout.readline(), 120)
+        if line.strip() != b"ready":
+            raise RuntimeError(f"{name}: a worker process did not start: {line!r}")
+    return procs
+
+
+async def stop_workers(procs: list[Any]) -> list[dict[str, Any]]:
+    """Close each worker's stdin (its signal to stop); their final reports."""
+    results = []
+    for p in procs:
+        assert p.stdin is not None
+        with contextlib.suppress(Exception):
+            p.stdin.close()
+    for p in procs:
+        out, _ = await asyncio.wait_for(p.communicate(), 120)
+        lines = out.decode().strip().splitlines()
+        results.append(json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {})
+    return results
+
+
 async def run_config(
     conn: Any,
     direct: str,
@@ -166,29 +181,10 @@ async def run_config(
 ) -> dict[str, Any]:
     await conn.execute(f"TRUNCATE {sql.DEFAULT_SCHEMA}.jobs, {sql.DEFAULT_SCHEMA}.journal CASCADE")
     await conn.execute("CHECKPOINT")
-    spec = json.dumps(
-        {"dsn": dsn, "listen_dsn": listen_dsn, "concurrency": concurrency, "poll_max": 30.0}
-    )
+    spec = {"dsn": dsn, "listen_dsn": listen_dsn, "concurrency": concurrency, "poll_max": 30.0}
     log(f"{name}: starting {processes} worker processes at concurrency {concurrency}")
-    procs = [
-        await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "benchmarks.pooler",
-            "_worker",
-            spec,
-            cwd=ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-        )
-        for _ in range(processes)
-    ]
+    procs = await start_workers(name, spec, processes)
     try:
-        for p in procs:
-            assert p.stdout is not None
-            line = await asyncio.wait_for(p.stdout.readline(), 120)
-            if line.strip() != b"ready":
-                raise RuntimeError(f"{name}: a worker process did not start: {line!r}")
         log(f"{name}: all ready; enqueueing {jobs:,} jobs in one transaction")
         load = os.getloadavg()
         done, peak = asyncio.Event(), [0]
@@ -197,10 +193,7 @@ async def run_config(
         t_enqueue = time.monotonic()
         async with conn.transaction():
             for start in range(0, jobs, 10_000):
-                batch = range(start, min(start + 10_000, jobs))
-                await venturi.enqueue_many(
-                    conn, [systems.venturi_noop.job(systems.Noop(i)) for i in batch]
-                )
+                await venturi.enqueue_many(conn, noop_jobs(range(start, min(start + 10_000, jobs))))
         t_committed = time.monotonic()
         deadline = t_committed + limit_s
         completed = 0
@@ -216,15 +209,7 @@ async def run_config(
         await observer.close()
         load_after = os.getloadavg()
     finally:
-        results = []
-        for p in procs:
-            assert p.stdin is not None
-            with contextlib.suppress(Exception):
-                p.stdin.close()
-        for p in procs:
-            out, _ = await asyncio.wait_for(p.communicate(), 120)
-            lines = out.decode().strip().splitlines()
-            results.append(json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {})
+        results = await stop_workers(procs)
     ran = sum(r.get("count", 0) for r in results)
     firsts = [r["t_first"] for r in results if r.get("t_first")]
     lasts = [r["t_last"] for r in results if r.get("t_last")]
@@ -263,10 +248,6 @@ def fmt_rate(rate: float | None) -> str:
 async def amain(args: argparse.Namespace) -> dict[str, Any]:
     admin = args.dsn
     database = f"bench_pooler_{os.getpid()}"
-    conn = await asyncpg.connect(admin)
-    await conn.execute(f"CREATE DATABASE {database}")
-    await conn.close()
-    direct = _with_database(admin, database)
     results: dict[str, Any] = {
         "commit": git_head(),
         "versions": versions(),
@@ -274,7 +255,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "runs": [],
     }
-    try:
+    async with scratch_database(admin, database) as direct:
         conn = await asyncpg.connect(direct)
         await db.schema.apply_schema(conn, schema=sql.DEFAULT_SCHEMA)
         with pgbouncer.running(
@@ -308,10 +289,6 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
                     r["round"] = round_ + 1
                     results["runs"].append(r)
         await conn.close()
-    finally:
-        conn = await asyncpg.connect(admin)
-        await conn.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
-        await conn.close()
     results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return results
 
@@ -338,8 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "_worker":
         _worker(argv[1])
         return 0
-    p = argparse.ArgumentParser(prog="python -m benchmarks.pooler", description=__doc__)
-    p.add_argument("--dsn", default=os.environ.get("VENTURI_BENCH_DSN", DEFAULT_ADMIN_DSN))
+    p = argparse.ArgumentParser(prog="python -m benchmarks.scenarios.pooler", description=__doc__)
+    add_dsn_option(p)
     p.add_argument("--processes", type=int, default=32)
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--pool", type=int, default=10, help="pgbouncer's server connections")
@@ -359,8 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     results = asyncio.run(amain(args))
     print(report(results))
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+        write_json(args.json, results)
     return 0
 
 

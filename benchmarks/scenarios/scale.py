@@ -36,25 +36,24 @@ import asyncio
 import json
 import os
 import statistics
-import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 
 import venturi
-from benchmarks import ceiling, systems
-from benchmarks.compare import DEFAULT_ADMIN_DSN, ROOT, git_head, versions
+from benchmarks import ceiling, common
+from benchmarks.common import add_dsn_option, create_database, drop_database, git_head, versions
+from benchmarks.harness import run_worker
+from benchmarks.systems.venturi import noop_jobs
 from venturi import db, sql
 
 SCHEMA = sql.DEFAULT_SCHEMA
 
 
 def log(msg: str) -> None:
-    sys.stderr.write(f"[scale {time.strftime('%H:%M:%S')}] {msg}\n")
-    sys.stderr.flush()
+    common.log(msg, "scale")
 
 
 async def load(conn: Any, n: int, batch: int) -> float:
@@ -62,7 +61,7 @@ async def load(conn: Any, n: int, batch: int) -> float:
     t0 = time.perf_counter()
     for start in range(0, n, batch):
         rng = range(start, min(start + batch, n))
-        await venturi.enqueue_many(conn, [systems.venturi_noop.job(systems.Noop(i)) for i in rng])
+        await venturi.enqueue_many(conn, noop_jobs(rng))
         if start and start % (10 * batch) == 0:
             log(f"  loaded {start:,} ({start / (time.perf_counter() - t0):,.0f} jobs/s)")
     return time.perf_counter() - t0
@@ -77,28 +76,17 @@ async def prepare(conn: Any, vacuum: bool = False) -> None:
 
 
 async def drain(dsn: str, jobs: int, concurrency: int) -> dict[str, Any]:
-    spec = json.dumps(
-        {
-            "system": "venturi",
-            "dsn": dsn,
-            "cfg": {"concurrency": concurrency},
-            "mode": "drain",
-            "target": jobs,
-            "loop": "uvloop",
-            "timeout": 600,
-        }
-    )
+    spec = {
+        "system": "venturi",
+        "dsn": dsn,
+        "cfg": {"concurrency": concurrency},
+        "mode": "drain",
+        "target": jobs,
+        "loop": "uvloop",
+        "timeout": 600,
+    }
     load_before = os.getloadavg()[0]
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "benchmarks.worker_proc",
-        spec,
-        cwd=str(ROOT),
-        stdout=asyncio.subprocess.PIPE,
-    )
-    out, _ = await proc.communicate()
-    r = json.loads(out.decode().strip().splitlines()[-1])
+    r = await run_worker(spec)
     window = (r["t_target"] or r["t_last"]) - r["t_first"]
     return {
         "jobs": r["count"],
@@ -112,30 +100,14 @@ async def drain(dsn: str, jobs: int, concurrency: int) -> dict[str, Any]:
 async def claim_plan(conn: Any, limit: int) -> str:
     """EXPLAIN ANALYZE of ``job_claim`` for ``limit`` rows, rolled back."""
     names = ceiling.parameters("job_claim", SCHEMA)
-    b = ceiling.DEFAULT_BACKOFF
-    values = {
-        "kinds": [systems.KIND],
-        "leases": [ceiling.LEASE],
-        "priority_floor": 0,
-        "claim_limit": limit,
-        "backoff_base": b.base,
-        "backoff_factor": b.factor,
-        "backoff_cap": b.cap,
-        "backoff_jitter": b.jitter,
-        "claimed_by": "benchmarks.scale",
-        "claim_token": uuid.uuid4(),
-        "synchronous_commit": True,
-        "done_ids": [],
-        "done_attempts": [],
-        "done_results": [],
-    }
+    values = ceiling.claim_values(limit, "benchmarks.scenarios.scale")
     text = sql.statement("job_claim", SCHEMA)
     tx = conn.transaction()
     await tx.start()
     try:
         rows = await conn.fetch(
             "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + text,
-            *ceiling._args(names, values, "job_claim"),
+            *ceiling.bind(names, values, "job_claim"),
         )
     finally:
         await tx.rollback()
@@ -163,13 +135,9 @@ def _summary(pending: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def amain(args: argparse.Namespace) -> dict[str, Any]:
-    from venturi.testing.server import with_database
-
     big_db, small_db = f"bench_scale_{os.getpid()}", f"bench_scale_small_{os.getpid()}"
-    admin = await asyncpg.connect(args.dsn)
-    for name in (big_db, small_db):
-        await admin.execute(f"CREATE DATABASE {name}")
-    dsn, small_dsn = with_database(args.dsn, big_db), with_database(args.dsn, small_db)
+    dsn = await create_database(args.dsn, big_db)
+    small_dsn = await create_database(args.dsn, small_db)
     out: dict[str, Any] = {
         "commit": git_head(),
         "versions": versions(),
@@ -224,8 +192,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         await small.close()
     finally:
         for name in (big_db, small_db):
-            await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        await admin.close()
+            await drop_database(args.dsn, name)
     out["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return out
 
@@ -251,8 +218,8 @@ def targets(out: dict[str, Any]) -> list[tuple[bool, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.scale", description=__doc__)
-    p.add_argument("--dsn", default=os.environ.get("VENTURI_BENCH_DSN", DEFAULT_ADMIN_DSN))
+    p = argparse.ArgumentParser(prog="python -m benchmarks.scenarios.scale", description=__doc__)
+    add_dsn_option(p)
     p.add_argument("--pending", type=int, default=10_000_000)
     p.add_argument("--small", type=int, default=10_000)
     p.add_argument("--drain", type=int, default=20_000)

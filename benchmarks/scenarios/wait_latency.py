@@ -1,6 +1,6 @@
 """How soon ``venturi.wait`` wakes after the job it waits on commits its completion.
 
-    python -m benchmarks.wait_latency [--samples 200] [--dsn ADMIN_DSN]
+    python -m benchmarks.scenarios.wait_latency [--samples 200] [--dsn ADMIN_DSN]
 
 One database of its own, one process: a worker (concurrency 1) runs a handler that holds
 until the harness releases it, then completes the job in its own transaction and notes
@@ -23,9 +23,8 @@ from typing import Any
 import asyncpg
 
 import venturi
-from benchmarks import systems
-from benchmarks.compare import DEFAULT_ADMIN_DSN, percentile
-from benchmarks.profile import _database
+from benchmarks.common import add_dsn_option, percentile, scratch_database
+from benchmarks.systems.venturi import Noop
 from venturi import db, sql
 from venturi.runtime.worker import Worker
 
@@ -35,7 +34,7 @@ committed: dict[int, float] = {}
 
 
 @venturi.task(kind="bench_wait_latency")
-async def held(ctx: venturi.Context[Any], carry: systems.Noop) -> None:
+async def held(ctx: venturi.Context[Any], carry: Noop) -> None:
     await releases[ctx.job.id].wait()
     async with ctx.transaction() as tx:
         await ctx.complete(tx, result=carry.i)
@@ -45,7 +44,7 @@ async def held(ctx: venturi.Context[Any], carry: systems.Noop) -> None:
 
 
 async def sample(conn: Any, pool: Any, n: int) -> float:
-    job_id = await held.enqueue(conn, systems.Noop(n))
+    job_id = await held.enqueue(conn, Noop(n))
     releases[job_id] = asyncio.Event()
     waiting = asyncio.create_task(venturi.wait(pool, job_id, poll=600))
     await asyncio.sleep(0.05)  # the waiter's LISTEN in place before the release
@@ -55,30 +54,31 @@ async def sample(conn: Any, pool: Any, n: int) -> float:
 
 
 async def amain(args: argparse.Namespace) -> list[float]:
-    dsn = await _database(args.dsn, f"bench_venturi_wait_{os.getpid()}", create=True)
-    conn = await asyncpg.connect(dsn)
-    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=4)
-    try:
-        await db.schema.apply_schema(conn, schema=SCHEMA)
-        worker: Worker[None] = Worker(None, dsn, [held], concurrency=1, poll_max=0.2)
-        stop = asyncio.Event()
-        run = asyncio.create_task(worker.run(stop))
+    async with scratch_database(args.dsn, f"bench_venturi_wait_{os.getpid()}") as dsn:
+        conn = await asyncpg.connect(dsn)
+        pool = await asyncpg.create_pool(dsn, min_size=1, max_size=4)
         try:
-            await sample(conn, pool, -1)  # the first one warms the connections up
-            return [await sample(conn, pool, n) for n in range(args.samples)]
+            await db.schema.apply_schema(conn, schema=SCHEMA)
+            worker: Worker[None] = Worker(None, dsn, [held], concurrency=1, poll_max=0.2)
+            stop = asyncio.Event()
+            run = asyncio.create_task(worker.run(stop))
+            try:
+                await sample(conn, pool, -1)  # the first one warms the connections up
+                return [await sample(conn, pool, n) for n in range(args.samples)]
+            finally:
+                stop.set()
+                await run
         finally:
-            stop.set()
-            await run
-    finally:
-        await pool.close()
-        await conn.close()
-        await _database(args.dsn, f"bench_venturi_wait_{os.getpid()}", create=False)
+            await pool.close()
+            await conn.close()
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.wait_latency", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.scenarios.wait_latency", description=__doc__
+    )
     p.add_argument("--samples", type=int, default=200)
-    p.add_argument("--dsn", default=DEFAULT_ADMIN_DSN, help="an admin DSN (a database is made)")
+    add_dsn_option(p)
     ms = [x * 1000 for x in asyncio.run(amain(p.parse_args()))]
     print(
         f"venturi.wait, commit sent -> waiter returned ({len(ms)} samples): "

@@ -9,7 +9,7 @@ would, then requests every route through the ASGI app in-process (httpx's ASGI t
 the app's own work, templates included, without a network) and prints the median of
 several requests per route. Nothing is asserted.
 
-    python -m benchmarks.web_pages [--dsn ADMIN_DSN] [--jobs 1000000] [--repeat 9]
+    python -m benchmarks.scenarios.web_pages [--dsn ADMIN_DSN] [--jobs 1000000] [--repeat 9]
         [--no-index] [--only-search] [--history]
 
 Needs the test extra (httpx) and the web extra; drops its database at the end.
@@ -22,15 +22,13 @@ import asyncio
 import os
 import statistics
 import time
-import urllib.parse
+from typing import Any
 
-import asyncpg
 import httpx
 
 import venturi.web
+from benchmarks.common import add_dsn_option, scratch_database
 from venturi import admin, db, sql
-
-DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
 def routes(dead_id: int, mid_id: int, key_id: int) -> list[str]:
@@ -77,9 +75,66 @@ def routes(dead_id: int, mid_id: int, key_id: int) -> list[str]:
     ]
 
 
+async def time_routes(dsn: str, paths: list[str], repeat: int, width: int = 55) -> None:
+    """Request each route through the dashboard's ASGI app in-process and print the median
+    and the maximum of ``repeat`` requests (after one to warm the pool and caches)."""
+    # The machine may be shared: the load says how quiet it was.
+    print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+    app = venturi.web.app(dsn)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+        print(f"{'route':{width}} {'status':>6} {'median ms':>10} {'max ms':>8} {'bytes':>8}")
+        for path in paths:
+            await client.get(path)  # warm: the pool, the statement caches
+            times = []
+            for _ in range(repeat):
+                t = time.perf_counter()
+                r = await client.get(path)
+                times.append((time.perf_counter() - t) * 1000)
+            print(
+                f"{path:{width}} {r.status_code:>6} {statistics.median(times):>10.1f} "
+                f"{max(times):>8.1f} {len(r.content):>8}"
+            )
+    print("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+    await app.state.dashboard.db.close()
+
+
+async def seed(conn: Any, args: argparse.Namespace) -> list[str]:
+    """The million jobs, their search index and (``--history``) the history table; the
+    routes to time."""
+    await db.schema.apply_schema(conn, schema="venturi")
+    t0 = time.perf_counter()
+    await conn.execute(sql.statement("maintenance/jobs_seed_bulk"), args.jobs, 172_800.0)
+    await conn.execute(sql.statement("maintenance/journal_seed_bulk"))
+    print(f"seeded {args.jobs:,} jobs in {time.perf_counter() - t0:.1f} s")
+    if not args.no_index:
+        # What the workers' SearchIndex pass does, in one go: batches of 5,000.
+        t0 = time.perf_counter()
+        done = await admin.index_search(conn, margin=0.0)
+        took = time.perf_counter() - t0
+        print(
+            f"indexed {done.jobs:,} finished jobs for the search in {took:.1f} s "
+            f"({took / max(done.jobs, 1) * 10_000:.2f} s per 10,000)"
+        )
+    if args.history:
+        t0 = time.perf_counter()
+        moved = await admin.move_to_history(conn)
+        print(
+            f"moved {moved.jobs:,} finished jobs to the history in {time.perf_counter() - t0:.1f} s"
+        )
+    await conn.execute(sql.statement("maintenance/vacuum_analyze"))
+    dead = await admin.list_jobs(conn, status="dead", limit=1)
+    mid = args.jobs // 2
+    # The seed keys every third job "order-<its number>", ids counting from 1.
+    paths = routes(dead[0].id, mid, mid - mid % 3)
+    return [p for p in paths if "q=" in p] if args.only_search else paths
+
+
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dsn", default=os.environ.get("VENTURI_BENCH_DSN", DEFAULT_DSN))
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.scenarios.web_pages", description=__doc__.splitlines()[0]
+    )
+    add_dsn_option(parser)
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--no-index", action="store_true", help="leave the search index empty")
@@ -91,64 +146,13 @@ async def main() -> None:
         "pass would",
     )
     args = parser.parse_args()
-    name = f"bench_web_{os.getpid()}"
-    server = await asyncpg.connect(args.dsn)
-    await server.execute(sql.database_statement("database_drop", name))
-    await server.execute(sql.database_statement("database_create", name))
-    parts = urllib.parse.urlsplit(args.dsn)
-    dsn = urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))
-    try:
+    async with scratch_database(args.dsn, f"bench_web_{os.getpid()}") as dsn:
         conn = await db.connect.connect(dsn)
-        await db.schema.apply_schema(conn, schema="venturi")
-        t0 = time.perf_counter()
-        await conn.execute(sql.statement("maintenance/jobs_seed_bulk"), args.jobs, 172_800.0)
-        await conn.execute(sql.statement("maintenance/journal_seed_bulk"))
-        print(f"seeded {args.jobs:,} jobs in {time.perf_counter() - t0:.1f} s")
-        if not args.no_index:
-            # What the workers' SearchIndex pass does, in one go: batches of 5,000.
-            t0 = time.perf_counter()
-            done = await admin.index_search(conn, margin=0.0)
-            took = time.perf_counter() - t0
-            print(
-                f"indexed {done.jobs:,} finished jobs for the search in {took:.1f} s "
-                f"({took / max(done.jobs, 1) * 10_000:.2f} s per 10,000)"
-            )
-        if args.history:
-            t0 = time.perf_counter()
-            moved = await admin.move_to_history(conn)
-            print(
-                f"moved {moved.jobs:,} finished jobs to the history in {time.perf_counter() - t0:.1f} s"
-            )
-        await conn.execute(sql.statement("maintenance/vacuum_analyze"))
-        dead = await admin.list_jobs(conn, status="dead", limit=1)
-        await conn.close()
-        mid = args.jobs // 2
-        # The seed keys every third job "order-<its number>", ids counting from 1.
-        paths = routes(dead[0].id, mid, mid - mid % 3)
-        if args.only_search:
-            paths = [p for p in paths if "q=" in p]
-        # The machine may be shared: the load says how quiet it was.
-        print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
-        app = venturi.web.app(dsn)
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
-            print(f"{'route':55} {'status':>6} {'median ms':>10} {'max ms':>8} {'bytes':>8}")
-            for path in paths:
-                await client.get(path)  # warm: the pool, the statement caches
-                times = []
-                for _ in range(args.repeat):
-                    t = time.perf_counter()
-                    r = await client.get(path)
-                    times.append((time.perf_counter() - t) * 1000)
-                print(
-                    f"{path:55} {r.status_code:>6} {statistics.median(times):>10.1f} "
-                    f"{max(times):>8.1f} {len(r.content):>8}"
-                )
-        print("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
-        await app.state.dashboard.db.close()
-    finally:
-        await server.execute(sql.database_statement("database_drop", name))
-        await server.close()
+        try:
+            paths = await seed(conn, args)
+        finally:
+            await conn.close()
+        await time_routes(dsn, paths, args.repeat)
 
 
 if __name__ == "__main__":

@@ -3,14 +3,14 @@ list (/workflows, its filters and paging, /api/workflows) and the job page of a
 workflow (a saga root, a child, a Workflow graph's middle node, a parent of thousands
 of children).
 
-Seeds a throwaway database as benchmarks/web_pages.py does (1,000,000 jobs of
+Seeds a throwaway database as benchmarks/scenarios/web_pages.py does (1,000,000 jobs of
 ``maintenance/jobs_seed_bulk``), then ``maintenance/workflows_seed_bulk``: 20,000 sagas
 (a root with four steps and two children; 90% completed, 6% waiting, 4% dead) and 5,000
 three-node Workflow graphs, 75,000 more jobs; one saga gets 5,000 more children. Vacuums
 as autovacuum would, then requests each route through the ASGI app in-process and
 prints the median of several requests. Nothing is asserted.
 
-    python -m benchmarks.web_workflows [--dsn ADMIN_DSN] [--jobs 1000000] [--repeat 9]
+    python -m benchmarks.scenarios.web_workflows [--dsn ADMIN_DSN] [--jobs 1000000] [--repeat 9]
 """
 
 from __future__ import annotations
@@ -18,15 +18,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import time
-import urllib.parse
 
 import asyncpg
-import httpx
 
-import venturi.web
-from benchmarks.web_pages import DEFAULT_DSN
+from benchmarks.common import add_dsn_option, scratch_database
+from benchmarks.scenarios.web_pages import time_routes
 from venturi import admin, db, sql
 
 SAGAS = 20_000
@@ -75,46 +72,24 @@ async def seed(conn: asyncpg.Connection, jobs: int) -> list[str]:
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dsn", default=os.environ.get("VENTURI_BENCH_DSN", DEFAULT_DSN))
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.scenarios.web_workflows", description=__doc__.splitlines()[0]
+    )
+    add_dsn_option(parser)
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=9)
     args = parser.parse_args()
-    name = f"bench_webwf_{os.getpid()}"
-    server = await asyncpg.connect(args.dsn)
-    await server.execute(sql.database_statement("database_drop", name))
-    await server.execute(sql.database_statement("database_create", name))
-    parts = urllib.parse.urlsplit(args.dsn)
-    dsn = urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))
-    try:
+    async with scratch_database(args.dsn, f"bench_webwf_{os.getpid()}") as dsn:
         conn = await db.connect.connect(dsn)
-        await db.schema.apply_schema(conn, schema="venturi")
-        t0 = time.perf_counter()
-        paths = await seed(conn, args.jobs)
-        added = 4 * SAGAS + 3 * GRAPHS + FAN_OUT
-        print(f"seeded {args.jobs:,} + {added:,} jobs in {time.perf_counter() - t0:.1f} s")
-        await conn.close()
-        print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
-        app = venturi.web.app(dsn)
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
-            print(f"{'route':45} {'status':>6} {'median ms':>10} {'max ms':>8} {'bytes':>8}")
-            for path in paths:
-                await client.get(path)  # warm: the pool, the statement caches
-                times = []
-                for _ in range(args.repeat):
-                    t = time.perf_counter()
-                    r = await client.get(path)
-                    times.append((time.perf_counter() - t) * 1000)
-                print(
-                    f"{path:45} {r.status_code:>6} {statistics.median(times):>10.1f} "
-                    f"{max(times):>8.1f} {len(r.content):>8}"
-                )
-        print("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
-        await app.state.dashboard.db.close()
-    finally:
-        await server.execute(sql.database_statement("database_drop", name))
-        await server.close()
+        try:
+            await db.schema.apply_schema(conn, schema="venturi")
+            t0 = time.perf_counter()
+            paths = await seed(conn, args.jobs)
+            added = 4 * SAGAS + 3 * GRAPHS + FAN_OUT
+            print(f"seeded {args.jobs:,} + {added:,} jobs in {time.perf_counter() - t0:.1f} s")
+        finally:
+            await conn.close()
+        await time_routes(dsn, paths, args.repeat, width=45)
 
 
 if __name__ == "__main__":

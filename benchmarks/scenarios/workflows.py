@@ -6,9 +6,9 @@ full run), on the databases it made for each system:
 - **workflows/s**: N workflows of a scenario enqueued up front, then one worker process
   at concurrency c runs them all. ``three``: three recorded steps in a row; ``fanout``: a
   parent that starts ten children and gathers their results. The rate is N over the
-  time from the first workflow's start (``systems.begin``, in the worker) to the N-th
-  workflow's end (its last code ran: ``systems.report``). Systems alternate per round.
-- **statements per recorded step** (venturi): a proxy (``benchmarks.pgwire``) counts
+  time from the first workflow's start (``probe.begin``, in the worker) to the N-th
+  workflow's end (its last code ran: ``probe.report``). Systems alternate per round.
+- **statements per recorded step** (venturi): a proxy (``benchmarks.tools.pgwire``) counts
   the statements the worker sends while it runs M plain jobs, then M workflows of one
   step, then M of three, at c=1; (three - one) / (2 M) is what recording a step costs,
   and the per-statement difference from the plain jobs shows what each one is.
@@ -16,27 +16,27 @@ full run), on the databases it made for each system:
   ``waiting`` in the table (seeded by ``maintenance/jobs_seed_waiting``) against the same
   drain with none.
 
-The venturi parts need SPEC 12's workflow code; without it (``wf_venturi.available()``)
+The venturi parts need SPEC 12's workflow code; without it
+(``benchmarks.systems.venturi_wf.available()``)
 they report "venturi workflows not available" and the peers still run.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 import statistics
-import sys
-import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
-from benchmarks import pgwire, systems, wf_venturi
+from benchmarks import systems
+from benchmarks.common import log
+from benchmarks.harness import Bench, run_worker
+from benchmarks.probe import KIND
+from benchmarks.systems import venturi_wf
+from benchmarks.tools import pgwire
 from venturi import sql
 
-ROOT = Path(__file__).resolve().parent.parent
 SYSTEMS = ("venturi", "chancy", "dbos")
 SCENARIOS = ("three", "fanout")
 TARGETS = {"dbos": 10.0, "chancy": 2.0}  # venturi's workflows/s >= this many times the peer's
@@ -97,49 +97,10 @@ CONFIGS: dict[str, list[tuple[str, dict[str, Any]]]] = {
 }
 
 
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def _client(name: str, dsn: str) -> Any:
-    if name == "venturi":
-        return wf_venturi.VenturiWorkflowClient(dsn)
-    if name == "chancy":
-        from benchmarks.wf_chancy import ChancyWorkflowClient
-
-        return ChancyWorkflowClient(dsn)
-    from benchmarks.wf_dbos import DbosWorkflowClient
-
-    return DbosWorkflowClient(dsn)
-
-
-async def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
-    """One ``benchmarks.worker_proc`` run to its end: its final report."""
-    with tempfile.TemporaryFile() as errors:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "benchmarks.worker_proc",
-            json.dumps(spec),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=errors,
-            cwd=str(ROOT),
-            env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        )
-        out, _ = await proc.communicate()
-        if proc.returncode != 0:
-            errors.seek(0)
-            tail = errors.read().decode(errors="replace")[-3000:]
-            raise RuntimeError(f"{spec['system']}: worker exited with {proc.returncode}:\n{tail}")
-    result: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
-    return result
-
-
 class Workflows:
-    """The scenario's runs, on a ``compare.Bench``'s databases."""
+    """The scenario's runs, on a ``harness.Bench``'s databases."""
 
-    def __init__(self, bench: Any, plan: WfPlan) -> None:
+    def __init__(self, bench: Bench, plan: WfPlan) -> None:
         self.bench = bench
         self.plan = plan
         self.names = [n for n in SYSTEMS if n in bench.names]
@@ -191,7 +152,7 @@ class Workflows:
 
     async def rates(self) -> dict[str, Any]:
         runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
-        names = [n for n in self.names if n != "venturi" or wf_venturi.available()]
+        names = [n for n in self.names if n != "venturi" or venturi_wf.available()]
         for rnd in range(self.plan.repeat):
             for level in self.plan.levels:
                 for scenario in SCENARIOS:
@@ -235,8 +196,8 @@ class Workflows:
             spec = self._spec("venturi", counter.dsn(bench.dsns["venturi"]), {"concurrency": 1}, m)
             out["plain"] = _tally(counter, await run_worker(spec), m)
             log(f"  plain jobs: {out['plain']['per_job']:.2f} statements per job at c=1")
-            if not wf_venturi.available():
-                out["note"] = wf_venturi.NOT_AVAILABLE
+            if not venturi_wf.available():
+                out["note"] = venturi_wf.NOT_AVAILABLE
                 return out
             client = self.clients["venturi"]
             # The fan-out too (a tenth as many: eleven jobs and two parent runs each), for
@@ -262,15 +223,15 @@ class Workflows:
 
     async def waiting(self) -> dict[str, Any]:
         """The c=32 drain with W waiting jobs in the table against the same with none."""
-        if not wf_venturi.available():
-            return {"note": wf_venturi.NOT_AVAILABLE}
+        if not venturi_wf.available():
+            return {"note": venturi_wf.NOT_AVAILABLE}
         bench, plan = self.bench, self.plan
         conn = self.clients["venturi"].conn
         schema = self.clients["venturi"].schema
 
         async def seed() -> None:
             await conn.execute(
-                sql.statement("maintenance/jobs_seed_waiting", schema), plan.waiting, systems.KIND
+                sql.statement("maintenance/jobs_seed_waiting", schema), plan.waiting, KIND
             )
 
         cfg = {"concurrency": 32}
@@ -333,15 +294,15 @@ def _tally(counter: pgwire.Counter, r: dict[str, Any], jobs: int) -> dict[str, A
     }
 
 
-async def measure(bench: Any, plan: WfPlan) -> None:
+async def measure(bench: Bench, plan: WfPlan) -> None:
     """The ``workflows`` step of ``benchmarks.compare``: fills ``bench.results['workflows']``."""
     wf = Workflows(bench, plan)
     out: dict[str, Any] = {"plan": asdict(plan), "systems": wf.names}
-    if "venturi" in wf.names and not wf_venturi.available():
-        out["venturi_note"] = wf_venturi.NOT_AVAILABLE
-        log(f"  {wf_venturi.NOT_AVAILABLE}: the peers run alone")
+    if "venturi" in wf.names and not venturi_wf.available():
+        out["venturi_note"] = venturi_wf.NOT_AVAILABLE
+        log(f"  {venturi_wf.NOT_AVAILABLE}: the peers run alone")
     for name in wf.names:
-        client = _client(name, bench.dsns[name])
+        client = systems.client(f"{name}-wf", bench.dsns[name])
         await client.open()
         await client.install()
         wf.clients[name] = client

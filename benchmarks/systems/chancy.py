@@ -12,18 +12,18 @@ import asyncio
 import logging
 from typing import Any
 
-from benchmarks import systems
+from benchmarks import probe
 
 QUEUE = "bench"
 
 
 async def chancy_noop(*, i: int) -> None:
     """The handler: chancy imports it by its module path in the worker."""
-    systems.report(i)
+    probe.report(i)
 
 
 def queue(concurrency: int, name: str = QUEUE) -> Any:
-    """The queue in its fastest documented configuration (benchmarks.wf_chancy's too)."""
+    """The queue in its fastest documented configuration (``chancy_wf``'s too)."""
     from chancy import Chancy, Queue
 
     return Queue(
@@ -53,7 +53,7 @@ def _job(i: int) -> Any:
     return Job.from_func(chancy_noop, queue=QUEUE).with_kwargs(i=i)
 
 
-class ChancyClient:
+class Client:
     name = "chancy"
 
     def __init__(self, dsn: str) -> None:
@@ -101,7 +101,7 @@ class ChancyClient:
         return int(row[0])
 
 
-async def chancy_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
+async def worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
     from chancy import Worker
 
     logging.getLogger("bench.chancy").setLevel(logging.WARNING)

@@ -1,4 +1,4 @@
-"""chancy's workflow plugin (https://pypi.org/project/chancy/) for benchmarks.workflows.
+"""chancy's workflow plugin (https://pypi.org/project/chancy/) for ``benchmarks.scenarios.workflows``.
 
 chancy's workflows are graphs of jobs (``chancy.plugins.workflow.Workflow``): a step is a
 job, run once every step it depends on has succeeded; the leader worker's
@@ -11,9 +11,9 @@ The two workflows:
   on the ten. chancy passes no results between steps (a job's return value is not
   stored), so ``gather`` receives nothing from the ten: it only runs after them.
 
-Fastest documented configuration, as for its plain jobs (``chancy_system``): the async
-executor, ``eager_polling``, the queue's shortest polling interval (1 s); and for the
-workflows, ``WorkflowPlugin(polling_interval=1)`` (30 s by default) with the
+Fastest documented configuration, as for its plain jobs (``benchmarks.systems.chancy``):
+the async executor, ``eager_polling``, the queue's shortest polling interval (1 s); and for
+the workflows, ``WorkflowPlugin(polling_interval=1)`` (30 s by default) with the
 ``Leadership`` plugin it requires polling every second (60 s by default: the workflow
 plugin does nothing until its worker leads), and no other plugin (``no_default_plugins``:
 the pruner, recovery and metrics plugins only add statements here).
@@ -25,7 +25,10 @@ import asyncio
 import logging
 from typing import Any
 
-from benchmarks import chancy_system, systems
+from benchmarks import probe
+from benchmarks.systems.chancy import Client as PlainClient
+from benchmarks.systems.chancy import app as chancy_app
+from benchmarks.systems.chancy import queue
 
 QUEUE = "wf"
 CHILDREN = 10
@@ -33,7 +36,7 @@ CHILDREN = 10
 
 async def wf_first(*, i: int) -> None:
     """The first job of each workflow: the instant it starts is the workflow's begin."""
-    systems.begin()
+    probe.begin()
 
 
 async def wf_step(*, i: int) -> None:
@@ -42,14 +45,14 @@ async def wf_step(*, i: int) -> None:
 
 async def wf_last(*, i: int) -> None:
     """The last job of each workflow: the workflow is done once it ran."""
-    systems.report(i)
+    probe.report(i)
 
 
 def _app(dsn: str, pool: int = 10) -> Any:
     from chancy.plugins.leadership import Leadership
     from chancy.plugins.workflow import WorkflowPlugin
 
-    return chancy_system.app(
+    return chancy_app(
         dsn,
         pool,
         plugins=[Leadership(poll_interval=1, timeout=60), WorkflowPlugin(polling_interval=1)],
@@ -81,7 +84,7 @@ def workflow(scenario: str, i: int) -> Any:
     return wf
 
 
-class ChancyWorkflowClient(chancy_system.ChancyClient):
+class Client(PlainClient):
     """The harness's side: chancy's tables, a run's workflows pushed one by one."""
 
     def _app(self) -> Any:
@@ -104,12 +107,12 @@ class ChancyWorkflowClient(chancy_system.ChancyClient):
             await WorkflowPlugin.push(self.app, workflow(scenario, i))
 
 
-async def chancy_workflow_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
+async def worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
     from chancy import Worker
 
     logging.getLogger("bench.chancy").setLevel(logging.WARNING)
     async with _app(dsn) as app:
         # The queue's concurrency is stored in the database: declare this run's.
-        await app.declare(chancy_system.queue(cfg["concurrency"], QUEUE), upsert=True)
+        await app.declare(queue(cfg["concurrency"], QUEUE), upsert=True)
         async with Worker(app, register_signal_handlers=False, shutdown_timeout=10):
             await stop.wait()

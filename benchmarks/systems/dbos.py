@@ -20,16 +20,15 @@ import asyncio
 import logging
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from benchmarks import probe
 
 QUEUE = "bench"
 WORKFLOW = "bench_noop"
 APP = "venturi_bench"
 POLL = 0.01
-
-_deliver: Callable[[int], None] = lambda _i: None  # noqa: E731
 
 
 def _url(dsn: str) -> str:
@@ -42,12 +41,12 @@ def _registered() -> Any:
 
     @DBOS.workflow(name=WORKFLOW)
     async def bench_noop(i: int) -> None:
-        _deliver(i)
+        probe.report(i)
 
     return bench_noop
 
 
-class DbosClient:
+class Client:
     name = "dbos"
 
     def __init__(self, dsn: str) -> None:
@@ -110,14 +109,10 @@ class DbosClient:
         return int(n)
 
 
-async def dbos_worker(
-    dsn: str, cfg: dict[str, Any], stop: asyncio.Event, probe: Callable[[int], None]
-) -> None:
-    global _deliver
+async def worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
     from dbos import DBOS
 
-    loop = asyncio.get_running_loop()
-    _deliver = lambda i: loop.call_soon_threadsafe(probe, i)  # noqa: E731
+    probe.hand_over(asyncio.get_running_loop())
     logging.getLogger("dbos").setLevel(logging.WARNING)
     _registered()
 

@@ -1,4 +1,4 @@
-"""DBOS Transact's workflows (https://pypi.org/project/dbos/) for benchmarks.workflows.
+"""DBOS Transact's workflows (https://pypi.org/project/dbos/) for ``benchmarks.scenarios.workflows``.
 
 The two workflows, written the way DBOS documents them:
 
@@ -19,7 +19,7 @@ once where venturi runs ``c`` jobs (its waiting parents give up their slots).
 Fastest documented settings: async workflows and steps (no thread per workflow); the
 queues' ``polling_interval_sec`` (1 s by default; the docs require only a positive
 value) and the handles' ``get_result(polling_interval_sec=...)`` (1 s by default) both
-lowered, to 10 ms and to 1 ms (``cfg["poll"]``; benchmarks.workflows runs both and the
+lowered, to 10 ms and to 1 ms (``cfg["poll"]``; ``benchmarks.scenarios.workflows`` runs both and the
 faster counts); LISTEN/NOTIFY on (its default).
 """
 
@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from typing import Any
 
-from benchmarks import systems
-from benchmarks.dbos_system import APP, DbosClient
+from benchmarks import probe
+from benchmarks.systems.dbos import APP
+from benchmarks.systems.dbos import Client as PlainClient
 
 QUEUE = "wf"
 CHILD_QUEUE = "wf_children"
@@ -39,10 +39,6 @@ WORKFLOWS = {"three": "bench_wf_three", "fanout": "bench_wf_fanout"}
 POLL = 0.01
 CHILDREN = 10
 
-# Set in the worker process: hand a report over to the worker's own loop (DBOS runs async
-# workflows on an event loop of its own thread).
-_deliver: Callable[[int], None] = lambda _i: None  # noqa: E731
-_begin: Callable[[], None] = lambda: None  # noqa: E731
 _queues: dict[str, Any] = {}
 
 
@@ -63,9 +59,9 @@ def _registered(poll: float) -> None:
 
     @DBOS.workflow(name=WORKFLOWS["three"])
     async def three(i: int) -> int:
-        _begin()
+        probe.begin()
         out = await step_c(await step_b(await step_a(i)))
-        _deliver(i)
+        probe.report(i)
         return out
 
     @DBOS.workflow(name="bench_wf_child")
@@ -74,17 +70,17 @@ def _registered(poll: float) -> None:
 
     @DBOS.workflow(name=WORKFLOWS["fanout"])
     async def fanout(i: int) -> int:
-        _begin()
+        probe.begin()
         queue = _queues[CHILD_QUEUE]
         handles = [await queue.enqueue_async(child, i * CHILDREN + k) for k in range(CHILDREN)]
         total = 0
         for handle in handles:
             total += await handle.get_result(polling_interval_sec=poll)
-        _deliver(i)
+        probe.report(i)
         return total
 
 
-class DbosWorkflowClient(DbosClient):
+class Client(PlainClient):
     """The harness's side: DBOS's system database, the parents enqueued in bulk."""
 
     def _enqueue_scenario(self, scenario: str, n: int) -> None:
@@ -101,13 +97,10 @@ class DbosWorkflowClient(DbosClient):
         await asyncio.to_thread(self._enqueue_scenario, scenario, n)
 
 
-async def dbos_workflow_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
-    global _deliver, _begin
+async def worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
     from dbos import DBOS
 
-    loop = asyncio.get_running_loop()
-    _deliver = lambda i: loop.call_soon_threadsafe(systems.report, i)  # noqa: E731
-    _begin = lambda: loop.call_soon_threadsafe(systems.begin)  # noqa: E731
+    probe.hand_over(asyncio.get_running_loop())
     logging.getLogger("dbos").setLevel(logging.WARNING)
     poll = cfg.get("poll", POLL)
     _registered(poll)

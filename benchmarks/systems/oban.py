@@ -19,23 +19,24 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from oban import Oban, worker
+from oban import Oban
+from oban import worker as oban_worker
 
-from benchmarks import systems
+from benchmarks import probe
 
 QUEUE = "bench"
 
 
-@worker(queue=QUEUE)
+@oban_worker(queue=QUEUE)
 class ObanNoop:
     """The handler: oban finds it by name in its registry (this module is imported by the
     worker process before the queue starts)."""
 
     async def process(self, job: Any) -> None:
-        systems.report(job.args["i"])
+        probe.report(job.args["i"])
 
 
-class ObanClient:
+class Client:
     name = "oban"
 
     def __init__(self, dsn: str) -> None:
@@ -81,7 +82,7 @@ class ObanClient:
         return int(row[0])
 
 
-async def oban_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
+async def worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
     pool = await Oban.create_pool(dsn)
     try:
         async with Oban(pool=pool, queues={QUEUE: cfg["concurrency"]}):

@@ -1,4 +1,4 @@
-"""venturi's workflows (SPEC section 12) for benchmarks.workflows.
+"""venturi's workflows (SPEC section 12) for ``benchmarks.scenarios.workflows``.
 
 - ``three``: one job whose handler records three steps (``await ctx.step(...)``) and
   completes;
@@ -22,7 +22,7 @@ import asyncpg
 import msgspec
 
 import venturi
-from benchmarks import systems
+from benchmarks import probe
 from venturi import db, sql
 
 KINDS = {"one": "bench_wf_one", "three": "bench_wf_three", "fanout": "bench_wf_fanout"}
@@ -65,32 +65,32 @@ def tasks() -> dict[str, Any]:
     @venturi.task(kind=KINDS["one"])
     async def one(ctx: venturi.Context[Any], carry: Wf) -> None:
         # For the statement count only: three steps minus one is two steps' cost alone.
-        systems.begin()
+        probe.begin()
         await ctx.step("a", step_a, carry.i)
-        systems.report(carry.i)
+        probe.report(carry.i)
 
     @venturi.task(kind=KINDS["three"])
     async def three(ctx: venturi.Context[Any], carry: Wf) -> None:
-        systems.begin()
+        probe.begin()
         a = await ctx.step("a", step_a, carry.i)
         b = await ctx.step("b", step_b, a)
         await ctx.step("c", step_c, b)
-        systems.report(carry.i)
+        probe.report(carry.i)
 
     @venturi.task(kind=KINDS["fanout"])
     async def fanout(ctx: venturi.Context[Any], carry: Wf) -> None:
-        systems.begin()
+        probe.begin()
         children = [
             await ctx.spawn(f"c{k}", child, Wf(carry.i * CHILDREN + k)) for k in range(CHILDREN)
         ]
         results = await ctx.gather(*children)
         assert len(results) == CHILDREN
-        systems.report(carry.i)
+        probe.report(carry.i)
 
     return {"one": one, "three": three, "fanout": fanout, "child": child}
 
 
-class VenturiWorkflowClient:
+class Client:
     """The harness's side: venturi's schema, the parents enqueued in one call."""
 
     name = "venturi"
@@ -121,7 +121,7 @@ class VenturiWorkflowClient:
         await venturi.enqueue_many(self.conn, [task.job(Wf(i)) for i in range(n)])
 
 
-async def venturi_workflow_worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
+async def worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
     found = tasks()
     handlers = [found["child"], found[cfg["scenario"]]]
     worker = venturi.Worker(None, dsn, handlers, concurrency=cfg["concurrency"])

@@ -2,7 +2,7 @@
 rounds alternating (A B, B A, A B, ...) so that the machine's drift and the other work on
 it hit both sides alike.
 
-    python -m benchmarks.ab --a /tmp/ab/A --b /tmp/ab/B --rounds 3 --out results/ab-x \\
+    python -m benchmarks.tools.ab --a /tmp/ab/A --b /tmp/ab/B --rounds 3 --out results/ab-x \\
         -- --quick --systems venturi,pgqueuer --skip health,rss
 
 Each tree is a directory holding a ``venturi/`` (e.g. ``git archive <commit> venturi``)
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         i = argv.index("--")
         argv, rest = argv[:i], argv[i + 1 :]
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.ab")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.tools.ab")
     parser.add_argument("--a", required=True, type=Path)
     parser.add_argument("--b", required=True, type=Path)
     parser.add_argument("--a-rev", default="A")

@@ -1,7 +1,7 @@
 """Two versions of ``job_claim`` driven bare, claim by claim, on one database: an A/B of
 the statement alone, its noise shared (issue 27).
 
-    python -m benchmarks.claim_ab --a /tmp/ab/A --b /tmp/ab/B --batch 1,10 --claims 2000
+    python -m benchmarks.tools.claim_ab --a /tmp/ab/A --b /tmp/ab/B --batch 1,10 --claims 2000
 
 Each tree (a directory holding a ``venturi/``, e.g. ``git archive <commit> venturi``)
 renders its ``job_claim`` in a subprocess; the statements run here, each on a
@@ -22,14 +22,14 @@ import statistics
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 
-from benchmarks import ceiling, systems
-from benchmarks.profile import DEFAULT_ADMIN_DSN, _database
+from benchmarks import ceiling
+from benchmarks.common import add_dsn_option, create_database, drop_database
+from benchmarks.systems.venturi import Client as VenturiClient
 
 _RENDER = (
     "import json, re; from venturi import sql; t = sql.statement('job_claim'); "
@@ -62,9 +62,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"load_average_before": os.getloadavg()[0], "batches": {}}
     for batch in args.batch:
         name = f"bench_claim_ab_{os.getpid()}"
-        dsn = await _database(args.dsn, name, create=True)
+        dsn = await create_database(args.dsn, name)
         try:
-            client = systems.VenturiClient(dsn)
+            client = VenturiClient(dsn)
             await client.open()
             await client.install()
             total = 2 * (args.claims + 10) * batch
@@ -76,29 +76,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             state: dict[str, dict[str, Any]] = {}
             for s, (text, _) in sides.items():
                 await conns[s].prepare(text)
-                b = ceiling.DEFAULT_BACKOFF
-                state[s] = {
-                    "claimed_by": f"claim_ab-{s}",
-                    "claim_token": uuid.uuid4(),
-                    "synchronous_commit": True,
-                    "kinds": [systems.KIND],
-                    "leases": [ceiling.LEASE],
-                    "priority_floor": 0,
-                    "claim_limit": batch,
-                    "backoff_base": b.base,
-                    "backoff_factor": b.factor,
-                    "backoff_cap": b.cap,
-                    "backoff_jitter": b.jitter,
-                    "done_ids": [],
-                    "done_attempts": [],
-                    "done_results": [],
-                }
+                state[s] = ceiling.claim_values(batch, f"claim_ab-{s}")
             times: dict[str, list[float]] = {s: [] for s in sides}
             for i in range(args.claims + 10):
                 for s in sides if i % 2 == 0 else reversed(list(sides)):
                     text, names = sides[s]
                     values = state[s]
-                    argv = ceiling._args(names, values, "job_claim")
+                    argv = ceiling.bind(names, values, "job_claim")
                     t0 = time.perf_counter()
                     rows = await conns[s].fetch(text, *argv)
                     t1 = time.perf_counter()
@@ -113,7 +97,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             for c in conns.values():
                 await c.close()
         finally:
-            await _database(args.dsn, name, create=False)
+            await drop_database(args.dsn, name)
         res = {
             s: {
                 "p50_ms": _q(v, 0.5),
@@ -131,13 +115,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.claim_ab")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.tools.claim_ab")
     parser.add_argument("--a", required=True, type=Path)
     parser.add_argument("--b", required=True, type=Path)
     parser.add_argument("--batch", type=lambda s: [int(x) for x in s.split(",")], default=[1, 10])
     parser.add_argument("--claims", type=int, default=2000, help="timed claims per side")
     parser.add_argument("--json", metavar="PATH")
-    parser.add_argument("--dsn", default=os.environ.get("VENTURI_BENCH_DSN", DEFAULT_ADMIN_DSN))
+    add_dsn_option(parser)
     args = parser.parse_args(argv)
     import uvloop
 

@@ -1,7 +1,7 @@
 """Where a claim's millisecond goes at c=10 (issue 27): the worker's timeline and the
 claim statement's server time, in one process.
 
-    python -m benchmarks.claimprofile --concurrency 10 --jobs 20000 --json out.json
+    python -m benchmarks.tools.claimprofile --concurrency 10 --jobs 20000 --json out.json
 
 Two parts, each on a throwaway database of its own (``--dsn``, the admin DSN):
 
@@ -43,8 +43,11 @@ import asyncpg
 
 import venturi
 import venturi.db.claims as claims_module
-from benchmarks import ceiling, systems
-from benchmarks.profile import DEFAULT_ADMIN_DSN, _database
+from benchmarks import ceiling
+from benchmarks.common import add_dsn_option, create_database, drop_database
+from benchmarks.probe import install as install_probe
+from benchmarks.systems.venturi import Client as VenturiClient
+from benchmarks.systems.venturi import venturi_noop
 from venturi import sql
 
 SCHEMA = sql.DEFAULT_SCHEMA
@@ -67,8 +70,8 @@ def _ms(values: list[float]) -> dict[str, float]:
     }
 
 
-async def _fill(dsn: str, jobs: int) -> systems.VenturiClient:
-    client = systems.VenturiClient(dsn)
+async def _fill(dsn: str, jobs: int) -> VenturiClient:
+    client = VenturiClient(dsn)
     await client.open()
     await client.install()
     for start in range(0, jobs, 10_000):
@@ -115,13 +118,13 @@ async def timeline(dsn: str, concurrency: int, jobs: int) -> dict[str, Any]:
             stop.set()
 
     claims_module.job_claim = timed  # type: ignore[assignment]
-    systems.set_probe(probe)
+    install_probe(probe)
     try:
-        worker = venturi.Worker(None, dsn, [systems.venturi_noop], concurrency=concurrency)
+        worker = venturi.Worker(None, dsn, [venturi_noop], concurrency=concurrency)
         await worker.run(stop)
     finally:
         claims_module.job_claim = original  # type: ignore[assignment]
-        systems.set_probe(lambda _i: None)
+        install_probe(lambda _i: None)
         await client.close()
     first, last = min(started.values()), max(started.values())
     # The drain window as compare measures it: first handler start to last.
@@ -175,19 +178,9 @@ def _cte_times(plan: dict[str, Any]) -> dict[str, float]:
 
 
 def _values(batch: int, token: uuid.UUID, done: list[Any]) -> dict[str, Any]:
-    b = ceiling.DEFAULT_BACKOFF
     return {
-        "kinds": [systems.KIND],
-        "leases": [ceiling.LEASE],
-        "priority_floor": 0,
-        "claim_limit": batch,
-        "backoff_base": b.base,
-        "backoff_factor": b.factor,
-        "backoff_cap": b.cap,
-        "backoff_jitter": b.jitter,
-        "claimed_by": "benchmarks.claimprofile",
+        **ceiling.claim_values(batch, "benchmarks.tools.claimprofile"),
         "claim_token": token,
-        "synchronous_commit": True,
         "done_ids": [r["id"] for r in done],
         "done_attempts": [r["attempt"] for r in done],
         "done_results": [None] * len(done),
@@ -210,7 +203,7 @@ async def statement(dsn: str, batch: int, explains: int, trips: int) -> dict[str
         planning, execution, parts = [], [], defaultdict(list)
         explain = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + text
         for _ in range(explains):
-            args = ceiling._args(names, _values(batch, token, done), "job_claim")
+            args = ceiling.bind(names, _values(batch, token, done), "job_claim")
             (plan,) = json.loads(await on.fetchval(explain, *args))
             planning.append(plan["Planning Time"])
             execution.append(plan["Execution Time"])
@@ -219,7 +212,7 @@ async def statement(dsn: str, batch: int, explains: int, trips: int) -> dict[str
             # EXPLAIN returns no rows: take the claimed ones to settle in the next claim.
             done = await on.fetch(sql.statement("job_list_claimed", SCHEMA), 10 * batch)
         # Settle what the last EXPLAIN claimed, then time the plain statement.
-        await on.fetch(text, *ceiling._args(names, _values(0, token, done), "job_claim"))
+        await on.fetch(text, *ceiling.bind(names, _values(0, token, done), "job_claim"))
         await on.fetch(setting, "plan_cache_mode", "auto")
         probe = sql.statement("connection_probe", SCHEMA)
         rt: dict[str, list[float]] = {"sync on": [], "sync off": [], "trivial": []}
@@ -228,7 +221,7 @@ async def statement(dsn: str, batch: int, explains: int, trips: int) -> dict[str
             await c.prepare(text)
         for _ in range(trips):
             for label, c in (("sync on", on), ("sync off", off)):
-                args = ceiling._args(names, _values(batch, token, held[label]), "job_claim")
+                args = ceiling.bind(names, _values(batch, token, held[label]), "job_claim")
                 t0 = time.perf_counter()
                 rows = await c.fetch(text, *args)
                 rt[label].append(time.perf_counter() - t0)
@@ -256,14 +249,14 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     }
     for part in ("timeline", "statement"):
         name = f"bench_claimprofile_{os.getpid()}_{part}"
-        dsn = await _database(args.dsn, name, create=True)
+        dsn = await create_database(args.dsn, name)
         try:
             if part == "timeline":
                 out[part] = await timeline(dsn, args.concurrency, args.jobs)
             else:
                 out[part] = await statement(dsn, args.concurrency, args.explain, args.trips)
         finally:
-            await _database(args.dsn, name, create=False)
+            await drop_database(args.dsn, name)
     out["load_average_after"] = os.getloadavg()
     return out
 
@@ -298,13 +291,13 @@ def _print(r: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.claimprofile")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.tools.claimprofile")
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--explain", type=int, default=200, help="claims under EXPLAIN ANALYZE")
     parser.add_argument("--trips", type=int, default=500, help="timed claims per setting")
     parser.add_argument("--json", metavar="PATH")
-    parser.add_argument("--dsn", default=os.environ.get("VENTURI_BENCH_DSN", DEFAULT_ADMIN_DSN))
+    add_dsn_option(parser)
     args = parser.parse_args(argv)
     import uvloop
 

@@ -2,7 +2,7 @@
 pickup latency, each taken on A then B (then B then A the next round), so that the
 machine's other work falls on both sides alike (issue 27).
 
-    python -m benchmarks.drain_ab --a /tmp/ab/A --b /tmp/ab/B --rounds 5 --json out.json
+    python -m benchmarks.tools.drain_ab --a /tmp/ab/A --b /tmp/ab/B --rounds 5 --json out.json
 
 Each tree is a directory holding a ``venturi/`` (``git archive <commit> venturi``) and a
 ``benchmarks/`` beside it. Each side gets a database of its own with **its own tree's
@@ -29,8 +29,10 @@ from typing import Any
 
 import asyncpg
 
-from benchmarks import compare, save_run, systems
-from venturi import sql
+from benchmarks import configs
+from benchmarks.common import add_dsn_option, create_database, save_run
+from benchmarks.harness import Bench
+from benchmarks.systems.venturi import Client as VenturiClient
 
 _APPLY = (
     "import asyncio, asyncpg, sys\n"
@@ -43,28 +45,23 @@ _APPLY = (
 )
 
 
-class SideBench(compare.Bench):
-    """compare's Bench on one database whose schema is ``tree``'s, workers from ``tree``."""
+class SideBench(Bench):
+    """The harness's Bench on one database whose schema is ``tree``'s, workers from
+    ``tree``."""
 
     def __init__(
-        self, side: str, tree: Path, plan: compare.Plan, admin_dsn: str, overrides: dict[str, Any]
+        self, side: str, tree: Path, plan: configs.Plan, admin_dsn: str, overrides: dict[str, Any]
     ) -> None:
         super().__init__(plan, ["venturi"], admin_dsn, "uvloop", 60.0)
         self.tree = tree
+        self.root = tree  # the worker subprocesses run this side's tree
         # Worker keywords for this side only (--b-no-synchronous-commit): an A/B of a
         # setting on one tree.
         self.overrides = overrides
         self.tag = f"bench_ab_{os.getpid()}_{side.lower()}"
 
     async def setup(self) -> None:
-        admin = await asyncpg.connect(self.admin_dsn)
-        try:
-            db = f"{self.tag}_venturi"
-            await admin.execute(sql.database_statement("database_drop", db))
-            await admin.execute(sql.database_statement("database_create", db))
-            self.dsns["venturi"] = self._dsn(db)
-        finally:
-            await admin.close()
+        self.dsns["venturi"] = await create_database(self.admin_dsn, f"{self.tag}_venturi")
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-c",
@@ -75,7 +72,7 @@ class SideBench(compare.Bench):
         )
         if await proc.wait() != 0:
             raise RuntimeError(f"applying {self.tree}'s schema failed")
-        client = systems.VenturiClient(self.dsns["venturi"])
+        client = VenturiClient(self.dsns["venturi"])
         await client.open()
         self.clients["venturi"] = client
         self.monitors["venturi"] = await asyncpg.connect(self.dsns["venturi"])
@@ -90,15 +87,14 @@ class SideBench(compare.Bench):
         return jobs / (time.monotonic() - t0)
 
     async def measure(self, what: str, args: argparse.Namespace) -> float | dict[str, float]:
-        compare.ROOT = self.tree  # the worker subprocesses run this side's tree
         if what == "bulk":
             return await self.bulk(args.bulk, 1_000)
         if what == "pickup":
-            label, cfg = compare.LATENCY_CONFIGS["venturi"]
+            label, cfg = configs.LATENCY_CONFIGS["venturi"]
             r = await self.latency("venturi", label, {**cfg, **self.overrides})
             return {"p50": r["p50_ms"], "p99": r["p99_ms"]}
         level = int(what[1:])
-        label, cfg = compare.DRAIN_CONFIGS["venturi"][level][0]
+        label, cfg = configs.DRAIN_CONFIGS["venturi"][level][0]
         r = await self.drain("venturi", label, {**cfg, **self.overrides}, args.drain, args.drain)
         # Commits per job: the round trips that end a transaction, which the machine's
         # load does not change.
@@ -106,9 +102,9 @@ class SideBench(compare.Bench):
 
 
 async def amain(args: argparse.Namespace) -> dict[str, Any]:
-    plan = compare.Plan(
+    plan = configs.Plan(
         **{
-            **asdict(compare.QUICK),
+            **asdict(configs.QUICK),
             "latency_samples": args.samples,
             "drain_timeout": 60.0,
             "checkpoint": True,
@@ -176,7 +172,7 @@ def args_line(r: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.drain_ab")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.tools.drain_ab")
     parser.add_argument("--a", required=True, type=Path)
     parser.add_argument("--b", required=True, type=Path)
     parser.add_argument("--a-rev", default="A")
@@ -192,9 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="side B's workers run Worker(synchronous_commit=False)",
     )
-    parser.add_argument(
-        "--dsn", default=os.environ.get("VENTURI_BENCH_DSN", compare.DEFAULT_ADMIN_DSN)
-    )
+    add_dsn_option(parser)
     args = parser.parse_args(argv)
     import uvloop
 

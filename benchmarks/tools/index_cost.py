@@ -1,6 +1,6 @@
 """What each index of ``jobs`` costs the hot path, in the server's CPU time (issue 27).
 
-    python -m benchmarks.index_cost --rounds 3 --jobs 50000 \\
+    python -m benchmarks.tools.index_cost --rounds 3 --jobs 50000 \\
         --without jobs_kind_id_idx --without jobs_next_visible_idx
 
 For the full schema and for each ``--without`` variant (the schema less that index,
@@ -21,15 +21,15 @@ import argparse
 import os
 import statistics
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 
 import venturi
-from benchmarks import ceiling, save_run, systems
-from benchmarks.profile import DEFAULT_ADMIN_DSN, _database
+from benchmarks import ceiling
+from benchmarks.common import add_dsn_option, create_database, drop_database, save_run
+from benchmarks.systems.venturi import noop_jobs
 from venturi import db, sql
 
 SCHEMA = sql.DEFAULT_SCHEMA
@@ -64,10 +64,7 @@ async def variant(dsn: str, defs: dict[str, str], drop: list[str], jobs: int) ->
         pid = conn.get_server_pid()
         c0, w0 = backend_cpu(pid), await wal(conn)
         for start in range(0, jobs, 1_000):
-            await venturi.enqueue_many(
-                conn,
-                [systems.venturi_noop.job(systems.Noop(i)) for i in range(start, start + 1_000)],
-            )
+            await venturi.enqueue_many(conn, noop_jobs(range(start, start + 1_000)))
         enqueue_us = (backend_cpu(pid) - c0) / jobs * 1e6
         enqueue_wal = (await wal(conn) - w0) / jobs
         await conn.execute(sql.statement("maintenance/analyze", SCHEMA))
@@ -76,28 +73,12 @@ async def variant(dsn: str, defs: dict[str, str], drop: list[str], jobs: int) ->
         try:
             text = sql.statement("job_claim", SCHEMA)
             names = ceiling.parameters("job_claim", SCHEMA)
-            b = ceiling.DEFAULT_BACKOFF
-            values: dict[str, Any] = {
-                "kinds": [systems.KIND],
-                "leases": [ceiling.LEASE],
-                "priority_floor": 0,
-                "claim_limit": 10,
-                "backoff_base": b.base,
-                "backoff_factor": b.factor,
-                "backoff_cap": b.cap,
-                "backoff_jitter": b.jitter,
-                "claimed_by": "index_cost",
-                "claim_token": uuid.uuid4(),
-                "synchronous_commit": True,
-                "done_ids": [],
-                "done_attempts": [],
-                "done_results": [],
-            }
+            values = ceiling.claim_values(10, "index_cost")
             await claimer.prepare(text)
             kpid = claimer.get_server_pid()
             c0, w0, done = backend_cpu(kpid), await wal(conn), 0
             while True:
-                rows = await claimer.fetch(text, *ceiling._args(names, values, "job_claim"))
+                rows = await claimer.fetch(text, *ceiling.bind(names, values, "job_claim"))
                 done += len(values["done_ids"])
                 claimed = [r for r in rows if not r["settled"]]
                 values.update(
@@ -123,7 +104,7 @@ async def variant(dsn: str, defs: dict[str, str], drop: list[str], jobs: int) ->
 
 async def amain(args: argparse.Namespace) -> dict[str, Any]:
     name = f"bench_index_cost_{os.getpid()}"
-    dsn = await _database(args.dsn, name, create=True)
+    dsn = await create_database(args.dsn, name)
     variants = {"full schema": [], **{f"without {w}": w.split("+") for w in args.without}}
     got: dict[str, dict[str, list[float]]] = {v: {} for v in variants}
     loads = [os.getloadavg()[0]]
@@ -149,17 +130,17 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
                 print(f"round {rnd + 1} {v}: {shown}", flush=True)
             loads.append(os.getloadavg()[0])
     finally:
-        await _database(args.dsn, name, create=False)
+        await drop_database(args.dsn, name)
     return {"jobs": args.jobs, "rounds": args.rounds, "load_average": loads, "variants": got}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.index_cost")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.tools.index_cost")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=50_000)
     parser.add_argument("--without", action="append", default=[], metavar="INDEX[+INDEX]")
     parser.add_argument("--json", metavar="PATH")
-    parser.add_argument("--dsn", default=os.environ.get("VENTURI_BENCH_DSN", DEFAULT_ADMIN_DSN))
+    add_dsn_option(parser)
     args = parser.parse_args(argv)
     import uvloop
 

@@ -1,6 +1,6 @@
 """Where pickup latency goes (issue 16, target 2).
 
-    python -m benchmarks.pickup [--samples 300] [--json out.json]
+    python -m benchmarks.tools.pickup [--samples 300] [--json out.json]
 
 One database of its own, one process, uvloop. Three measurements, alternating sample by
 sample so the machine's state is shared:
@@ -37,9 +37,15 @@ from typing import Any
 import asyncpg
 
 import venturi
-from benchmarks import systems
-from benchmarks.compare import DEFAULT_ADMIN_DSN, git_head, percentile
-from benchmarks.profile import _database
+from benchmarks.common import (
+    add_dsn_option,
+    create_database,
+    drop_database,
+    git_head,
+    percentile,
+)
+from benchmarks.probe import install as install_probe
+from benchmarks.systems.venturi import Noop, venturi_noop
 from venturi import db, sql
 from venturi.runtime.loop import Loop
 from venturi.runtime.worker import Worker
@@ -50,7 +56,7 @@ SCHEMA = sql.DEFAULT_SCHEMA
 # The bare measurements' jobs: a kind the worker does not run, so its notifications and
 # claims leave them alone (its callback ignores a payload of other kinds).
 @venturi.task(kind="bench_pickup_bare")
-async def bare(ctx: venturi.Context[Any], carry: systems.Noop) -> None:
+async def bare(ctx: venturi.Context[Any], carry: Noop) -> None:
     pass
 
 
@@ -68,7 +74,7 @@ async def bare_notification(enq: Any, listener: Any) -> float:
 
     await listener.add_listener(sql.channel(SCHEMA), heard)
     try:
-        await bare.enqueue(enq, systems.Noop(0))
+        await bare.enqueue(enq, Noop(0))
         t0 = time.monotonic()
         t1 = await asyncio.wait_for(got, 5)
     finally:
@@ -77,7 +83,7 @@ async def bare_notification(enq: Any, listener: Any) -> float:
 
 
 async def bare_claim(enq: Any, claimer: Any) -> float:
-    await bare.enqueue(enq, systems.Noop(0))
+    await bare.enqueue(enq, Noop(0))
     t0 = time.monotonic()
     answer = await db.claims.job_claim(
         claimer,
@@ -93,9 +99,45 @@ async def bare_claim(enq: Any, claimer: Any) -> float:
     return t1 - t0
 
 
+PARTS = (
+    "bare notification",
+    "bare claim, synchronous_commit on",
+    "bare claim, synchronous_commit off",
+    "worker: enqueue returned -> notification callback",
+    "worker: notification callback -> claim sent",
+    "worker: claim round trip",
+    "worker: claim answered -> handler started",
+    "worker: total",
+)
+
+
+async def worker_sample(
+    enq: Any,
+    i: int,
+    marks: dict[str, float],
+    ready: asyncio.Event,
+    started: dict[int, float],
+    parts: dict[str, list[float]],
+) -> None:
+    """One job through the worker, its parts taken from the marks its wrappers left."""
+    marks.clear()
+    ready.clear()
+    await venturi_noop.enqueue(enq, Noop(i))
+    t0 = time.monotonic()
+    await asyncio.wait_for(ready.wait(), 5)
+    t4 = started[i]
+    n, s, a = marks.get("notify"), marks.get("claim sent"), marks.get("claim answered")
+    parts["worker: total"].append(t4 - t0)
+    if n is not None and s is not None and a is not None:
+        parts["worker: enqueue returned -> notification callback"].append(n - t0)
+        parts["worker: notification callback -> claim sent"].append(s - n)
+        parts["worker: claim round trip"].append(a - s)
+        parts["worker: claim answered -> handler started"].append(t4 - a)
+
+
 async def amain(args: argparse.Namespace) -> dict[str, Any]:
     name = f"bench_venturi_pickup_{os.getpid()}"
-    dsn = await _database(args.dsn, name, create=True)
+    dsn = await create_database(args.dsn, name)
     enq = await asyncpg.connect(dsn)
     listener = await asyncpg.connect(dsn)
     sync_claimer = await asyncpg.connect(dsn)
@@ -104,23 +146,10 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     await async_claimer.execute(
         sql.statement("maintenance/session_setting", SCHEMA), "synchronous_commit", "off"
     )
-    parts: dict[str, list[float]] = {
-        k: []
-        for k in (
-            "bare notification",
-            "bare claim, synchronous_commit on",
-            "bare claim, synchronous_commit off",
-            "worker: enqueue returned -> notification callback",
-            "worker: notification callback -> claim sent",
-            "worker: claim round trip",
-            "worker: claim answered -> handler started",
-            "worker: total",
-        )
-    }
-    worker: Worker[None] = Worker(None, dsn, [systems.venturi_noop], concurrency=10)
+    parts: dict[str, list[float]] = {k: [] for k in PARTS}
+    worker: Worker[None] = Worker(None, dsn, [venturi_noop], concurrency=10)
     marks: dict[str, float] = {}
     started: dict[int, float] = {}
-    job_of: dict[int, int] = {}  # job id -> sample
     ready = asyncio.Event()
 
     on_notify = Loop.on_notify
@@ -143,14 +172,14 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         started[i] = time.monotonic()
         ready.set()
 
-    systems.set_probe(probe)
+    install_probe(probe)
     db.claims.job_claim = claim  # type: ignore[assignment]
     stop = asyncio.Event()
     running = asyncio.create_task(worker.run(stop))
     rng = random.Random(7)
     try:
         # The worker's first job (its start-up) is left out, as compare does.
-        await systems.venturi_noop.enqueue(enq, systems.Noop(-1))
+        await venturi_noop.enqueue(enq, Noop(-1))
         await asyncio.wait_for(ready.wait(), 30)
         for i in range(args.samples):
             await asyncio.sleep(rng.uniform(0.02, 0.06))
@@ -160,28 +189,15 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             await asyncio.sleep(rng.uniform(0.02, 0.06))
             parts["bare claim, synchronous_commit off"].append(await bare_claim(enq, async_claimer))
             await asyncio.sleep(rng.uniform(0.02, 0.06))
-            marks.clear()
-            ready.clear()
-            job = await systems.venturi_noop.enqueue(enq, systems.Noop(i))
-            t0 = time.monotonic()
-            job_of[int(job)] = i
-            await asyncio.wait_for(ready.wait(), 5)
-            t4 = started[i]
-            n, s, a = marks.get("notify"), marks.get("claim sent"), marks.get("claim answered")
-            parts["worker: total"].append(t4 - t0)
-            if n is not None and s is not None and a is not None:
-                parts["worker: enqueue returned -> notification callback"].append(n - t0)
-                parts["worker: notification callback -> claim sent"].append(s - n)
-                parts["worker: claim round trip"].append(a - s)
-                parts["worker: claim answered -> handler started"].append(t4 - a)
+            await worker_sample(enq, i, marks, ready, started, parts)
     finally:
         stop.set()
         await running
         db.claims.job_claim = real_claim  # type: ignore[assignment]
         for c in (enq, listener, sync_claimer, async_claimer):
             await c.close()
-        await _database(args.dsn, name, create=False)
-    out = {
+        await drop_database(args.dsn, name)
+    return {
         "commit": os.environ.get("VENTURI_BENCH_REV") or git_head(),
         "samples": args.samples,
         "load": os.getloadavg()[0],
@@ -195,12 +211,11 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             if v
         },
     }
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.pickup", description=__doc__)
-    p.add_argument("--dsn", default=os.environ.get("VENTURI_BENCH_DSN", DEFAULT_ADMIN_DSN))
+    p = argparse.ArgumentParser(prog="python -m benchmarks.tools.pickup", description=__doc__)
+    add_dsn_option(p)
     p.add_argument("--samples", type=int, default=300)
     p.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop")
     p.add_argument("--json")

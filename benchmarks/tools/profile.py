@@ -1,9 +1,9 @@
 """Profile venturi's worker or enqueue path in-process with pyinstrument.
 
-    python -m benchmarks.profile drain --concurrency 32 --jobs 20000
-    python -m benchmarks.profile drain --concurrency 1 --jobs 3000
-    python -m benchmarks.profile single --jobs 2000
-    python -m benchmarks.profile bulk --jobs 50000
+    python -m benchmarks.tools.profile drain --concurrency 32 --jobs 20000
+    python -m benchmarks.tools.profile drain --concurrency 1 --jobs 3000
+    python -m benchmarks.tools.profile single --jobs 2000
+    python -m benchmarks.tools.profile bulk --jobs 50000
 
 Creates a throwaway database on the admin DSN (``--dsn``), fills it, runs the chosen
 path under pyinstrument (``pip install pyinstrument``; not part of the ``bench`` extra)
@@ -22,30 +22,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-import asyncpg
-
 import venturi
-from benchmarks import systems
-from venturi import sql
-
-DEFAULT_ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
-
-
-async def _database(admin_dsn: str, name: str, create: bool) -> str:
-    admin = await asyncpg.connect(admin_dsn)
-    try:
-        await admin.execute(sql.database_statement("database_drop", name))
-        if create:
-            await admin.execute(sql.database_statement("database_create", name))
-    finally:
-        await admin.close()
-    return admin_dsn.rsplit("/", 1)[0] + "/" + name
+from benchmarks.common import add_dsn_option, create_database, drop_database
+from benchmarks.probe import install as install_probe
+from benchmarks.systems.venturi import Client as VenturiClient
+from benchmarks.systems.venturi import venturi_noop
 
 
 async def run(args: argparse.Namespace, profiler: Any) -> str:
     name = f"bench_venturi_profile_{os.getpid()}"
-    dsn = await _database(args.dsn, name, create=True)
-    client = systems.VenturiClient(dsn)
+    dsn = await create_database(args.dsn, name)
+    client = VenturiClient(dsn)
     try:
         await client.open()
         await client.install()
@@ -63,8 +50,8 @@ async def run(args: argparse.Namespace, profiler: Any) -> str:
                 if seen == args.jobs:
                     stop.set()
 
-            systems.set_probe(probe)
-            worker = venturi.Worker(None, dsn, [systems.venturi_noop], concurrency=args.concurrency)
+            install_probe(probe)
+            worker = venturi.Worker(None, dsn, [venturi_noop], concurrency=args.concurrency)
             t0 = time.monotonic()
             profiler.start()
             await worker.run(stop)
@@ -84,11 +71,11 @@ async def run(args: argparse.Namespace, profiler: Any) -> str:
         return f"{args.what} enqueue of {args.jobs:,} jobs: {rate:,.0f} jobs/s"
     finally:
         await client.close()
-        await _database(args.dsn, name, create=False)
+        await drop_database(args.dsn, name)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.profile")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.tools.profile")
     parser.add_argument("what", choices=("drain", "single", "bulk"))
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--pending", type=int, default=0, help="drain: rows pending at start")
@@ -98,12 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--html", metavar="PATH")
     parser.add_argument("--all", action="store_true", help="show library frames too")
     parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop")
-    parser.add_argument("--dsn", default=os.environ.get("VENTURI_BENCH_DSN", DEFAULT_ADMIN_DSN))
+    add_dsn_option(parser)
     args = parser.parse_args(argv)
     try:
         from pyinstrument import Profiler
     except ImportError:
-        sys.exit("benchmarks.profile needs pyinstrument: pip install pyinstrument")
+        sys.exit("benchmarks.tools.profile needs pyinstrument: pip install pyinstrument")
     profiler = Profiler(interval=args.interval, async_mode="disabled")
     if args.loop == "uvloop":
         import uvloop
