@@ -93,7 +93,7 @@ FULL = Plan(
     checkpoint=True,
 )
 
-# Worker configurations per concurrency level: (label, config for systems.WORKERS).
+# Worker configurations per concurrency level: (label, config for the adapter's worker).
 # "Concurrency N" means at most about N jobs in flight in one worker process.
 DRAIN_CONFIGS: dict[str, dict[int, list[tuple[str, dict[str, Any]]]]] = {
     "venturi": {n: [(f"Worker(concurrency={n})", {"concurrency": n})] for n in LEVELS},

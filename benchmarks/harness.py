@@ -29,6 +29,7 @@ import asyncpg
 from benchmarks import systems
 from benchmarks.common import ROOT, create_database, drop_database, fmt, log, median, percentile
 from benchmarks.configs import DRAIN_CONFIGS, LATENCY_CONFIGS, LEVELS, OWN_BEST, Plan
+from benchmarks.sql import statement as bsql
 
 
 async def spawn_worker(spec: dict[str, Any], stdin: int, root: Path = ROOT) -> tuple[Any, Any]:
@@ -120,22 +121,16 @@ class Bench:
     async def server_facts(self) -> dict[str, Any]:
         conn = await asyncpg.connect(self.admin_dsn)
         try:
-            facts = {"version": await conn.fetchval("SELECT version()")}
-            for setting in ("fsync", "synchronous_commit", "shared_buffers", "max_connections"):
-                facts[setting] = await conn.fetchval(f"SHOW {setting}")
-            return facts
+            return dict(await conn.fetchrow(bsql("server_facts")))
         finally:
             await conn.close()
 
     async def counters(self, name: str) -> tuple[int, int]:
         """(commits in this database, cluster WAL position): what a drain cost the server."""
         mon = self.monitors[name]
-        await mon.execute("SELECT pg_stat_clear_snapshot()")
-        commits = await mon.fetchval(
-            "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
-        )
-        wal = await mon.fetchval("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")
-        return int(commits), int(wal)
+        await mon.execute(bsql("stats_snapshot_clear"))
+        row = await mon.fetchrow(bsql("database_counters"))
+        return int(row["commits"]), int(row["wal"])
 
     async def fill(self, name: str, n: int) -> None:
         client = self.clients[name]
@@ -409,4 +404,4 @@ class Bench:
     async def checkpoint(self, name: str) -> None:
         """Flush dirty buffers before a timed run, so no run pays for another's writes."""
         if self.plan.checkpoint:
-            await self.monitors[name].execute("CHECKPOINT")
+            await self.monitors[name].execute(bsql("checkpoint"))

@@ -1,7 +1,7 @@
 """Bulk enqueue (issue 16, target 3): ``venturi.enqueue_many`` by binary COPY against its
 INSERT ... unnest path and against a raw COPY of the same rows.
 
-    python -m benchmarks.bulk [--jobs 1000000] [--calls-of 1000,5000,20000] [--json out]
+    python -m benchmarks.scenarios.bulk [--jobs 1000000] [--calls-of 1000,5000,20000] [--json out]
 
 One database of its own; each measurement starts from an empty, CHECKPOINTed table, and
 the paths alternate (A B A B ...) so that drift on the machine hits both alike.
@@ -31,6 +31,7 @@ import asyncpg
 import venturi
 from benchmarks import common
 from benchmarks.common import add_dsn_option, git_head, scratch_database, versions, write_json
+from benchmarks.sql import statement as bsql
 from benchmarks.systems.venturi import noop_jobs
 from venturi import db, sql
 
@@ -42,8 +43,8 @@ def log(msg: str) -> None:
 
 
 async def _empty(conn: Any) -> None:
-    await conn.execute(f"TRUNCATE {SCHEMA}.jobs, {SCHEMA}.journal CASCADE")
-    await conn.execute("CHECKPOINT")
+    await conn.execute(bsql("jobs_empty", SCHEMA))
+    await conn.execute(bsql("checkpoint"))
 
 
 async def enqueue(conn: Any, jobs: int, per_call: int, path: str) -> float:
@@ -67,8 +68,12 @@ async def raw_copy(conn: Any, jobs: int) -> float:
     async with conn.transaction():
         row = await conn.fetchrow(sql.statement("job_ids_draw", SCHEMA), jobs)
         now, ids = row["now"], row["ids"]
+        # The columns after max_failures (the backoff's four, the trace context) are
+        # NULL for a no-op job; padded to COPY_COLUMNS, which gained traceparent after
+        # this script last ran (the raw path failed with "tuple index out of range").
+        rest = (None,) * (len(db.enqueue.COPY_COLUMNS) - 6)
         records = [
-            (i, s.kind, s.carry, s.priority, now, s.max_failures, None, None, None, None)
+            (i, s.kind, s.carry, s.priority, now, s.max_failures, *rest)
             for i, s in zip(ids, specs, strict=True)
         ]
         t0 = time.perf_counter()

@@ -1,8 +1,8 @@
 """Workers behind PgBouncer (issue 16, target 6): many worker processes through a small
 server pool, against the same workers on direct connections.
 
-    python -m benchmarks.pooler [--processes 32] [--concurrency 4] [--pool 10]
-                                [--jobs 100000] [--json out.json]
+    python -m benchmarks.scenarios.pooler [--processes 32] [--concurrency 4] [--pool 10]
+                                          [--jobs 100000] [--json out.json]
 
 It starts Debian's pgbouncer (``tests/support/pgbouncer.py``: transaction pooling, trust,
 a loopback port, at most ``--pool`` server connections), creates a database of its own
@@ -41,6 +41,7 @@ import asyncpg
 import venturi
 from benchmarks import common, probe
 from benchmarks.common import ROOT, add_dsn_option, git_head, scratch_database, versions, write_json
+from benchmarks.sql import statement as bsql
 from benchmarks.systems.venturi import noop_jobs, venturi_noop
 from tests.support import pgbouncer
 from venturi import db, sql
@@ -111,19 +112,14 @@ def _worker(spec: str) -> None:
 async def _server_room(admin: str) -> int:
     conn = await asyncpg.connect(admin)
     try:
-        limit = int(await conn.fetchval("SHOW max_connections"))
-        used = await conn.fetchval("SELECT count(*) FROM pg_stat_activity")
-        return int(limit - used - HEADROOM)
+        return int(await conn.fetchval(bsql("server_connection_room"))) - HEADROOM
     finally:
         await conn.close()
 
 
 async def _peak_connections(conn: Any, database: str, done: asyncio.Event, peak: list[int]) -> None:
     while not done.is_set():
-        n = await conn.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
-            database,
-        )
+        n = await conn.fetchval(bsql("database_sessions"), database)
         peak[0] = max(peak[0], int(n))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(done.wait(), 0.2)
@@ -179,8 +175,8 @@ async def run_config(
     jobs: int,
     limit_s: float,
 ) -> dict[str, Any]:
-    await conn.execute(f"TRUNCATE {sql.DEFAULT_SCHEMA}.jobs, {sql.DEFAULT_SCHEMA}.journal CASCADE")
-    await conn.execute("CHECKPOINT")
+    await conn.execute(bsql("jobs_empty"))
+    await conn.execute(bsql("checkpoint"))
     spec = {"dsn": dsn, "listen_dsn": listen_dsn, "concurrency": concurrency, "poll_max": 30.0}
     log(f"{name}: starting {processes} worker processes at concurrency {concurrency}")
     procs = await start_workers(name, spec, processes)

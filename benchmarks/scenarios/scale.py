@@ -1,7 +1,7 @@
 """Ten million pending (issue 16, target 4): bulk-load, then drain at c=32 from the big
 table against the same drain from a small one.
 
-    python -m benchmarks.scale [--pending 10000000] [--drain 20000] [--rounds 5]
+    python -m benchmarks.scenarios.scale [--pending 10000000] [--drain 20000] [--rounds 5]
         [--json out.json]
 
 Two databases of its own, the big table and the small one. Steps:
@@ -46,6 +46,8 @@ import venturi
 from benchmarks import ceiling, common
 from benchmarks.common import add_dsn_option, create_database, drop_database, git_head, versions
 from benchmarks.harness import run_worker
+from benchmarks.sql import explain
+from benchmarks.sql import statement as bsql
 from benchmarks.systems.venturi import noop_jobs
 from venturi import db, sql
 
@@ -72,7 +74,7 @@ async def prepare(conn: Any, vacuum: bool = False) -> None:
         # What the Vacuum task of `venturi worker` does past 20,000 dead row versions.
         await conn.execute(sql.statement("maintenance/job_vacuum", SCHEMA))
     await conn.execute(sql.statement("maintenance/analyze", SCHEMA))
-    await conn.execute("CHECKPOINT")
+    await conn.execute(bsql("checkpoint"))
 
 
 async def drain(dsn: str, jobs: int, concurrency: int) -> dict[str, Any]:
@@ -106,7 +108,7 @@ async def claim_plan(conn: Any, limit: int) -> str:
     await tx.start()
     try:
         rows = await conn.fetch(
-            "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + text,
+            explain(text, "ANALYZE, BUFFERS, COSTS OFF", "job_claim"),
             *ceiling.bind(names, values, "job_claim"),
         )
     finally:
@@ -115,12 +117,7 @@ async def claim_plan(conn: Any, limit: int) -> str:
 
 
 async def sizes(conn: Any) -> dict[str, int]:
-    row = await conn.fetchrow(
-        f"SELECT pg_relation_size('{SCHEMA}.jobs') AS heap, "
-        f"pg_indexes_size('{SCHEMA}.jobs') AS indexes, "
-        f"pg_total_relation_size('{SCHEMA}.jobs') AS total"
-    )
-    return dict(row)
+    return dict(await conn.fetchrow(bsql("jobs_sizes", SCHEMA)))
 
 
 def _summary(pending: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -169,7 +166,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         for rnd in range(args.rounds):
             for which in ("small", "big") if rnd % 2 == 0 else ("big", "small"):
                 if which == "small":
-                    await small.execute(f"TRUNCATE {SCHEMA}.jobs, {SCHEMA}.journal CASCADE")
+                    await small.execute(bsql("jobs_empty", SCHEMA))
                     await load(small, args.small, args.load_batch)
                     await prepare(small, args.vacuum)
                     r = await drain(small_dsn, min(args.drain, args.small), 32)

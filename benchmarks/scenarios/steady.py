@@ -69,6 +69,7 @@ from benchmarks.common import add_dsn_option, git_head, scratch_database, versio
 from benchmarks.harness import run_worker, spawn_worker, worker_failed
 from benchmarks.scenarios.steady_report import hold_lines, hold_summary, plot, rescore, targets
 from benchmarks.scenarios.steady_watch import ALL_JOBS, HISTORY_TABLE, SCHEMA, Hold, sample, vacuum
+from benchmarks.sql import statement as bsql
 from benchmarks.systems.venturi import history_task, noop_jobs
 from venturi import db, sql
 
@@ -142,10 +143,10 @@ async def prepare(conn: Any, dsn: str, args: argparse.Namespace, out: dict[str, 
     rate (measured first unless ``--rate``) and the table's state at the start; the
     relation the samples read."""
     await db.schema.apply_schema(conn, schema=SCHEMA)
-    has_table = await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", HISTORY_TABLE)
-    has_view = await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", ALL_JOBS)
-    source = ALL_JOBS if has_view else f"{SCHEMA}.jobs"
-    out.update(history=args.history, history_table=has_table, sampled_from=source)
+    has_table = await conn.fetchval(bsql("relation_exists", SCHEMA), HISTORY_TABLE)
+    has_view = await conn.fetchval(bsql("relation_exists", SCHEMA), ALL_JOBS)
+    source = "all_jobs" if has_view else "jobs"
+    out.update(history=args.history, history_table=has_table, sampled_from=f"{SCHEMA}.{source}")
     log(
         f"history task {'on' if args.history else 'off'}; {HISTORY_TABLE} "
         f"{'exists' if has_table else 'does not exist'}; samples read {source}"
@@ -161,19 +162,17 @@ async def prepare(conn: Any, dsn: str, args: argparse.Namespace, out: dict[str, 
         out["max_jobs_per_s"] = top
         log(f"maximum (c=32 drain of 20,000): {top:,.0f} jobs/s; running at {rate:,.0f}")
     out["rate"] = rate
-    out["server_autovacuum"] = await conn.fetchval("SHOW autovacuum")
+    out["server_autovacuum"] = await conn.fetchval(bsql("setting_value", SCHEMA), "autovacuum")
     if out["server_autovacuum"] != "on" and not args.vacuum_every:
         log("! the server runs with autovacuum = off: nothing vacuums the queue table")
     if args.table_settings:
         # An A/B of the queue table's storage parameters (autovacuum, fillfactor).
-        await conn.execute(f"ALTER TABLE {SCHEMA}.jobs SET ({args.table_settings})")
-    out["table_options"] = await conn.fetchval(
-        f"SELECT reloptions::text FROM pg_class WHERE oid = '{SCHEMA}.jobs'::regclass"
-    )
+        await conn.execute(bsql("jobs_storage_set", SCHEMA, settings=args.table_settings))
+    out["table_options"] = await conn.fetchval(bsql("jobs_reloptions", SCHEMA))
     if args.fresh:
         # A queue table without statistics: the claim's plan until autovacuum's first
         # ANALYZE (benchmarks/JOURNAL.md, "A table without fresh statistics").
-        await conn.execute(f"TRUNCATE {SCHEMA}.jobs, {SCHEMA}.journal CASCADE")
+        await conn.execute(bsql("jobs_empty", SCHEMA))
     else:
         # The completed jobs of the measurement stay (retention deletes them) and the
         # statistics describe a queue that has run, as in production.
@@ -234,7 +233,7 @@ async def intervals(
     phase = "before" if hold else None
     if hold and args.hold_at <= 0:
         phase = await switch_hold(hold, phase, 0.0, args)
-    since = await conn.fetchval("SELECT now()")
+    since = await conn.fetchval(bsql("server_now", SCHEMA))
     while time.monotonic() < watch["until"]:
         await asyncio.sleep(min(args.sample, max(0.0, watch["until"] - time.monotonic())))
         s = await sample(conn, since, watch["source"], watch["history"])

@@ -11,6 +11,7 @@ from typing import Any
 
 import asyncpg
 
+from benchmarks.sql import statement as bsql
 from venturi import sql
 
 SCHEMA = sql.DEFAULT_SCHEMA
@@ -31,69 +32,21 @@ async def vacuum(dsn: str, every: float, until: float, runs: list[float], histor
             t0 = time.monotonic()
             await conn.execute(sql.statement("maintenance/vacuum_analyze", SCHEMA))
             if history:
-                await conn.execute(f"VACUUM (ANALYZE) {HISTORY_TABLE}")
+                await conn.execute(bsql("history_vacuum", SCHEMA))
             runs.append(time.monotonic() - t0)
     finally:
         await conn.close()
 
 
-async def sample(conn: Any, since: Any, source: str, history: bool) -> dict[str, Any]:
-    """The jobs claimed since ``since`` (a server timestamp), read from ``source`` (the
-    ``all_jobs`` view, or ``jobs``), and the sizes now (``history``: ``jobs_history``'s
-    too)."""
+async def sample(conn: Any, since: Any, relation: str, history: bool) -> dict[str, Any]:
+    """The jobs claimed since ``since`` (a server timestamp), read from ``relation``
+    (``all_jobs``, or ``jobs``), and the sizes now (``history``: ``jobs_history``'s too)."""
     t0 = time.monotonic()
-    # One statement, so one snapshot: a job the history task moves while it runs is seen
-    # in exactly one of the two tables.
-    row = await conn.fetchrow(
-        f"""
-        SELECT now() AS at,
-               count(*) FILTER (WHERE status = 'completed') AS completed,
-               count(*) AS claimed,
-               percentile_cont(0.5) WITHIN GROUP (
-                   ORDER BY extract(epoch FROM claimed_at - created_at)) * 1000 AS p50_ms,
-               percentile_cont(0.99) WITHIN GROUP (
-                   ORDER BY extract(epoch FROM claimed_at - created_at)) * 1000 AS p99_ms
-        FROM {source} WHERE claimed_at >= $1 AND claimed_at < now()
-        """,
-        since,
-    )
-    sizes = await conn.fetchrow(
-        f"""
-        SELECT pg_relation_size('{SCHEMA}.jobs') AS jobs_heap,
-               pg_indexes_size('{SCHEMA}.jobs') AS jobs_indexes,
-               pg_total_relation_size('{SCHEMA}.journal') AS journal_total,
-               s.n_live_tup, s.n_dead_tup, s.autovacuum_count, s.autoanalyze_count,
-               s.n_tup_upd, s.n_tup_hot_upd,
-               (SELECT count(*) FROM {SCHEMA}.jobs WHERE status = 'pending') AS pending,
-               (SELECT count(*) FROM pg_stat_progress_vacuum v
-                WHERE v.relid = '{SCHEMA}.jobs'::regclass) AS vacuuming,
-               (SELECT max(greatest(age(a.backend_xmin), age(a.backend_xid)))
-                FROM pg_stat_activity a
-                WHERE a.datname = current_database()) AS oldest_xact_age
-        FROM pg_stat_user_tables s WHERE s.relid = '{SCHEMA}.jobs'::regclass
-        """
-    )
+    row = await conn.fetchrow(bsql("steady_claimed", SCHEMA, relation=relation), since)
+    sizes = await conn.fetchrow(bsql("steady_jobs_table", SCHEMA))
     out = {**dict(row), **dict(sizes)}
     if history:
-        # Summed over the table's leaves: a partitioned table's own size is zero, and a
-        # plain one has no partition tree (it is its own single leaf).
-        hist = await conn.fetchrow(
-            f"""
-            WITH leaves AS (
-                SELECT relid FROM pg_partition_tree('{HISTORY_TABLE}') WHERE isleaf
-                UNION
-                SELECT c.oid::regclass FROM pg_class c
-                WHERE c.oid = '{HISTORY_TABLE}'::regclass AND c.relkind = 'r'
-            )
-            SELECT coalesce(sum(pg_relation_size(l.relid)), 0) AS history_heap,
-                   coalesce(sum(pg_indexes_size(l.relid)), 0) AS history_indexes,
-                   coalesce(sum(s.n_live_tup), 0) AS history_live_tup,
-                   coalesce(sum(s.n_dead_tup), 0) AS history_dead_tup,
-                   coalesce(sum(s.autovacuum_count), 0) AS history_autovacuum_count,
-                   count(*) AS history_partitions
-            FROM leaves l LEFT JOIN pg_stat_user_tables s ON s.relid = l.relid
-            """
-        )
+        hist = await conn.fetchrow(bsql("steady_history_table", SCHEMA))
         out.update({k: int(v) for k, v in dict(hist).items()})
     out["sample_ms"] = (time.monotonic() - t0) * 1000
     return out
@@ -112,15 +65,19 @@ class Hold:
     async def open(self) -> None:
         self.conn = await asyncpg.connect(self.dsn)
         # The server's timeout, if it has one, would end the session before the hold does.
-        await self.conn.execute("SET idle_in_transaction_session_timeout = 0")
-        await self.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        row = await self.conn.fetchrow("SELECT txid_current() AS xid, now() AS at")
+        await self.conn.fetch(
+            sql.statement("maintenance/session_setting", SCHEMA),
+            "idle_in_transaction_session_timeout",
+            "0",
+        )
+        await self.conn.execute(bsql("hold_open", SCHEMA))
+        row = await self.conn.fetchrow(bsql("hold_xid", SCHEMA))
         self.info.update(xid=row["xid"], opened_at=row["at"], pid=self.conn.get_server_pid())
 
     async def release(self) -> None:
         try:
-            await self.conn.execute("ROLLBACK")
-            self.info["released_at"] = await self.conn.fetchval("SELECT now()")
+            await self.conn.execute(bsql("hold_release", SCHEMA))
+            self.info["released_at"] = await self.conn.fetchval(bsql("server_now", SCHEMA))
         except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError) as e:
             # The session ended under the hold (an operator, a timeout): say so.
             self.info["error"] = f"{type(e).__name__}: {e}"

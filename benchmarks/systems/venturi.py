@@ -14,6 +14,7 @@ import msgspec
 import venturi
 from benchmarks import probe
 from benchmarks.probe import KIND
+from benchmarks.sql import statement as bsql
 from venturi import db, sql
 
 
@@ -49,14 +50,7 @@ class Client:
         await db.schema.apply_schema(self.conn, schema=self.schema)
 
     async def reset(self) -> None:
-        # CASCADE: the workflow tables (steps, signals, dependencies) refer to jobs.
-        await self.conn.execute(
-            f"TRUNCATE {self.schema}.jobs, {self.schema}.journal, {self.schema}.job_search CASCADE"
-        )
-        # The search index's watermark back to the start (migration 16): nothing indexed.
-        await self.conn.execute(
-            f"UPDATE {self.schema}.job_search_state SET indexed_at = '-infinity', indexed_id = 0"
-        )
+        await self.conn.execute(bsql("jobs_reset", self.schema))
 
     async def analyze(self) -> None:
         await self.conn.execute(sql.statement("maintenance/analyze", self.schema))

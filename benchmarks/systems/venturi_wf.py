@@ -23,6 +23,7 @@ import msgspec
 
 import venturi
 from benchmarks import probe
+from benchmarks.sql import statement as bsql
 from venturi import db, sql
 
 KINDS = {"one": "bench_wf_one", "three": "bench_wf_three", "fanout": "bench_wf_fanout"}
@@ -111,7 +112,7 @@ class Client:
 
     async def reset(self) -> None:
         # CASCADE: the workflow tables (steps, signals) refer to jobs.
-        await self.conn.execute(f"TRUNCATE {self.schema}.jobs, {self.schema}.journal CASCADE")
+        await self.conn.execute(bsql("jobs_empty", self.schema))
 
     async def analyze(self) -> None:
         await self.conn.execute(sql.statement("maintenance/analyze", self.schema))

@@ -46,6 +46,7 @@ import venturi.db.claims as claims_module
 from benchmarks import ceiling
 from benchmarks.common import add_dsn_option, create_database, drop_database
 from benchmarks.probe import install as install_probe
+from benchmarks.sql import explain as bench_explain
 from benchmarks.systems.venturi import Client as VenturiClient
 from benchmarks.systems.venturi import venturi_noop
 from venturi import sql
@@ -201,7 +202,7 @@ async def statement(dsn: str, batch: int, explains: int, trips: int) -> dict[str
         token = uuid.uuid4()
         done: list[Any] = []
         planning, execution, parts = [], [], defaultdict(list)
-        explain = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + text
+        explain = bench_explain(text, "ANALYZE, BUFFERS, FORMAT JSON", "job_claim")
         for _ in range(explains):
             args = ceiling.bind(names, _values(batch, token, done), "job_claim")
             (plan,) = json.loads(await on.fetchval(explain, *args))

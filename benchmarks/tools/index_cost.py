@@ -29,6 +29,8 @@ import asyncpg
 import venturi
 from benchmarks import ceiling
 from benchmarks.common import add_dsn_option, create_database, drop_database, save_run
+from benchmarks.sql import index_drop
+from benchmarks.sql import statement as bsql
 from benchmarks.systems.venturi import noop_jobs
 from venturi import db, sql
 
@@ -43,20 +45,20 @@ def backend_cpu(pid: int) -> float:
 
 
 async def wal(conn: Any) -> int:
-    return int(await conn.fetchval("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn"))
+    return int(await conn.fetchval(bsql("wal_position")))
 
 
 async def variant(dsn: str, defs: dict[str, str], drop: list[str], jobs: int) -> dict[str, float]:
     """One round of one variant: the enqueue's and the claims' server CPU per job (us)."""
     conn = await asyncpg.connect(dsn)
     try:
-        await conn.execute(f"TRUNCATE {SCHEMA}.jobs CASCADE")
+        await conn.execute(bsql("jobs_empty", SCHEMA))
         for d in defs.values():  # the dropped ones back first
             await conn.execute(d.replace(" INDEX ", " INDEX IF NOT EXISTS ", 1))
         for name in drop:
-            await conn.execute(f"DROP INDEX {SCHEMA}.{name}")
-        await conn.execute(f"VACUUM {SCHEMA}.jobs")
-        await conn.execute("CHECKPOINT")
+            await conn.execute(index_drop(name, SCHEMA))
+        await conn.execute(bsql("jobs_vacuum", SCHEMA))
+        await conn.execute(bsql("checkpoint"))
     finally:
         await conn.close()
     conn = await asyncpg.connect(dsn)  # a fresh session: no statement planned before the DDL
@@ -68,7 +70,7 @@ async def variant(dsn: str, defs: dict[str, str], drop: list[str], jobs: int) ->
         enqueue_us = (backend_cpu(pid) - c0) / jobs * 1e6
         enqueue_wal = (await wal(conn) - w0) / jobs
         await conn.execute(sql.statement("maintenance/analyze", SCHEMA))
-        await conn.execute("CHECKPOINT")
+        await conn.execute(bsql("checkpoint"))
         claimer = await asyncpg.connect(dsn)
         try:
             text = sql.statement("job_claim", SCHEMA)
@@ -113,11 +115,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         await db.schema.apply_schema(conn, schema=SCHEMA)
         defs = {
             r["indexname"]: r["indexdef"]
-            for r in await conn.fetch(
-                "SELECT indexname, indexdef FROM pg_indexes "
-                "WHERE schemaname = $1 AND tablename = 'jobs'",
-                SCHEMA,
-            )
+            for r in await conn.fetch(bsql("jobs_indexes", SCHEMA), SCHEMA)
         }
         await conn.close()
         for rnd in range(args.rounds):
