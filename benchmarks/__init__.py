@@ -1,15 +1,7 @@
-"""The side-by-side benchmark of venturi, procrastinate and pgqueuer (issue 4).
+"""venturi's benchmarks: the side-by-side comparison of record against procrastinate,
+pgqueuer, chancy, DBOS and oban (``python -m benchmarks.compare``), the scenarios beside
+it (``benchmarks.scenarios``) and the tools of investigation (``benchmarks.tools``).
 
-Run ``python -m benchmarks.compare --quick`` from the repository root; see README.md.
-Nothing here is part of the test suite.
+Run from the repository root; see README.md. Nothing here is part of the test suite, and
+nothing outside ``benchmarks/`` imports it.
 """
-
-import json
-from pathlib import Path
-from typing import Any
-
-
-def save_run(path: str, result: Any, text: str) -> None:
-    """A run's figures as JSON at ``path`` and its printed summary beside it (``.txt``)."""
-    Path(path).write_text(json.dumps(result, indent=1) + "\n")
-    Path(path).with_suffix(".txt").write_text(text + "\n")

@@ -31,7 +31,9 @@ from typing import Any
 
 import asyncpg
 
-from benchmarks.systems import KIND
+from benchmarks.common import log
+from benchmarks.harness import Bench
+from benchmarks.probe import KIND
 from venturi import sql
 from venturi.backoff import DEFAULT_BACKOFF
 
@@ -52,7 +54,8 @@ def can_combine(schema: str = sql.DEFAULT_SCHEMA) -> bool:
     return "done_ids" in parameters("job_claim", schema)
 
 
-def _args(names: Sequence[str], values: dict[str, Any], statement: str) -> list[Any]:
+def bind(names: Sequence[str], values: dict[str, Any], statement: str) -> list[Any]:
+    """The values of ``statement``'s parameters ``names`` (``parameters``), in order."""
     missing = [n for n in names if n not in values]
     if missing:
         raise RuntimeError(
@@ -60,6 +63,28 @@ def _args(names: Sequence[str], values: dict[str, Any], statement: str) -> list[
             "teach it their values"
         )
     return [values[n] for n in names]
+
+
+def claim_values(batch: int, claimed_by: str) -> dict[str, Any]:
+    """``job_claim``'s parameters as the worker binds them for a claim of up to ``batch``
+    no-op jobs with nothing to settle (``done_*`` empty); ``bind`` orders them."""
+    b = DEFAULT_BACKOFF
+    return {
+        "kinds": [KIND],
+        "leases": [LEASE],
+        "priority_floor": 0,
+        "claim_limit": batch,
+        "backoff_base": b.base,
+        "backoff_factor": b.factor,
+        "backoff_cap": b.cap,
+        "backoff_jitter": b.jitter,
+        "claimed_by": claimed_by,
+        "claim_token": uuid.uuid4(),
+        "synchronous_commit": True,
+        "done_ids": [],
+        "done_attempts": [],
+        "done_results": [],
+    }
 
 
 async def run(
@@ -79,17 +104,6 @@ async def run(
     claim_params = parameters("job_claim", schema)
     settle = sql.statement("job_complete_many_if_owned", schema) if shape == "separate" else ""
     settle_params = parameters("job_complete_many_if_owned", schema) if settle else []
-    b = DEFAULT_BACKOFF
-    fixed = {
-        "kinds": [KIND],
-        "leases": [LEASE],
-        "priority_floor": 0,
-        "claim_limit": batch,
-        "backoff_base": b.base,
-        "backoff_factor": b.factor,
-        "backoff_cap": b.cap,
-        "backoff_jitter": b.jitter,
-    }
     pool: Any = None
     conns: list[Any] = []
     if via_pool:
@@ -111,20 +125,12 @@ async def run(
 
     async def client(k: int) -> None:
         target = targets[k]
-        values: dict[str, Any] = {
-            **fixed,
-            "claimed_by": f"ceiling-{k}",
-            "claim_token": uuid.uuid4(),
-            "synchronous_commit": True,
-            "done_ids": [],
-            "done_attempts": [],
-            "done_results": [],
-        }
+        values = claim_values(batch, f"ceiling-{k}")
         while True:
             last = time.monotonic() >= deadline
             if last:
                 values["claim_limit"] = 0  # settle what is held, claim nothing more
-            rows = await target.fetch(claim, *_args(claim_params, values, "job_claim"))
+            rows = await target.fetch(claim, *bind(claim_params, values, "job_claim"))
             trips[k] += 1
             if "settled" in (rows[0].keys() if rows else ()):
                 rows = [r for r in rows if not r["settled"]]
@@ -134,7 +140,7 @@ async def run(
                 if rows:
                     values.update(ids=ids, attempts=attempts, results=[None] * len(ids))
                     await target.fetch(
-                        settle, *_args(settle_params, values, "job_complete_many_if_owned")
+                        settle, *bind(settle_params, values, "job_complete_many_if_owned")
                     )
                     trips[k] += 1
                     done[k] += len(rows)
@@ -190,7 +196,7 @@ async def insert_single(dsn: str, *, jobs: int, schema: str = sql.DEFAULT_SCHEMA
         "replace": False,
         "traceparent": None,
     }
-    args = _args(names, values, "job_insert")
+    args = bind(names, values, "job_insert")
     conn = await asyncpg.connect(dsn)
     try:
         await conn.prepare(text)
@@ -201,3 +207,64 @@ async def insert_single(dsn: str, *, jobs: int, schema: str = sql.DEFAULT_SCHEMA
     finally:
         await conn.close()
     return {"jobs": jobs, "seconds": elapsed, "jobs_per_s": jobs / elapsed}
+
+
+# --- the ceiling step of benchmarks.compare -------------------------------------------
+
+
+async def measure(bench: Bench) -> None:
+    """The ``ceiling`` step of ``benchmarks.compare``: the statements bare, first
+    draining as many pending jobs as the worker's drains (the like-for-like ceiling),
+    then claiming from a big table."""
+    plan = bench.plan
+    dsn = bench.dsns["venturi"]
+    client = bench.clients["venturi"]
+    out: list[dict[str, Any]] = []
+    quick = plan.ceiling_fill < 1_000_000
+    for clients, batch, shape, via_pool in ceiling_configs(quick, can_combine()):
+        await bench.fill("venturi", plan.drain_jobs)
+        await bench.checkpoint("venturi")
+        r = await run(
+            dsn,
+            clients=clients,
+            batch=batch,
+            duration=plan.ceiling_seconds,
+            shape=shape,
+            via_pool=via_pool,
+        )
+        r["pending"] = plan.drain_jobs
+        out.append(r)
+        log(f"  {ceiling_label(r)}: {r['jobs_per_s']:,.0f} jobs/s")
+    await client.reset()
+    single = await insert_single(dsn, jobs=plan.single_jobs)
+    log(f"  job_insert bare, one per commit: {single['jobs_per_s']:,.0f} jobs/s")
+    bench.results["ceiling_insert"] = single
+    await bench.fill("venturi", plan.ceiling_fill)
+    for clients, batch in [(1, 50), (4, 50)]:
+        if await client.unfinished() < 40_000 * plan.ceiling_seconds:
+            await bench.fill("venturi", plan.ceiling_fill)
+        await bench.checkpoint("venturi")
+        r = await run(dsn, clients=clients, batch=batch, duration=plan.ceiling_seconds)
+        r["pending"] = plan.ceiling_fill
+        out.append(r)
+        log(f"  {ceiling_label(r)}: {r['jobs_per_s']:,.0f} jobs/s")
+    bench.results["ceiling"] = out
+
+
+def ceiling_configs(quick: bool, combined: bool) -> list[tuple[int, int, str, bool]]:
+    """(clients, rows per claim, shape, via an asyncpg.Pool) of each like-for-like run."""
+    separate = [(1, 1), (1, 10), (1, 32)] if quick else [(1, 1), (4, 1), (1, 10), (1, 32), (4, 32)]
+    runs = [(c, b, "separate", False) for c, b in separate]
+    shape = "separate"
+    if combined:
+        shape = "combined"
+        runs += [(1, 1, shape, False), (1, 10, shape, False), (1, 32, shape, False)]
+    # What one asyncpg.Pool acquire/release per statement costs (the worker's way).
+    runs += [(1, 1, shape, True)] + ([] if quick else [(1, 32, shape, True)])
+    return runs
+
+
+def ceiling_label(r: dict[str, Any]) -> str:
+    shape = "claim+settle" if r["shape"] == "separate" else "settle riding the claim"
+    how = ", via asyncpg.Pool" if r["via_pool"] else ""
+    return f"{r['clients']:>2} client(s) x {r['batch']:>2} row(s), {shape}{how}"

@@ -255,7 +255,7 @@ async def test_workflow_reads_use_the_workflow_tables_never_a_scan_of_jobs(
     conn: asyncpg.Connection,
 ) -> None:
     # 20,000 plain jobs and 500 sagas (four steps, two children) beside 100 Workflow
-    # graphs of three nodes, as benchmarks/web_workflows.py seeds them.
+    # graphs of three nodes, as benchmarks/scenarios/web_workflows.py seeds them.
     await conn.execute(sql.statement("maintenance/jobs_seed_bulk"), 20_000, 172_800.0)
     await conn.execute(sql.statement("maintenance/workflows_seed_bulk"), 500, 100)
     await conn.execute(sql.statement("maintenance/analyze"))

@@ -37,7 +37,7 @@ async def test_wait_is_woken_by_the_completion_not_by_polling(
     job_id = await handler.enqueue(conn, Item(5))
     async with running(Worker(None, dsn, [handler], poll_max=0.2)):
         # A poll far longer than the deadline: only the notification can wake it in time.
-        # (How soon after the commit it wakes is benchmarks.wait_latency's measurement.)
+        # (How soon after the commit it wakes is benchmarks.scenarios.wait_latency's measurement.)
         waiting = asyncio.create_task(venturi.wait(pool, job_id, poll=600))
         await wait_for(lambda: _awaited(conn, job_id))
         release.set()

@@ -4,7 +4,7 @@ Debian's ``pgbouncer`` package (``.ci/run`` installs it). Its configuration and 
 live in a temporary directory of its own; every database name is forwarded to the server
 (``* = host=... port=...``), so a test's own database is reachable through it as it is.
 PgBouncer refuses to run as root: as root it switches to the ``postgres`` user (``-u``).
-The benchmarks start it the same way (``benchmarks/pooler.py``).
+The benchmarks start it the same way (``benchmarks/scenarios/pooler.py``).
 """
 
 from __future__ import annotations

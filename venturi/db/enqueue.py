@@ -293,7 +293,7 @@ def _many(
 
 # An unkeyed batch at least this large goes by binary COPY (``job_copy_in``) on asyncpg:
 # below it, COPY's extra round trips (ids, column types, the COPY itself) cost what its
-# cheaper encoding saves (benchmarks/bulk.py measures the crossover).
+# cheaper encoding saves (benchmarks/scenarios/bulk.py measures the crossover).
 COPY_MIN_ROWS = 10_000
 
 # The columns a COPY writes; the others take their defaults, as in an INSERT.
