@@ -372,6 +372,30 @@ LEFT JOIN cancelled c ON c.id = input.id
 LEFT JOIN requested r ON r.id = input.id
 ORDER BY input.id;
 
+-- job_children_failed_list: the children of some jobs that ended dead or cancelled, and
+-- theirs in turn (a cancelled parent's cancel reached its children's children too),
+-- live or moved to the history: what `venturi jobs retry --with-children` retries with
+-- a parent, whose replayed gather would otherwise raise ChildFailed again. A child that
+-- completed is left out, and so are its own children (its result stands).
+-- $1 bigint[] ids: the parents
+-- $2 integer limit: the most descendants returned
+-- index: jobs_parent_idx and jobs_history_parent_idx.
+PREPARE billing_jobs_job_children_failed_list(bigint[], integer) AS
+WITH RECURSIVE failed AS (
+    SELECT c.id, c.parent_id, 1 AS depth
+    FROM "billing_jobs".all_jobs c
+    WHERE c.parent_id = ANY ($1::bigint[]) AND c.status IN ('dead', 'cancelled')
+    UNION
+    SELECT c.id, c.parent_id, f.depth + 1
+    FROM failed f
+    JOIN "billing_jobs".all_jobs c ON c.parent_id = f.id
+    -- A depth bound keeps a corrupted parent chain (a cycle by hand) from looping.
+    WHERE c.status IN ('dead', 'cancelled') AND f.depth < 64
+)
+SELECT DISTINCT id, parent_id FROM failed
+ORDER BY id
+LIMIT $2::integer;
+
 -- job_claim: settle finished jobs as completed, then claim up to $5 eligible jobs, in one
 -- statement so a loop iteration costs one round trip and one commit. Expired claims are
 -- not recovered here: job_recover_stale does that on the worker's own timer (a claim is
@@ -1863,15 +1887,20 @@ ORDER BY input.id;
 
 -- job_run_now_many_if_pending: an operator's run-now: pending jobs scheduled for later
 -- become visible now, journaled as released (not a failure) with the operator. A
--- workflow waiting on a timer (a sleep, a signal's timeout) has its recorded timers
--- moved to now and becomes pending, journaled as woken: the replayed sleep returns. The
+-- workflow waiting on a timer (a sleep) has its recorded timers moved to now and becomes
+-- pending, journaled as woken: the replayed sleep returns. A workflow waiting for a
+-- signal is left alone unless $4 says to time it out: its signal's deadline is a timer
+-- too, and moving it to now makes the replayed wait raise SignalTimeout, which an
+-- operator must ask for by name (--timeout-now), never get from a plain run-now. The
 -- update trigger notifies the schema's channel, which wakes idle workers of the kind.
--- Returns one row per distinct input id with its status before and whether it moved.
+-- Returns one row per distinct input id with its status before, what it waits for and
+-- whether it moved.
 -- $1 bigint[] ids: the jobs to run now
 -- $2 text operator: who asked, for the journal's worker column
 -- $3 text detail: the journal entry's detail
+-- $4 boolean timeout_now: also time out the signal a job waits for (its deadline now)
 -- index: primary key; primary key of steps (job_id, name) for the timers.
-PREPARE billing_jobs_job_run_now_many_if_pending(bigint[], text, text) AS
+PREPARE billing_jobs_job_run_now_many_if_pending(bigint[], text, text, boolean) AS
 WITH input AS (
     SELECT DISTINCT unnest($1::bigint[]) AS id
 ),
@@ -1880,6 +1909,7 @@ timers AS (
     SET wake_at = now()
     FROM input
     JOIN "billing_jobs".jobs w ON w.id = input.id AND w.status = 'waiting' AND w.wake_at IS NOT NULL
+        AND (w.wait_signal IS NULL OR $4::boolean)
     WHERE st.job_id = input.id AND st.wake_at > now()
     RETURNING st.job_id
 ),
@@ -1889,7 +1919,8 @@ woken AS (
         wake_seq = coalesce(j.wake_seq, 0) + 1
     FROM input
     WHERE j.id = input.id AND j.status = 'waiting' AND j.wake_at IS NOT NULL
-    RETURNING j.id, j.attempt
+      AND (j.wait_signal IS NULL OR $4::boolean)
+    RETURNING j.id, j.attempt, j.wait_signal
 ),
 moved AS (
     UPDATE "billing_jobs".jobs j
@@ -1902,10 +1933,14 @@ journaled AS (
     INSERT INTO "billing_jobs".journal (job_id, at, event, attempt, worker, detail)
     SELECT id, now(), 'released', attempt, $2::text, $3::text FROM moved
     UNION ALL
-    SELECT id, now(), 'woken', attempt, $2::text, $3::text FROM woken
+    SELECT id, now(), 'woken', attempt, $2::text,
+           CASE WHEN wait_signal IS NULL THEN $3::text
+                ELSE $3::text || ': signal ' || wait_signal || ' timed out' END
+    FROM woken
 )
 -- Read from the statement's snapshot: status and visible_at are the ones before.
-SELECT input.id, j.kind, j.status AS was, j.visible_at,
+SELECT input.id, j.kind, j.status AS was, j.visible_at, j.wait_signal, j.wake_at,
+       coalesce(j.wait_count, 0) AS wait_count,
        m.id IS NOT NULL OR w.id IS NOT NULL AS moved
 FROM input
 LEFT JOIN "billing_jobs".all_jobs j ON j.id = input.id
@@ -3341,6 +3376,57 @@ journaled AS (
     SELECT id, now(), 'woken', attempt, NULL, 'signal ' || $2::text FROM bumped WHERE wakes
 )
 SELECT EXISTS (SELECT 1 FROM sent) AS sent;
+
+-- signal_send_by_operator: an operator's signal (venturi jobs signal, the dashboard's
+-- Send signal): recorded as signal_send records the application's, the first of a name
+-- winning, and journaled with who sent it: woken when the job was waiting for this
+-- signal (it becomes pending at once), released (not a state change) when the job is
+-- pending, claimed, or waiting on something else, so that its run finds the signal when
+-- it gets there. Returns one row: the job's kind and status before (NULL: no such job),
+-- whether the signal was recorded, whether it woke the job, and the signal the job waits
+-- for (if it waits for one).
+-- $1 bigint job_id: the job to signal
+-- $2 text name: the signal's name
+-- $3 text payload: msgspec-encoded JSON of the payload
+-- $4 text operator: who sent it, for the journal's worker column
+-- index: primary keys of jobs and signals.
+PREPARE billing_jobs_signal_send_by_operator(bigint, text, text, text) AS
+WITH target AS (
+    -- Locked first, as in signal_send: signals and wait settlements take turns.
+    SELECT id, status = 'waiting' AND wait_signal = $2::text AS wakes
+    FROM "billing_jobs".jobs
+    WHERE id = $1::bigint AND status IN ('pending', 'claimed', 'waiting')
+    FOR NO KEY UPDATE
+),
+sent AS (
+    INSERT INTO "billing_jobs".signals (job_id, name, payload)
+    SELECT id, $2::text, $3::jsonb FROM target
+    ON CONFLICT (job_id, name) DO NOTHING
+    RETURNING job_id
+),
+bumped AS (
+    UPDATE "billing_jobs".jobs j
+    SET wake_seq = coalesce(j.wake_seq, 0) + 1,
+        status = CASE WHEN t.wakes THEN 'pending' ELSE j.status END,
+        visible_at = CASE WHEN t.wakes THEN now() ELSE j.visible_at END,
+        wake_at = CASE WHEN t.wakes THEN NULL ELSE j.wake_at END
+    FROM target t
+    WHERE j.id = t.id AND EXISTS (SELECT 1 FROM sent)
+    RETURNING j.id, j.attempt, t.wakes
+),
+journaled AS (
+    INSERT INTO "billing_jobs".journal (job_id, at, event, attempt, worker, detail)
+    SELECT id, now(), CASE WHEN wakes THEN 'woken' ELSE 'released' END, attempt, $4::text,
+           'signal ' || $2::text || CASE WHEN wakes THEN ' sent by an operator'
+                                         ELSE ' sent by an operator, not waited for yet' END
+    FROM bumped
+)
+-- Read from the statement's snapshot: status is the one before.
+SELECT j.kind, j.status AS was, j.wait_signal,
+       EXISTS (SELECT 1 FROM sent) AS sent,
+       coalesce((SELECT wakes FROM bumped), false) AS woke
+FROM (SELECT $1::bigint AS id) input
+LEFT JOIN "billing_jobs".all_jobs j ON j.id = input.id;
 
 -- step_list: a workflow job's recorded steps, loaded once per run by its first workflow
 -- primitive, with the job's wake_seq as it was before any of them looked (a wait that

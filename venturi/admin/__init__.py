@@ -5,6 +5,8 @@ what scripts may call too. One module per question:
 - ``jobs``: list and show jobs; retry, cancel, delete, run now, set priority by id;
 - ``workflow``: a job's workflow side (steps, signals, children, dependencies, wait)
   that ``jobs`` shows, and the dashboard's bounded view of it and of its graph;
+- ``waking``: run now (a timer woken, a signal timed out only when asked) and an
+  operator's signal, journaled with who sent it;
 - ``workflow_list``: the workflow roots with their progress, paged (/workflows);
 - ``bulk``: count what a filter matches, and act on exactly those jobs in batches;
 - ``search``: the dashboard's job list: a filter with a search box, paged both ways,
@@ -64,7 +66,6 @@ from venturi.admin.jobs import (
     delete_jobs,
     list_jobs,
     retry_jobs,
-    run_now_jobs,
     set_priority,
     show_job,
 )
@@ -93,6 +94,7 @@ from venturi.admin.search import (
     resolve_search,
     search_jobs,
 )
+from venturi.admin.waking import run_now_jobs, send_signal
 from venturi.admin.workers import (
     CLAIMED_SHOWN,
     ClaimedJob,
@@ -231,6 +233,7 @@ __all__ = [
     "retry_jobs",
     "run_now_jobs",
     "search_jobs",
+    "send_signal",
     "set_priority",
     "show_job",
     "stats",
