@@ -2955,16 +2955,25 @@ SELECT count(*)::integer AS woken FROM woken;
 -- as JSON arrays its recorded steps (name, recorded_at), signals (name, sent_at),
 -- children (id, kind, status) and dependencies (node name, id, kind, status; kind and
 -- status NULL for a purged dependency). No row when the job does not exist; empty
--- arrays for a plain job.
+-- arrays for a plain job. A primitive's internal records (a signal's deadline and
+-- timeout, named after it with chr(31), which a step's own name never holds) are no
+-- steps and are left out. kind_paused: the job's own kind is paused; paused_awaited: the
+-- paused kinds among the jobs it waits for (while waiting), which wait with their kind.
 -- $1 bigint id: the job
--- index: primary keys of jobs, steps, signals and dependencies; jobs_parent_idx for the
--- children.
+-- index: primary keys of jobs, steps, signals, dependencies and paused_kinds;
+-- jobs_parent_idx for the children.
 PREPARE venturi_job_workflow_get(bigint) AS
 SELECT j.status, j.parent_id, j.wake_at, j.wait_signal, j.wait_for, j.wait_count,
+       EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = j.kind) AS kind_paused,
+       (SELECT coalesce(array_agg(DISTINCT a.kind ORDER BY a.kind), '{}')
+        FROM unnest(j.wait_for) AS w(id)
+        JOIN "venturi".all_jobs a ON a.id = w.id
+        JOIN "venturi".paused_kinds p ON p.kind = a.kind) AS paused_awaited,
        (SELECT coalesce(json_agg(json_build_object('name', s.name,
                                                    'recorded_at', s.recorded_at)
                                  ORDER BY s.recorded_at, s.name), '[]')
-        FROM "venturi".steps s WHERE s.job_id = j.id)::text AS steps,
+        FROM "venturi".steps s
+        WHERE s.job_id = j.id AND strpos(s.name, chr(31)) = 0)::text AS steps,
        (SELECT coalesce(json_agg(json_build_object('name', g.name, 'sent_at', g.sent_at)
                                  ORDER BY g.sent_at, g.name), '[]')
         FROM "venturi".signals g WHERE g.job_id = j.id)::text AS signals,
@@ -3002,13 +3011,22 @@ WITH RECURSIVE up(id, parent_id, depth) AS (
     WHERE u.depth < 100
 )
 SELECT j.status, j.parent_id, j.wake_at, j.wait_signal,
+       -- The job's own kind paused, and the paused kinds among the jobs it waits for.
+       EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = j.kind) AS kind_paused,
+       (SELECT coalesce(array_agg(DISTINCT a.kind ORDER BY a.kind), '{}')
+        FROM unnest(j.wait_for) AS w(id)
+        JOIN "venturi".all_jobs a ON a.id = w.id
+        JOIN "venturi".paused_kinds p ON p.kind = a.kind) AS paused_awaited,
        (SELECT u.id FROM up u ORDER BY u.depth DESC LIMIT 1) AS root_id,
        (SELECT count(*) FROM unnest(j.wait_for) AS w(id)
         JOIN "venturi".all_jobs c ON c.id = w.id AND c.parent_id = j.id)::integer AS waiting_children,
        (SELECT count(*) FROM unnest(j.wait_for) AS w(id)
         JOIN "venturi".dependencies d ON d.job_id = j.id AND d.depends_on = w.id)::integer
            AS waiting_dependencies,
-       (SELECT count(*) FROM (SELECT 1 FROM "venturi".steps s WHERE s.job_id = j.id
+       -- A primitive's internal records (named with chr(31), never in a step's own
+       -- name: a signal's deadline and timeout) are no steps, here as in the list below.
+       (SELECT count(*) FROM (SELECT 1 FROM "venturi".steps s
+                              WHERE s.job_id = j.id AND strpos(s.name, chr(31)) = 0
                               LIMIT $3::integer) AS x)::integer AS steps_total,
        (SELECT count(*) FROM (SELECT 1 FROM "venturi".signals g WHERE g.job_id = j.id
                               LIMIT $3::integer) AS x)::integer AS signals_total,
@@ -3022,7 +3040,8 @@ SELECT j.status, j.parent_id, j.wake_at, j.wait_signal,
                                                    'wake_at', x.wake_at)
                                  ORDER BY x.recorded_at, x.name), '[]')
         FROM (SELECT s.name, s.recorded_at, s.wake_at FROM "venturi".steps s
-              WHERE s.job_id = j.id ORDER BY s.recorded_at, s.name
+              WHERE s.job_id = j.id AND strpos(s.name, chr(31)) = 0
+              ORDER BY s.recorded_at, s.name
               LIMIT $2::integer) AS x)::text AS steps,
        (SELECT coalesce(json_agg(json_build_object('name', x.name, 'sent_at', x.sent_at)
                                  ORDER BY x.sent_at, x.name), '[]')

@@ -124,3 +124,37 @@ async def test_a_cancelled_parents_retry_offers_its_children_along(
     assert r.text.count("cancelled -&gt; pending") == 3
     await venturi.testing.drain(dsn, [parent, child], timers=False)
     assert await venturi.get_result(conn, job_id) == 3
+
+
+async def test_pages_say_a_kind_is_paused_and_show_no_deadline_step(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], web: httpx.AsyncClient
+) -> None:
+    @venturi.task(kind="wfa_held", result=int)
+    async def held(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        return venturi.complete(carry.n)
+
+    @venturi.task(kind="wfa_waiter")
+    async def waiter(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        kid = await ctx.spawn("held", held, Item(1))
+        await ctx.wait_for_signal("go", str, timeout=timedelta(days=1))
+        return venturi.complete(await ctx.gather(kid))
+
+    await admin.pause_kinds(conn, ["wfa_held"], operator="op")
+    job_id = await waiter.enqueue(conn, Item(1))
+    await venturi.testing.drain(dsn, [waiter], timers=False)
+    page = (await web.get(f"/jobs/{job_id}")).text
+    # A signal wait with a timeout: the deadline is the wait's, never a step.
+    assert 'id="waiting-signal"' in page and "(its timeout)" in page
+    assert re.findall(r'data-step="([^"]+)"', page) == ["held"]
+    assert "\x1f" not in page and "go&#31;" not in page
+    assert await venturi.signal(conn, job_id, "go", "now")
+    await venturi.testing.drain(dsn, [waiter], timers=False)
+    page = (await web.get(f"/jobs/{job_id}")).text
+    paused = re.search(r'id="waiting-paused"[^>]*>(.*?)</li>', page, re.S)
+    assert paused is not None and "wfa_held" in paused.group(1)
+    assert "not claimed until resumed" in paused.group(1)
+    assert not has(page, "kind-paused")  # its own kind runs
+    detail = await admin.show_job(conn, job_id)
+    assert detail is not None
+    child = (await web.get(f"/jobs/{detail.children[0].id}")).text
+    assert has(child, "kind-paused") and "is paused:" in child

@@ -14,6 +14,7 @@ import asyncpg
 import msgspec
 
 import venturi
+import venturi.testing
 from tests.support import Item, running, venturi_cli_async, wait_status
 from venturi import Context, admin
 from venturi.runtime.worker import Worker
@@ -215,3 +216,70 @@ async def test_retry_with_children_brings_a_cancelled_parent_back_whole(
     assert await venturi.get_result(conn, job_id) == 1
     help_text = (await venturi_cli_async("jobs", "retry", "--help")).stdout
     assert "--with-children" in help_text
+
+
+async def test_a_signals_deadline_is_no_step_in_show_json_or_the_cli(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="wfo_timed", result=str)
+    async def flow(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        await ctx.step("prepare", _one)
+        try:
+            await ctx.wait_for_signal("approval", Approval, timeout=timedelta(days=2))
+        except venturi.SignalTimeout:
+            return venturi.complete("timed out")
+        return venturi.complete("approved")
+
+    job_id = await flow.enqueue(conn, Item(1))
+    await venturi.testing.drain(dsn, [flow], timers=False)
+    # The deadline is recorded (the timer run-now and the worker read)...
+    names = await conn.fetch("SELECT name FROM venturi.steps WHERE job_id = $1", job_id)
+    assert len(names) == 2
+    # ...and appears nowhere as a step: not in show, the JSON, the CLI or the page's view.
+    detail = await admin.show_job(conn, job_id)
+    assert detail is not None and [s.name for s in detail.steps] == ["prepare"]
+    view = await admin.workflow_view(conn, job_id)
+    assert (
+        view is not None and view.steps_total == 1 and [s.name for s in view.steps] == ["prepare"]
+    )
+    shown = await venturi_cli_async("jobs", "show", str(job_id), dsn=dsn)
+    assert (
+        "prepare" in shown.stdout and "deadline" not in shown.stdout and "\x1f" not in shown.stdout
+    )
+    as_json = await venturi_cli_async("jobs", "show", str(job_id), "--json", dsn=dsn)
+    assert [s["name"] for s in json.loads(as_json.stdout)["steps"]] == ["prepare"]
+    # Timed out, the timed-out record stays out too.
+    await admin.run_now_jobs(conn, [job_id], timeout_now=True)
+    await venturi.testing.drain(dsn, [flow], timers=False)
+    assert await venturi.get_result(conn, job_id) == "timed out"
+    detail = await admin.show_job(conn, job_id)
+    assert detail is not None and [s.name for s in detail.steps] == ["prepare"]
+
+
+def _one() -> int:
+    return 1
+
+
+async def test_a_parent_waiting_on_children_of_a_paused_kind_says_so(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    parent, child = _family("wfo_paused")
+    await admin.pause_kinds(conn, [child.kind], reason="maintenance", operator="op")
+    job_id = await parent.enqueue(conn, Item(1))
+    await venturi.testing.drain(dsn, [parent], timers=False)
+    detail = await admin.show_job(conn, job_id)
+    assert detail is not None and detail.waiting_for is not None
+    assert detail.waiting_for.paused_kinds == ["wfo_paused_child"]
+    assert not detail.kind_paused
+    kid = await admin.show_job(conn, detail.children[0].id)
+    assert kid is not None and kid.kind_paused and kid.job.status == "pending"
+    shown = await venturi_cli_async("jobs", "show", str(job_id), dsn=dsn)
+    assert "paused: wfo_paused_child (they wait until resumed)" in shown.stdout
+    shown = await venturi_cli_async("jobs", "show", str(kid.job.id), dsn=dsn)
+    assert "wfo_paused_child is paused: venturi kinds resume wfo_paused_child" in " ".join(
+        shown.stdout.split()
+    )
+    await admin.resume_kinds(conn, [child.kind])
+    detail = await admin.show_job(conn, job_id)
+    assert detail is not None and detail.waiting_for is not None
+    assert detail.waiting_for.paused_kinds == []

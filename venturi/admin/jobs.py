@@ -91,8 +91,9 @@ async def list_jobs(
 class JobDetail(msgspec.Struct, frozen=True):
     """``venturi jobs show``: the job (carry and result decoded), its merged history, and
     its workflow side (SPEC 12): its parent, recorded steps, signals, children and
-    dependencies with their statuses, and what it waits for now while waiting (None
-    otherwise). A plain job has no parent and empty lists."""
+    dependencies with their statuses, what it waits for now while waiting (None
+    otherwise), and whether its kind is paused (read with the workflow side). A plain
+    job has no parent and empty lists."""
 
     job: JobInfo
     journal: list[JournalEntry]
@@ -102,6 +103,7 @@ class JobDetail(msgspec.Struct, frozen=True):
     children: list[ChildJob] = []
     dependencies: list[DependencyJob] = []
     waiting_for: WaitingFor | None = None
+    kind_paused: bool = False
 
 
 async def show_job(
@@ -127,6 +129,7 @@ async def show_job(
         children=side.children,
         dependencies=side.dependencies,
         waiting_for=side.waiting_for,
+        kind_paused=side.kind_paused,
     )
 
 

@@ -19,7 +19,7 @@ from rich.text import Text
 from venturi.admin import JobDetail, JobRow, KindState, Stats, TopFrame, WorkerInfo
 from venturi.formatting import ago, clip, duration, to_json, window_label
 from venturi.priority import Priority
-from venturi.status import JobStatus, JournalEvent
+from venturi.status import FINISHED, JobStatus, JournalEvent
 
 # Journal events that end an execution badly; their detail may hold a traceback.
 _FAILURE_EVENTS = {
@@ -137,6 +137,10 @@ def job_detail(detail: JobDetail, now: datetime) -> Group:
         fields.add_row("parent", str(detail.parent_id))
     if detail.waiting_for is not None:
         fields.add_row("waiting for", waiting_for(detail, now))
+    if detail.kind_paused and job.status not in FINISHED:
+        fields.add_row(
+            "kind paused", escape(f"{job.kind} is paused: venturi kinds resume {job.kind}")
+        )
     parts: list[RenderableType] = [fields]
     parts.append(_json_panel("carry", job.carry))
     if job.result is not None:
@@ -204,6 +208,8 @@ def waiting_for(detail: JobDetail, now: datetime) -> str:
         timer = f"timer at {w.wake_at.isoformat(timespec='seconds')} ({ago(w.wake_at, now)})"
         # With a signal, the timer is its timeout: whichever comes first wakes the job.
         line = f"{line} or {timer}" if line else timer
+    if w.paused_kinds:
+        line += f"; paused: {', '.join(w.paused_kinds)} (they wait until resumed)"
     return escape(line)
 
 
