@@ -4351,8 +4351,9 @@ SELECT count(*)::integer AS inserted FROM inserted;
 -- $3 bigint after_id: only roots with a greater id, the keyset cursor
 -- $4 integer max_rows: how many to return at most
 -- $5 integer cap: count at most this many steps, children and later nodes per root
+-- $6 text search: kind prefix, key, id, or words of its last error or carry (NULL: any)
 -- index: as workflow_list_older, forwards.
-PREPARE venturi_workflow_list_newer(text, text, bigint, integer, integer) AS
+PREPARE venturi_workflow_list_newer(text, text, bigint, integer, integer, text) AS
 WITH RECURSIVE walk(id) AS (
     SELECT least(
         (SELECT min(s.job_id) FROM "venturi".steps s WHERE s.job_id > $3::bigint),
@@ -4376,34 +4377,53 @@ roots AS (
         -- walked: joined, the planner hashed the whole jobs table when it guessed the
         -- walk long.
         SELECT j.id, j.kind, j.status, j.created_at, j.finished_at,
-               greatest(j.created_at, j.claimed_at, j.finished_at) AS updated_at
+               greatest(j.created_at, j.claimed_at, j.finished_at) AS updated_at,
+               CASE WHEN j.status = 'waiting' THEN j.wait_signal END AS wait_signal,
+               CASE WHEN j.status = 'waiting' THEN j.wake_at END AS wake_at,
+               CASE WHEN j.status = 'waiting' THEN coalesce(j.wait_count, 0) ELSE 0 END
+                   AS wait_count
         FROM "venturi".all_jobs j
         WHERE j.id = w.id
           AND j.parent_id IS NULL
           AND NOT EXISTS (SELECT 1 FROM "venturi".dependencies a WHERE a.job_id = j.id)
           AND ($1::text IS NULL OR j.status = $1::text)
           AND ($2::text IS NULL OR j.kind = $2::text)
+          -- strpos, not LIKE: the search is text, never a pattern.
+          AND ($6::text IS NULL
+               OR starts_with(lower(j.kind), lower($6::text))
+               OR j.key = $6::text
+               OR j.id::text = $6::text
+               OR strpos(lower(j.last_error), lower($6::text)) > 0
+               OR strpos(lower(j.carry::text), lower($6::text)) > 0)
         LIMIT 1
     ) AS j
     WHERE w.id IS NOT NULL
     LIMIT $4::integer
 )
 SELECT r.id, r.kind, r.status, r.created_at, r.updated_at, r.finished_at,
-       (SELECT count(*) FROM (SELECT 1 FROM "venturi".steps s WHERE s.job_id = r.id
+       r.wait_signal, r.wake_at, r.wait_count,
+       -- A primitive's internal records (named with chr(31): a signal's deadline) are
+       -- no steps.
+       (SELECT count(*) FROM (SELECT 1 FROM "venturi".steps s
+                              WHERE s.job_id = r.id AND strpos(s.name, chr(31)) = 0
                               LIMIT $5::integer) AS x)::integer AS steps,
-       c.total::integer AS children, c.finished::integer AS children_finished,
-       n.total::integer AS nodes_after, n.finished::integer AS nodes_after_finished
+       c.total::integer AS children, c.completed::integer AS children_completed,
+       c.failed::integer AS children_failed,
+       n.total::integer AS nodes_after, n.completed::integer AS nodes_after_completed,
+       n.failed::integer AS nodes_after_failed
 FROM roots r
 CROSS JOIN LATERAL (
     SELECT count(*) AS total,
-           count(*) FILTER (WHERE x.status IN ('completed', 'dead', 'cancelled')) AS finished
+           count(*) FILTER (WHERE x.status = 'completed') AS completed,
+           count(*) FILTER (WHERE x.status IN ('dead', 'cancelled')) AS failed
     FROM (SELECT k.status FROM "venturi".all_jobs k WHERE k.parent_id = r.id LIMIT $5::integer) AS x
 ) AS c
 CROSS JOIN LATERAL (
     -- The nodes after this one, transitively (a Workflow graph's other nodes), as an
     -- array of ids: joined to jobs, the planner hashed the whole table.
     SELECT count(*) AS total,
-           count(*) FILTER (WHERE k.status IN ('completed', 'dead', 'cancelled')) AS finished
+           count(*) FILTER (WHERE k.status = 'completed') AS completed,
+           count(*) FILTER (WHERE k.status IN ('dead', 'cancelled')) AS failed
     FROM "venturi".all_jobs k
     WHERE k.id = ANY (ARRAY(
         WITH RECURSIVE later(id) AS (
@@ -4422,17 +4442,18 @@ ORDER BY r.id;
 
 -- workflow_list_older: the dashboard's workflows list (/workflows, /api/workflows): the
 -- newest workflow roots a filter matches, one page at a time, paging to older ones; each
--- with its progress (steps recorded, children finished of total, later Workflow nodes
--- finished of total, each counted up to $5).
+-- with its progress (steps recorded; children and later Workflow nodes, each counted
+-- by outcome up to $5) and what it waits for.
 -- $1 text status: only roots of this status (NULL: any)
 -- $2 text kind: only roots of this kind (NULL: any)
 -- $3 bigint before_id: only roots with a smaller id, the keyset cursor (NULL: the newest)
 -- $4 integer max_rows: how many to return at most
 -- $5 integer cap: count at most this many steps, children and later nodes per root
+-- $6 text search: kind prefix, key, id, or words of its last error or carry (NULL: any)
 -- index: steps_pkey, signals_pkey and dependencies_depends_on_idx (a skip scan: one
 -- probe each per workflow id, backwards); jobs_pkey for each root; dependencies_pkey for
 -- its own dependencies; jobs_parent_idx for its children.
-PREPARE venturi_workflow_list_older(text, text, bigint, integer, integer) AS
+PREPARE venturi_workflow_list_older(text, text, bigint, integer, integer, text) AS
 WITH RECURSIVE walk(id) AS (
     SELECT greatest(
         (SELECT max(s.job_id) FROM "venturi".steps s WHERE s.job_id < coalesce($3::bigint, 9223372036854775807)),
@@ -4456,34 +4477,53 @@ roots AS (
         -- walked: joined, the planner hashed the whole jobs table when it guessed the
         -- walk long.
         SELECT j.id, j.kind, j.status, j.created_at, j.finished_at,
-               greatest(j.created_at, j.claimed_at, j.finished_at) AS updated_at
+               greatest(j.created_at, j.claimed_at, j.finished_at) AS updated_at,
+               CASE WHEN j.status = 'waiting' THEN j.wait_signal END AS wait_signal,
+               CASE WHEN j.status = 'waiting' THEN j.wake_at END AS wake_at,
+               CASE WHEN j.status = 'waiting' THEN coalesce(j.wait_count, 0) ELSE 0 END
+                   AS wait_count
         FROM "venturi".all_jobs j
         WHERE j.id = w.id
           AND j.parent_id IS NULL
           AND NOT EXISTS (SELECT 1 FROM "venturi".dependencies a WHERE a.job_id = j.id)
           AND ($1::text IS NULL OR j.status = $1::text)
           AND ($2::text IS NULL OR j.kind = $2::text)
+          -- strpos, not LIKE: the search is text, never a pattern.
+          AND ($6::text IS NULL
+               OR starts_with(lower(j.kind), lower($6::text))
+               OR j.key = $6::text
+               OR j.id::text = $6::text
+               OR strpos(lower(j.last_error), lower($6::text)) > 0
+               OR strpos(lower(j.carry::text), lower($6::text)) > 0)
         LIMIT 1
     ) AS j
     WHERE w.id IS NOT NULL
     LIMIT $4::integer
 )
 SELECT r.id, r.kind, r.status, r.created_at, r.updated_at, r.finished_at,
-       (SELECT count(*) FROM (SELECT 1 FROM "venturi".steps s WHERE s.job_id = r.id
+       r.wait_signal, r.wake_at, r.wait_count,
+       -- A primitive's internal records (named with chr(31): a signal's deadline) are
+       -- no steps.
+       (SELECT count(*) FROM (SELECT 1 FROM "venturi".steps s
+                              WHERE s.job_id = r.id AND strpos(s.name, chr(31)) = 0
                               LIMIT $5::integer) AS x)::integer AS steps,
-       c.total::integer AS children, c.finished::integer AS children_finished,
-       n.total::integer AS nodes_after, n.finished::integer AS nodes_after_finished
+       c.total::integer AS children, c.completed::integer AS children_completed,
+       c.failed::integer AS children_failed,
+       n.total::integer AS nodes_after, n.completed::integer AS nodes_after_completed,
+       n.failed::integer AS nodes_after_failed
 FROM roots r
 CROSS JOIN LATERAL (
     SELECT count(*) AS total,
-           count(*) FILTER (WHERE x.status IN ('completed', 'dead', 'cancelled')) AS finished
+           count(*) FILTER (WHERE x.status = 'completed') AS completed,
+           count(*) FILTER (WHERE x.status IN ('dead', 'cancelled')) AS failed
     FROM (SELECT k.status FROM "venturi".all_jobs k WHERE k.parent_id = r.id LIMIT $5::integer) AS x
 ) AS c
 CROSS JOIN LATERAL (
     -- The nodes after this one, transitively (a Workflow graph's other nodes), as an
     -- array of ids: joined to jobs, the planner hashed the whole table.
     SELECT count(*) AS total,
-           count(*) FILTER (WHERE k.status IN ('completed', 'dead', 'cancelled')) AS finished
+           count(*) FILTER (WHERE k.status = 'completed') AS completed,
+           count(*) FILTER (WHERE k.status IN ('dead', 'cancelled')) AS failed
     FROM "venturi".all_jobs k
     WHERE k.id = ANY (ARRAY(
         WITH RECURSIVE later(id) AS (

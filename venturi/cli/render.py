@@ -133,14 +133,7 @@ def job_detail(detail: JobDetail, now: datetime) -> Group:
     if job.cancel_requested_at is not None:
         fields.add_row("cancel asked", at(job.cancel_requested_at))
     fields.add_row("finished", at(job.finished_at))
-    if detail.parent_id is not None:
-        fields.add_row("parent", str(detail.parent_id))
-    if detail.waiting_for is not None:
-        fields.add_row("waiting for", waiting_for(detail, now))
-    if detail.kind_paused and job.status not in FINISHED:
-        fields.add_row(
-            "kind paused", escape(f"{job.kind} is paused: venturi kinds resume {job.kind}")
-        )
+    _workflow_fields(fields, detail, now)
     parts: list[RenderableType] = [fields]
     parts.append(_json_panel("carry", job.carry))
     if job.result is not None:
@@ -188,6 +181,19 @@ def job_detail(detail: JobDetail, now: datetime) -> Group:
             )
         )
     return Group(*parts)
+
+
+def _workflow_fields(fields: Table, detail: JobDetail, now: datetime) -> None:
+    """The rows of ``jobs show`` for a workflow: its parent, its wait, its kind paused."""
+    job = detail.job
+    if detail.parent_id is not None:
+        fields.add_row("parent", str(detail.parent_id))
+    if detail.waiting_for is not None:
+        fields.add_row("waiting for", waiting_for(detail, now))
+    if detail.kind_paused and job.status not in FINISHED:
+        fields.add_row(
+            "kind paused", escape(f"{job.kind} is paused: venturi kinds resume {job.kind}")
+        )
 
 
 def waiting_for(detail: JobDetail, now: datetime) -> str:

@@ -37,9 +37,10 @@ async def workflow_list_older(
     before: int | None,
     limit: int,
     cap: int,
+    search: str | None = None,
 ) -> list[Record]:
     text = sql.statement("workflow_list_older", schema)
-    return list(await conn.fetch(text, status, kind, before, limit, cap))
+    return list(await conn.fetch(text, status, kind, before, limit, cap, search))
 
 
 async def workflow_list_newer(
@@ -51,9 +52,10 @@ async def workflow_list_newer(
     after: int,
     limit: int,
     cap: int,
+    search: str | None = None,
 ) -> list[Record]:
     text = sql.statement("workflow_list_newer", schema)
-    return list(await conn.fetch(text, status, kind, after, limit, cap))
+    return list(await conn.fetch(text, status, kind, after, limit, cap, search))
 
 
 async def signal_send_by_operator(

@@ -79,7 +79,11 @@ def _list_filters(request: Request) -> dict[str, Any]:
     status = text_param(request, "status")
     if status is not None and status not in STATUSES:
         raise BadInput(f"status must be one of {', '.join(STATUSES)}, got {status[:40]!r}")
-    return {"status": status, "kind": text_param(request, "kind", 200)}
+    return {
+        "status": status,
+        "kind": text_param(request, "kind", 200),
+        "q": text_param(request, "q", 200),
+    }
 
 
 @page
@@ -90,7 +94,14 @@ async def workflows(request: Request, d: Dashboard) -> Response:
     after = int_param(request, "after")
     async with d.db.reading() as conn:
         found = await admin.list_workflows(
-            conn, **f, before=before, after=after, limit=PAGE_SIZE, schema=d.db.schema
+            conn,
+            status=f["status"],
+            kind=f["kind"],
+            search=f["q"],
+            before=before,
+            after=after,
+            limit=PAGE_SIZE,
+            schema=d.db.schema,
         )
         kinds = await admin.known_kinds(conn, schema=d.db.schema)
     return render(
@@ -107,13 +118,20 @@ async def workflows(request: Request, d: Dashboard) -> Response:
 
 @api
 async def api_workflows(request: Request, d: Dashboard) -> Response:
-    """/workflows as JSON: ?status=&kind=&before=&after=&limit= (default 50)."""
+    """/workflows as JSON: ?status=&kind=&q=&before=&after=&limit= (default 50)."""
     f = _list_filters(request)
     limit = int_param(request, "limit", high=MAX_LIMIT) or PAGE_SIZE
     before = int_param(request, "before")
     after = int_param(request, "after")
     async with d.db.reading() as conn:
         found = await admin.list_workflows(
-            conn, **f, before=before, after=after, limit=limit, schema=d.db.schema
+            conn,
+            status=f["status"],
+            kind=f["kind"],
+            search=f["q"],
+            before=before,
+            after=after,
+            limit=limit,
+            schema=d.db.schema,
         )
     return json_response(found)
