@@ -6,6 +6,10 @@ open (``async with session.begin():``), so both commit when the block ends and a
 inside it leaves neither. Here the session runs on asyncpg (``postgresql+asyncpg``);
 ``postgresql+psycopg`` works the same.
 
+The carry and the result are Pydantic models, as the request body is (the ``pydantic``
+extra: venturi encodes them with ``model_dump`` and hands the handler the model back,
+validated with ``model_validate``; a bad one is refused at enqueue, before any write).
+
 The script drives the app with FastAPI's TestClient (no server), runs a worker in-process
 (``venturi.testing.drain``), and reads the job back through the app.
 
@@ -21,7 +25,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-import msgspec
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.testclient import TestClient
 from pydantic import BaseModel
@@ -43,18 +46,23 @@ class Order(Base):
     item: Mapped[str]
 
 
-class Ship(msgspec.Struct):
+class OrderIn(BaseModel):
+    item: str
+
+
+class Ship(BaseModel):
     order_id: int
     item: str
 
 
-@venturi.task("example_fastapi_ship")
+class Shipped(BaseModel):
+    shipped: int
+
+
+@venturi.task("example_fastapi_ship", result=Shipped)
 async def ship(ctx: Context[Any], carry: Ship) -> venturi.Outcome:
-    return venturi.complete({"shipped": carry.order_id})
-
-
-class OrderIn(BaseModel):
-    item: str
+    assert isinstance(carry, Ship)  # the model, validated, not a dict
+    return venturi.complete(Shipped(shipped=carry.order_id))
 
 
 async def session(request: Request) -> AsyncIterator[AsyncSession]:
@@ -96,7 +104,8 @@ def create_app(dsn: str) -> FastAPI:
                 # Refused after the insert: the block rolls the row back (and would
                 # roll back a job enqueued before this point with it).
                 raise HTTPException(422, "an order needs an item")
-            job_id = await ship.enqueue(db, Ship(order.id, order.item), key=f"order-{order.id}")
+            carry = Ship(order_id=order.id, item=order.item)
+            job_id = await ship.enqueue(db, carry, key=f"order-{order.id}")
         return {"order": order.id, "job": job_id}
 
     @app.get("/jobs/{job_id}")

@@ -1,9 +1,17 @@
-"""msgspec codecs for carries and results, built once per task and reused."""
+"""msgspec codecs for carries and results, built once per task and reused.
+
+msgspec encodes and decodes Structs, dataclasses, attrs classes and the builtin types
+itself; Pydantic v2 models (the ``pydantic`` extra) go through ``enc_hook`` and
+``dec_hook``: encoded as ``model_dump(mode="json")``, decoded with ``model_validate``,
+whose error becomes one line. Pydantic is never imported here: a model can only exist
+once its application imported it.
+"""
 
 from __future__ import annotations
 
 import inspect
 import re
+import sys
 import types
 from typing import Any, Generic, TypeVar
 
@@ -11,9 +19,64 @@ import msgspec
 
 C = TypeVar("C")
 
+
+def _model_base() -> Any:
+    """``pydantic.BaseModel`` if the application imported Pydantic, else None."""
+    module = sys.modules.get("pydantic")
+    return None if module is None else getattr(module, "BaseModel", None)
+
+
+def is_model_type(tp: Any) -> bool:
+    """Whether ``tp`` is a Pydantic model class."""
+    base = _model_base()
+    return base is not None and isinstance(tp, type) and issubclass(tp, base)
+
+
+def pydantic_error(exc: Exception) -> str:
+    """Pydantic's own ValidationError in one line: its header, then each error's place
+    and message (``1 validation error for Signup: email: Field required``)."""
+    errors = getattr(exc, "errors", None)
+    lines = str(exc).splitlines()
+    head = lines[0] if lines else type(exc).__name__
+    if not callable(errors):
+        return head
+    parts = []
+    for e in errors(include_url=False):
+        where = ".".join(str(x) for x in e.get("loc", ()))
+        parts.append(f"{where}: {e.get('msg')}" if where else str(e.get("msg")))
+    return f"{head}: {'; '.join(parts)}" if parts else head
+
+
+def enc_hook(value: Any) -> Any:
+    """msgspec's hook for what it cannot encode itself: a Pydantic model's JSON form."""
+    base = _model_base()
+    if base is not None and isinstance(value, base):
+        return value.model_dump(mode="json")
+    # msgspec's own words for a type it cannot encode (encode_any catches TypeError).
+    raise TypeError(f"Encoding objects of type {type(value).__name__} is unsupported")
+
+
+def dec_hook(tp: Any, value: Any) -> Any:
+    """msgspec's hook for a type it cannot decode itself: a Pydantic model validated from
+    the JSON value (its error in one line, which msgspec reports as a ValidationError)."""
+    if is_model_type(tp):
+        base = sys.modules["pydantic"]
+        try:
+            return tp.model_validate(value)
+        except base.ValidationError as exc:
+            raise ValueError(pydantic_error(exc)) from None
+    # msgspec's own words when no hook is given (it reports this as a ValidationError).
+    raise TypeError(f"Expected `{_name(tp)}`, got `{type(value).__name__}`")
+
+
 # One encoder for everything: msgspec encoders are type-independent and thread-safe.
-_ENCODER = msgspec.json.Encoder()
+_ENCODER = msgspec.json.Encoder(enc_hook=enc_hook)
 _ANY_DECODER: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
+
+
+def decode_as(text: str | bytes, tp: Any) -> Any:
+    """JSON text decoded as ``tp`` (Pydantic models included); msgspec's errors."""
+    return msgspec.json.decode(text, type=tp, dec_hook=dec_hook)
 
 
 # A JSON \u0000 escape preceded by an even number of backslashes (an odd number would
@@ -56,7 +119,7 @@ class CarryCodec(Generic[C]):
         self.carry_type = carry_type
         self.owner = owner
         self.max_bytes = max_bytes
-        self._decoder: msgspec.json.Decoder[C] = msgspec.json.Decoder(carry_type)
+        self._decoder: msgspec.json.Decoder[C] = msgspec.json.Decoder(carry_type, dec_hook=dec_hook)
         # A plain class (a Struct, str, int ...) also demands an instance of itself: a
         # dict shaped like a Struct encodes the same but is not that carry.
         self._exact = (

@@ -9,10 +9,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
-from typing import Any, Generic, Protocol, TypeVar, overload
+from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
+from venturi import blocking
 from venturi.errors import VenturiError
 from venturi.priority import Priority
 
@@ -84,7 +85,7 @@ class _JobLogger(logging.LoggerAdapter[logging.Logger]):
 class Context(Generic[S]):
     """Passed to every handler: shared state, job metadata, cancellation and a logger."""
 
-    __slots__ = ("_cancel", "_log", "_tx", "job", "state")
+    __slots__ = ("_cancel", "_log", "_loop", "_tx", "job", "state")
 
     def __init__(
         self,
@@ -98,23 +99,47 @@ class Context(Generic[S]):
         self._cancel = cancel if cancel is not None else asyncio.Event()
         self._log: _JobLogger | None = None
         self._tx = transactions
+        # The worker's loop, where it makes its contexts: a sync handler's thread runs
+        # its primitives there (venturi.blocking).
+        self._loop = blocking.worker_loop()
 
-    def transaction(self) -> AbstractAsyncContextManager[Any]:
+    def transaction(self) -> Any:
         """``async with ctx.transaction() as conn``: an asyncpg connection of the worker's
         pool in a transaction. Call ``ctx.complete(conn)`` inside it and the job's
-        completion commits or rolls back with the handler's own writes."""
+        completion commits or rolls back with the handler's own writes. In a sync
+        handler, ``with ctx.transaction() as conn``: ``conn`` a
+        ``venturi.blocking.BlockingConnection`` (``conn.execute(...)`` returns)."""
         if self._tx is None:
             raise VenturiError("ctx.transaction() needs a context made by a running worker")
-        return self._tx.transaction()
+        if blocking.on_loop_or_blocking(self._loop, "ctx.transaction()"):
+            assert self._loop is not None
+            return blocking.BlockingTransaction(self._tx.transaction(), self._loop)
+        inner: AbstractAsyncContextManager[Any] = self._tx.transaction()
+        return inner
 
-    async def complete(self, conn: Any, result: Any = None) -> None:
+    def complete(self, conn: Any, result: Any = None) -> Any:
         """Mark the job completed (with ``result``) in the open ``ctx.transaction()``,
         guarded by this run's claim: ``venturi.ClaimLost`` when the claim is gone
         (nothing written; let it propagate so the transaction rolls back). Once the
-        block commits, the worker settles nothing more, whatever the handler returns."""
+        block commits, the worker settles nothing more, whatever the handler returns.
+        Awaited in an async handler; a blocking call in a sync one."""
         if self._tx is None:
             raise VenturiError("ctx.complete() needs a context made by a running worker")
-        await self._tx.complete(conn, result)
+        tx = self._tx
+        raw = conn.raw if isinstance(conn, blocking.BlockingConnection) else conn
+        return self._call("ctx.complete()", lambda: tx.complete(raw, result))
+
+    def _call(self, what: str, make: Callable[[], Awaitable[Any]]) -> Any:
+        """The coroutine ``make()`` for an async handler to await; in a sync handler's
+        thread, its value, once the worker's loop ran it."""
+        if not blocking.on_loop_or_blocking(self._loop, what):
+            return make()
+        assert self._loop is not None
+
+        async def run() -> Any:
+            return await make()
+
+        return blocking.wait(self._loop, run())
 
     @property
     def log(self) -> logging.LoggerAdapter[logging.Logger]:
@@ -143,25 +168,18 @@ class Context(Generic[S]):
             )
         return self._tx.durable()
 
-    @overload
-    async def step(
-        self, name: str, fn: Callable[..., Awaitable[T]], *args: Any, transactional: bool = False
-    ) -> T: ...
-
-    @overload
-    async def step(
-        self, name: str, fn: Callable[..., T], *args: Any, transactional: bool = False
-    ) -> T: ...
-
-    async def step(
+    def step(
         self, name: str, fn: Callable[..., Any], *args: Any, transactional: bool = False
     ) -> Any:
         """Run ``fn(*args)`` (async, or sync in a thread) once and record its value under
         ``name``; on every later run of the job return the recorded value, decoded as
         ``fn``'s return annotation, without running ``fn``. ``transactional=True`` calls
         ``fn(conn, *args)`` in a transaction that also records the step: its writes
-        happen exactly once. A name used twice in one run is a ``ConfigError``."""
-        return await self._durable("step").step(name, fn, args, transactional)
+        happen exactly once (a sync ``fn`` gets a ``BlockingConnection``). A name used
+        twice in one run is a ``ConfigError``. ``await`` it in an async handler; in a
+        sync handler it is a blocking call that returns the value."""
+        durable = self._durable("step")
+        return self._call("ctx.step()", lambda: durable.step(name, fn, args, transactional))
 
     def step_key(self, name: str) -> str:
         """A stable idempotency key of step ``name``: the same on every run and worker,
@@ -169,29 +187,33 @@ class Context(Generic[S]):
         digest = hashlib.sha256(f"venturi step\x1f{self.job.id}\x1f{name}".encode())
         return f"venturi-{self.job.id}-{digest.hexdigest()[:32]}"
 
-    async def sleep(self, name: str, duration: timedelta | float) -> None:
+    def sleep(self, name: str, duration: timedelta | float) -> Any:
         """A durable timer: the first run records the wake time ``duration`` from now and
         the job waits, holding no slot; runs after it is due return at once."""
-        await self._durable("sleep").sleep(name, duration)
+        durable = self._durable("sleep")
+        return self._call("ctx.sleep()", lambda: durable.sleep(name, duration))
 
-    async def sleep_until(self, name: str, at: datetime) -> None:
+    def sleep_until(self, name: str, at: datetime) -> Any:
         """``sleep`` until the timezone-aware time ``at``."""
-        await self._durable("sleep_until").sleep_until(name, at)
+        durable = self._durable("sleep_until")
+        return self._call("ctx.sleep_until()", lambda: durable.sleep_until(name, at))
 
-    async def wait_for_signal(
+    def wait_for_signal(
         self,
         name: str,
         type: type[T],
         *,
-        timeout: timedelta | float | None = None,  # noqa: ASYNC109 (SPEC 12 names it)
-    ) -> T:
+        timeout: timedelta | float | None = None,
+    ) -> Any:
         """The payload of the first signal ``name`` sent to this job (``venturi.signal``),
         decoded as ``type``; until it comes the job waits. After ``timeout`` (from the
         first run that reached this) ``venturi.SignalTimeout``, on every later run too."""
-        value: T = await self._durable("wait_for_signal").wait_for_signal(name, type, timeout)
-        return value
+        durable = self._durable("wait_for_signal")
+        return self._call(
+            "ctx.wait_for_signal()", lambda: durable.wait_for_signal(name, type, timeout)
+        )
 
-    async def spawn(
+    def spawn(
         self,
         name: str,
         task: Any,
@@ -199,20 +221,21 @@ class Context(Generic[S]):
         *,
         priority: Priority | None = None,
         key: str | None = None,
-    ) -> Child[Any]:
+    ) -> Any:
         """Enqueue a child job of ``task`` once (its id is the recorded step ``name``,
-        written in the child's own transaction)."""
-        child: Child[Any] = await self._durable("spawn").spawn(name, task, carry, priority, key)
-        return child
+        written in the child's own transaction); a ``Child`` for ``gather``."""
+        durable = self._durable("spawn")
+        return self._call("ctx.spawn()", lambda: durable.spawn(name, task, carry, priority, key))
 
-    async def gather(self, *children: Child[Any]) -> list[Any]:
+    def gather(self, *children: Child[Any]) -> Any:
         """The children's results (decoded as each task's ``result`` type), in order, once
         all finished; until then the job waits and the last to finish wakes it. A child
         that ended dead or cancelled raises ``venturi.ChildFailed``."""
-        results: list[Any] = await self._durable("gather").gather(children)
-        return results
+        durable = self._durable("gather")
+        return self._call("ctx.gather()", lambda: durable.gather(children))
 
-    async def result_of(self, name: str) -> Any:
+    def result_of(self, name: str) -> Any:
         """The result of the ``venturi.Workflow`` node ``name`` this job comes after,
         decoded as its task's ``result`` type."""
-        return await self._durable("result_of").result_of(name)
+        durable = self._durable("result_of")
+        return self._call("ctx.result_of()", lambda: durable.result_of(name))

@@ -1290,6 +1290,30 @@ LEFT JOIN cancelled c ON c.id = input.id
 LEFT JOIN requested r ON r.id = input.id
 ORDER BY input.id;
 
+-- job_children_failed_list: the children of some jobs that ended dead or cancelled, and
+-- theirs in turn (a cancelled parent's cancel reached its children's children too),
+-- live or moved to the history: what `venturi jobs retry --with-children` retries with
+-- a parent, whose replayed gather would otherwise raise ChildFailed again. A child that
+-- completed is left out, and so are its own children (its result stands).
+-- $1 bigint[] ids: the parents
+-- $2 integer limit: the most descendants returned
+-- index: jobs_parent_idx and jobs_history_parent_idx.
+PREPARE billing_jobs_job_children_failed_list(bigint[], integer) AS
+WITH RECURSIVE failed AS (
+    SELECT c.id, c.parent_id, 1 AS depth
+    FROM "billing_jobs".all_jobs c
+    WHERE c.parent_id = ANY ($1::bigint[]) AND c.status IN ('dead', 'cancelled')
+    UNION
+    SELECT c.id, c.parent_id, f.depth + 1
+    FROM failed f
+    JOIN "billing_jobs".all_jobs c ON c.parent_id = f.id
+    -- A depth bound keeps a corrupted parent chain (a cycle by hand) from looping.
+    WHERE c.status IN ('dead', 'cancelled') AND f.depth < 64
+)
+SELECT DISTINCT id, parent_id FROM failed
+ORDER BY id
+LIMIT $2::integer;
+
 -- job_claim: settle finished jobs as completed, then claim up to $5 eligible jobs, in one
 -- statement so a loop iteration costs one round trip and one commit. Expired claims are
 -- not recovered here: job_recover_stale does that on the worker's own timer (a claim is
@@ -3058,15 +3082,20 @@ ORDER BY input.id;
 
 -- job_run_now_many_if_pending: an operator's run-now: pending jobs scheduled for later
 -- become visible now, journaled as released (not a failure) with the operator. A
--- workflow waiting on a timer (a sleep, a signal's timeout) has its recorded timers
--- moved to now and becomes pending, journaled as woken: the replayed sleep returns. The
+-- workflow waiting on a timer (a sleep) has its recorded timers moved to now and becomes
+-- pending, journaled as woken: the replayed sleep returns. A workflow waiting for a
+-- signal is left alone unless $4 says to time it out: its signal's deadline is a timer
+-- too, and moving it to now makes the replayed wait raise SignalTimeout, which an
+-- operator must ask for by name (--timeout-now), never get from a plain run-now. The
 -- update trigger notifies the schema's channel, which wakes idle workers of the kind.
--- Returns one row per distinct input id with its status before and whether it moved.
+-- Returns one row per distinct input id with its status before, what it waits for and
+-- whether it moved.
 -- $1 bigint[] ids: the jobs to run now
 -- $2 text operator: who asked, for the journal's worker column
 -- $3 text detail: the journal entry's detail
+-- $4 boolean timeout_now: also time out the signal a job waits for (its deadline now)
 -- index: primary key; primary key of steps (job_id, name) for the timers.
-PREPARE billing_jobs_job_run_now_many_if_pending(bigint[], text, text) AS
+PREPARE billing_jobs_job_run_now_many_if_pending(bigint[], text, text, boolean) AS
 WITH input AS (
     SELECT DISTINCT unnest($1::bigint[]) AS id
 ),
@@ -3075,6 +3104,7 @@ timers AS (
     SET wake_at = now()
     FROM input
     JOIN "billing_jobs".jobs w ON w.id = input.id AND w.status = 'waiting' AND w.wake_at IS NOT NULL
+        AND (w.wait_signal IS NULL OR $4::boolean)
     WHERE st.job_id = input.id AND st.wake_at > now()
     RETURNING st.job_id
 ),
@@ -3084,7 +3114,8 @@ woken AS (
         wake_seq = coalesce(j.wake_seq, 0) + 1
     FROM input
     WHERE j.id = input.id AND j.status = 'waiting' AND j.wake_at IS NOT NULL
-    RETURNING j.id, j.attempt
+      AND (j.wait_signal IS NULL OR $4::boolean)
+    RETURNING j.id, j.attempt, j.wait_signal
 ),
 moved AS (
     UPDATE "billing_jobs".jobs j
@@ -3097,10 +3128,14 @@ journaled AS (
     INSERT INTO "billing_jobs".journal (job_id, at, event, attempt, worker, detail)
     SELECT id, now(), 'released', attempt, $2::text, $3::text FROM moved
     UNION ALL
-    SELECT id, now(), 'woken', attempt, $2::text, $3::text FROM woken
+    SELECT id, now(), 'woken', attempt, $2::text,
+           CASE WHEN wait_signal IS NULL THEN $3::text
+                ELSE $3::text || ': signal ' || wait_signal || ' timed out' END
+    FROM woken
 )
 -- Read from the statement's snapshot: status and visible_at are the ones before.
-SELECT input.id, j.kind, j.status AS was, j.visible_at,
+SELECT input.id, j.kind, j.status AS was, j.visible_at, j.wait_signal, j.wake_at,
+       coalesce(j.wait_count, 0) AS wait_count,
        m.id IS NOT NULL OR w.id IS NOT NULL AS moved
 FROM input
 LEFT JOIN "billing_jobs".all_jobs j ON j.id = input.id
@@ -4115,16 +4150,25 @@ SELECT count(*)::integer AS woken FROM woken;
 -- as JSON arrays its recorded steps (name, recorded_at), signals (name, sent_at),
 -- children (id, kind, status) and dependencies (node name, id, kind, status; kind and
 -- status NULL for a purged dependency). No row when the job does not exist; empty
--- arrays for a plain job.
+-- arrays for a plain job. A primitive's internal records (a signal's deadline and
+-- timeout, named after it with chr(31), which a step's own name never holds) are no
+-- steps and are left out. kind_paused: the job's own kind is paused; paused_awaited: the
+-- paused kinds among the jobs it waits for (while waiting), which wait with their kind.
 -- $1 bigint id: the job
--- index: primary keys of jobs, steps, signals and dependencies; jobs_parent_idx for the
--- children.
+-- index: primary keys of jobs, steps, signals, dependencies and paused_kinds;
+-- jobs_parent_idx for the children.
 PREPARE billing_jobs_job_workflow_get(bigint) AS
 SELECT j.status, j.parent_id, j.wake_at, j.wait_signal, j.wait_for, j.wait_count,
+       EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = j.kind) AS kind_paused,
+       (SELECT coalesce(array_agg(DISTINCT a.kind ORDER BY a.kind), '{}')
+        FROM unnest(j.wait_for) AS w(id)
+        JOIN "billing_jobs".all_jobs a ON a.id = w.id
+        JOIN "billing_jobs".paused_kinds p ON p.kind = a.kind) AS paused_awaited,
        (SELECT coalesce(json_agg(json_build_object('name', s.name,
                                                    'recorded_at', s.recorded_at)
                                  ORDER BY s.recorded_at, s.name), '[]')
-        FROM "billing_jobs".steps s WHERE s.job_id = j.id)::text AS steps,
+        FROM "billing_jobs".steps s
+        WHERE s.job_id = j.id AND strpos(s.name, chr(31)) = 0)::text AS steps,
        (SELECT coalesce(json_agg(json_build_object('name', g.name, 'sent_at', g.sent_at)
                                  ORDER BY g.sent_at, g.name), '[]')
         FROM "billing_jobs".signals g WHERE g.job_id = j.id)::text AS signals,
@@ -4162,13 +4206,22 @@ WITH RECURSIVE up(id, parent_id, depth) AS (
     WHERE u.depth < 100
 )
 SELECT j.status, j.parent_id, j.wake_at, j.wait_signal,
+       -- The job's own kind paused, and the paused kinds among the jobs it waits for.
+       EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = j.kind) AS kind_paused,
+       (SELECT coalesce(array_agg(DISTINCT a.kind ORDER BY a.kind), '{}')
+        FROM unnest(j.wait_for) AS w(id)
+        JOIN "billing_jobs".all_jobs a ON a.id = w.id
+        JOIN "billing_jobs".paused_kinds p ON p.kind = a.kind) AS paused_awaited,
        (SELECT u.id FROM up u ORDER BY u.depth DESC LIMIT 1) AS root_id,
        (SELECT count(*) FROM unnest(j.wait_for) AS w(id)
         JOIN "billing_jobs".all_jobs c ON c.id = w.id AND c.parent_id = j.id)::integer AS waiting_children,
        (SELECT count(*) FROM unnest(j.wait_for) AS w(id)
         JOIN "billing_jobs".dependencies d ON d.job_id = j.id AND d.depends_on = w.id)::integer
            AS waiting_dependencies,
-       (SELECT count(*) FROM (SELECT 1 FROM "billing_jobs".steps s WHERE s.job_id = j.id
+       -- A primitive's internal records (named with chr(31), never in a step's own
+       -- name: a signal's deadline and timeout) are no steps, here as in the list below.
+       (SELECT count(*) FROM (SELECT 1 FROM "billing_jobs".steps s
+                              WHERE s.job_id = j.id AND strpos(s.name, chr(31)) = 0
                               LIMIT $3::integer) AS x)::integer AS steps_total,
        (SELECT count(*) FROM (SELECT 1 FROM "billing_jobs".signals g WHERE g.job_id = j.id
                               LIMIT $3::integer) AS x)::integer AS signals_total,
@@ -4182,7 +4235,8 @@ SELECT j.status, j.parent_id, j.wake_at, j.wait_signal,
                                                    'wake_at', x.wake_at)
                                  ORDER BY x.recorded_at, x.name), '[]')
         FROM (SELECT s.name, s.recorded_at, s.wake_at FROM "billing_jobs".steps s
-              WHERE s.job_id = j.id ORDER BY s.recorded_at, s.name
+              WHERE s.job_id = j.id AND strpos(s.name, chr(31)) = 0
+              ORDER BY s.recorded_at, s.name
               LIMIT $2::integer) AS x)::text AS steps,
        (SELECT coalesce(json_agg(json_build_object('name', x.name, 'sent_at', x.sent_at)
                                  ORDER BY x.sent_at, x.name), '[]')
@@ -4545,6 +4599,57 @@ journaled AS (
 )
 SELECT EXISTS (SELECT 1 FROM sent) AS sent;
 
+-- signal_send_by_operator: an operator's signal (venturi jobs signal, the dashboard's
+-- Send signal): recorded as signal_send records the application's, the first of a name
+-- winning, and journaled with who sent it: woken when the job was waiting for this
+-- signal (it becomes pending at once), released (not a state change) when the job is
+-- pending, claimed, or waiting on something else, so that its run finds the signal when
+-- it gets there. Returns one row: the job's kind and status before (NULL: no such job),
+-- whether the signal was recorded, whether it woke the job, and the signal the job waits
+-- for (if it waits for one).
+-- $1 bigint job_id: the job to signal
+-- $2 text name: the signal's name
+-- $3 text payload: msgspec-encoded JSON of the payload
+-- $4 text operator: who sent it, for the journal's worker column
+-- index: primary keys of jobs and signals.
+PREPARE billing_jobs_signal_send_by_operator(bigint, text, text, text) AS
+WITH target AS (
+    -- Locked first, as in signal_send: signals and wait settlements take turns.
+    SELECT id, status = 'waiting' AND wait_signal = $2::text AS wakes
+    FROM "billing_jobs".jobs
+    WHERE id = $1::bigint AND status IN ('pending', 'claimed', 'waiting')
+    FOR NO KEY UPDATE
+),
+sent AS (
+    INSERT INTO "billing_jobs".signals (job_id, name, payload)
+    SELECT id, $2::text, $3::jsonb FROM target
+    ON CONFLICT (job_id, name) DO NOTHING
+    RETURNING job_id
+),
+bumped AS (
+    UPDATE "billing_jobs".jobs j
+    SET wake_seq = coalesce(j.wake_seq, 0) + 1,
+        status = CASE WHEN t.wakes THEN 'pending' ELSE j.status END,
+        visible_at = CASE WHEN t.wakes THEN now() ELSE j.visible_at END,
+        wake_at = CASE WHEN t.wakes THEN NULL ELSE j.wake_at END
+    FROM target t
+    WHERE j.id = t.id AND EXISTS (SELECT 1 FROM sent)
+    RETURNING j.id, j.attempt, t.wakes
+),
+journaled AS (
+    INSERT INTO "billing_jobs".journal (job_id, at, event, attempt, worker, detail)
+    SELECT id, now(), CASE WHEN wakes THEN 'woken' ELSE 'released' END, attempt, $4::text,
+           'signal ' || $2::text || CASE WHEN wakes THEN ' sent by an operator'
+                                         ELSE ' sent by an operator, not waited for yet' END
+    FROM bumped
+)
+-- Read from the statement's snapshot: status is the one before.
+SELECT j.kind, j.status AS was, j.wait_signal,
+       EXISTS (SELECT 1 FROM sent) AS sent,
+       coalesce((SELECT wakes FROM bumped), false) AS woke
+FROM (SELECT $1::bigint AS id) input
+LEFT JOIN "billing_jobs".all_jobs j ON j.id = input.id;
+
 -- step_list: a workflow job's recorded steps, loaded once per run by its first workflow
 -- primitive, with the job's wake_seq as it was before any of them looked (a wait that
 -- compares against an older wake_seq can only wake too often, never too seldom). One
@@ -4780,8 +4885,9 @@ SELECT count(*)::integer AS inserted FROM inserted;
 -- $3 bigint after_id: only roots with a greater id, the keyset cursor
 -- $4 integer max_rows: how many to return at most
 -- $5 integer cap: count at most this many steps, children and later nodes per root
+-- $6 text search: kind prefix, key, id, or words of its last error or carry (NULL: any)
 -- index: as workflow_list_older, forwards.
-PREPARE billing_jobs_workflow_list_newer(text, text, bigint, integer, integer) AS
+PREPARE billing_jobs_workflow_list_newer(text, text, bigint, integer, integer, text) AS
 WITH RECURSIVE walk(id) AS (
     SELECT least(
         (SELECT min(s.job_id) FROM "billing_jobs".steps s WHERE s.job_id > $3::bigint),
@@ -4805,34 +4911,53 @@ roots AS (
         -- walked: joined, the planner hashed the whole jobs table when it guessed the
         -- walk long.
         SELECT j.id, j.kind, j.status, j.created_at, j.finished_at,
-               greatest(j.created_at, j.claimed_at, j.finished_at) AS updated_at
+               greatest(j.created_at, j.claimed_at, j.finished_at) AS updated_at,
+               CASE WHEN j.status = 'waiting' THEN j.wait_signal END AS wait_signal,
+               CASE WHEN j.status = 'waiting' THEN j.wake_at END AS wake_at,
+               CASE WHEN j.status = 'waiting' THEN coalesce(j.wait_count, 0) ELSE 0 END
+                   AS wait_count
         FROM "billing_jobs".all_jobs j
         WHERE j.id = w.id
           AND j.parent_id IS NULL
           AND NOT EXISTS (SELECT 1 FROM "billing_jobs".dependencies a WHERE a.job_id = j.id)
           AND ($1::text IS NULL OR j.status = $1::text)
           AND ($2::text IS NULL OR j.kind = $2::text)
+          -- strpos, not LIKE: the search is text, never a pattern.
+          AND ($6::text IS NULL
+               OR starts_with(lower(j.kind), lower($6::text))
+               OR j.key = $6::text
+               OR j.id::text = $6::text
+               OR strpos(lower(j.last_error), lower($6::text)) > 0
+               OR strpos(lower(j.carry::text), lower($6::text)) > 0)
         LIMIT 1
     ) AS j
     WHERE w.id IS NOT NULL
     LIMIT $4::integer
 )
 SELECT r.id, r.kind, r.status, r.created_at, r.updated_at, r.finished_at,
-       (SELECT count(*) FROM (SELECT 1 FROM "billing_jobs".steps s WHERE s.job_id = r.id
+       r.wait_signal, r.wake_at, r.wait_count,
+       -- A primitive's internal records (named with chr(31): a signal's deadline) are
+       -- no steps.
+       (SELECT count(*) FROM (SELECT 1 FROM "billing_jobs".steps s
+                              WHERE s.job_id = r.id AND strpos(s.name, chr(31)) = 0
                               LIMIT $5::integer) AS x)::integer AS steps,
-       c.total::integer AS children, c.finished::integer AS children_finished,
-       n.total::integer AS nodes_after, n.finished::integer AS nodes_after_finished
+       c.total::integer AS children, c.completed::integer AS children_completed,
+       c.failed::integer AS children_failed,
+       n.total::integer AS nodes_after, n.completed::integer AS nodes_after_completed,
+       n.failed::integer AS nodes_after_failed
 FROM roots r
 CROSS JOIN LATERAL (
     SELECT count(*) AS total,
-           count(*) FILTER (WHERE x.status IN ('completed', 'dead', 'cancelled')) AS finished
+           count(*) FILTER (WHERE x.status = 'completed') AS completed,
+           count(*) FILTER (WHERE x.status IN ('dead', 'cancelled')) AS failed
     FROM (SELECT k.status FROM "billing_jobs".all_jobs k WHERE k.parent_id = r.id LIMIT $5::integer) AS x
 ) AS c
 CROSS JOIN LATERAL (
     -- The nodes after this one, transitively (a Workflow graph's other nodes), as an
     -- array of ids: joined to jobs, the planner hashed the whole table.
     SELECT count(*) AS total,
-           count(*) FILTER (WHERE k.status IN ('completed', 'dead', 'cancelled')) AS finished
+           count(*) FILTER (WHERE k.status = 'completed') AS completed,
+           count(*) FILTER (WHERE k.status IN ('dead', 'cancelled')) AS failed
     FROM "billing_jobs".all_jobs k
     WHERE k.id = ANY (ARRAY(
         WITH RECURSIVE later(id) AS (
@@ -4851,17 +4976,18 @@ ORDER BY r.id;
 
 -- workflow_list_older: the dashboard's workflows list (/workflows, /api/workflows): the
 -- newest workflow roots a filter matches, one page at a time, paging to older ones; each
--- with its progress (steps recorded, children finished of total, later Workflow nodes
--- finished of total, each counted up to $5).
+-- with its progress (steps recorded; children and later Workflow nodes, each counted
+-- by outcome up to $5) and what it waits for.
 -- $1 text status: only roots of this status (NULL: any)
 -- $2 text kind: only roots of this kind (NULL: any)
 -- $3 bigint before_id: only roots with a smaller id, the keyset cursor (NULL: the newest)
 -- $4 integer max_rows: how many to return at most
 -- $5 integer cap: count at most this many steps, children and later nodes per root
+-- $6 text search: kind prefix, key, id, or words of its last error or carry (NULL: any)
 -- index: steps_pkey, signals_pkey and dependencies_depends_on_idx (a skip scan: one
 -- probe each per workflow id, backwards); jobs_pkey for each root; dependencies_pkey for
 -- its own dependencies; jobs_parent_idx for its children.
-PREPARE billing_jobs_workflow_list_older(text, text, bigint, integer, integer) AS
+PREPARE billing_jobs_workflow_list_older(text, text, bigint, integer, integer, text) AS
 WITH RECURSIVE walk(id) AS (
     SELECT greatest(
         (SELECT max(s.job_id) FROM "billing_jobs".steps s WHERE s.job_id < coalesce($3::bigint, 9223372036854775807)),
@@ -4885,34 +5011,53 @@ roots AS (
         -- walked: joined, the planner hashed the whole jobs table when it guessed the
         -- walk long.
         SELECT j.id, j.kind, j.status, j.created_at, j.finished_at,
-               greatest(j.created_at, j.claimed_at, j.finished_at) AS updated_at
+               greatest(j.created_at, j.claimed_at, j.finished_at) AS updated_at,
+               CASE WHEN j.status = 'waiting' THEN j.wait_signal END AS wait_signal,
+               CASE WHEN j.status = 'waiting' THEN j.wake_at END AS wake_at,
+               CASE WHEN j.status = 'waiting' THEN coalesce(j.wait_count, 0) ELSE 0 END
+                   AS wait_count
         FROM "billing_jobs".all_jobs j
         WHERE j.id = w.id
           AND j.parent_id IS NULL
           AND NOT EXISTS (SELECT 1 FROM "billing_jobs".dependencies a WHERE a.job_id = j.id)
           AND ($1::text IS NULL OR j.status = $1::text)
           AND ($2::text IS NULL OR j.kind = $2::text)
+          -- strpos, not LIKE: the search is text, never a pattern.
+          AND ($6::text IS NULL
+               OR starts_with(lower(j.kind), lower($6::text))
+               OR j.key = $6::text
+               OR j.id::text = $6::text
+               OR strpos(lower(j.last_error), lower($6::text)) > 0
+               OR strpos(lower(j.carry::text), lower($6::text)) > 0)
         LIMIT 1
     ) AS j
     WHERE w.id IS NOT NULL
     LIMIT $4::integer
 )
 SELECT r.id, r.kind, r.status, r.created_at, r.updated_at, r.finished_at,
-       (SELECT count(*) FROM (SELECT 1 FROM "billing_jobs".steps s WHERE s.job_id = r.id
+       r.wait_signal, r.wake_at, r.wait_count,
+       -- A primitive's internal records (named with chr(31): a signal's deadline) are
+       -- no steps.
+       (SELECT count(*) FROM (SELECT 1 FROM "billing_jobs".steps s
+                              WHERE s.job_id = r.id AND strpos(s.name, chr(31)) = 0
                               LIMIT $5::integer) AS x)::integer AS steps,
-       c.total::integer AS children, c.finished::integer AS children_finished,
-       n.total::integer AS nodes_after, n.finished::integer AS nodes_after_finished
+       c.total::integer AS children, c.completed::integer AS children_completed,
+       c.failed::integer AS children_failed,
+       n.total::integer AS nodes_after, n.completed::integer AS nodes_after_completed,
+       n.failed::integer AS nodes_after_failed
 FROM roots r
 CROSS JOIN LATERAL (
     SELECT count(*) AS total,
-           count(*) FILTER (WHERE x.status IN ('completed', 'dead', 'cancelled')) AS finished
+           count(*) FILTER (WHERE x.status = 'completed') AS completed,
+           count(*) FILTER (WHERE x.status IN ('dead', 'cancelled')) AS failed
     FROM (SELECT k.status FROM "billing_jobs".all_jobs k WHERE k.parent_id = r.id LIMIT $5::integer) AS x
 ) AS c
 CROSS JOIN LATERAL (
     -- The nodes after this one, transitively (a Workflow graph's other nodes), as an
     -- array of ids: joined to jobs, the planner hashed the whole table.
     SELECT count(*) AS total,
-           count(*) FILTER (WHERE k.status IN ('completed', 'dead', 'cancelled')) AS finished
+           count(*) FILTER (WHERE k.status = 'completed') AS completed,
+           count(*) FILTER (WHERE k.status IN ('dead', 'cancelled')) AS failed
     FROM "billing_jobs".all_jobs k
     WHERE k.id = ANY (ARRAY(
         WITH RECURSIVE later(id) AS (

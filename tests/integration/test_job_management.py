@@ -88,7 +88,7 @@ async def test_cli_run_now_makes_a_job_visible_and_wakes_a_worker(
     assert released[0].worker is not None and released[0].worker.startswith("operator:")
     again = await venturi_cli_async("jobs", "run-now", str(later), dsn=dsn)
     assert again.returncode == 2
-    assert "is completed: only pending jobs can be run now" in again.stderr
+    assert "is completed: only pending or waiting jobs can be run now" in again.stderr
 
 
 async def test_set_priority_of_a_pending_job_is_journaled_with_the_operator(

@@ -581,7 +581,7 @@ async def test_delete_and_run_now_functions_report_each_job(conn: asyncpg.Connec
     assert await venturi.get_journal(conn, done) == []  # the journal went with it
     changes = await admin.run_now_jobs(conn, [scheduled, claimed], operator="me")
     assert [(c.id, c.done) for c in changes] == [(claimed, False), (scheduled, True)]
-    assert "only pending jobs" in changes[0].message
+    assert "only pending or waiting jobs" in changes[0].message
     with pytest.raises(venturi.ConfigError, match="positive integers"):
         await admin.delete_jobs(conn, [0])
     matching = await admin.count_matching(conn, kind="mail")

@@ -438,7 +438,7 @@ async def test_a_real_workflow_in_the_list_and_its_graph_in_light_and_dark(
         row = browser.find_element(
             By.CSS_SELECTOR, f'#workflows-table tr[data-id="{flows.gatherer}"]'
         )
-        assert "1 of 2" in row.find_element(By.CSS_SELECTOR, "td.children").text
+        assert "1 completed, 1 open" in row.find_element(By.CSS_SELECTOR, "td.children").text
         row.find_element(By.CSS_SELECTOR, f'a[href="/jobs/{flows.gatherer}"]').click()
         wait_until(browser, lambda d: d.current_url == f"{served}/jobs/{flows.gatherer}")
         assert "1 of 2 children, still to finish" in browser.find_element(By.ID, "waiting-for").text
@@ -464,6 +464,68 @@ async def test_a_real_workflow_in_the_list_and_its_graph_in_light_and_dark(
         assert not [m for m in logs if "Content Security Policy" in m], logs
 
     await asyncio.get_running_loop().run_in_executor(None, drive)
+
+
+# Each drawn edge's points (getPointAtLength, every 2 px) that fall inside a box other
+# than the edge's two ends: the boxes as the browser lays them out.
+EDGES_THROUGH_BOXES = """
+const boxes = [...document.querySelectorAll('#workflow-graph a.node')].map(a => {
+  const r = a.querySelector('rect');
+  return {id: a.dataset.job, x: r.x.baseVal.value, y: r.y.baseVal.value,
+          w: r.width.baseVal.value, h: r.height.baseVal.value};
+});
+const hits = [];
+for (const edge of document.querySelectorAll('#workflow-graph path.edge')) {
+  const len = edge.getTotalLength();
+  const start = edge.getPointAtLength(0), end = edge.getPointAtLength(len);
+  const owns = b => (Math.abs(start.y - (b.y + b.h)) < 1 && start.x > b.x && start.x < b.x + b.w)
+                 || (Math.abs(end.y - b.y) < 1 && end.x > b.x && end.x < b.x + b.w);
+  for (let t = 0; t <= len; t += 2) {
+    const p = edge.getPointAtLength(t);
+    for (const b of boxes) {
+      if (!owns(b) && p.x > b.x + 1 && p.x < b.x + b.w - 1 && p.y > b.y + 1 && p.y < b.y + b.h - 1) {
+        hits.push([b.id, Math.round(p.x), Math.round(p.y)]);
+      }
+    }
+  }
+}
+return [boxes.length, document.querySelectorAll('#workflow-graph path.edge').length, hits];
+"""
+
+
+async def test_the_etl_graph_draws_no_edge_through_a_box_and_a_signal_is_sent(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], served: str, browser: Any
+) -> None:
+    """Issue 40: extract -> transform -> load with load after both, drawn by the browser:
+    no edge passes through a box. Then an operator opens Send signal on a job waiting for
+    one, reads what it does, and sends it with a JSON payload."""
+    from selenium.webdriver.common.by import By
+
+    from tests.support.flows import run_flows
+
+    flows = await run_flows(dsn, conn)
+
+    def drive() -> None:
+        browser.get(f"{served}/jobs/{flows.transform}")
+        browser.execute_script(PAUSE_REFRESH)
+        boxes, edges, hits = browser.execute_script(EDGES_THROUGH_BOXES)
+        assert (boxes, edges, hits) == (3, 3, [])
+        browser.get(f"{served}/jobs/{flows.approver}")
+        browser.execute_script(PAUSE_REFRESH)
+        assert not browser.find_elements(By.ID, "run-now")
+        form = browser.find_element(By.CSS_SELECTOR, "#send-signal form")
+        assert not form.is_displayed()  # closed until asked
+        browser.find_element(By.CSS_SELECTOR, "#send-signal summary").click()
+        assert "the job runs on with this payload" in form.text
+        form.find_element(By.NAME, "payload").send_keys('"maria"')
+        form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        summary = wait_until(browser, lambda d: d.find_element(By.ID, "flash-summary"))
+        assert summary.text == "1 done, 0 refused."
+
+    await asyncio.get_running_loop().run_in_executor(None, drive)
+    job = await venturi.get_job(conn, flows.approver)
+    assert job is not None and job.status == "pending"
+    assert (await venturi.get_journal(conn, flows.approver))[-1].worker == "web:127.0.0.1"
 
 
 PAGES = (

@@ -154,13 +154,29 @@ async def test_the_list_shows_roots_with_their_progress(
     def cells(job: int) -> dict[str, str]:
         m = re.search(rf'<tr data-id="{job}">(.*?)</tr>', r.text, re.S)
         assert m is not None
-        found = re.findall(r'<td class="(steps|children|nodes)[^"]*">(.*?)</td>', m.group(1), re.S)
+        found = re.findall(
+            r'<td class="(steps|children|nodes|waiting-for)[^"]*">(.*?)</td>', m.group(1), re.S
+        )
         return {k: re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", v)).strip() for k, v in found}
 
-    assert cells(flows.order) == {"steps": "4", "children": "3 of 3", "nodes": "—"}
-    assert cells(flows.gatherer) == {"steps": "2", "children": "1 of 2", "nodes": "—"}
-    assert cells(flows.extract) == {"steps": "0", "children": "—", "nodes": "2 of 2"}
+    assert cells(flows.order) == {
+        "steps": "4",
+        "children": "3 completed",
+        "nodes": "—",
+        "waiting-for": "—",
+    }
+    assert cells(flows.gatherer) == {
+        "steps": "2",
+        "children": "1 completed, 1 open",
+        "nodes": "—",
+        "waiting-for": "1 job",
+    }
+    assert cells(flows.extract)["nodes"] == "2 completed"
     assert cells(flows.sleeper)["steps"] == "2"  # prepare and the timer
+    # What each waiting root waits for; nothing for a finished one.
+    assert cells(flows.sleeper)["waiting-for"].startswith("timer in ")
+    assert cells(flows.approver)["waiting-for"] == "signal approval"
+
     # The navigation leads here.
     assert '<a href="/workflows">Workflows</a>' in r.text
 
@@ -216,3 +232,40 @@ async def test_a_big_workflow_is_drawn_bounded_and_says_what_it_left_out(
     )
     # The seed's sagas: 18 of the 300 wait, their children pending; the rest finished.
     assert section(r.text, "wf-children") == "564 of 600 children finished"
+
+
+async def test_the_list_counts_by_outcome_and_searches(
+    flows: Flows, web: httpx.AsyncClient, conn: asyncpg.Connection
+) -> None:
+    # A cancelled workflow: its waiting child is cancelled with it, its other completed.
+    # It shows as one completed and one failed, in their colours, never as "2 of 2".
+    [change] = await admin.cancel_jobs(conn, [flows.gatherer], operator="op")
+    assert change.done
+    r = await web.get("/workflows")
+    row = re.search(rf'<tr data-id="{flows.gatherer}">(.*?)</tr>', r.text, re.S)
+    assert row is not None
+    children = re.search(r'<td class="children">(.*?)</td>', row.group(1), re.S)
+    assert children is not None
+    assert '<span class="o-done" title="completed">1 completed</span>' in children.group(1)
+    assert '<span class="o-failed" title="dead or cancelled">1 failed</span>' in children.group(1)
+    assert 'aria-label="1 completed, 1 failed, 0 open of 2"' in children.group(1)
+    assert 'class="failed" x="30.0" y="0" width="30.0"' in children.group(1)
+    api = (await web.get("/api/workflows?kind=wfw_gather")).json()["rows"][0]
+    assert (api["children_completed"], api["children_failed"], api["children_finished"]) == (
+        1,
+        1,
+        2,
+    )
+
+    async def found(query: str) -> list[int]:
+        r = await web.get("/workflows?" + query)
+        assert r.status_code == 200, r.text
+        return [int(i) for i in ROW.findall(r.text)]
+
+    assert await found("q=wfw_or") == [flows.order]  # a kind prefix
+    assert await found("q=WFW_SL") == [flows.sleeper]  # any case
+    assert await found(f"q={flows.extract}") == [flows.extract]  # an id
+    assert await found("q=nothing-like-it") == []
+    assert await found("q=wfw&status=waiting") == sorted([flows.sleeper, flows.gate], reverse=True)
+    r = await web.get("/workflows?q=" + "x" * 201)
+    assert r.status_code == 400

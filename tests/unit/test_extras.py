@@ -19,3 +19,14 @@ def test_the_django_extra_brings_a_postgresql_driver() -> None:
     [psycopg] = drivers
     # The binary wheel: a fresh machine has no compiler or libpq headers.
     assert psycopg.name == "psycopg" and "binary" in psycopg.extras
+
+
+def test_the_pydantic_extra_brings_pydantic_2_and_the_tests_install_it() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    extras = project["project"]["optional-dependencies"]
+    [pydantic] = [Requirement(r) for r in extras["pydantic"]]
+    assert pydantic.name == "pydantic" and pydantic.specifier.contains("2.0")
+    assert not pydantic.specifier.contains("1.10")
+    assert "pydantic" in {Requirement(r).name for r in extras["test"]}
+    # venturi itself never imports Pydantic: only an application's model brings it.
+    assert "pydantic" not in {Requirement(r).name for r in project["project"]["dependencies"]}

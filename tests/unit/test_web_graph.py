@@ -76,3 +76,85 @@ def test_the_template_draws_linked_nodes_coloured_by_status_and_escapes_labels()
 def test_labels_are_clipped_to_the_box() -> None:
     g = layout([node(1, label="a.very.long.kind.name.that.does.not.fit.in.a.box")], [])
     assert g.boxes[0].text.endswith("…") and len(g.boxes[0].text) < 30
+
+
+def _points(path: str, steps: int = 40) -> list[tuple[float, float]]:
+    """Points along an SVG path of M, C and L commands (what the layout draws)."""
+    tokens = re.findall(r"[MCL]|-?\d+(?:\.\d+)?", path)
+    out: list[tuple[float, float]] = []
+    here = (0.0, 0.0)
+    k = 0
+    while k < len(tokens):
+        cmd = tokens[k]
+        if cmd == "M":
+            here = (float(tokens[k + 1]), float(tokens[k + 2]))
+            out.append(here)
+            k += 3
+        elif cmd == "L":
+            to = (float(tokens[k + 1]), float(tokens[k + 2]))
+            out += [
+                (here[0] + (to[0] - here[0]) * t / steps, here[1] + (to[1] - here[1]) * t / steps)
+                for t in range(1, steps + 1)
+            ]
+            here = to
+            k += 3
+        else:
+            assert cmd == "C", path
+            c1, c2, to = (
+                (float(tokens[k + 1 + 2 * j]), float(tokens[k + 2 + 2 * j])) for j in range(3)
+            )
+            for t in (i / steps for i in range(1, steps + 1)):
+                u = 1 - t
+                out.append(
+                    tuple(  # type: ignore[arg-type]
+                        u**3 * p0 + 3 * u * u * t * p1 + 3 * u * t * t * p2 + t**3 * p3
+                        for p0, p1, p2, p3 in zip(here, c1, c2, to, strict=True)
+                    )
+                )
+            here = to
+            k += 7
+    return out
+
+
+def assert_no_edge_crosses_a_box(ids: list[int], edges: list[tuple[int, int]]) -> None:
+    g = layout([node(i) for i in ids], edges)
+    assert len(g.edges) == len(edges)
+    box = {b.node.id: b for b in g.boxes}
+    for (a, b), e in zip(sorted(edges), g.edges, strict=True):
+        points = _points(e.path)
+        # It leaves a's bottom and reaches b's top.
+        assert points[0] == (box[a].x + box[a].width / 2, box[a].y + box[a].height)
+        assert points[-1] == (box[b].x + box[b].width / 2, box[b].y)
+        for other in g.boxes:
+            if other.node.id in (a, b):
+                continue
+            inside = [
+                (x, y)
+                for x, y in points
+                if other.x - 1 < x < other.x + other.width + 1
+                and other.y - 1 < y < other.y + other.height + 1
+            ]
+            assert not inside, f"edge {a} -> {b} runs through box {other.node.id}: {inside[:3]}"
+
+
+def test_extract_transform_load_draws_the_long_edge_around_transform() -> None:
+    # load comes after extract and after transform: extract -> load spans two layers
+    # and must not run through transform's box.
+    assert_no_edge_crosses_a_box([1, 2, 3], [(1, 2), (1, 3), (2, 3)])
+    g = layout([node(i) for i in (1, 2, 3)], [(1, 2), (1, 3), (2, 3)])
+    y = {b.node.id: b.y for b in g.boxes}
+    assert y[1] < y[2] < y[3]
+
+
+def test_diamonds_and_longer_skips_draw_every_edge_visibly() -> None:
+    assert_no_edge_crosses_a_box([1, 2, 3, 4], [(1, 2), (1, 3), (2, 4), (3, 4)])
+    # The diamond with its top joined to its bottom, and a chain with skips of two.
+    assert_no_edge_crosses_a_box([1, 2, 3, 4], [(1, 2), (1, 3), (2, 4), (3, 4), (1, 4)])
+    assert_no_edge_crosses_a_box(
+        [1, 2, 3, 4, 5], [(1, 2), (2, 3), (3, 4), (4, 5), (1, 4), (2, 5), (1, 5)]
+    )
+    # Two workflows side by side, one of them an ETL.
+    assert_no_edge_crosses_a_box(
+        [1, 2, 3, 10, 11, 12, 13],
+        [(1, 2), (1, 3), (2, 3), (10, 11), (10, 12), (11, 13), (12, 13), (10, 13)],
+    )

@@ -5,6 +5,8 @@ what scripts may call too. One module per question:
 - ``jobs``: list and show jobs; retry, cancel, delete, run now, set priority by id;
 - ``workflow``: a job's workflow side (steps, signals, children, dependencies, wait)
   that ``jobs`` shows, and the dashboard's bounded view of it and of its graph;
+- ``waking``: run now (a timer woken, a signal timed out only when asked) and an
+  operator's signal, journaled with who sent it;
 - ``workflow_list``: the workflow roots with their progress, paged (/workflows);
 - ``bulk``: count what a filter matches, and act on exactly those jobs in batches;
 - ``search``: the dashboard's job list: a filter with a search box, paged both ways,
@@ -36,6 +38,7 @@ from venturi.admin import (
     retention,
     schedules,
     search,
+    waking,
     workers,
     workflow,
     workflow_list,
@@ -50,6 +53,7 @@ from venturi.admin.kinds import *  # noqa: F403
 from venturi.admin.retention import *  # noqa: F403
 from venturi.admin.schedules import *  # noqa: F403
 from venturi.admin.search import *  # noqa: F403
+from venturi.admin.waking import *  # noqa: F403
 from venturi.admin.workers import *  # noqa: F403
 from venturi.admin.workflow import *  # noqa: F403
 from venturi.admin.workflow_list import *  # noqa: F403
@@ -65,6 +69,7 @@ __all__ += kinds.__all__
 __all__ += retention.__all__
 __all__ += schedules.__all__
 __all__ += search.__all__
+__all__ += waking.__all__
 __all__ += workers.__all__
 __all__ += workflow.__all__
 __all__ += workflow_list.__all__

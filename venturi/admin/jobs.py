@@ -1,6 +1,6 @@
-"""An operator's calls on jobs: list and show them; retry, cancel, delete, run now and
-re-prioritise them by id. Each action returns one ``Change`` per distinct id, in id
-order, and journals the operator (a deletion, whose journal goes with the job, is
+"""An operator's calls on jobs: list and show them; retry, cancel, delete and
+re-prioritise them by id (run now and signals: ``waking``). Each action returns one
+``Change`` per distinct id, in id order, and journals the operator (a deletion, whose journal goes with the job, is
 logged instead, on logger ``venturi.admin``)."""
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import msgspec
 from venturi import db, validate
 from venturi.admin.common import (
     CANCEL_DETAIL,
-    RUN_NOW_DETAIL,
     SET_PRIORITY_DETAIL,
     Change,
     check_ids,
@@ -50,7 +49,6 @@ __all__ = [
     "delete_jobs",
     "list_jobs",
     "retry_jobs",
-    "run_now_jobs",
     "set_priority",
     "show_job",
 ]
@@ -118,8 +116,9 @@ async def list_jobs(
 class JobDetail(msgspec.Struct, frozen=True):
     """``venturi jobs show``: the job (carry and result decoded), its merged history, and
     its workflow side (SPEC 12): its parent, recorded steps, signals, children and
-    dependencies with their statuses, and what it waits for now while waiting (None
-    otherwise). A plain job has no parent and empty lists."""
+    dependencies with their statuses, what it waits for now while waiting (None
+    otherwise), and whether its kind is paused (read with the workflow side). A plain
+    job has no parent and empty lists."""
 
     job: JobInfo
     journal: list[JournalEntry]
@@ -129,6 +128,7 @@ class JobDetail(msgspec.Struct, frozen=True):
     children: list[ChildJob] = []
     dependencies: list[DependencyJob] = []
     waiting_for: WaitingFor | None = None
+    kind_paused: bool = False
     # Why a pending job of a group is not running (SPEC 13): its group at its cap,
     # paused or out of tokens; None otherwise.
     group_waits: str | None = None
@@ -161,6 +161,7 @@ async def show_job(
         children=side.children,
         dependencies=side.dependencies,
         waiting_for=side.waiting_for,
+        kind_paused=side.kind_paused,
         group_waits=waits,
     )
 
@@ -168,18 +169,55 @@ async def show_job(
 # --- retry and cancel -----------------------------------------------------------------
 
 
+# The most children (and theirs) one retry --with-children takes along with its parents.
+CHILDREN_RETRIED_MAX = 10_000
+
+
 async def retry_jobs(
     conn: Conn,
     ids: Iterable[int],
     *,
     operator: str | None = None,
+    with_children: bool = False,
     schema: str = DEFAULT_SCHEMA,
 ) -> list[Change]:
     """Dead or cancelled jobs go back to pending, visible now, with a fresh failure budget,
     journaled as ``retried`` (detail ``manual retry``). Other jobs are refused, each with
-    a message saying why; one result per distinct id, in id order."""
+    a message saying why; one result per distinct id, in id order.
+
+    A workflow parent's children that ended dead or cancelled stay as they are, and its
+    replayed ``gather`` raises ``ChildFailed`` again (the message says so);
+    ``with_children`` retries them too (and their own such children), each with its own
+    result, so that the parent's gather waits for them again."""
     wanted = sorted(set(check_ids(ids)))
     who = operator or operator_identity()
+    kids = await db.operations.job_children_failed_list(
+        conn, schema=schema, ids=wanted, limit=CHILDREN_RETRIED_MAX
+    )
+    if with_children:
+        taken = set(wanted)
+        wanted = sorted(taken | {r["id"] for r in kids})
+    changes = await _retry_all(conn, wanted, who, schema)
+    if with_children or not kids:
+        return changes
+    left: dict[int, int] = {}
+    for r in kids:
+        if r["parent_id"] in wanted:
+            left[r["parent_id"]] = left.get(r["parent_id"], 0) + 1
+    return [_with_children_left(c, left.get(c.id, 0)) for c in changes]
+
+
+def _with_children_left(change: Change, n: int) -> Change:
+    if not change.done or not n:
+        return change
+    note = (
+        f"; {n} of its children ended dead or cancelled and stay so: its gather raises "
+        "ChildFailed again unless they are retried too (--with-children)"
+    )
+    return msgspec.structs.replace(change, message=change.message + note)
+
+
+async def _retry_all(conn: Conn, wanted: list[int], who: str, schema: str) -> list[Change]:
     try:
         return await _retry(conn, wanted, who, schema)
     except db.errors.UNIQUE_VIOLATION:
@@ -359,52 +397,6 @@ async def delete_jobs(
         return await db.operations.job_delete_many_if_not_claimed(conn, schema=schema, ids=todo)
 
     return await _asking_again(wanted, read, deleted, "deleting")
-
-
-async def run_now_jobs(
-    conn: Conn,
-    ids: Iterable[int],
-    *,
-    operator: str | None = None,
-    schema: str = DEFAULT_SCHEMA,
-) -> list[Change]:
-    """Pending jobs scheduled for later become visible now (journaled ``released``, detail
-    ``run now``, with the operator) and idle workers of their kind are woken; a workflow
-    waiting on a timer has it woken now (journaled ``woken``; its replayed sleep returns);
-    jobs already due and jobs in any other status are refused. One result per distinct id, in id order."""
-    wanted = sorted(set(check_ids(ids)))
-    who = operator or operator_identity()
-    results = []
-    rows = await db.operations.job_run_now_many_if_pending(
-        conn, schema=schema, ids=wanted, operator=who, detail=RUN_NOW_DETAIL
-    )
-    for r in rows:
-        job_id, kind, was = r["id"], r["kind"], r["was"]
-        if was is None:
-            results.append(missing(job_id))
-        elif r["moved"] and was == JobStatus.WAITING:
-            # A workflow asleep on a timer: its timers moved to now, pending again.
-            message = f"job {job_id} ({kind}): waiting -> pending, its timer woken now"
-            results.append(Change(job_id, True, message, kind, was, JobStatus.PENDING))
-        elif r["moved"]:
-            results.append(
-                Change(job_id, True, f"job {job_id} ({kind}): visible now", kind, was, was)
-            )
-        elif was == JobStatus.PENDING:
-            results.append(
-                Change(job_id, False, f"job {job_id} ({kind}) is already due", kind, was)
-            )
-        else:
-            results.append(
-                Change(
-                    job_id,
-                    False,
-                    f"job {job_id} ({kind}) is {was}: only pending jobs can be run now",
-                    kind,
-                    was,
-                )
-            )
-    return results
 
 
 async def delete_job(

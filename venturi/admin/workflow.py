@@ -68,13 +68,15 @@ class DependencyJob(msgspec.Struct, frozen=True):
 class WaitingFor(msgspec.Struct, frozen=True):
     """What a waiting job waits for now: its timer (``wake_at``: a sleep, or a signal's
     timeout), the signal ``signal``, and the awaited jobs not yet ended (``jobs``): of
-    them ``children`` are its children (a gather), ``dependencies`` its dependencies."""
+    them ``children`` are its children (a gather), ``dependencies`` its dependencies;
+    ``paused_kinds``: the paused kinds among them (those wait until resumed)."""
 
     wake_at: datetime | None
     signal: str | None
     children: int
     dependencies: int
     jobs: list[int]
+    paused_kinds: list[str] = []
 
 
 class WorkflowSide(msgspec.Struct, frozen=True):
@@ -86,6 +88,7 @@ class WorkflowSide(msgspec.Struct, frozen=True):
     children: list[ChildJob]
     dependencies: list[DependencyJob]
     waiting_for: WaitingFor | None
+    kind_paused: bool = False
 
 
 async def workflow_side(
@@ -109,6 +112,7 @@ async def workflow_side(
             children=sum(1 for i in awaited if i in mine),
             dependencies=sum(1 for i in awaited if i in after),
             jobs=awaited,
+            paused_kinds=list(row["paused_awaited"] or []),
         )
     return WorkflowSide(
         parent_id=row["parent_id"],
@@ -117,6 +121,7 @@ async def workflow_side(
         children=children,
         dependencies=dependencies,
         waiting_for=waiting,
+        kind_paused=row["kind_paused"],
     )
 
 
@@ -144,19 +149,21 @@ class TimelineStep(msgspec.Struct, frozen=True):
 
 class WaitingNow(msgspec.Struct, frozen=True):
     """What a waiting job waits for now: a timer (``wake_at``), a signal, and how many
-    of the awaited jobs not yet ended are its children and its dependencies."""
+    of the awaited jobs not yet ended are its children and its dependencies, and the
+    paused kinds among them."""
 
     wake_at: datetime | None
     signal: str | None
     children: int
     dependencies: int
+    paused_kinds: list[str] = []
 
 
 class WorkflowView(msgspec.Struct, frozen=True):
     """A job's workflow side for its page, bounded: its parent and the root of its
     parents; its first ``STEPS_SHOWN`` steps and signals with their totals; how many
     children (and of them finished), dependencies and dependents it has; what it waits
-    for now. Every total stops at ``cap``."""
+    for now; whether its own kind is paused. Every total stops at ``cap``."""
 
     parent_id: int | None
     root_id: int
@@ -170,13 +177,15 @@ class WorkflowView(msgspec.Struct, frozen=True):
     dependents_total: int
     waiting: WaitingNow | None
     cap: int
+    kind_paused: bool = False
 
     @property
     def in_workflow(self) -> bool:
         """Whether the job is part of a workflow (has a parent, steps, signals,
-        children, dependencies or dependents)."""
+        children, dependencies or dependents, or waits: a signal wait before any step)."""
         return bool(
-            self.parent_id is not None
+            self.waiting is not None
+            or self.parent_id is not None
             or self.steps_total
             or self.signals_total
             or self.children_total
@@ -201,6 +210,7 @@ async def workflow_view(
             signal=row["wait_signal"],
             children=row["waiting_children"],
             dependencies=row["waiting_dependencies"],
+            paused_kinds=list(row["paused_awaited"] or []),
         )
     return WorkflowView(
         parent_id=row["parent_id"],
@@ -215,6 +225,7 @@ async def workflow_view(
         dependents_total=row["dependents_total"],
         waiting=waiting,
         cap=WORKFLOW_COUNT_CAP,
+        kind_paused=row["kind_paused"],
     )
 
 

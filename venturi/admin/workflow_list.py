@@ -21,6 +21,7 @@ import msgspec
 from venturi import db, validate
 from venturi.admin.common import check_ids, check_status
 from venturi.db.conn import Conn
+from venturi.errors import ConfigError
 from venturi.sql import DEFAULT_SCHEMA
 
 # What venturi.admin exports from here.
@@ -37,10 +38,14 @@ LIST_COUNT_CAP = 1_000
 
 
 class WorkflowRow(msgspec.Struct, frozen=True):
-    """A workflow root and its progress: ``steps`` recorded; ``children`` spawned and of
-    them ``children_finished``; ``nodes_after``, the Workflow nodes that come after it
-    (transitively), and of them ``nodes_after_finished``; each counted up to ``cap``.
-    ``updated_at``: its latest claim or its end, whichever came last."""
+    """A workflow root and its progress: ``steps`` recorded; ``children`` spawned and,
+    by outcome, of them ``children_completed``, ``children_failed`` (dead or cancelled)
+    and ``children_finished`` (the two together; the rest are open); ``nodes_after``,
+    the Workflow nodes that come after it (transitively), counted the same way; each
+    counted up to ``cap``. While the root waits: the signal it waits for
+    (``wait_signal``), its timer (``wake_at``: a sleep or the signal's timeout) and how
+    many jobs it waits for (``wait_count``: children or dependencies); None and 0
+    otherwise. ``updated_at``: its latest claim or its end, whichever came last."""
 
     id: int
     kind: str
@@ -50,10 +55,24 @@ class WorkflowRow(msgspec.Struct, frozen=True):
     finished_at: datetime | None
     steps: int
     children: int
+    children_completed: int
+    children_failed: int
     children_finished: int
     nodes_after: int
+    nodes_after_completed: int
+    nodes_after_failed: int
     nodes_after_finished: int
+    wait_signal: str | None = None
+    wake_at: datetime | None = None
+    wait_count: int = 0
     cap: int = LIST_COUNT_CAP
+
+
+def _row(r: Any) -> WorkflowRow:
+    fields = dict(r)
+    fields["children_finished"] = r["children_completed"] + r["children_failed"]
+    fields["nodes_after_finished"] = r["nodes_after_completed"] + r["nodes_after_failed"]
+    return WorkflowRow(**fields)
 
 
 class WorkflowPage(msgspec.Struct, frozen=True):
@@ -78,12 +97,15 @@ async def list_workflows(
     *,
     status: str | None = None,
     kind: str | None = None,
+    search: str | None = None,
     before: int | None = None,
     after: int | None = None,
     limit: int = 50,
     schema: str = DEFAULT_SCHEMA,
 ) -> WorkflowPage:
-    """One page of workflow roots of ``status`` and ``kind`` (None: any): the newest, or
+    """One page of workflow roots of ``status`` and ``kind`` (None: any) that ``search``
+    finds (its kind starts with it, its key or id is it, or its last error or carry
+    holds it, case-insensitively; None or empty: any): the newest, or
     those just older than ``before``, or those just newer than ``after`` (the newest page
     once less than a page is left above it)."""
     check_status(status)
@@ -91,7 +113,15 @@ async def list_workflows(
     for cursor in (before, after):
         if cursor is not None:
             check_ids([cursor])
-    args = {"schema": schema, "status": status, "kind": kind, "cap": LIST_COUNT_CAP}
+    if search is not None and (not isinstance(search, str) or len(search) > 200):
+        raise ConfigError(f"search must be text of at most 200 characters, got {search!r:.60}")
+    args = {
+        "schema": schema,
+        "status": status,
+        "kind": kind,
+        "cap": LIST_COUNT_CAP,
+        "search": search.strip() or None if search else None,
+    }
     newer: int | None = None
     rows: list[Any] = []
     if after is not None and before is None:
@@ -107,4 +137,4 @@ async def list_workflows(
         if cursor is not None and rows:
             newer = rows[0]["id"]
     older = rows[limit - 1]["id"] if len(rows) > limit else None
-    return WorkflowPage([WorkflowRow(**dict(r)) for r in rows[:limit]], older, newer)
+    return WorkflowPage([_row(r) for r in rows[:limit]], older, newer)

@@ -1,4 +1,5 @@
-"""``venturi jobs``: list, show, retry, cancel, delete, run now and re-prioritise jobs."""
+"""``venturi jobs``: list, show, retry, cancel, delete, run now, signal and re-prioritise
+jobs."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ IdsArgument = Annotated[list[int], typer.Argument(help="Job ids.", show_default=
 @jobs_app.command("list")
 def jobs_list(
     status: Annotated[
-        str | None, typer.Option(help="pending, claimed, completed, dead or cancelled.")
+        str | None,
+        typer.Option(help="pending, claimed, waiting, completed, dead or cancelled."),
     ] = None,
     kind: Annotated[str | None, typer.Option(help="Only jobs of this kind.")] = None,
     limit: Annotated[int, typer.Option(help="Most jobs to show, newest first.")] = 50,
@@ -105,16 +107,29 @@ def _report(changes: list[Any], as_json: bool, summary: str) -> None:
 @jobs_app.command("retry")
 def jobs_retry(
     ids: IdsArgument,
+    with_children: Annotated[
+        bool,
+        typer.Option(
+            "--with-children",
+            help="Also retry the workflow children (and theirs) that ended dead or cancelled.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
     dsn: DsnOption = None,
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
 ) -> None:
     """Send dead or cancelled jobs back to pending, visible now, with a fresh failure
-    budget (journaled as retried: manual retry). Exit 2 if any job was refused."""
+    budget (journaled as retried: manual retry); a workflow keeps its recorded steps.
+    A parent's dead or cancelled children stay so unless --with-children, and its
+    gather then raises ChildFailed again. Exit 2 if any job was refused."""
     from venturi import admin  # not at import: see venturi/cli/__init__.py
 
     target = need_dsn(dsn)
-    changes = admin_run(target, schema, lambda c: admin.retry_jobs(c, ids, schema=schema))
+    changes = admin_run(
+        target,
+        schema,
+        lambda c: admin.retry_jobs(c, ids, with_children=with_children, schema=schema),
+    )
     done = sum(c.done for c in changes)
     _report(changes, as_json, f"retried {done} of {len(changes)} job(s)")
 
@@ -126,7 +141,8 @@ def jobs_cancel(
     dsn: DsnOption = None,
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
 ) -> None:
-    """Cancel pending jobs; for a claimed job, ask its worker to stop it (the worker
+    """Cancel pending or waiting jobs, and a workflow's unfinished children and
+    dependents with them; for a claimed job, ask its worker to stop it (the worker
     settles it cancelled). Exit 2 if any job was refused."""
     from venturi import admin  # not at import: see venturi/cli/__init__.py
 
@@ -162,18 +178,74 @@ def jobs_delete(
 @jobs_app.command("run-now")
 def jobs_run_now(
     ids: IdsArgument,
+    timeout_now: Annotated[
+        bool,
+        typer.Option(
+            "--timeout-now",
+            help="Also fire the timeout of the signal a workflow waits for: its wait "
+            "raises SignalTimeout.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
     dsn: DsnOption = None,
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
 ) -> None:
-    """Make pending jobs scheduled for later visible now and wake the workers of their
-    kinds (journaled released: run now). Exit 2 if any job was refused."""
+    """Make pending jobs scheduled for later visible now (journaled released: run now),
+    and wake a workflow asleep on a timer now (journaled woken: its sleep returns).
+    A workflow waiting for a signal is refused: send the signal (venturi jobs signal),
+    or time it out with --timeout-now. Wakes the workers of their kinds. Exit 2 if any
+    job was refused."""
     from venturi import admin  # not at import: see venturi/cli/__init__.py
 
     target = need_dsn(dsn)
-    changes = admin_run(target, schema, lambda c: admin.run_now_jobs(c, ids, schema=schema))
+    changes = admin_run(
+        target,
+        schema,
+        lambda c: admin.run_now_jobs(c, ids, timeout_now=timeout_now, schema=schema),
+    )
     done = sum(c.done for c in changes)
     _report(changes, as_json, f"made {done} of {len(changes)} job(s) visible now")
+
+
+@jobs_app.command("signal")
+def jobs_signal(
+    job_id: Annotated[int, typer.Argument(metavar="ID", help="The job id.")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The signal's name.")],
+    payload: Annotated[
+        str | None,
+        typer.Option(
+            "--json",
+            metavar="PAYLOAD",
+            help="The payload as JSON (default: null). Here --json is the payload, not the "
+            "output's format.",
+            show_default=False,
+        ),
+    ] = None,
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+) -> None:
+    """Send signal NAME to a workflow job, as venturi.signal does (the first of a name
+    wins), journaled with who sent it: a job waiting for it is pending at once; any
+    other unfinished job finds it when it waits for it. Exit 2 if refused."""
+    import msgspec
+
+    from venturi import admin  # not at import: see venturi/cli/__init__.py
+    from venturi.errors import ConfigError
+
+    try:
+        value = None if payload is None else msgspec.json.decode(payload)
+    except msgspec.DecodeError as exc:
+        raise fail(f"--json is not JSON: {exc}") from None
+    target = need_dsn(dsn)
+    try:
+        change = admin_run(
+            target,
+            schema,
+            lambda c: admin.send_signal(c, job_id, name, value, schema=schema),
+        )
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    _report([change], False, f"sent {int(change.done)} of 1 signal(s)")
 
 
 @jobs_app.command("set-priority")

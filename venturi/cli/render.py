@@ -19,7 +19,7 @@ from rich.text import Text
 from venturi.admin import JobDetail, JobRow, KindState, Stats, TopFrame, WorkerInfo
 from venturi.formatting import ago, clip, duration, to_json, window_label
 from venturi.priority import Priority
-from venturi.status import JobStatus, JournalEvent
+from venturi.status import FINISHED, JobStatus, JournalEvent
 
 # Journal events that end an execution badly; their detail may hold a traceback.
 _FAILURE_EVENTS = {
@@ -142,10 +142,7 @@ def job_detail(detail: JobDetail, now: datetime) -> Group:
     if job.cancel_requested_at is not None:
         fields.add_row("cancel asked", at(job.cancel_requested_at))
     fields.add_row("finished", at(job.finished_at))
-    if detail.parent_id is not None:
-        fields.add_row("parent", str(detail.parent_id))
-    if detail.waiting_for is not None:
-        fields.add_row("waiting for", waiting_for(detail, now))
+    _workflow_fields(fields, detail, now)
     parts: list[RenderableType] = [fields]
     parts.append(_json_panel("carry", job.carry))
     if job.result is not None:
@@ -195,6 +192,19 @@ def job_detail(detail: JobDetail, now: datetime) -> Group:
     return Group(*parts)
 
 
+def _workflow_fields(fields: Table, detail: JobDetail, now: datetime) -> None:
+    """The rows of ``jobs show`` for a workflow: its parent, its wait, its kind paused."""
+    job = detail.job
+    if detail.parent_id is not None:
+        fields.add_row("parent", str(detail.parent_id))
+    if detail.waiting_for is not None:
+        fields.add_row("waiting for", waiting_for(detail, now))
+    if detail.kind_paused and job.status not in FINISHED:
+        fields.add_row(
+            "kind paused", escape(f"{job.kind} is paused: venturi kinds resume {job.kind}")
+        )
+
+
 def waiting_for(detail: JobDetail, now: datetime) -> str:
     """What a waiting job waits for now, in one line: ``timer at T (in 5m)``, ``signal
     'approve'``, ``2 of 3 children``, ``1 dependency``."""
@@ -213,6 +223,8 @@ def waiting_for(detail: JobDetail, now: datetime) -> str:
         timer = f"timer at {w.wake_at.isoformat(timespec='seconds')} ({ago(w.wake_at, now)})"
         # With a signal, the timer is its timeout: whichever comes first wakes the job.
         line = f"{line} or {timer}" if line else timer
+    if w.paused_kinds:
+        line += f"; paused: {', '.join(w.paused_kinds)} (they wait until resumed)"
     return escape(line)
 
 

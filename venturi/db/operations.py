@@ -35,11 +35,21 @@ async def job_delete_many_if_not_claimed(
 
 
 async def job_run_now_many_if_pending(
-    conn: Conn, *, schema: str, ids: Sequence[int], operator: str, detail: str
+    conn: Conn,
+    *,
+    schema: str,
+    ids: Sequence[int],
+    operator: str,
+    detail: str,
+    timeout_now: bool = False,
 ) -> list[Record]:
     return list(
         await conn.fetch(
-            sql.statement("job_run_now_many_if_pending", schema), ids, operator, detail
+            sql.statement("job_run_now_many_if_pending", schema),
+            ids,
+            operator,
+            detail,
+            timeout_now,
         )
     )
 
@@ -240,3 +250,10 @@ async def job_result_clear_expired(
             sql.statement("job_result_clear_expired", schema), kind, float(ttl), batch
         )
     )
+
+
+async def job_children_failed_list(
+    conn: Conn, *, schema: str, ids: Sequence[int], limit: int
+) -> list[Record]:
+    """The dead or cancelled children of ``ids``, and theirs (id, parent_id), id order."""
+    return list(await conn.fetch(sql.statement("job_children_failed_list", schema), ids, limit))

@@ -1,7 +1,8 @@
 """The dashboard's reads of workflows (SPEC 12): one job's workflow side bounded however
 big the workflow (``job_workflow_view``), the jobs of its graph (``workflow_graph_get``)
 and the list of workflow roots paged both ways (``workflow_list_older`` / ``_newer``).
-Each function runs the template it is named after."""
+And an operator's signal (``signal_send_by_operator``). Each function runs the
+template it is named after."""
 
 from __future__ import annotations
 
@@ -36,9 +37,10 @@ async def workflow_list_older(
     before: int | None,
     limit: int,
     cap: int,
+    search: str | None = None,
 ) -> list[Record]:
     text = sql.statement("workflow_list_older", schema)
-    return list(await conn.fetch(text, status, kind, before, limit, cap))
+    return list(await conn.fetch(text, status, kind, before, limit, cap, search))
 
 
 async def workflow_list_newer(
@@ -50,6 +52,19 @@ async def workflow_list_newer(
     after: int,
     limit: int,
     cap: int,
+    search: str | None = None,
 ) -> list[Record]:
     text = sql.statement("workflow_list_newer", schema)
-    return list(await conn.fetch(text, status, kind, after, limit, cap))
+    return list(await conn.fetch(text, status, kind, after, limit, cap, search))
+
+
+async def signal_send_by_operator(
+    conn: Conn, *, schema: str, job_id: int, name: str, payload: str, operator: str
+) -> Record:
+    """Record an operator's signal, journaled with ``operator``: the job's kind and
+    status before, whether it was recorded and whether it woke the job."""
+    row = await conn.fetchrow(
+        sql.statement("signal_send_by_operator", schema), job_id, name, payload, operator
+    )
+    assert row is not None  # one input row, always
+    return row

@@ -25,7 +25,7 @@ class JobTransactions:
     claim token. Once a block with a completion commits, the run is ``committed`` and the
     worker writes no settlement of its own."""
 
-    __slots__ = ("_done", "_durable", "_open", "claimant", "pool", "run", "schema")
+    __slots__ = ("_done", "_durable", "_ended", "_open", "claimant", "pool", "run", "schema")
 
     def __init__(self, pool: Any, schema: str, claimant: db.Claimant, run: Run) -> None:
         self.pool = pool
@@ -35,15 +35,13 @@ class JobTransactions:
         self._open: Any = None
         self._done = False
         self._durable: Durable | None = None
+        self._ended = False  # the handler returned: nothing more runs on its behalf
 
     def durable(self) -> Durable:
         """The run's workflow primitives, made on first use: a plain job reads nothing
-        extra. An async handler only: the primitives await."""
-        if not self.run.task.is_async:
-            raise VenturiError(
-                f"task {self.run.task.kind!r}: workflow primitives need an async handler "
-                "(async def); a sync handler runs in a thread"
-            )
+        extra. A sync handler's context runs them on the worker's loop
+        (``venturi.blocking``)."""
+        self._check_running("a workflow primitive")
         if self._durable is None:
             run = self.run
             state = RunState(
@@ -62,6 +60,7 @@ class JobTransactions:
         that broke meanwhile (a backend kill, a restart) raises as the pool resets it;
         the pool has closed it then, and the run's outcome stands: a failure here would
         replace a decided wait or a completion."""
+        self._ended = True
         if self._durable is not None:
             try:
                 await self._durable.release()
@@ -76,8 +75,16 @@ class JobTransactions:
                     extra=self.run.log_extra(),
                 )
 
+    def _check_running(self, what: str) -> None:
+        if self._ended:
+            raise VenturiError(
+                f"job {self.run.id}: {what} was called after its run ended: call it while "
+                "the handler runs (a thread the handler started must finish before it returns)"
+            )
+
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Any]:
+        self._check_running("ctx.transaction()")
         if self._open is not None:
             raise VenturiError("ctx.transaction() is already open: nest conn.transaction()")
         if getattr(self.pool, "shares_one_connection", False):

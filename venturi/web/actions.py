@@ -1,5 +1,7 @@
 """The dashboard's actions (POST): retry, cancel, delete and run-now on one job, on the
-selected rows of the list, or on every job of a filter; pausing and resuming kinds;
+selected rows of the list, or on every job of a filter (on one job, retry may take its
+dead or cancelled children along and run-now may time out a signal's wait, each when
+its form says so); sending a signal to one job; pausing and resuming kinds;
 recovering a gone worker's claims. Each is journaled with the operator
 (``Dashboard.operator``), through the same ``venturi.admin`` functions as the command
 line (a deletion, whose journal goes with the job, is logged instead), and answers 303
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -43,9 +46,39 @@ async def job_action(request: Request, d: Dashboard, form: Any) -> Response:
     job_id = job_id_param(request)
     name = request.path_params["action"]
     chosen = action_named(name)
+    options: dict[str, bool] = {}
+    if name == "retry" and _field(form, "with_children") == "1":
+        options["with_children"] = True
+    if name == "run-now" and _field(form, "timeout_now") == "1":
+        options["timeout_now"] = True
     async with d.db.writing() as conn:
-        changes = await chosen.act(conn, [job_id], operator=d.operator(request), schema=d.db.schema)
-    return redirect_back(request, form, of_changes(f"{chosen.label} job {job_id}", changes))
+        changes = await chosen.act(
+            conn, [job_id], operator=d.operator(request), schema=d.db.schema, **options
+        )
+    title = f"{chosen.label} job {job_id}"
+    if options.get("timeout_now"):
+        title = f"Time out the signal of job {job_id}"
+    return redirect_back(request, form, of_changes(title, changes))
+
+
+@action
+async def job_signal(request: Request, d: Dashboard, form: Any) -> Response:
+    """``venturi jobs signal``: the form's signal name and its JSON payload (empty:
+    null), journaled with the operator."""
+    job_id = job_id_param(request)
+    name = _field(form, "name", 200)
+    if name is None:
+        raise BadInput("name is required: the signal's name")
+    text = _field(form, "payload", 100_000)
+    try:
+        payload = None if text is None else msgspec.json.decode(text)
+    except msgspec.DecodeError as exc:
+        raise BadInput(f"the payload is not JSON: {exc}") from None
+    async with d.db.writing() as conn:
+        change = await admin.send_signal(
+            conn, job_id, name, payload, operator=d.operator(request), schema=d.db.schema
+        )
+    return redirect_back(request, form, of_changes(f"Signal job {job_id}", [change]))
 
 
 def _ids(form: Any) -> list[int]:

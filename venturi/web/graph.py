@@ -5,7 +5,11 @@ A pure function of its input, so that the job page can draw a workflow from what
 the workflow statements return: each node a job (its id, kind, status, and a link),
 each edge ``(from, to)`` meaning "from comes before to" (a parent before its children,
 a dependency before the job that waits for it). Layers by longest path from the roots,
-so every edge points down; within a layer, nodes in id order.
+so every edge points down. An edge that spans several layers (extract -> load beside
+extract -> transform -> load) takes a lane of its own in each layer it crosses, a slot
+no box sits in, so that it never runs through a box (the layered layout's "dummy
+nodes"); within a layer, boxes and lanes go by the mean position of what comes before
+them, then by id.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ NODE_H = 38
 GAP_X = 24
 GAP_Y = 46
 MARGIN = 10
+# The width of the lane a long edge takes through a layer it crosses.
+LANE_W = 16
 # A graph of more nodes is not drawn (the page lists them instead): a picture of
 # hundreds of boxes helps nobody, and the layout is quadratic in the worst case.
 MAX_NODES = 200
@@ -90,6 +96,49 @@ def _clip(text: str, width: float) -> str:
     return text if len(text) <= fits else text[: fits - 1] + "…"
 
 
+# A slot of a layer: a box (its job id) or a lane of a long edge ((before, after), k).
+Slot = int | tuple[tuple[int, int], int]
+
+
+def _slots(
+    ids: list[int], pairs: list[tuple[int, int]], layer: dict[int, int]
+) -> tuple[dict[int, list[Slot]], dict[Slot, list[Slot]]]:
+    """Each layer's slots in drawing order, and each slot's slots in the layer above it
+    (a box's parents and the lanes leading to it; a lane's box or lane above)."""
+    rows: dict[int, list[Slot]] = {}
+    above: dict[Slot, list[Slot]] = {}
+    for i in ids:
+        rows.setdefault(layer[i], []).append(i)
+        above.setdefault(i, [])
+    for a, b in pairs:
+        prev: Slot = a
+        for depth in range(layer[a] + 1, layer[b]):
+            lane: Slot = ((a, b), depth)
+            rows.setdefault(depth, []).append(lane)
+            above[lane] = [prev]
+            prev = lane
+        above[b].append(prev)
+    placed: dict[Slot, int] = {}
+    for depth in sorted(rows):
+
+        def key(slot: Slot) -> tuple[float, int, int, int]:
+            up = [placed[u] for u in above[slot]]
+            mean = sum(up) / len(up) if up else 0.0
+            if isinstance(slot, int):
+                return (mean, 0, slot, 0)
+            (a, b), _ = slot
+            return (mean, 1, a, b)
+
+        rows[depth].sort(key=key)
+        for k, slot in enumerate(rows[depth]):
+            placed[slot] = k
+    return rows, above
+
+
+def _width(slot: Slot) -> float:
+    return NODE_W if isinstance(slot, int) else LANE_W
+
+
 def layout(
     nodes: Iterable[Node], edges: Iterable[tuple[int, int]], current: int | None = None
 ) -> Graph:
@@ -107,30 +156,44 @@ def layout(
             raise GraphError(f"edge {a} -> {b} joins a node to itself")
     ids = sorted(by_id)
     layer = _layers(ids, pairs)
-    rows: dict[int, list[int]] = {}
-    for i in ids:
-        rows.setdefault(layer[i], []).append(i)
-    widest = max((len(r) for r in rows.values()), default=0)
-    width = 2 * MARGIN + widest * NODE_W + max(0, widest - 1) * GAP_X
+    rows, _ = _slots(ids, pairs, layer)
+    used = {d: sum(map(_width, r)) + max(0, len(r) - 1) * GAP_X for d, r in rows.items()}
+    width = 2 * MARGIN + max(used.values(), default=0)
     height = 2 * MARGIN + len(rows) * NODE_H + max(0, len(rows) - 1) * GAP_Y
-    place: dict[int, tuple[float, float]] = {}
+    centre: dict[Slot, float] = {}
     boxes = []
     for depth, row in sorted(rows.items()):
-        used = len(row) * NODE_W + (len(row) - 1) * GAP_X
-        left = (width - used) / 2  # each layer centred
+        x = (width - used[depth]) / 2  # each layer centred
         y = MARGIN + depth * (NODE_H + GAP_Y)
-        for k, i in enumerate(row):
-            x = round(left + k * (NODE_W + GAP_X), 2)
-            place[i] = (x, y)
-            node = by_id[i]
-            boxes.append(
-                Box(node, x, y, NODE_W, NODE_H, i == current, _clip(f"{i} {node.label}", NODE_W))
-            )
-    drawn = []
-    for a, b in pairs:
-        (ax, ay), (bx, by) = place[a], place[b]
-        x1, y1 = ax + NODE_W / 2, ay + NODE_H
-        x2, y2 = bx + NODE_W / 2, by
-        mid = (y1 + y2) / 2
-        drawn.append(Edge(f"M{x1:g},{y1:g} C{x1:g},{mid:g} {x2:g},{mid:g} {x2:g},{y2:g}"))
+        for slot in row:
+            centre[slot] = round(x + _width(slot) / 2, 2)
+            if isinstance(slot, int):
+                node = by_id[slot]
+                text = _clip(f"{slot} {node.label}", NODE_W)
+                boxes.append(Box(node, round(x, 2), y, NODE_W, NODE_H, slot == current, text))
+            x += _width(slot) + GAP_X
+    drawn = [Edge(_path(a, b, layer, centre)) for a, b in pairs]
     return Graph(width, height, boxes, drawn)
+
+
+def _top(depth: int) -> float:
+    return MARGIN + depth * (NODE_H + GAP_Y)
+
+
+def _path(a: int, b: int, layer: dict[int, int], centre: dict[Slot, float]) -> str:
+    """From the bottom of ``a``'s box down to the top of ``b``'s: a curve across each
+    gap between layers, a straight line down each lane in between."""
+    xs = [centre[a]]
+    xs += [centre[((a, b), d)] for d in range(layer[a] + 1, layer[b])]
+    xs.append(centre[b])
+    x1, y1 = xs[0], _top(layer[a]) + NODE_H
+    parts = [f"M{x1:g},{y1:g}"]
+    for k, x2 in enumerate(xs[1:]):
+        y2 = _top(layer[a] + 1 + k)
+        mid = (y1 + y2) / 2
+        parts.append(f"C{x1:g},{mid:g} {x2:g},{mid:g} {x2:g},{y2:g}")
+        if k < len(xs) - 2:  # through a lane: straight down to the layer's bottom
+            y2 += NODE_H
+            parts.append(f"L{x2:g},{y2:g}")
+        x1, y1 = x2, y2
+    return " ".join(parts)

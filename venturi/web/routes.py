@@ -46,6 +46,7 @@ ROUTES = [
     Route("/jobs/bulk", actions.bulk_action, name="bulk_action", methods=["POST"]),
     Route("/jobs/selected", actions.selection_action, name="selection_action", methods=["POST"]),
     Route("/jobs/{job_id}", pages.job, name="job"),
+    Route("/jobs/{job_id}/signal", actions.job_signal, name="job_signal", methods=["POST"]),
     Route("/jobs/{job_id}/{action}", actions.job_action, name="job_action", methods=["POST"]),
     Route("/kinds", pages.kinds, name="kinds"),
     Route("/kind", pages.kind, name="kind"),

@@ -79,6 +79,7 @@ def _list_filters(request: Request) -> dict[str, Any]:
     return {
         "status": status_filter(text_param(request, "status")),
         "kind": text_param(request, "kind", 200),
+        "q": text_param(request, "q", 200),
     }
 
 
@@ -90,7 +91,14 @@ async def workflows(request: Request, d: Dashboard) -> Response:
     after = int_param(request, "after")
     async with d.db.reading() as conn:
         found = await admin.list_workflows(
-            conn, **f, before=before, after=after, limit=PAGE_SIZE, schema=d.db.schema
+            conn,
+            status=f["status"],
+            kind=f["kind"],
+            search=f["q"],
+            before=before,
+            after=after,
+            limit=PAGE_SIZE,
+            schema=d.db.schema,
         )
         kinds = await admin.known_kinds(conn, schema=d.db.schema)
     return render(
@@ -107,13 +115,20 @@ async def workflows(request: Request, d: Dashboard) -> Response:
 
 @api
 async def api_workflows(request: Request, d: Dashboard) -> Response:
-    """/workflows as JSON: ?status=&kind=&before=&after=&limit= (default 50)."""
+    """/workflows as JSON: ?status=&kind=&q=&before=&after=&limit= (default 50)."""
     f = _list_filters(request)
     limit = int_param(request, "limit", high=MAX_LIMIT) or PAGE_SIZE
     before = int_param(request, "before")
     after = int_param(request, "after")
     async with d.db.reading() as conn:
         found = await admin.list_workflows(
-            conn, **f, before=before, after=after, limit=limit, schema=d.db.schema
+            conn,
+            status=f["status"],
+            kind=f["kind"],
+            search=f["q"],
+            before=before,
+            after=after,
+            limit=limit,
+            schema=d.db.schema,
         )
     return json_response(found)

@@ -16,7 +16,9 @@ from venturi.workflow.state import SEP, RunState, decode
 from venturi.workflow.suspend import Suspend
 
 
-def _checked(job_id: object, name: object, payload: object) -> tuple[int, str, str]:
+def checked_signal(job_id: object, name: object, payload: object) -> tuple[int, str, str]:
+    """The job id, the name and the payload's JSON text of a signal; ConfigError for a
+    bad id or name, TypeError for a payload msgspec cannot store."""
     if isinstance(job_id, bool) or not isinstance(job_id, int):
         raise ConfigError(f"signal: job_id must be an int, got {job_id!r}")
     if not isinstance(name, str) or not name or any(ord(c) < 32 for c in name):
@@ -34,7 +36,7 @@ async def signal(
     ``Task.enqueue`` takes, in the caller's transaction. True if recorded; False if a
     signal of that name was sent before (the first wins) or the job is finished or
     missing. A job waiting for it becomes claimable at once."""
-    job, sig, text = _checked(job_id, name, payload)
+    job, sig, text = checked_signal(job_id, name, payload)
     return await db.workflow.signal_send(conn, schema=schema, job_id=job, name=sig, payload=text)
 
 
@@ -42,7 +44,7 @@ def signal_sync(
     conn: Any, job_id: int, name: str, payload: Any = None, *, schema: str = DEFAULT_SCHEMA
 ) -> bool:
     """``signal`` on any connection ``Task.enqueue_sync`` takes."""
-    job, sig, text = _checked(job_id, name, payload)
+    job, sig, text = checked_signal(job_id, name, payload)
     return db.workflow.signal_send_sync(conn, schema=schema, job_id=job, name=sig, payload=text)
 
 

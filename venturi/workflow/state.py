@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from venturi import db
+from venturi.codecs import decode_as
 from venturi.errors import ClaimLost, ConfigError, VenturiError
 from venturi.workflow.suspend import Unreplayable
 
@@ -245,7 +246,7 @@ def decode(text: str, type_: Any, what: str) -> Any:
     """A recorded JSON value decoded as ``type_``; ``Unreplayable`` naming ``what`` and
     the type when it no longer decodes."""
     try:
-        return msgspec.json.decode(text, type=type_)
+        return decode_as(text, type_)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise Unreplayable(
             f"{what}: the recorded value no longer decodes as {_name(type_)}: {exc}"

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from venturi import db
+from venturi.blocking import BlockingConnection
 from venturi.codecs import encode_any
 from venturi.errors import VenturiError
 from venturi.workflow.state import RunState, decode, return_type
@@ -54,6 +55,18 @@ async def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     return result
 
 
+async def _call_in_transaction(fn: Callable[..., Any], conn: Any, args: tuple[Any, ...]) -> Any:
+    """``fn(conn, *args)``: awaited for an async ``fn``; a plain function runs in a
+    thread with the connection as a ``BlockingConnection`` (its calls return)."""
+    if inspect.iscoroutinefunction(fn):
+        return await fn(conn, *args)
+    wrapped = BlockingConnection(conn, asyncio.get_running_loop())
+    result = await asyncio.to_thread(fn, wrapped, *args)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
 async def _transactional(
     state: RunState, name: str, fn: Callable[..., Any], args: tuple[Any, ...]
 ) -> str:
@@ -71,7 +84,7 @@ async def _transactional(
         async with db.connect.transaction(await state.connection()) as conn:
             state.holding = True
             try:
-                value = await fn(conn, *args)
+                value = await _call_in_transaction(fn, conn, args)
             finally:
                 state.holding = False
             text = encode_any(value, f"the value of step {name!r} of job {state.job_id}")

@@ -52,6 +52,7 @@
   function busy(live) {
     if (document.hidden) { return true; }
     if (live.querySelector("input[name=ids]:checked")) { return true; }
+    if (live.querySelector("details.confirm[open]")) { return true; }
     var active = document.activeElement;
     return active !== null && active !== document.body && live.contains(active) &&
       (active.tagName === "INPUT" || active.tagName === "SELECT" || active.tagName === "TEXTAREA");

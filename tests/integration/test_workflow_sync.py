@@ -1,0 +1,150 @@
+"""Workflow primitives in sync (``def``) handlers (SPEC 12, amended), on a real database
+with a real worker: each primitive is a blocking call that returns its value, with the
+guarantees of the async form (a step runs once and replays, a sleep and a signal wait
+give up the slot, children are spawned once and gathered, a Workflow node reads its
+dependency's result, a transaction and a transactional step commit with the job); a
+primitive called where it cannot work raises one line at the call."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+import asyncpg
+import msgspec
+import pytest
+
+import venturi
+import venturi.testing
+from tests.support import Item, running, wait_status
+from venturi import Context, admin
+from venturi.runtime.worker import Worker
+
+
+class Approval(msgspec.Struct):
+    by: str
+
+
+async def test_a_sync_handler_runs_every_primitive_as_a_blocking_call(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    calls: Counter[str] = Counter()
+    threads: set[str] = set()
+    await conn.execute("CREATE TABLE sync_ledger (job bigint, what text)")
+
+    def charge(total: int) -> int:
+        calls["charge"] += 1
+        return total * 100
+
+    def reserve(tx: Any, job: int) -> str:  # a sync transactional step: a blocking conn
+        tx.execute("INSERT INTO sync_ledger VALUES ($1, 'reserved')", job)
+        return "reserved"
+
+    @venturi.task(kind="wfs_child", result=int)
+    def child(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        return venturi.complete(carry.n * 2)
+
+    @venturi.task(kind="wfs_flow", result=int)
+    def flow(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        threads.add(threading.current_thread().name)
+        cents = ctx.step("charge", charge, carry.n)
+        assert isinstance(cents, int), cents  # a value, never a coroutine
+        assert ctx.step_key("charge").startswith(f"venturi-{ctx.job.id}-")
+        assert ctx.step("reserve", reserve, ctx.job.id, transactional=True) == "reserved"
+        ctx.sleep("cool-off", timedelta(seconds=0))
+        approval = ctx.wait_for_signal("approval", Approval, timeout=timedelta(days=1))
+        kids = [ctx.spawn(f"kid-{i}", child, Item(i + 1)) for i in range(3)]
+        doubled = ctx.gather(*kids)
+        with ctx.transaction() as tx:
+            tx.execute("INSERT INTO sync_ledger VALUES ($1, $2)", ctx.job.id, approval.by)
+            ctx.complete(tx, cents + sum(doubled))
+        return venturi.complete(-1)  # the transaction's completion stands
+
+    job_id = await flow.enqueue(conn, Item(3))
+    async with running(Worker(None, dsn, [flow, child], poll_max=600, concurrency=4)):
+        await wait_status(conn, job_id, "waiting")  # for the signal
+        assert await venturi.signal(conn, job_id, "approval", Approval("maria"))
+        await wait_status(conn, job_id, "completed")
+    assert await venturi.get_result(conn, job_id) == 300 + 2 + 4 + 6
+    assert calls["charge"] == 1  # replayed, not run again
+    assert "MainThread" not in threads  # a sync handler runs in a thread
+    rows = await conn.fetch("SELECT what FROM sync_ledger ORDER BY what")
+    assert [r["what"] for r in rows] == ["maria", "reserved"]  # each once
+    detail = await admin.show_job(conn, job_id)
+    assert detail is not None and len(detail.children) == 3
+    assert {s.name for s in detail.steps} >= {"charge", "reserve", "cool-off", "kid-0"}
+
+
+async def test_a_sync_workflow_node_reads_its_dependency(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="wfs_extract", result=int)
+    def extract(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        return venturi.complete(carry.n)
+
+    @venturi.task(kind="wfs_load", result=int)
+    def load(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        return venturi.complete(ctx.result_of("extract") + 1)
+
+    wf = venturi.Workflow()
+    a = wf.add("extract", extract.job(Item(41)))
+    wf.add("load", load.job(Item(0)), after=[a])
+    ids = await wf.enqueue(conn)
+    await venturi.testing.drain(dsn, [extract, load])
+    assert await venturi.get_result(conn, ids["load"]) == 42
+
+
+async def test_a_primitive_where_it_cannot_work_raises_one_line_at_the_call(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    errors: list[str] = []
+
+    @venturi.task(kind="wfs_misuse")
+    def misuse(ctx: Context[Any], carry: Item) -> None:
+        # Kept past the run's end, then called from a thread: nothing runs it any more.
+        holder.append(ctx)
+
+    holder: list[Context[Any]] = []
+    await misuse.enqueue(conn, Item(1))
+    await venturi.testing.drain(dsn, [misuse])
+    [ctx] = holder
+
+    def enter() -> None:
+        with ctx.transaction():
+            pass
+
+    def later() -> None:
+        for call in (lambda: ctx.step("x", int), lambda: ctx.sleep("nap", 1), enter):
+            try:
+                call()
+            except venturi.VenturiError as exc:
+                errors.append(str(exc))
+
+    await asyncio.to_thread(later)
+    assert len(errors) == 3 and all("\n" not in e for e in errors)
+    assert errors[0] == (
+        f"job {ctx.job.id}: a workflow primitive was called after its run ended: call it "
+        "while the handler runs (a thread the handler started must finish before it returns)"
+    )
+    assert errors[2].endswith(
+        "ctx.transaction() was called after its run ended: call it "
+        "while the handler runs (a thread the handler started must finish before it returns)"
+    )
+    # A context no worker made: the primitives' own one line, sync or async.
+    plain: Context[Any] = Context(None, ctx.job)
+    with pytest.raises(venturi.VenturiError, match=r"^ctx.step\(\) is a workflow primitive"):
+        plain.step("x", int)
+
+
+async def test_a_blocking_call_on_the_workers_loop_is_refused_not_a_deadlock(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    from venturi.blocking import BlockingConnection
+
+    wrapped = BlockingConnection(conn, asyncio.get_running_loop())
+    with pytest.raises(venturi.VenturiError, match="would wait for itself"):
+        wrapped.fetchval("SELECT 1")
+    assert await asyncio.to_thread(wrapped.fetchval, "SELECT 1") == 1

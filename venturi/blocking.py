@@ -1,0 +1,127 @@
+"""Workflow primitives and transactions for sync handlers (SPEC 12, amended): a ``def``
+handler runs in a thread, and every primitive it calls runs on its worker's event loop
+while the thread waits for the value, with the same guarantees as in an async handler.
+
+``on_loop_or_blocking`` decides, at the call, which of the two the caller is: on the
+worker's own loop (an async handler: hand back the coroutine to await), in a thread with
+no loop running (a sync handler: run it there and wait), or anywhere else (another
+event loop, a context no worker made), where it cannot work: one line, at the call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Coroutine
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import Any
+
+from venturi.errors import VenturiError
+
+
+def worker_loop() -> asyncio.AbstractEventLoop | None:
+    """The loop running in this thread (where a worker makes its contexts), or None."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def on_loop_or_blocking(loop: asyncio.AbstractEventLoop | None, what: str) -> bool:
+    """True when the caller is a sync handler's thread that must wait for ``loop``;
+    False on ``loop`` itself (an async handler awaits the coroutine). Anywhere else a
+    one-line ``VenturiError`` naming ``what``."""
+    running = worker_loop()
+    if running is not None:
+        if loop is None or running is loop:
+            return False
+        raise VenturiError(
+            f"{what} was called on an event loop other than its worker's: call it from "
+            "the handler itself (await it in an async handler)"
+        )
+    if loop is None or loop.is_closed() or not loop.is_running():
+        raise VenturiError(
+            f"{what} in a sync handler needs its worker's event loop running: call it "
+            "from the handler while it runs, not after"
+        )
+    return True
+
+
+def wait(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run ``coro`` on ``loop`` and wait for its value in this thread (its exception,
+    a wait's ``Suspend`` included, is raised here). On ``loop``'s own thread it would
+    wait for itself forever: a one-line ``VenturiError`` instead."""
+    if worker_loop() is loop:
+        coro.close()
+        _refuse_on_loop()
+    return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+
+def _refuse_on_loop() -> None:
+    raise VenturiError(
+        "a blocking call (a sync handler's primitive, a BlockingConnection) was made on "
+        "the worker's event loop, where it would wait for itself: await the async form"
+    )
+
+
+async def _awaited(value: Any) -> Any:
+    return await value
+
+
+class BlockingConnection:
+    """An asyncpg connection for sync code: each of its coroutine methods (``execute``,
+    ``fetch``, ``fetchrow``, ``fetchval``, ``executemany`` ...) runs on the worker's
+    loop and returns its value; ``raw`` is the asyncpg connection itself."""
+
+    __slots__ = ("_loop", "raw")
+
+    def __init__(self, raw: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self.raw = raw
+        self._loop = loop
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.raw, name)
+        if not callable(attr):
+            return attr
+        loop = self._loop
+
+        # A pool's connection proxy wraps its methods in plain functions that return
+        # coroutines: decide by what a call returns, not by the method.
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if worker_loop() is loop:
+                _refuse_on_loop()
+            result = attr(*args, **kwargs)
+            if inspect.isawaitable(result):
+                return wait(loop, _awaited(result))
+            return result
+
+        call.__name__ = name
+        return call
+
+    def __repr__(self) -> str:
+        return f"<venturi BlockingConnection over {self.raw!r}>"
+
+
+class BlockingTransaction:
+    """``with ctx.transaction() as conn`` in a sync handler: the async transaction run
+    on the worker's loop, its connection a ``BlockingConnection``."""
+
+    __slots__ = ("_inner", "_loop")
+
+    def __init__(
+        self, inner: AbstractAsyncContextManager[Any], loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self._inner = inner
+        self._loop = loop
+
+    def __enter__(self) -> BlockingConnection:
+        return BlockingConnection(wait(self._loop, self._inner.__aenter__()), self._loop)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        return wait(self._loop, self._inner.__aexit__(kind, exc, tb))  # type: ignore[no-any-return]
