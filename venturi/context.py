@@ -221,11 +221,15 @@ class Context(Generic[S]):
         *,
         priority: Priority | None = None,
         key: str | None = None,
+        group: str | None = None,
     ) -> Any:
         """Enqueue a child job of ``task`` once (its id is the recorded step ``name``,
-        written in the child's own transaction); a ``Child`` for ``gather``."""
+        written in the child's own transaction); a ``Child`` for ``gather``. The child
+        takes its parent's group unless given ``group`` (SPEC 13)."""
         durable = self._durable("spawn")
-        return self._call("ctx.spawn()", lambda: durable.spawn(name, task, carry, priority, key))
+        return self._call(
+            "ctx.spawn()", lambda: durable.spawn(name, task, carry, priority, key, group)
+        )
 
     def gather(self, *children: Child[Any]) -> Any:
         """The children's results (decoded as each task's ``result`` type), in order, once

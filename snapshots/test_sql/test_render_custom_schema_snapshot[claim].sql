@@ -120,8 +120,9 @@ ORDER BY c.n;
 -- $10 boolean backoff_jitter: whether it is half-jittered
 -- $11 text key: the child's de-duplication key (NULL: none)
 -- $12 text traceparent: the W3C trace context of the parent's run (NULL: none)
+-- $13 text grp: the child's group (NULL: the parent's; SPEC 13)
 -- index: primary key of steps; jobs_key_idx for the key.
-PREPARE billing_jobs_child_spawn(bigint, text, text, text, smallint, integer, float8, float8, float8, boolean, text, text) AS
+PREPARE billing_jobs_child_spawn(bigint, text, text, text, smallint, integer, float8, float8, float8, boolean, text, text, text) AS
 WITH drawn AS (
     SELECT nextval(pg_get_serial_sequence('"billing_jobs".jobs', 'id')) AS id
 ),
@@ -134,9 +135,10 @@ recorded AS (
 child AS (
     INSERT INTO "billing_jobs".jobs (id, kind, carry, priority, max_failures, backoff_base,
                               backoff_factor, backoff_cap, backoff_jitter, key, parent_id,
-                              linked, traceparent)
+                              linked, traceparent, grp)
     SELECT r.id, $3::text, $4::jsonb, $5::smallint, $6::integer, $7::float8, $8::float8,
-           $9::float8, $10::boolean, $11::text, $1::bigint, true, $12::text
+           $9::float8, $10::boolean, $11::text, $1::bigint, true, $12::text,
+           coalesce($13::text, (SELECT p.grp FROM "billing_jobs".jobs p WHERE p.id = $1::bigint))
     FROM recorded r
     WHERE r.inserted
     ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed', 'waiting')
@@ -173,15 +175,16 @@ FROM recorded r;
 -- $10 float8[] backoff_cap: its ceiling in seconds
 -- $11 boolean[] backoff_jitter: whether it is half-jittered
 -- $12 text[] traceparents: the W3C trace context of each spawn (NULL: none)
+-- $13 text[] grps: each child's group (NULL: the parent's; SPEC 13)
 -- index: primary key of steps; primary key of jobs for the parent.
-PREPARE billing_jobs_child_spawn_many(bigint, text[], bigint[], text[], text[], smallint[], integer[], float8[], float8[], float8[], boolean[], text[]) AS
+PREPARE billing_jobs_child_spawn_many(bigint, text[], bigint[], text[], text[], smallint[], integer[], float8[], float8[], float8[], boolean[], text[], text[]) AS
 WITH wanted AS (
     SELECT *
     FROM unnest($2::text[], $3::bigint[], $4::text[], $5::text[], $6::smallint[],
                 $7::integer[], $8::float8[], $9::float8[], $10::float8[], $11::boolean[],
-                $12::text[])
+                $12::text[], $13::text[])
         AS w(name, id, kind, carry, priority, max_failures, backoff_base, backoff_factor,
-             backoff_cap, backoff_jitter, traceparent)
+             backoff_cap, backoff_jitter, traceparent, grp)
 ),
 recorded AS (
     INSERT INTO "billing_jobs".steps AS st (job_id, name, value)
@@ -192,9 +195,10 @@ recorded AS (
 child AS (
     INSERT INTO "billing_jobs".jobs (id, kind, carry, priority, max_failures, backoff_base,
                               backoff_factor, backoff_cap, backoff_jitter, parent_id, linked,
-                              traceparent)
+                              traceparent, grp)
     SELECT w.id, w.kind, w.carry::jsonb, w.priority, w.max_failures, w.backoff_base,
-           w.backoff_factor, w.backoff_cap, w.backoff_jitter, $1::bigint, true, w.traceparent
+           w.backoff_factor, w.backoff_cap, w.backoff_jitter, $1::bigint, true, w.traceparent,
+           coalesce(w.grp, (SELECT p.grp FROM "billing_jobs".jobs p WHERE p.id = $1::bigint))
     FROM wanted w
     JOIN recorded r ON r.name = w.name AND r.inserted
     ORDER BY w.id

@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 import venturi
-from tests.support import Item, expire_claim, running, wait_until
+from tests.support import Item, expire_claim, running, wait_for, wait_until
 from venturi import ConfigError, Context, Rate, db
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.runtime.worker import Worker
@@ -357,3 +357,36 @@ async def test_a_worker_finds_groups_of_a_kind_that_declares_no_group_limit(
         await handler.enqueue(conn, Item(2))
         await wait_until(lambda: len(seen) == 2, within=30)
     assert sorted(seen) == ["1", "2"]
+
+
+async def test_a_child_takes_its_parents_group_and_a_workflow_node_its_own(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="g_child", result=int)
+    async def child(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        return venturi.complete(carry.n)
+
+    @venturi.task(kind="g_parent", result=int)
+    async def parent(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        inherited = await ctx.spawn("same", child, Item(1))
+        other = await ctx.spawn("other", child, Item(2), group="elsewhere")
+        return venturi.complete(sum(await ctx.gather(inherited, other)))
+
+    parent_id = await parent.enqueue(conn, Item(0), group="acme")
+    wf = venturi.Workflow()
+    wf.add("node", child.job(Item(3), group="wf-group"))
+    node_ids = await wf.enqueue(conn)
+    worker = Worker(None, dsn, [parent, child], concurrency=4, poll_max=0.5)
+    async with running(worker):
+
+        async def done() -> bool:
+            job = await venturi.get_job(conn, parent_id)
+            return job is not None and job.status == "completed"
+
+        await wait_for(done, within=60)
+    rows = await conn.fetch(
+        "SELECT grp FROM venturi.jobs WHERE parent_id = $1 ORDER BY id", parent_id
+    )
+    assert [r["grp"] for r in rows] == ["acme", "elsewhere"]
+    node = await venturi.get_job(conn, node_ids["node"])
+    assert node is not None and node.group == "wf-group"

@@ -99,6 +99,7 @@ async def child_spawn(
         *backoff_args(spec),
         spec.key,
         traceparent,
+        spec.group,
     )
     assert row is not None
     return row
@@ -136,6 +137,7 @@ async def child_spawn_many(
         [s.max_failures for s in specs],
         *backoff_arrays(specs),
         list(traceparents),
+        [s.group for s in specs],
     )
     return {str(r["name"]): (int(r["id"]), bool(r["inserted"])) for r in rows}
 

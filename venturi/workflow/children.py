@@ -33,8 +33,10 @@ async def spawn(
     carry: Any,
     priority: Priority | None,
     key: str | None,
+    group: str | None = None,
 ) -> Child[Any]:
-    """Enqueue a child of ``task`` once; its id is the recorded step ``name``."""
+    """Enqueue a child of ``task`` once; its id is the recorded step ``name``. Without
+    ``group`` the child takes its parent's (SPEC 13)."""
     name = state.claim(name, "ctx.spawn")
     if not isinstance(task, Task):
         raise VenturiError(f"ctx.spawn({name!r}): task must be a venturi task, got {task!r}")
@@ -43,7 +45,7 @@ async def spawn(
     if recorded is not None:
         return Child(int(decode(recorded.value, int, f"spawn {name!r}")), task)
     # The carry is checked before anything is written (TypeError, as for an enqueue).
-    spec = task.job(carry, priority=priority, key=key)
+    spec = task.job(carry, priority=priority, key=key, group=group)
     traceparent = tracing.current_traceparent()
     if key is None:
         # Written with the spawns beside it at the handler's next suspension (or before

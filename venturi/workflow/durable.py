@@ -42,9 +42,15 @@ class Durable:
         return await signals.wait_for_signal(self.state, name, type_, timeout)
 
     async def spawn(
-        self, name: str, task: Task[Any], carry: Any, priority: Priority | None, key: str | None
+        self,
+        name: str,
+        task: Task[Any],
+        carry: Any,
+        priority: Priority | None,
+        key: str | None,
+        group: str | None = None,
     ) -> Child[Any]:
-        return await children.spawn(self.state, name, task, carry, priority, key)
+        return await children.spawn(self.state, name, task, carry, priority, key, group)
 
     async def gather(self, kids: Sequence[Child[Any]]) -> list[Any]:
         return await children.gather(self.state, kids)
