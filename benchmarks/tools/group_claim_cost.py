@@ -6,7 +6,8 @@ job from ``EXPLAIN (ANALYZE, BUFFERS)``, and how long ``venturi groups list`` ta
 For each case (groups with work x idle groups known), in a scratch database of its own:
 the jobs are enqueued (``--per-group`` each, in groups ``g0..``), the idle groups seeded
 (a row each, not ready, no job), the wake-ups applied by claims of nothing, the tables
-analyzed (as autovacuum does a live one; ``--no-analyze`` leaves that out), then
+vacuumed and analyzed (as autovacuum keeps a live queue; ``--no-vacuum`` leaves that
+out), then
 ``job_claim_grouped`` of ``--batch`` jobs is explained with ANALYZE and BUFFERS
 ``--repeat`` times, each inside a transaction rolled back (every repeat claims from the
 same state). The figure is the shared buffers the statement touched (hit + read) per job
@@ -95,9 +96,9 @@ async def _case(dsn: str, groups: int, idle: int, args: argparse.Namespace) -> d
             await db.schema.apply_schema(conn, schema="venturi")
             await _seed(conn, groups, args.per_group, idle)
             await _wake_all(conn)
-            if not args.no_analyze:
-                # A live table has statistics (autovacuum analyzes groups early).
-                await conn.execute(sql.statement("maintenance/analyze"))
+            if not args.no_vacuum:
+                # As autovacuum keeps a live queue: the wake-ups just applied are dead rows.
+                await conn.execute(bsql("groups_vacuum"))
             found = await _explained(conn, args.batch, args.repeat)
         finally:
             await conn.close()
@@ -149,9 +150,9 @@ if __name__ == "__main__":
     parser.add_argument("--repeat", type=int, default=5, help="explained claims per case")
     parser.add_argument("--list-groups", type=int, default=100_000)
     parser.add_argument(
-        "--no-analyze",
+        "--no-vacuum",
         action="store_true",
-        help="claim against the statistics taken before the groups had rows",
+        help="claim with the wake-ups just applied still dead in group_wakes",
     )
     parser.add_argument("--out", help="where to keep the JSON and the table")
     asyncio.run(main(parser.parse_args()))

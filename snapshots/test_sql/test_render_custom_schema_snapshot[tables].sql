@@ -570,9 +570,7 @@ CREATE TABLE IF NOT EXISTS "billing_jobs".groups (
 
 -- Every claim of a group rewrites its row (virtual time, claims, tokens), and the ready
 -- index holds the virtual time, so each is a new row version in every index: vacuum and
--- analyze early and at full pace, as for jobs. With the statistics of an empty table the
--- planner would read every group to find the first ready ones (360 shared buffers per
--- claimed job at 10,000 groups, against 45 once analyzed: docs/groups.md).
+-- analyze early and at full pace, as for jobs.
 ALTER TABLE "billing_jobs".groups SET (
     autovacuum_vacuum_scale_factor = 0.02,
     autovacuum_analyze_scale_factor = 0.02,
@@ -594,7 +592,10 @@ CREATE TABLE IF NOT EXISTS "billing_jobs".group_wakes (
     priority smallint    NOT NULL DEFAULT 1
 );
 
--- Inserted by writers and deleted by claims, a queue of its own: vacuumed early too.
+-- Inserted by writers and deleted by claims, a queue of its own: vacuumed early too. A
+-- claim's look for due wake-ups walks the dead entries of the ones applied before it
+-- until a vacuum removes them (2,173 of a claim's 3,332 buffers right after 10,000
+-- groups woke at once: docs/groups.md, "What it costs").
 ALTER TABLE "billing_jobs".group_wakes SET (
     autovacuum_vacuum_scale_factor = 0.02,
     autovacuum_analyze_scale_factor = 0.02,
