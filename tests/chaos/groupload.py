@@ -1,5 +1,5 @@
 """The grouped half of the chaos soak's load (a mixin of ``harness.Harness``; docs/chaos.md,
-"Groups in the soak"): grouped jobs of ``chaos_group1`` (group_cap 1) and ``chaos_group3``
+"Groups in the soak"): worker processes of their own (``GROUP_MODULE``), grouped jobs of ``chaos_group1`` (group_cap 1) and ``chaos_group3``
 (group_cap 3) spread over a few groups with unequal shares and weights, bursts into one
 group now and then, caps lowered with ``venturi.set_group`` while the workers run, the
 ledger read at the end and ``groupcheck.check``."""
@@ -16,11 +16,13 @@ from venturi import db
 from venturi.runtime.recovery import RECOVER_EVERY
 
 from ..support import sql as test_sql
-from . import groupcheck, history, tasks
+from . import groupcheck, grouptasks, history
 from .ledger import DSN_ENV
 from .tasks import Chaos
 
 TRANSIENT = db.errors.TRANSIENT
+# What the grouped kinds' workers run (the others run tests.chaos.tasks).
+GROUP_MODULE = "tests.chaos.grouptasks"
 
 GROUPS = ("t0", "t1", "t2", "t3", "t4")
 # How often each group is drawn (a skew: t0 is hot), and the weights set at the start.
@@ -29,7 +31,7 @@ WEIGHTS = {"t0": 3.0, "t1": 2.0}
 # A grouped job works this long (ms), or, its first run, past the 4 s lease (a zombie).
 WORK_MS = (30, 400)
 OVERRUN_SHARE = 0.02
-OVERRUN_MS = (tasks.GROUP_OVERRUN, tasks.GROUP_OVERRUN + 1500)
+OVERRUN_MS = (grouptasks.GROUP_OVERRUN, grouptasks.GROUP_OVERRUN + 1500)
 # The share of producer batches followed by a burst of BURST jobs into one group.
 BURST_SHARE = 0.08
 BURST = 6
@@ -60,7 +62,7 @@ class GroupLoad:
     # --- the producer's part ---------------------------------------------------------
 
     def group_for(self, kind: str) -> str | None:
-        if kind not in tasks.GROUP_CAPS:
+        if kind not in grouptasks.GROUP_CAPS:
             return None
         return str(self.rng.choices(GROUPS, weights=SHARES)[0])
 
@@ -73,25 +75,25 @@ class GroupLoad:
         """Now and then, a burst of jobs into one group (it then sits at its cap)."""
         if self.rng.random() >= BURST_SHARE:
             return []
-        kind = self.rng.choice(sorted(tasks.GROUP_CAPS))
+        kind = self.rng.choice(sorted(grouptasks.GROUP_CAPS))
         group = self.rng.choice(GROUPS)
         out = []
         for _ in range(BURST):
             self.seq += 1
-            job = tasks.GROUP_TASKS[kind].job(Chaos(self.seq, ms=self.group_ms()), group=group)
+            job = grouptasks.GROUP_TASKS[kind].job(Chaos(self.seq, ms=self.group_ms()), group=group)
             out.append((self.seq, job))
         return out
 
     def groups_enqueued(self, batch: list[tuple[int, Any]], ids: list[int]) -> None:
         for (_, spec), job_id in zip(batch, ids, strict=True):
-            if spec.kind in tasks.GROUP_CAPS:
+            if spec.kind in grouptasks.GROUP_CAPS:
                 self.group_of_job[job_id] = (spec.kind, spec.group)
 
     # --- settings while running -------------------------------------------------------
 
     async def create_ledger(self) -> None:
         await self.conn.execute(test_sql.statement("chaos_ledger_create"))
-        for kind in tasks.GROUP_CAPS:
+        for kind in grouptasks.GROUP_CAPS:
             for group, weight in WEIGHTS.items():
                 await venturi.set_group(self.conn, kind, group, weight=weight)
 
@@ -119,7 +121,7 @@ class GroupLoad:
             else:
                 raise RuntimeError("could not lower a cap")
             self.cap_changes.append(groupcheck.CapChange(kind, group, at.timestamp(), cap))
-            self.log(f"set_group {kind} {group} cap={cap} (was {tasks.GROUP_CAPS[kind]})")
+            self.log(f"set_group {kind} {group} cap={cap} (was {grouptasks.GROUP_CAPS[kind]})")
 
     # --- the end-of-run check -----------------------------------------------------------
 
@@ -134,7 +136,7 @@ class GroupLoad:
             )
             for r in await self._test_fetch("chaos_ledger")
         ]  # fmt: skip
-        grouped = {j.id: j for j in jobs if j.kind in tasks.GROUP_CAPS}
+        grouped = {j.id: j for j in jobs if j.kind in grouptasks.GROUP_CAPS}
         mine: dict[int, list[history.Event]] = {}
         for e in sorted(events, key=lambda e: e.at):
             if e.job in grouped:
@@ -155,9 +157,9 @@ class GroupLoad:
             self.faults,
             deaths,
             windows=windows,
-            caps=tasks.GROUP_CAPS,
+            caps=grouptasks.GROUP_CAPS,
             changes=self.cap_changes,
-            leases={k: t.lease or self.cfg.lease for k, t in tasks.GROUP_TASKS.items()},
+            leases={k: t.lease or self.cfg.lease for k, t in grouptasks.GROUP_TASKS.items()},
             recover_every=min(self.cfg.poll_max, RECOVER_EVERY),
         )
 

@@ -48,7 +48,7 @@ from venturi import Priority, db, sql, testing
 from ..support import sql as test_sql
 from . import groupcheck, history, tasks, workflows
 from .flowload import FlowLoad
-from .groupload import GroupLoad
+from .groupload import GROUP_MODULE, GroupLoad
 from .tasks import Chaos
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,6 +76,7 @@ class Config:
     batch: int
     drain_seconds: float  # how long the workers get to finish after the last enqueue
     seed: int = 1
+    group_workers: int = 4  # workers of the grouped kinds (tests/chaos/grouptasks.py)
 
 
 SHORT = Config(
@@ -149,6 +150,7 @@ class Worker:
     signalled: float | None = None
     exit_code: int | None = None
     exited: float | None = None
+    module: str = "tests.chaos.tasks"
 
 
 @dataclass
@@ -250,7 +252,7 @@ class Harness(FlowLoad, GroupLoad):
 
     # --- workers ----------------------------------------------------------------------
 
-    def spawn(self) -> Worker:
+    def spawn(self, module: str = "tests.chaos.tasks") -> Worker:
         n = len(self.workers) + 1
         log_path = self.out / f"worker-{n:03d}.log"
         log = open(log_path, "w")
@@ -261,7 +263,7 @@ class Harness(FlowLoad, GroupLoad):
             "-m",
             "venturi",
             "worker",
-            "tests.chaos.tasks",
+            module,
             "--dsn",
             self.dsn,
             "--concurrency",
@@ -278,7 +280,7 @@ class Harness(FlowLoad, GroupLoad):
         proc = subprocess.Popen(
             cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
         )
-        w = Worker(n, proc, log_path, log, time.time())
+        w = Worker(n, proc, log_path, log, time.time(), module=module)
         self.workers.append(w)
         self.counters["workers started"] += 1
         return w
@@ -315,7 +317,7 @@ class Harness(FlowLoad, GroupLoad):
         self.faults.kills[w.proc.pid] = w.signalled
         await self._reap(w, 30)
         self.counters["SIGKILL"] += 1
-        new = self.spawn()
+        new = self.spawn(w.module)
         self.log(f"SIGKILL worker #{w.n} pid {w.proc.pid}; started #{new.n} pid {new.proc.pid}")
 
     async def term_one(self) -> None:
@@ -328,7 +330,7 @@ class Harness(FlowLoad, GroupLoad):
         w.proc.send_signal(signal.SIGTERM)
         self.faults.terms[w.proc.pid] = w.signalled
         self.counters["SIGTERM"] += 1
-        new = self.spawn()
+        new = self.spawn(w.module)
         self.log(f"SIGTERM worker #{w.n} pid {w.proc.pid}; started #{new.n} pid {new.proc.pid}")
 
         async def drained() -> None:
@@ -484,7 +486,7 @@ class Harness(FlowLoad, GroupLoad):
                     w.fate, w.exit_code, w.exited = "down at start", 2, time.time()
                     w.log.close()
                     self.counters["workers that found the server down at start"] += 1
-                    new = self.spawn()
+                    new = self.spawn(w.module)
                     self.log(
                         f"worker #{w.n} pid {w.proc.pid} exited 2: the server was down when "
                         f"it started; started #{new.n} pid {new.proc.pid}"
@@ -494,7 +496,7 @@ class Harness(FlowLoad, GroupLoad):
                 w.log.close()
                 self.faults.crashes[w.proc.pid] = w.exited
                 self.counters["worker crashes"] += 1
-                new = self.spawn()
+                new = self.spawn(w.module)
                 self.log(
                     f"worker #{w.n} pid {w.proc.pid} CRASHED (exit code {w.exit_code}); "
                     f"started #{new.n} pid {new.proc.pid}"
@@ -575,6 +577,8 @@ class Harness(FlowLoad, GroupLoad):
             self.log(f"  {at:7.2f}  {what}")
         for _ in range(cfg.workers):
             self.spawn()
+        for _ in range(cfg.group_workers):
+            self.spawn(GROUP_MODULE)
         self.t_start = time.time()
         monitor = asyncio.create_task(self.monitor())
         faults = asyncio.create_task(self.run_schedule(plan))
