@@ -357,3 +357,37 @@ async def test_a_worker_finds_groups_of_a_kind_that_declares_no_group_limit(
         await handler.enqueue(conn, Item(2))
         await wait_until(lambda: len(seen) == 2, within=30)
     assert sorted(seen) == ["1", "2"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 37 (found by the chaos soak): the loop fills its free slots with the "
+    "ordinary claim first and gives the grouped claim only what is left "
+    "(venturi/runtime/loop.py, fill), so a grouped job waits for any ungrouped backlog "
+    "of the worker's kinds to drain, whatever its priority",
+)
+async def test_a_grouped_job_is_not_starved_by_an_ungrouped_backlog(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    done: list[int] = []
+    grouped_ran_after: list[int] = []
+
+    @venturi.task(kind="g_backlog")
+    async def backlog(ctx: Context[Any], carry: Item) -> None:
+        await asyncio.sleep(0.02)  # stays: the backlog keeps every slot busy a while
+        done.append(carry.n)
+
+    @venturi.task(kind="g_tenant", group_cap=1)
+    async def tenant(ctx: Context[Any], carry: Item) -> None:
+        grouped_ran_after.append(len(done))
+
+    await venturi.enqueue_many(
+        conn, [backlog.job(Item(i), priority=venturi.Priority.LOW) for i in range(200)]
+    )
+    await tenant.enqueue(conn, Item(0), group="acme", priority=venturi.Priority.HIGH)
+    worker = Worker(None, dsn, [backlog, tenant], concurrency=2, poll_max=0.5)
+    async with running(worker):
+        await wait_until(lambda: len(done) == 200 and grouped_ran_after, within=60)
+    # A HIGH job of a group at none of its limits, behind 200 LOW ones of another kind:
+    # it must not wait for the backlog (it ran after all 200 before the fix).
+    assert grouped_ran_after[0] < 100, grouped_ran_after
