@@ -46,8 +46,9 @@ import venturi
 from venturi import Priority, db, sql, testing
 
 from ..support import sql as test_sql
-from . import history, tasks, workflows
+from . import groupcheck, history, tasks, workflows
 from .flowload import FlowLoad
+from .groupload import GROUP_MODULE, GroupLoad
 from .tasks import Chaos
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,6 +76,7 @@ class Config:
     batch: int
     drain_seconds: float  # how long the workers get to finish after the last enqueue
     seed: int = 1
+    group_workers: int = 4  # workers of the grouped kinds (tests/chaos/grouptasks.py)
 
 
 SHORT = Config(
@@ -122,6 +124,9 @@ MIX = {
     "chaos_renewed": 5,
     # Workflows (tests/chaos/flowload.py adds the three-node Workflows and the signals).
     "chaos_flow": 30,
+    # Grouped kinds (tests/chaos/groupload.py picks their groups and adds bursts).
+    "chaos_group1": 15,
+    "chaos_group3": 15,
 }
 # Library bugs this harness found that are not fixed yet: a signature that appears in the
 # violations a bug causes -> the bug. Such violations are reported, and do not fail the
@@ -145,6 +150,7 @@ class Worker:
     signalled: float | None = None
     exit_code: int | None = None
     exited: float | None = None
+    module: str = "tests.chaos.tasks"
 
 
 @dataclass
@@ -159,13 +165,15 @@ class Result:
     figures: dict[str, Any] = field(default_factory=dict)
     # The workflow checks and figures (tests/chaos/workflows.py).
     flows: workflows.Report = field(default_factory=workflows.Report)
+    # The grouped runs' check and figures (tests/chaos/groupcheck.py).
+    groups: groupcheck.Report = field(default_factory=groupcheck.Report)
 
     @property
     def ok(self) -> bool:
         return not self.report.violations
 
 
-class Harness(FlowLoad):
+class Harness(FlowLoad, GroupLoad):
     def __init__(self, config: Config, out_dir: Path, echo: Any = print) -> None:
         self.cfg = config
         self.out = out_dir
@@ -193,6 +201,7 @@ class Harness(FlowLoad):
         self.outage: float | None = None
         self.known: Counter[str] = Counter()
         self._flow_init()
+        self._group_init()
 
     # --- logging -------------------------------------------------------------------------
 
@@ -243,18 +252,18 @@ class Harness(FlowLoad):
 
     # --- workers ----------------------------------------------------------------------
 
-    def spawn(self) -> Worker:
+    def spawn(self, module: str = "tests.chaos.tasks") -> Worker:
         n = len(self.workers) + 1
         log_path = self.out / f"worker-{n:03d}.log"
         log = open(log_path, "w")
-        env = {**os.environ, "VENTURI_CHAOS_RUNS_DIR": str(self.runs_dir)}
+        env = {**os.environ, "VENTURI_CHAOS_RUNS_DIR": str(self.runs_dir), **self.ledger_env()}
         env.pop("VENTURI_DSN", None)
         cmd = [
             sys.executable,
             "-m",
             "venturi",
             "worker",
-            "tests.chaos.tasks",
+            module,
             "--dsn",
             self.dsn,
             "--concurrency",
@@ -271,7 +280,7 @@ class Harness(FlowLoad):
         proc = subprocess.Popen(
             cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
         )
-        w = Worker(n, proc, log_path, log, time.time())
+        w = Worker(n, proc, log_path, log, time.time(), module=module)
         self.workers.append(w)
         self.counters["workers started"] += 1
         return w
@@ -308,7 +317,7 @@ class Harness(FlowLoad):
         self.faults.kills[w.proc.pid] = w.signalled
         await self._reap(w, 30)
         self.counters["SIGKILL"] += 1
-        new = self.spawn()
+        new = self.spawn(w.module)
         self.log(f"SIGKILL worker #{w.n} pid {w.proc.pid}; started #{new.n} pid {new.proc.pid}")
 
     async def term_one(self) -> None:
@@ -321,7 +330,7 @@ class Harness(FlowLoad):
         w.proc.send_signal(signal.SIGTERM)
         self.faults.terms[w.proc.pid] = w.signalled
         self.counters["SIGTERM"] += 1
-        new = self.spawn()
+        new = self.spawn(w.module)
         self.log(f"SIGTERM worker #{w.n} pid {w.proc.pid}; started #{new.n} pid {new.proc.pid}")
 
         async def drained() -> None:
@@ -401,9 +410,13 @@ class Harness(FlowLoad):
             "chaos_stubborn": self.rng.randint(1000, 3000),
             "chaos_flow": self.rng.randint(100, 1500),  # its durable sleep
         }.get(kind, 0)
+        group = self.group_for(kind)
+        if group is not None:
+            ms = self.group_ms()
         prio = self.rng.choice([Priority.HIGH, Priority.NORMAL, Priority.NORMAL, Priority.LOW])
         after = self.rng.uniform(0.2, 3.0) if self.rng.random() < 0.05 else None
-        return self.seq, TASKS[kind].job(Chaos(self.seq, ms=ms), priority=prio, after=after)
+        spec = TASKS[kind].job(Chaos(self.seq, ms=ms), priority=prio, after=after, group=group)
+        return self.seq, spec
 
     async def produce(self, deadline: float) -> None:
         cfg = self.cfg
@@ -411,11 +424,12 @@ class Harness(FlowLoad):
             if self.unfinished > cfg.backlog:
                 await asyncio.sleep(0.05)  # stays: polls the backlog going down
                 continue
-            batch = [self._job() for _ in range(cfg.batch)]
+            batch = [self._job() for _ in range(cfg.batch)] + self.grouped_burst()
             ids = await self._enqueue(batch)
             for (seq, _), job_id in zip(batch, ids, strict=True):
                 self.enqueued[job_id] = seq
             self.flows_enqueued(batch, ids)
+            self.groups_enqueued(batch, ids)
             await self.maybe_enqueue_workflow()
             self.unfinished += len(ids)
             await asyncio.sleep(0.01)  # stays: paces the load, a stream not one burst
@@ -472,7 +486,7 @@ class Harness(FlowLoad):
                     w.fate, w.exit_code, w.exited = "down at start", 2, time.time()
                     w.log.close()
                     self.counters["workers that found the server down at start"] += 1
-                    new = self.spawn()
+                    new = self.spawn(w.module)
                     self.log(
                         f"worker #{w.n} pid {w.proc.pid} exited 2: the server was down when "
                         f"it started; started #{new.n} pid {new.proc.pid}"
@@ -482,7 +496,7 @@ class Harness(FlowLoad):
                 w.log.close()
                 self.faults.crashes[w.proc.pid] = w.exited
                 self.counters["worker crashes"] += 1
-                new = self.spawn()
+                new = self.spawn(w.module)
                 self.log(
                     f"worker #{w.n} pid {w.proc.pid} CRASHED (exit code {w.exit_code}); "
                     f"started #{new.n} pid {new.proc.pid}"
@@ -550,6 +564,8 @@ class Harness(FlowLoad):
         await self.connect()
         await db.schema.apply_schema(self.conn, schema=sql.DEFAULT_SCHEMA)
         await self.create_side_table()
+        self.ledger_dsn = self.dsn
+        await self.create_ledger()
         self.log(
             f"chaos soak ({cfg.mode}): seed {cfg.seed}, {cfg.workers} workers x "
             f"concurrency {cfg.concurrency}, lease {cfg.lease}s, shutdown_timeout "
@@ -561,11 +577,14 @@ class Harness(FlowLoad):
             self.log(f"  {at:7.2f}  {what}")
         for _ in range(cfg.workers):
             self.spawn()
+        for _ in range(cfg.group_workers):
+            self.spawn(GROUP_MODULE)
         self.t_start = time.time()
         monitor = asyncio.create_task(self.monitor())
         faults = asyncio.create_task(self.run_schedule(plan))
         signaller = asyncio.create_task(self.send_signals())
         watcher = asyncio.create_task(self.watch_waiting())
+        lowerer = asyncio.create_task(self.lower_caps(cfg.seconds))
         try:
             await self.produce(self.t_start + cfg.seconds)
             await faults
@@ -579,7 +598,7 @@ class Harness(FlowLoad):
                     await self._log_unfinished()
             self.log(f"drained in {time.time() - drain_start:.1f}s: {self.unfinished} unfinished")
         finally:
-            for task in (monitor, faults, signaller, watcher):
+            for task in (monitor, faults, signaller, watcher, lowerer):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
@@ -596,7 +615,14 @@ class Harness(FlowLoad):
         report = await self.check()
         summary = self.summarize(report, elapsed)
         return Result(
-            cfg, report, self.counters, summary, self.out, elapsed, flows=self.flow_report
+            cfg,
+            report,
+            self.counters,
+            summary,
+            self.out,
+            elapsed,
+            flows=self.flow_report,
+            groups=self.group_report,
         )
 
     # --- the check --------------------------------------------------------------------
@@ -666,6 +692,9 @@ class Harness(FlowLoad):
         )
         await self.check_workflows(jobs, lines)
         for v in self.flow_report.violations:
+            report.violate(v)
+        await self.check_groups(jobs, events, lines)
+        for v in self.group_report.violations:
             report.violate(v)
         for m in mismatches:
             report.violate(m)
@@ -797,6 +826,7 @@ class Harness(FlowLoad):
                 c["workers that found the server down at start"],
             ),
             *self.flow_rows(),
+            *self.group_rows(),
             ("violations", len(rep.violations)),
         ]
         for bug, n in self.known.items():

@@ -192,7 +192,7 @@ class Scenario(harness.Harness):
             if self.name in ("blackhole", "slow"):
                 # One proxy per worker process (none is replaced in these scenarios, but
                 # leave room): a worker's connections are exactly its proxy's links.
-                for n in range(self.cfg.workers + 2):
+                for n in range(self.cfg.workers + self.cfg.group_workers + 2):
                     self.proxies.append(await Proxy.start("127.0.0.1", self.cluster.port, n))
             if self.name == "all":
                 assert self.pair is not None
@@ -200,7 +200,10 @@ class Scenario(harness.Harness):
                 # Every worker ever started (the first ones and each replacement) gets
                 # its own pair of proxies; beyond the scheduled kills and stops, a worker
                 # that crashed or found the server down at start is replaced too.
-                for n in range(self.cfg.workers + self.cfg.kills + self.cfg.terms + SPARE_PROXIES):
+                cfg = self.cfg
+                for n in range(
+                    cfg.workers + cfg.group_workers + cfg.kills + cfg.terms + SPARE_PROXIES
+                ):
                     self.proxies.append(await Twin.start(ports, n))
             result = await self._run()
             result.figures = self.figure_values
@@ -223,13 +226,13 @@ class Scenario(harness.Harness):
                 await asyncio.to_thread(self.cluster.destroy)
             self.log_file.close()
 
-    def spawn(self) -> harness.Worker:
+    def spawn(self, module: str = "tests.chaos.tasks") -> harness.Worker:
         # The harness's own connection stays direct; the worker gets its proxy.
         own = self.dsn
         if self.proxies:
             self.dsn = self.proxies[len(self.workers)].dsn(own)
         try:
-            return super().spawn()
+            return super().spawn(module)
         finally:
             self.dsn = own
 

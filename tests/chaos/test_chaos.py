@@ -277,6 +277,12 @@ async def test_short_chaos_soak(has_cluster: None, tmp_path: Path) -> None:
     assert w.steps_recorded > 0 and w.tx_writes > 0 and w.timers > 0
     assert w.children_gathered > 0 and w.signals_delivered > 0
     assert w.workflows_completed > 0 and w.flows_completed == w.flows
+    # Grouped jobs ran beside them: no group ever over its cap (zombies apart), caps
+    # reached, the lowered caps in force.
+    g = result.groups
+    assert g.overshoots == 0 and g.intervals > 0, result.summary
+    assert any(peak == cap for peak, cap in g.peaks.values()), result.summary
+    assert len(g.lowered_peaks) == 2, result.summary
 
 
 # --- library bugs the soak found --------------------------------------------------------

@@ -76,6 +76,7 @@ class Claimer:
         }
         self.grouped = set(self.declared_grouped)
         self.grouped_until: dict[str, float] = {}
+        self._grouped_first = False
         self._claims = 0
         # A slow claim into a backlog looks at the live table's statistics.
         self.statistics = Statistics(config.schema, instruments)
@@ -121,6 +122,14 @@ class Claimer:
             and ((bucket := self.buckets.get(k)) is None or bucket.available() >= 1)
             and self.capped_until.get(k, 0.0) <= now
         ]
+
+    def grouped_turn(self) -> bool:
+        """Whether the groups' claim goes first this time: every other time, so that the
+        jobs without a group and the groups each get the free slots first in turn (the
+        jobs without a group are one more claimant beside the groups, not ahead of
+        them; docs/groups.md)."""
+        self._grouped_first = not self._grouped_first
+        return self._grouped_first
 
     def grouped_claimable(self, now: float) -> list[str]:
         """Grouped kinds a claim may try now: under this worker's cap, with a local token,

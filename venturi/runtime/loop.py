@@ -220,8 +220,14 @@ class Loop:
 
     async def fill(self, conn: Source, free: int, shutdown: asyncio.Event, done: list[Run]) -> bool:
         """Settle ``done`` and claim into the free slots; True when the queue had nothing
-        more to give."""
+        more to give. With grouped kinds, the groups' claim goes first every other time:
+        neither a backlog of jobs without a group nor the groups' wait for the other."""
         claimer, start = self.claimer, self.inflight.start
+        again = False
+        grouped_first = bool(claimer.grouped) and claimer.grouped_turn()
+        if grouped_first and free > 0 and not shutdown.is_set():
+            taken, again = await claimer.fill_grouped(conn, free, start)
+            free -= taken
         free, short, unsent = await claimer.fill(
             conn, free, shutdown, done, self.completer.completed, start
         )
@@ -234,9 +240,10 @@ class Loop:
         if claimer.global_caps and free > 0 and not shutdown.is_set():
             free -= await claimer.fill_capped(conn, free, start)
             short = short or free > 0
-        if claimer.grouped and free > 0 and not shutdown.is_set():
+        if claimer.grouped and not grouped_first and free > 0 and not shutdown.is_set():
             taken, again = await claimer.fill_grouped(conn, free, start)
             free -= taken
+        if claimer.grouped:
             short = (short or free > 0) and not again
         return short
 
