@@ -227,6 +227,44 @@ FROM "billing_jobs".dependencies d
 LEFT JOIN "billing_jobs".all_jobs j ON j.id = d.depends_on
 WHERE d.job_id = $1::bigint AND d.name = $2::text;
 
+-- group_gauges: the groups' gauges of `venturi metrics` (and QueueGauges), one statement
+-- per read: per kind, how many groups have pending or claimed jobs (on every row of the
+-- kind), and the groups with the most pending jobs (then the most claimed), at most $1
+-- per kind, each with its pending and claimed jobs. Bounded series: a group outside a
+-- kind's top $1 has no row, so its gauges go at the next read.
+-- $1 integer top: most groups listed per kind
+-- index: jobs_group_claim_idx (pending) and jobs_group_claimed_idx (claimed), read
+-- index-only: the read costs the grouped jobs pending or claimed, as queue_gauges costs
+-- the pending ones.
+PREPARE billing_jobs_group_gauges(integer) AS
+WITH pending AS (
+    SELECT j.kind, j.grp, count(*)::integer AS n FROM "billing_jobs".jobs j
+    WHERE j.status = 'pending' AND j.grp IS NOT NULL
+    GROUP BY j.kind, j.grp
+),
+held AS (
+    SELECT j.kind, j.grp, count(*)::integer AS n FROM "billing_jobs".jobs j
+    WHERE j.status = 'claimed' AND j.grp IS NOT NULL
+    GROUP BY j.kind, j.grp
+),
+busy AS (
+    SELECT coalesce(p.kind, h.kind) AS kind, coalesce(p.grp, h.grp) AS grp,
+           coalesce(p.n, 0) AS pending, coalesce(h.n, 0) AS claimed
+    FROM pending p
+    FULL JOIN held h ON h.kind = p.kind AND h.grp = p.grp
+),
+ranked AS (
+    SELECT b.kind, b.grp, b.pending, b.claimed,
+           count(*) OVER (PARTITION BY b.kind)::integer AS groups,
+           row_number() OVER (PARTITION BY b.kind
+                              ORDER BY b.pending DESC, b.claimed DESC, b.grp) AS place
+    FROM busy b
+)
+SELECT r.kind, r.groups, r.grp, r.pending, r.claimed
+FROM ranked r
+WHERE r.place <= $1::integer
+ORDER BY r.kind, r.place;
+
 -- group_get: one group of a kind with its counts (venturi groups show, why a pending job
 -- of the group waits); no row for a group with neither a job nor a setting. A group
 -- whose jobs no claim has looked at yet has no row in groups: the default settings.
@@ -265,8 +303,7 @@ WHERE g.grp IS NOT NULL OR c.pending > 0 OR c.claimed > 0;
 -- $3 integer page_size: most groups to return
 -- $4 integer page_offset: groups to skip
 -- index: jobs_group_claim_idx and jobs_group_claimed_idx, read index-only, for the
--- counts (every pending job of the kind's groups is counted: 100,000 groups in about a
--- tenth of a second, docs/groups.md); groups primary key for the page.
+-- counts; groups primary key.
 PREPARE billing_jobs_group_list(text, text, integer, integer) AS
 WITH pending AS (
     SELECT j.grp, count(*)::integer AS n FROM "billing_jobs".jobs j
@@ -280,6 +317,7 @@ held AS (
 ),
 -- The page is one of: the groups most pending (ties by name), any group with a claimed
 -- job, any group with a setting; only those few are joined and sorted, not every group.
+-- In either order: a group without claimed jobs ranks by pending then name in both.
 candidates AS (
     (SELECT p.grp FROM pending p
      WHERE $2::text IS NULL OR strpos(p.grp, $2::text) > 0
@@ -307,6 +345,58 @@ LEFT JOIN pending p ON p.grp = k.grp
 LEFT JOIN held h ON h.grp = k.grp
 WHERE $2::text IS NULL OR strpos(k.grp, $2::text) > 0
 ORDER BY coalesce(p.n, 0) DESC, coalesce(h.n, 0) DESC, k.grp
+LIMIT $3::integer OFFSET $4::integer;
+
+-- group_list_by_claimed: a kind's groups as group_list gives them, most claimed first
+-- (then most pending): the dashboard's kind page, "top by claimed", shows which groups
+-- hold the kind's slots now.
+-- $1 text kind: the kind
+-- $2 text search: a substring of the group's name (NULL: every group)
+-- $3 integer page_size: most groups to return
+-- $4 integer page_offset: groups to skip
+-- index: as group_list (jobs_group_claim_idx and jobs_group_claimed_idx, index-only;
+-- groups primary key).
+PREPARE billing_jobs_group_list_by_claimed(text, text, integer, integer) AS
+WITH pending AS (
+    SELECT j.grp, count(*)::integer AS n FROM "billing_jobs".jobs j
+    WHERE j.status = 'pending' AND j.kind = $1::text AND j.grp IS NOT NULL
+    GROUP BY j.grp
+),
+held AS (
+    SELECT j.grp, count(*)::integer AS n FROM "billing_jobs".jobs j
+    WHERE j.status = 'claimed' AND j.kind = $1::text AND j.grp IS NOT NULL
+    GROUP BY j.grp
+),
+-- The page is one of: the groups most pending (ties by name), any group with a claimed
+-- job, any group with a setting; only those few are joined and sorted, not every group.
+-- In either order: a group without claimed jobs ranks by pending then name in both.
+candidates AS (
+    (SELECT p.grp FROM pending p
+     WHERE $2::text IS NULL OR strpos(p.grp, $2::text) > 0
+     ORDER BY p.n DESC, p.grp
+     LIMIT $3::integer + $4::integer)
+    UNION
+    SELECT grp FROM held
+    UNION
+    SELECT g.grp FROM "billing_jobs".groups g
+    WHERE g.kind = $1::text AND (g.cap IS NOT NULL OR g.weight IS NOT NULL OR g.paused)
+)
+SELECT k.grp, coalesce(p.n, 0) AS pending, coalesce(h.n, 0) AS claimed, g.cap, g.task_cap,
+       g.weight, coalesce(g.paused, false) AS paused, coalesce(g.ready, false) AS ready,
+       g.tokens,
+       coalesce(CASE WHEN g.minute = date_trunc('minute', now()) THEN g.minute_claims
+                     + g.last_minute_claims
+                       * (1 - extract(epoch FROM now() - date_trunc('minute', now())) / 60)
+                     WHEN g.minute = date_trunc('minute', now()) - interval '1 minute'
+                     THEN g.minute_claims
+                       * (1 - extract(epoch FROM now() - date_trunc('minute', now())) / 60)
+                END, 0)::integer AS recent
+FROM candidates k
+LEFT JOIN "billing_jobs".groups g ON g.kind = $1::text AND g.grp = k.grp
+LEFT JOIN pending p ON p.grp = k.grp
+LEFT JOIN held h ON h.grp = k.grp
+WHERE $2::text IS NULL OR strpos(k.grp, $2::text) > 0
+ORDER BY coalesce(h.n, 0) DESC, coalesce(p.n, 0) DESC, k.grp
 LIMIT $3::integer OFFSET $4::integer;
 
 -- group_set: change a group's settings (venturi.set_group, venturi groups set); a group
@@ -2353,8 +2443,9 @@ ORDER BY input.id;
 -- $2 text kind: only this kind (NULL: any)
 -- $3 text key: only jobs with exactly this key (NULL: any)
 -- $4 integer cap: count at most this many
+-- $5 text grp: only jobs of this group (NULL: any)
 -- index: as job_search_older.
-PREPARE billing_jobs_job_search_count(text, text, text, integer) AS
+PREPARE billing_jobs_job_search_count(text, text, text, integer, text) AS
 SELECT count(*) AS jobs
 FROM (
     SELECT 1
@@ -2362,6 +2453,7 @@ FROM (
     WHERE ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
+  AND ($5::text IS NULL OR grp = $5::text)
     LIMIT $4::integer
 ) AS matched;
 
@@ -2469,15 +2561,17 @@ SELECT (SELECT count(*) FROM indexed)::integer AS indexed,
 -- $3 text key: only jobs with exactly this key (NULL: any)
 -- $4 bigint after_id: only jobs with a greater id, the keyset cursor
 -- $5 integer max_rows: how many to return at most
+-- $6 text grp: only jobs of this group (NULL: any; jobs_grp_id_idx and the history's)
 -- index: as job_search_older, read forwards from the cursor.
-PREPARE billing_jobs_job_search_newer(text, text, text, bigint, integer) AS
+PREPARE billing_jobs_job_search_newer(text, text, text, bigint, integer, text) AS
 SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
        visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
-       cancel_requested_at
+       cancel_requested_at, grp AS "group"
 FROM "billing_jobs".all_jobs
 WHERE ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
+  AND ($6::text IS NULL OR grp = $6::text)
   AND id > $4::bigint
 ORDER BY id
 LIMIT $5::integer;
@@ -2489,16 +2583,18 @@ LIMIT $5::integer;
 -- $3 text key: only jobs with exactly this key (NULL: any)
 -- $4 bigint before_id: only jobs with a smaller id, the keyset cursor (NULL: the newest)
 -- $5 integer max_rows: how many to return at most
+-- $6 text grp: only jobs of this group (NULL: any; jobs_grp_id_idx and the history's)
 -- index: as job_list (jobs_pkey backwards, jobs_kind_id_idx, jobs_failed_id_idx,
 -- jobs_key_search_idx, jobs_stale_idx): an ordered scan that stops at a page.
-PREPARE billing_jobs_job_search_older(text, text, text, bigint, integer) AS
+PREPARE billing_jobs_job_search_older(text, text, text, bigint, integer, text) AS
 SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
        visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
-       cancel_requested_at
+       cancel_requested_at, grp AS "group"
 FROM "billing_jobs".all_jobs
 WHERE ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
+  AND ($6::text IS NULL OR grp = $6::text)
   AND ($4::bigint IS NULL OR id < $4::bigint)
 ORDER BY id DESC
 LIMIT $5::integer;
@@ -2544,7 +2640,7 @@ FROM "billing_jobs".job_search_state s;
 PREPARE billing_jobs_job_search_rows(bigint[]) AS
 SELECT id, kind, status, priority, key, attempt, failures, max_failures, created_at,
        visible_at, claimed_at, claimed_by, claim_expires_at, finished_at, last_error,
-       cancel_requested_at
+       cancel_requested_at, grp AS "group"
 FROM "billing_jobs".all_jobs
 WHERE id = ANY ($1::bigint[])
 ORDER BY id DESC;

@@ -10,10 +10,14 @@ import msgspec
 
 from venturi import db, validate
 from venturi.db.conn import Conn
+from venturi.errors import ConfigError
 from venturi.groups import check_group
 from venturi.sql import DEFAULT_SCHEMA
 
-__all__ = ["GroupState", "list_groups", "show_group"]
+__all__ = ["GROUP_ORDERS", "GroupState", "list_groups", "show_group"]
+
+# The orders of ``list_groups``: most pending first, or most claimed first.
+GROUP_ORDERS = ("pending", "claimed")
 
 
 class GroupState(msgspec.Struct, frozen=True):
@@ -64,12 +68,17 @@ async def list_groups(
     limit: int = 50,
     offset: int = 0,
     schema: str = DEFAULT_SCHEMA,
+    order: str = "pending",
 ) -> list[GroupState]:
-    """The groups of ``kind`` with work or settings, most pending first; ``search``: a
-    part of the group's name; ``limit`` and ``offset`` page."""
+    """The groups of ``kind`` with work or settings, most pending first (``order``
+    "claimed": most claimed first); ``search``: a part of the group's name; ``limit``
+    and ``offset`` page."""
     validate.integer(limit, "limit")
     validate.integer(offset, "offset", minimum=0)
-    rows = await db.groups.group_list(
+    if order not in GROUP_ORDERS:
+        raise ConfigError(f"order must be one of {', '.join(GROUP_ORDERS)}, got {order!r}")
+    read = db.groups.group_list if order == "pending" else db.dashboard.group_list_by_claimed
+    rows = await read(
         conn, schema=schema, kind=kind, search=search or None, limit=limit, offset=offset
     )
     return [_state(r) for r in rows]

@@ -16,6 +16,7 @@ from venturi.admin.kinds import list_kinds
 from venturi.db.conn import Conn
 from venturi.db.search import INDEX_BATCH, INDEX_MARGIN, INDEX_PATIENCE
 from venturi.errors import ConfigError
+from venturi.groups import check_group
 from venturi.sql import DEFAULT_SCHEMA
 from venturi.status import MANUAL_RETRY
 
@@ -47,12 +48,14 @@ PERIODS = {"1h": (60.0, 60), "24h": (1200.0, 72), "7d": (7200.0, 84)}
 
 class JobFilter(msgspec.Struct, frozen=True):
     """What a list shows: each None for any. ``search``: words that must each begin a
-    word of the job's kind, key, last error (its end) or carry (its start)."""
+    word of the job's kind, key, last error (its end) or carry (its start); ``group``:
+    jobs of that group only (SPEC 13; not with a search yet)."""
 
     status: str | None = None
     kind: str | None = None
     key: str | None = None
     search: str | None = None
+    group: str | None = None
 
 
 class JobPage(msgspec.Struct, frozen=True):
@@ -231,12 +234,13 @@ async def _page(
     before, after = cursors
     if found is not None:
         return await _text_page(conn, f, found, cursors, n, schema, live)
+    wanted = {"status": f.status, "kind": f.kind, "key": f.key, "group": f.group}
     if after is not None:
         return await db.dashboard.job_search_newer(
-            conn, schema=schema, status=f.status, kind=f.kind, key=f.key, after=after, limit=n
+            conn, schema=schema, **wanted, after=after, limit=n
         )
     return await db.dashboard.job_search_older(
-        conn, schema=schema, status=f.status, kind=f.kind, key=f.key, before=before, limit=n
+        conn, schema=schema, **wanted, before=before, limit=n
     )
 
 
@@ -256,13 +260,23 @@ async def search_jobs(
     for cursor in (before, after):
         if cursor is not None:
             check_ids([cursor])
+    if f.group is not None:
+        check_group(f.group)
     found = await resolve_search(conn, f.search, schema=schema)
+    if found is not None and f.group is not None:
+        raise ConfigError("a search and a group filter together are not supported yet")
     if found is not None and not found.possible:
         return JobPage([], None, None, 0, False)
     live = None
     if found is None:
         total = await db.dashboard.job_search_count(
-            conn, schema=schema, status=f.status, kind=f.kind, key=f.key, cap=COUNT_CAP + 1
+            conn,
+            schema=schema,
+            status=f.status,
+            kind=f.kind,
+            key=f.key,
+            cap=COUNT_CAP + 1,
+            group=f.group,
         )
     else:
         total, live = await _text_total(conn, f, found, schema)

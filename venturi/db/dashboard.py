@@ -49,9 +49,10 @@ async def job_search_older(
     key: str | None,
     before: int | None,
     limit: int,
+    group: str | None = None,
 ) -> list[Record]:
     text = sql.statement("job_search_older", schema)
-    return list(await conn.fetch(text, status, kind, key, before, limit))
+    return list(await conn.fetch(text, status, kind, key, before, limit, group))
 
 
 async def job_search_newer(
@@ -63,9 +64,10 @@ async def job_search_newer(
     key: str | None,
     after: int,
     limit: int,
+    group: str | None = None,
 ) -> list[Record]:
     text = sql.statement("job_search_newer", schema)
-    return list(await conn.fetch(text, status, kind, key, after, limit))
+    return list(await conn.fetch(text, status, kind, key, after, limit, group))
 
 
 async def job_search_count(
@@ -76,9 +78,10 @@ async def job_search_count(
     kind: str | None,
     key: str | None,
     cap: int,
+    group: str | None = None,
 ) -> int:
     text = sql.statement("job_search_count", schema)
-    return int(await conn.fetchval(text, status, kind, key, cap))
+    return int(await conn.fetchval(text, status, kind, key, cap, group))
 
 
 async def job_activity_of_kind(
@@ -86,3 +89,10 @@ async def job_activity_of_kind(
 ) -> list[Record]:
     text = sql.statement("job_activity_of_kind", schema)
     return list(await conn.fetch(text, kind, manual_detail, bucket, buckets))
+
+
+async def group_list_by_claimed(
+    conn: Conn, *, schema: str, kind: str, search: str | None, limit: int, offset: int
+) -> list[Record]:
+    text = sql.statement("group_list_by_claimed", schema)
+    return list(await conn.fetch(text, kind, search, limit, offset))

@@ -89,5 +89,10 @@ async def queue_gauges(conn: Conn, *, schema: str, liveness: float) -> list[Reco
     return list(await conn.fetch(sql.statement("queue_gauges", schema), liveness))
 
 
+async def group_gauges(conn: Conn, *, schema: str, top: int) -> list[Record]:
+    """Per kind, its busy groups' count and its ``top`` groups by pending jobs."""
+    return list(await conn.fetch(sql.statement("group_gauges", schema), top))
+
+
 async def kind_list_unserved(conn: Conn, *, schema: str, liveness: float) -> list[Record]:
     return list(await conn.fetch(sql.statement("kind_list_unserved", schema), liveness))

@@ -1,6 +1,8 @@
-"""Queue gauges for Prometheus: what is waiting, running and failed per kind, and the
-workers live or gone, read from the database with one statement (``queue_gauges``) per
-interval, so no worker is needed: ``venturi metrics --port P`` runs the read on its own;
+"""Queue gauges for Prometheus: what is waiting, running and failed per kind, the
+workers live or gone, and each kind's groups (SPEC 13: how many are busy, and the pending
+and claimed jobs of the ``GROUP_SERIES`` groups with the most pending jobs, so the series
+stay bounded), read from the database with two statements (``queue_gauges``,
+``group_gauges``) per interval, so no worker is needed: ``venturi metrics --port P`` runs the read on its own;
 ``QueueGauges`` is the same read as a maintenance task of a worker that exports metrics.
 
 The gauges are served from the last read (a custom collector), so a scrape never waits
@@ -28,6 +30,9 @@ from venturi.status import DEFAULT_LIVENESS, JobStatus
 log = logging.getLogger("venturi.metrics")
 
 DEFAULT_INTERVAL = 15.0
+# Per-group series only for this many groups per kind: those with the most pending jobs
+# (then the most claimed). A group that leaves them loses its series at the next read.
+GROUP_SERIES = 20
 
 # (gauge, help, column) per kind; every one is labelled by kind.
 _PER_KIND = (
@@ -68,16 +73,52 @@ def _kind(row: Any) -> KindHealth:
     )
 
 
-class Snapshot:
-    """One read of ``queue_gauges``: each kind's health, the fleet's live and gone
-    workers, and when it was taken."""
+class GroupGauge(msgspec.Struct, frozen=True):
+    """One of a kind's top groups: its pending and claimed jobs."""
 
-    def __init__(self, rows: list[Any], at: float) -> None:
+    kind: str
+    group: str
+    pending: int
+    claimed: int
+
+
+class Snapshot:
+    """One read of ``queue_gauges`` and ``group_gauges``: each kind's health, the fleet's
+    live and gone workers, each kind's busy groups (``groups``: a count per kind; ``top``:
+    the top groups' jobs), and when it was taken."""
+
+    def __init__(self, rows: list[Any], at: float, group_rows: list[Any] | None = None) -> None:
         self.kinds = [_kind(r) for r in rows if r["kind"] is not None]
         first = rows[0] if rows else None
         self.live = int(first["workers_live"]) if first else 0
         self.gone = int(first["workers_gone"]) if first else 0
+        found = group_rows or []
+        self.groups = {k.kind: 0 for k in self.kinds} | {r["kind"]: r["groups"] for r in found}
+        self.top = [GroupGauge(r["kind"], r["grp"], r["pending"], r["claimed"]) for r in found]
         self.at = at
+
+
+def group_families(snap: Snapshot) -> Iterator[Any]:
+    """``venturi_groups{kind}`` and ``venturi_group_jobs{kind,group,status}`` (the top
+    groups' pending and claimed jobs) of a snapshot."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    count = GaugeMetricFamily(
+        "venturi_groups", "Groups with pending or claimed jobs, by kind.", labels=["kind"]
+    )
+    for kind, n in sorted(snap.groups.items()):
+        count.add_metric([kind], n)
+    yield count
+    jobs = GaugeMetricFamily(
+        "venturi_group_jobs",
+        f"Pending and claimed jobs of the {GROUP_SERIES} groups of each kind with the most "
+        "pending jobs, by kind, group and status (other groups have no series).",
+        labels=["kind", "group", "status"],
+    )
+    for g in snap.top:
+        jobs.add_metric([g.kind, g.group, JobStatus.PENDING], g.pending)
+        jobs.add_metric([g.kind, g.group, JobStatus.CLAIMED], g.claimed)
+    yield jobs
 
 
 class QueueCollector:
@@ -135,6 +176,7 @@ class QueueCollector:
         for k in snap.kinds:
             without.add_metric([k.kind], 1.0 if k.no_live_worker else 0.0)
         yield without
+        yield from group_families(snap)
 
 
 @functools.cache
@@ -150,14 +192,15 @@ def collector() -> QueueCollector:
 
 
 async def refresh(conn: Conn, *, schema: str, liveness: float = DEFAULT_LIVENESS) -> Snapshot:
-    """Read the queue gauges once into the process's collector."""
+    """Read the queue gauges (and the groups') once into the process's collector."""
     target = collector()
     try:
         rows = await db.workers.queue_gauges(conn, schema=schema, liveness=liveness)
+        group_rows = await db.workers.group_gauges(conn, schema=schema, top=GROUP_SERIES)
     except BaseException:
         target.up = False
         raise
-    target.snapshot = Snapshot(rows, time.monotonic())
+    target.snapshot = Snapshot(rows, time.monotonic(), group_rows)
     target.up = True
     return target.snapshot
 

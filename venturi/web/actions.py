@@ -1,8 +1,9 @@
 """The dashboard's actions (POST): retry, cancel, delete and run-now on one job, on the
 selected rows of the list, or on every job of a filter (on one job, retry may take its
 dead or cancelled children along and run-now may time out a signal's wait, each when
-its form says so); sending a signal to one job; pausing and resuming kinds;
-recovering a gone worker's claims. Each is journaled with the operator
+its form says so); sending a signal to one job; pausing and resuming kinds and one group
+of a kind (``venturi.set_group``, journaled nowhere: a group's setting is not a job's
+event); recovering a gone worker's claims. Each is journaled with the operator
 (``Dashboard.operator``), through the same ``venturi.admin`` functions as the command
 line (a deletion, whose journal goes with the job, is logged instead), and answers 303
 back to the page the form came from, which shows the outcome once."""
@@ -17,6 +18,7 @@ from starlette.responses import Response
 
 from venturi import admin
 from venturi.errors import ConfigError
+from venturi.groups import check_group, set_group
 from venturi.web.flash import Flash, of_changes
 from venturi.web.kit import (
     BadInput,
@@ -167,6 +169,32 @@ async def kind_resume(request: Request, d: Dashboard, form: Any) -> Response:
     return redirect_back(
         request, form, Flash(f"Resume {kind}", int(done), int(not done), [message], 0)
     )
+
+
+def _group(form: Any) -> tuple[str, str]:
+    """The kind and the group a group's form names, each checked before anything is
+    written (``check_group``: empty, over 200 characters, a control character: 400)."""
+    return _kind(form), check_group(form.get("group"))
+
+
+@action
+async def group_pause(request: Request, d: Dashboard, form: Any) -> Response:
+    """``venturi groups set KIND GROUP --pause``: the group's jobs stay pending."""
+    kind, group = _group(form)
+    async with d.db.writing() as conn:
+        await set_group(conn, kind, group, paused=True, schema=d.db.schema)
+    done = f"paused group {group} of {kind}: its jobs stay pending until it is resumed"
+    return redirect_back(request, form, Flash(f"Pause group {group}", 1, 0, [done], 0))
+
+
+@action
+async def group_resume(request: Request, d: Dashboard, form: Any) -> Response:
+    """``venturi groups set KIND GROUP --resume``: its jobs are claimed again."""
+    kind, group = _group(form)
+    async with d.db.writing() as conn:
+        await set_group(conn, kind, group, paused=False, schema=d.db.schema)
+    done = f"resumed group {group} of {kind}"
+    return redirect_back(request, form, Flash(f"Resume group {group}", 1, 0, [done], 0))
 
 
 @action

@@ -22,6 +22,7 @@ from venturi import admin
 from venturi.db.errors import DATABASE_ERRORS, one_line
 from venturi.errors import ConfigError, VenturiError
 from venturi.formatting import to_json
+from venturi.groups import check_group
 from venturi.status import STATUSES
 from venturi.web import flash
 from venturi.web.auth import CSRF_COOKIE, CSRF_FIELD, Guard, new_nonce
@@ -280,6 +281,15 @@ def int_param(request: Request, name: str, *, low: int = 1, high: int | None = N
         bound = f"between {low} and {high}" if high is not None else f">= {low}"
         raise BadInput(f"{name} must be {bound}, got {n}")
     return n
+
+
+def group_param(request: Request, name: str = "group") -> str | None:
+    """A group of the query string, checked as a job's group is (``check_group``: an
+    empty value is no filter; 201 characters or a control character answer 400)."""
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return None
+    return check_group(value, name)
 
 
 def status_filter(value: str | None) -> str | None:

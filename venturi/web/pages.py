@@ -11,7 +11,7 @@ from starlette.responses import Response
 
 from venturi import admin
 from venturi.status import DEFAULT_LIVENESS, STATUSES, JobStatus
-from venturi.web import charts, workflows
+from venturi.web import charts, groups, workflows
 from venturi.web.kit import (
     JOB_ACTIONS,
     BadInput,
@@ -19,6 +19,7 @@ from venturi.web.kit import (
     action_named,
     error_page,
     filter_params,
+    group_param,
     int_param,
     job_id_param,
     page,
@@ -66,9 +67,10 @@ async def overview_live(request: Request, d: Dashboard) -> Response:
 @page
 async def jobs(request: Request, d: Dashboard) -> Response:
     f = filter_params(request)
+    f["group"] = group_param(request)
     before = int_param(request, "before")
     after = int_param(request, "after")
-    wanted = admin.JobFilter(f["status"], f["kind"], f["key"], f["q"])
+    wanted = admin.JobFilter(f["status"], f["kind"], f["key"], f["q"], f["group"])
     async with d.db.reading() as conn:
         found = await admin.search_jobs(
             conn, wanted, before=before, after=after, limit=PAGE_SIZE, schema=d.db.schema
@@ -146,7 +148,8 @@ def _kind_charts(buckets: list[admin.Bucket], period: str) -> list[charts.Chart]
 
 @page
 async def kind(request: Request, d: Dashboard) -> Response:
-    """One kind: its numbers now, its trends over a period, its jobs, pause and resume."""
+    """One kind: its numbers now, its trends over a period, its groups (SPEC 13), its
+    jobs, pause and resume."""
     name = text_param(request, "name", 200)
     if name is None:
         raise BadInput("name is required: the kind to show")
@@ -156,6 +159,7 @@ async def kind(request: Request, d: Dashboard) -> Response:
     async with d.db.reading() as conn:
         ov = await admin.overview(conn, schema=d.db.schema)
         buckets = await admin.kind_activity(conn, name, period=period, schema=d.db.schema)
+        found = await groups.kind_groups(request, conn, name, d.db.schema)
     health = next((k for k in ov.kinds if k.kind == name), None)
     paused = next((p for p in ov.paused if p.kind == name), None)
     return render(
@@ -168,6 +172,7 @@ async def kind(request: Request, d: Dashboard) -> Response:
         periods=PERIOD_LABELS,
         charts=_kind_charts(buckets, period),
         live=True,
+        **found,
     )
 
 
@@ -209,6 +214,8 @@ async def bulk_confirm(request: Request, d: Dashboard) -> Response:
     """How many jobs a bulk action would touch, and the form that does it."""
     act = request.query_params.get("action", "")
     label = action_named(act).label
+    if group_param(request) is not None:
+        raise BadInput("an action on every job of a group is not supported yet: tick the rows")
     f = filter_params(request)
     async with d.db.reading() as conn:
         matching = await admin.count_matching(

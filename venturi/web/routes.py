@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from venturi.web import actions, api, pages, workflows
+from venturi.web import actions, api, groups, pages, workflows
 from venturi.web.auth import CSRF_FIELD, SESSION_COOKIE
 from venturi.web.kit import dashboard, error_page, root_path, safe_path, set_cookie, url
 
@@ -52,6 +52,8 @@ ROUTES = [
     Route("/kind", pages.kind, name="kind"),
     Route("/kinds/pause", actions.kind_pause, name="kind_pause", methods=["POST"]),
     Route("/kinds/resume", actions.kind_resume, name="kind_resume", methods=["POST"]),
+    Route("/kinds/groups/pause", actions.group_pause, name="group_pause", methods=["POST"]),
+    Route("/kinds/groups/resume", actions.group_resume, name="group_resume", methods=["POST"]),
     Route("/workers", pages.workers, name="workers"),
     Route("/workers/recover", actions.worker_recover, name="worker_recover", methods=["POST"]),
     Route("/schedules", pages.schedules, name="schedules"),
@@ -63,4 +65,5 @@ ROUTES = [
     Route("/api/stats", api.stats, name="api_stats"),
     Route("/api/workers", api.workers, name="api_workers"),
     Route("/api/workflows", workflows.api_workflows, name="api_workflows"),
+    Route("/api/groups", groups.api_groups, name="api_groups"),
 ]
