@@ -66,3 +66,13 @@ def assert_one_clean_error(out: subprocess.CompletedProcess[str], *fragments: st
     assert last.startswith("venturi: "), out.stderr
     for f in fragments:
         assert f in last, (f, last)
+
+
+def without_uvloop(tmp_path: Path) -> dict[str, str]:
+    """An environment whose ``import uvloop`` fails, as on a platform without its wheels:
+    a ``uvloop`` package first on the path that raises ImportError."""
+    blocker = tmp_path / "no_uvloop" / "uvloop"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('uvloop is not installed here')\n")
+    path = os.pathsep.join(p for p in (str(blocker.parent), os.environ.get("PYTHONPATH")) if p)
+    return {"PYTHONPATH": path}

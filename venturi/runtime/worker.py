@@ -271,10 +271,11 @@ class Worker(Generic[S]):
         )
         await presence.register(pool)
         log.info(
-            "worker %s started: kinds=%s concurrency=%d id=%s",
+            "worker %s started: kinds=%s concurrency=%d loop=%s id=%s",
             cfg.claimed_by,
             ",".join(self.kinds),
             cfg.concurrency,
+            event_loop_name(),
             claimant.token,
         )
         beating = asyncio.create_task(heartbeat.run(db.held.hold(pool, deadline, keep=False)))
@@ -301,6 +302,12 @@ class Worker(Generic[S]):
             await presence.stop(pool)
             if isinstance(held, db.held.Held):
                 await held.close()
+
+
+def event_loop_name() -> str:
+    """The running event loop's implementation, for the start line: ``uvloop`` or
+    ``asyncio`` (or the top package of another loop's class)."""
+    return type(asyncio.get_running_loop()).__module__.split(".")[0]
 
 
 async def open_pool(config: WorkerConfig) -> Any:
