@@ -62,8 +62,12 @@ class InFlight:
         return len(self.handles)
 
     def start(self, rows: list[Record]) -> None:
-        """Start a claim's jobs at once."""
+        """Start a claim's jobs at once (one clock reading and one loop lookup for the
+        claim, not per job)."""
         m = self._m
+        loop = asyncio.get_running_loop()
+        now = time.monotonic()
+        pool, claimant = self.pool, self._claimant
         for row in rows:
             kind = row["kind"]
             policy = self._policies[kind]
@@ -79,11 +83,13 @@ class InFlight:
                 lease=policy.lease,
                 renew=policy.renew,
                 traceparent=row["traceparent"],
+                started=now,
+                renewed=now,
             )
             tx = None
-            if self.pool is not None and self._claimant is not None:
-                tx = JobTransactions(self.pool, self._schema, self._claimant, run)
-            handle = asyncio.create_task(
+            if pool is not None and claimant is not None:
+                tx = JobTransactions(pool, self._schema, claimant, run)
+            handle = loop.create_task(
                 executor.run_handler(run, self._state, tx, self._middleware),
                 name=f"venturi job {run.id}",
             )
