@@ -72,20 +72,7 @@ class InFlight:
             kind = row["kind"]
             policy = self._policies[kind]
             self.per_kind[kind] += 1
-            run = Run(
-                task=policy.task,
-                id=row["id"],
-                attempt=row["attempt"],
-                failures=row["failures"],
-                carry_text=row["carry"],
-                priority=row["priority"],
-                created_at=row["created_at"],
-                lease=policy.lease,
-                renew=policy.renew,
-                traceparent=row["traceparent"],
-                started=now,
-                renewed=now,
-            )
+            run = Run.claimed(policy.task, row, policy.lease, policy.renew, now)
             tx = None
             if pool is not None and claimant is not None:
                 tx = JobTransactions(pool, self._schema, claimant, run)
