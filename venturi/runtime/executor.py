@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -32,13 +32,15 @@ async def run_handler(
     state: Any,
     transactions: Transactions | None = None,
     middleware: Sequence[Middleware] = (),
+    ended: Callable[[], None] | None = None,
 ) -> None:
     """Run one handler (inside ``middleware``, the first outermost) and record its
     settlement on ``run``; never raises but for a cancellation by the worker
     (``run.stopped``), which the loop turns into a release. An exception from a
     middleware is a failed execution like one from the handler. ``transactions`` backs
     the context's ``transaction()`` and ``complete()`` and the workflow primitives,
-    whose connection is given back when the handler ends.
+    whose connection is given back when the handler ends. ``ended`` is called last, as
+    the task ends (the loop's wake-up: cheaper than a done callback per task).
 
     One coroutine per job on the common path (an async handler, no middleware): the
     handler is awaited here, not through a chain of helpers, each of which cost a frame
@@ -46,8 +48,12 @@ async def run_handler(
     try:
         run.outcome = await _outcome(run, state, transactions, middleware)
     finally:
-        if transactions is not None and transactions.used:
-            await transactions.release()
+        try:
+            if transactions is not None and transactions.used:
+                await transactions.release()
+        finally:
+            if ended is not None:
+                ended()
 
 
 async def _outcome(

@@ -40,7 +40,7 @@ class InFlight:
         self,
         state: Any,
         policies: Mapping[str, KindPolicy],
-        ended: Callable[[asyncio.Task[None]], None],
+        ended: Callable[[], None],
         instruments: Instruments,
         schema: str = "venturi",
         claimant: Claimant | None = None,
@@ -77,10 +77,9 @@ class InFlight:
             if pool is not None and claimant is not None:
                 tx = JobTransactions(pool, self._schema, claimant, run)
             handle = loop.create_task(
-                executor.run_handler(run, self._state, tx, self._middleware),
+                executor.run_handler(run, self._state, tx, self._middleware, self._ended),
                 name=f"venturi job {run.id}",
             )
-            handle.add_done_callback(self._ended)
             self.handles[handle] = run
             if m:
                 m.in_flight.labels(kind).inc()
