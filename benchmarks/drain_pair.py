@@ -12,8 +12,10 @@ no-op jobs through its tree's ``enqueue_many``, ANALYZEs, CHECKPOINTs, then runs
 handler started, and drops the database. So trees whose enqueue statements or schema
 differ (the commits of a bisect) each run their own. Figures, as ``benchmarks.compare``
 takes them: jobs/s = (jobs - 1) / (last handler start - first handler start), CPU us per
-job = the process's user+system CPU between those two instants / (jobs - 1). The load
-average is printed with each round. Nothing is asserted.
+job = the process's user+system CPU between those two instants / (jobs - 1), commits per
+job = the database's ``xact_commit`` over the drain / jobs (round trips that end a
+transaction: the load does not move it). The load average is printed with each round.
+Nothing is asserted.
 """
 
 from __future__ import annotations
@@ -75,10 +77,16 @@ async def main():
         await conn.execute("ANALYZE")
         await conn.execute("CHECKPOINT")
         await conn.close()
+        # Exited backends flush their statistics: commits per job, which load does not move.
+        await asyncio.sleep(0.5)
+        commits = "SELECT xact_commit FROM pg_stat_database WHERE datname = $1"
+        before = await admin.fetchval(commits, name)
         worker = venturi.Worker(None, dsn, [noop], concurrency=spec["concurrency"])
         run = asyncio.create_task(worker.run(stop))
         asyncio.get_running_loop().call_later(spec["timeout"], stop.set)
         await run
+        await asyncio.sleep(0.5)
+        after = await admin.fetchval(commits, name)
     finally:
         await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         await admin.close()
@@ -90,6 +98,7 @@ async def main():
         "complete": seen["t1"] is not None,
         "jobs_per_s": (N - 1) / window if seen["t1"] else None,
         "cpu_us_per_job": (seen["c1"] - seen["c0"]) / (N - 1) * 1e6 if seen["t1"] else None,
+        "commits_per_job": (after - before) / N,
     }
     print(json.dumps(out))
 
@@ -163,9 +172,11 @@ def main(argv: list[str] | None = None) -> int:
                 r = measure(sides[side], level, args, side.lower())
                 got[side].setdefault(f"c{level} jobs/s", []).append(r["jobs_per_s"])
                 got[side].setdefault(f"c{level} cpu us/job", []).append(r["cpu_us_per_job"])
+                got[side].setdefault(f"c{level} commits/job", []).append(r["commits_per_job"])
                 print(
                     f"round {rnd + 1} c={level} {side}: {r['jobs_per_s']:,.0f} jobs/s, "
-                    f"{r['cpu_us_per_job']:.1f} us/job (load {load})",
+                    f"{r['cpu_us_per_job']:.1f} us/job, {r['commits_per_job']:.3f} commits/job "
+                    f"(load {load})",
                     flush=True,
                 )
     lines = [
@@ -177,8 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     for key in got["A"]:
         a, b = got["A"][key], got["B"][key]
         ma, mb = statistics.median(a), statistics.median(b)
-        each = " ".join(f"{x:,.1f}" for x in a) + " | " + " ".join(f"{x:,.1f}" for x in b)
-        lines.append(f"{key:<18} {ma:>10,.1f} {mb:>10,.1f} {mb / ma:>6.2f}   {each}")
+        each = " ".join(f"{x:,.3g}" for x in a) + " | " + " ".join(f"{x:,.3g}" for x in b)
+        lines.append(f"{key:<18} {ma:>10,.3f} {mb:>10,.3f} {mb / ma:>6.2f}   {each}")
     text = "\n".join(lines)
     print(text)
     if args.json:

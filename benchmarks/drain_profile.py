@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import collections
 import cProfile
+import gc
 import json
 import os
 import pstats
@@ -113,6 +114,7 @@ async def inner(args: argparse.Namespace) -> None:
         "jobs_per_s": n / (seen["t1"] - seen["t0"]),
         "cpu_us_per_job": (seen["c1"] - seen["c0"]) / n * 1e6,
         "load": os.getloadavg(),
+        "gc_collections": [g["collections"] for g in gc.get_stats()],
     }
     print(json.dumps(figures), flush=True)
     if prof is not None:
