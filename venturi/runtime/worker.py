@@ -59,6 +59,10 @@ class Worker(Generic[S]):
     connections without a prepared-statement cache. A main DSN marked
     ``pooler=transaction`` without ``listen_dsn`` does not LISTEN (a pooler does not
     keep a session's notifications): the worker polls, at least every second.
+
+    It runs on the event loop that runs ``run``: ``venturi worker`` picks uvloop where it
+    is installed (a dependency on CPython outside Windows); in your own process,
+    ``uvloop.run(main())`` (docs/worker.md, "On uvloop").
     """
 
     def __init__(
