@@ -64,10 +64,11 @@ async def _outcome(
         carry = task.codec.decode(run.carry_text)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         return s.Undecodable(f"carry no longer decodes as {task.codec.carry_type!r}: {exc}")
+    tier = _PRIORITY.get(run.priority)
     meta = JobMeta(
         run.id,
         task.kind,
-        _PRIORITY.get(run.priority) or Priority(run.priority),
+        Priority(run.priority) if tier is None else tier,
         run.attempt,
         run.failures,
         run.created_at,
