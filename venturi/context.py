@@ -65,6 +65,12 @@ class Transactions(Protocol):
         """The run's workflow primitives (``venturi.workflow.durable.Durable``)."""
         ...
 
+    @property
+    def used(self) -> bool:
+        """Did the handler use a workflow primitive? Only then have ``flush`` and
+        ``release`` anything to do (the worker skips both for a plain job)."""
+        ...
+
     async def flush(self) -> None:
         """The handler returned: write what its primitives left unwritten."""
         ...

@@ -3,9 +3,17 @@ database, a bad knob; each a one-line error and nothing else, as a real subproce
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from tests.support import UNREACHABLE, assert_one_clean_error, venturi_cli, venturi_cli_async
+from tests.support import (
+    UNREACHABLE,
+    assert_one_clean_error,
+    venturi_cli,
+    venturi_cli_async,
+    without_uvloop,
+)
 
 
 @pytest.mark.parametrize("schema", ["venturi", "jobs_b"])
@@ -57,6 +65,7 @@ async def test_worker_cli_on_a_missing_database_is_one_line(dsn: str) -> None:
         (["--shutdown-timeout", "-1"], "shutdown_timeout must be"),
         (["--priority-ratio", "1"], "priority-ratio must be"),
         (["--log-level", "loud"], "log-level must be"),
+        (["--loop", "tokio"], "loop must be auto, uvloop or asyncio, got 'tokio'"),
         (["--schema", "jobs; DROP TABLE x"], "schema must be a lower-case SQL identifier"),
     ],
 )
@@ -65,4 +74,18 @@ def test_worker_cli_bad_knob_is_refused_before_connecting(args: list[str], knob:
     # comes first.
     out = venturi_cli("worker", "tests.support.workertasks", "--dsn", UNREACHABLE, *args)
     assert_one_clean_error(out, knob)
+    assert out.stderr.count("\n") == 1 and "cannot connect" not in out.stderr
+
+
+def test_worker_cli_loop_uvloop_without_uvloop_is_one_line(tmp_path: Path) -> None:
+    out = venturi_cli(
+        "worker",
+        "tests.support.workertasks",
+        "--dsn",
+        UNREACHABLE,
+        "--loop",
+        "uvloop",
+        env=without_uvloop(tmp_path),
+    )
+    assert_one_clean_error(out, "loop uvloop: uvloop is not installed", "--loop asyncio")
     assert out.stderr.count("\n") == 1 and "cannot connect" not in out.stderr

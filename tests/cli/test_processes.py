@@ -120,6 +120,28 @@ async def test_supervised_processes_restart_one_that_dies_and_stop_together(
     assert out.count(" stopped after ") == 2 and "all worker processes stopped" in out
 
 
+async def test_supervised_processes_run_on_the_loop_given(dsn: str, tmp_path: Path) -> None:
+    proc = spawn(
+        dsn,
+        tmp_path,
+        "tests.support.workertasks",
+        "--processes",
+        "2",
+        "--loop",
+        "asyncio",
+        "--poll-max",
+        "0.2",
+    )
+    try:
+        await wait_for(
+            lambda: _holds(lambda: output(tmp_path).count(" started: kinds=") == 2), within=30
+        )
+    finally:
+        code = await stop(proc)
+    started = [line for line in output(tmp_path).splitlines() if " started: kinds=" in line]
+    assert code == 0 and all(" loop=asyncio " in line for line in started), started
+
+
 async def test_children_stop_when_their_supervisor_is_killed(dsn: str, tmp_path: Path) -> None:
     proc = spawn(
         dsn, tmp_path, "tests.support.workertasks", "--processes", "2", "--poll-max", "0.2"

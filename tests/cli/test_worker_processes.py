@@ -15,14 +15,24 @@ import asyncpg
 import pytest
 
 import venturi
-from tests.support import ROOT, running, wait_for, wait_status, wait_until, workertasks
+from tests.support import (
+    ROOT,
+    running,
+    wait_for,
+    wait_status,
+    wait_until,
+    without_uvloop,
+    workertasks,
+)
 from tests.support import sql as test_sql
 from venturi import Backoff, db, testing
 from venturi.runtime.worker import Worker
 
 
-def spawn_worker(dsn: str, runs: Path, *args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "VENTURI_DSN": dsn, "VENTURI_TEST_RUNS_DIR": str(runs)}
+def spawn_worker(
+    dsn: str, runs: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    env = {**os.environ, "VENTURI_DSN": dsn, "VENTURI_TEST_RUNS_DIR": str(runs), **(env or {})}
     return subprocess.Popen(
         [sys.executable, "-m", "venturi", "worker", "tests.support.workertasks", *args],
         cwd=ROOT,
@@ -61,6 +71,39 @@ async def test_cli_worker_runs_and_stops_on_sigterm(
         out, _ = await asyncio.to_thread(proc.communicate, timeout=30)
     assert proc.returncode == 0, out
     assert "worker" in out and "started" in out and "stopped" in out
+    assert sorted(j for j, _, _ in read_runs(tmp_path)) == sorted(ids)
+
+
+@pytest.mark.parametrize(
+    ("args", "uvloop", "loop"),
+    [
+        ((), True, "uvloop"),  # the default, --loop auto, where uvloop is installed
+        (("--loop", "uvloop"), True, "uvloop"),
+        (("--loop", "asyncio"), True, "asyncio"),
+        (("--loop", "auto"), False, "asyncio"),  # auto without uvloop: asyncio
+    ],
+)
+async def test_cli_worker_drains_on_the_loop_it_names(
+    dsn: str,
+    conn: asyncpg.Connection,
+    tmp_path: Path,
+    args: tuple[str, ...],
+    uvloop: bool,
+    loop: str,
+) -> None:
+    ids = await venturi.enqueue_many(
+        conn, [workertasks.count.job(workertasks.Item(i)) for i in range(30)]
+    )
+    env = None if uvloop else without_uvloop(tmp_path)
+    proc = spawn_worker(dsn, tmp_path, "--concurrency", "4", "--poll-max", "0.5", *args, env=env)
+    try:
+        await wait_for(lambda: _eq(_completed(conn, ids), 30), within=30)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = await asyncio.to_thread(proc.communicate, timeout=30)
+    assert proc.returncode == 0, out
+    [line] = [x for x in out.splitlines() if " started: kinds=" in x]
+    assert f" loop={loop} " in line, line
     assert sorted(j for j, _, _ in read_runs(tmp_path)) == sorted(ids)
 
 

@@ -11,6 +11,7 @@ from tests.support.cli import (
     assert_one_clean_error,
     venturi_cli,
     venturi_cli_async,
+    without_uvloop,
 )
 from tests.support.leases import expire_claim, expire_claims, make_due
 from tests.support.waits import (
@@ -40,4 +41,5 @@ __all__ = [
     "wait_stat",
     "wait_status",
     "wait_until",
+    "without_uvloop",
 ]

@@ -76,3 +76,13 @@ def one_line_error(out: subprocess.CompletedProcess[str], *needles: str) -> None
     assert out.stderr.startswith("venturi: ") and "Traceback" not in out.stderr
     for n in needles:
         assert n in out.stderr, out.stderr
+
+
+def without_uvloop(tmp_path: Path) -> dict[str, str]:
+    """An environment whose ``import uvloop`` fails, as on a platform without its wheels:
+    a ``uvloop`` package first on the path that raises ImportError."""
+    blocker = tmp_path / "no_uvloop" / "uvloop"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('uvloop is not installed here')\n")
+    path = os.pathsep.join(p for p in (str(blocker.parent), os.environ.get("PYTHONPATH")) if p)
+    return {"PYTHONPATH": path}

@@ -39,7 +39,7 @@ def _completer(*tasks: Any, **knobs: Any) -> tuple[Completer, InFlight]:
     kinds = policies(regs, config)
     inst = Instruments(False)
     claimant = Claimant("w")
-    inflight = InFlight(None, kinds, lambda _: None, inst, config.schema, claimant)
+    inflight = InFlight(None, kinds, lambda: None, inst, config.schema, claimant)
     completer = Completer(config.schema, claimant, kinds, config.failures_to_dead, inst, inflight)
     return completer, inflight
 

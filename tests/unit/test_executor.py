@@ -111,3 +111,16 @@ async def test_a_cancellation_is_a_release_only_when_the_worker_stopped_it(
         handle.cancel()
         await asyncio.wait([handle])
         assert type(executor.ending(handle, run)) is expected
+
+
+@pytest.mark.parametrize("tier", list(venturi.Priority))
+async def test_the_handler_sees_its_jobs_tier(tier: venturi.Priority) -> None:
+    seen: list[Any] = []
+
+    async def look(ctx: venturi.Context[Any], carry: Item) -> None:
+        seen.append(ctx.job.priority)
+
+    assert await _ending(_task(f"ex_tier_{tier.name.lower()}", look), priority=int(tier)) == (
+        s.COMPLETED
+    )
+    assert seen == [tier] and seen[0] is tier

@@ -64,10 +64,15 @@ def fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-def run(coro_fn: Callable[[], Awaitable[T]]) -> T:
-    """Run a coroutine, turning venturi's own errors into one-line exits."""
+def run(
+    coro_fn: Callable[[], Awaitable[T]],
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
+) -> T:
+    """Run a coroutine (on a loop from ``loop_factory``, else asyncio's own), turning
+    venturi's own errors into one-line exits."""
     try:
-        return asyncio.run(coro_fn())  # type: ignore[arg-type]
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            return runner.run(coro_fn())  # type: ignore[arg-type]
     except VenturiError as exc:
         raise fail(str(exc)) from None
 

@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Annotated, Any
 
 import typer
@@ -189,6 +189,31 @@ def parse_priority_ratio(value: str) -> int | None:
     return ratio
 
 
+LOOPS = ("auto", "uvloop", "asyncio")
+
+LoopFactory = Callable[[], asyncio.AbstractEventLoop]
+
+
+def parse_loop(value: str) -> tuple[str, LoopFactory | None]:
+    """``--loop``: the event loop's name and factory (None: asyncio's own). ``auto`` is
+    uvloop where it is importable (installed with venturi on CPython outside Windows),
+    asyncio elsewhere; ``uvloop`` without uvloop installed is an error, not a fallback."""
+    name = value.strip().lower()
+    if name not in LOOPS:
+        raise fail(f"loop must be auto, uvloop or asyncio, got {value!r}")
+    if name == "asyncio":
+        return name, None
+    try:
+        import uvloop
+    except ImportError:
+        if name == "auto":
+            return "asyncio", None
+        raise fail(
+            "loop uvloop: uvloop is not installed (pip install uvloop); or run with --loop asyncio"
+        ) from None
+    return "uvloop", uvloop.new_event_loop
+
+
 def _serve_metrics(port: int) -> None:
     """Start the exporter before the worker does (its own start is then a no-op), so a
     port that is taken is a one-line error rather than a traceback from inside run()."""
@@ -318,6 +343,12 @@ def worker(
     log_format: Annotated[
         str, typer.Option(help="text, or json (one object per line, for log shippers).")
     ] = "text",
+    loop: Annotated[
+        str,
+        typer.Option(
+            help="Event loop: auto (uvloop where installed, else asyncio), uvloop or asyncio."
+        ),
+    ] = "auto",
 ) -> None:
     """Run a worker over the tasks declared in MODULE until SIGINT/SIGTERM.
 
@@ -331,6 +362,7 @@ def worker(
         raise fail(f"log-format must be text or json, got {log_format!r}")
     if queue_metrics and metrics_port is None:
         raise fail("--queue-metrics goes with --metrics-port")
+    _, loop_factory = parse_loop(loop)
     logs.configure(level, log_format)
     tasks, state_src = load_target(target)
     if processes != 1:
@@ -361,6 +393,7 @@ def worker(
         queue_metrics=queue_metrics,
         warn_unserved=warn_unserved,
         synchronous_commit=synchronous_commit,
+        loop_factory=loop_factory,
     )
 
 
@@ -385,9 +418,11 @@ def serve(
     queue_metrics: bool = False,
     warn_unserved: bool = False,
     synchronous_commit: bool = True,
+    loop_factory: LoopFactory | None = None,
 ) -> None:
     """Run one worker process over ``tasks`` until SIGINT/SIGTERM (a second signal stops
-    it at once): ``venturi worker`` and ``manage.py venturi worker``."""
+    it at once): ``venturi worker`` and ``manage.py venturi worker``. ``loop_factory``
+    makes its event loop (``parse_loop``; None: asyncio's own)."""
     ratio = priority_ratio
     from venturi.runtime.worker import Worker
 
@@ -446,4 +481,4 @@ def serve(
                 said += f"; {left} more are recovered when their leases expire"
             exit_now(said)
 
-    run(go)
+    run(go, loop_factory)

@@ -183,32 +183,49 @@ class Completer:
 
     def completed(self, runs: Iterable[Run], settled: set[int]) -> None:
         """These completions were written; those in ``settled`` applied."""
+        runs = list(runs)
+        if not runs:
+            return
+        # One pass over the queue for the batch, not a list.remove per run.
+        gone = set(runs)
+        self.unsettled = [r for r in self.unsettled if r not in gone]
+        name = Completed.name
         for r in runs:
-            self.finish(r, Completed.name if r.id in settled else None)
+            self._finished(r, name if r.id in settled else None)
 
     def finish(self, run: Run, written: str | None) -> None:
         """The run is settled: ``written`` is what its settlement counts as (see
         ``_settle_one``), None when its claim was lost and nothing was written."""
         self.unsettled.remove(run)
+        self._finished(run, written)
+
+    def _finished(self, run: Run, written: str | None) -> None:
+        """``finish`` once the run has left the queue: its slot back, its counts."""
         self.slots.vacate(run)
         if self._m and written is not None:
             self._m.settled.labels(run.task.kind, written).inc()
         elif self._m:
             self._m.ownership_lost.labels(run.task.kind).inc()
-        extra = {"job_id": run.id, "kind": run.task.kind, "attempt": run.attempt}
         if written is not None:
             self.stats[written] += 1
-            log.debug("settled job %d (%s) as %s", run.id, run.task.kind, written, extra=extra)
-        else:
-            self.stats["ownership_lost"] += 1
-            log.warning(
-                "skipped settling job %d (%s) as %s: this worker no longer holds its claim "
-                "(it was recovered or reclaimed)",
-                run.id,
-                run.task.kind,
-                run.outcome.name if run.outcome else "?",
-                extra=extra,
-            )
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug(
+                    "settled job %d (%s) as %s",
+                    run.id,
+                    run.task.kind,
+                    written,
+                    extra=run.log_extra(),
+                )
+            return
+        self.stats["ownership_lost"] += 1
+        log.warning(
+            "skipped settling job %d (%s) as %s: this worker no longer holds its claim "
+            "(it was recovered or reclaimed)",
+            run.id,
+            run.task.kind,
+            run.outcome.name if run.outcome else "?",
+            extra=run.log_extra(),
+        )
 
     async def _settle_isolated(self, conn: Conn, run: Run) -> None:
         try:

@@ -40,7 +40,7 @@ class InFlight:
         self,
         state: Any,
         policies: Mapping[str, KindPolicy],
-        ended: Callable[[asyncio.Task[None]], None],
+        ended: Callable[[], None],
         instruments: Instruments,
         schema: str = "venturi",
         claimant: Claimant | None = None,
@@ -62,33 +62,24 @@ class InFlight:
         return len(self.handles)
 
     def start(self, rows: list[Record]) -> None:
-        """Start a claim's jobs at once."""
+        """Start a claim's jobs at once (one clock reading and one loop lookup for the
+        claim, not per job)."""
         m = self._m
+        loop = asyncio.get_running_loop()
+        now = time.monotonic()
+        pool, claimant = self.pool, self._claimant
         for row in rows:
             kind = row["kind"]
             policy = self._policies[kind]
             self.per_kind[kind] += 1
-            run = Run(
-                task=policy.task,
-                id=row["id"],
-                attempt=row["attempt"],
-                failures=row["failures"],
-                carry_text=row["carry"],
-                priority=row["priority"],
-                created_at=row["created_at"],
-                lease=policy.lease,
-                renew=policy.renew,
-                traceparent=row["traceparent"],
-                group=row["grp"],
-            )
+            run = Run.claimed(policy.task, row, policy.lease, policy.renew, now)
             tx = None
-            if self.pool is not None and self._claimant is not None:
-                tx = JobTransactions(self.pool, self._schema, self._claimant, run)
-            handle = asyncio.create_task(
-                executor.run_handler(run, self._state, tx, self._middleware),
+            if pool is not None and claimant is not None:
+                tx = JobTransactions(pool, self._schema, claimant, run)
+            handle = loop.create_task(
+                executor.run_handler(run, self._state, tx, self._middleware, self._ended),
                 name=f"venturi job {run.id}",
             )
-            handle.add_done_callback(self._ended)
             self.handles[handle] = run
             if m:
                 m.in_flight.labels(kind).inc()

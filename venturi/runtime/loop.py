@@ -87,7 +87,8 @@ class Loop:
 
     # --- what wakes it ---------------------------------------------------------------
 
-    def ended(self, _handle: asyncio.Task[None]) -> None:
+    def ended(self) -> None:
+        """A handler is ending (called from its task's last step, ``run_handler``)."""
         self.wake.set()
 
     async def watch(self, shutdown: asyncio.Event) -> None:

@@ -46,6 +46,28 @@ class Run:
     # committed: the worker writes nothing more for this run.
     committed: bool = False
 
+    @classmethod
+    def claimed(cls, task: Task[Any], row: Any, lease: float, renew: bool, now: float) -> Run:
+        """The run of a row ``job_claim`` returned, started at ``now``. Arguments by
+        position, in the fields' order: a call with fourteen keywords cost about three
+        microseconds more per job on the drain (issue 38)."""
+        return cls(
+            task,
+            row["id"],
+            row["attempt"],
+            row["failures"],
+            row["carry"],
+            row["priority"],
+            row["created_at"],
+            lease,
+            renew,
+            row["traceparent"],
+            row["grp"],
+            asyncio.Event(),
+            now,
+            now,
+        )
+
     def holds_claim(self) -> bool:
         """Might this run still hold its claim? Not once the heartbeat found it gone.
         (Its lease running out by this process's clock is not enough: until another

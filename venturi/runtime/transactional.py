@@ -50,6 +50,11 @@ class JobTransactions:
             self._durable = Durable(state)
         return self._durable
 
+    @property
+    def used(self) -> bool:
+        """The handler used a workflow primitive: ``flush`` and ``release`` have work."""
+        return self._durable is not None
+
     async def flush(self) -> None:
         """Write the spawns the handler made and has not written yet (it returned)."""
         if self._durable is not None:

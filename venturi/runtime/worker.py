@@ -58,6 +58,10 @@ class Worker(Generic[S]):
     connections without a prepared-statement cache. A main DSN marked
     ``pooler=transaction`` without ``listen_dsn`` does not LISTEN (a pooler does not
     keep a session's notifications): the worker polls, at least every second.
+
+    It runs on the event loop that runs ``run``: ``venturi worker`` picks uvloop where it
+    is installed (a dependency on CPython outside Windows); in your own process,
+    ``uvloop.run(main())`` (docs/worker.md, "On uvloop").
     """
 
     def __init__(
@@ -270,10 +274,11 @@ class Worker(Generic[S]):
         )
         await presence.register(pool)
         log.info(
-            "worker %s started: kinds=%s concurrency=%d id=%s",
+            "worker %s started: kinds=%s concurrency=%d loop=%s id=%s",
             cfg.claimed_by,
             ",".join(self.kinds),
             cfg.concurrency,
+            event_loop_name(),
             claimant.token,
         )
         beating = asyncio.create_task(heartbeat.run(db.held.hold(pool, deadline, keep=False)))
@@ -300,6 +305,12 @@ class Worker(Generic[S]):
             await presence.stop(pool)
             if isinstance(held, db.held.Held):
                 await held.close()
+
+
+def event_loop_name() -> str:
+    """The running event loop's implementation, for the start line: ``uvloop`` or
+    ``asyncio`` (or the top package of another loop's class)."""
+    return type(asyncio.get_running_loop()).__module__.split(".")[0]
 
 
 async def open_pool(config: WorkerConfig) -> Any:
