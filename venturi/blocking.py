@@ -13,8 +13,12 @@ worker made) it raises one line, at the call.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import inspect
-from collections.abc import Coroutine
+import threading
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any
@@ -65,6 +69,31 @@ def _refuse_on_loop() -> None:
         "a blocking call (a sync handler's primitive, a BlockingConnection) was made on "
         "the worker's event loop, where it would wait for itself: await the async form"
     )
+
+
+# The threads sync step functions run on: not asyncio's default executor, where sync
+# handlers run. A handler waiting in ctx.step holds a default thread; were its step
+# function queued behind it there too, handlers filling every default thread would each
+# wait for a thread none of them gives back.
+STEP_THREADS = 32
+_step_pool: ThreadPoolExecutor | None = None
+_step_pool_lock = threading.Lock()
+
+
+def _step_executor() -> ThreadPoolExecutor:
+    global _step_pool
+    with _step_pool_lock:
+        if _step_pool is None:
+            _step_pool = ThreadPoolExecutor(STEP_THREADS, thread_name_prefix="venturi-step")
+        return _step_pool
+
+
+async def in_step_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` on a thread of the step functions' own pool (with the caller's
+    context variables, as ``asyncio.to_thread``)."""
+    loop = asyncio.get_running_loop()
+    call = functools.partial(contextvars.copy_context().run, fn, *args)
+    return await loop.run_in_executor(_step_executor(), call)
 
 
 async def _awaited(value: Any) -> Any:
