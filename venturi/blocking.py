@@ -13,13 +13,13 @@ worker made) it raises one line, at the call.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
 import inspect
 import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
+from contextvars import copy_context
 from types import TracebackType
 from typing import Any
 
@@ -92,7 +92,7 @@ async def in_step_thread(fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)`` on a thread of the step functions' own pool (with the caller's
     context variables, as ``asyncio.to_thread``)."""
     loop = asyncio.get_running_loop()
-    call = functools.partial(contextvars.copy_context().run, fn, *args)
+    call = functools.partial(copy_context().run, fn, *args)
     return await loop.run_in_executor(_step_executor(), call)
 
 
