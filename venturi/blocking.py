@@ -2,18 +2,24 @@
 handler runs in a thread, and every primitive it calls runs on its worker's event loop
 while the thread waits for the value, with the same guarantees as in an async handler.
 
-``on_loop_or_blocking`` decides, at the call, which of the two the caller is: on the
-worker's own loop (an async handler: hand back the coroutine to await), in a thread with
-no loop running (a sync handler: run it there and wait), or anywhere else (another
-event loop, a context no worker made), where it cannot work: one line, at the call.
+``where`` tells, at the call, where the caller is: on the worker's own loop (an async
+handler: hand back the coroutine to await), in a thread with no loop running (a sync
+handler: run it on the worker's loop and wait), or on another event loop (an async
+function a sync handler runs with ``asyncio.run`` or asgiref: an awaitable of the
+worker's loop's result). Where it cannot work (its worker's loop gone, a context no
+worker made) it raises one line, at the call.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
-from collections.abc import Coroutine
+import threading
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
+from contextvars import copy_context
 from types import TracebackType
 from typing import Any
 
@@ -28,24 +34,24 @@ def worker_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-def on_loop_or_blocking(loop: asyncio.AbstractEventLoop | None, what: str) -> bool:
-    """True when the caller is a sync handler's thread that must wait for ``loop``;
-    False on ``loop`` itself (an async handler awaits the coroutine). Anywhere else a
-    one-line ``VenturiError`` naming ``what``."""
+# Where a primitive is called from, as ``where`` tells it.
+LOOP = "loop"  # the worker's own loop: an async handler awaits the coroutine
+THREAD = "thread"  # a sync handler's thread, no loop running: wait for the value
+FOREIGN = "foreign"  # another event loop (an async Django task run by asgiref, say)
+
+
+def where(loop: asyncio.AbstractEventLoop | None, what: str) -> str:
+    """``LOOP``, ``THREAD`` or ``FOREIGN`` for a call of ``what`` on a context made on
+    ``loop``; a one-line ``VenturiError`` when that loop no longer runs."""
     running = worker_loop()
-    if running is not None:
-        if loop is None or running is loop:
-            return False
-        raise VenturiError(
-            f"{what} was called on an event loop other than its worker's: call it from "
-            "the handler itself (await it in an async handler)"
-        )
+    if running is not None and (loop is None or running is loop):
+        return LOOP
     if loop is None or loop.is_closed() or not loop.is_running():
         raise VenturiError(
-            f"{what} in a sync handler needs its worker's event loop running: call it "
-            "from the handler while it runs, not after"
+            f"{what} needs its worker's event loop running: call it from the handler "
+            "while it runs, not after"
         )
-    return True
+    return THREAD if running is None else FOREIGN
 
 
 def wait(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any]) -> Any:
@@ -63,6 +69,31 @@ def _refuse_on_loop() -> None:
         "a blocking call (a sync handler's primitive, a BlockingConnection) was made on "
         "the worker's event loop, where it would wait for itself: await the async form"
     )
+
+
+# The threads sync step functions run on: not asyncio's default executor, where sync
+# handlers run. A handler waiting in ctx.step holds a default thread; were its step
+# function queued behind it there too, handlers filling every default thread would each
+# wait for a thread none of them gives back.
+STEP_THREADS = 32
+_step_pool: ThreadPoolExecutor | None = None
+_step_pool_lock = threading.Lock()
+
+
+def _step_executor() -> ThreadPoolExecutor:
+    global _step_pool
+    with _step_pool_lock:
+        if _step_pool is None:
+            _step_pool = ThreadPoolExecutor(STEP_THREADS, thread_name_prefix="venturi-step")
+        return _step_pool
+
+
+async def in_step_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` on a thread of the step functions' own pool (with the caller's
+    context variables, as ``asyncio.to_thread``)."""
+    loop = asyncio.get_running_loop()
+    call = functools.partial(copy_context().run, fn, *args)
+    return await loop.run_in_executor(_step_executor(), call)
 
 
 async def _awaited(value: Any) -> Any:

@@ -117,7 +117,13 @@ class Context(Generic[S]):
         ``venturi.blocking.BlockingConnection`` (``conn.execute(...)`` returns)."""
         if self._tx is None:
             raise VenturiError("ctx.transaction() needs a context made by a running worker")
-        if blocking.on_loop_or_blocking(self._loop, "ctx.transaction()"):
+        mode = blocking.where(self._loop, "ctx.transaction()")
+        if mode == blocking.FOREIGN:
+            raise VenturiError(
+                "ctx.transaction() was called on an event loop other than its worker's, "
+                "where its connection cannot be used: call it from the handler itself"
+            )
+        if mode == blocking.THREAD:
             assert self._loop is not None
             return blocking.BlockingTransaction(self._tx.transaction(), self._loop)
         inner: AbstractAsyncContextManager[Any] = self._tx.transaction()
@@ -137,15 +143,19 @@ class Context(Generic[S]):
 
     def _call(self, what: str, make: Callable[[], Awaitable[Any]]) -> Any:
         """The coroutine ``make()`` for an async handler to await; in a sync handler's
-        thread, its value, once the worker's loop ran it."""
-        if not blocking.on_loop_or_blocking(self._loop, what):
+        thread, its value, once the worker's loop ran it; on another event loop, an
+        awaitable of that value (run on the worker's loop all the same)."""
+        mode = blocking.where(self._loop, what)
+        if mode == blocking.LOOP:
             return make()
         assert self._loop is not None
 
         async def run() -> Any:
             return await make()
 
-        return blocking.wait(self._loop, run())
+        if mode == blocking.THREAD:
+            return blocking.wait(self._loop, run())
+        return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(run(), self._loop))
 
     @property
     def log(self) -> logging.LoggerAdapter[logging.Logger]:

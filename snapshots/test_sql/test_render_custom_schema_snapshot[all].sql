@@ -4422,7 +4422,8 @@ LEFT JOIN "billing_jobs".paused_kinds p ON p.kind = k.kind
 ORDER BY k.kind;
 
 -- kind_list_known: of the given kinds, those the database knows: a job of the kind exists
--- (any status) or a recurring schedule carries its name. `venturi kinds pause` warns about
+-- (any status), a recurring schedule carries its name, or a worker that has not stopped
+-- registered it (a task deployed before its first job). `venturi kinds pause` warns about
 -- the others, which are most often misspelt.
 -- $1 text[] kinds: the kinds to look up
 -- index: jobs_kind_id_idx answers a kind with pending jobs and schedules' primary key
@@ -4433,6 +4434,9 @@ SELECT k.kind
 FROM unnest($1::text[]) AS k (kind)
 WHERE EXISTS (SELECT 1 FROM "billing_jobs".jobs j WHERE j.kind = k.kind AND j.status = 'pending')
    OR EXISTS (SELECT 1 FROM "billing_jobs".schedules c WHERE c.name = k.kind)
+   -- The registry holds a row per worker process, a few dozen: read whole.
+   OR EXISTS (SELECT 1 FROM "billing_jobs".workers w
+              WHERE w.stopped_at IS NULL AND k.kind = ANY (w.kinds))
    OR EXISTS (SELECT 1 FROM "billing_jobs".all_jobs j WHERE j.kind = k.kind);
 
 -- kind_list_unserved: kinds with due jobs that no live worker registers (the opt-in

@@ -13,8 +13,9 @@ import asyncpg
 import pytest
 
 import venturi
-from tests.support import venturi_cli, venturi_cli_async
+from tests.support import running, venturi_cli, venturi_cli_async, wait_for
 from venturi import db
+from venturi.runtime.worker import Worker
 
 UNREACHABLE = "postgresql://me@127.0.0.1:1/db"
 
@@ -195,11 +196,26 @@ async def test_kinds_pause_warns_about_a_kind_nothing_has(
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["paused known_kind", "paused knwon_kind"]
     assert out.stderr.splitlines() == [
-        "venturi: warning: no job or schedule has kind 'knwon_kind' (yet); paused anyway, "
-        "check the spelling"
+        "venturi: warning: no job, schedule or running worker has kind 'knwon_kind' (yet); "
+        "paused anyway, check the spelling"
     ]
     paused = [r["kind"] for r in await db.kinds.kind_paused_list(conn, schema="venturi")]
     assert paused == ["known_kind", "knwon_kind"]
+
+
+async def test_kinds_pause_knows_a_kind_a_running_worker_registered(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task("deployed_kind")
+    async def handler(ctx: venturi.Context[Any], carry: dict[str, int]) -> None:
+        return None
+
+    # No job and no schedule yet, but a live worker serves it: no warning (issue 40).
+    async with running(Worker(None, dsn, [handler], poll_max=600)):
+        await wait_for(lambda: conn.fetchval("SELECT count(*) = 1 FROM venturi.workers"), 15)
+        out = await venturi_cli_async("kinds", "pause", "deployed_kind", "--dsn", dsn)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["paused deployed_kind"] and out.stderr == ""
 
 
 async def test_worker_started_while_the_server_refuses_writes_is_one_line(

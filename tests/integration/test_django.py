@@ -517,3 +517,20 @@ async def test_strict_priority_is_django_s_order_whatever_the_ratio(dsn: str) ->
 async def test_aenqueue_and_aget_result(dsn: str) -> None:
     found = await scenario("tasks_aenqueue", dsn)
     assert found == {"ready": "READY", "status": "SUCCESSFUL", "value": 9}
+
+
+async def test_a_django_task_uses_workflow_primitives_through_job_context(dsn: str) -> None:
+    """docs/django.md's worked example, sync and async: the step runs once over two runs,
+    the task waits for its signal (RUNNING, the job waiting) and completes with it."""
+    found = await scenario("tasks_workflow", dsn)
+    assert found["outside"].startswith("job_context() is only known inside a Django task")
+    for name, order in (("sync", 7), ("async", 8)):
+        assert found[name] == {
+            "job_status": "waiting",
+            "waiting_status": "RUNNING",
+            "sent": True,
+            "status": "SUCCESSFUL",
+            "value": f"charge-{order} approved by maria",
+            "errors": 0,
+        }, name
+    assert found["charged"] == [7, 8]  # each charged once, replayed on the second run

@@ -283,3 +283,19 @@ async def test_a_parent_waiting_on_children_of_a_paused_kind_says_so(
     detail = await admin.show_job(conn, job_id)
     assert detail is not None and detail.waiting_for is not None
     assert detail.waiting_for.paused_kinds == []
+
+
+async def test_a_payload_that_never_decoded_is_not_said_to_no_longer_decode(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    approve = _approver("wfo_bad_payload", None)
+    job_id = await approve.enqueue(conn, Item(1))
+    await venturi.testing.drain(dsn, [approve], timers=False)
+    assert await venturi.signal(conn, job_id, "approval", "not an Approval")
+    await venturi.testing.drain(dsn, [approve], timers=False)
+    job = await venturi.get_job(conn, job_id)
+    assert job is not None and job.status == "dead"
+    assert job.last_error == (
+        f"signal 'approval' of job {job_id}: the payload sent does not decode as Approval: "
+        "Expected `object`, got `str`"
+    )

@@ -148,3 +148,28 @@ async def test_a_blocking_call_on_the_workers_loop_is_refused_not_a_deadlock(
     with pytest.raises(venturi.VenturiError, match="would wait for itself"):
         wrapped.fetchval("SELECT 1")
     assert await asyncio.to_thread(wrapped.fetchval, "SELECT 1") == 1
+
+
+async def test_sync_handlers_filling_the_thread_pool_still_run_their_sync_steps(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    """More sync handlers than the default thread pool has threads, each in a sync step:
+    the steps run on threads of their own, so the handlers waiting for them never hold
+    every thread a step would need."""
+    import os
+    import time
+
+    pool_size = min(32, (os.cpu_count() or 1) + 4)  # asyncio's default executor
+
+    def slow(n: int) -> int:
+        time.sleep(0.05)
+        return n
+
+    @venturi.task(kind="wfs_crowd", result=int)
+    def crowd(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        return venturi.complete(ctx.step("slow", slow, carry.n))
+
+    ids = [await crowd.enqueue(conn, Item(i)) for i in range(2 * pool_size)]
+    async with running(Worker(None, dsn, [crowd], poll_max=600, concurrency=2 * pool_size)):
+        for job_id in ids:
+            await wait_status(conn, job_id, "completed", within=30)

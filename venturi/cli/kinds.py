@@ -40,11 +40,12 @@ def kinds_pause(
     for p in done.kinds:
         typer.echo(f"paused {p.kind}" + (f" ({p.reason})" if p.reason else ""))
     # Pausing a kind before it is deployed is legitimate, so it is paused all the same;
-    # but a kind no job or schedule has is most often a typo, which would pause nothing.
+    # but a kind no job, schedule or running worker has is most often a typo, which
+    # would pause nothing.
     for kind in done.unknown:
         typer.echo(
-            f"venturi: warning: no job or schedule has kind {kind!r} (yet); paused anyway,"
-            " check the spelling",
+            f"venturi: warning: no job, schedule or running worker has kind {kind!r} (yet);"
+            " paused anyway, check the spelling",
             err=True,
         )
 

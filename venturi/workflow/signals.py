@@ -66,7 +66,7 @@ async def wait_for_signal(
         await state.connection(), schema=state.schema, job_id=state.job_id, name=name
     )
     if payload is not None:
-        return decode(payload, type_, what)
+        return decode(payload, type_, what, sent=True)
     wake_at = None
     if timeout is not None:
         deadline = steps.get(deadline_name)

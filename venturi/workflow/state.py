@@ -242,15 +242,15 @@ def return_type(fn: Callable[..., Any]) -> Any:
     return annotation if not isinstance(annotation, str) else Any
 
 
-def decode(text: str, type_: Any, what: str) -> Any:
+def decode(text: str, type_: Any, what: str, *, sent: bool = False) -> Any:
     """A recorded JSON value decoded as ``type_``; ``Unreplayable`` naming ``what`` and
-    the type when it no longer decodes."""
+    the type when it does not decode: a recorded value that "no longer decodes", or a
+    value that was ``sent`` (a signal's payload) and never decoded as that type."""
     try:
         return decode_as(text, type_)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise Unreplayable(
-            f"{what}: the recorded value no longer decodes as {_name(type_)}: {exc}"
-        ) from None
+        how = "the payload sent does not decode" if sent else "the recorded value no longer decodes"
+        raise Unreplayable(f"{what}: {how} as {_name(type_)}: {exc}") from None
     except TypeError as exc:
         raise VenturiError(
             f"{what}: {_name(type_)} is not a type msgspec can decode: {exc}"

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from venturi import db
-from venturi.blocking import BlockingConnection
+from venturi.blocking import BlockingConnection, in_step_thread
 from venturi.codecs import encode_any
 from venturi.errors import VenturiError
 from venturi.workflow.state import RunState, decode, return_type
@@ -48,8 +48,9 @@ async def step(
 async def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     if inspect.iscoroutinefunction(fn):
         return await fn(*args)
-    # A plain function runs in a thread, like a sync handler: it may block.
-    result = await asyncio.to_thread(fn, *args)
+    # A plain function runs in a thread, like a sync handler: it may block. Not the
+    # sync handlers' own pool, where the handler waiting for it may hold the last thread.
+    result = await in_step_thread(fn, *args)
     if inspect.isawaitable(result):
         result = await result
     return result
@@ -61,7 +62,7 @@ async def _call_in_transaction(fn: Callable[..., Any], conn: Any, args: tuple[An
     if inspect.iscoroutinefunction(fn):
         return await fn(conn, *args)
     wrapped = BlockingConnection(conn, asyncio.get_running_loop())
-    result = await asyncio.to_thread(fn, wrapped, *args)
+    result = await in_step_thread(fn, wrapped, *args)
     if inspect.isawaitable(result):
         result = await result
     return result

@@ -44,10 +44,11 @@ class _Rollback(Exception):
     pass
 
 
-def _drain(*queues: str) -> None:
-    """Run every due job of the Django queues (and the venturi task) in this process."""
+def _drain(*queues: str, timers: bool = True) -> None:
+    """Run every due job of the Django queues (and the venturi task) in this process;
+    ``timers=False`` leaves workflow timers (a signal's timeout) as they are."""
     todo = [backend.runner(q) for q in queues] or [jobs.note]
-    asyncio.run(testing.drain(config.dsn(), todo))
+    asyncio.run(testing.drain(config.dsn(), todo, timers=timers))
 
 
 @scenario
@@ -348,6 +349,38 @@ def tasks_aenqueue() -> dict[str, Any]:
 
     asyncio.run(refresh())
     return {"ready": str(again.status), "status": str(result.status), "value": result.return_value}
+
+
+@scenario
+def tasks_workflow() -> dict[str, Any]:
+    """docs/django.md's worked example: a Django task's steps, sleep and signal wait
+    through job_context(), sync and async; the signal sent on Django's connection."""
+    found: dict[str, Any] = {}
+    try:
+        backend.job_context()
+    except venturi.VenturiError as exc:
+        found["outside"] = str(exc)
+    for name, task, args in (
+        ("sync", tasks.approve_order, (7, 0)),
+        ("async", tasks.approve_async, (8,)),
+    ):
+        result = task.enqueue(*args)
+        _drain("default", timers=False)  # runs until it waits for the signal
+        job = venturi.get_job_sync(connection, int(result.id))
+        waiting = str(task.get_result(result.id).status)
+        sent = venturi.signal_sync(connection, int(result.id), "approval", {"by": "maria"})
+        _drain("default", timers=False)
+        result.refresh()
+        found[name] = {
+            "job_status": job.status if job else None,
+            "waiting_status": waiting,
+            "sent": sent,
+            "status": str(result.status),
+            "value": result.return_value,
+            "errors": len(result.errors),
+        }
+    found["charged"] = tasks.CHARGED
+    return found
 
 
 if __name__ == "__main__":

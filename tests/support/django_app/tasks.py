@@ -52,3 +52,36 @@ async def report(n: int) -> list[int]:
 @task(priority=-10)
 def low() -> str:
     return "low"
+
+
+# --- workflows in Django tasks (docs/django.md's worked example) ------------------------
+
+CHARGED: list[int] = []
+
+
+def charge_card(order_id: int, idempotency_key: str) -> str:
+    CHARGED.append(order_id)
+    return f"charge-{order_id}"
+
+
+@task()
+def approve_order(order_id: int, cool_off_seconds: float = 600) -> str:
+    from datetime import timedelta
+
+    from venturi.contrib.django import job_context
+
+    ctx = job_context()  # the venturi Context of this run
+    charge = ctx.step("charge", charge_card, order_id, ctx.step_key("charge"))
+    ctx.sleep("cool-off", timedelta(seconds=cool_off_seconds))
+    approval = ctx.wait_for_signal("approval", dict, timeout=timedelta(days=2))
+    return f"{charge} approved by {approval['by']}"
+
+
+@task()
+async def approve_async(order_id: int) -> str:
+    from venturi.contrib.django import job_context
+
+    ctx = job_context()
+    charge = await ctx.step("charge", charge_card, order_id, ctx.step_key("charge"))
+    approval = await ctx.wait_for_signal("approval", dict)
+    return f"{charge} approved by {approval['by']}"

@@ -8,6 +8,9 @@ inside ``transaction.atomic()`` the job is part of the block's transaction.
 
 ``VenturiBackend`` runs Django's own tasks (``django.tasks``, or the ``django_tasks``
 backport): ``TASKS = {"default": {"BACKEND": "venturi.contrib.django.VenturiBackend"}}``.
+Inside a Django task that backend runs, ``job_context()`` is the venturi ``Context`` of
+the run: its workflow primitives (``step``, ``sleep``, ``wait_for_signal`` ...) are
+blocking calls in a sync task (docs/django.md).
 
 Settings (all optional): ``VENTURI = {"DATABASE": "default", "SCHEMA": "venturi"}``, the
 ``DATABASES`` alias that holds venturi's tables and the schema they are in.
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["VenturiBackend"]
+__all__ = ["VenturiBackend", "job_context"]
 
 
 def __getattr__(name: str) -> Any:
@@ -27,4 +30,8 @@ def __getattr__(name: str) -> Any:
         from venturi.contrib.django.backend import VenturiBackend
 
         return VenturiBackend
+    if name == "job_context":
+        from venturi.contrib.django.backend import job_context
+
+        return job_context
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

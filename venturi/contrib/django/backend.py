@@ -24,7 +24,11 @@ an open ``transaction.atomic()`` block the job commits or rolls back with it), a
   that raises anything but ``KeyboardInterrupt`` (``SystemExit`` included) is a failed
   attempt, and the worker goes on;
 - ``enqueued_at`` is the row's ``created_at`` (the enqueuing transaction's start), the
-  same from ``enqueue()`` and ``get_result()``.
+  same from ``enqueue()`` and ``get_result()``;
+- workflows: inside a task, ``job_context()`` is the venturi ``Context`` of the run, whose
+  primitives (``step``, ``sleep``, ``wait_for_signal``, ``spawn``, ``gather`` ...) are
+  blocking calls in a sync task and awaited in an async one; a wait leaves the result
+  RUNNING (the job ``waiting``) until the worker runs the task again, from the top.
 
 Django's framework has no retries, so by default a task that raises is FAILED at once
 (its failure counted, the job settles dead at its failure backstop of 1).
@@ -36,6 +40,7 @@ between (READY again after each failure, errors kept). Other options: ``DATABASE
 
 from __future__ import annotations
 
+import contextvars
 import os
 import socket
 from collections.abc import Iterator
@@ -72,6 +77,7 @@ from venturi.contrib.django.tasks_api import (
 from venturi.jobs import JobInfo, JournalEntry, get_job_and_journal_sync
 from venturi.status import JobStatus, JournalEvent
 from venturi.tasks import registered
+from venturi.workflow.suspend import Suspend, Unreplayable
 
 KIND_PREFIX = "django."
 APP = "venturi.contrib.django"
@@ -118,13 +124,35 @@ def tier_of(priority: int) -> venturi.Priority:
     return venturi.Priority.NORMAL if priority == 0 else venturi.Priority.LOW
 
 
+# The venturi Context of the Django task running in this thread (job_context()).
+_RUNNING: contextvars.ContextVar[venturi.Context[Any] | None] = contextvars.ContextVar(
+    "venturi_django_context", default=None
+)
+
+
+def job_context() -> venturi.Context[Any]:
+    """The venturi ``Context`` of the Django task this code runs in, run by
+    ``VenturiBackend``'s worker: its workflow primitives (``ctx.step``, ``ctx.sleep``,
+    ``ctx.wait_for_signal``, ``ctx.spawn``, ``ctx.gather`` ...) are blocking calls in a
+    sync task and awaited in an async one. A one-line ``VenturiError`` anywhere else."""
+    ctx = _RUNNING.get()
+    if ctx is None:
+        raise venturi.VenturiError(
+            "job_context() is only known inside a Django task that VenturiBackend's worker "
+            "runs (manage.py venturi worker)"
+        )
+    return ctx
+
+
 def run_django_task(ctx: venturi.Context[Any], carry: DjangoCall) -> venturi.Outcome:
     """The venturi handler of every Django task (a plain def: the worker runs it in a
     thread, where Django's ORM works as in a request)."""
     close_old_connections()
+    token = _RUNNING.set(ctx)
     try:
         return _run(ctx, carry)
     finally:
+        _RUNNING.reset(token)
         close_old_connections()
 
 
@@ -158,6 +186,10 @@ def _run(ctx: venturi.Context[Any], carry: DjangoCall) -> venturi.Outcome:
         else:
             value = task.call(*carry.args, **carry.kwargs)
         value = normalize_json(value)
+    except (Suspend, Unreplayable):
+        # A workflow primitive's wait (or a recorded value that no longer decodes): not
+        # a failed attempt; the worker settles it (waiting, or dead with its reason).
+        raise
     except BaseException as exc:
         # As Django's own backends: whatever the task raises (SystemExit too) fails this
         # attempt under its own class, and the worker goes on; only a KeyboardInterrupt,
