@@ -150,6 +150,14 @@ TURNS = pytest.StashKey["alone.Turns | None"]()
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[TURNS] = alone.turns(config)
+    # The commands tests run write to pipes, where the CLI draws its tables 160 columns
+    # wide unless COLUMNS says otherwise (venturi/cli/common.py). Most tests hand their
+    # own environment on to those commands, so a COLUMNS from the shell made what a table
+    # shows depend on where the suite ran; and pytest-xdist's workers are started with
+    # COLUMNS=80 and LINES=24 in theirs, which cut `jobs list`'s error column short
+    # (test_django's `Refused: no stock`). A test that wants a width passes COLUMNS itself.
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
 
 
 def pytest_report_header(config: Any) -> str:
