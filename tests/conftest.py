@@ -110,8 +110,8 @@ PYTHON_LACKS = ("pgserver (the embedded extra) has no wheel for 3.13",)
 
 # The long soaks (the chaos soak and the fault scenarios, about two and a half minutes
 # together) are marked ``soak`` and left out of the suite unless ``--soak`` is given:
-# the README's test command stays within ten minutes, and .ci/run runs them once, after
-# the suite, with ``--soak -m soak``. Deselected, not skipped: nothing is missing.
+# the README's test command stays short, and .ci/run runs them once, after the suite,
+# with ``--soak -m soak``. Deselected, not skipped: nothing is missing.
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--soak",
