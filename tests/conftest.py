@@ -14,6 +14,7 @@ from hypothesis import settings
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
 from tests.chaos.proxy import Proxy
+from tests.support import alone
 from tests.support.cli import ROOT
 from venturi import testing
 from venturi.tasks import registered, unregister
@@ -109,8 +110,8 @@ PYTHON_LACKS = ("pgserver (the embedded extra) has no wheel for 3.13",)
 
 # The long soaks (the chaos soak and the fault scenarios, about two and a half minutes
 # together) are marked ``soak`` and left out of the suite unless ``--soak`` is given:
-# the README's test command stays within ten minutes, and .ci/run runs them once, after
-# the suite, with ``--soak -m soak``. Deselected, not skipped: nothing is missing.
+# the README's test command stays short, and .ci/run runs them once, after the suite,
+# with ``--soak -m soak``. Deselected, not skipped: nothing is missing.
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--soak",
@@ -120,14 +121,43 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--soak"):
+    if not config.getoption("--soak"):
+        kept, soaks = [], []
+        for item in items:
+            (soaks if item.get_closest_marker("soak") is not None else kept).append(item)
+        if soaks:
+            config.hook.pytest_deselected(items=soaks)
+            items[:] = kept
+    # The tests that run alone (tests/support/alone.py) go last, in their own order: a
+    # serial phase at the end of the run instead of pauses of every worker all through it.
+    items.sort(key=alone.is_serial)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """In a parallel run, a serial test runs while no other test runs (setup and teardown
+    included), and an ordinary test while no serial one does: tests/support/alone.py."""
+    turns = item.config.stash.get(TURNS, None)
+    if turns is None:
+        yield
         return
-    kept, soaks = [], []
-    for item in items:
-        (soaks if item.get_closest_marker("soak") is not None else kept).append(item)
-    if soaks:
-        config.hook.pytest_deselected(items=soaks)
-        items[:] = kept
+    with turns.hold(alone.is_serial(item)):
+        yield
+
+
+TURNS = pytest.StashKey["alone.Turns | None"]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[TURNS] = alone.turns(config)
+    # The commands tests run write to pipes, where the CLI draws its tables 160 columns
+    # wide unless COLUMNS says otherwise (venturi/cli/common.py). Most tests hand their
+    # own environment on to those commands, so a COLUMNS from the shell made what a table
+    # shows depend on where the suite ran; and pytest-xdist's workers are started with
+    # COLUMNS=80 and LINES=24 in theirs, which cut `jobs list`'s error column short
+    # (test_django's `Refused: no stock`). A test that wants a width passes COLUMNS itself.
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
 
 
 def pytest_report_header(config: Any) -> str:

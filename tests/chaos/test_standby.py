@@ -11,9 +11,12 @@ import pytest
 from tests.chaos import standby
 from tests.support import sql as pgsql
 
-pytestmark = pytest.mark.skipif(
-    standby.missing_tools() is not None, reason=str(standby.missing_tools())
-)
+# Serial (tests/support/alone.py): two clusters of its own, a base backup, synchronous
+# commits and a failover timed by what the machine can give them.
+pytestmark = [
+    pytest.mark.skipif(standby.missing_tools() is not None, reason=str(standby.missing_tools())),
+    pytest.mark.serial,
+]
 
 
 async def _port_and_note(dsn: str, note: str) -> tuple[str, int]:

@@ -168,6 +168,9 @@ async def test_a_stop_that_finds_the_listen_connection_cut_still_exits_0(
     assert " stopped after " in out, out
 
 
+# Serial (tests/support/alone.py): a worker killed while it holds a one-second lease, then
+# a second one that must take the job over once the lease runs out.
+@pytest.mark.serial
 async def test_killed_worker_is_recovered_after_its_lease(
     dsn: str, conn: asyncpg.Connection, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -202,6 +205,9 @@ async def test_killed_worker_is_recovered_after_its_lease(
     assert job is not None and job.failures == 1 and job.attempt == 2
 
 
+# Serial: four worker processes of eight slots each, draining 20,000 jobs as fast as the
+# machine lets them.
+@pytest.mark.serial
 async def test_four_processes_drain_20000_exactly_once(
     dsn: str, conn: asyncpg.Connection, tmp_path: Path
 ) -> None:
@@ -259,6 +265,8 @@ def cluster() -> Any:
     c.destroy()
 
 
+# Serial: a cluster of its own, stopped and started under a running worker.
+@pytest.mark.serial
 async def test_survives_a_postgresql_restart(cluster: testing.Cluster, kinds: list[str]) -> None:
     done: list[int] = []
 

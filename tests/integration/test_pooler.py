@@ -23,9 +23,14 @@ from tests.support import sql as test_sql
 from venturi import db
 from venturi.runtime.worker import Worker
 
-pytestmark = pytest.mark.skipif(
-    pgbouncer.binary() is None, reason="pgbouncer is not installed (.ci/run installs it)"
-)
+# Serial (tests/support/alone.py): a PgBouncer of its own with four server connections
+# that four worker processes share, and waits on what passes through it.
+pytestmark = [
+    pytest.mark.skipif(
+        pgbouncer.binary() is None, reason="pgbouncer is not installed (.ci/run installs it)"
+    ),
+    pytest.mark.serial,
+]
 
 
 @pytest.fixture(scope="module")

@@ -35,11 +35,16 @@ CHROMIUM = shutil.which("chromium") or ""
 CHROMEDRIVER = shutil.which("chromedriver") or ""
 TOKEN = "browser-test-token-5f0c2a9e81b34d6f"
 
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM and CHROMEDRIVER),
-    reason="needs chromium and chromedriver on PATH (Debian's chromium and "
-    "chromium-driver; .ci/run installs them)",
-)
+# Serial (tests/support/alone.py): a headless Chromium takes a core or two of its own, and
+# each step waits at most 20 s for the page to follow.
+pytestmark = [
+    pytest.mark.skipif(
+        not (CHROMIUM and CHROMEDRIVER),
+        reason="needs chromium and chromedriver on PATH (Debian's chromium and "
+        "chromium-driver; .ci/run installs them)",
+    ),
+    pytest.mark.serial,
+]
 
 
 def free_port() -> int:

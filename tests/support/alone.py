@@ -1,0 +1,69 @@
+"""Tests that need the whole machine run alone, even in a parallel run.
+
+The suite runs in parallel (pytest-xdist, ``-n`` in pyproject's addopts): most tests wait
+on PostgreSQL or on a subprocess, so several run at once on two cores. A few must not
+share the machine: they start clusters, kill processes, time what they see or drive a
+browser (the ``serial`` marker; the ``soak`` tests too). Every test holds a lock shared by
+the run's workers while it runs, setup and teardown included: an ordinary test shares it,
+a serial test holds it alone, so while a serial test runs no other test runs in any
+worker. The conftest sorts serial tests last, so they make a serial phase at the end of
+the run rather than pauses all through it.
+
+A serial test waiting for the lock goes before ordinary tests that ask after it (a gate
+taken first by everyone, held by the serial test until it has the lock), so a steady
+stream of ordinary tests cannot keep it waiting. The locks are ``flock``s on two files
+in the run's base temporary directory, which xdist's workers share; the kernel drops them
+when a worker dies. Without xdist (``-n 0``, ``-p no:xdist``) there is one process and
+no lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# Markers whose tests run alone.
+MARKERS = ("serial", "soak")
+
+
+def is_serial(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(m) is not None for m in MARKERS)
+
+
+class Turns:
+    """A readers-writer lock across the run's worker processes, writers first."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self._gate = os.open(folder / "venturi-alone.gate", os.O_RDWR | os.O_CREAT, 0o600)
+        self._room = os.open(folder / "venturi-alone.room", os.O_RDWR | os.O_CREAT, 0o600)
+
+    @contextlib.contextmanager
+    def hold(self, alone: bool) -> Iterator[None]:
+        fcntl.flock(self._gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self._room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(self._gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._room, fcntl.LOCK_UN)
+
+
+def turns(config: pytest.Config) -> Turns | None:
+    """The run's lock in an xdist worker, else None. xdist gives each worker the basetemp
+    ``<the run's basetemp>/popen-gwN``, so the parent is the run's own folder."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return None
+    basetemp = config.getoption("basetemp")
+    if basetemp:
+        return Turns(Path(basetemp).parent)
+    return Turns(Path(tempfile.gettempdir()) / f"venturi-alone-{workerinput['testrunuid']}")
