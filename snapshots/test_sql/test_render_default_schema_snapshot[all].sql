@@ -1852,8 +1852,9 @@ WHERE ($1::text IS NULL OR status = $1::text)
 -- $6 text[] patterns: a LIKE pattern per word (job_search_query)
 -- $7 timestamptz indexed_at: the search index's watermark (job_search_state)
 -- $8 bigint indexed_id: the watermark's job id
+-- $9 text grp: only jobs of this group (NULL: any; SPEC 13)
 -- index: as job_search_text_count, each arm read to its end.
-PREPARE venturi_job_count_matching_search(text, text, text, text, text[], text[], timestamptz, bigint) AS
+PREPARE venturi_job_count_matching_search(text, text, text, text, text[], text[], timestamptz, bigint, text) AS
 SELECT count(*) AS jobs, max(id) AS newest_id
 FROM (
     SELECT j.id
@@ -1862,6 +1863,7 @@ FROM (
       AND ($1::text IS NULL OR j.status = $1::text)
       AND ($2::text IS NULL OR j.kind = $2::text)
       AND ($3::text IS NULL OR j.key = $3::text)
+      AND ($9::text IS NULL OR j.grp = $9::text)
     UNION ALL
     SELECT j.id
     FROM "venturi".job_search x
@@ -1877,6 +1879,7 @@ FROM (
       AND ($1::text IS NULL OR j.status = $1::text)
       AND ($2::text IS NULL OR j.kind = $2::text)
       AND ($3::text IS NULL OR j.key = $3::text)
+      AND ($9::text IS NULL OR j.grp = $9::text)
       AND j.kind <> ALL ($5::text[])
     UNION ALL
     SELECT j.id
@@ -1889,6 +1892,7 @@ FROM (
       AND ($1::text IS NULL OR j.status = $1::text)
       AND ($2::text IS NULL OR j.kind = $2::text)
       AND ($3::text IS NULL OR j.key = $3::text)
+      AND ($9::text IS NULL OR j.grp = $9::text)
       AND j.kind <> ALL ($5::text[])
       -- A word's pattern first (a lower() and a LIKE), the document only where it passes.
       AND lower(j.kind || ' ' || coalesce(j.key, '') || ' '
@@ -2168,15 +2172,16 @@ LIMIT $5::integer;
 -- $6 text[] patterns: a LIKE pattern per word (job_search_query)
 -- $7 timestamptz indexed_at: the search index's watermark (job_search_state)
 -- $8 bigint indexed_id: the watermark's job id
--- $9 bigint before_id: only smaller ids: the cursor, first the newest id the operator saw
--- $10 integer max_rows: the batch size
+-- $9 text grp: only jobs of this group (NULL: any; SPEC 13)
+-- $10 bigint before_id: only smaller ids: the cursor, first the newest id the operator saw
+-- $11 integer max_rows: the batch size
 -- index: as job_search_text_older.
-PREPARE venturi_job_ids_matching_search(text, text, text, text, text[], text[], timestamptz, bigint, bigint, integer) AS
+PREPARE venturi_job_ids_matching_search(text, text, text, text, text[], text[], timestamptz, bigint, text, bigint, integer) AS
 WITH window_end AS (
     -- The first side row past the window (NULL: the window reaches the end).
     SELECT x.job_id
     FROM "venturi".job_search x
-    WHERE ($9::bigint IS NULL OR x.job_id < $9::bigint)
+    WHERE ($10::bigint IS NULL OR x.job_id < $10::bigint)
     ORDER BY x.job_id DESC
     OFFSET 20000
     LIMIT 1
@@ -2188,9 +2193,10 @@ known_kinds AS (
       AND ($1::text IS NULL OR j.status = $1::text)
       AND ($2::text IS NULL OR j.kind = $2::text)
       AND ($3::text IS NULL OR j.key = $3::text)
-      AND ($9::bigint IS NULL OR j.id < $9::bigint)
+      AND ($9::text IS NULL OR j.grp = $9::text)
+      AND ($10::bigint IS NULL OR j.id < $10::bigint)
     ORDER BY j.id DESC
-    LIMIT $10::integer
+    LIMIT $11::integer
 ),
 in_window AS MATERIALIZED (
     SELECT x.job_id AS id
@@ -2198,8 +2204,8 @@ in_window AS MATERIALIZED (
     CROSS JOIN LATERAL (
         SELECT * FROM "venturi".all_jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
     WHERE $4::text IS NOT NULL
-      AND ($9::bigint IS NULL OR x.job_id < $9::bigint)
-      AND ($9::bigint IS NULL OR j.id < $9::bigint)
+      AND ($10::bigint IS NULL OR x.job_id < $10::bigint)
+      AND ($10::bigint IS NULL OR j.id < $10::bigint)
       AND x.job_id > coalesce((SELECT job_id FROM window_end), -9223372036854775808)
       AND j.id > coalesce((SELECT job_id FROM window_end), -9223372036854775808)
       -- IS TRUE: not a GIN condition, so the window is read in order.
@@ -2212,8 +2218,9 @@ in_window AS MATERIALIZED (
       AND ($1::text IS NULL OR j.status = $1::text)
       AND ($2::text IS NULL OR j.kind = $2::text)
       AND ($3::text IS NULL OR j.key = $3::text)
+      AND ($9::text IS NULL OR j.grp = $9::text)
     ORDER BY x.job_id DESC
-    LIMIT $10::integer
+    LIMIT $11::integer
 ),
 past_window AS (
     SELECT x.job_id AS id
@@ -2222,7 +2229,7 @@ past_window AS (
         SELECT * FROM "venturi".all_jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
     WHERE $4::text IS NOT NULL
       -- Read only when the window held less than a page.
-      AND (SELECT count(*) FROM in_window) < $10::integer
+      AND (SELECT count(*) FROM in_window) < $11::integer
       AND x.job_id <= (SELECT job_id FROM window_end)
       AND j.id <= (SELECT job_id FROM window_end)
       AND x.doc @@ ($4::text
@@ -2234,10 +2241,11 @@ past_window AS (
       AND ($1::text IS NULL OR j.status = $1::text)
       AND ($2::text IS NULL OR j.kind = $2::text)
       AND ($3::text IS NULL OR j.key = $3::text)
+      AND ($9::text IS NULL OR j.grp = $9::text)
     -- "+ 0": sorted, not an ordered scan of the primary key (which, for a word that few
     -- jobs hold, reads them all).
     ORDER BY x.job_id + 0 DESC
-    LIMIT $10::integer
+    LIMIT $11::integer
 ),
 not_indexed AS (
     SELECT u.id, u.kind
@@ -2253,7 +2261,8 @@ not_indexed AS (
           AND ($1::text IS NULL OR j.status = $1::text)
           AND ($2::text IS NULL OR j.kind = $2::text)
           AND ($3::text IS NULL OR j.key = $3::text)
-          AND ($9::bigint IS NULL OR j.id < $9::bigint)
+          AND ($9::text IS NULL OR j.grp = $9::text)
+          AND ($10::bigint IS NULL OR j.id < $10::bigint)
           AND lower(j.kind || ' ' || coalesce(j.key, '') || ' '
                 || right(coalesce(j.last_error, ''), 2000) || ' ' || left(j.carry::text, 8000)) LIKE ALL ($6::text[])
         ORDER BY j.id DESC
@@ -2261,7 +2270,7 @@ not_indexed AS (
         OFFSET 0
     ) AS u
     WHERE to_tsvector('simple'::regconfig, u.words) @@ $4::text::tsquery
-    LIMIT $10::integer
+    LIMIT $11::integer
 ),
 page AS (
     SELECT id FROM known_kinds
@@ -2272,7 +2281,7 @@ page AS (
     UNION
     SELECT id FROM not_indexed
     ORDER BY id DESC
-    LIMIT $10::integer
+    LIMIT $11::integer
 )
 SELECT id FROM page ORDER BY id DESC;
 
@@ -3449,11 +3458,12 @@ ORDER BY id DESC;
 -- $6 text[] patterns: a LIKE pattern per word (job_search_query)
 -- $7 timestamptz indexed_at: the search index's watermark (job_search_state)
 -- $8 bigint indexed_id: the watermark's job id
--- $9 integer cap: count at most this many
+-- $9 text grp: only jobs of this group (NULL: any; SPEC 13)
+-- $10 integer cap: count at most this many
 -- index: the known kinds by jobs_kind_id_idx (or the primary key), then the indexed jobs
 -- by job_search_doc_idx, or a scan of job_search that stops at the cap for a word that
 -- many hold.
-PREPARE venturi_job_search_text_count(text, text, text, text, text[], text[], timestamptz, bigint, integer) AS
+PREPARE venturi_job_search_text_count(text, text, text, text, text[], text[], timestamptz, bigint, text, integer) AS
 SELECT count(*) AS jobs
 FROM (
     SELECT j.id
@@ -3462,6 +3472,7 @@ FROM (
       AND ($1::text IS NULL OR j.status = $1::text)
       AND ($2::text IS NULL OR j.kind = $2::text)
       AND ($3::text IS NULL OR j.key = $3::text)
+      AND ($9::text IS NULL OR j.grp = $9::text)
     UNION ALL
     SELECT j.id
     FROM "venturi".job_search x
@@ -3477,8 +3488,9 @@ FROM (
       AND ($1::text IS NULL OR j.status = $1::text)
       AND ($2::text IS NULL OR j.kind = $2::text)
       AND ($3::text IS NULL OR j.key = $3::text)
+      AND ($9::text IS NULL OR j.grp = $9::text)
       AND j.kind <> ALL ($5::text[])
-    LIMIT $9::integer
+    LIMIT $10::integer
 
 ) AS matched
 -- The patterns serve the jobs not indexed, which this statement leaves out; typed here
@@ -3495,12 +3507,13 @@ WHERE $6::text[] IS NOT NULL;
 -- $6 text[] patterns: a LIKE pattern per word (job_search_query)
 -- $7 timestamptz indexed_at: the search index's watermark (job_search_state)
 -- $8 bigint indexed_id: the watermark's job id
--- $9 bigint after_id: only jobs with a greater id, the keyset cursor
--- $10 bigint bound: only jobs with a smaller id (NULL: any): the newest of a page that
+-- $9 text grp: only jobs of this group (NULL: any; SPEC 13)
+-- $10 bigint after_id: only jobs with a greater id, the keyset cursor
+-- $11 bigint bound: only jobs with a smaller id (NULL: any): the newest of a page that
 -- job_search_text_newer filled
--- $11 integer max_rows: how many to return at most
+-- $12 integer max_rows: how many to return at most
 -- index: as job_search_text_live_older, forwards.
-PREPARE venturi_job_search_text_live_newer(text, text, text, text, text[], text[], timestamptz, bigint, bigint, bigint, integer) AS
+PREPARE venturi_job_search_text_live_newer(text, text, text, text, text[], text[], timestamptz, bigint, text, bigint, bigint, integer) AS
 WITH not_indexed AS (
     SELECT u.id, u.kind
     FROM (
@@ -3515,8 +3528,9 @@ WITH not_indexed AS (
           AND ($1::text IS NULL OR j.status = $1::text)
           AND ($2::text IS NULL OR j.kind = $2::text)
           AND ($3::text IS NULL OR j.key = $3::text)
-          AND j.id > $9::bigint
-          AND ($10::bigint IS NULL OR j.id < $10::bigint)
+          AND ($9::text IS NULL OR j.grp = $9::text)
+          AND j.id > $10::bigint
+          AND ($11::bigint IS NULL OR j.id < $11::bigint)
           AND lower(j.kind || ' ' || coalesce(j.key, '') || ' '
                 || right(coalesce(j.last_error, ''), 2000) || ' ' || left(j.carry::text, 8000)) LIKE ALL ($6::text[])
         ORDER BY j.id
@@ -3524,7 +3538,7 @@ WITH not_indexed AS (
         OFFSET 0
     ) AS u
     WHERE to_tsvector('simple'::regconfig, u.words) @@ $4::text::tsquery
-    LIMIT $11::integer
+    LIMIT $12::integer
 )
 SELECT id, kind
 FROM not_indexed
@@ -3545,15 +3559,16 @@ ORDER BY id;
 -- $6 text[] patterns: a LIKE pattern per word (job_search_query)
 -- $7 timestamptz indexed_at: the search index's watermark (job_search_state)
 -- $8 bigint indexed_id: the watermark's job id
--- $9 bigint before_id: only jobs with a smaller id, the keyset cursor (NULL: the newest)
--- $10 bigint bound: only jobs with a greater id (NULL: any): the oldest of a page that
+-- $9 text grp: only jobs of this group (NULL: any; SPEC 13)
+-- $10 bigint before_id: only jobs with a smaller id, the keyset cursor (NULL: the newest)
+-- $11 bigint bound: only jobs with a greater id (NULL: any): the oldest of a page that
 -- job_search_text_older filled, past which none of these is on the page
--- $11 integer max_rows: how many to return at most
+-- $12 integer max_rows: how many to return at most
 -- index: jobs_claim_idx, jobs_stale_idx, jobs_waiting_idx and jobs_finished_idx (a bitmap
 -- of the jobs not indexed), or jobs_pkey backwards between the bound and the cursor; a
 -- word's pattern is tested on each, and the documents of those that pass computed in id
 -- order until a page.
-PREPARE venturi_job_search_text_live_older(text, text, text, text, text[], text[], timestamptz, bigint, bigint, bigint, integer) AS
+PREPARE venturi_job_search_text_live_older(text, text, text, text, text[], text[], timestamptz, bigint, text, bigint, bigint, integer) AS
 WITH not_indexed AS (
     SELECT u.id, u.kind
     FROM (
@@ -3568,8 +3583,9 @@ WITH not_indexed AS (
           AND ($1::text IS NULL OR j.status = $1::text)
           AND ($2::text IS NULL OR j.kind = $2::text)
           AND ($3::text IS NULL OR j.key = $3::text)
-          AND ($9::bigint IS NULL OR j.id < $9::bigint)
-          AND ($10::bigint IS NULL OR j.id > $10::bigint)
+          AND ($9::text IS NULL OR j.grp = $9::text)
+          AND ($10::bigint IS NULL OR j.id < $10::bigint)
+          AND ($11::bigint IS NULL OR j.id > $11::bigint)
           AND lower(j.kind || ' ' || coalesce(j.key, '') || ' '
                 || right(coalesce(j.last_error, ''), 2000) || ' ' || left(j.carry::text, 8000)) LIKE ALL ($6::text[])
         ORDER BY j.id DESC
@@ -3577,7 +3593,7 @@ WITH not_indexed AS (
         OFFSET 0
     ) AS u
     WHERE to_tsvector('simple'::regconfig, u.words) @@ $4::text::tsquery
-    LIMIT $11::integer
+    LIMIT $12::integer
 )
 SELECT id, kind
 FROM not_indexed
@@ -3597,15 +3613,16 @@ ORDER BY id DESC;
 -- $6 text[] patterns: a LIKE pattern per word (job_search_query)
 -- $7 timestamptz indexed_at: the search index's watermark (job_search_state)
 -- $8 bigint indexed_id: the watermark's job id
--- $9 bigint after_id: only jobs with a greater id, the keyset cursor
--- $10 integer max_rows: how many to return at most
+-- $9 text grp: only jobs of this group (NULL: any; SPEC 13)
+-- $10 bigint after_id: only jobs with a greater id, the keyset cursor
+-- $11 integer max_rows: how many to return at most
 -- index: as job_search_text_older, each arm read forwards from the cursor.
-PREPARE venturi_job_search_text_newer(text, text, text, text, text[], text[], timestamptz, bigint, bigint, integer) AS
+PREPARE venturi_job_search_text_newer(text, text, text, text, text[], text[], timestamptz, bigint, text, bigint, integer) AS
 WITH window_end AS (
     -- The first side row past the window (NULL: the window reaches the end).
     SELECT x.job_id
     FROM "venturi".job_search x
-    WHERE x.job_id > $9::bigint
+    WHERE x.job_id > $10::bigint
     ORDER BY x.job_id
     OFFSET 20000
     LIMIT 1
@@ -3617,9 +3634,10 @@ known_kinds AS (
       AND ($1::text IS NULL OR j.status = $1::text)
       AND ($2::text IS NULL OR j.kind = $2::text)
       AND ($3::text IS NULL OR j.key = $3::text)
-      AND j.id > $9::bigint
+      AND ($9::text IS NULL OR j.grp = $9::text)
+      AND j.id > $10::bigint
     ORDER BY j.id
-    LIMIT $10::integer
+    LIMIT $11::integer
 ),
 in_window AS MATERIALIZED (
     SELECT x.job_id AS id
@@ -3627,8 +3645,8 @@ in_window AS MATERIALIZED (
     CROSS JOIN LATERAL (
         SELECT * FROM "venturi".all_jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
     WHERE $4::text IS NOT NULL
-      AND x.job_id > $9::bigint
-      AND j.id > $9::bigint
+      AND x.job_id > $10::bigint
+      AND j.id > $10::bigint
       AND x.job_id < coalesce((SELECT job_id FROM window_end), 9223372036854775807)
       AND j.id < coalesce((SELECT job_id FROM window_end), 9223372036854775807)
       -- IS TRUE: not a GIN condition, so the window is read in order.
@@ -3641,8 +3659,9 @@ in_window AS MATERIALIZED (
       AND ($1::text IS NULL OR j.status = $1::text)
       AND ($2::text IS NULL OR j.kind = $2::text)
       AND ($3::text IS NULL OR j.key = $3::text)
+      AND ($9::text IS NULL OR j.grp = $9::text)
     ORDER BY x.job_id
-    LIMIT $10::integer
+    LIMIT $11::integer
 ),
 past_window AS (
     SELECT x.job_id AS id
@@ -3651,7 +3670,7 @@ past_window AS (
         SELECT * FROM "venturi".all_jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
     WHERE $4::text IS NOT NULL
       -- Read only when the window held less than a page.
-      AND (SELECT count(*) FROM in_window) < $10::integer
+      AND (SELECT count(*) FROM in_window) < $11::integer
       AND x.job_id >= (SELECT job_id FROM window_end)
       AND j.id >= (SELECT job_id FROM window_end)
       AND x.doc @@ ($4::text
@@ -3663,10 +3682,11 @@ past_window AS (
       AND ($1::text IS NULL OR j.status = $1::text)
       AND ($2::text IS NULL OR j.kind = $2::text)
       AND ($3::text IS NULL OR j.key = $3::text)
+      AND ($9::text IS NULL OR j.grp = $9::text)
     -- "+ 0": sorted, not an ordered scan of the primary key (which, for a word that few
     -- jobs hold, reads them all).
     ORDER BY x.job_id + 0
-    LIMIT $10::integer
+    LIMIT $11::integer
 ),
 page AS (
     SELECT id FROM known_kinds
@@ -3675,7 +3695,7 @@ page AS (
     UNION
     SELECT id FROM past_window
     ORDER BY id
-    LIMIT $10::integer
+    LIMIT $11::integer
 )
 SELECT id
 FROM page
@@ -3696,17 +3716,18 @@ ORDER BY id;
 -- $6 text[] patterns: a LIKE pattern per word (job_search_query)
 -- $7 timestamptz indexed_at: the search index's watermark (job_search_state)
 -- $8 bigint indexed_id: the watermark's job id
--- $9 bigint before_id: only jobs with a smaller id, the keyset cursor (NULL: the newest)
--- $10 integer max_rows: how many to return at most
+-- $9 text grp: only jobs of this group (NULL: any; SPEC 13)
+-- $10 bigint before_id: only jobs with a smaller id, the keyset cursor (NULL: the newest)
+-- $11 integer max_rows: how many to return at most
 -- index: jobs_kind_id_idx or jobs_pkey backwards for the known kinds; job_search_pkey
 -- backwards for a window of the newest indexed jobs, job_search_doc_idx (GIN) past it.
 -- Each arm stops at a page.
-PREPARE venturi_job_search_text_older(text, text, text, text, text[], text[], timestamptz, bigint, bigint, integer) AS
+PREPARE venturi_job_search_text_older(text, text, text, text, text[], text[], timestamptz, bigint, text, bigint, integer) AS
 WITH window_end AS (
     -- The first side row past the window (NULL: the window reaches the end).
     SELECT x.job_id
     FROM "venturi".job_search x
-    WHERE ($9::bigint IS NULL OR x.job_id < $9::bigint)
+    WHERE ($10::bigint IS NULL OR x.job_id < $10::bigint)
     ORDER BY x.job_id DESC
     OFFSET 20000
     LIMIT 1
@@ -3718,9 +3739,10 @@ known_kinds AS (
       AND ($1::text IS NULL OR j.status = $1::text)
       AND ($2::text IS NULL OR j.kind = $2::text)
       AND ($3::text IS NULL OR j.key = $3::text)
-      AND ($9::bigint IS NULL OR j.id < $9::bigint)
+      AND ($9::text IS NULL OR j.grp = $9::text)
+      AND ($10::bigint IS NULL OR j.id < $10::bigint)
     ORDER BY j.id DESC
-    LIMIT $10::integer
+    LIMIT $11::integer
 ),
 in_window AS MATERIALIZED (
     SELECT x.job_id AS id
@@ -3728,8 +3750,8 @@ in_window AS MATERIALIZED (
     CROSS JOIN LATERAL (
         SELECT * FROM "venturi".all_jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
     WHERE $4::text IS NOT NULL
-      AND ($9::bigint IS NULL OR x.job_id < $9::bigint)
-      AND ($9::bigint IS NULL OR j.id < $9::bigint)
+      AND ($10::bigint IS NULL OR x.job_id < $10::bigint)
+      AND ($10::bigint IS NULL OR j.id < $10::bigint)
       AND x.job_id > coalesce((SELECT job_id FROM window_end), -9223372036854775808)
       AND j.id > coalesce((SELECT job_id FROM window_end), -9223372036854775808)
       -- IS TRUE: not a GIN condition, so the window is read in order.
@@ -3742,8 +3764,9 @@ in_window AS MATERIALIZED (
       AND ($1::text IS NULL OR j.status = $1::text)
       AND ($2::text IS NULL OR j.kind = $2::text)
       AND ($3::text IS NULL OR j.key = $3::text)
+      AND ($9::text IS NULL OR j.grp = $9::text)
     ORDER BY x.job_id DESC
-    LIMIT $10::integer
+    LIMIT $11::integer
 ),
 past_window AS (
     SELECT x.job_id AS id
@@ -3752,7 +3775,7 @@ past_window AS (
         SELECT * FROM "venturi".all_jobs j1 WHERE j1.id = x.job_id LIMIT 1) AS j
     WHERE $4::text IS NOT NULL
       -- Read only when the window held less than a page.
-      AND (SELECT count(*) FROM in_window) < $10::integer
+      AND (SELECT count(*) FROM in_window) < $11::integer
       AND x.job_id <= (SELECT job_id FROM window_end)
       AND j.id <= (SELECT job_id FROM window_end)
       AND x.doc @@ ($4::text
@@ -3764,10 +3787,11 @@ past_window AS (
       AND ($1::text IS NULL OR j.status = $1::text)
       AND ($2::text IS NULL OR j.kind = $2::text)
       AND ($3::text IS NULL OR j.key = $3::text)
+      AND ($9::text IS NULL OR j.grp = $9::text)
     -- "+ 0": sorted, not an ordered scan of the primary key (which, for a word that few
     -- jobs hold, reads them all).
     ORDER BY x.job_id + 0 DESC
-    LIMIT $10::integer
+    LIMIT $11::integer
 ),
 page AS (
     SELECT id FROM known_kinds
@@ -3776,7 +3800,7 @@ page AS (
     UNION
     SELECT id FROM past_window
     ORDER BY id DESC
-    LIMIT $10::integer
+    LIMIT $11::integer
 )
 SELECT id
 FROM page
