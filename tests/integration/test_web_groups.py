@@ -122,6 +122,13 @@ async def test_kind_page_lists_groups_by_pending_and_by_claimed_with_search_and_
     assert 'value="ta"' in r.text
     r = await web.get("/kind", params={"name": "export", "group_q": "nothing-like-it"})
     assert groups_shown(r.text) == [] and "no group matches" in r.text
+    # A hostile group name is escaped everywhere it is shown.
+    hostile = "<b>x</b>\"'&"
+    [bad] = await venturi.enqueue_many(conn, [export.job(Item(1), group=hostile)])
+    r = await web.get("/kind", params={"name": "export", "group_q": "<b>"})
+    assert "<b>x</b>" not in r.text and "&lt;b&gt;x&lt;/b&gt;" in r.text
+    assert "<b>x</b>" not in (await web.get(f"/jobs/{bad}")).text
+    await conn.execute("DELETE FROM venturi.jobs WHERE id = $1", bad)
     # A kind without groups shows no groups section.
     assert 'id="groups"' not in (await web.get("/kind", params={"name": "mail"})).text
 
@@ -263,6 +270,10 @@ async def test_job_page_names_its_group_and_the_list_filters_by_it(
     assert 'action="/jobs/bulk"' not in r.text  # a bulk action by group: not offered
     r = await web.get("/jobs", params={"group": "acme", "status": "claimed"})
     assert len(re.findall(r'<tr data-id="(\d+)">', r.text)) == 2
+    r = await web.get("/api/jobs", params={"group": "acme"})
+    assert sorted(j["id"] for j in r.json()) == sorted(j.id for j in acme)
+    assert {j["group"] for j in r.json()} == {"acme"}
+    assert (await web.get("/api/jobs", params={"group": "a\x01"})).status_code == 400
     r = await web.get("/jobs", params={"group": "nobody"})
     assert "no job matches" in r.text
     # With a search: a kind's prefix (its arm of the search), or words of the carry (the
