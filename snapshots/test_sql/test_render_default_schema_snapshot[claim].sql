@@ -1024,15 +1024,17 @@ RETURNING j.id;
 -- $1 text status: only this status (NULL: any)
 -- $2 text kind: only this kind (NULL: any)
 -- $3 text key: only jobs with exactly this key (NULL: any)
+-- $4 text grp: only jobs of this group (NULL: any; jobs_grp_id_idx and the history's)
 -- index: jobs_kind_id_idx, jobs_failed_id_idx, jobs_key_search_idx, the partial indexes of
 -- pending and claimed jobs; a filter on completed jobs alone counts them all (once, on
 -- the confirmation page).
-PREPARE venturi_job_count_matching(text, text, text) AS
+PREPARE venturi_job_count_matching(text, text, text, text) AS
 SELECT count(*) AS jobs, max(id) AS newest_id
 FROM "venturi".all_jobs
 WHERE ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
-  AND ($3::text IS NULL OR key = $3::text);
+  AND ($3::text IS NULL OR key = $3::text)
+  AND ($4::text IS NULL OR grp = $4::text);
 
 -- job_count_matching_search: job_count_matching with a search (a bulk action on the
 -- dashboard's searched list): how many jobs match, and the newest of them. Exact.
@@ -1341,15 +1343,17 @@ FROM (SELECT pg_get_serial_sequence('"venturi".jobs', 'id') AS name) AS seq;
 -- $3 text key: only jobs with exactly this key (NULL: any)
 -- $4 bigint before_id: only smaller ids: the cursor, first the newest id the operator saw
 -- $5 integer max_rows: the batch size
+-- $6 text grp: only jobs of this group (NULL: any; jobs_grp_id_idx and the history's)
 -- index: as job_list (primary key, jobs_kind_id_idx, jobs_failed_id_idx,
 -- jobs_key_search_idx).
-PREPARE venturi_job_ids_matching(text, text, text, bigint, integer) AS
+PREPARE venturi_job_ids_matching(text, text, text, bigint, integer, text) AS
 SELECT id
 FROM "venturi".all_jobs
 WHERE ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR kind = $2::text)
   AND ($3::text IS NULL OR key = $3::text)
   AND id < $4::bigint
+  AND ($6::text IS NULL OR grp = $6::text)
 ORDER BY id DESC
 LIMIT $5::integer;
 

@@ -267,7 +267,7 @@ async def test_job_page_names_its_group_and_the_list_filters_by_it(
     shown = [int(i) for i in re.findall(r'<tr data-id="(\d+)">', r.text)]
     assert sorted(shown) == sorted(j.id for j in acme) and "5 jobs match" in r.text
     assert 'id="group-filter" value="acme"' in r.text
-    assert 'action="/jobs/bulk"' not in r.text  # a bulk action by group: not offered
+    assert '<input type="hidden" name="group" value="acme">' in r.text  # the bulk form's
     r = await web.get("/jobs", params={"group": "acme", "status": "claimed"})
     assert len(re.findall(r'<tr data-id="(\d+)">', r.text)) == 2
     r = await web.get("/api/jobs", params={"group": "acme"})
@@ -297,5 +297,29 @@ async def test_job_page_names_its_group_and_the_list_filters_by_it(
     for bad in ({"group": "x" * 201}, {"group": "a\x01"}):
         r = await web.get("/jobs", params=bad)
         assert r.status_code == 400, bad
-    r = await web.get("/jobs/bulk", params={"action": "retry", "group": "acme"})
-    assert r.status_code == 400
+    assert (
+        await web.get("/jobs/bulk", params={"action": "retry", "group": "a\x01"})
+    ).status_code == 400
+
+    # A bulk action on every job of a group: confirmed, then exactly those.
+    r = await web.get(
+        "/jobs/bulk", params={"action": "cancel", "group": "beta", "status": "pending"}
+    )
+    assert r.status_code == 200 and "<strong>1</strong> job(s) match now" in r.text
+    assert 'group <strong class="group">beta</strong>' in r.text
+    token = CSRF.search(r.text).group(1)  # type: ignore[union-attr]
+    up_to = re.search(r'name="up_to" value="(\d+)"', r.text).group(1)  # type: ignore[union-attr]
+    r = await web.post(
+        "/jobs/bulk",
+        data={
+            "csrf": token,
+            "back": "/jobs",
+            "action": "cancel",
+            "status": "pending",
+            "group": "beta",
+            "up_to": up_to,
+        },
+    )
+    assert r.status_code == 303
+    cancelled = await admin.list_jobs(conn, kind="export", status="cancelled")
+    assert [j.group for j in cancelled] == ["beta"]
