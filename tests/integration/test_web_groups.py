@@ -122,6 +122,13 @@ async def test_kind_page_lists_groups_by_pending_and_by_claimed_with_search_and_
     assert 'value="ta"' in r.text
     r = await web.get("/kind", params={"name": "export", "group_q": "nothing-like-it"})
     assert groups_shown(r.text) == [] and "no group matches" in r.text
+    # A hostile group name is escaped everywhere it is shown.
+    hostile = "<b>x</b>\"'&"
+    [bad] = await venturi.enqueue_many(conn, [export.job(Item(1), group=hostile)])
+    r = await web.get("/kind", params={"name": "export", "group_q": "<b>"})
+    assert "<b>x</b>" not in r.text and "&lt;b&gt;x&lt;/b&gt;" in r.text
+    assert "<b>x</b>" not in (await web.get(f"/jobs/{bad}")).text
+    await conn.execute("DELETE FROM venturi.jobs WHERE id = $1", bad)
     # A kind without groups shows no groups section.
     assert 'id="groups"' not in (await web.get("/kind", params={"name": "mail"})).text
 
@@ -260,13 +267,59 @@ async def test_job_page_names_its_group_and_the_list_filters_by_it(
     shown = [int(i) for i in re.findall(r'<tr data-id="(\d+)">', r.text)]
     assert sorted(shown) == sorted(j.id for j in acme) and "5 jobs match" in r.text
     assert 'id="group-filter" value="acme"' in r.text
-    assert 'action="/jobs/bulk"' not in r.text  # a bulk action by group: not offered
+    assert '<input type="hidden" name="group" value="acme">' in r.text  # the bulk form's
     r = await web.get("/jobs", params={"group": "acme", "status": "claimed"})
     assert len(re.findall(r'<tr data-id="(\d+)">', r.text)) == 2
+    r = await web.get("/api/jobs", params={"group": "acme"})
+    assert sorted(j["id"] for j in r.json()) == sorted(j.id for j in acme)
+    assert {j["group"] for j in r.json()} == {"acme"}
+    assert (await web.get("/api/jobs", params={"group": "a\x01"})).status_code == 400
     r = await web.get("/jobs", params={"group": "nobody"})
     assert "no job matches" in r.text
-    for bad in ({"group": "x" * 201}, {"group": "a\x01"}, {"group": "acme", "q": "export"}):
+    # With a search: a kind's prefix (its arm of the search), or words of the carry (the
+    # jobs not indexed yet, read row by row); the group filters every arm.
+    r = await web.get("/jobs", params={"group": "acme", "q": "exp"})
+    assert sorted(int(i) for i in re.findall(r'<tr data-id="(\d+)">', r.text)) == sorted(
+        j.id for j in acme
+    )
+    r = await web.get("/jobs", params={"group": "beta", "q": "n 1"})
+    [only] = [int(i) for i in re.findall(r'<tr data-id="(\d+)">', r.text)]
+    assert (await venturi.get_job(conn, only)).group == "beta"  # type: ignore[union-attr]
+    # Finished and indexed: the index's arm filters by group too.
+    await conn.execute(
+        "UPDATE venturi.jobs SET status = 'completed', finished_at = now() - interval '1 hour',"
+        " claim_token = NULL WHERE status = 'claimed'"
+    )
+    assert (await admin.index_search(conn, margin=0.0)).jobs == 5
+    r = await web.get("/jobs", params={"group": "acme", "q": "n", "status": "completed"})
+    done = sorted(int(i) for i in re.findall(r'<tr data-id="(\d+)">', r.text))
+    assert done == sorted(j.id for j in acme if j.status == "claimed") and len(done) == 2
+    for bad in ({"group": "x" * 201}, {"group": "a\x01"}):
         r = await web.get("/jobs", params=bad)
         assert r.status_code == 400, bad
-    r = await web.get("/jobs/bulk", params={"action": "retry", "group": "acme"})
-    assert r.status_code == 400
+    assert (
+        await web.get("/jobs/bulk", params={"action": "retry", "group": "a\x01"})
+    ).status_code == 400
+
+    # A bulk action on every job of a group: confirmed, then exactly those.
+    r = await web.get(
+        "/jobs/bulk", params={"action": "cancel", "group": "beta", "status": "pending"}
+    )
+    assert r.status_code == 200 and "<strong>1</strong> job(s) match now" in r.text
+    assert 'group <strong class="group">beta</strong>' in r.text
+    token = CSRF.search(r.text).group(1)  # type: ignore[union-attr]
+    up_to = re.search(r'name="up_to" value="(\d+)"', r.text).group(1)  # type: ignore[union-attr]
+    r = await web.post(
+        "/jobs/bulk",
+        data={
+            "csrf": token,
+            "back": "/jobs",
+            "action": "cancel",
+            "status": "pending",
+            "group": "beta",
+            "up_to": up_to,
+        },
+    )
+    assert r.status_code == 303
+    cancelled = await admin.list_jobs(conn, kind="export", status="cancelled")
+    assert [j.group for j in cancelled] == ["beta"]

@@ -49,7 +49,7 @@ PERIODS = {"1h": (60.0, 60), "24h": (1200.0, 72), "7d": (7200.0, 84)}
 class JobFilter(msgspec.Struct, frozen=True):
     """What a list shows: each None for any. ``search``: words that must each begin a
     word of the job's kind, key, last error (its end) or carry (its start); ``group``:
-    jobs of that group only (SPEC 13; not with a search yet)."""
+    jobs of that group only (SPEC 13)."""
 
     status: str | None = None
     kind: str | None = None
@@ -116,6 +116,7 @@ def search_args(f: JobFilter, found: Search) -> dict[str, Any]:
         "patterns": found.patterns,
         "indexed_at": found.indexed_at,
         "indexed_id": found.indexed_id,
+        "group": f.group,
     }
 
 
@@ -263,8 +264,6 @@ async def search_jobs(
     if f.group is not None:
         check_group(f.group)
     found = await resolve_search(conn, f.search, schema=schema)
-    if found is not None and f.group is not None:
-        raise ConfigError("a search and a group filter together are not supported yet")
     if found is not None and not found.possible:
         return JobPage([], None, None, 0, False)
     live = None

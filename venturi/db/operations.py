@@ -69,9 +69,16 @@ async def job_set_priority_many_if_pending(
 
 
 async def job_count_matching(
-    conn: Conn, *, schema: str, status: str | None, kind: str | None, key: str | None
+    conn: Conn,
+    *,
+    schema: str,
+    status: str | None,
+    kind: str | None,
+    key: str | None,
+    group: str | None = None,
 ) -> Record:
-    return await conn.fetchrow(sql.statement("job_count_matching", schema), status, kind, key)
+    text = sql.statement("job_count_matching", schema)
+    return await conn.fetchrow(text, status, kind, key, group)
 
 
 async def job_ids_matching(
@@ -83,9 +90,10 @@ async def job_ids_matching(
     key: str | None,
     before: int,
     limit: int,
+    group: str | None = None,
 ) -> list[int]:
     text = sql.statement("job_ids_matching", schema)
-    return [r["id"] for r in await conn.fetch(text, status, kind, key, before, limit)]
+    return [r["id"] for r in await conn.fetch(text, status, kind, key, before, limit, group)]
 
 
 async def job_retry_many_if_dead_or_cancelled(

@@ -37,8 +37,10 @@ def _args(
     patterns: list[str],
     indexed_at: datetime,
     indexed_id: int,
+    group: str | None = None,
 ) -> tuple[Any, ...]:
-    return (status, kind, key, search, kinds, patterns, indexed_at, indexed_id)
+    """The nine parameters every search statement takes first (_job_search_text.sql.j2)."""
+    return (status, kind, key, search, kinds, patterns, indexed_at, indexed_id, group)
 
 
 async def job_search_text_older(

@@ -117,6 +117,9 @@ async def bulk_action(request: Request, d: Dashboard, form: Any) -> Response:
     chosen = action_named(name)
     status = status_filter(_field(form, "status"))
     kind, key, search = _field(form, "kind"), _field(form, "key"), _field(form, "q", 200)
+    group = _field(form, "group")
+    if group is not None:
+        check_group(group)
     try:
         up_to = int(_field(form, "up_to") or "")
     except ValueError:
@@ -136,6 +139,7 @@ async def bulk_action(request: Request, d: Dashboard, form: Any) -> Response:
             search=search,
             up_to=up_to,
             schema=d.db.schema,
+            group=group,
         )
     title = f"{chosen.label}: every matching job"
     return redirect_back(request, form, of_changes(title, changes))

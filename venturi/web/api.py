@@ -13,6 +13,7 @@ from venturi.web.kit import (
     Dashboard,
     api,
     filter_params,
+    group_param,
     int_param,
     job_id_param,
     json_response,
@@ -21,8 +22,10 @@ from venturi.web.kit import (
 
 @api
 async def jobs(request: Request, d: Dashboard) -> Response:
-    """``venturi jobs list --json``: ?status=&kind=&limit= (default 50), and key=, before=."""
+    """``venturi jobs list --json``: ?status=&kind=&limit= (default 50), and key=, before=,
+    group=."""
     f = filter_params(request)
+    group = group_param(request)
     limit = int_param(request, "limit", high=MAX_LIMIT) or 50
     before = int_param(request, "before")
     async with d.db.reading() as conn:
@@ -34,6 +37,7 @@ async def jobs(request: Request, d: Dashboard) -> Response:
             before=before,
             limit=limit,
             schema=d.db.schema,
+            group=group,
         )
     return json_response(rows)
 

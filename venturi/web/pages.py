@@ -214,9 +214,8 @@ async def bulk_confirm(request: Request, d: Dashboard) -> Response:
     """How many jobs a bulk action would touch, and the form that does it."""
     act = request.query_params.get("action", "")
     label = action_named(act).label
-    if group_param(request) is not None:
-        raise BadInput("an action on every job of a group is not supported yet: tick the rows")
     f = filter_params(request)
+    f["group"] = group_param(request)
     async with d.db.reading() as conn:
         matching = await admin.count_matching(
             conn,
@@ -225,6 +224,7 @@ async def bulk_confirm(request: Request, d: Dashboard) -> Response:
             key=f["key"],
             search=f["q"],
             schema=d.db.schema,
+            group=f["group"],
         )
     return render(
         request,
