@@ -861,7 +861,8 @@ created AS (
 waking AS (
     SELECT g.grp, g.ready, g.paused, d.priority FROM "venturi".groups g
     JOIN due_groups d ON d.grp = g.grp
-    WHERE g.kind = $2::text AND g.grp NOT IN (SELECT r.grp FROM ready r)
+    WHERE g.kind = $2::text AND g.grp = ANY (ARRAY(SELECT e.grp FROM due_groups e))
+      AND g.grp NOT IN (SELECT r.grp FROM ready r)
     FOR UPDATE OF g SKIP LOCKED
 ),
 woken AS (
@@ -870,7 +871,8 @@ woken AS (
         head = CASE WHEN w.ready THEN least(g.head, w.priority) ELSE w.priority END,
         vtime = CASE WHEN w.ready THEN g.vtime ELSE greatest(g.vtime, (SELECT v FROM restart)) END
     FROM waking w
-    WHERE g.kind = $2::text AND g.grp = w.grp
+    WHERE g.kind = $2::text AND g.grp = ANY (ARRAY(SELECT x.grp FROM waking x))
+      AND g.grp = w.grp
     RETURNING g.grp, w.ready AS was_ready
 ),
 -- The candidates, locked: the newest committed version of each row.
@@ -884,7 +886,11 @@ locked AS (
                        * $8::float8)
            END AS tokens
     FROM "venturi".groups g JOIN ready r ON r.grp = g.grp
-    WHERE g.kind = $2::text AND g.ready AND NOT g.paused
+    -- The candidates' names as a list: the rows come by the primary key. Joined with the
+    -- CTE alone, the planner expects 200 rows and hashes a scan of every group of the
+    -- kind (15 ms at 10,000 groups: benchmarks/JOURNAL.md, the groups scenario).
+    WHERE g.kind = $2::text AND g.grp = ANY (ARRAY(SELECT c.grp FROM ready c))
+      AND g.ready AND NOT g.paused
     FOR UPDATE OF g SKIP LOCKED
 ),
 room AS (
@@ -976,7 +982,9 @@ written AS (
         minute_claims = CASE WHEN g.minute = date_trunc('minute', now()) THEN g.minute_claims
                              ELSE 0 END + o.n
     FROM outcome o
-    WHERE g.kind = $2::text AND g.grp = o.grp
+    -- By the primary key, as locked: not a hash of every group.
+    WHERE g.kind = $2::text AND g.grp = ANY (ARRAY(SELECT x.grp FROM outcome x))
+      AND g.grp = o.grp
     RETURNING g.grp
 ),
 -- A group parked for want of tokens wakes when its next token is due.

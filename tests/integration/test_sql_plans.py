@@ -205,7 +205,7 @@ async def test_dashboard_reads_use_their_indexes(conn: asyncpg.Connection) -> No
         # A group's jobs (SPEC 13): its own partial index, not a scan of every id.
         grouped = await _explain(conn, "job_list", None, None, 51, None, None, "acme")
         assert "jobs_grp_id_idx" in grouped
-        bulk = await _explain(conn, "job_ids_matching", "cancelled", None, None, 20_000, 500)
+        bulk = await _explain(conn, "job_ids_matching", "cancelled", None, None, 20_000, 500, None)
         assert "jobs_failed_id_idx" in bulk
         charts = await _explain(conn, "job_activity_per_minute", "manual retry", 60)
         assert {"jobs_finished_idx", "journal_at_idx"} <= charts
@@ -222,7 +222,7 @@ async def test_dashboard_reads_use_their_indexes(conn: asyncpg.Connection) -> No
         # (a window of the newest in order, then GIN), the unfinished ones by the
         # worker's partial indexes, or by id between a full page's end and its cursor.
         rare = await conn.fetchrow(sql.statement("job_search_query"), "order-300")
-        searched = (None, None, None, rare["query"], [], rare["patterns"], *mark)
+        searched = (None, None, None, rare["query"], [], rare["patterns"], *mark, None)
         page = await _explain(conn, "job_search_text_older", *searched, None, 51)
         assert {"job_search_pkey", "job_search_doc_idx"} <= page
         assert "job_search_doc_idx" in await _explain(
@@ -237,10 +237,10 @@ async def test_dashboard_reads_use_their_indexes(conn: asyncpg.Connection) -> No
         assert {"job_search_doc_idx", "jobs_stale_idx"} <= batch
         # Without a search, the list's own indexes.
         assert "jobs_failed_id_idx" in await _explain(
-            conn, "job_search_older", "dead", None, None, None, 51
+            conn, "job_search_older", "dead", None, None, None, 51, None
         )
         assert "jobs_kind_id_idx" in await _explain(
-            conn, "job_search_older", None, "rare", None, 9_000, 51
+            conn, "job_search_older", None, "rare", None, 9_000, 51, None
         )
         # A kind's trends from the finished index.
         trends = await _explain(conn, "job_activity_of_kind", "kind_3", "manual retry", 60.0, 60)
@@ -259,14 +259,16 @@ async def test_workflow_reads_use_the_workflow_tables_never_a_scan_of_jobs(
     await conn.execute(sql.statement("maintenance/jobs_seed_bulk"), 20_000, 172_800.0)
     await conn.execute(sql.statement("maintenance/workflows_seed_bulk"), 500, 100)
     await conn.execute(sql.statement("maintenance/analyze"))
-    root = await conn.fetchval(sql.statement("workflow_list_older"), None, "saga_1", None, 1, 10)
+    root = await conn.fetchval(
+        sql.statement("workflow_list_older"), None, "saga_1", None, 1, 10, None
+    )
     async with conn.transaction(readonly=True):
         await conn.execute(sql.statement("maintenance/dashboard_read_settings"))
         # The list: a skip scan over the workflow tables (small tables may be read
         # whole); jobs by id only, never scanned.
         for name, cursor in (("workflow_list_older", None), ("workflow_list_newer", 1)):
             for status, kind in ((None, None), ("waiting", None), ("dead", "saga_1")):
-                plan = await _plan(conn, name, status, kind, cursor, 51, 1000)
+                plan = await _plan(conn, name, status, kind, cursor, 51, 1000, None)
                 assert "jobs" not in _seq_scanned(plan), (name, status, kind)
                 assert {"steps_pkey", "jobs_pkey", "jobs_parent_idx"} <= _index_names(plan)
         # A job's page: its counts and the walk of its graph, by index probes.
