@@ -133,6 +133,12 @@ MIX = {
 # run; each bug also has a deterministic xfail(strict=True) test. Remove an entry when
 # its bug is fixed.
 KNOWN_BUGS: dict[str, str] = {
+    # A worker running a job's new claim beside the zombie run of its recovered claim
+    # asks the new run to stop (the heartbeat keys runs by job id); a cooperative handler
+    # then pauses an owned claim. tests/integration/test_edges_ownership.py::
+    # test_a_zombie_s_lost_claim_does_not_stop_the_same_job_s_new_run_in_that_worker
+    "paused for a shutdown nobody asked for": "heartbeat keyed by job id stops a zombie's "
+    "successor in the same worker (test_edges_ownership, xfail)",
     # Fixed: "InternalClientError" (worker crashed on asyncpg.InternalClientError after a
     # terminated backend; tests/test_chaos.py::test_worker_survives_internal_client_error).
 }
