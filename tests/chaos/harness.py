@@ -125,8 +125,8 @@ MIX = {
     # Workflows (tests/chaos/flowload.py adds the three-node Workflows and the signals).
     "chaos_flow": 30,
     # Grouped kinds (tests/chaos/groupload.py picks their groups and adds bursts).
-    "chaos_group1": 15,
-    "chaos_group3": 15,
+    "chaos_group1": 25,
+    "chaos_group3": 25,
 }
 # Library bugs this harness found that are not fixed yet: a signature that appears in the
 # violations a bug causes -> the bug. Such violations are reported, and do not fail the
