@@ -73,7 +73,7 @@ class GroupLoad:
 
     def grouped_burst(self) -> list[tuple[int, Any]]:
         """Now and then, a burst of jobs into one group (it then sits at its cap)."""
-        if self.rng.random() >= BURST_SHARE:
+        if not self.cfg.group_workers or self.rng.random() >= BURST_SHARE:
             return []
         kind = self.rng.choice(sorted(grouptasks.GROUP_CAPS))
         group = self.rng.choice(GROUPS)

@@ -49,6 +49,7 @@ from ..support import sql as test_sql
 from . import groupcheck, history, tasks, workflows
 from .flowload import FlowLoad
 from .groupload import GROUP_MODULE, GroupLoad
+from .grouptasks import GROUP_CAPS as GROUPED
 from .tasks import Chaos
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -208,6 +209,8 @@ class Harness(FlowLoad, GroupLoad):
         self.known: Counter[str] = Counter()
         self._flow_init()
         self._group_init()
+        # No grouped kinds without their workers (the single-fault scenarios).
+        self.mix = {k: w for k, w in MIX.items() if config.group_workers or k not in GROUPED}
 
     # --- logging -------------------------------------------------------------------------
 
@@ -409,7 +412,8 @@ class Harness(FlowLoad, GroupLoad):
 
     def _job(self) -> Any:
         self.seq += 1
-        kind = self.rng.choices(list(MIX), weights=list(MIX.values()))[0]
+        mix = self.mix
+        kind = self.rng.choices(list(mix), weights=list(mix.values()))[0]
         ms = {
             "chaos_capped": self.rng.randint(10, 40),
             "chaos_slow": self.rng.randint(200, 1000),
