@@ -5,7 +5,9 @@ A big customer enqueues a hundred exports at once; a small one enqueues three a 
 later. Without groups the small customer waits behind the hundred. With ``group=`` and
 ``group_cap=2`` no customer runs more than two exports at once, across every worker, and
 the claims go to the customers with work in proportion to their weights: the small
-customer's three exports start among the first, not after the hundred.
+customer's three exports start among the first, not after the hundred. (Here every
+customer is held to two at once, so the paying one's weight shows only once the caps
+leave slots to share: docs/groups.md.)
 
 Run it against a database with the venturi schema applied:
 
@@ -87,8 +89,7 @@ async def main() -> None:
         print(f"most exports of one customer at once: {max(state.peak.values())}")
         assert max(state.peak.values()) <= 2
         assert last_small < 20
-        assert Counter(first)[paying] > Counter(first)[big]
-        print("ok: no customer above its cap, the small one first, the paying one ahead")
+        print("ok: no customer above its cap, the small one among the first")
     finally:
         await conn.close()
 

@@ -1316,16 +1316,18 @@ renewed AS (
       -- Renewal extends only its own claim: a recovered or reclaimed job is left alone
       -- (the ownership guard: statements/_owned.sql.j2).
       AND j.status = (SELECT 'claimed') AND j.claim_token = $1::uuid AND j.attempt = beat.attempt
-    RETURNING j.id
+    RETURNING j.id, j.attempt
 )
-SELECT beat.id,
+-- Each answer names its claim (id and attempt): a worker may hold a job's new claim beside
+-- the zombie run of its recovered one, and must not stop the one for the other.
+SELECT beat.id, beat.attempt,
        coalesce(j.status = 'claimed' AND j.claim_token = $1::uuid AND j.attempt = beat.attempt,
                 false) AS owned,
        j.cancel_requested_at IS NOT NULL AS cancel_requested,
        renewed.id IS NOT NULL AS renewed
 FROM beat
 LEFT JOIN "billing_jobs".all_jobs j ON j.id = beat.id
-LEFT JOIN renewed ON renewed.id = beat.id;
+LEFT JOIN renewed ON renewed.id = beat.id AND renewed.attempt = beat.attempt;
 
 -- job_history_move: move up to $2 jobs that finished more than $1 seconds ago from the
 -- live table to the history (venturi.maintenance.History), in one statement: deleted

@@ -29,7 +29,7 @@ GROUPS = ("t0", "t1", "t2", "t3", "t4")
 SHARES = (35, 25, 15, 15, 10)
 WEIGHTS = {"t0": 3.0, "t1": 2.0}
 # A grouped job works this long (ms), or, its first run, past the 4 s lease (a zombie).
-WORK_MS = (30, 400)
+WORK_MS = (200, 1500)  # long enough that a SIGKILL often finds a grouped slot held
 OVERRUN_SHARE = 0.02
 OVERRUN_MS = (grouptasks.GROUP_OVERRUN, grouptasks.GROUP_OVERRUN + 1500)
 # The share of producer batches followed by a burst of BURST jobs into one group.
@@ -73,7 +73,7 @@ class GroupLoad:
 
     def grouped_burst(self) -> list[tuple[int, Any]]:
         """Now and then, a burst of jobs into one group (it then sits at its cap)."""
-        if self.rng.random() >= BURST_SHARE:
+        if not self.cfg.group_workers or self.rng.random() >= BURST_SHARE:
             return []
         kind = self.rng.choice(sorted(grouptasks.GROUP_CAPS))
         group = self.rng.choice(GROUPS)

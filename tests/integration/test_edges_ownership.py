@@ -302,6 +302,39 @@ async def test_a_lost_claim_answer_releases_only_this_runs_jobs(
         await pool.close()
 
 
+# Found by the chaos soak with groups (all --seed 37): the heartbeat keyed a worker's runs
+# by job id, so a zombie's lost claim stopped the same job's new run in that worker.
+async def test_a_zombie_s_lost_claim_does_not_stop_the_same_job_s_new_run_in_that_worker(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    asked_to_stop: dict[int, bool] = {}
+    ended: list[int] = []
+
+    @venturi.task(kind="own_zombie", lease=1.0, backoff=Backoff.fixed(0.05))
+    async def handler(ctx: Context[Any], carry: N) -> None:
+        if ctx.job.attempt == 1:
+            # Past its 1 s lease, deaf to the stop it is asked: recovered, re-claimed by
+            # this same worker (the only one) while it still runs.
+            await asyncio.sleep(2.5)  # stays: a zombie is a run that outlives its lease
+        else:
+            try:
+                # Within its own 1 s lease: a stop asked of it now could only come from
+                # the zombie's lost claim.
+                await asyncio.wait_for(ctx.cancelled(), 0.6)
+                asked_to_stop[ctx.job.attempt] = True
+            except TimeoutError:
+                asked_to_stop[ctx.job.attempt] = False
+        ended.append(ctx.job.attempt)
+
+    job_id = await handler.enqueue(conn, N(1))
+    worker = Worker(None, dsn, [handler], concurrency=2, poll_max=0.2)
+    async with running(worker):
+        await wait_until(lambda: 1 in ended and 2 in ended, within=30)
+    await wait_status(conn, job_id, "completed")
+    # The new claim is owned: nothing may ask its run to stop.
+    assert asked_to_stop == {2: False}
+
+
 async def test_same_identity_claimants_never_touch_each_others_claims(
     conn: asyncpg.Connection, kinds: list[str]
 ) -> None:

@@ -60,7 +60,9 @@ class Heartbeat:
         if not runs:
             return
         now = time.monotonic()
-        due = {r.id for r in runs if r.renew and now - r.renewed >= r.lease / 3}
+        # Keyed by claim (id, attempt): a job's new run may sit beside the zombie run of its
+        # recovered claim in this worker (found by the chaos soak).
+        due = {(r.id, r.attempt) for r in runs if r.renew and now - r.renewed >= r.lease / 3}
         try:
             rows = await db.settle.job_heartbeat_if_owned(
                 conn,
@@ -68,22 +70,22 @@ class Heartbeat:
                 claimant=self.claimant,
                 ids=[r.id for r in runs],
                 attempts=[r.attempt for r in runs],
-                leases=[r.lease if r.id in due else None for r in runs],
+                leases=[r.lease if (r.id, r.attempt) in due else None for r in runs],
             )
         except db.errors.TRANSIENT as exc:
             self.stats["db_errors"] += 1
             log.warning("heartbeat failed (retrying): %s", db.errors.one_line(exc))
             return
-        by_id = {r.id: r for r in runs}
+        by_claim = {(r.id, r.attempt): r for r in runs}
         still = {id(r) for r in self._inflight.values() if r.outcome is None}
         for row in rows:
-            run = by_id[row["id"]]
+            run = by_claim[(row["id"], row["attempt"])]
             if id(run) not in still:
                 continue  # finished (and maybe settled) while we asked: nothing to say
             if row["renewed"]:
                 run.renewed = now
                 self.stats["leases_renewed"] += 1
-            elif run.id in due or not row["owned"]:
+            elif (run.id, run.attempt) in due or not row["owned"]:
                 run.claim_lost = True
                 if not run.cancel.is_set():
                     self.stats["claims_lost"] += 1
