@@ -79,6 +79,11 @@ class Transactions(Protocol):
         """The handler ended: give back what the primitives held."""
         ...
 
+    def end(self) -> None:
+        """The handler ended without using a primitive (``release`` otherwise): any
+        primitive called later raises one line instead of reaching a closed pool."""
+        ...
+
 
 class _JobLogger(logging.LoggerAdapter[logging.Logger]):
     """Adds job id, kind and attempt to every record as ``extra`` fields."""

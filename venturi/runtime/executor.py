@@ -49,8 +49,13 @@ async def run_handler(
         run.outcome = await _outcome(run, state, transactions, middleware)
     finally:
         try:
-            if transactions is not None and transactions.used:
-                await transactions.release()
+            if transactions is not None:
+                if transactions.used:
+                    await transactions.release()
+                else:
+                    # A plain job skips release (issue 38) but still ends its context's
+                    # primitives: one kept past the run raises one line at the call.
+                    transactions.end()
         finally:
             if ended is not None:
                 ended()

@@ -80,6 +80,9 @@ class JobTransactions:
                     extra=self.run.log_extra(),
                 )
 
+    def end(self) -> None:
+        self._ended = True
+
     def _check_running(self, what: str) -> None:
         if self._ended:
             raise VenturiError(
