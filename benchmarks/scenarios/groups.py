@@ -55,6 +55,7 @@ from benchmarks.scenarios.groups_venturi import (
     RECORD,
     Backlog,
     Unit,
+    analyze,
     cold_once,
     explained,
     gbench_cap1,
@@ -98,12 +99,12 @@ QUICK = GroupsPlan(
     small_backlog=10_000,
     cold_seconds=30,
     fair_groups=8,
-    fair_backlog=2_000,
+    fair_backlog=5_000,
     window=10.0,
     windows=3,
     dbos_jobs=3_000,
     dbos_groups=1_000,
-    dbos_backlog=3_000,
+    dbos_backlog=10_000,
     dbos_timeout=60.0,
 )
 FULL = GroupsPlan(
@@ -143,9 +144,9 @@ async def t1_once(conn: asyncpg.Connection, dsn: str, plan: GroupsPlan, config: 
         counts = group_counts(plan.t1_jobs, plan.t1_groups, spread)
         jobs = [task.job(Unit(0), group=f"g{g}") for g, c in enumerate(counts) for _ in range(c)]
     await insert(conn, jobs)
-    await conn.execute(sql.statement("maintenance/analyze"))
     if spread != "plain":
         await wake_all(conn, task)
+    await analyze(conn)
     claim = await explained(conn, task, spread != "plain", plan.explains)
     measure = plan.t1_jobs // 2
     RECORD.reset(measure)
@@ -203,7 +204,13 @@ async def shares(dsn: str, conns: Any, weights: dict[str, float], plan: GroupsPl
     t0 = (RECORD.t_first or 0.0) + warm
     windows = per_window(RECORD.starts, t0, plan.window, plan.windows)
     counts = [[w[g] for g in weights] for w in windows]
-    return {"weights": weights, "counts": counts, "load": at}
+    return {
+        "weights": weights,
+        "counts": counts,
+        "load": at,
+        "short": dict(held.short),
+        "backlog": held.size,
+    }
 
 
 async def t2(dsn: str, conns: Any, plan: GroupsPlan) -> dict[str, Any]:

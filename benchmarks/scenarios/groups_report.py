@@ -55,7 +55,8 @@ def _cold(t2: dict[str, Any], lines: list[str], targets: list[tuple[str, bool | 
             lines.append(
                 f"  backlog {c['backlog']:>9,}: p50 {c['p50_ms']:7.1f} ms  p99 {c['p99_ms']:7.1f} "
                 f"ms  max {c['max_ms']:7.1f} ms  ({c['cold_jobs']} cold jobs, "
-                f"{c['hot_started']:,} hot started, load {c['load']:.1f})"
+                f"{c['hot_started']:,} hot started, at most {c.get('hot_short_max', 0):,} short, "
+                f"load {c['load']:.1f})"
             )
         p99[size] = median([c["p99_ms"] for c in runs])
     targets.append(
@@ -77,6 +78,10 @@ def _shares(t2: dict[str, Any], lines: list[str], targets: list[tuple[str, bool 
     targets.append((f"T2 Jain's index >= 0.95 in every window ({low:.4f})", _ok(low, low >= 0.95)))
     w = t2["weights"]
     lines.append(f"T2 weights 3:1: claims per window {w['counts']} (load {w['load']:.1f})")
+    for run in (fair, w):
+        dry = [g for g, n in run.get("short", {}).items() if n >= run["backlog"]]
+        if dry:
+            lines.append(f"  ! may have run dry between top-ups: {', '.join(dry)}")
     r = w["ratio"]
     targets.append((f"T2 weights 3:1 within +-5% ({r:.3f})", _ok(r, abs(r / 3 - 1) <= 0.05)))
 
