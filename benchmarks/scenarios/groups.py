@@ -285,7 +285,9 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     text = groups_report.text(found)
     print(text)
     mode = "quick" if args.quick else "full"
-    path = args.out or f"benchmarks/results/groups-{mode}-{git_head().split('+')[0]}.json"
+    # Named after the commit measured (the one at the start of the run).
+    commit = found["venturi_commit"].split("+")[0]
+    path = args.out or f"benchmarks/results/groups-{mode}-{commit}.json"
     save_run(path, found, text)
     log(f"wrote {path}")
     return found
