@@ -2,6 +2,7 @@
 one run: the benchmark of record.
 
     python -m benchmarks.compare [--quick] [--json out.json]
+    python -m benchmarks.compare --groups [--quick]     # the groups scenario alone
 
 Each system gets a database of its own on the same server (created here and dropped at
 the end). Measurements alternate between the systems (the order rotates each round) so
@@ -183,6 +184,13 @@ def parser() -> argparse.ArgumentParser:
         help="run only the workflow scenario (issue 23) for venturi, chancy and dbos "
         "(sizes: --quick or full); a full run includes it",
     )
+    p.add_argument(
+        "--groups",
+        action="store_true",
+        help="run only the groups scenario (issue 37; benchmarks.scenarios.groups, sizes: "
+        "--quick or full), venturi and DBOS's partitioned queue; its JSON goes to --json or "
+        "benchmarks/results/groups-<mode>-<commit>.json",
+    )
     p.add_argument("--repeat", type=int, default=0, help="rounds (default: quick 1, full 3)")
     p.add_argument(
         "--no-synchronous-commit",
@@ -220,6 +228,16 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.groups:
+        # The groups scenario makes its own databases and keeps its own JSON (issue 37).
+        from benchmarks.scenarios import groups
+
+        groups.main(
+            argparse.Namespace(
+                dsn=args.dsn, quick=args.quick, out=args.json or "", steps="t1,t2,dbos", backlog=0
+            )
+        )
+        return 0
     if args.no_synchronous_commit:
         configs.relaxed()
     args.extras = {}

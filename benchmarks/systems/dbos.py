@@ -87,8 +87,12 @@ class Client:
     async def analyze(self) -> None:
         await asyncio.to_thread(self._sql, "ANALYZE dbos.workflow_status")
 
-    def _options(self) -> Any:
-        return {"queue_name": QUEUE, "workflow_name": WORKFLOW, "application_name": APP}
+    def _options(self, partition: str | None = None) -> Any:
+        options = {"queue_name": QUEUE, "workflow_name": WORKFLOW, "application_name": APP}
+        if partition is not None:
+            # A partitioned queue (partition_concurrency) wants a key on every enqueue.
+            options["queue_partition_key"] = partition
+        return options
 
     async def enqueue_one(self, i: int) -> None:
         await self.client.enqueue_async(self._options(), i)
@@ -100,6 +104,19 @@ class Client:
 
     async def enqueue_bulk(self, start: int, n: int) -> None:
         await asyncio.to_thread(self._enqueue_bulk, start, n)
+
+    async def enqueue_keyed(self, i: int, partition: str) -> None:
+        """Job ``i`` in partition ``partition`` of a partitioned queue."""
+        await self.client.enqueue_async(self._options(partition), i)
+
+    def _enqueue_partitioned(self, items: list[tuple[int, str]]) -> None:
+        with self.engine.begin() as conn:
+            for i, partition in items:
+                self.client.enqueue_in_transaction(conn, self._options(partition), i)
+
+    async def enqueue_partitioned(self, items: list[tuple[int, str]]) -> None:
+        """Jobs ``(i, partition key)`` in one transaction (the ``enqueue_bulk`` way)."""
+        await asyncio.to_thread(self._enqueue_partitioned, items)
 
     async def unfinished(self) -> int:
         n = await asyncio.to_thread(
@@ -116,6 +133,12 @@ async def worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
     logging.getLogger("dbos").setLevel(logging.WARNING)
     _registered()
 
+    # A partitioned queue (benchmarks.scenarios.groups): at most this many workflows of
+    # one partition key running at once, across every process.
+    partitioned = {}
+    if cfg.get("partition_concurrency"):
+        partitioned["partition_concurrency"] = cfg["partition_concurrency"]
+
     def start() -> None:
         # DBOS's synchronous API refuses a thread with a running event loop.
         DBOS(config={"name": APP, "system_database_url": dsn, "log_level": "WARNING"})
@@ -125,6 +148,7 @@ async def worker(dsn: str, cfg: dict[str, Any], stop: asyncio.Event) -> None:
             worker_concurrency=cfg["concurrency"],
             polling_interval_sec=cfg.get("polling_interval_sec", POLL),
             on_conflict="always_update",
+            **partitioned,
         )
 
     await asyncio.to_thread(start)
