@@ -77,6 +77,8 @@ class Claimer:
         self.grouped = set(self.declared_grouped)
         self.grouped_until: dict[str, float] = {}
         self._grouped_first = False
+        # The last fill left a kind out for want of a local token (see fill).
+        self.tokens_short = False
         self._claims = 0
         # A slow claim into a backlog looks at the live table's statistics.
         self.statistics = Statistics(config.schema, instruments)
@@ -190,6 +192,11 @@ class Claimer:
         while free > 0 and not shutdown.is_set():
             releasing = Counter(r.task.kind for r in done)
             kinds = self.claimable_kinds(releasing)
+            # A kind its local bucket held out of this claim: if the bucket refills before
+            # the loop asks how long to wait, token_wait() finds no wait, and the idle
+            # lookup cannot see a job visible since its creation (jobs_next_visible_idx
+            # holds only later ones): the loop must claim again, not sleep poll_max.
+            self.tokens_short = any(b.available() < 1 for b in self.buckets.values())
             if not kinds:
                 break
             limit = free

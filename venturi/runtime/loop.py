@@ -183,6 +183,8 @@ class Loop:
         if free > 0:
             short = await self.fill(conn, free, shutdown, completes)
             token_wait = claimer.token_wait()
+            if token_wait is None and claimer.tokens_short:
+                token_wait = 0.0  # refilled since the claim left its kind out: claim again
             if short:
                 # Idle slots: wake exactly when the next scheduled job is due.
                 timeout = await claimer.until_next_visible(conn)
