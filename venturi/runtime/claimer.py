@@ -242,10 +242,7 @@ class Claimer:
         many jobs were claimed."""
         taken = 0
         for kind in self.shared_claimable(time.monotonic()):
-            room = free - taken
-            cap = self.policies[kind].cap
-            if cap is not None:
-                room = min(room, cap - self.per_kind[kind])
+            room = self._room(kind, free - taken)
             if room < 1:
                 continue
             rate = self.shared[kind]
@@ -278,12 +275,7 @@ class Claimer:
         taken = 0
         now = time.monotonic()
         for kind in self.capped_claimable(now):
-            room = free - taken
-            cap = self.policies[kind].cap
-            if cap is not None:
-                room = min(room, cap - self.per_kind[kind])
-            if (bucket := self.buckets.get(kind)) is not None:
-                room = min(room, bucket.available())
+            room = self._room(kind, free - taken)
             if room < 1:
                 continue
             rate = self.shared.get(kind)
@@ -320,11 +312,7 @@ class Claimer:
         taken, again = 0, False
         for kind in self.grouped_claimable(time.monotonic()):
             policy = self.policies[kind]
-            room = free - taken
-            if policy.cap is not None:
-                room = min(room, policy.cap - self.per_kind[kind])
-            if (bucket := self.buckets.get(kind)) is not None:
-                room = min(room, int(bucket.available()))
+            room = self._room(kind, free - taken)
             if room < 1:
                 continue
             rate, group_rate = self.shared.get(kind), policy.task.group_rate
@@ -362,6 +350,17 @@ class Claimer:
             await _let_them_start(rows)
             taken += len(rows)
         return taken, again
+
+    def _room(self, kind: str, free: int) -> int:
+        """How many of ``free`` slots a claim of ``kind`` alone may fill: within this
+        worker's cap of the kind and its local bucket's whole tokens (a kind with a shared
+        rate has no local bucket: its database bucket is taken in the claim)."""
+        room = free
+        if (cap := self.policies[kind].cap) is not None:
+            room = min(room, cap - self.per_kind[kind])
+        if (bucket := self.buckets.get(kind)) is not None:
+            room = min(room, bucket.available())
+        return room
 
     def _count(self, rows: list[Record]) -> None:
         """Count a claim: its rows spend tokens (``start`` takes their slots)."""
