@@ -1782,15 +1782,22 @@ tally AS (
             WHERE p.grp = r.grp AND p.id NOT IN (SELECT c.id FROM claimed c)) AS next_head
     FROM room r
 ),
-outcome AS (
+states AS (
     SELECT t.*,
-           -- Parked: no visible job left (it gave all it found, and found fewer than it
-           -- could take), or no token left; only if nobody wrote the row since the
-           -- snapshot, which saw every job whose wake-up this or an earlier claim used.
-           t.unchanged AND ((t.n = t.found AND t.found <= t.room)
-                            OR (t.tokens IS NOT NULL AND t.tokens - t.n < 1)) AS park,
-           t.tokens IS NOT NULL AND t.tokens - t.n < 1 AND NOT (t.n = t.found AND t.found <= t.room) AS dry
+           -- No visible job left: it gave all it found, and found fewer than it could take.
+           t.n = t.found AND t.found <= t.room AS exhausted,
+           t.tokens IS NOT NULL AND t.tokens - t.n < 1 AS out_of_tokens
     FROM tally t
+),
+outcome AS (
+    SELECT s.*,
+           -- Parked (out of the ready groups), exhausted or out of tokens, only if nobody
+           -- wrote the row since the snapshot, which saw every job whose wake-up this or
+           -- an earlier claim used.
+           s.unchanged AND (s.exhausted OR s.out_of_tokens) AS park,
+           -- Parked for want of a token only: it wakes when its next token is due.
+           s.out_of_tokens AND NOT s.exhausted AS dry
+    FROM states s
 ),
 written AS (
     UPDATE "billing_jobs".groups g
