@@ -411,6 +411,8 @@ class Harness(FlowLoad, GroupLoad):
         self.seq += 1
         mix = self.mix
         kind = self.rng.choices(list(mix), weights=list(mix.values()))[0]
+        while kind in GROUPED and self.grouped_paced(kind):
+            kind = self.rng.choices(list(mix), weights=list(mix.values()))[0]
         ms = {
             "chaos_capped": self.rng.randint(10, 40),
             "chaos_slow": self.rng.randint(200, 1000),
