@@ -286,7 +286,11 @@ CREATE TABLE IF NOT EXISTS "venturi".workers (
     version      text        NOT NULL,
     started_at   timestamptz NOT NULL DEFAULT now(),
     heartbeat_at timestamptz NOT NULL DEFAULT now(),
-    stopped_at   timestamptz
+    stopped_at   timestamptz,
+    -- Its kinds' limits, element for element with kinds (NULL: none): `cap` (per worker)
+    -- and `global_cap`, for operators' "why it waits" (migration 20).
+    caps         integer[],
+    global_caps  integer[]
 );
 
 -- Workflows (SPEC 12): a workflow job's recorded steps (ctx.step, and the wake times
@@ -659,7 +663,8 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (16, 'job_search'),
     (17, 'job_history'),
     (18, 'kind_index'),
-    (19, 'groups')
+    (19, 'groups'),
+    (20, 'worker_limits')
 ON CONFLICT (version) DO NOTHING;
 
 -- venturi schema "venturi": indexes. Each names the statements it backs.
@@ -4539,6 +4544,37 @@ SELECT kind, pg_notify('venturi_pending', kind)::text AS notified
 FROM resumed
 ORDER BY kind;
 
+-- kind_waits: what holds a kind's pending jobs back, for operators' "why it waits"
+-- (`venturi jobs show`, the dashboard's job page; SPEC 13): the live workers that run the
+-- kind, the tightest global cap they registered with the kind's claimed count, and how
+-- many of them hold as many claims of the kind as their own cap (migration 20's
+-- workers.caps and global_caps, element for element with kinds; a row from before it
+-- has neither, and counts as uncapped).
+-- $1 text kind: the kind
+-- $2 float8 liveness: seconds without a heartbeat after which a worker is gone
+-- index: workers primary key (a seq scan: one row per worker run of the last day);
+-- jobs_stale_idx WHERE status = 'claimed' for the claimed counts.
+PREPARE venturi_kind_waits(text, float8) AS
+WITH live AS (
+    SELECT w.id, l.cap, l.global_cap
+    FROM "venturi".workers w
+    CROSS JOIN LATERAL unnest(w.kinds, w.caps, w.global_caps) AS l(kind, cap, global_cap)
+    WHERE w.stopped_at IS NULL AND w.heartbeat_at >= now() - make_interval(secs => $2::float8)
+      AND l.kind = $1::text
+),
+claimed AS (
+    SELECT j.claim_token, count(*)::integer AS n FROM "venturi".jobs j
+    WHERE j.status = 'claimed' AND j.kind = $1::text
+    GROUP BY j.claim_token
+)
+SELECT (SELECT count(*) FROM live)::integer AS serving,
+       (SELECT min(l.global_cap) FROM live l)::integer AS global_cap,
+       (SELECT coalesce(sum(c.n), 0) FROM claimed c)::integer AS claimed,
+       (SELECT count(*) FROM live l
+        WHERE l.cap IS NOT NULL
+          AND l.cap <= coalesce((SELECT c.n FROM claimed c WHERE c.claim_token = l.id), 0)
+       )::integer AS at_cap;
+
 -- queue_gauges: the queue gauges of `venturi metrics` (and QueueGauges in a worker), in
 -- one statement per scrape interval: per kind, pending due and scheduled, waiting
 -- (workflows), claimed and expired, dead and cancelled, the oldest due job's wait, whether it is paused, how many
@@ -4945,10 +4981,13 @@ SELECT count(*) FROM pruned;
 -- $5 text[] kinds: the kinds it registers, sorted
 -- $6 integer concurrency: its in-flight slots
 -- $7 text version: the venturi version it runs
+-- $8 integer[] caps: each kind's per-worker cap, element for element with kinds (NULL: none)
+-- $9 integer[] global_caps: each kind's global cap, likewise
 -- index: workers primary key.
-PREPARE venturi_worker_register(uuid, text, text, integer, text[], integer, text) AS
-INSERT INTO "venturi".workers (id, name, host, pid, kinds, concurrency, version)
-VALUES ($1::uuid, $2, $3, $4::integer, $5::text[], $6::integer, $7)
+PREPARE venturi_worker_register(uuid, text, text, integer, text[], integer, text, integer[], integer[]) AS
+INSERT INTO "venturi".workers (id, name, host, pid, kinds, concurrency, version, caps, global_caps)
+VALUES ($1::uuid, $2, $3, $4::integer, $5::text[], $6::integer, $7, $8::integer[],
+        $9::integer[])
 ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), stopped_at = NULL;
 
 -- worker_stop: a worker run stopped cleanly (its jobs settled or released).

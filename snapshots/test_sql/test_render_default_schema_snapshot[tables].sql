@@ -286,7 +286,11 @@ CREATE TABLE IF NOT EXISTS "venturi".workers (
     version      text        NOT NULL,
     started_at   timestamptz NOT NULL DEFAULT now(),
     heartbeat_at timestamptz NOT NULL DEFAULT now(),
-    stopped_at   timestamptz
+    stopped_at   timestamptz,
+    -- Its kinds' limits, element for element with kinds (NULL: none): `cap` (per worker)
+    -- and `global_cap`, for operators' "why it waits" (migration 20).
+    caps         integer[],
+    global_caps  integer[]
 );
 
 -- Workflows (SPEC 12): a workflow job's recorded steps (ctx.step, and the wake times
@@ -659,5 +663,6 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (16, 'job_search'),
     (17, 'job_history'),
     (18, 'kind_index'),
-    (19, 'groups')
+    (19, 'groups'),
+    (20, 'worker_limits')
 ON CONFLICT (version) DO NOTHING;

@@ -259,9 +259,12 @@ async def test_job_page_names_its_group_and_the_list_filters_by_it(
     r = await web.get(f"/jobs/{pending.id}")
     assert 'id="job-group"' in r.text and 'href="/jobs?kind=export&amp;group=acme"' in r.text
     assert 'id="group-waits"' in r.text and "group at its cap" in r.text
+    # No worker runs export here: the kind holds it back too, said apart.
+    assert re.search(r'id="kind-waits">.*no live worker runs its kind', r.text)
     claimed = next(j for j in acme if j.status == "claimed")
     r = await web.get(f"/jobs/{claimed.id}")
     assert 'id="job-group"' in r.text and 'id="group-waits"' not in r.text
+    assert 'id="kind-waits"' not in r.text
 
     r = await web.get("/jobs", params={"group": "acme"})
     shown = [int(i) for i in re.findall(r'<tr data-id="(\d+)">', r.text)]

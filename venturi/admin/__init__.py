@@ -13,6 +13,7 @@ what scripts may call too. One module per question:
   its total, the known kinds, one kind's activity;
 - ``kinds``: pause, resume, list the kinds (paused or not) and the paused ones;
 - ``groups``: a kind's groups (SPEC 13), their counts and settings, why one waits;
+- ``waits``: why a pending job waits on its kind (at its cap, its global cap, unserved);
 - ``health``: ``KindHealth`` per kind, which ``stats``, ``top`` and the dashboard read;
 - ``workers``: the registry of workers, their claims, recovering a gone one's;
 - ``schedules``: the cron schedules, their last and next slots;
@@ -38,6 +39,7 @@ from venturi.admin import (
     retention,
     schedules,
     search,
+    waits,
     waking,
     workers,
     workflow,
@@ -53,6 +55,7 @@ from venturi.admin.kinds import *  # noqa: F403
 from venturi.admin.retention import *  # noqa: F403
 from venturi.admin.schedules import *  # noqa: F403
 from venturi.admin.search import *  # noqa: F403
+from venturi.admin.waits import *  # noqa: F403
 from venturi.admin.waking import *  # noqa: F403
 from venturi.admin.workers import *  # noqa: F403
 from venturi.admin.workflow import *  # noqa: F403
@@ -69,6 +72,7 @@ __all__ += kinds.__all__
 __all__ += retention.__all__
 __all__ += schedules.__all__
 __all__ += search.__all__
+__all__ += waits.__all__
 __all__ += waking.__all__
 __all__ += workers.__all__
 __all__ += workflow.__all__

@@ -24,6 +24,7 @@ from venturi.admin.common import (
     parse_priority,
 )
 from venturi.admin.groups import show_group
+from venturi.admin.waits import kind_waits
 from venturi.admin.workflow import (
     ChildJob,
     DependencyJob,
@@ -132,6 +133,10 @@ class JobDetail(msgspec.Struct, frozen=True):
     # Why a pending job of a group is not running (SPEC 13): its group at its cap,
     # paused or out of tokens; None otherwise.
     group_waits: str | None = None
+    # Why a pending, due job is not running for its kind's sake (SPEC 13): the kind at
+    # its cap on every live worker that runs it, at its global cap, or unserved
+    # (admin.waits); None otherwise.
+    kind_waits: str | None = None
 
 
 async def show_job(
@@ -149,9 +154,10 @@ async def show_job(
     if job.group is not None and job.status == JobStatus.PENDING:
         state = await show_group(conn, job.kind, job.group, schema=schema)
         waits = None if state is None else state.waiting
+    held = await kind_waits(conn, job, schema=schema)
     side = await workflow_side(conn, job_id, schema=schema) if workflow else None
     if side is None:  # a plain read, or deleted between the reads
-        return JobDetail(job, journal, group_waits=waits)
+        return JobDetail(job, journal, group_waits=waits, kind_waits=held)
     return JobDetail(
         job,
         journal,
@@ -163,6 +169,7 @@ async def show_job(
         waiting_for=side.waiting_for,
         kind_paused=side.kind_paused,
         group_waits=waits,
+        kind_waits=held,
     )
 
 

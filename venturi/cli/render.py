@@ -108,8 +108,9 @@ def _group_rows(fields: Table, detail: JobDetail) -> None:
     """The job's group and, while it is pending, why it waits (SPEC 13)."""
     if detail.job.group is not None:
         fields.add_row("group", escape(detail.job.group))
-    if detail.group_waits is not None:
-        fields.add_row("waits", Text(detail.group_waits, style="yellow"))
+    waits = "; ".join(w for w in (detail.group_waits, detail.kind_waits) if w is not None)
+    if waits:
+        fields.add_row("waits", Text(waits, style="yellow"))
 
 
 def job_detail(detail: JobDetail, now: datetime) -> Group:

@@ -23,7 +23,11 @@ async def worker_register(
     kinds: Sequence[str],
     concurrency: int,
     version: str,
+    caps: Sequence[int | None] | None = None,
+    global_caps: Sequence[int | None] | None = None,
 ) -> None:
+    """Record the run; ``caps`` and ``global_caps``: each kind's limits, element for
+    element with ``kinds`` (None: no such limit)."""
     await conn.execute(
         sql.statement("worker_register", schema),
         id,
@@ -33,6 +37,8 @@ async def worker_register(
         list(kinds),
         concurrency,
         version,
+        None if caps is None else list(caps),
+        None if global_caps is None else list(global_caps),
     )
 
 
@@ -96,3 +102,12 @@ async def group_gauges(conn: Conn, *, schema: str, top: int) -> list[Record]:
 
 async def kind_list_unserved(conn: Conn, *, schema: str, liveness: float) -> list[Record]:
     return list(await conn.fetch(sql.statement("kind_list_unserved", schema), liveness))
+
+
+async def kind_waits(conn: Conn, *, schema: str, kind: str, liveness: float) -> Record:
+    """What holds ``kind``'s pending jobs back: its live workers (``serving``), their
+    tightest ``global_cap`` and the kind's ``claimed`` count, and how many of them are
+    at their own cap (``at_cap``)."""
+    row = await conn.fetchrow(sql.statement("kind_waits", schema), kind, liveness)
+    assert row is not None  # an aggregate: always one row
+    return row

@@ -41,10 +41,14 @@ class Presence:
         kinds: list[str],
         concurrency: int,
         every: float,
+        limits: dict[str, tuple[int | None, int | None]] | None = None,
     ) -> None:
         self.schema = schema
         self.claimant = claimant
         self.kinds = kinds
+        # Each kind's (cap, global_cap), recorded with the row for operators' "why it
+        # waits" (a kind left out has neither).
+        self.limits = limits or {}
         self.concurrency = concurrency
         # The worker's heartbeat knob: the heartbeat may tick faster (a quarter of a
         # short renewing lease), the registry's row needs no more than this.
@@ -65,6 +69,8 @@ class Presence:
                 kinds=self.kinds,
                 concurrency=self.concurrency,
                 version=version(),
+                caps=[self.limits.get(k, (None, None))[0] for k in self.kinds],
+                global_caps=[self.limits.get(k, (None, None))[1] for k in self.kinds],
             )
             self.registered = True
             await db.workers.worker_prune(conn, schema=self.schema, older_than=PRUNE_AFTER)

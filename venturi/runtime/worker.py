@@ -265,7 +265,10 @@ class Worker(Generic[S]):
         it has drained (or, on a bug or a cancelled run, abandoned its jobs)."""
         cfg = self.config
         deadline = cfg.statement_deadline()
-        presence = Presence(cfg.schema, claimant, self.kinds, cfg.concurrency, cfg.heartbeat)
+        limits = {k: (p.cap, p.global_cap) for k, p in loop.policies.items()}
+        presence = Presence(
+            cfg.schema, claimant, self.kinds, cfg.concurrency, cfg.heartbeat, limits
+        )
         # The heartbeat's tick: a quarter of the shortest renewing lease, so a renewal due
         # at a third of a lease happens before 0.6 of it has passed.
         tick = min([cfg.heartbeat, *(p.lease / 4 for p in loop.policies.values() if p.renew)])
