@@ -125,7 +125,7 @@ async def _list_time(dsn: str, groups: int) -> dict[str, Any]:
 
 
 async def main(args: argparse.Namespace) -> None:
-    cases = [await _case(args.dsn, g, i, args) for g, i in CASES]
+    cases = [] if args.list_only else [await _case(args.dsn, g, i, args) for g, i in CASES]
     listing = await _list_time(args.dsn, args.list_groups)
     lines = [f"{'groups with work':>16} {'idle':>8} {'claimed':>8} {'buffers/job':>12} {'ms':>8}"]
     for c in cases:
@@ -149,6 +149,9 @@ if __name__ == "__main__":
     parser.add_argument("--per-group", type=int, default=5, help="pending jobs per group")
     parser.add_argument("--repeat", type=int, default=5, help="explained claims per case")
     parser.add_argument("--list-groups", type=int, default=100_000)
+    parser.add_argument(
+        "--list-only", action="store_true", help="time `venturi groups list` alone, no claims"
+    )
     parser.add_argument(
         "--no-vacuum",
         action="store_true",

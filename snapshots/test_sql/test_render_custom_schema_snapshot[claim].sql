@@ -309,12 +309,15 @@ WHERE g.grp IS NOT NULL OR c.pending > 0 OR c.claimed > 0;
 -- $3 integer page_size: most groups to return
 -- $4 integer page_offset: groups to skip
 -- index: jobs_group_claim_idx and jobs_group_claimed_idx, read index-only, for the
--- counts; groups primary key.
+-- counts; groups_set_idx for the groups with a setting; groups primary key.
 PREPARE billing_jobs_group_list(text, text, integer, integer) AS
-WITH pending AS (
+WITH top AS (
     SELECT j.grp, count(*)::integer AS n FROM "billing_jobs".jobs j
     WHERE j.status = 'pending' AND j.kind = $1::text AND j.grp IS NOT NULL
+      AND ($2::text IS NULL OR strpos(j.grp, $2::text) > 0)
     GROUP BY j.grp
+    ORDER BY n DESC, j.grp
+    LIMIT $3::integer + $4::integer
 ),
 held AS (
     SELECT j.grp, count(*)::integer AS n FROM "billing_jobs".jobs j
@@ -325,17 +328,26 @@ held AS (
 -- job, any group with a setting; only those few are joined and sorted, not every group.
 -- In either order: a group without claimed jobs ranks by pending then name in both.
 candidates AS (
-    (SELECT p.grp FROM pending p
-     WHERE $2::text IS NULL OR strpos(p.grp, $2::text) > 0
-     ORDER BY p.n DESC, p.grp
-     LIMIT $3::integer + $4::integer)
+    SELECT grp FROM top
     UNION
     SELECT grp FROM held
     UNION
     SELECT g.grp FROM "billing_jobs".groups g
     WHERE g.kind = $1::text AND (g.cap IS NOT NULL OR g.weight IS NOT NULL OR g.paused)
+),
+counted AS (
+    SELECT k.grp,
+           -- Outside the top, a candidate counts its own (COALESCE stops at the first
+           -- value that is not NULL: a top group is not counted twice).
+           coalesce((SELECT t.n FROM top t WHERE t.grp = k.grp),
+                    (SELECT count(*)::integer FROM "billing_jobs".jobs j
+                     WHERE j.status = 'pending' AND j.kind = $1::text AND j.grp = k.grp))
+             AS pending,
+           coalesce((SELECT h.n FROM held h WHERE h.grp = k.grp), 0) AS claimed
+    FROM candidates k
+    WHERE $2::text IS NULL OR strpos(k.grp, $2::text) > 0
 )
-SELECT k.grp, coalesce(p.n, 0) AS pending, coalesce(h.n, 0) AS claimed, g.cap, g.task_cap,
+SELECT c.grp, c.pending, c.claimed, g.cap, g.task_cap,
        g.weight, coalesce(g.paused, false) AS paused, coalesce(g.ready, false) AS ready,
        g.tokens,
        coalesce(CASE WHEN g.minute = date_trunc('minute', now()) THEN g.minute_claims
@@ -345,12 +357,9 @@ SELECT k.grp, coalesce(p.n, 0) AS pending, coalesce(h.n, 0) AS claimed, g.cap, g
                      THEN g.minute_claims
                        * (1 - extract(epoch FROM now() - date_trunc('minute', now())) / 60)
                 END, 0)::integer AS recent
-FROM candidates k
-LEFT JOIN "billing_jobs".groups g ON g.kind = $1::text AND g.grp = k.grp
-LEFT JOIN pending p ON p.grp = k.grp
-LEFT JOIN held h ON h.grp = k.grp
-WHERE $2::text IS NULL OR strpos(k.grp, $2::text) > 0
-ORDER BY coalesce(p.n, 0) DESC, coalesce(h.n, 0) DESC, k.grp
+FROM counted c
+LEFT JOIN "billing_jobs".groups g ON g.kind = $1::text AND g.grp = c.grp
+ORDER BY c.pending DESC, c.claimed DESC, c.grp
 LIMIT $3::integer OFFSET $4::integer;
 
 -- group_list_by_claimed: a kind's groups as group_list gives them, most claimed first
@@ -361,12 +370,15 @@ LIMIT $3::integer OFFSET $4::integer;
 -- $3 integer page_size: most groups to return
 -- $4 integer page_offset: groups to skip
 -- index: as group_list (jobs_group_claim_idx and jobs_group_claimed_idx, index-only;
--- groups primary key).
+-- groups_set_idx; groups primary key).
 PREPARE billing_jobs_group_list_by_claimed(text, text, integer, integer) AS
-WITH pending AS (
+WITH top AS (
     SELECT j.grp, count(*)::integer AS n FROM "billing_jobs".jobs j
     WHERE j.status = 'pending' AND j.kind = $1::text AND j.grp IS NOT NULL
+      AND ($2::text IS NULL OR strpos(j.grp, $2::text) > 0)
     GROUP BY j.grp
+    ORDER BY n DESC, j.grp
+    LIMIT $3::integer + $4::integer
 ),
 held AS (
     SELECT j.grp, count(*)::integer AS n FROM "billing_jobs".jobs j
@@ -377,17 +389,26 @@ held AS (
 -- job, any group with a setting; only those few are joined and sorted, not every group.
 -- In either order: a group without claimed jobs ranks by pending then name in both.
 candidates AS (
-    (SELECT p.grp FROM pending p
-     WHERE $2::text IS NULL OR strpos(p.grp, $2::text) > 0
-     ORDER BY p.n DESC, p.grp
-     LIMIT $3::integer + $4::integer)
+    SELECT grp FROM top
     UNION
     SELECT grp FROM held
     UNION
     SELECT g.grp FROM "billing_jobs".groups g
     WHERE g.kind = $1::text AND (g.cap IS NOT NULL OR g.weight IS NOT NULL OR g.paused)
+),
+counted AS (
+    SELECT k.grp,
+           -- Outside the top, a candidate counts its own (COALESCE stops at the first
+           -- value that is not NULL: a top group is not counted twice).
+           coalesce((SELECT t.n FROM top t WHERE t.grp = k.grp),
+                    (SELECT count(*)::integer FROM "billing_jobs".jobs j
+                     WHERE j.status = 'pending' AND j.kind = $1::text AND j.grp = k.grp))
+             AS pending,
+           coalesce((SELECT h.n FROM held h WHERE h.grp = k.grp), 0) AS claimed
+    FROM candidates k
+    WHERE $2::text IS NULL OR strpos(k.grp, $2::text) > 0
 )
-SELECT k.grp, coalesce(p.n, 0) AS pending, coalesce(h.n, 0) AS claimed, g.cap, g.task_cap,
+SELECT c.grp, c.pending, c.claimed, g.cap, g.task_cap,
        g.weight, coalesce(g.paused, false) AS paused, coalesce(g.ready, false) AS ready,
        g.tokens,
        coalesce(CASE WHEN g.minute = date_trunc('minute', now()) THEN g.minute_claims
@@ -397,12 +418,9 @@ SELECT k.grp, coalesce(p.n, 0) AS pending, coalesce(h.n, 0) AS claimed, g.cap, g
                      THEN g.minute_claims
                        * (1 - extract(epoch FROM now() - date_trunc('minute', now())) / 60)
                 END, 0)::integer AS recent
-FROM candidates k
-LEFT JOIN "billing_jobs".groups g ON g.kind = $1::text AND g.grp = k.grp
-LEFT JOIN pending p ON p.grp = k.grp
-LEFT JOIN held h ON h.grp = k.grp
-WHERE $2::text IS NULL OR strpos(k.grp, $2::text) > 0
-ORDER BY coalesce(h.n, 0) DESC, coalesce(p.n, 0) DESC, k.grp
+FROM counted c
+LEFT JOIN "billing_jobs".groups g ON g.kind = $1::text AND g.grp = c.grp
+ORDER BY c.claimed DESC, c.pending DESC, c.grp
 LIMIT $3::integer OFFSET $4::integer;
 
 -- group_set: change a group's settings (venturi.set_group, venturi groups set); a group

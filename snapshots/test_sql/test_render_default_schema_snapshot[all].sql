@@ -664,7 +664,7 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (17, 'job_history'),
     (18, 'kind_index'),
     (19, 'groups'),
-    (20, 'worker_limits')
+    (20, 'operator_reads')
 ON CONFLICT (version) DO NOTHING;
 
 -- venturi schema "venturi": indexes. Each names the statements it backs.
@@ -829,6 +829,13 @@ CREATE INDEX IF NOT EXISTS groups_vtime_idx
 CREATE INDEX IF NOT EXISTS jobs_history_grp_id_idx
     ON "venturi".jobs_history (grp, id)
     WHERE grp IS NOT NULL;
+
+-- group_list, group_list_by_claimed: the groups an operator gave a setting (a cap, a
+-- weight, a pause), always on the page's candidates: a few rows, where a scan of every
+-- group of the kind read 100,000 (migration 20).
+CREATE INDEX IF NOT EXISTS groups_set_idx
+    ON "venturi".groups (kind, grp)
+    WHERE cap IS NOT NULL OR weight IS NOT NULL OR paused;
 
 -- Runtime statements, as PREPAREd by the worker. Parameters are $n binds.
 
@@ -1141,12 +1148,15 @@ WHERE g.grp IS NOT NULL OR c.pending > 0 OR c.claimed > 0;
 -- $3 integer page_size: most groups to return
 -- $4 integer page_offset: groups to skip
 -- index: jobs_group_claim_idx and jobs_group_claimed_idx, read index-only, for the
--- counts; groups primary key.
+-- counts; groups_set_idx for the groups with a setting; groups primary key.
 PREPARE venturi_group_list(text, text, integer, integer) AS
-WITH pending AS (
+WITH top AS (
     SELECT j.grp, count(*)::integer AS n FROM "venturi".jobs j
     WHERE j.status = 'pending' AND j.kind = $1::text AND j.grp IS NOT NULL
+      AND ($2::text IS NULL OR strpos(j.grp, $2::text) > 0)
     GROUP BY j.grp
+    ORDER BY n DESC, j.grp
+    LIMIT $3::integer + $4::integer
 ),
 held AS (
     SELECT j.grp, count(*)::integer AS n FROM "venturi".jobs j
@@ -1157,17 +1167,26 @@ held AS (
 -- job, any group with a setting; only those few are joined and sorted, not every group.
 -- In either order: a group without claimed jobs ranks by pending then name in both.
 candidates AS (
-    (SELECT p.grp FROM pending p
-     WHERE $2::text IS NULL OR strpos(p.grp, $2::text) > 0
-     ORDER BY p.n DESC, p.grp
-     LIMIT $3::integer + $4::integer)
+    SELECT grp FROM top
     UNION
     SELECT grp FROM held
     UNION
     SELECT g.grp FROM "venturi".groups g
     WHERE g.kind = $1::text AND (g.cap IS NOT NULL OR g.weight IS NOT NULL OR g.paused)
+),
+counted AS (
+    SELECT k.grp,
+           -- Outside the top, a candidate counts its own (COALESCE stops at the first
+           -- value that is not NULL: a top group is not counted twice).
+           coalesce((SELECT t.n FROM top t WHERE t.grp = k.grp),
+                    (SELECT count(*)::integer FROM "venturi".jobs j
+                     WHERE j.status = 'pending' AND j.kind = $1::text AND j.grp = k.grp))
+             AS pending,
+           coalesce((SELECT h.n FROM held h WHERE h.grp = k.grp), 0) AS claimed
+    FROM candidates k
+    WHERE $2::text IS NULL OR strpos(k.grp, $2::text) > 0
 )
-SELECT k.grp, coalesce(p.n, 0) AS pending, coalesce(h.n, 0) AS claimed, g.cap, g.task_cap,
+SELECT c.grp, c.pending, c.claimed, g.cap, g.task_cap,
        g.weight, coalesce(g.paused, false) AS paused, coalesce(g.ready, false) AS ready,
        g.tokens,
        coalesce(CASE WHEN g.minute = date_trunc('minute', now()) THEN g.minute_claims
@@ -1177,12 +1196,9 @@ SELECT k.grp, coalesce(p.n, 0) AS pending, coalesce(h.n, 0) AS claimed, g.cap, g
                      THEN g.minute_claims
                        * (1 - extract(epoch FROM now() - date_trunc('minute', now())) / 60)
                 END, 0)::integer AS recent
-FROM candidates k
-LEFT JOIN "venturi".groups g ON g.kind = $1::text AND g.grp = k.grp
-LEFT JOIN pending p ON p.grp = k.grp
-LEFT JOIN held h ON h.grp = k.grp
-WHERE $2::text IS NULL OR strpos(k.grp, $2::text) > 0
-ORDER BY coalesce(p.n, 0) DESC, coalesce(h.n, 0) DESC, k.grp
+FROM counted c
+LEFT JOIN "venturi".groups g ON g.kind = $1::text AND g.grp = c.grp
+ORDER BY c.pending DESC, c.claimed DESC, c.grp
 LIMIT $3::integer OFFSET $4::integer;
 
 -- group_list_by_claimed: a kind's groups as group_list gives them, most claimed first
@@ -1193,12 +1209,15 @@ LIMIT $3::integer OFFSET $4::integer;
 -- $3 integer page_size: most groups to return
 -- $4 integer page_offset: groups to skip
 -- index: as group_list (jobs_group_claim_idx and jobs_group_claimed_idx, index-only;
--- groups primary key).
+-- groups_set_idx; groups primary key).
 PREPARE venturi_group_list_by_claimed(text, text, integer, integer) AS
-WITH pending AS (
+WITH top AS (
     SELECT j.grp, count(*)::integer AS n FROM "venturi".jobs j
     WHERE j.status = 'pending' AND j.kind = $1::text AND j.grp IS NOT NULL
+      AND ($2::text IS NULL OR strpos(j.grp, $2::text) > 0)
     GROUP BY j.grp
+    ORDER BY n DESC, j.grp
+    LIMIT $3::integer + $4::integer
 ),
 held AS (
     SELECT j.grp, count(*)::integer AS n FROM "venturi".jobs j
@@ -1209,17 +1228,26 @@ held AS (
 -- job, any group with a setting; only those few are joined and sorted, not every group.
 -- In either order: a group without claimed jobs ranks by pending then name in both.
 candidates AS (
-    (SELECT p.grp FROM pending p
-     WHERE $2::text IS NULL OR strpos(p.grp, $2::text) > 0
-     ORDER BY p.n DESC, p.grp
-     LIMIT $3::integer + $4::integer)
+    SELECT grp FROM top
     UNION
     SELECT grp FROM held
     UNION
     SELECT g.grp FROM "venturi".groups g
     WHERE g.kind = $1::text AND (g.cap IS NOT NULL OR g.weight IS NOT NULL OR g.paused)
+),
+counted AS (
+    SELECT k.grp,
+           -- Outside the top, a candidate counts its own (COALESCE stops at the first
+           -- value that is not NULL: a top group is not counted twice).
+           coalesce((SELECT t.n FROM top t WHERE t.grp = k.grp),
+                    (SELECT count(*)::integer FROM "venturi".jobs j
+                     WHERE j.status = 'pending' AND j.kind = $1::text AND j.grp = k.grp))
+             AS pending,
+           coalesce((SELECT h.n FROM held h WHERE h.grp = k.grp), 0) AS claimed
+    FROM candidates k
+    WHERE $2::text IS NULL OR strpos(k.grp, $2::text) > 0
 )
-SELECT k.grp, coalesce(p.n, 0) AS pending, coalesce(h.n, 0) AS claimed, g.cap, g.task_cap,
+SELECT c.grp, c.pending, c.claimed, g.cap, g.task_cap,
        g.weight, coalesce(g.paused, false) AS paused, coalesce(g.ready, false) AS ready,
        g.tokens,
        coalesce(CASE WHEN g.minute = date_trunc('minute', now()) THEN g.minute_claims
@@ -1229,12 +1257,9 @@ SELECT k.grp, coalesce(p.n, 0) AS pending, coalesce(h.n, 0) AS claimed, g.cap, g
                      THEN g.minute_claims
                        * (1 - extract(epoch FROM now() - date_trunc('minute', now())) / 60)
                 END, 0)::integer AS recent
-FROM candidates k
-LEFT JOIN "venturi".groups g ON g.kind = $1::text AND g.grp = k.grp
-LEFT JOIN pending p ON p.grp = k.grp
-LEFT JOIN held h ON h.grp = k.grp
-WHERE $2::text IS NULL OR strpos(k.grp, $2::text) > 0
-ORDER BY coalesce(h.n, 0) DESC, coalesce(p.n, 0) DESC, k.grp
+FROM counted c
+LEFT JOIN "venturi".groups g ON g.kind = $1::text AND g.grp = c.grp
+ORDER BY c.claimed DESC, c.pending DESC, c.grp
 LIMIT $3::integer OFFSET $4::integer;
 
 -- group_set: change a group's settings (venturi.set_group, venturi groups set); a group

@@ -664,5 +664,5 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (17, 'job_history'),
     (18, 'kind_index'),
     (19, 'groups'),
-    (20, 'worker_limits')
+    (20, 'operator_reads')
 ON CONFLICT (version) DO NOTHING;
