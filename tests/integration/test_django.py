@@ -385,6 +385,22 @@ async def test_a_task_that_raises_is_failed_at_once_with_its_error(
     assert kind["failures_recent"] == 1 and kind["dead"] == 1
 
 
+async def test_one_raise_is_one_error_after_an_operator_retry_too(dsn: str) -> None:
+    """Django keeps one TaskError per raise. An operator's retry of the dead job journals
+    'retried' (manual retry) under the failed attempt's number: not a second error; the
+    next failure is."""
+    found = await scenario("tasks_failure", dsn)
+    assert len(found["errors"]) == 1
+    retried = await manage(dsn, "venturi", "jobs", "retry", found["id"])
+    assert retried.returncode == 0, retried.stderr
+    read = await scenario("tasks_result", dsn, VENTURI_TEST_ID=found["id"])
+    assert read["status"] == "READY"
+    [[path, trace]] = read["errors"]
+    assert path == "tests.support.django_app.tasks.Refused" and "no stock" in trace
+    again = await scenario("tasks_drain", dsn, VENTURI_TEST_ID=found["id"])
+    assert again["status"] == "FAILED" and len(again["errors"]) == 2
+
+
 async def test_systemexit_in_a_task_fails_it_and_the_worker_goes_on(
     dsn: str, conn: asyncpg.Connection
 ) -> None:

@@ -226,6 +226,13 @@ def tasks_result() -> dict[str, Any]:
 
 
 @scenario
+def tasks_drain() -> dict[str, Any]:
+    """Run the due jobs of the default queue, then the TaskResult of VENTURI_TEST_ID."""
+    _drain("default")
+    return tasks_result()
+
+
+@scenario
 def tasks_enqueue_add() -> dict[str, Any]:
     return {"id": tasks.add.enqueue(2, 3).id}
 

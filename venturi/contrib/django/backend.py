@@ -20,7 +20,8 @@ an open ``transaction.atomic()`` block the job commits or rolls back with it), a
 - status: pending READY, claimed RUNNING, completed SUCCESSFUL (the return value is the
   job's stored result), dead or cancelled FAILED;
 - errors: one ``TaskError`` (exception class path, traceback) per failed attempt, from
-  the job's journal (venturi's lists show its first line, ``path: message``); an attempt
+  the job's journal (venturi's lists show its first line, ``path: message``; an
+  operator's retry of the dead job is no error); an attempt
   that raises anything but ``KeyboardInterrupt`` (``SystemExit`` included) is a failed
   attempt, and the worker goes on;
 - ``enqueued_at`` is the row's ``created_at`` (the enqueuing transaction's start), the
@@ -75,7 +76,7 @@ from venturi.contrib.django.tasks_api import (
     task_started,
 )
 from venturi.jobs import JobInfo, JournalEntry, get_job_and_journal_sync
-from venturi.status import JobStatus, JournalEvent
+from venturi.status import MANUAL_RETRY, JobStatus, JournalEvent
 from venturi.tasks import registered
 from venturi.workflow.suspend import Suspend, Unreplayable
 
@@ -411,15 +412,19 @@ def result_of(job: JobInfo, journal: list[JournalEntry]) -> Any:
 
 
 def _errors(journal: list[JournalEntry]) -> list[Any]:
-    """One ``TaskError`` per failed attempt: each failure entry, and the dead entry of an
-    attempt that settled dead without one (its task could not be imported). The dead
-    entry after an attempt's failure is the backstop's line, not another error."""
-    failed = {e.attempt for e in journal if e.event in _FAILURES}
-    return [
-        _task_error(e.detail or "")
-        for e in journal
-        if e.event in _FAILURES or (e.event == JournalEvent.DEAD and e.attempt not in failed)
-    ]
+    """One ``TaskError`` per failed attempt, as Django's backends keep one per raise: each
+    attempt's failure entry, or its dead entry when it settled dead without one (its task
+    could not be imported). Not an error: the dead entry after an attempt's failure (the
+    backstop's line), nor an operator's retry of the dead job (a ``retried`` entry too,
+    under the failed attempt's number, with the detail ``manual retry``)."""
+    errors: dict[int, Any] = {}
+    for e in journal:
+        if e.event in _FAILURES and e.detail != MANUAL_RETRY:
+            errors.setdefault(e.attempt, _task_error(e.detail or ""))
+    for e in journal:
+        if e.event == JournalEvent.DEAD:
+            errors.setdefault(e.attempt, _task_error(e.detail or ""))
+    return [errors[a] for a in sorted(errors)]
 
 
 def venturi_backends() -> list[Any]:
