@@ -478,7 +478,9 @@ async def test_max_attempts_lets_venturi_retry(dsn: str) -> None:
 
 
 async def test_priority_run_after_queues_and_context_map_onto_venturi(dsn: str) -> None:
-    found = await scenario("tasks_mapping", dsn)
+    # The tiers of STRICT_PRIORITY False (the default puts every task in NORMAL).
+    options = json.dumps({"STRICT_PRIORITY": False})
+    found = await scenario("tasks_mapping", dsn, VENTURI_DJANGO_TASK_OPTIONS=options)
     assert found["deferred_visible_at_ok"] is True and found["deferred_status"] == "READY"
     assert found["kinds"] == {
         "deferred": "django.default",
@@ -511,23 +513,38 @@ async def test_priority_run_after_queues_and_context_map_onto_venturi(dsn: str) 
 
 
 async def test_priority_orders_within_a_tier(dsn: str) -> None:
-    """Django's numeric order (larger sooner) holds within each tier, then enqueue order;
-    the tiers themselves strictly ordered here (no anti-starvation)."""
-    found = await scenario("tasks_order", dsn, VENTURI_TEST_RATIO="strict")
+    """STRICT_PRIORITY False: Django's numeric order (larger sooner) holds within each
+    tier, then enqueue order; the tiers themselves strictly ordered here (no
+    anti-starvation)."""
+    options = json.dumps({"STRICT_PRIORITY": False})
+    found = await scenario(
+        "tasks_order", dsn, VENTURI_TEST_RATIO="strict", VENTURI_DJANGO_TASK_OPTIONS=options
+    )
     high, normal, low = venturi.Priority.HIGH, venturi.Priority.NORMAL, venturi.Priority.LOW
     assert found["tiers"] == [high, high, high, normal, low, low, high]
     assert found["ran"] == "bgacdef"
 
 
-async def test_strict_priority_is_django_s_order_whatever_the_ratio(dsn: str) -> None:
-    """STRICT_PRIORITY: every task in one tier, so the worker's anti-starvation (every
-    4th claim for the lower tiers) has nothing to reorder."""
-    options = json.dumps({"STRICT_PRIORITY": True})
+@pytest.mark.parametrize("options", [{}, {"STRICT_PRIORITY": True}])
+async def test_strict_priority_is_django_s_order_whatever_the_ratio(
+    dsn: str, options: dict[str, Any]
+) -> None:
+    """STRICT_PRIORITY (the default, or said): every task in one tier, so the worker's
+    anti-starvation (every 4th claim for the lower tiers) has nothing to reorder."""
     found = await scenario(
-        "tasks_order", dsn, VENTURI_TEST_RATIO="4", VENTURI_DJANGO_TASK_OPTIONS=options
+        "tasks_order", dsn, VENTURI_TEST_RATIO="4", VENTURI_DJANGO_TASK_OPTIONS=json.dumps(options)
     )
     assert found["tiers"] == [venturi.Priority.NORMAL] * 7
     assert found["ran"] == "bgacdef"
+
+
+async def test_run_after_and_priority_in_django_s_order_by_default(dsn: str) -> None:
+    """django-tasks' test_run_after_priority, run by the worker with its default ratio:
+    the due tasks by priority, larger first (the tiers' anti-starvation ran the -2 one
+    before the 2 one: 1 2 6 8 7). Equal priorities run in enqueue order, not in run_after
+    order as django-tasks' database backend does (2 1 6 7 8): docs/django.md says why."""
+    found = await scenario("tasks_run_after_order", dsn)
+    assert found["ran"] == ["1", "2", "6", "7", "8"]
 
 
 async def test_aenqueue_and_aget_result(dsn: str) -> None:

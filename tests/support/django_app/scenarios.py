@@ -209,6 +209,27 @@ def tasks_order() -> dict[str, Any]:
 
 
 @scenario
+def tasks_run_after_order() -> dict[str, Any]:
+    """django-tasks' test_run_after_priority: due and future tasks of several priorities
+    (tags "1".."8" in enqueue order), drained by a worker with the default
+    anti-starvation ratio (4): which ran, in order."""
+    now = timezone.now()
+    for tag, priority, run_after in (
+        ("1", 20, now - timedelta(hours=2)),
+        ("2", 20, now - timedelta(hours=10)),
+        ("3", 0, now + timedelta(hours=10)),
+        ("4", 10, now + timedelta(hours=10)),
+        ("5", 0, now + timedelta(hours=2)),
+        ("6", 10, None),
+        ("7", 2, None),
+        ("8", -2, None),
+    ):
+        tasks.noted.using(priority=priority, run_after=run_after).enqueue(tag)
+    asyncio.run(testing.drain(config.dsn(), [backend.runner("default")], priority_ratio=4))
+    return {"ran": tasks.RAN}
+
+
+@scenario
 def tasks_enqueue() -> dict[str, Any]:
     """Enqueue ``tasks.<VENTURI_TEST_TASK>`` with the JSON args of VENTURI_TEST_ARGS."""
     task = getattr(tasks, os.environ["VENTURI_TEST_TASK"])

@@ -7,13 +7,14 @@ an open ``transaction.atomic()`` block the job commits or rolls back with it), a
 - the ``TaskResult`` id is the venturi job id, as a string;
 - a queue is a venturi kind, ``django.<queue_name>``: operators cap, rate-limit, pause
   and list a queue as a kind;
-- ``priority`` (-100..100, larger runs sooner) is one of venturi's three tiers: above 0
-  HIGH, 0 NORMAL, below 0 LOW; within a tier the larger priority runs first (the job's
-  rank is -priority), then the earlier enqueued. The worker's anti-starvation
-  (``--priority-ratio``, default 4) reserves every 4th claim for NORMAL and LOW and every
-  16th for LOW, so a waiting priority 50 task may see a priority -50 one run first;
-  ``OPTIONS = {"STRICT_PRIORITY": True}`` puts every task of the backend in the NORMAL
-  tier, where only the numeric order counts;
+- ``priority`` (-100..100, larger runs sooner) is Django's order by default: every task
+  of the backend is in venturi's NORMAL tier with the rank -priority, so the larger
+  priority runs first, then the earlier enqueued, whatever the worker's anti-starvation
+  ratio. ``OPTIONS = {"STRICT_PRIORITY": False}`` folds priorities into venturi's three
+  tiers instead (above 0 HIGH, 0 NORMAL, below 0 LOW, the rank ordering each tier), where
+  the worker's anti-starvation (``--priority-ratio``, default 4) reserves every 4th claim
+  for NORMAL and LOW and every 16th for LOW: a waiting priority 50 task may then see a
+  priority -50 one run first;
 - ``run_after`` is the job's ``at`` (``supports_defer``);
 - ``takes_context``: the task gets a ``TaskContext`` whose ``attempt`` is the venturi
   attempt;
@@ -36,7 +37,7 @@ Django's framework has no retries, so by default a task that raises is FAILED at
 ``OPTIONS = {"MAX_ATTEMPTS": n}`` lets venturi run it up to n times with its backoff in
 between (READY again after each failure, errors kept). Other options: ``DATABASE`` (a
 ``DATABASES`` alias) and ``SCHEMA``, by default the ``VENTURI`` setting's, and
-``STRICT_PRIORITY`` (above).
+``STRICT_PRIORITY`` (above, default True).
 """
 
 from __future__ import annotations
@@ -276,7 +277,9 @@ class VenturiBackend(BaseTaskBackend):  # type: ignore[misc]
                 f"got {attempts!r}"
             )
         self.max_attempts = attempts
-        strict = self.options.get("STRICT_PRIORITY", False)
+        # Django's order by default (docs/django.md, Priority): its contract is "larger
+        # priority sooner", which venturi's tiers bend under anti-starvation.
+        strict = self.options.get("STRICT_PRIORITY", True)
         if not isinstance(strict, bool):
             raise InvalidTask(
                 f"TASKS[{alias!r}]['OPTIONS']['STRICT_PRIORITY'] must be True or False, "
