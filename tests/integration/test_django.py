@@ -547,6 +547,28 @@ async def test_run_after_and_priority_in_django_s_order_by_default(dsn: str) -> 
     assert found["ran"] == ["1", "2", "6", "7", "8"]
 
 
+async def test_a_django_task_s_group_is_given_by_a_block(dsn: str) -> None:
+    """``with group(name):`` puts the tasks enqueued in it (aenqueue too) in the group; a
+    grouped task's own enqueues take its group unless ``group(None)``; a bad name is a
+    ConfigError before any write; the worker claims grouped and plain jobs alike."""
+    found = await scenario("tasks_groups", dsn)
+    assert found["groups"] == {
+        "acme": ["acme", "completed"],
+        "follow": ["acme", "completed"],
+        "beta": ["beta", "completed"],
+        "plain": [None, "completed"],
+        "inherited": ["acme", "completed"],
+        "alone": [None, "completed"],
+    }
+    assert found["bad"] is not None and "group must be a non-empty string" in found["bad"]
+    # A queue's group is operated as any kind's (docs/groups.md): django.<queue_name>.
+    done = await manage(dsn, "venturi", "groups", "set", "django.default", "acme", "--cap", "2")
+    assert done.returncode == 0, done.stderr
+    shown = await manage(dsn, "venturi", "groups", "show", "django.default", "acme", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["cap"] == 2
+
+
 async def test_aenqueue_and_aget_result(dsn: str) -> None:
     found = await scenario("tasks_aenqueue", dsn)
     assert found == {"ready": "READY", "status": "SUCCESSFUL", "value": 9}

@@ -230,6 +230,51 @@ def tasks_run_after_order() -> dict[str, Any]:
 
 
 @scenario
+def tasks_groups() -> dict[str, Any]:
+    """docs/django.md's groups: enqueue and aenqueue in a group's block, outside one, a
+    bad name, and a grouped task that enqueues more; drained; each job's group."""
+    from venturi.contrib.django import group
+
+    async def in_beta() -> str:
+        with group("beta"):
+            return (await tasks.add.aenqueue(2, 2)).id
+
+    with group("acme"):
+        acme = tasks.add.enqueue(1, 1).id
+        follow = tasks.follow_up.enqueue("f").id
+    beta = asyncio.run(in_beta())
+    plain = tasks.add.enqueue(3, 3).id
+    try:
+        with group("bad\nname"):
+            tasks.add.enqueue(4, 4)
+        bad = None
+    except venturi.ConfigError as exc:
+        bad = str(exc)
+    _drain("default")
+    inherited, alone = tasks.follow_up.get_result(follow).return_value.split()
+
+    def grp(i: str) -> Any:
+        job = venturi.get_job_sync(connection, int(i))
+        return None if job is None else [job.group, job.status]
+
+    return {
+        "groups": {
+            k: grp(v)
+            for k, v in (
+                ("acme", acme),
+                ("follow", follow),
+                ("beta", beta),
+                ("plain", plain),
+                ("inherited", inherited),
+                ("alone", alone),
+            )
+        },
+        "bad": bad,
+        "jobs": venturi.get_job_sync(connection, int(plain)) is not None,
+    }
+
+
+@scenario
 def tasks_enqueue() -> dict[str, Any]:
     """Enqueue ``tasks.<VENTURI_TEST_TASK>`` with the JSON args of VENTURI_TEST_ARGS."""
     task = getattr(tasks, os.environ["VENTURI_TEST_TASK"])

@@ -25,6 +25,9 @@ an open ``transaction.atomic()`` block the job commits or rolls back with it), a
   operator's retry of the dead job is no error); an attempt
   that raises anything but ``KeyboardInterrupt`` (``SystemExit`` included) is a failed
   attempt, and the worker goes on;
+- a group (docs/groups.md): the tasks enqueued inside ``with group("acme"):`` (from
+  ``venturi.contrib.django``) are jobs of that group; a task the worker runs enqueues
+  into its own job's group unless told otherwise;
 - ``enqueued_at`` is the row's ``created_at`` (the enqueuing transaction's start), the
   same from ``enqueue()`` and ``get_result()``;
 - workflows: inside a task, ``job_context()`` is the venturi ``Context`` of the run, whose
@@ -58,7 +61,7 @@ from django.utils.module_loading import import_string
 
 import venturi
 from venturi import db
-from venturi.contrib.django import config
+from venturi.contrib.django import config, grouping
 from venturi.contrib.django.tasks_api import (
     BaseTaskBackend,
     InvalidTask,
@@ -152,7 +155,8 @@ def run_django_task(ctx: venturi.Context[Any], carry: DjangoCall) -> venturi.Out
     close_old_connections()
     token = _RUNNING.set(ctx)
     try:
-        return _run(ctx, carry)
+        with grouping.running_in(ctx.job.group):
+            return _run(ctx, carry)
     finally:
         _RUNNING.reset(token)
         close_old_connections()
@@ -333,7 +337,9 @@ class VenturiBackend(BaseTaskBackend):  # type: ignore[misc]
             max_attempts=self.max_attempts,
         )
         tier = venturi.Priority.NORMAL if self.strict_priority else tier_of(task.priority)
-        spec = runner(task.queue_name).job(carry, priority=tier, at=task.run_after)
+        spec = runner(task.queue_name).job(
+            carry, priority=tier, at=task.run_after, group=grouping.current_group()
+        )
         spec = msgspec.structs.replace(spec, max_failures=self.max_attempts)
         job_id, enqueued_at = self._insert(spec, rank=-task.priority)
         result = TaskResult(
