@@ -385,6 +385,22 @@ async def test_a_task_that_raises_is_failed_at_once_with_its_error(
     assert kind["failures_recent"] == 1 and kind["dead"] == 1
 
 
+async def test_one_raise_is_one_error_after_an_operator_retry_too(dsn: str) -> None:
+    """Django keeps one TaskError per raise. An operator's retry of the dead job journals
+    'retried' (manual retry) under the failed attempt's number: not a second error; the
+    next failure is."""
+    found = await scenario("tasks_failure", dsn)
+    assert len(found["errors"]) == 1
+    retried = await manage(dsn, "venturi", "jobs", "retry", found["id"])
+    assert retried.returncode == 0, retried.stderr
+    read = await scenario("tasks_result", dsn, VENTURI_TEST_ID=found["id"])
+    assert read["status"] == "READY"
+    [[path, trace]] = read["errors"]
+    assert path == "tests.support.django_app.tasks.Refused" and "no stock" in trace
+    again = await scenario("tasks_drain", dsn, VENTURI_TEST_ID=found["id"])
+    assert again["status"] == "FAILED" and len(again["errors"]) == 2
+
+
 async def test_systemexit_in_a_task_fails_it_and_the_worker_goes_on(
     dsn: str, conn: asyncpg.Connection
 ) -> None:
@@ -462,7 +478,9 @@ async def test_max_attempts_lets_venturi_retry(dsn: str) -> None:
 
 
 async def test_priority_run_after_queues_and_context_map_onto_venturi(dsn: str) -> None:
-    found = await scenario("tasks_mapping", dsn)
+    # The tiers of STRICT_PRIORITY False (the default puts every task in NORMAL).
+    options = json.dumps({"STRICT_PRIORITY": False})
+    found = await scenario("tasks_mapping", dsn, VENTURI_DJANGO_TASK_OPTIONS=options)
     assert found["deferred_visible_at_ok"] is True and found["deferred_status"] == "READY"
     assert found["kinds"] == {
         "deferred": "django.default",
@@ -495,23 +513,60 @@ async def test_priority_run_after_queues_and_context_map_onto_venturi(dsn: str) 
 
 
 async def test_priority_orders_within_a_tier(dsn: str) -> None:
-    """Django's numeric order (larger sooner) holds within each tier, then enqueue order;
-    the tiers themselves strictly ordered here (no anti-starvation)."""
-    found = await scenario("tasks_order", dsn, VENTURI_TEST_RATIO="strict")
+    """STRICT_PRIORITY False: Django's numeric order (larger sooner) holds within each
+    tier, then enqueue order; the tiers themselves strictly ordered here (no
+    anti-starvation)."""
+    options = json.dumps({"STRICT_PRIORITY": False})
+    found = await scenario(
+        "tasks_order", dsn, VENTURI_TEST_RATIO="strict", VENTURI_DJANGO_TASK_OPTIONS=options
+    )
     high, normal, low = venturi.Priority.HIGH, venturi.Priority.NORMAL, venturi.Priority.LOW
     assert found["tiers"] == [high, high, high, normal, low, low, high]
     assert found["ran"] == "bgacdef"
 
 
-async def test_strict_priority_is_django_s_order_whatever_the_ratio(dsn: str) -> None:
-    """STRICT_PRIORITY: every task in one tier, so the worker's anti-starvation (every
-    4th claim for the lower tiers) has nothing to reorder."""
-    options = json.dumps({"STRICT_PRIORITY": True})
+@pytest.mark.parametrize("options", [{}, {"STRICT_PRIORITY": True}])
+async def test_strict_priority_is_django_s_order_whatever_the_ratio(
+    dsn: str, options: dict[str, Any]
+) -> None:
+    """STRICT_PRIORITY (the default, or said): every task in one tier, so the worker's
+    anti-starvation (every 4th claim for the lower tiers) has nothing to reorder."""
     found = await scenario(
-        "tasks_order", dsn, VENTURI_TEST_RATIO="4", VENTURI_DJANGO_TASK_OPTIONS=options
+        "tasks_order", dsn, VENTURI_TEST_RATIO="4", VENTURI_DJANGO_TASK_OPTIONS=json.dumps(options)
     )
     assert found["tiers"] == [venturi.Priority.NORMAL] * 7
     assert found["ran"] == "bgacdef"
+
+
+async def test_run_after_and_priority_in_django_s_order_by_default(dsn: str) -> None:
+    """django-tasks' test_run_after_priority, run by the worker with its default ratio:
+    the due tasks by priority, larger first (the tiers' anti-starvation ran the -2 one
+    before the 2 one: 1 2 6 8 7). Equal priorities run in enqueue order, not in run_after
+    order as django-tasks' database backend does (2 1 6 7 8): docs/django.md says why."""
+    found = await scenario("tasks_run_after_order", dsn)
+    assert found["ran"] == ["1", "2", "6", "7", "8"]
+
+
+async def test_a_django_task_s_group_is_given_by_a_block(dsn: str) -> None:
+    """``with group(name):`` puts the tasks enqueued in it (aenqueue too) in the group; a
+    grouped task's own enqueues take its group unless ``group(None)``; a bad name is a
+    ConfigError before any write; the worker claims grouped and plain jobs alike."""
+    found = await scenario("tasks_groups", dsn)
+    assert found["groups"] == {
+        "acme": ["acme", "completed"],
+        "follow": ["acme", "completed"],
+        "beta": ["beta", "completed"],
+        "plain": [None, "completed"],
+        "inherited": ["acme", "completed"],
+        "alone": [None, "completed"],
+    }
+    assert found["bad"] is not None and "group must be a non-empty string" in found["bad"]
+    # A queue's group is operated as any kind's (docs/groups.md): django.<queue_name>.
+    done = await manage(dsn, "venturi", "groups", "set", "django.default", "acme", "--cap", "2")
+    assert done.returncode == 0, done.stderr
+    shown = await manage(dsn, "venturi", "groups", "show", "django.default", "acme", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["cap"] == 2
 
 
 async def test_aenqueue_and_aget_result(dsn: str) -> None:

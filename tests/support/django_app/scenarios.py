@@ -209,6 +209,72 @@ def tasks_order() -> dict[str, Any]:
 
 
 @scenario
+def tasks_run_after_order() -> dict[str, Any]:
+    """django-tasks' test_run_after_priority: due and future tasks of several priorities
+    (tags "1".."8" in enqueue order), drained by a worker with the default
+    anti-starvation ratio (4): which ran, in order."""
+    now = timezone.now()
+    for tag, priority, run_after in (
+        ("1", 20, now - timedelta(hours=2)),
+        ("2", 20, now - timedelta(hours=10)),
+        ("3", 0, now + timedelta(hours=10)),
+        ("4", 10, now + timedelta(hours=10)),
+        ("5", 0, now + timedelta(hours=2)),
+        ("6", 10, None),
+        ("7", 2, None),
+        ("8", -2, None),
+    ):
+        tasks.noted.using(priority=priority, run_after=run_after).enqueue(tag)
+    asyncio.run(testing.drain(config.dsn(), [backend.runner("default")], priority_ratio=4))
+    return {"ran": tasks.RAN}
+
+
+@scenario
+def tasks_groups() -> dict[str, Any]:
+    """docs/django.md's groups: enqueue and aenqueue in a group's block, outside one, a
+    bad name, and a grouped task that enqueues more; drained; each job's group."""
+    from venturi.contrib.django import group
+
+    async def in_beta() -> str:
+        with group("beta"):
+            return (await tasks.add.aenqueue(2, 2)).id
+
+    with group("acme"):
+        acme = tasks.add.enqueue(1, 1).id
+        follow = tasks.follow_up.enqueue("f").id
+    beta = asyncio.run(in_beta())
+    plain = tasks.add.enqueue(3, 3).id
+    try:
+        with group("bad\nname"):
+            tasks.add.enqueue(4, 4)
+        bad = None
+    except venturi.ConfigError as exc:
+        bad = str(exc)
+    _drain("default")
+    inherited, alone = tasks.follow_up.get_result(follow).return_value.split()
+
+    def grp(i: str) -> Any:
+        job = venturi.get_job_sync(connection, int(i))
+        return None if job is None else [job.group, job.status]
+
+    return {
+        "groups": {
+            k: grp(v)
+            for k, v in (
+                ("acme", acme),
+                ("follow", follow),
+                ("beta", beta),
+                ("plain", plain),
+                ("inherited", inherited),
+                ("alone", alone),
+            )
+        },
+        "bad": bad,
+        "jobs": venturi.get_job_sync(connection, int(plain)) is not None,
+    }
+
+
+@scenario
 def tasks_enqueue() -> dict[str, Any]:
     """Enqueue ``tasks.<VENTURI_TEST_TASK>`` with the JSON args of VENTURI_TEST_ARGS."""
     task = getattr(tasks, os.environ["VENTURI_TEST_TASK"])
@@ -223,6 +289,13 @@ def tasks_result() -> dict[str, Any]:
         "status": str(result.status),
         "errors": [[e.exception_class_path, e.traceback] for e in result.errors],
     }
+
+
+@scenario
+def tasks_drain() -> dict[str, Any]:
+    """Run the due jobs of the default queue, then the TaskResult of VENTURI_TEST_ID."""
+    _drain("default")
+    return tasks_result()
 
 
 @scenario

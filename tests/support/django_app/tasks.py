@@ -85,3 +85,14 @@ async def approve_async(order_id: int) -> str:
     charge = await ctx.step("charge", charge_card, order_id, ctx.step_key("charge"))
     approval = await ctx.wait_for_signal("approval", dict)
     return f"{charge} approved by {approval['by']}"
+
+
+@task()
+def follow_up(tag: str) -> str:
+    """Enqueues ``noted`` twice: once in the group it runs in, once in none."""
+    from venturi.contrib.django import group
+
+    inherited = noted.enqueue(f"{tag}-inherited").id
+    with group(None):
+        alone = noted.enqueue(f"{tag}-alone").id
+    return f"{inherited} {alone}"

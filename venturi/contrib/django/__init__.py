@@ -10,7 +10,8 @@ inside ``transaction.atomic()`` the job is part of the block's transaction.
 backport): ``TASKS = {"default": {"BACKEND": "venturi.contrib.django.VenturiBackend"}}``.
 Inside a Django task that backend runs, ``job_context()`` is the venturi ``Context`` of
 the run: its workflow primitives (``step``, ``sleep``, ``wait_for_signal`` ...) are
-blocking calls in a sync task (docs/django.md).
+blocking calls in a sync task (docs/django.md). ``with group("acme"):`` puts the Django
+tasks enqueued in the block in that group (docs/groups.md).
 
 Settings (all optional): ``VENTURI = {"DATABASE": "default", "SCHEMA": "venturi"}``, the
 ``DATABASES`` alias that holds venturi's tables and the schema they are in.
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["VenturiBackend", "job_context"]
+__all__ = ["VenturiBackend", "group", "job_context"]
 
 
 def __getattr__(name: str) -> Any:
@@ -34,4 +35,8 @@ def __getattr__(name: str) -> Any:
         from venturi.contrib.django.backend import job_context
 
         return job_context
+    if name == "group":
+        from venturi.contrib.django.grouping import group
+
+        return group
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,22 +7,27 @@ an open ``transaction.atomic()`` block the job commits or rolls back with it), a
 - the ``TaskResult`` id is the venturi job id, as a string;
 - a queue is a venturi kind, ``django.<queue_name>``: operators cap, rate-limit, pause
   and list a queue as a kind;
-- ``priority`` (-100..100, larger runs sooner) is one of venturi's three tiers: above 0
-  HIGH, 0 NORMAL, below 0 LOW; within a tier the larger priority runs first (the job's
-  rank is -priority), then the earlier enqueued. The worker's anti-starvation
-  (``--priority-ratio``, default 4) reserves every 4th claim for NORMAL and LOW and every
-  16th for LOW, so a waiting priority 50 task may see a priority -50 one run first;
-  ``OPTIONS = {"STRICT_PRIORITY": True}`` puts every task of the backend in the NORMAL
-  tier, where only the numeric order counts;
+- ``priority`` (-100..100, larger runs sooner) is Django's order by default: every task
+  of the backend is in venturi's NORMAL tier with the rank -priority, so the larger
+  priority runs first, then the earlier enqueued, whatever the worker's anti-starvation
+  ratio. ``OPTIONS = {"STRICT_PRIORITY": False}`` folds priorities into venturi's three
+  tiers instead (above 0 HIGH, 0 NORMAL, below 0 LOW, the rank ordering each tier), where
+  the worker's anti-starvation (``--priority-ratio``, default 4) reserves every 4th claim
+  for NORMAL and LOW and every 16th for LOW: a waiting priority 50 task may then see a
+  priority -50 one run first;
 - ``run_after`` is the job's ``at`` (``supports_defer``);
 - ``takes_context``: the task gets a ``TaskContext`` whose ``attempt`` is the venturi
   attempt;
 - status: pending READY, claimed RUNNING, completed SUCCESSFUL (the return value is the
   job's stored result), dead or cancelled FAILED;
 - errors: one ``TaskError`` (exception class path, traceback) per failed attempt, from
-  the job's journal (venturi's lists show its first line, ``path: message``); an attempt
+  the job's journal (venturi's lists show its first line, ``path: message``; an
+  operator's retry of the dead job is no error); an attempt
   that raises anything but ``KeyboardInterrupt`` (``SystemExit`` included) is a failed
   attempt, and the worker goes on;
+- a group (docs/groups.md): the tasks enqueued inside ``with group("acme"):`` (from
+  ``venturi.contrib.django``) are jobs of that group; a task the worker runs enqueues
+  into its own job's group unless told otherwise;
 - ``enqueued_at`` is the row's ``created_at`` (the enqueuing transaction's start), the
   same from ``enqueue()`` and ``get_result()``;
 - workflows: inside a task, ``job_context()`` is the venturi ``Context`` of the run, whose
@@ -35,7 +40,7 @@ Django's framework has no retries, so by default a task that raises is FAILED at
 ``OPTIONS = {"MAX_ATTEMPTS": n}`` lets venturi run it up to n times with its backoff in
 between (READY again after each failure, errors kept). Other options: ``DATABASE`` (a
 ``DATABASES`` alias) and ``SCHEMA``, by default the ``VENTURI`` setting's, and
-``STRICT_PRIORITY`` (above).
+``STRICT_PRIORITY`` (above, default True).
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ from django.utils.module_loading import import_string
 
 import venturi
 from venturi import db
-from venturi.contrib.django import config
+from venturi.contrib.django import config, grouping
 from venturi.contrib.django.tasks_api import (
     BaseTaskBackend,
     InvalidTask,
@@ -75,7 +80,7 @@ from venturi.contrib.django.tasks_api import (
     task_started,
 )
 from venturi.jobs import JobInfo, JournalEntry, get_job_and_journal_sync
-from venturi.status import JobStatus, JournalEvent
+from venturi.status import MANUAL_RETRY, JobStatus, JournalEvent
 from venturi.tasks import registered
 from venturi.workflow.suspend import Suspend, Unreplayable
 
@@ -150,7 +155,8 @@ def run_django_task(ctx: venturi.Context[Any], carry: DjangoCall) -> venturi.Out
     close_old_connections()
     token = _RUNNING.set(ctx)
     try:
-        return _run(ctx, carry)
+        with grouping.running_in(ctx.job.group):
+            return _run(ctx, carry)
     finally:
         _RUNNING.reset(token)
         close_old_connections()
@@ -275,7 +281,9 @@ class VenturiBackend(BaseTaskBackend):  # type: ignore[misc]
                 f"got {attempts!r}"
             )
         self.max_attempts = attempts
-        strict = self.options.get("STRICT_PRIORITY", False)
+        # Django's order by default (docs/django.md, Priority): its contract is "larger
+        # priority sooner", which venturi's tiers bend under anti-starvation.
+        strict = self.options.get("STRICT_PRIORITY", True)
         if not isinstance(strict, bool):
             raise InvalidTask(
                 f"TASKS[{alias!r}]['OPTIONS']['STRICT_PRIORITY'] must be True or False, "
@@ -329,7 +337,9 @@ class VenturiBackend(BaseTaskBackend):  # type: ignore[misc]
             max_attempts=self.max_attempts,
         )
         tier = venturi.Priority.NORMAL if self.strict_priority else tier_of(task.priority)
-        spec = runner(task.queue_name).job(carry, priority=tier, at=task.run_after)
+        spec = runner(task.queue_name).job(
+            carry, priority=tier, at=task.run_after, group=grouping.current_group()
+        )
         spec = msgspec.structs.replace(spec, max_failures=self.max_attempts)
         job_id, enqueued_at = self._insert(spec, rank=-task.priority)
         result = TaskResult(
@@ -411,15 +421,19 @@ def result_of(job: JobInfo, journal: list[JournalEntry]) -> Any:
 
 
 def _errors(journal: list[JournalEntry]) -> list[Any]:
-    """One ``TaskError`` per failed attempt: each failure entry, and the dead entry of an
-    attempt that settled dead without one (its task could not be imported). The dead
-    entry after an attempt's failure is the backstop's line, not another error."""
-    failed = {e.attempt for e in journal if e.event in _FAILURES}
-    return [
-        _task_error(e.detail or "")
-        for e in journal
-        if e.event in _FAILURES or (e.event == JournalEvent.DEAD and e.attempt not in failed)
-    ]
+    """One ``TaskError`` per failed attempt, as Django's backends keep one per raise: each
+    attempt's failure entry, or its dead entry when it settled dead without one (its task
+    could not be imported). Not an error: the dead entry after an attempt's failure (the
+    backstop's line), nor an operator's retry of the dead job (a ``retried`` entry too,
+    under the failed attempt's number, with the detail ``manual retry``)."""
+    errors: dict[int, Any] = {}
+    for e in journal:
+        if e.event in _FAILURES and e.detail != MANUAL_RETRY:
+            errors.setdefault(e.attempt, _task_error(e.detail or ""))
+    for e in journal:
+        if e.event == JournalEvent.DEAD:
+            errors.setdefault(e.attempt, _task_error(e.detail or ""))
+    return [errors[a] for a in sorted(errors)]
 
 
 def venturi_backends() -> list[Any]:
