@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from venturi import db, tracing, validate
+from venturi import db, validate
 from venturi.backoff import Backoff
 from venturi.codecs import CarryCodec
 from venturi.context import Context
@@ -21,6 +21,7 @@ from venturi.outcomes import Outcome
 from venturi.priority import Priority
 from venturi.rate import Rate
 from venturi.sql import DEFAULT_SCHEMA
+from venturi.traceparent import current_traceparent
 from venturi.validate import seconds
 
 if TYPE_CHECKING:
@@ -205,7 +206,7 @@ class Task(Generic[C]):
             schema=schema,
             spec=spec,
             on_conflict=mode,
-            traceparent=tracing.current_traceparent(),
+            traceparent=current_traceparent(),
         )
 
     def enqueue_sync(
@@ -232,7 +233,7 @@ class Task(Generic[C]):
             schema=schema,
             spec=spec,
             on_conflict=mode,
-            traceparent=tracing.current_traceparent(),
+            traceparent=current_traceparent(),
         )
 
 
@@ -273,7 +274,7 @@ async def enqueue_many(
         schema=schema,
         specs=specs,
         on_conflict=mode,
-        traceparent=tracing.current_traceparent(),
+        traceparent=current_traceparent(),
     )
 
 
@@ -294,7 +295,7 @@ def enqueue_many_sync(
         schema=schema,
         specs=specs,
         on_conflict=mode,
-        traceparent=tracing.current_traceparent(),
+        traceparent=current_traceparent(),
     )
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from venturi import db, tasks, tracing
+from venturi import db, tasks
 from venturi.context import Child
 from venturi.errors import ChildFailed, DuplicateJob, VenturiError
 from venturi.priority import Priority
 from venturi.status import JobStatus
 from venturi.tasks import Task
+from venturi.traceparent import current_traceparent
 from venturi.workflow.state import RunState, Unwritten, decode
 from venturi.workflow.suspend import Suspend
 
@@ -46,7 +47,7 @@ async def spawn(
         return Child(int(decode(recorded.value, int, f"spawn {name!r}")), task)
     # The carry is checked before anything is written (TypeError, as for an enqueue).
     spec = task.job(carry, priority=priority, key=key, group=group)
-    traceparent = tracing.current_traceparent()
+    traceparent = current_traceparent()
     if key is None:
         # Written with the spawns beside it at the handler's next suspension (or before
         # the run's next statement, or at its end), by one statement: the record and
