@@ -1,5 +1,4 @@
-"""What a handler sees of its job and its worker, and ``Child``, the handle of a job it
-spawned."""
+"""What a handler sees of its job and its worker."""
 
 from __future__ import annotations
 
@@ -17,25 +16,13 @@ from venturi import blocking
 from venturi.errors import VenturiError
 from venturi.priority import Priority
 
+# Child, the handle of a spawned job, lives with spawn; re-exported where it was.
+from venturi.workflow.children import Child as Child
+
 S = TypeVar("S")
 T = TypeVar("T")
-R = TypeVar("R")
 
 _log = logging.getLogger("venturi.job")
-
-
-class Child(Generic[R]):
-    """A child job spawned by ``ctx.spawn``: its ``job_id`` and ``task`` (whose
-    ``result`` type its result decodes as, in ``ctx.gather``)."""
-
-    __slots__ = ("job_id", "task")
-
-    def __init__(self, job_id: int, task: Any) -> None:
-        self.job_id = job_id
-        self.task = task
-
-    def __repr__(self) -> str:
-        return f"<venturi.Child job {self.job_id} ({self.task.kind})>"
 
 
 class JobMeta(msgspec.Struct, frozen=True):

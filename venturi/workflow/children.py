@@ -4,17 +4,33 @@ dependencies, whose results decode as their task's ``result`` type."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from venturi import db, tasks
-from venturi.context import Child
+from venturi import db
 from venturi.errors import ChildFailed, DuplicateJob, VenturiError
+from venturi.kinds import Declared, declared
 from venturi.priority import Priority
 from venturi.status import JobStatus
-from venturi.tasks import Task
 from venturi.traceparent import current_traceparent
 from venturi.workflow.state import RunState, Unwritten, decode
 from venturi.workflow.suspend import Suspend
+
+R = TypeVar("R")
+
+
+class Child(Generic[R]):
+    """A child job spawned by ``ctx.spawn``: its ``job_id`` and ``task`` (whose
+    ``result`` type its result decodes as, in ``ctx.gather``)."""
+
+    __slots__ = ("job_id", "task")
+
+    def __init__(self, job_id: int, task: Any) -> None:
+        self.job_id = job_id
+        self.task = task
+
+    def __repr__(self) -> str:
+        return f"<venturi.Child job {self.job_id} ({self.task.kind})>"
+
 
 _UNFINISHED = (JobStatus.PENDING, JobStatus.CLAIMED, JobStatus.WAITING)
 # Ids a run draws at its first unkeyed spawn, for it and those after it (a fan-out of up
@@ -30,7 +46,7 @@ class _KeyHeld(Exception):
 async def spawn(
     state: RunState,
     name: str,
-    task: Task[Any],
+    task: Declared,
     carry: Any,
     priority: Priority | None,
     key: str | None,
@@ -39,7 +55,7 @@ async def spawn(
     """Enqueue a child of ``task`` once; its id is the recorded step ``name``. Without
     ``group`` the child takes its parent's (SPEC 13)."""
     name = state.claim(name, "ctx.spawn")
-    if not isinstance(task, Task):
+    if not isinstance(task, Declared):
         raise VenturiError(f"ctx.spawn({name!r}): task must be a venturi task, got {task!r}")
     steps = await state.load()
     recorded = steps.get(name)
@@ -122,7 +138,7 @@ async def gather(state: RunState, children: Sequence[Child[Any]]) -> list[Any]:
     return results
 
 
-def _result(task: Task[Any] | None, text: str | None, what: str) -> Any:
+def _result(task: Declared | None, text: str | None, what: str) -> Any:
     type_ = Any if task is None else task.result_type
     if text is None:
         text = "null"
@@ -144,5 +160,5 @@ async def result_of(state: RunState, name: str) -> Any:
         raise VenturiError(f"ctx.result_of({name!r}): job {row['id']} no longer exists")
     if row["status"] != JobStatus.COMPLETED:
         raise VenturiError(f"ctx.result_of({name!r}): job {row['id']} is {row['status']}")
-    task = tasks.registered().get(str(row["kind"]))
+    task = declared(str(row["kind"]))
     return _result(task, row["result"], f"node {name!r} (job {row['id']})")

@@ -7,10 +7,10 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from venturi.context import Child
+from venturi.kinds import Declared
 from venturi.priority import Priority
-from venturi.tasks import Task
 from venturi.workflow import children, signals, steps, timers
+from venturi.workflow.children import Child
 from venturi.workflow.state import RunState
 
 
@@ -44,7 +44,7 @@ class Durable:
     async def spawn(
         self,
         name: str,
-        task: Task[Any],
+        task: Declared,
         carry: Any,
         priority: Priority | None,
         key: str | None,
