@@ -106,13 +106,14 @@ class Workflow:
             visit(node, ())
         return order
 
-    def _plan(self) -> tuple[list[Node], list[db.workflow.Node]]:
+    def _plan(self) -> tuple[list[Node], list[db.workflow.GraphJob]]:
         if not self._nodes:
             raise ConfigError("Workflow: add at least one node before enqueueing")
         order = self._ordered()
         pos = {n.name: i for i, n in enumerate(order)}
         rows = [
-            db.workflow.Node(n.spec, tuple((pos[d.name], d.name) for d in n.after)) for n in order
+            db.workflow.GraphJob(n.spec, tuple((pos[d.name], d.name) for d in n.after))
+            for n in order
         ]
         return order, rows
 
