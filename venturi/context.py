@@ -15,6 +15,8 @@ import msgspec
 from venturi import blocking
 from venturi.errors import VenturiError
 from venturi.priority import Priority
+
+# As child_jobs: ``children`` is the name of ctx.gather's parameter.
 from venturi.workflow import children as child_jobs
 from venturi.workflow import signals, steps, timers
 
@@ -44,7 +46,8 @@ class JobMeta(msgspec.Struct, frozen=True):
 
 
 class Transactions(Protocol):
-    """What a worker gives a context for ``ctx.transaction()`` and ``ctx.complete()``
+    """What a worker gives a context for ``ctx.transaction()`` and ``ctx.complete()``,
+    and the run's ``WorkflowRun`` for the workflow primitives
     (``venturi.runtime.transactional.JobTransactions``)."""
 
     def transaction(self) -> AbstractAsyncContextManager[Any]: ...
