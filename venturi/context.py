@@ -1,5 +1,4 @@
-"""What a handler sees of its job and its worker, and ``Child``, the handle of a job it
-spawned."""
+"""What a handler sees of its job and its worker."""
 
 from __future__ import annotations
 
@@ -17,25 +16,18 @@ from venturi import blocking
 from venturi.errors import VenturiError
 from venturi.priority import Priority
 
+# As child_jobs: ``children`` is the name of ctx.gather's parameter.
+from venturi.workflow import children as child_jobs
+from venturi.workflow import signals, steps, timers
+
+# Child, the handle of a spawned job, lives with spawn; re-exported where it was.
+from venturi.workflow.children import Child as Child
+from venturi.workflow.run import WorkflowRun
+
 S = TypeVar("S")
 T = TypeVar("T")
-R = TypeVar("R")
 
 _log = logging.getLogger("venturi.job")
-
-
-class Child(Generic[R]):
-    """A child job spawned by ``ctx.spawn``: its ``job_id`` and ``task`` (whose
-    ``result`` type its result decodes as, in ``ctx.gather``)."""
-
-    __slots__ = ("job_id", "task")
-
-    def __init__(self, job_id: int, task: Any) -> None:
-        self.job_id = job_id
-        self.task = task
-
-    def __repr__(self) -> str:
-        return f"<venturi.Child job {self.job_id} ({self.task.kind})>"
 
 
 class JobMeta(msgspec.Struct, frozen=True):
@@ -54,15 +46,17 @@ class JobMeta(msgspec.Struct, frozen=True):
 
 
 class Transactions(Protocol):
-    """What a worker gives a context for ``ctx.transaction()`` and ``ctx.complete()``
+    """What a worker gives a context for ``ctx.transaction()`` and ``ctx.complete()``,
+    and the run's ``WorkflowRun`` for the workflow primitives
     (``venturi.runtime.transactional.JobTransactions``)."""
 
     def transaction(self) -> AbstractAsyncContextManager[Any]: ...
 
     async def complete(self, conn: Any, result: Any = None) -> None: ...
 
-    def durable(self) -> Any:
-        """The run's workflow primitives (``venturi.workflow.durable.Durable``)."""
+    def workflow(self) -> WorkflowRun:
+        """The run as its workflow primitives see it (its records, its connection, its
+        spawns not yet written), made on first use."""
         ...
 
     @property
@@ -181,13 +175,14 @@ class Context(Generic[S]):
 
     # --- workflows (SPEC 12; docs/workflows.md) -------------------------------------
 
-    def _durable(self, what: str) -> Any:
+    def _workflow(self, what: str) -> WorkflowRun:
+        """The run as its workflow primitives see it, made by the worker on first use."""
         if self._tx is None:
             raise VenturiError(
                 f"ctx.{what}() is a workflow primitive: it needs a context made by a worker "
                 "(or venturi.testing)"
             )
-        return self._tx.durable()
+        return self._tx.workflow()
 
     def step(
         self, name: str, fn: Callable[..., Any], *args: Any, transactional: bool = False
@@ -199,8 +194,8 @@ class Context(Generic[S]):
         happen exactly once (a sync ``fn`` gets a ``BlockingConnection``). A name used
         twice in one run is a ``ConfigError``. ``await`` it in an async handler; in a
         sync handler it is a blocking call that returns the value."""
-        durable = self._durable("step")
-        return self._call("ctx.step()", lambda: durable.step(name, fn, args, transactional))
+        run = self._workflow("step")
+        return self._call("ctx.step()", lambda: steps.step(run, name, fn, args, transactional))
 
     def step_key(self, name: str) -> str:
         """A stable idempotency key of step ``name``: the same on every run and worker,
@@ -211,13 +206,13 @@ class Context(Generic[S]):
     def sleep(self, name: str, duration: timedelta | float) -> Any:
         """A durable timer: the first run records the wake time ``duration`` from now and
         the job waits, holding no slot; runs after it is due return at once."""
-        durable = self._durable("sleep")
-        return self._call("ctx.sleep()", lambda: durable.sleep(name, duration))
+        run = self._workflow("sleep")
+        return self._call("ctx.sleep()", lambda: timers.sleep_until(run, name, None, duration))
 
     def sleep_until(self, name: str, at: datetime) -> Any:
         """``sleep`` until the timezone-aware time ``at``."""
-        durable = self._durable("sleep_until")
-        return self._call("ctx.sleep_until()", lambda: durable.sleep_until(name, at))
+        run = self._workflow("sleep_until")
+        return self._call("ctx.sleep_until()", lambda: timers.sleep_until(run, name, at))
 
     def wait_for_signal(
         self,
@@ -229,9 +224,9 @@ class Context(Generic[S]):
         """The payload of the first signal ``name`` sent to this job (``venturi.signal``),
         decoded as ``type``; until it comes the job waits. After ``timeout`` (from the
         first run that reached this) ``venturi.SignalTimeout``, on every later run too."""
-        durable = self._durable("wait_for_signal")
+        run = self._workflow("wait_for_signal")
         return self._call(
-            "ctx.wait_for_signal()", lambda: durable.wait_for_signal(name, type, timeout)
+            "ctx.wait_for_signal()", lambda: signals.wait_for_signal(run, name, type, timeout)
         )
 
     def spawn(
@@ -247,20 +242,20 @@ class Context(Generic[S]):
         """Enqueue a child job of ``task`` once (its id is the recorded step ``name``,
         written in the child's own transaction); a ``Child`` for ``gather``. The child
         takes its parent's group unless given ``group`` (SPEC 13)."""
-        durable = self._durable("spawn")
+        run = self._workflow("spawn")
         return self._call(
-            "ctx.spawn()", lambda: durable.spawn(name, task, carry, priority, key, group)
+            "ctx.spawn()", lambda: child_jobs.spawn(run, name, task, carry, priority, key, group)
         )
 
     def gather(self, *children: Child[Any]) -> Any:
         """The children's results (decoded as each task's ``result`` type), in order, once
         all finished; until then the job waits and the last to finish wakes it. A child
         that ended dead or cancelled raises ``venturi.ChildFailed``."""
-        durable = self._durable("gather")
-        return self._call("ctx.gather()", lambda: durable.gather(children))
+        run = self._workflow("gather")
+        return self._call("ctx.gather()", lambda: child_jobs.gather(run, children))
 
     def result_of(self, name: str) -> Any:
         """The result of the ``venturi.Workflow`` node ``name`` this job comes after,
         decoded as its task's ``result`` type."""
-        durable = self._durable("result_of")
-        return self._call("ctx.result_of()", lambda: durable.result_of(name))
+        run = self._workflow("result_of")
+        return self._call("ctx.result_of()", lambda: child_jobs.result_of(run, name))

@@ -6,9 +6,9 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
-from venturi import db, tracing, validate
+from venturi import db, kinds, validate
 from venturi.backoff import Backoff
 from venturi.codecs import CarryCodec
 from venturi.context import Context
@@ -17,10 +17,12 @@ from venturi.db.enqueue import JobSpec
 from venturi.errors import ConfigError
 from venturi.groups import check_group
 from venturi.handler_types import default_cron_carry, handler_carry_type
+from venturi.kinds import Declared
 from venturi.outcomes import Outcome
 from venturi.priority import Priority
 from venturi.rate import Rate
 from venturi.sql import DEFAULT_SCHEMA
+from venturi.traceparent import current_traceparent
 from venturi.validate import seconds
 
 if TYPE_CHECKING:
@@ -45,17 +47,15 @@ class TaskDecorator(Protocol):
     def __call__(self, fn: HandlerOf[C], /) -> Task[C]: ...
 
 
-_REGISTRY: dict[str, Task[Any]] = {}
-
-
 def registered() -> dict[str, Task[Any]]:
     """A copy of the registry: kind -> task."""
-    return dict(_REGISTRY)
+    # Only a Task registers there (``task``, below): the entries are Tasks.
+    return cast("dict[str, Task[Any]]", kinds.registered())
 
 
 def unregister(kind: str) -> None:
     """Forget a kind (tests that declare throwaway tasks use this)."""
-    _REGISTRY.pop(kind, None)
+    kinds.unregister(kind)
 
 
 def as_priority(value: object, knob: str = "priority") -> Priority:
@@ -70,7 +70,7 @@ def _positive_int(value: object, knob: str) -> int:
     return validate.integer(value, knob)
 
 
-class Task(Generic[C]):
+class Task(Declared, Generic[C]):
     """A registered job kind: its handler, carry codec and defaults.
 
     Awaiting ``task(ctx, carry)`` calls the handler directly, which is how unit tests
@@ -205,7 +205,7 @@ class Task(Generic[C]):
             schema=schema,
             spec=spec,
             on_conflict=mode,
-            traceparent=tracing.current_traceparent(),
+            traceparent=current_traceparent(),
         )
 
     def enqueue_sync(
@@ -232,7 +232,7 @@ class Task(Generic[C]):
             schema=schema,
             spec=spec,
             on_conflict=mode,
-            traceparent=tracing.current_traceparent(),
+            traceparent=current_traceparent(),
         )
 
 
@@ -273,7 +273,7 @@ async def enqueue_many(
         schema=schema,
         specs=specs,
         on_conflict=mode,
-        traceparent=tracing.current_traceparent(),
+        traceparent=current_traceparent(),
     )
 
 
@@ -294,7 +294,7 @@ def enqueue_many_sync(
         schema=schema,
         specs=specs,
         on_conflict=mode,
-        traceparent=tracing.current_traceparent(),
+        traceparent=current_traceparent(),
     )
 
 
@@ -426,8 +426,8 @@ def _declare(
     if not callable(fn):
         raise ConfigError(f"task {kind!r}: the handler must be callable, got {fn!r}")
     carry_type = handler_carry_type(fn, kind)
-    existing = _REGISTRY.get(kind)
-    if existing is not None and _origin(existing.fn) != _origin(fn):
+    existing = kinds.declared(kind)
+    if isinstance(existing, Task) and _origin(existing.fn) != _origin(fn):
         raise ConfigError(f"kind {kind!r} is already declared by {'.'.join(_origin(existing.fn))}")
     t: Task[C] = Task(
         fn,
@@ -458,7 +458,7 @@ def _declare(
             t.codec.encode(t.cron_carry)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"task {kind!r}: cron: {exc}") from None
-    _REGISTRY[kind] = t
+    kinds.register(t)
     return t
 
 

@@ -14,7 +14,6 @@ recorded on failure. Spans go wherever the application's tracer provider sends t
 from __future__ import annotations
 
 import asyncio
-import functools
 from typing import Any
 
 from venturi.context import Context
@@ -22,28 +21,11 @@ from venturi.middleware import CallNext
 from venturi.outcomes import Complete, Dead, Pause, Retry
 from venturi.status import JobStatus
 
+# current_traceparent: re-exported, where it was read before it moved below the context.
+from venturi.traceparent import current_traceparent as current_traceparent
+from venturi.traceparent import otel_trace
+
 TRACER = "venturi"
-
-
-@functools.cache
-def _trace() -> Any:
-    """``opentelemetry.trace``, or None when opentelemetry-api is not installed."""
-    try:
-        from opentelemetry import trace
-    except ImportError:
-        return None
-    return trace
-
-
-def current_traceparent() -> str | None:
-    """The W3C traceparent of the current span, or None (no valid span, or no otel)."""
-    trace = _trace()
-    if trace is None:
-        return None
-    span = trace.get_current_span().get_span_context()
-    if not span.is_valid:
-        return None
-    return f"00-{span.trace_id:032x}-{span.span_id:016x}-{int(span.trace_flags):02x}"
 
 
 def _parent(traceparent: str | None) -> Any:
@@ -70,7 +52,7 @@ def outcome_of(result: Any) -> str:
 
 async def run_span(ctx: Context[Any], carry: Any, call_next: CallNext) -> Any:
     """Middleware: one span per run, a child of the span the job was enqueued in."""
-    trace = _trace()
+    trace = otel_trace()
     if trace is None:
         return await call_next()
     from opentelemetry.trace import SpanKind, Status, StatusCode

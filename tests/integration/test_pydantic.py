@@ -145,7 +145,7 @@ async def test_models_nested_in_a_struct_and_dataclasses_and_attrs_still_work(
 
 
 def test_a_recorded_value_that_no_longer_validates_is_named_in_one_line() -> None:
-    from venturi.workflow.state import decode
+    from venturi.workflow.records import decode
     from venturi.workflow.suspend import Unreplayable
 
     with pytest.raises(Unreplayable) as caught:

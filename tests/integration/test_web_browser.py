@@ -379,7 +379,7 @@ async def test_workflow_graph_nodes_link_and_take_their_status_colour(
     from selenium.webdriver.common.by import By
 
     from venturi.web import filters
-    from venturi.web.graph import Node, layout
+    from venturi.web.graph import DrawnJob, layout
 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("venturi.web", "templates"), autoescape=True
@@ -387,9 +387,9 @@ async def test_workflow_graph_nodes_link_and_take_their_status_colour(
     filters.install(env)
     g = layout(
         [
-            Node(1, "order.place", "completed", served + "/jobs/1"),
-            Node(2, "payment.charge", "dead", served + "/jobs/2"),
-            Node(3, "stock.reserve", "waiting", served + "/jobs/3"),
+            DrawnJob(1, "order.place", "completed", served + "/jobs/1"),
+            DrawnJob(2, "payment.charge", "dead", served + "/jobs/2"),
+            DrawnJob(3, "stock.reserve", "waiting", served + "/jobs/3"),
         ],
         [(1, 2), (1, 3)],
         current=1,

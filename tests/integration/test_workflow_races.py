@@ -24,7 +24,7 @@ from tests.support import ROOT, Item, expire_claim, running, wait_for, wait_stat
 from venturi import Context, admin, db
 from venturi.runtime.worker import Worker
 from venturi.workflow import children
-from venturi.workflow.state import RunState
+from venturi.workflow.run import WorkflowRun
 
 S = "venturi"
 
@@ -112,18 +112,18 @@ async def test_two_runs_spawning_the_same_child_at_once_spawn_it_once(
     pools = [await asyncpg.create_pool(dsn, min_size=1, max_size=2) for _ in range(2)]
     try:
         # Two runs of one job (a lost lease): each has loaded no record of "kid" yet.
-        states = [RunState(p, S, parent, 1, "race_node") for p in pools]
-        for state in states:
-            await state.load()
+        runs = [WorkflowRun(p, S, parent) for p in pools]
+        for run in runs:
+            await run.load()
         try:
             kids = await asyncio.gather(
-                *(children.spawn(s, "kid", node, Item(i), None, None) for i, s in enumerate(states))
+                *(children.spawn(r, "kid", node, Item(i), None, None) for i, r in enumerate(runs))
             )
             # Both write their spawn at once (the runs' next statement, or their end).
-            await asyncio.gather(*(s.flush() for s in states))
+            await asyncio.gather(*(r.spawns.flush() for r in runs))
         finally:
-            for state in states:
-                await state.release()  # the handler's end gives its connection back
+            for run in runs:
+                await run.release()  # the handler's end gives its connection back
     finally:
         for p in pools:
             await p.close()

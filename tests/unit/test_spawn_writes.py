@@ -12,7 +12,8 @@ from typing import Any
 import venturi
 from tests.support import Item
 from venturi.context import Child
-from venturi.workflow.state import RunState, Unwritten
+from venturi.workflow.run import WorkflowRun
+from venturi.workflow.spawn_writes import Unwritten
 
 
 class FrozenConnection:
@@ -61,11 +62,11 @@ async def kid(ctx: venturi.Context[Any], carry: Item) -> None:
 async def test_a_run_ending_with_its_spawn_write_on_the_wire_closes_the_connection() -> None:
     conn = FrozenConnection()
     pool = OnePool(conn)
-    state = RunState(pool, "venturi", 1, 1, "parent")
-    state.steps, state.spare_ids = {}, [11, 12]
-    state.defer(Unwritten("a", kid.job(Item(1)), None, Child(11, kid)))
+    run = WorkflowRun(pool, "venturi", 1)
+    run.records.steps, run.spawns.spare_ids = {}, [11, 12]
+    run.spawns.defer(Unwritten("a", kid.job(Item(1)), None, Child(11, kid)))
     await asyncio.wait_for(conn.sent.wait(), 10)  # the write's statement went out
     # The handler raised or was stopped: the run ends while the write hangs.
-    await asyncio.wait_for(state.release(), 10)
+    await asyncio.wait_for(run.release(), 10)
     assert conn.closed.is_set() and pool.released.is_set()
-    assert state.writing is None and not state.unwritten
+    assert run.spawns.writing is None and not run.spawns.unwritten

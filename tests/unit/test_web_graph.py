@@ -9,11 +9,11 @@ import jinja2
 import pytest
 
 from venturi.web import filters
-from venturi.web.graph import MAX_NODES, NODE_H, GraphError, Node, layout
+from venturi.web.graph import MAX_NODES, NODE_H, DrawnJob, GraphError, layout
 
 
-def node(i: int, status: str = "completed", label: str = "step") -> Node:
-    return Node(i, label, status, f"/jobs/{i}")
+def node(i: int, status: str = "completed", label: str = "step") -> DrawnJob:
+    return DrawnJob(i, label, status, f"/jobs/{i}")
 
 
 def test_every_edge_points_down_and_layers_follow_the_longest_path() -> None:

@@ -262,15 +262,17 @@ def signal_send_sync(conn: Any, *, schema: str, job_id: int, name: str, payload:
 
 
 @dataclass(frozen=True)
-class Node:
-    """One job of a Workflow graph: its spec and the positions of the nodes it comes
-    after, with their names."""
+class GraphJob:
+    """One job of a Workflow graph as its insert takes it: its spec and the positions
+    of the jobs it comes after, with their node names."""
 
     spec: JobSpec
     after: tuple[tuple[int, str], ...]
 
 
-def workflow_insert_steps(*, nodes: Sequence[Node], traceparent: str | None) -> Steps[list[int]]:
+def workflow_insert_steps(
+    *, nodes: Sequence[GraphJob], traceparent: str | None
+) -> Steps[list[int]]:
     """Draw ids for ``nodes`` (``job_ids_draw``) and insert them with their edges
     (``workflow_insert``); the ids in node order. Run ``atomic``."""
     drawn = yield Query("job_ids_draw", (len(nodes),))
@@ -299,7 +301,7 @@ def workflow_insert_steps(*, nodes: Sequence[Node], traceparent: str | None) -> 
 
 
 async def workflow_insert(
-    conn: Any, *, schema: str, nodes: Sequence[Node], traceparent: str | None
+    conn: Any, *, schema: str, nodes: Sequence[GraphJob], traceparent: str | None
 ) -> list[int]:
     """``workflow_insert_steps`` on an async connection, in one transaction."""
     steps = workflow_insert_steps(nodes=nodes, traceparent=traceparent)
@@ -307,7 +309,7 @@ async def workflow_insert(
 
 
 def workflow_insert_sync(
-    conn: Any, *, schema: str, nodes: Sequence[Node], traceparent: str | None
+    conn: Any, *, schema: str, nodes: Sequence[GraphJob], traceparent: str | None
 ) -> list[int]:
     """``workflow_insert_steps`` on a sync connection, in one transaction."""
     steps = workflow_insert_steps(nodes=nodes, traceparent=traceparent)

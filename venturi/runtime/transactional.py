@@ -13,8 +13,7 @@ from venturi import db
 from venturi.codecs import encode_any
 from venturi.errors import ClaimLost, VenturiError
 from venturi.runtime.run import Run
-from venturi.workflow.durable import Durable
-from venturi.workflow.state import RunState
+from venturi.workflow.run import WorkflowRun
 
 log = logging.getLogger("venturi.worker")
 
@@ -25,7 +24,7 @@ class JobTransactions:
     claim token. Once a block with a completion commits, the run is ``committed`` and the
     worker writes no settlement of its own."""
 
-    __slots__ = ("_done", "_durable", "_ended", "_open", "claimant", "pool", "run", "schema")
+    __slots__ = ("_done", "_ended", "_open", "_run", "claimant", "pool", "run", "schema")
 
     def __init__(self, pool: Any, schema: str, claimant: db.Claimant, run: Run) -> None:
         self.pool = pool
@@ -34,31 +33,28 @@ class JobTransactions:
         self.run = run
         self._open: Any = None
         self._done = False
-        self._durable: Durable | None = None
+        self._run: WorkflowRun | None = None
         self._ended = False  # the handler returned: nothing more runs on its behalf
 
-    def durable(self) -> Durable:
-        """The run's workflow primitives, made on first use: a plain job reads nothing
-        extra. A sync handler's context runs them on the worker's loop
-        (``venturi.blocking``)."""
+    def workflow(self) -> WorkflowRun:
+        """The run as its workflow primitives see it, made on first use: a plain job
+        reads nothing extra. A sync handler's context runs the primitives on the
+        worker's loop (``venturi.blocking``)."""
         self._check_running("a workflow primitive")
-        if self._durable is None:
+        if self._run is None:
             run = self.run
-            state = RunState(
-                self.pool, self.schema, run.id, run.attempt, run.task.kind, holds=run.holds_claim
-            )
-            self._durable = Durable(state)
-        return self._durable
+            self._run = WorkflowRun(self.pool, self.schema, run.id, holds=run.holds_claim)
+        return self._run
 
     @property
     def used(self) -> bool:
         """The handler used a workflow primitive: ``flush`` and ``release`` have work."""
-        return self._durable is not None
+        return self._run is not None
 
     async def flush(self) -> None:
         """Write the spawns the handler made and has not written yet (it returned)."""
-        if self._durable is not None:
-            await self._durable.flush()
+        if self._run is not None:
+            await self._run.spawns.flush()
 
     async def release(self) -> None:
         """The handler ended: give back what its workflow primitives held. A connection
@@ -66,9 +62,9 @@ class JobTransactions:
         the pool has closed it then, and the run's outcome stands: a failure here would
         replace a decided wait or a completion."""
         self._ended = True
-        if self._durable is not None:
+        if self._run is not None:
             try:
-                await self._durable.release()
+                await self._run.release()
             # TRANSIENT: the reset of a killed backend's connection may also raise
             # asyncpg's InternalClientError.
             except db.errors.TRANSIENT as exc:

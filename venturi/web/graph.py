@@ -30,8 +30,9 @@ MAX_NODES = 200
 
 
 @dataclass(frozen=True)
-class Node:
-    """A job in the workflow: ``href`` its page, ``label`` its short text (the kind)."""
+class DrawnJob:
+    """A job of the workflow to draw as a node: ``href`` its page, ``label`` its short
+    text (the kind)."""
 
     id: int
     label: str
@@ -41,7 +42,7 @@ class Node:
 
 @dataclass(frozen=True)
 class Box:
-    node: Node
+    node: DrawnJob
     x: float
     y: float
     width: float
@@ -140,7 +141,7 @@ def _width(slot: Slot) -> float:
 
 
 def layout(
-    nodes: Iterable[Node], edges: Iterable[tuple[int, int]], current: int | None = None
+    nodes: Iterable[DrawnJob], edges: Iterable[tuple[int, int]], current: int | None = None
 ) -> Graph:
     """The picture of ``nodes`` joined by ``edges`` (each ``(before, after)``);
     ``current`` (a node id) is drawn bold. ``GraphError`` for an edge to an unknown

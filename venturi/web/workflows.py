@@ -57,7 +57,7 @@ def draw(request: Request, found: admin.WorkflowGraph, current: int) -> graph.Gr
     edge that makes a cycle, which the statements should never give: the page lists the
     counts instead of failing)."""
     nodes = [
-        graph.Node(j.id, j.kind, j.status, url(request, "job", job_id=j.id)) for j in found.jobs
+        graph.DrawnJob(j.id, j.kind, j.status, url(request, "job", job_id=j.id)) for j in found.jobs
     ]
     try:
         return graph.layout(nodes, found.edges, current=current)

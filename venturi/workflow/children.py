@@ -4,16 +4,35 @@ dependencies, whose results decode as their task's ``result`` type."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from venturi import db, tasks, tracing
-from venturi.context import Child
+from venturi import db
 from venturi.errors import ChildFailed, DuplicateJob, VenturiError
+from venturi.kinds import Declared, declared
 from venturi.priority import Priority
 from venturi.status import JobStatus
-from venturi.tasks import Task
-from venturi.workflow.state import RunState, Unwritten, decode
+from venturi.traceparent import current_traceparent
+from venturi.workflow.records import decode
+from venturi.workflow.run import WorkflowRun
+from venturi.workflow.spawn_writes import Unwritten
 from venturi.workflow.suspend import Suspend
+
+R = TypeVar("R")
+
+
+class Child(Generic[R]):
+    """A child job spawned by ``ctx.spawn``: its ``job_id`` and ``task`` (whose
+    ``result`` type its result decodes as, in ``ctx.gather``)."""
+
+    __slots__ = ("job_id", "task")
+
+    def __init__(self, job_id: int, task: Any) -> None:
+        self.job_id = job_id
+        self.task = task
+
+    def __repr__(self) -> str:
+        return f"<venturi.Child job {self.job_id} ({self.task.kind})>"
+
 
 _UNFINISHED = (JobStatus.PENDING, JobStatus.CLAIMED, JobStatus.WAITING)
 # Ids a run draws at its first unkeyed spawn, for it and those after it (a fan-out of up
@@ -27,9 +46,9 @@ class _KeyHeld(Exception):
 
 
 async def spawn(
-    state: RunState,
+    run: WorkflowRun,
     name: str,
-    task: Task[Any],
+    task: Declared,
     carry: Any,
     priority: Priority | None,
     key: str | None,
@@ -37,49 +56,49 @@ async def spawn(
 ) -> Child[Any]:
     """Enqueue a child of ``task`` once; its id is the recorded step ``name``. Without
     ``group`` the child takes its parent's (SPEC 13)."""
-    name = state.claim(name, "ctx.spawn")
-    if not isinstance(task, Task):
+    name = run.records.claim(name, "ctx.spawn")
+    if not isinstance(task, Declared):
         raise VenturiError(f"ctx.spawn({name!r}): task must be a venturi task, got {task!r}")
-    steps = await state.load()
+    steps = await run.load()
     recorded = steps.get(name)
     if recorded is not None:
         return Child(int(decode(recorded.value, int, f"spawn {name!r}")), task)
     # The carry is checked before anything is written (TypeError, as for an enqueue).
     spec = task.job(carry, priority=priority, key=key, group=group)
-    traceparent = tracing.current_traceparent()
+    traceparent = current_traceparent()
     if key is None:
         # Written with the spawns beside it at the handler's next suspension (or before
         # the run's next statement, or at its end), by one statement: the record and
         # the child commit together or not at all, and a fan-out is one commit (one
         # NOTIFY: PostgreSQL serializes the commits of notifying transactions, each
         # with its WAL flush). The id is drawn now, so the handle knows it at once.
-        if not state.spare_ids:
-            state.spare_ids = await db.workflow.job_ids_draw(
-                await state.connection(), schema=state.schema, count=SPARE_IDS
+        if not run.spawns.spare_ids:
+            run.spawns.spare_ids = await db.workflow.job_ids_draw(
+                await run.connection(), schema=run.schema, count=SPARE_IDS
             )
-        child: Child[Any] = Child(state.spare_ids.pop(0), task)
-        state.defer(Unwritten(name, spec, traceparent, child))
-        if state.holding:
+        child: Child[Any] = Child(run.spawns.spare_ids.pop(0), task)
+        run.spawns.defer(Unwritten(name, spec, traceparent, child))
+        if run.link.holding:
             # Inside a transactional step's function: written in its transaction, so the
             # child commits with the step's record or not at all.
-            await state.flush()
+            await run.spawns.flush()
         return child
-    row = await _spawn_keyed(state, name, spec, traceparent)
+    row = await _spawn_keyed(run, name, spec, traceparent)
     child_id = int(row["id"])
     steps[name] = db.workflow.Recorded(str(child_id), None)
     return Child(child_id, task)
 
 
-async def _spawn_keyed(state: RunState, name: str, spec: Any, traceparent: str | None) -> Any:
+async def _spawn_keyed(run: WorkflowRun, name: str, spec: Any, traceparent: str | None) -> Any:
     """A keyed spawn in a transaction: a key held by an unfinished job rolls the record
     back and raises ``DuplicateJob`` (a failed execution of the parent)."""
     row: Any = None
     try:
-        async with db.connect.transaction(await state.connection()) as conn:
+        async with db.connect.transaction(await run.connection()) as conn:
             row = await db.workflow.child_spawn(
                 conn,
-                schema=state.schema,
-                parent_id=state.job_id,
+                schema=run.schema,
+                parent_id=run.job_id,
                 name=name,
                 spec=spec,
                 traceparent=traceparent,
@@ -91,7 +110,7 @@ async def _spawn_keyed(state: RunState, name: str, spec: Any, traceparent: str |
     return row
 
 
-async def gather(state: RunState, children: Sequence[Child[Any]]) -> list[Any]:
+async def gather(run: WorkflowRun, children: Sequence[Child[Any]]) -> list[Any]:
     """The children's results in order once all have finished; until then the job
     waits (the last child to finish wakes it). A child that ended dead or cancelled (or
     was deleted) raises ``ChildFailed``: the first such in order, once all ended."""
@@ -100,11 +119,11 @@ async def gather(state: RunState, children: Sequence[Child[Any]]) -> list[Any]:
             raise VenturiError(f"ctx.gather takes what ctx.spawn returned, got {child!r}")
     if not children:
         return []
-    await state.load()
+    await run.load()
     seq, rows = await db.workflow.child_list(
-        await state.connection(),
-        schema=state.schema,
-        job_id=state.job_id,
+        await run.connection(),
+        schema=run.schema,
+        job_id=run.job_id,
         ids=[c.job_id for c in children],
     )
     open_ids = [int(r["id"]) for r in rows if r["status"] in _UNFINISHED]
@@ -121,7 +140,7 @@ async def gather(state: RunState, children: Sequence[Child[Any]]) -> list[Any]:
     return results
 
 
-def _result(task: Task[Any] | None, text: str | None, what: str) -> Any:
+def _result(task: Declared | None, text: str | None, what: str) -> Any:
     type_ = Any if task is None else task.result_type
     if text is None:
         text = "null"
@@ -129,19 +148,19 @@ def _result(task: Task[Any] | None, text: str | None, what: str) -> Any:
     return decode(text, type_, f"the result of {what}{kind}")
 
 
-async def result_of(state: RunState, name: str) -> Any:
+async def result_of(run: WorkflowRun, name: str) -> Any:
     """The result of the Workflow node ``name`` this job comes after, decoded as its
     task's ``result`` type (as plain JSON values when this process does not know it)."""
     if not isinstance(name, str) or not name:
         raise VenturiError(f"ctx.result_of: name must be a node name, got {name!r}")
     row = await db.workflow.dependency_result(
-        await state.connection(), schema=state.schema, job_id=state.job_id, name=name
+        await run.connection(), schema=run.schema, job_id=run.job_id, name=name
     )
     if row is None:
-        raise VenturiError(f"ctx.result_of: job {state.job_id} comes after no node named {name!r}")
+        raise VenturiError(f"ctx.result_of: job {run.job_id} comes after no node named {name!r}")
     if row["status"] is None:
         raise VenturiError(f"ctx.result_of({name!r}): job {row['id']} no longer exists")
     if row["status"] != JobStatus.COMPLETED:
         raise VenturiError(f"ctx.result_of({name!r}): job {row['id']} is {row['status']}")
-    task = tasks.registered().get(str(row["kind"]))
+    task = declared(str(row["kind"]))
     return _result(task, row["result"], f"node {name!r} (job {row['id']})")

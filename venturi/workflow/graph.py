@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from venturi import db, tracing
+from venturi import db
 from venturi.db.enqueue import JobSpec
 from venturi.errors import ConfigError
 from venturi.sql import DEFAULT_SCHEMA
+from venturi.traceparent import current_traceparent
 
 
 class Node:
@@ -105,13 +106,14 @@ class Workflow:
             visit(node, ())
         return order
 
-    def _plan(self) -> tuple[list[Node], list[db.workflow.Node]]:
+    def _plan(self) -> tuple[list[Node], list[db.workflow.GraphJob]]:
         if not self._nodes:
             raise ConfigError("Workflow: add at least one node before enqueueing")
         order = self._ordered()
         pos = {n.name: i for i, n in enumerate(order)}
         rows = [
-            db.workflow.Node(n.spec, tuple((pos[d.name], d.name) for d in n.after)) for n in order
+            db.workflow.GraphJob(n.spec, tuple((pos[d.name], d.name) for d in n.after))
+            for n in order
         ]
         return order, rows
 
@@ -120,7 +122,7 @@ class Workflow:
         with one open) on any connection ``Task.enqueue`` takes; node name -> job id."""
         order, rows = self._plan()
         ids = await db.workflow.workflow_insert(
-            conn, schema=schema, nodes=rows, traceparent=tracing.current_traceparent()
+            conn, schema=schema, nodes=rows, traceparent=current_traceparent()
         )
         return {n.name: i for n, i in zip(order, ids, strict=True)}
 
@@ -128,6 +130,6 @@ class Workflow:
         """``enqueue`` on any connection ``Task.enqueue_sync`` takes."""
         order, rows = self._plan()
         ids = db.workflow.workflow_insert_sync(
-            conn, schema=schema, nodes=rows, traceparent=tracing.current_traceparent()
+            conn, schema=schema, nodes=rows, traceparent=current_traceparent()
         )
         return {n.name: i for n, i in zip(order, ids, strict=True)}

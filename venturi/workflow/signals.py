@@ -12,7 +12,8 @@ from venturi import db
 from venturi.codecs import encode_any
 from venturi.errors import ConfigError, SignalTimeout
 from venturi.sql import DEFAULT_SCHEMA
-from venturi.workflow.state import SEP, RunState, decode
+from venturi.workflow.records import SEP, decode
+from venturi.workflow.run import WorkflowRun
 from venturi.workflow.suspend import Suspend
 
 
@@ -49,21 +50,21 @@ def signal_sync(
 
 
 async def wait_for_signal(
-    state: RunState,
+    run: WorkflowRun,
     name: str,
     type_: Any,
     timeout: timedelta | float | None,  # noqa: ASYNC109
 ) -> Any:
     """The payload of signal ``name`` decoded as ``type_``; until it comes the job waits
     (with ``timeout``: at most that long after the first run reached this)."""
-    name = state.claim(name, "ctx.wait_for_signal")
-    what = f"signal {name!r} of job {state.job_id}"
-    steps = await state.load()
+    name = run.records.claim(name, "ctx.wait_for_signal")
+    what = f"signal {name!r} of job {run.job_id}"
+    steps = await run.load()
     timed_out, deadline_name = f"{name}{SEP}timed-out", f"{name}{SEP}deadline"
     if timed_out in steps:
-        raise SignalTimeout(state.job_id, name)
+        raise SignalTimeout(run.job_id, name)
     seq, payload = await db.workflow.signal_get(
-        await state.connection(), schema=state.schema, job_id=state.job_id, name=name
+        await run.connection(), schema=run.schema, job_id=run.job_id, name=name
     )
     if payload is not None:
         return decode(payload, type_, what, sent=True)
@@ -71,10 +72,10 @@ async def wait_for_signal(
     if timeout is not None:
         deadline = steps.get(deadline_name)
         if deadline is None:
-            deadline = await state.record(deadline_name, "null", wake_at=state.after(timeout))
+            deadline = await run.record(deadline_name, "null", wake_at=run.records.after(timeout))
         wake_at = deadline.wake_at
-        if wake_at is not None and wake_at <= state.now():
-            await state.record(timed_out, "true")
-            raise SignalTimeout(state.job_id, name)
+        if wake_at is not None and wake_at <= run.records.now():
+            await run.record(timed_out, "true")
+            raise SignalTimeout(run.job_id, name)
     until = "" if wake_at is None else f" until {wake_at.isoformat()}"
     raise Suspend(f"signal {name!r}{until}", seq, wake_at=wake_at, signal=name)

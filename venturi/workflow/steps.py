@@ -11,7 +11,8 @@ from venturi import db
 from venturi.blocking import BlockingConnection, in_step_thread
 from venturi.codecs import encode_any
 from venturi.errors import VenturiError
-from venturi.workflow.state import RunState, decode, return_type
+from venturi.workflow.records import decode, return_type
+from venturi.workflow.run import WorkflowRun
 
 
 class _Lost(Exception):
@@ -19,7 +20,7 @@ class _Lost(Exception):
 
 
 async def step(
-    state: RunState,
+    run: WorkflowRun,
     name: str,
     fn: Callable[..., Any],
     args: tuple[Any, ...],
@@ -27,22 +28,22 @@ async def step(
 ) -> Any:
     """Run ``fn(*args)`` once and record its value under ``name``; on a later run, the
     recorded value (decoded as ``fn``'s return annotation), without running ``fn``."""
-    name = state.claim(name, "ctx.step")
+    name = run.records.claim(name, "ctx.step")
     if not callable(fn):
         raise VenturiError(f"ctx.step({name!r}): fn must be callable, got {fn!r}")
-    what = f"step {name!r} of job {state.job_id}"
+    what = f"step {name!r} of job {run.job_id}"
     type_ = return_type(fn)
-    recorded = (await state.load()).get(name)
+    recorded = (await run.load()).get(name)
     if recorded is not None:
         return decode(recorded.value, type_, what)
     # The steps were read at the run's first primitive: a run that lost its claim since
     # may not know of a record its job's newer run made.
-    state.still_claimed(what)
+    run.still_claimed(what)
     if transactional:
-        return decode(await _transactional(state, name, fn, args), type_, what)
+        return decode(await _transactional(run, name, fn, args), type_, what)
     value = await _call(fn, args)
     text = encode_any(value, f"the value of {what}")
-    return decode((await state.record(name, text)).value, type_, what)
+    return decode((await run.record(name, text)).value, type_, what)
 
 
 async def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
@@ -69,28 +70,28 @@ async def _call_in_transaction(fn: Callable[..., Any], conn: Any, args: tuple[An
 
 
 async def _transactional(
-    state: RunState, name: str, fn: Callable[..., Any], args: tuple[Any, ...]
+    run: WorkflowRun, name: str, fn: Callable[..., Any], args: tuple[Any, ...]
 ) -> str:
     """``fn(conn, *args)`` and the step's record in one transaction: the writes commit
     once, with the record; if another run recorded the step first, they roll back and
     its value is returned."""
-    if state.shared:
+    if run.link.shared:
         raise VenturiError(
             "ctx.step(transactional=True) needs a pool: this worker runs on one shared "
             "connection (venturi.testing.drain on a Connection); give it a DSN or a Pool"
         )
-    steps = await state.load()
+    steps = await run.load()
     won: db.workflow.Recorded | None = None
     try:
-        async with db.connect.transaction(await state.connection()) as conn:
-            state.holding = True
+        async with db.connect.transaction(await run.connection()) as conn:
+            run.link.holding = True
             try:
                 value = await _call_in_transaction(fn, conn, args)
             finally:
-                state.holding = False
-            text = encode_any(value, f"the value of step {name!r} of job {state.job_id}")
+                run.link.holding = False
+            text = encode_any(value, f"the value of step {name!r} of job {run.job_id}")
             won, inserted = await db.workflow.step_record(
-                conn, schema=state.schema, job_id=state.job_id, name=name, value=text
+                conn, schema=run.schema, job_id=run.job_id, name=name, value=text
             )
             if not inserted:
                 raise _Lost
