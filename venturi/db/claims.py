@@ -228,7 +228,7 @@ async def job_claim_capped(
 
 
 async def claim_within_cap(
-    source: Any,
+    source: Source,
     *,
     schema: str,
     claimant: Claimant,

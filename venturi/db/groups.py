@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 from venturi import sql
 from venturi.db import drivers
 from venturi.db.claims import Claimant, rate_spend, rate_take
-from venturi.db.conn import Conn, Record
+from venturi.db.conn import Conn, Record, Source
 from venturi.db.connect import transaction
 from venturi.db.drivers import Query, Steps
 from venturi.db.health import transaction_deadlines
@@ -78,7 +78,7 @@ async def job_claim_grouped(
 
 
 async def claim_grouped(
-    source: Any,
+    source: Source,
     *,
     schema: str,
     claimant: Claimant,

@@ -14,10 +14,9 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
 
 from venturi import db
-from venturi.db.conn import Conn, Record
+from venturi.db.conn import Conn, Record, Source
 from venturi.priority import Priority
 from venturi.rate import TokenBucket
 from venturi.runtime.config import KindPolicy, WorkerConfig
@@ -227,9 +226,7 @@ class Claimer:
             self._backlog = len(rows) >= limit
             completed(done, settled)
             done = []
-            self._count(rows)
-            start(rows)
-            await _let_them_start(rows)
+            await self._started(rows, start)
             await self.statistics.after_claim(conn, self._backlog, took)
             free -= len(rows)
             if len(rows) < limit:
@@ -237,7 +234,9 @@ class Claimer:
                 break
         return free, short, bool(done)
 
-    async def fill_shared(self, conn: Any, free: int, start: Callable[[list[Record]], None]) -> int:
+    async def fill_shared(
+        self, conn: Source, free: int, start: Callable[[list[Record]], None]
+    ) -> int:
         """Claim kinds with a shared rate limit, each within its database bucket; how
         many jobs were claimed."""
         taken = 0
@@ -261,13 +260,12 @@ class Claimer:
                 self.shared_until[kind] = time.monotonic() + wait
             else:
                 self.shared_until.pop(kind, None)
-            self._count(rows)
-            start(rows)
-            await _let_them_start(rows)
-            taken += len(rows)
+            taken += await self._started(rows, start)
         return taken
 
-    async def fill_capped(self, conn: Any, free: int, start: Callable[[list[Record]], None]) -> int:
+    async def fill_capped(
+        self, conn: Source, free: int, start: Callable[[list[Record]], None]
+    ) -> int:
         """Claim kinds with a global cap, each in a transaction holding its cap lock (and
         within its shared bucket, if it has one); how many jobs were claimed. A kind
         found at its cap is left alone for ``CAP_RECHECK`` seconds: another worker's
@@ -297,14 +295,11 @@ class Claimer:
                 self.capped_until[kind] = time.monotonic() + min(CAP_RECHECK, self.poll_max)
             else:
                 self.capped_until.pop(kind, None)
-            self._count(rows)
-            start(rows)
-            await _let_them_start(rows)
-            taken += len(rows)
+            taken += await self._started(rows, start)
         return taken
 
     async def fill_grouped(
-        self, conn: Any, free: int, start: Callable[[list[Record]], None]
+        self, conn: Source, free: int, start: Callable[[list[Record]], None]
     ) -> tuple[int, bool]:
         """Claim the grouped jobs of each grouped kind (``db.groups.claim_grouped``): how
         many were claimed, and whether to claim again at once (a claim made groups ready,
@@ -345,11 +340,16 @@ class Claimer:
             again = again or (
                 len(rows) < room and (claim.woken > 0 or claim.busy > 0 or claim.parked > 0)
             )
-            self._count(rows)
-            start(rows)
-            await _let_them_start(rows)
-            taken += len(rows)
+            taken += await self._started(rows, start)
         return taken, again
+
+    async def _started(self, rows: list[Record], start: Callable[[list[Record]], None]) -> int:
+        """Every claim's tail: count the rows, start their runs, let them take their first
+        step; how many were claimed."""
+        self._count(rows)
+        start(rows)
+        await _let_them_start(rows)
+        return len(rows)
 
     def _room(self, kind: str, free: int) -> int:
         """How many of ``free`` slots a claim of ``kind`` alone may fill: within this
