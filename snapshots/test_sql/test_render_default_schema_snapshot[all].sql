@@ -821,9 +821,13 @@ CREATE INDEX IF NOT EXISTS group_wakes_due_idx
     ON "venturi".group_wakes (kind, at, grp);
 
 -- job_claim_grouped: the greatest virtual time of a kind's groups, where a waking group
--- starts when no group of the kind is ready (no banked credit).
+-- starts when no group of the kind is ready (no banked credit): then every group of the
+-- kind is idle, so the idle ones are enough. Partial, so that a claim's write of a
+-- ready group's row (its virtual time moves) adds no entry here: one index fewer per
+-- group a claim takes from.
 CREATE INDEX IF NOT EXISTS groups_vtime_idx
-    ON "venturi".groups (kind, vtime);
+    ON "venturi".groups (kind, vtime)
+    WHERE NOT ready;
 
 -- job_list --group over the history (all_jobs): a group's finished jobs, newest first.
 CREATE INDEX IF NOT EXISTS jobs_history_grp_id_idx
@@ -1662,7 +1666,8 @@ due_groups AS (
     SELECT d.grp, min(d.priority)::smallint AS priority FROM due d GROUP BY d.grp
 ),
 -- Where a waking group starts (no banked credit): the least virtual time of the ready
--- groups, else the greatest of the kind's groups.
+-- groups, else the greatest of the kind's groups (all idle then: groups_vtime_idx holds
+-- the idle ones).
 restart AS (
     SELECT coalesce(
         (SELECT min(m.v) FROM (
@@ -1676,11 +1681,12 @@ restart AS (
              WHERE g.kind = $2::text AND g.ready AND g.head = 2 ORDER BY g.vtime LIMIT 1)
         ) m),
         (SELECT g.vtime FROM "venturi".groups g
-         WHERE g.kind = $2::text ORDER BY g.vtime DESC LIMIT 1),
+         WHERE g.kind = $2::text AND NOT g.ready ORDER BY g.vtime DESC LIMIT 1),
         0) AS v
 ),
 -- The groups this claim may take from, by tier then virtual time: first those in the
--- tiers at or below the floor (anti-starvation), then every tier.
+-- tiers at or below the floor (anti-starvation), then every tier. With the floor at the
+-- first tier (most claims) the first scan is already every tier: the second is not run.
 ready AS (
     SELECT DISTINCT ON (c.grp) c.grp, c.seen, c.claims, c.running FROM (
         (SELECT g.grp, g.xmin AS seen, g.claims, r.n AS running
@@ -1698,7 +1704,7 @@ ready AS (
     CROSS JOIN LATERAL (
         SELECT count(*)::integer AS n FROM "venturi".jobs c
         WHERE c.status = 'claimed' AND c.kind = g.kind AND c.grp = g.grp) r
-    WHERE g.kind = $2::text AND g.ready AND NOT g.paused 
+    WHERE g.kind = $2::text AND g.ready AND NOT g.paused AND $4::smallint > 0
       AND (coalesce(g.cap, $7::integer) IS NULL OR r.n < coalesce(g.cap, $7::integer))
     ORDER BY g.head, g.vtime
     LIMIT (SELECT $5::integer))

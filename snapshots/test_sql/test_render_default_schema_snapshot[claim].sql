@@ -823,7 +823,8 @@ due_groups AS (
     SELECT d.grp, min(d.priority)::smallint AS priority FROM due d GROUP BY d.grp
 ),
 -- Where a waking group starts (no banked credit): the least virtual time of the ready
--- groups, else the greatest of the kind's groups.
+-- groups, else the greatest of the kind's groups (all idle then: groups_vtime_idx holds
+-- the idle ones).
 restart AS (
     SELECT coalesce(
         (SELECT min(m.v) FROM (
@@ -837,11 +838,12 @@ restart AS (
              WHERE g.kind = $2::text AND g.ready AND g.head = 2 ORDER BY g.vtime LIMIT 1)
         ) m),
         (SELECT g.vtime FROM "venturi".groups g
-         WHERE g.kind = $2::text ORDER BY g.vtime DESC LIMIT 1),
+         WHERE g.kind = $2::text AND NOT g.ready ORDER BY g.vtime DESC LIMIT 1),
         0) AS v
 ),
 -- The groups this claim may take from, by tier then virtual time: first those in the
--- tiers at or below the floor (anti-starvation), then every tier.
+-- tiers at or below the floor (anti-starvation), then every tier. With the floor at the
+-- first tier (most claims) the first scan is already every tier: the second is not run.
 ready AS (
     SELECT DISTINCT ON (c.grp) c.grp, c.seen, c.claims, c.running FROM (
         (SELECT g.grp, g.xmin AS seen, g.claims, r.n AS running
@@ -859,7 +861,7 @@ ready AS (
     CROSS JOIN LATERAL (
         SELECT count(*)::integer AS n FROM "venturi".jobs c
         WHERE c.status = 'claimed' AND c.kind = g.kind AND c.grp = g.grp) r
-    WHERE g.kind = $2::text AND g.ready AND NOT g.paused 
+    WHERE g.kind = $2::text AND g.ready AND NOT g.paused AND $4::smallint > 0
       AND (coalesce(g.cap, $7::integer) IS NULL OR r.n < coalesce(g.cap, $7::integer))
     ORDER BY g.head, g.vtime
     LIMIT (SELECT $5::integer))
