@@ -5,7 +5,6 @@ a database that predates the history moves its finished jobs in batches, losing 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -55,15 +54,6 @@ async def test_the_history_and_the_view_have_the_live_tables_columns_in_order(
     assert len(columns["jobs"]) > 30
     assert columns["jobs_history"] == columns["jobs"]
     assert columns["all_jobs"] == columns["jobs"]
-
-
-@pytest.fixture
-async def web(pool: asyncpg.Pool) -> AsyncIterator[httpx.AsyncClient]:
-    app = venturi.web.app(pool)
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://testserver"
-    ) as c:
-        yield c
 
 
 async def _reads(conn: Any, web: httpx.AsyncClient, ids: list[int], flows: Flows) -> dict[str, Any]:

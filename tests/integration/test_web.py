@@ -10,7 +10,6 @@ import html
 import json
 import re
 import sys
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,31 +25,11 @@ import venturi.web
 from tests.support import wait_for
 from tests.support.claims import claim
 from tests.support.opsdata import TRACEBACK, S, make
+from tests.support.web import CSRF, client, csrf_of
 from venturi import admin, db, sql
 from venturi.tasks import JobSpec
 
 TOKEN = "t0ken-for-the-dashboard-tests-0123456789"
-CSRF = re.compile(r'name="csrf-token" content="([0-9a-f]+)"')
-
-
-def client(app: Any, **kw: Any) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://testserver", **kw
-    )
-
-
-@pytest.fixture
-async def web(pool: asyncpg.Pool) -> AsyncIterator[httpx.AsyncClient]:
-    async with client(venturi.web.app(pool)) as c:
-        yield c
-
-
-async def csrf_of(c: httpx.AsyncClient, path: str = "/") -> str:
-    r = await c.get(path)
-    assert r.status_code == 200, r.text
-    m = CSRF.search(r.text)
-    assert m, "no CSRF field on the page"
-    return m.group(1)
 
 
 async def status(conn: asyncpg.Connection, job_id: int) -> str | None:
@@ -213,7 +192,7 @@ async def post(
     c: httpx.AsyncClient, path: str, data: dict[str, Any], back: str = "/jobs"
 ) -> httpx.Response:
     """Post a form as the page ``back`` does; an action's 303 is followed back there."""
-    token = await csrf_of(c)
+    token = await csrf_of(c, "/")
     r = await c.post(path, data={"csrf": token, "back": back, **data})
     if r.status_code != 303:
         return r
@@ -345,8 +324,8 @@ async def test_actions_need_this_browsers_csrf_token(
     pending = await make(conn, "mail", "pending")
     app = venturi.web.app(pool)
     async with client(app) as browser, client(app) as other:
-        mine = await csrf_of(browser)
-        theirs = await csrf_of(other)
+        mine = await csrf_of(browser, "/")
+        theirs = await csrf_of(other, "/")
         for data in ({}, {"csrf": ""}, {"csrf": "0" * 64}, {"csrf": theirs}):
             for path in (
                 f"/jobs/{dead}/retry",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -18,22 +17,12 @@ import pytest
 import venturi
 import venturi.web
 from tests.support import Item
+from tests.support.web import CSRF, client, csrf_of
 from venturi import Context, admin, db
 from venturi.formatting import to_json
 
 S = "venturi"
 TOKEN = "t0ken-for-the-group-tests-0123456789"
-CSRF = re.compile(r'name="csrf-token" content="([0-9a-f]+)"')
-
-
-def client(app: Any) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver")
-
-
-@pytest.fixture
-async def web(pool: asyncpg.Pool) -> AsyncIterator[httpx.AsyncClient]:
-    async with client(venturi.web.app(pool)) as c:
-        yield c
 
 
 @pytest.fixture
@@ -84,14 +73,6 @@ def groups_shown(page: str) -> list[str]:
 def row_of(page: str, group: str) -> str:
     m = re.search(rf'<tr data-group="{group}">(.*?)</tr>', page, re.S)
     assert m, group
-    return m.group(1)
-
-
-async def csrf_of(c: httpx.AsyncClient, path: str = "/kind?name=export") -> str:
-    r = await c.get(path)
-    assert r.status_code == 200, r.text
-    m = CSRF.search(r.text)
-    assert m
     return m.group(1)
 
 
@@ -178,7 +159,7 @@ async def test_pause_and_resume_a_group(
 ) -> None:
     await seed(conn, export)
     journal = await journal_rows(conn)
-    token = await csrf_of(web)
+    token = await csrf_of(web, "/kind?name=export")
     back = "/kind?name=export&group_q=acme"
     r = await web.post(
         "/kinds/groups/pause", data={"csrf": token, "back": back, "kind": "export", "group": "acme"}
@@ -215,7 +196,7 @@ async def test_bad_group_forms_are_refused_before_anything_is_written(
 ) -> None:
     await seed(conn, export)
     before = await conn.fetch("SELECT * FROM venturi.groups ORDER BY kind, grp")
-    token = await csrf_of(web)
+    token = await csrf_of(web, "/kind?name=export")
     for bad in ("", "x" * 201, "ac\x01me", "ac\nme"):
         for path in ("/kinds/groups/pause", "/kinds/groups/resume"):
             r = await web.post(

@@ -7,39 +7,18 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import AsyncIterator
-from typing import Any
 
 import asyncpg
 import httpx
-import pytest
 
 import venturi
 import venturi.web
 from tests.support.fleet import gone_worker
 from tests.support.opsdata import S, make
+from tests.support.web import CSRF, client, csrf_of
 from venturi import admin, db, sql
 
-CSRF = re.compile(r'name="csrf-token" content="([0-9a-f]+)"')
 ROW_IDS = re.compile(r'<tr data-id="(\d+)">')
-
-
-def client(app: Any) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver")
-
-
-@pytest.fixture
-async def web(pool: asyncpg.Pool) -> AsyncIterator[httpx.AsyncClient]:
-    async with client(venturi.web.app(pool)) as c:
-        yield c
-
-
-async def csrf_of(c: httpx.AsyncClient, path: str = "/jobs") -> str:
-    r = await c.get(path)
-    assert r.status_code == 200, r.text
-    m = CSRF.search(r.text)
-    assert m
-    return m.group(1)
 
 
 def shown(page: str) -> list[int]:
@@ -152,7 +131,7 @@ async def test_selected_rows_are_acted_on_journaled_and_the_page_redirects_back(
     b = await make(conn, "fetch", "dead")
     untouched = await make(conn, "fetch", "dead")
     pending = await make(conn, "mail", "pending")
-    token = await csrf_of(web)
+    token = await csrf_of(web, "/jobs")
     back = "/jobs?status=dead"
     r = await web.post(
         "/jobs/selected",

@@ -7,31 +7,21 @@ a plain Run now; a cancelled parent's retry offers its children along."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
 import asyncpg
 import httpx
-import pytest
 
 import venturi
 import venturi.testing
 import venturi.web
 from tests.support import Item
 from tests.support.flows import Flows, run_flows
+from tests.support.web import CSRF
 from venturi import Context, admin
 
-CSRF = re.compile(r'name="csrf-token" content="([0-9a-f]+)"')
 TOKEN = "t0ken-for-the-workflow-action-tests-0123"
-
-
-@pytest.fixture
-async def web(pool: asyncpg.Pool) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=venturi.web.app(pool)), base_url="http://testserver"
-    ) as c:
-        yield c
 
 
 async def post(c: httpx.AsyncClient, path: str, data: dict[str, Any], back: str) -> httpx.Response:

@@ -7,7 +7,6 @@ its JSON twin; hostile kinds and step names escaped; bounds on a big workflow.""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 
 import asyncpg
 import httpx
@@ -22,15 +21,6 @@ from venturi.web import graph
 
 NODE = re.compile(r'<a href="([^"]+)" class="node n-(\w+)( current)?" data-job="(\d+)"')
 ROW = re.compile(r'<tr data-id="(\d+)">')
-
-
-@pytest.fixture
-async def web(pool: asyncpg.Pool) -> AsyncIterator[httpx.AsyncClient]:
-    app = venturi.web.app(pool)
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://testserver"
-    ) as c:
-        yield c
 
 
 @pytest.fixture
