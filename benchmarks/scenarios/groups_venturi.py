@@ -117,6 +117,9 @@ def grouped_args(task: Any, limit: int) -> tuple[Any, ...]:
         None,
         None,
         True,
+        [],  # no completions ride these claims
+        [],
+        [],
     )
 
 

@@ -51,7 +51,8 @@ async def _seed(conn: asyncpg.Connection, groups: int, per_group: int, idle: int
 
 
 def _args(batch: int) -> tuple[Any, ...]:
-    return ("bench", KIND, 60.0, 0, batch, uuid.uuid4(), None, None, None, None, True)
+    # The last three: no completions ride the claim.
+    return ("bench", KIND, 60.0, 0, batch, uuid.uuid4(), None, None, None, None, True, [], [], [])
 
 
 async def _wake_all(conn: asyncpg.Connection) -> None:

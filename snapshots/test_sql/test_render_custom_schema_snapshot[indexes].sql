@@ -1,12 +1,15 @@
 -- venturi schema "billing_jobs": indexes. Each names the statements it backs.
 
--- job_claim: an ordered scan of pending rows by (priority, rank, created_at) stops at the
--- first eligible rows; partial, so finished rows (the bulk of a busy table) never enter it.
--- Also the pending jobs per kind (migration 18): the pending counts of stats, top and the
--- gauges and the kinds with due jobs read it alone, by the included kind and visible_at.
+-- job_claim, claim_capped: an ordered scan of pending rows by (priority, rank, created_at)
+-- stops at the first eligible rows; partial, so finished rows (the bulk of a busy table)
+-- never enter it, nor grouped ones (migration 21: job_claim_grouped claims those, by
+-- jobs_group_claim_idx, and a grouped backlog would lie in the way of every claim). Also
+-- the pending jobs per kind (migration 18): with jobs_group_claim_idx, the pending counts
+-- of stats, top and the gauges read it alone, by the included kind and visible_at
+-- (statements/_pending.sql.j2).
 CREATE INDEX IF NOT EXISTS jobs_claim_idx
     ON "billing_jobs".jobs (priority, rank, created_at, id) INCLUDE (kind, visible_at)
-    WHERE status = 'pending';
+    WHERE status = 'pending' AND grp IS NULL;
 
 -- job_next_visible_at: the nearest not-yet-eligible job of the worker's kinds. Partial
 -- (migration 18): only the pending jobs that became visible later than they were created
@@ -125,9 +128,10 @@ CREATE INDEX IF NOT EXISTS jobs_history_parent_idx
     WHERE parent_id IS NOT NULL;
 
 -- job_claim_grouped: a group's pending jobs in claim order (the tier, rank, age). Only
--- grouped rows enter it.
+-- grouped rows enter it; with jobs_claim_idx (the others), every pending job, whose
+-- counts per kind read both indexes alone by the included visible_at (migration 21).
 CREATE INDEX IF NOT EXISTS jobs_group_claim_idx
-    ON "billing_jobs".jobs (kind, grp, priority, rank, created_at, id)
+    ON "billing_jobs".jobs (kind, grp, priority, rank, created_at, id) INCLUDE (visible_at)
     WHERE status = 'pending' AND grp IS NOT NULL;
 
 -- job_claim_grouped: a group's claimed jobs, counted against its cap (at most the cap,

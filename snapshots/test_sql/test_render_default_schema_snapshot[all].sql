@@ -664,18 +664,22 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (17, 'job_history'),
     (18, 'kind_index'),
     (19, 'groups'),
-    (20, 'operator_reads')
+    (20, 'operator_reads'),
+    (21, 'claim_without_groups')
 ON CONFLICT (version) DO NOTHING;
 
 -- venturi schema "venturi": indexes. Each names the statements it backs.
 
--- job_claim: an ordered scan of pending rows by (priority, rank, created_at) stops at the
--- first eligible rows; partial, so finished rows (the bulk of a busy table) never enter it.
--- Also the pending jobs per kind (migration 18): the pending counts of stats, top and the
--- gauges and the kinds with due jobs read it alone, by the included kind and visible_at.
+-- job_claim, claim_capped: an ordered scan of pending rows by (priority, rank, created_at)
+-- stops at the first eligible rows; partial, so finished rows (the bulk of a busy table)
+-- never enter it, nor grouped ones (migration 21: job_claim_grouped claims those, by
+-- jobs_group_claim_idx, and a grouped backlog would lie in the way of every claim). Also
+-- the pending jobs per kind (migration 18): with jobs_group_claim_idx, the pending counts
+-- of stats, top and the gauges read it alone, by the included kind and visible_at
+-- (statements/_pending.sql.j2).
 CREATE INDEX IF NOT EXISTS jobs_claim_idx
     ON "venturi".jobs (priority, rank, created_at, id) INCLUDE (kind, visible_at)
-    WHERE status = 'pending';
+    WHERE status = 'pending' AND grp IS NULL;
 
 -- job_next_visible_at: the nearest not-yet-eligible job of the worker's kinds. Partial
 -- (migration 18): only the pending jobs that became visible later than they were created
@@ -794,9 +798,10 @@ CREATE INDEX IF NOT EXISTS jobs_history_parent_idx
     WHERE parent_id IS NOT NULL;
 
 -- job_claim_grouped: a group's pending jobs in claim order (the tier, rank, age). Only
--- grouped rows enter it.
+-- grouped rows enter it; with jobs_claim_idx (the others), every pending job, whose
+-- counts per kind read both indexes alone by the included visible_at (migration 21).
 CREATE INDEX IF NOT EXISTS jobs_group_claim_idx
-    ON "venturi".jobs (kind, grp, priority, rank, created_at, id)
+    ON "venturi".jobs (kind, grp, priority, rank, created_at, id) INCLUDE (visible_at)
     WHERE status = 'pending' AND grp IS NOT NULL;
 
 -- job_claim_grouped: a group's claimed jobs, counted against its cap (at most the cap,
@@ -886,7 +891,7 @@ WHERE key = $1::text;
 -- $1 seconds. Kinds with none of these do not appear.
 -- $1 float8 window: seconds of the error-rate window
 -- $2 text manual_detail: the journal detail of an operator's retry, not a failure
--- index: jobs_claim_idx (pending, kind and visible_at included), jobs_finished_idx (completed, by finished_at,
+-- index: jobs_claim_idx and jobs_group_claim_idx (pending, kind and visible_at included), jobs_finished_idx (completed, by finished_at,
 -- kind included), journal_at_idx (failures).
 PREPARE venturi_alert_metrics(float8, text) AS
 WITH pending AS (
@@ -895,8 +900,10 @@ WITH pending AS (
            -- How long the longest-waiting due job has been claimable: a job scheduled
            -- for later is not late before its time.
            extract(epoch FROM now() - min(visible_at))::float8 AS oldest_due_seconds
-    FROM "venturi".jobs
-    WHERE status = 'pending' AND visible_at <= now()
+    FROM (SELECT kind, visible_at FROM "venturi".jobs WHERE status = 'pending' AND grp IS NULL
+     UNION ALL
+     SELECT kind, visible_at FROM "venturi".jobs WHERE status = 'pending' AND grp IS NOT NULL) AS p
+    WHERE visible_at <= now()
     GROUP BY kind
 ),
 completed AS (
@@ -1491,8 +1498,8 @@ LIMIT $2::integer;
 -- $9 uuid claim_token: this worker run's ownership token, stamped on claims, required of completions
 -- $10 boolean synchronous_commit: false commits without waiting for the WAL flush
 -- (_commit_mode.sql.j2: a crash can then lose these writes, and the jobs run again)
--- index: jobs_claim_idx (pending rows by priority, rank, created_at; a grouped row is
--- filtered out, see job_claim_grouped); primary key for the
+-- index: jobs_claim_idx (pending rows without a group by priority, rank, created_at; the
+-- grouped ones are job_claim_grouped's, in an index of their own); primary key for the
 -- completions and the claimed rows.
 PREPARE venturi_job_claim(text, text[], float8[], smallint, integer, bigint[], integer[], text[], uuid, boolean) AS
 WITH completed AS (
@@ -1503,13 +1510,14 @@ WITH completed AS (
         claim_token = NULL,
         result = done.result::jsonb
     -- Every parameter that sizes an estimate is read through a sub-select (see
-    -- candidates' LIMIT): custom and generic plans then cost the same, and PostgreSQL
+    -- job_claim's candidates): custom and generic plans then cost the same, and PostgreSQL
     -- keeps the generic plan whatever the statistics, rather than weigh the two on a
     -- knife-edge when the table has none yet.
-    FROM unnest((SELECT $6::bigint[]), (SELECT $7::integer[]), (SELECT $8::text[]))
+    FROM unnest((SELECT $6::bigint[]), (SELECT $7::integer[]),
+                (SELECT $8::text[]))
         AS done(id, attempt, result)
     -- "id = ANY" as well as the join: a plan must reach the rows by the primary key
-    -- without knowing how many ids $6 holds (the generic plan, see candidates).
+    -- without knowing how many ids it is given (the generic plan).
     WHERE j.id = ANY ((SELECT $6::bigint[])::bigint[]) AND j.id = done.id
       -- The ownership guard (statements/_owned.sql.j2, which says why 'claimed' is a
       -- sub-select): a reclaimed job (new attempt or new owner) is left alone.
@@ -1633,7 +1641,12 @@ FROM "venturi".claim_capped_v2($1::text, $2::text, $3::float8, $4::integer, $5::
 --   of those rows, and parks a group (ready = false) only if no one updated its row
 --   since this statement's snapshot: a job this snapshot cannot see then still has its
 --   wake-up.
--- The rows with settled = false are the claimed jobs; one row with settled = true says
+-- Completions ride the claim as in job_claim ($12-$14: one round trip and one commit for
+-- both). A job completed here still counts against its group's cap in this statement
+-- (its snapshot sees it claimed): the slot is free for the next claim, never twice.
+-- The rows with settled = false are the claimed jobs; settled = true with an id, the
+-- completions that applied (a job missing from them lost its claim); one row with
+-- settled = true and no id says
 -- how many jobs of the kind are claimed once this commits (held, with a global cap),
 -- how many groups were made ready (woken), how many were held by other claims (busy)
 -- and how many left the ready groups (parked): each is a reason to claim again at once
@@ -1650,11 +1663,38 @@ FROM "venturi".claim_capped_v2($1::text, $2::text, $3::float8, $4::integer, $5::
 -- $10 integer global_cap: the kind's global cap (NULL: none); the caller holds the kind's
 -- cap lock (kind_cap_lock) from an earlier statement of this transaction
 -- $11 boolean synchronous_commit: false commits without waiting for the WAL flush
+-- $12 bigint[] done_ids: jobs this worker finished, to settle as completed (may be empty)
+-- $13 integer[] done_attempts: the claim (attempt) each was run under
+-- $14 text[] done_results: msgspec-encoded JSON result of each (NULL: none)
 -- index: group_wakes_due_idx; groups_ready_idx (ready groups by tier and virtual time);
 -- jobs_group_claimed_idx (a group's claimed jobs); jobs_group_claim_idx (a group's
 -- pending jobs in claim order); the primary keys for the rows written.
-PREPARE venturi_job_claim_grouped(text, text, float8, smallint, integer, uuid, integer, float8, integer, integer, boolean) AS
-WITH due AS (
+PREPARE venturi_job_claim_grouped(text, text, float8, smallint, integer, uuid, integer, float8, integer, integer, boolean, bigint[], integer[], text[]) AS
+WITH completed AS (
+    UPDATE "venturi".jobs j
+    SET status = 'completed', finished_at = now(), claim_expires_at = NULL,
+        -- A row that is not claimed holds no token: a claim by an older venturi, which
+        -- does not stamp one, can then never carry this run's.
+        claim_token = NULL,
+        result = done.result::jsonb
+    -- Every parameter that sizes an estimate is read through a sub-select (see
+    -- job_claim's candidates): custom and generic plans then cost the same, and PostgreSQL
+    -- keeps the generic plan whatever the statistics, rather than weigh the two on a
+    -- knife-edge when the table has none yet.
+    FROM unnest((SELECT $12::bigint[]), (SELECT $13::integer[]),
+                (SELECT $14::text[]))
+        AS done(id, attempt, result)
+    -- "id = ANY" as well as the join: a plan must reach the rows by the primary key
+    -- without knowing how many ids it is given (the generic plan).
+    WHERE j.id = ANY ((SELECT $12::bigint[])::bigint[]) AND j.id = done.id
+      -- The ownership guard (statements/_owned.sql.j2, which says why 'claimed' is a
+      -- sub-select): a reclaimed job (new attempt or new owner) is left alone.
+      AND j.status = (SELECT 'claimed') AND j.claim_token = $6::uuid AND j.attempt = done.attempt
+      AND (SELECT CASE WHEN $11::boolean THEN true
+             ELSE set_config('synchronous_commit', 'off', true) = 'off' END)
+    RETURNING j.id
+),
+due AS (
     -- Wake-ups due for this kind, oldest first; a row another claim holds is its.
     SELECT w.id, w.grp, w.priority FROM "venturi".group_wakes w
     WHERE w.kind = $2::text AND w.at <= now()
@@ -1704,7 +1744,7 @@ ready AS (
     CROSS JOIN LATERAL (
         SELECT count(*)::integer AS n FROM "venturi".jobs c
         WHERE c.status = 'claimed' AND c.kind = g.kind AND c.grp = g.grp) r
-    WHERE g.kind = $2::text AND g.ready AND NOT g.paused AND $4::smallint > 0
+    WHERE g.kind = $2::text AND g.ready AND NOT g.paused AND (SELECT $4::smallint) > 0
       AND (coalesce(g.cap, $7::integer) IS NULL OR r.n < coalesce(g.cap, $7::integer))
     ORDER BY g.head, g.vtime
     LIMIT (SELECT $5::integer))
@@ -1743,7 +1783,7 @@ locked AS (
     SELECT g.grp, r.seen = g.xmin AS unchanged, g.vtime, coalesce(g.weight, 1) AS weight,
            r.running + (g.claims - r.claims) AS running,
            coalesce(g.cap, $7::integer) AS cap,
-           CASE WHEN $8::float8 IS NOT NULL THEN
+           CASE WHEN (SELECT $8::float8) IS NOT NULL THEN
                least($9::integer, coalesce(g.tokens, $9::integer)
                      + greatest(0, extract(epoch FROM now() - coalesce(g.refilled_at, now())))
                        * $8::float8)
@@ -1782,7 +1822,7 @@ chosen AS (
     SELECT p.id FROM picks p
     WHERE p.n <= p.room
     ORDER BY (p.priority >= $4::smallint) DESC, p.priority, p.tag, p.id
-    LIMIT (SELECT CASE WHEN $10::integer IS NULL THEN $5::integer
+    LIMIT (SELECT CASE WHEN (SELECT $10::integer) IS NULL THEN $5::integer
                        ELSE greatest(0, least($5::integer, $10::integer - (
                            SELECT count(*)::integer FROM "venturi".jobs k
                            WHERE k.status = 'claimed' AND k.kind = $2::text))) END)
@@ -1810,13 +1850,20 @@ claimed AS (
               extract(epoch FROM now() - j.visible_at)::float8 AS waited,
               j.traceparent, j.grp
 ),
+-- Per group, in one pass over its picks (a claimed job is one of them): the jobs it
+-- gave, the jobs found, and the tier of the first it keeps. One hash join and one
+-- aggregate: a sub-select per group and per figure scanned the CTEs once each (about a
+-- third of the statement's time at 32 groups: benchmarks/JOURNAL.md).
+per_group AS (
+    SELECT p.grp, count(c.id)::integer AS n, count(*)::integer AS found,
+           min(p.priority) FILTER (WHERE c.id IS NULL) AS next_head
+    FROM picks p LEFT JOIN claimed c ON c.id = p.id
+    GROUP BY p.grp
+),
 tally AS (
     SELECT r.grp, r.weight, r.tokens, r.room, r.unchanged,
-           (SELECT count(*)::integer FROM claimed c WHERE c.grp = r.grp) AS n,
-           (SELECT count(*)::integer FROM picks p WHERE p.grp = r.grp) AS found,
-           (SELECT min(p.priority) FROM picks p
-            WHERE p.grp = r.grp AND p.id NOT IN (SELECT c.id FROM claimed c)) AS next_head
-    FROM room r
+           coalesce(t.n, 0) AS n, coalesce(t.found, 0) AS found, t.next_head
+    FROM room r LEFT JOIN per_group t ON t.grp = r.grp
 ),
 states AS (
     SELECT t.*,
@@ -1886,13 +1933,17 @@ SELECT false AS settled, id, kind, priority, carry, attempt, failures, max_failu
 FROM claimed
 UNION ALL
 SELECT true, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       CASE WHEN $10::integer IS NULL THEN NULL ELSE (
+       CASE WHEN (SELECT $10::integer) IS NULL THEN NULL ELSE (
            SELECT count(*)::integer FROM "venturi".jobs k
            WHERE k.status = 'claimed' AND k.kind = $2::text) + (SELECT count(*)::integer FROM claimed) END,
        (SELECT count(*)::integer FROM created)
          + (SELECT count(*)::integer FROM woken k WHERE NOT k.was_ready),
        (SELECT count(*)::integer FROM ready) - (SELECT count(*)::integer FROM locked),
-       (SELECT count(*)::integer FROM outcome o WHERE o.park);
+       (SELECT count(*)::integer FROM outcome o WHERE o.park)
+UNION ALL
+SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL
+FROM completed;
 
 -- job_complete_many_if_owned: settle finished jobs as completed, only where this worker
 -- still holds the same claim; returns the ids it settled (a missing id lost its claim).
@@ -1979,7 +2030,8 @@ FROM (
     SELECT j.id
     FROM "venturi".all_jobs j
     WHERE $4::text IS NOT NULL
-      AND (j.status = 'pending' OR j.status = 'claimed' OR j.status = 'waiting'
+      AND ((j.status = 'pending' AND j.grp IS NULL)
+         OR (j.status = 'pending' AND j.grp IS NOT NULL) OR j.status = 'claimed' OR j.status = 'waiting'
          OR (j.status IN ('completed', 'dead', 'cancelled')
              AND j.finished_at >= $7::timestamptz
              AND (j.finished_at > $7::timestamptz OR j.id > $8::bigint)))
@@ -2081,13 +2133,14 @@ ORDER BY input.id;
 -- the given worker (`venturi.testing.drain` stops its worker when this reaches zero).
 -- $1 text[] kinds: the kinds being drained
 -- $2 text claimed_by: the draining worker's identity
--- index: jobs_claim_idx and jobs_stale_idx (partial), filtered by kind.
+-- index: jobs_claim_idx, jobs_group_claim_idx and jobs_stale_idx (partial), filtered by kind.
 PREPARE venturi_job_due_count(text[], text) AS
 SELECT count(*) AS jobs FROM "venturi".jobs
 WHERE kind = ANY($1::text[])
   -- clock_timestamp(), not now(): this statement's transaction can start before a
   -- concurrent pause that commits before its snapshot, stamping visible_at after now().
-  AND ((status = 'pending' AND visible_at <= clock_timestamp())
+  AND ((((jobs.status = 'pending' AND jobs.grp IS NULL)
+   OR (jobs.status = 'pending' AND jobs.grp IS NOT NULL)) AND visible_at <= clock_timestamp())
        OR (status = 'claimed' AND claimed_by = $2::text));
 
 -- job_fail_if_owned: settle a failed execution (a raised exception, a retry outcome, a
@@ -2352,7 +2405,8 @@ not_indexed AS (
                            || right(coalesce(j.last_error, ''), 2000) || ' ' || left(j.carry::text, 8000) AS words
         FROM "venturi".all_jobs j
         WHERE $4::text IS NOT NULL
-          AND (j.status = 'pending' OR j.status = 'claimed' OR j.status = 'waiting'
+          AND ((j.status = 'pending' AND j.grp IS NULL)
+             OR (j.status = 'pending' AND j.grp IS NOT NULL) OR j.status = 'claimed' OR j.status = 'waiting'
              OR (j.status IN ('completed', 'dead', 'cancelled')
                  AND j.finished_at >= $7::timestamptz
                  AND (j.finished_at > $7::timestamptz OR j.id > $8::bigint)))
@@ -2706,7 +2760,7 @@ CROSS JOIN LATERAL (
 -- (range scans of recent completions and of dead and cancelled jobs), journal_at_idx.
 PREPARE venturi_job_overview(text, float8) AS
 WITH pending AS (
-    -- jobs_claim_idx (...) INCLUDE (kind, visible_at) WHERE status = 'pending'.
+    -- jobs_claim_idx and jobs_group_claim_idx, by their included kind and visible_at.
     SELECT kind,
            count(*) FILTER (WHERE visible_at <= now()) AS due,
            count(*) FILTER (WHERE visible_at > now()) AS scheduled,
@@ -2714,8 +2768,9 @@ WITH pending AS (
            -- created: a job scheduled for later is not late before its time).
            extract(epoch FROM now() - min(visible_at) FILTER (WHERE visible_at <= now()))::float8
                AS oldest_due_seconds
-    FROM "venturi".jobs
-    WHERE status = 'pending'
+    FROM (SELECT kind, visible_at FROM "venturi".jobs WHERE status = 'pending' AND grp IS NULL
+     UNION ALL
+     SELECT kind, visible_at FROM "venturi".jobs WHERE status = 'pending' AND grp IS NOT NULL) AS p
     GROUP BY kind
 ),
 waiting AS (
@@ -3619,7 +3674,8 @@ WITH not_indexed AS (
                            || right(coalesce(j.last_error, ''), 2000) || ' ' || left(j.carry::text, 8000) AS words
         FROM "venturi".all_jobs j
         WHERE $4::text IS NOT NULL
-          AND (j.status = 'pending' OR j.status = 'claimed' OR j.status = 'waiting'
+          AND ((j.status = 'pending' AND j.grp IS NULL)
+             OR (j.status = 'pending' AND j.grp IS NOT NULL) OR j.status = 'claimed' OR j.status = 'waiting'
              OR (j.status IN ('completed', 'dead', 'cancelled')
                  AND j.finished_at >= $7::timestamptz
                  AND (j.finished_at > $7::timestamptz OR j.id > $8::bigint)))
@@ -3662,7 +3718,8 @@ ORDER BY id;
 -- $11 bigint bound: only jobs with a greater id (NULL: any): the oldest of a page that
 -- job_search_text_older filled, past which none of these is on the page
 -- $12 integer max_rows: how many to return at most
--- index: jobs_claim_idx, jobs_stale_idx, jobs_waiting_idx and jobs_finished_idx (a bitmap
+-- index: jobs_claim_idx, jobs_group_claim_idx, jobs_stale_idx, jobs_waiting_idx and
+-- jobs_finished_idx (a bitmap
 -- of the jobs not indexed), or jobs_pkey backwards between the bound and the cursor; a
 -- word's pattern is tested on each, and the documents of those that pass computed in id
 -- order until a page.
@@ -3674,7 +3731,8 @@ WITH not_indexed AS (
                            || right(coalesce(j.last_error, ''), 2000) || ' ' || left(j.carry::text, 8000) AS words
         FROM "venturi".all_jobs j
         WHERE $4::text IS NOT NULL
-          AND (j.status = 'pending' OR j.status = 'claimed' OR j.status = 'waiting'
+          AND ((j.status = 'pending' AND j.grp IS NULL)
+             OR (j.status = 'pending' AND j.grp IS NOT NULL) OR j.status = 'claimed' OR j.status = 'waiting'
              OR (j.status IN ('completed', 'dead', 'cancelled')
                  AND j.finished_at >= $7::timestamptz
                  AND (j.finished_at > $7::timestamptz OR j.id > $8::bigint)))
@@ -3957,7 +4015,8 @@ ORDER BY input.id;
 -- $1 float8 factor: how many times the belief the backlog may be before it is stale
 -- $2 bigint minimum: rows of backlog beyond the belief that never make it stale
 -- $3 bigint enough: a belief from which the claim's plan needs no statistics
--- index: jobs_claim_idx (pending rows), at most $1 * believed + $2 of its entries.
+-- index: jobs_claim_idx and jobs_group_claim_idx (pending rows), at most $1 * believed + $2
+-- of their entries.
 PREPARE venturi_job_statistics_state(float8, bigint, bigint) AS
 WITH believed AS (
     SELECT c.oid, c.relowner,
@@ -3974,7 +4033,9 @@ WITH believed AS (
 )
 SELECT b.pending < $3::bigint
        AND (SELECT count(*) FROM (
-                SELECT 1 FROM "venturi".jobs WHERE status = 'pending'
+                SELECT 1 FROM (SELECT kind, visible_at FROM "venturi".jobs WHERE status = 'pending' AND grp IS NULL
+     UNION ALL
+     SELECT kind, visible_at FROM "venturi".jobs WHERE status = 'pending' AND grp IS NOT NULL) AS q
                 LIMIT ($1::float8 * b.pending + $2::bigint)::bigint + 1) AS p)
            > $1::float8 * b.pending + $2::bigint AS stale,
        pg_has_role(b.relowner, 'MEMBER') AS allowed
@@ -3991,7 +4052,7 @@ FROM believed b;
 -- prefers): for operators, not for every second (job_top is).
 PREPARE venturi_job_stats(text, float8, float8) AS
 WITH pending AS (
-    -- jobs_claim_idx (...) INCLUDE (kind, visible_at) WHERE status = 'pending'.
+    -- jobs_claim_idx and jobs_group_claim_idx, by their included kind and visible_at.
     SELECT kind,
            count(*) FILTER (WHERE visible_at <= now()) AS due,
            count(*) FILTER (WHERE visible_at > now()) AS scheduled,
@@ -3999,8 +4060,9 @@ WITH pending AS (
            -- created: a job scheduled for later is not late before its time).
            extract(epoch FROM now() - min(visible_at) FILTER (WHERE visible_at <= now()))::float8
                AS oldest_due_seconds
-    FROM "venturi".jobs
-    WHERE status = 'pending'
+    FROM (SELECT kind, visible_at FROM "venturi".jobs WHERE status = 'pending' AND grp IS NULL
+     UNION ALL
+     SELECT kind, visible_at FROM "venturi".jobs WHERE status = 'pending' AND grp IS NOT NULL) AS p
     GROUP BY kind
 ),
 waiting AS (
@@ -4077,7 +4139,7 @@ ORDER BY k.kind;
 -- range scans), journal_at_idx.
 PREPARE venturi_job_top(text, float8, float8) AS
 WITH pending AS (
-    -- jobs_claim_idx (...) INCLUDE (kind, visible_at) WHERE status = 'pending'.
+    -- jobs_claim_idx and jobs_group_claim_idx, by their included kind and visible_at.
     SELECT kind,
            count(*) FILTER (WHERE visible_at <= now()) AS due,
            count(*) FILTER (WHERE visible_at > now()) AS scheduled,
@@ -4085,8 +4147,9 @@ WITH pending AS (
            -- created: a job scheduled for later is not late before its time).
            extract(epoch FROM now() - min(visible_at) FILTER (WHERE visible_at <= now()))::float8
                AS oldest_due_seconds
-    FROM "venturi".jobs
-    WHERE status = 'pending'
+    FROM (SELECT kind, visible_at FROM "venturi".jobs WHERE status = 'pending' AND grp IS NULL
+     UNION ALL
+     SELECT kind, visible_at FROM "venturi".jobs WHERE status = 'pending' AND grp IS NOT NULL) AS p
     GROUP BY kind
 ),
 waiting AS (
@@ -4530,7 +4593,7 @@ WHERE EXISTS (SELECT 1 FROM "venturi".jobs j WHERE j.kind = k.kind AND j.status 
 -- UnservedKinds warning), with how many are due and the oldest one's wait. A paused kind
 -- is left out: its jobs wait because an operator said so.
 -- $1 float8 liveness: seconds without a heartbeat after which a worker is gone
--- index: jobs_claim_idx (...) INCLUDE (kind, visible_at) WHERE status = 'pending'.
+-- index: jobs_claim_idx and jobs_group_claim_idx (pending; kind and visible_at included).
 PREPARE venturi_kind_list_unserved(float8) AS
 WITH served AS (
     SELECT DISTINCT unnest(kinds) AS kind
@@ -4539,8 +4602,10 @@ WITH served AS (
 )
 SELECT kind, count(*) AS due,
        extract(epoch FROM now() - min(visible_at))::float8 AS oldest_due_seconds
-FROM "venturi".jobs
-WHERE status = 'pending' AND visible_at <= now()
+FROM (SELECT kind, visible_at FROM "venturi".jobs WHERE status = 'pending' AND grp IS NULL
+     UNION ALL
+     SELECT kind, visible_at FROM "venturi".jobs WHERE status = 'pending' AND grp IS NOT NULL) AS p
+WHERE visible_at <= now()
   AND kind NOT IN (SELECT kind FROM served)
   AND kind NOT IN (SELECT kind FROM "venturi".paused_kinds)
 GROUP BY kind
@@ -4618,7 +4683,7 @@ SELECT (SELECT count(*) FROM live)::integer AS serving,
 -- workers and paused_kinds are small.
 PREPARE venturi_queue_gauges(float8) AS
 WITH pending AS (
-    -- jobs_claim_idx (...) INCLUDE (kind, visible_at) WHERE status = 'pending'.
+    -- jobs_claim_idx and jobs_group_claim_idx, by their included kind and visible_at.
     SELECT kind,
            count(*) FILTER (WHERE visible_at <= now()) AS due,
            count(*) FILTER (WHERE visible_at > now()) AS scheduled,
@@ -4626,8 +4691,9 @@ WITH pending AS (
            -- created: a job scheduled for later is not late before its time).
            extract(epoch FROM now() - min(visible_at) FILTER (WHERE visible_at <= now()))::float8
                AS oldest_due_seconds
-    FROM "venturi".jobs
-    WHERE status = 'pending'
+    FROM (SELECT kind, visible_at FROM "venturi".jobs WHERE status = 'pending' AND grp IS NULL
+     UNION ALL
+     SELECT kind, visible_at FROM "venturi".jobs WHERE status = 'pending' AND grp IS NOT NULL) AS p
     GROUP BY kind
 ),
 waiting AS (

@@ -664,5 +664,6 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (17, 'job_history'),
     (18, 'kind_index'),
     (19, 'groups'),
-    (20, 'operator_reads')
+    (20, 'operator_reads'),
+    (21, 'claim_without_groups')
 ON CONFLICT (version) DO NOTHING;

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from venturi import sql
@@ -19,13 +20,14 @@ class GroupedClaim(NamedTuple):
     """What ``job_claim_grouped`` did: the rows it claimed; the kind's claimed jobs once it
     committed (with a global cap, else None); groups it made ready, groups another claim
     held and groups it took out of the ready ones (each means: claim again at once, the
-    groups behind them may have work)."""
+    groups behind them may have work); the completions that rode it and applied."""
 
     claimed: list[Record]
     held: int | None
     woken: int
     busy: int
     parked: int = 0
+    settled: frozenset[int] = frozenset()
 
 
 class GroupLimits(NamedTuple):
@@ -49,10 +51,12 @@ async def job_claim_grouped(
     limits: GroupLimits,
     global_cap: int | None = None,
     synchronous_commit: bool = True,
+    done: Sequence[tuple[int, int, str | None]] = (),
 ) -> GroupedClaim:
-    """Claim up to ``limit`` grouped jobs of ``kind`` in one statement (each group within
-    its cap and tokens, the groups by virtual time). With ``global_cap`` the caller holds
-    the kind's cap lock (``claim_grouped_within_cap``)."""
+    """Settle ``done`` (id, attempt, result) as completed and claim up to ``limit``
+    grouped jobs of ``kind`` in one statement (each group within its cap and tokens, the
+    groups by virtual time), as ``job_claim`` does for the jobs without a group. With
+    ``global_cap`` the caller holds the kind's cap lock (``claim_grouped``)."""
     rows = await conn.fetch(
         sql.statement("job_claim_grouped", schema),
         claimant.name,
@@ -66,14 +70,19 @@ async def job_claim_grouped(
         limits.burst,
         global_cap,
         synchronous_commit,
+        [d[0] for d in done],
+        [d[1] for d in done],
+        [d[2] for d in done],
     )
-    summary = next(r for r in rows if r["settled"])
+    # settled = true: the summary (no id) and the completions that applied.
+    summary = next(r for r in rows if r["settled"] and r["id"] is None)
     return GroupedClaim(
         [r for r in rows if not r["settled"]],
         None if summary["held"] is None else int(summary["held"]),
         int(summary["woken"]),
         int(summary["busy"]),
         int(summary["parked"]),
+        frozenset(int(r["id"]) for r in rows if r["settled"] and r["id"] is not None),
     )
 
 
@@ -91,6 +100,7 @@ async def claim_grouped(
     rate: tuple[float, int] | None = None,
     deadline: float | None = None,
     synchronous_commit: bool = True,
+    done: Sequence[tuple[int, int, str | None]] = (),
 ) -> tuple[GroupedClaim, float]:
     """``job_claim_grouped`` with the kind's own limits: alone, one statement and one
     commit; with a shared rate ``rate`` (per_second, burst) or a ``global_cap``, in one
@@ -99,7 +109,9 @@ async def claim_grouped(
     claim of the kind), the claim, ``rate_spend``. A limit that refuses a job spends
     nothing of the others: the kind's tokens are spent per job claimed, and the groups'
     slots and tokens only by the claim. Returns the claim and, when the kind's bucket was
-    empty, the seconds until its next token (else 0)."""
+    empty, the seconds until its next token (else 0). ``done``, completions, ride the
+    claim; when the kind's bucket is empty no claim runs and none is settled (the
+    claim's ``settled`` says which were)."""
     claim_of = functools.partial(
         job_claim_grouped,
         schema=schema,
@@ -109,6 +121,7 @@ async def claim_grouped(
         floor=floor,
         limits=limits,
         synchronous_commit=synchronous_commit,
+        done=done,
     )
     if global_cap is None and rate is None:
         return await claim_of(source, limit=limit), 0.0

@@ -13,6 +13,7 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from datetime import datetime
 
 from venturi import db
@@ -179,7 +180,7 @@ class Claimer:
         free: int,
         shutdown: asyncio.Event,
         done: list[Run],
-        completed: Callable[[list[Run], set[int]], None],
+        completed: Callable[[list[Run], AbstractSet[int]], None],
         start: Callable[[list[Record]], None],
     ) -> tuple[int, bool, bool]:
         """Settle ``done`` (completions) and claim into ``free`` slots, in as few
@@ -299,11 +300,18 @@ class Claimer:
         return taken
 
     async def fill_grouped(
-        self, conn: Source, free: int, start: Callable[[list[Record]], None]
-    ) -> tuple[int, bool]:
-        """Claim the grouped jobs of each grouped kind (``db.groups.claim_grouped``): how
-        many were claimed, and whether to claim again at once (a claim made groups ready,
-        which its own snapshot could not take, or met groups another claim held)."""
+        self,
+        conn: Source,
+        free: int,
+        start: Callable[[list[Record]], None],
+        done: list[Run],
+        completed: Callable[[list[Run], AbstractSet[int]], None],
+    ) -> tuple[int, bool, list[Run]]:
+        """Claim the grouped jobs of each grouped kind (``db.groups.claim_grouped``), the
+        completions ``done`` riding the first claim that runs (``completed`` hears which
+        applied, as in ``fill``): how many were claimed, whether to claim again at once (a
+        claim made groups ready, which its own snapshot could not take, or met groups
+        another claim held), and the completions still to settle (no claim ran)."""
         taken, again = 0, False
         for kind in self.grouped_claimable(time.monotonic()):
             policy = self.policies[kind]
@@ -329,7 +337,11 @@ class Claimer:
                 rate=None if rate is None else (rate.per_second, rate.burst),
                 deadline=self.deadline,
                 synchronous_commit=self.synchronous_commit,
+                done=[(r.id, r.attempt, r.result()) for r in done],
             )
+            if not wait:  # the claim ran, and settled what it could of done
+                completed(done, claim.settled)
+                done = []
             if wait:
                 self.grouped_until[kind] = time.monotonic() + wait
             elif global_cap is not None and (claim.held or 0) >= global_cap:
@@ -341,7 +353,7 @@ class Claimer:
                 len(rows) < room and (claim.woken > 0 or claim.busy > 0 or claim.parked > 0)
             )
             taken += await self._started(rows, start)
-        return taken, again
+        return taken, again, done
 
     async def _started(self, rows: list[Record], start: Callable[[list[Record]], None]) -> int:
         """Every claim's tail: count the rows, start their runs, let them take their first

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 
 from venturi import db
 from venturi.backoff import Backoff
@@ -181,7 +182,7 @@ class Completer:
         for run in runs:
             self.finish(run, Waiting.name if run.id in settled else None)
 
-    def completed(self, runs: Iterable[Run], settled: set[int]) -> None:
+    def completed(self, runs: Iterable[Run], settled: AbstractSet[int]) -> None:
         """These completions were written; those in ``settled`` applied."""
         runs = list(runs)
         if not runs:

@@ -225,15 +225,14 @@ class Loop:
         """Settle ``done`` and claim into the free slots; True when the queue had nothing
         more to give. With grouped kinds, the groups' claim goes first every other time:
         neither a backlog of jobs without a group nor the groups' wait for the other."""
-        claimer, start = self.claimer, self.inflight.start
+        claimer, start, completed = self.claimer, self.inflight.start, self.completer.completed
         again = False
         grouped_first = bool(claimer.grouped) and claimer.grouped_turn()
         if grouped_first and free > 0 and not shutdown.is_set():
-            taken, again = await claimer.fill_grouped(conn, free, start)
+            # The completions ride whichever claim runs first.
+            taken, again, done = await claimer.fill_grouped(conn, free, start, done, completed)
             free -= taken
-        free, short, unsent = await claimer.fill(
-            conn, free, shutdown, done, self.completer.completed, start
-        )
+        free, short, unsent = await claimer.fill(conn, free, shutdown, done, completed, start)
         if unsent:
             await self.completer.settle(conn)
         if claimer.shared and free > 0 and not shutdown.is_set():
@@ -244,10 +243,13 @@ class Loop:
             free -= await claimer.fill_capped(conn, free, start)
             short = short or free > 0
         if claimer.grouped and not grouped_first and free > 0 and not shutdown.is_set():
-            taken, again = await claimer.fill_grouped(conn, free, start)
+            taken, again, _ = await claimer.fill_grouped(conn, free, start, [], completed)
             free -= taken
         if claimer.grouped:
-            short = (short or free > 0) and not again
+            # Short only if slots are left: a claim of jobs without a group that found
+            # fewer than it asked for is not, when the groups filled the rest (the next
+            # finish wakes the loop; a lookup of the next visible job would be wasted).
+            short = free > 0 and not again
         return short
 
     def reap(self) -> None:
