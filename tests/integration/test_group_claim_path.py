@@ -107,18 +107,43 @@ async def test_completions_ride_the_grouped_claim_only_for_the_run_that_owns_the
     assert sorted(r["grp"] for r in nxt.claimed) == ["g0", "g1"]
 
 
-async def test_the_grouped_claim_keeps_a_generic_plan(conn: asyncpg.Connection) -> None:
-    # Planned anew for each claim, the statement spent about as long planning as running
-    # (its floor, rate and global cap folded into constants made each custom plan look
-    # cheaper than the generic one).
-    await _grouped(conn, 200, 100)
-    await conn.execute(sql.statement("maintenance/analyze", SCHEMA))
-    stmt = await conn.prepare(sql.statement("job_claim_grouped", SCHEMA))
-    args = ("w:1", "k", 60.0, 0, 1, uuid.uuid4(), 1, None, None, None, True, [], [], [])
-    for _ in range(8):
-        async with conn.transaction():
-            await stmt.fetch(*args)
-    generic = await conn.fetchval(
-        "SELECT generic_plans FROM pg_prepared_statements WHERE name = $1", stmt.get_name()
-    )
-    assert generic >= 2
+async def test_the_worker_s_grouped_claim_is_prepared_once_and_keeps_a_generic_plan(
+    pool: asyncpg.Pool,
+) -> None:
+    # Through the loop's held connection, as a worker claims: the statement (16 KiB,
+    # past asyncpg's default cache limit) was parsed and planned anew for every claim,
+    # and even prepared, its floor, rate and global cap folded into constants made each
+    # custom plan look cheaper than the generic one.
+    await _grouped(pool, 200, 100)
+    await pool.execute(sql.statement("maintenance/analyze", SCHEMA))
+    held = db.held.Held(pool)
+    try:
+        for _ in range(8):
+            await _claim_grouped(held, 1)
+        (stmt, _), *_ = held._plans.values()
+        assert "job_claim_grouped" in stmt.get_query()
+        generic = await held.conn.fetchval(
+            "SELECT generic_plans FROM pg_prepared_statements WHERE name = $1", stmt.get_name()
+        )
+        assert generic >= 2
+    finally:
+        await held.close()
+
+
+async def test_a_connection_caches_the_grouped_claim(dsn: str) -> None:
+    # Outside the held connection (a claim within a global cap or a shared rate runs in
+    # a transaction of its own), asyncpg's own cache must take the statement.
+    conn = await db.connect.connect(dsn)
+    try:
+        text = sql.statement("job_claim_grouped", SCHEMA)
+        assert len(text) > 15 * 1024  # asyncpg's default limit
+        args = ("w:1", "k", 60.0, 0, 1, uuid.uuid4(), 1, None, None, None, True, [], [], [])
+        for _ in range(2):
+            async with conn.transaction():
+                await conn.fetch(text, *args)
+        cached = await conn.fetchval(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement = $1", text
+        )
+        assert cached == 1
+    finally:
+        await conn.close()

@@ -14,6 +14,7 @@ from venturi.db.conn import Conn, Record, Source
 from venturi.db.connect import transaction
 from venturi.db.drivers import Query, Steps
 from venturi.db.health import transaction_deadlines
+from venturi.db.held import Held
 
 
 class GroupedClaim(NamedTuple):
@@ -52,12 +53,20 @@ async def job_claim_grouped(
     global_cap: int | None = None,
     synchronous_commit: bool = True,
     done: Sequence[tuple[int, int, str | None]] = (),
+    replan: bool = False,
 ) -> GroupedClaim:
     """Settle ``done`` (id, attempt, result) as completed and claim up to ``limit``
     grouped jobs of ``kind`` in one statement (each group within its cap and tokens, the
     groups by virtual time), as ``job_claim`` does for the jobs without a group. With
-    ``global_cap`` the caller holds the kind's cap lock (``claim_grouped``)."""
-    rows = await conn.fetch(
+    ``global_cap`` the caller holds the kind's cap lock (``claim_grouped``). On the worker
+    loop's held connection the statement keeps its generic plan, made anew with
+    ``replan`` as ``job_claim``'s (``Held.fetch_planned``)."""
+    run: Any = (
+        functools.partial(conn.fetch_planned, replan=replan)
+        if isinstance(conn, Held)
+        else conn.fetch
+    )
+    rows = await run(
         sql.statement("job_claim_grouped", schema),
         claimant.name,
         kind,
@@ -101,6 +110,7 @@ async def claim_grouped(
     deadline: float | None = None,
     synchronous_commit: bool = True,
     done: Sequence[tuple[int, int, str | None]] = (),
+    replan: bool = False,
 ) -> tuple[GroupedClaim, float]:
     """``job_claim_grouped`` with the kind's own limits: alone, one statement and one
     commit; with a shared rate ``rate`` (per_second, burst) or a ``global_cap``, in one
@@ -124,7 +134,7 @@ async def claim_grouped(
         done=done,
     )
     if global_cap is None and rate is None:
-        return await claim_of(source, limit=limit), 0.0
+        return await claim_of(source, limit=limit, replan=replan), 0.0
     async with transaction(source) as conn:
         if deadline is not None:
             await transaction_deadlines(conn, schema=schema, deadline=deadline)

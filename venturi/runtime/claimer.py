@@ -85,6 +85,7 @@ class Claimer:
         # The last claim filled its batch: a backlog, against which the claim's cached
         # plan may be made anew (db.held.Held.fetch_planned).
         self._backlog = False
+        self._grouped_backlog = False  # the same, for the last grouped claim
         # Lookups in a row that found a job due which the claim before did not take.
         self._due_again = 0
         # When due workflow timers were last looked for (time.monotonic()): by
@@ -338,7 +339,9 @@ class Claimer:
                 deadline=self.deadline,
                 synchronous_commit=self.synchronous_commit,
                 done=[(r.id, r.attempt, r.result()) for r in done],
+                replan=self._grouped_backlog,
             )
+            self._grouped_backlog = len(claim.claimed) >= room
             if not wait:  # the claim ran, and settled what it could of done
                 completed(done, claim.settled)
                 done = []
