@@ -658,6 +658,7 @@ class Harness(FlowLoad, GroupLoad):
                     finished_at=r["finished_at"] and r["finished_at"].timestamp(),
                     result=history.decode(r["result"]),
                     last_error=r["last_error"],
+                    grp=r["grp"],
                 )
                 for r in rows
             ]

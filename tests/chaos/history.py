@@ -87,6 +87,7 @@ class Job:
     finished_at: float | None
     result: Any
     last_error: str | None
+    grp: str | None = None  # its group (SPEC 13), named in a violation
 
 
 @dataclass
@@ -307,7 +308,7 @@ def _check_job(
     renews: bool = False,
 ) -> None:
     rep.statuses[job.status] += 1
-    where = f"job {job.id} ({job.kind})"
+    where = f"job {job.id} ({job.kind}{'' if job.grp is None else f', group {job.grp}'})"
     # 2. Final, and as the handler dictates.
     if job.status not in ("completed", "dead"):
         rep.stuck += 1

@@ -169,3 +169,14 @@ def test_history_claims_feed_the_check() -> None:
     claims = history.claims_of(job, events)
     assert claims[1].end is not None and claims[1].end.event == "stale-recovered"
     assert claims[2].end is not None and claims[2].end.event == "completed"
+
+
+def test_a_stuck_grouped_job_is_named_with_its_group() -> None:
+    """A violation names the job's group: the last CI failure's stuck grouped jobs could
+    only be told apart by their kind."""
+    job = history.Job(7, "chaos_group1", "pending", {"seq": 7}, 0, 0, 20, None, None, None,
+                      None, None, grp="t0")  # fmt: skip
+    rep = history.check([job], [], [], Faults(), enqueued={7: 7}, ambiguous_seqs=set(),
+                        expected={}, leases={}, caps={})  # fmt: skip
+    assert rep.stuck == 1
+    assert any("job 7 (chaos_group1, group t0): stuck pending" in v for v in rep.violations)
