@@ -68,6 +68,9 @@ class InFlight:
         loop = asyncio.get_running_loop()
         now = time.monotonic()
         pool, claimant = self.pool, self._claimant
+        # A task named after its job only in asyncio's debug mode, where names are read:
+        # the name costs about a microsecond per job (formatted, then set on the task).
+        debug = loop.get_debug()
         for row in rows:
             kind = row["kind"]
             policy = self._policies[kind]
@@ -77,8 +80,8 @@ class InFlight:
             if pool is not None and claimant is not None:
                 tx = JobTransactions(pool, self._schema, claimant, run)
             handle = loop.create_task(
-                executor.run_handler(run, self._state, tx, self._middleware, self._ended),
-                name=f"venturi job {run.id}",
+                executor.run_handler(run, self._state, tx, self._middleware, self._ended, loop),
+                name=f"venturi job {run.id}" if debug else None,
             )
             self.handles[handle] = run
             if m:
