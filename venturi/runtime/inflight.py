@@ -105,6 +105,16 @@ class InFlight:
         if self._m:
             self._m.in_flight.labels(run.task.kind).dec()
 
+    def vacate_many(self, runs: list[Run]) -> None:
+        """``vacate`` each of ``runs`` (a claim's completions: one call, not one each)."""
+        if self._m:
+            for run in runs:
+                self.vacate(run)
+            return
+        per_kind = self.per_kind
+        for run in runs:
+            per_kind[run.task.kind] -= 1
+
     def ask_to_stop(self) -> None:
         """Set every running handler's ``ctx.cancelled``: shutdown has begun."""
         for run in self.handles.values():
