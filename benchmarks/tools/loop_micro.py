@@ -66,6 +66,7 @@ class Answering:
                     "priority": 1,
                     "created_at": T0,
                     "traceparent": None,
+                    "grp": None,
                     "settled": False,
                     "waited": 0.0,
                 }

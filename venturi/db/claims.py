@@ -80,8 +80,14 @@ async def job_claim(
         claimant.token,
         synchronous_commit,
     )
-    claimed = [r for r in rows if not r["settled"]]
-    settled = {int(r["id"]) for r in rows if r["settled"]}
+    # One pass over the rows (each ``settled`` read once), not one per list.
+    claimed: list[Record] = []
+    settled: set[int] = set()
+    for r in rows:
+        if r["settled"]:
+            settled.add(int(r["id"]))
+        else:
+            claimed.append(r)
     return ClaimAnswer(claimed, settled)
 
 

@@ -151,20 +151,35 @@ class Held:
         hence a statement of our own."""
         if not self.prepare:
             return await self.fetch(*args)
+        # What ``acquire`` does around a block, written out: its generator-based
+        # context manager cost a generator and two frames more per claim (issue 38).
+        # ``prepare`` implies ``keep``: the connection stays held.
+        try:
+            conn = await self._get()
+            async with asyncio.timeout(self._now):
+                answer = await self._run_planned(conn, replan, *args)
+        except BaseException as exc:
+            self._failed(exc)
+            if unusable(exc):
+                await self._drop(exc)
+            raise
+        self._answered()
+        return answer
+
+    async def _run_planned(self, conn: Any, replan: bool, *args: Any) -> Any:
         # A pass-through like fetch: args are (query, *parameters).
         query, parameters = args[0], args[1:]
-        async with self.acquire() as conn:
-            held = self._plans.get(query)
-            if held is None or (replan and time.monotonic() - held[1] >= REPLAN_AFTER):
-                held = await self._prepare(conn, *args[:1])
-            try:
-                return await held[0].fetch(*parameters)
-            except _STALE_STATEMENT:
-                # The statement is gone (DEALLOCATE) or its result type changed under
-                # it (a schema change): asyncpg retries its own cache's statements, not
-                # ours. Prepare it again, once.
-                held = await self._prepare(conn, *args[:1])
-                return await held[0].fetch(*parameters)
+        held = self._plans.get(query)
+        if held is None or (replan and time.monotonic() - held[1] >= REPLAN_AFTER):
+            held = await self._prepare(conn, query)
+        try:
+            return await held[0].fetch(*parameters)
+        except _STALE_STATEMENT:
+            # The statement is gone (DEALLOCATE) or its result type changed under it (a
+            # schema change): asyncpg retries its own cache's statements, not ours.
+            # Prepare it again, once.
+            held = await self._prepare(conn, query)
+            return await held[0].fetch(*parameters)
 
     async def _prepare(self, conn: Any, *query: str) -> tuple[Any, float]:
         # The statement it replaces is closed by asyncpg once unreferenced.

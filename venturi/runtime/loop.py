@@ -68,8 +68,9 @@ class Loop:
         # that nobody runs; look for them once the database is back.
         self.orphans_possible = False
         schema = config.schema
+        # Each handler's end sets wake directly: Loop.ended would be a frame more per job.
         self.inflight = InFlight(
-            state, policies, self.ended, instruments, schema, claimant, config.middleware
+            state, policies, self.wake.set, instruments, schema, claimant, config.middleware
         )
         self.recovery = Recovery(
             schema, config.claimed_by, config.backoff, instruments, recover_every(config.poll_max)
@@ -86,10 +87,6 @@ class Loop:
         )
 
     # --- what wakes it ---------------------------------------------------------------
-
-    def ended(self) -> None:
-        """A handler is ending (called from its task's last step, ``run_handler``)."""
-        self.wake.set()
 
     async def watch(self, shutdown: asyncio.Event) -> None:
         await shutdown.wait()

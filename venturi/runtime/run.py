@@ -12,7 +12,9 @@ from venturi.runtime.settlement import Completed, Settlement
 from venturi.tasks import Task
 
 
-@dataclass(eq=False)
+# Slots: a run is made per job; with slots its construction costs about half (issue 38,
+# 1.9 -> 1.0 us by timeit), and nothing adds attributes of its own to a run.
+@dataclass(eq=False, slots=True)
 class Run:
     """One claimed job while its handler runs and until it is settled."""
 

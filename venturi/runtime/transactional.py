@@ -24,7 +24,7 @@ class JobTransactions:
     claim token. Once a block with a completion commits, the run is ``committed`` and the
     worker writes no settlement of its own."""
 
-    __slots__ = ("_done", "_ended", "_open", "_run", "claimant", "pool", "run", "schema")
+    __slots__ = ("_done", "_ended", "_open", "_run", "claimant", "pool", "run", "schema", "used")
 
     def __init__(self, pool: Any, schema: str, claimant: db.Claimant, run: Run) -> None:
         self.pool = pool
@@ -35,6 +35,9 @@ class JobTransactions:
         self._done = False
         self._run: WorkflowRun | None = None
         self._ended = False  # the handler returned: nothing more runs on its behalf
+        # The handler used a workflow primitive: ``flush`` and ``release`` have work. An
+        # attribute, not a property: read twice per job (issue 38).
+        self.used = False
 
     def workflow(self) -> WorkflowRun:
         """The run as its workflow primitives see it, made on first use: a plain job
@@ -44,12 +47,8 @@ class JobTransactions:
         if self._run is None:
             run = self.run
             self._run = WorkflowRun(self.pool, self.schema, run.id, holds=run.holds_claim)
+            self.used = True
         return self._run
-
-    @property
-    def used(self) -> bool:
-        """The handler used a workflow primitive: ``flush`` and ``release`` have work."""
-        return self._run is not None
 
     async def flush(self) -> None:
         """Write the spawns the handler made and has not written yet (it returned)."""
