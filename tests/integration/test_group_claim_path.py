@@ -1,6 +1,7 @@
 """The claim path of a worker with grouped kinds (SPEC 13; migration 21): the claim of
 jobs without a group never reads a grouped row, completions ride the grouped claim
-under the ownership guard, and the grouped claim keeps a generic plan."""
+under the ownership guard, the grouped claim is prepared once and keeps a generic plan,
+and a worker whose groups are all at their caps claims again as its jobs finish."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ from typing import Any
 
 import asyncpg
 
+import venturi
+from tests.support import Item, running, wait_until
 from tests.support.plans import nodes
-from venturi import admin, db, sql
+from venturi import Context, admin, db, sql
+from venturi.runtime.worker import Worker
 from venturi.tasks import JobSpec
 
 SCHEMA = "venturi"
@@ -147,3 +151,24 @@ async def test_a_connection_caches_the_grouped_claim(dsn: str) -> None:
         assert cached == 1
     finally:
         await conn.close()
+
+
+async def test_a_worker_whose_groups_are_all_at_their_caps_claims_again_as_they_finish(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # Every group at its cap and nothing else to run: the claim that carries the
+    # finished jobs' completions still sees their slots taken (its snapshot), and found
+    # nothing. It must claim again at once, not sleep poll_max (60 s here: the drain of
+    # 24 jobs of a few milliseconds each took concurrency jobs per poll_max before).
+    done = 0
+
+    @venturi.task(kind="g_capped", group_cap=1)
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        nonlocal done
+        done += 1
+
+    await venturi.enqueue_many(conn, [handler.job(Item(i), group=f"g{i % 4}") for i in range(24)])
+    worker = Worker(None, dsn, [handler], concurrency=4, poll_max=60)
+    async with running(worker):
+        await wait_until(lambda: done == 24, within=20)
+    assert worker.stats["claimed"] == 24

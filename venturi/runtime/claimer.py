@@ -352,8 +352,14 @@ class Claimer:
             else:
                 self.grouped_until.pop(kind, None)
             rows = claim.claimed
+            # Claim again at once when this one came back short for a reason its own
+            # snapshot held: groups it made ready, groups another claim held, groups it
+            # parked, or completions it settled (their groups' slots were still taken in
+            # its snapshot: without another claim, a worker whose groups were all at
+            # their caps slept poll_max with nothing left to wake it).
             again = again or (
-                len(rows) < room and (claim.woken > 0 or claim.busy > 0 or claim.parked > 0)
+                len(rows) < room
+                and (claim.woken > 0 or claim.busy > 0 or claim.parked > 0 or bool(claim.settled))
             )
             taken += await self._started(rows, start)
         return taken, again, done
