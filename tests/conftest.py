@@ -141,7 +141,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if turns is None:
         yield
         return
-    with turns.hold(alone.is_serial(item)):
+    keep = nextitem is not None and alone.is_serial(nextitem)
+    with turns.hold(alone.is_serial(item), keep=alone.is_serial(item) and keep):
         yield
 
 

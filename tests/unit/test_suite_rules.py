@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +71,7 @@ class Module:
     functions: dict[str, list[Function]] = field(default_factory=dict)
 
 
+@functools.cache  # both rules read the same files: parsed once (nothing changes them)
 def _modules() -> list[Module]:
     out = []
     for p in sorted(TESTS.rglob("*.py")):
@@ -91,6 +93,8 @@ def _called_name(call: ast.Call) -> str | None:
     return None
 
 
+# Both are asked of the same shared helpers once per test module: worked out once each.
+@functools.cache
 def _checks_directly(fn: ast.AST) -> bool:
     for node in ast.walk(fn):
         if isinstance(node, ast.Assert):
@@ -111,8 +115,9 @@ def _checks_directly(fn: ast.AST) -> bool:
     return False
 
 
-def _calls(fn: ast.AST) -> set[str]:
-    return {n for c in ast.walk(fn) if isinstance(c, ast.Call) and (n := _called_name(c))}
+@functools.cache
+def _calls(fn: ast.AST) -> frozenset[str]:
+    return frozenset(n for c in ast.walk(fn) if isinstance(c, ast.Call) and (n := _called_name(c)))
 
 
 def asserting_helpers(modules: list[Module], own: Module | None = None) -> set[str]:
@@ -180,8 +185,11 @@ class Durations:
     def __init__(self, fn: ast.AST) -> None:
         self.clocks: set[str] = set()
         self.durations: dict[str, int] = {}
+        nodes = list(ast.walk(fn))
+        if not any(_is_clock_call(n) for n in nodes):
+            return  # no clock read: no name can hold a reading or a duration
         for _ in range(3):  # assignments may refer to names assigned later in the walk
-            for node in ast.walk(fn):
+            for node in nodes:
                 self._learn(node)
 
     def _learn(self, node: ast.AST) -> None:
