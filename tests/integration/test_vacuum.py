@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 
 import venturi
-from tests.support import Item, running, wait_stat
+from tests.support import Item, running, wait_for, wait_stat
 from tests.support.roles import not_owner_dsn
 from tests.support.sql import statement as tsql
 from venturi import Context
@@ -50,14 +50,26 @@ async def test_the_live_table_is_vacuumed_past_the_threshold_and_not_below(
         await wait_stat(idle, "maintenance_runs:vacuum", 3)
     assert idle.stats["vacuum_runs"] == 0
     assert (await conn.fetchrow(tsql("jobs_vacuum_stats")))["vacuum_count"] == before
-    # Past it: one vacuum, after which the count it reads is below the threshold again.
+    # Past it: it vacuums until the count it reads is below the threshold, then leaves
+    # the table alone. Usually one vacuum does it; on a busy server a vacuum may leave
+    # some dead versions behind for the next (a page another backend had pinned), so the
+    # test waits for the count, not for exactly one run.
     busy = Worker(None, dsn, other, poll_max=0.1, maintenance=[Vacuum(interval=0.05, dead=100)])
+
+    async def below() -> bool:
+        return int((await conn.fetchrow(tsql("jobs_vacuum_stats")))["dead"]) < 100
+
     async with running(busy):
         await wait_stat(busy, "vacuum_runs", 1)
-        await wait_stat(busy, "maintenance_runs:vacuum", 4)
+        await wait_for(below)
+        # The pass under way may have read the count before it fell: let it end.
+        await wait_stat(busy, "maintenance_runs:vacuum", busy.stats["maintenance_runs:vacuum"] + 1)
+        runs = busy.stats["vacuum_runs"]
+        # Below the threshold: three more passes, no more vacuums.
+        await wait_stat(busy, "maintenance_runs:vacuum", busy.stats["maintenance_runs:vacuum"] + 3)
+        assert busy.stats["vacuum_runs"] == runs
     stats = await conn.fetchrow(tsql("jobs_vacuum_stats"))
-    assert stats["vacuum_count"] == before + busy.stats["vacuum_runs"]
-    assert busy.stats["vacuum_runs"] == 1
+    assert stats["vacuum_count"] == before + runs
     assert stats["dead"] < 100
 
 
