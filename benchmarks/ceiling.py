@@ -195,6 +195,7 @@ async def insert_single(dsn: str, *, jobs: int, schema: str = sql.DEFAULT_SCHEMA
         "unique_for": None,
         "replace": False,
         "traceparent": None,
+        "grp": None,  # no group (SPEC 13): the ceiling is the plain job's
     }
     args = bind(names, values, "job_insert")
     conn = await asyncpg.connect(dsn)
