@@ -108,22 +108,6 @@ class Context(Generic[S]):
         # its primitives there (venturi.blocking).
         self._loop = blocking.worker_loop()
 
-    @classmethod
-    def _of_worker(
-        cls,
-        state: S,
-        job: JobMeta,
-        cancel: asyncio.Event,
-        transactions: Transactions | None,
-        loop: asyncio.AbstractEventLoop,
-    ) -> Context[S]:
-        """The context a worker makes for a run, on its own ``loop``: the worker reads
-        the loop once per claim, where ``__init__`` asks asyncio for it per job."""
-        ctx = cls.__new__(cls)
-        ctx.state, ctx.job, ctx._cancel = state, job, cancel
-        ctx._log, ctx._tx, ctx._loop = None, transactions, loop
-        return ctx
-
     def transaction(self) -> Any:
         """``async with ctx.transaction() as conn``: an asyncpg connection of the worker's
         pool in a transaction. Call ``ctx.complete(conn)`` inside it and the job's

@@ -33,7 +33,6 @@ async def run_handler(
     transactions: Transactions | None = None,
     middleware: Sequence[Middleware] = (),
     ended: Callable[[], None] | None = None,
-    loop: asyncio.AbstractEventLoop | None = None,
 ) -> None:
     """Run one handler (inside ``middleware``, the first outermost) and record its
     settlement on ``run``; never raises but for a cancellation by the worker
@@ -42,13 +41,12 @@ async def run_handler(
     the context's ``transaction()`` and ``complete()`` and the workflow primitives,
     whose connection is given back when the handler ends. ``ended`` is called last, as
     the task ends (the loop's wake-up: cheaper than a done callback per task).
-    ``loop``: the loop it runs on, if the caller has it (read once per claim).
 
     One coroutine per job on the common path (an async handler, no middleware): the
     handler is awaited here, not through a chain of helpers, each of which cost a frame
     and an await per job (issue 38)."""
     try:
-        run.outcome = await _outcome(run, state, transactions, middleware, loop)
+        run.outcome = await _outcome(run, state, transactions, middleware)
     finally:
         try:
             if transactions is not None:
@@ -64,11 +62,7 @@ async def run_handler(
 
 
 async def _outcome(
-    run: Run,
-    state: Any,
-    transactions: Transactions | None,
-    middleware: Sequence[Middleware],
-    loop: asyncio.AbstractEventLoop | None,
+    run: Run, state: Any, transactions: Transactions | None, middleware: Sequence[Middleware]
 ) -> s.Settlement:
     task = run.task
     try:
@@ -86,9 +80,7 @@ async def _outcome(
         run.traceparent,
         run.group,
     )
-    ctx: Context[Any] = Context._of_worker(
-        state, meta, run.cancel, transactions, asyncio.get_running_loop() if loop is None else loop
-    )
+    ctx: Context[Any] = Context(state, meta, run.cancel, transactions)
     deadline = None
     try:
         if task.timeout is not None:

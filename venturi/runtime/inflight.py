@@ -84,7 +84,7 @@ class InFlight:
             if pool is not None and claimant is not None:
                 tx = JobTransactions(pool, schema, claimant, run)
             handle = loop.create_task(
-                run_handler(run, state, tx, middleware, ended, loop),
+                run_handler(run, state, tx, middleware, ended),
                 name=f"venturi job {run.id}" if debug else None,
             )
             handles[handle] = run
