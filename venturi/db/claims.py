@@ -8,19 +8,18 @@ across every worker together).
 
 from __future__ import annotations
 
-import functools
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from venturi import sql
 from venturi.backoff import Backoff
 from venturi.db.conn import Conn, Record, Source
 from venturi.db.connect import transaction
 from venturi.db.health import transaction_deadlines
-from venturi.db.held import Held
+from venturi.db.held import fetch_planned
 
 
 @dataclass(frozen=True)
@@ -63,11 +62,7 @@ async def job_claim(
     table as it is now (``Held.fetch_planned``). ``synchronous_commit=False`` lets its
     transaction commit without waiting for the WAL flush (``Worker(synchronous_commit=)``);
     run inside a caller's transaction, it would apply to that whole transaction."""
-    if isinstance(conn, Held):
-        run: Any = functools.partial(conn.fetch_planned, replan=replan)
-    else:
-        run = conn.fetch
-    rows = await run(
+    rows = await fetch_planned(conn, replan=replan)(
         sql.statement("job_claim", schema),
         claimant.name,
         kinds,

@@ -14,7 +14,7 @@ from venturi.db.conn import Conn, Record, Source
 from venturi.db.connect import transaction
 from venturi.db.drivers import Query, Steps
 from venturi.db.health import transaction_deadlines
-from venturi.db.held import Held
+from venturi.db.held import fetch_planned
 
 
 class GroupedClaim(NamedTuple):
@@ -61,12 +61,7 @@ async def job_claim_grouped(
     ``global_cap`` the caller holds the kind's cap lock (``claim_grouped``). On the worker
     loop's held connection the statement keeps its generic plan, made anew with
     ``replan`` as ``job_claim``'s (``Held.fetch_planned``)."""
-    run: Any = (
-        functools.partial(conn.fetch_planned, replan=replan)
-        if isinstance(conn, Held)
-        else conn.fetch
-    )
-    rows = await run(
+    rows = await fetch_planned(conn, replan=replan)(
         sql.statement("job_claim_grouped", schema),
         claimant.name,
         kind,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -214,3 +215,12 @@ def hold(
     """A ``Held`` connection of an asyncpg Pool; any other source as it is (a look-alike
     that forwards statements, as ``venturi.testing.drain`` passes)."""
     return Held(pool, deadline, keep=keep, prepare=prepare) if is_pool(pool) else pool
+
+
+def fetch_planned(conn: Any, *, replan: bool = False) -> Any:
+    """How a claim runs its statement on ``conn``: through ``Held.fetch_planned`` on the
+    worker loop's held connection (its generic plan kept, made anew with ``replan``),
+    ``fetch`` on any other (a transaction's connection, a look-alike)."""
+    if isinstance(conn, Held):
+        return functools.partial(conn.fetch_planned, replan=replan)
+    return conn.fetch

@@ -220,7 +220,7 @@ class Claimer:
                 leases=leases,
                 floor=floor,
                 limit=limit,
-                done=[(r.id, r.attempt, r.result()) for r in done],
+                done=_completions(done),
                 replan=self._backlog,
                 synchronous_commit=self.synchronous_commit,
             )
@@ -338,19 +338,19 @@ class Claimer:
                 rate=None if rate is None else (rate.per_second, rate.burst),
                 deadline=self.deadline,
                 synchronous_commit=self.synchronous_commit,
-                done=[(r.id, r.attempt, r.result()) for r in done],
+                done=_completions(done),
                 replan=self._grouped_backlog,
             )
             self._grouped_backlog = len(claim.claimed) >= room
-            if not wait:  # the claim ran, and settled what it could of done
+            if wait:  # the kind's bucket was empty: no claim ran, done is still to settle
+                self.grouped_until[kind] = time.monotonic() + wait
+            else:
                 completed(done, claim.settled)
                 done = []
-            if wait:
-                self.grouped_until[kind] = time.monotonic() + wait
-            elif global_cap is not None and (claim.held or 0) >= global_cap:
-                self.capped_until[kind] = time.monotonic() + min(CAP_RECHECK, self.poll_max)
-            else:
-                self.grouped_until.pop(kind, None)
+                if global_cap is not None and (claim.held or 0) >= global_cap:
+                    self.capped_until[kind] = time.monotonic() + min(CAP_RECHECK, self.poll_max)
+                else:
+                    self.grouped_until.pop(kind, None)
             rows = claim.claimed
             # Claim again at once when this one came back short for a reason its own
             # snapshot held: groups it made ready, groups another claim held, groups it
@@ -458,6 +458,11 @@ class Claimer:
             return
         self.timers_at = now
         await db.workflow.job_wake_due(conn, schema=self.schema, kinds=self.kinds)
+
+
+def _completions(done: list[Run]) -> list[tuple[int, int, str | None]]:
+    """The finished runs as a claim settles them: id, the attempt it ran under, result."""
+    return [(r.id, r.attempt, r.result()) for r in done]
 
 
 async def _let_them_start(rows: list[Record]) -> None:
