@@ -9,8 +9,9 @@ pending against 0.6 ms once analyzed; benchmarks/README.md, "A table without fre
 statistics"). Since migration 21 (``jobs_claim_idx`` holds only the jobs without a group)
 ``job_claim``'s plan reads the index even without statistics in the cases the tests try
 (30,000 and 100,000 pending, never analyzed or analyzed empty); the check stays for the
-plans that may still misjudge a backlog (other table shapes, the capped claim). Autovacuum analyzes such a table within a naptime (a minute by default) on a
-server where it is on; the worker does not wait for it. A full claim that took more than
+plans that may still misjudge a backlog (other table shapes, the capped claim).
+Autovacuum analyzes such a table within a naptime (a minute by default) on a server where
+it is on; the worker does not wait for it. A full claim that took more than
 ``SLOW_CLAIM`` asks at most every ``CHECK_EVERY`` whether the pending rows outnumber what
 the last ANALYZE saw (``job_statistics_state``: counted, up to a bound, only while that
 was a small backlog), and if so runs ``ANALYZE (SKIP_LOCKED)`` on the live table, which
