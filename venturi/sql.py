@@ -132,18 +132,34 @@ class Migration:
     template: str = ""
 
 
-@functools.cache
-def migrations(schema: str = DEFAULT_SCHEMA) -> tuple[Migration, ...]:
-    """Every versioned migration, oldest first."""
+def _migration_templates() -> list[tuple[int, str, str]]:
+    """(version, label, template) of every versioned migration, from the file names."""
     found = []
     for tpl in _env().list_templates():
         if tpl.startswith("migrations/") and tpl.endswith(".sql.j2"):
             stem = tpl.removeprefix("migrations/").removesuffix(".sql.j2")
             number, _, label = stem.partition("_")
-            found.append(
-                Migration(int(number), label, _render(tpl, schema), tpl.removesuffix(".sql.j2"))
-            )
+            found.append((int(number), label, tpl))
+    return found
+
+
+@functools.cache
+def migrations(schema: str = DEFAULT_SCHEMA) -> tuple[Migration, ...]:
+    """Every versioned migration, oldest first."""
+    found = [
+        Migration(version, label, _render(tpl, schema), tpl.removesuffix(".sql.j2"))
+        for version, label, tpl in _migration_templates()
+    ]
     return tuple(sorted(found, key=lambda m: m.version))
+
+
+@functools.cache
+def latest_migration() -> int:
+    """The newest migration's version, from the file names alone: every command and
+    worker checks the database's schema against it at start, and rendering the
+    migrations to learn it compiled each template (0.15 s of a 0.5 s `venturi jobs
+    list`, issue 39)."""
+    return max(version for version, _, _ in _migration_templates())
 
 
 @functools.cache

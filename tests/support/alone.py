@@ -9,14 +9,19 @@ a serial test holds it alone, so while a serial test runs no other test runs in 
 worker. The conftest sorts serial tests last, so they make a serial phase at the end of
 the run rather than pauses all through it.
 
-A serial test waiting for the lock goes before ordinary tests that ask after it (a gate
-taken first by everyone, held by the serial test until it has the lock), so a steady
-stream of ordinary tests cannot keep it waiting. A worker whose next test is serial too
-keeps the lock from one to the next: given back between them, it let the other workers
-start ordinary tests in the moment between, and the next serial test waited for the
-longest of those to end, with the machine mostly idle meanwhile (1.5-3 s before each of
-the serial tests, the phase 74 s for 52 s of tests, in a parallel run at load 3-4). The locks are ``flock``s on two files
-in the run's base temporary directory, which xdist's workers share; the kernel drops them
+Ordinary tests go first: a serial test waits while any ordinary test runs or asks for
+the lock (a ``flock`` grants shared holds while an exclusive one waits). The serial tests
+are last in every worker's queue, so they wait only for the ordinary tests still to run,
+which then run side by side before the serial phase instead of one at a time within it:
+with serial tests going first (a gate every test took, held by a waiting serial test),
+the ordinary tests other workers had started waited out the whole serial phase behind it
+(12 of them, 10 s of the run at the end: a timeline of a parallel run, issue 39). A
+worker whose next test is serial too keeps the lock from one to the next: given back
+between them, it let the other workers start ordinary tests in the moment between, and
+the next serial test waited for the longest of those to end, with the machine mostly
+idle meanwhile (1.5-3 s before each of the serial tests, the phase 74 s for 52 s of
+tests, in a parallel run at load 3-4). The lock is a ``flock`` on a file
+in the run's base temporary directory, which xdist's workers share; the kernel drops it
 when a worker dies. Without xdist (``-n 0``, ``-p no:xdist``) there is one process and
 no lock.
 """
@@ -41,11 +46,10 @@ def is_serial(item: pytest.Item) -> bool:
 
 
 class Turns:
-    """A readers-writer lock across the run's worker processes, writers first."""
+    """A readers-writer lock across the run's worker processes, readers first."""
 
     def __init__(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        self._gate = os.open(folder / "venturi-alone.gate", os.O_RDWR | os.O_CREAT, 0o600)
         self._room = os.open(folder / "venturi-alone.room", os.O_RDWR | os.O_CREAT, 0o600)
         # Still held alone from the serial test before (``keep``).
         self._kept = False
@@ -58,11 +62,7 @@ class Turns:
             self._kept = False
             fcntl.flock(self._room, fcntl.LOCK_UN)
         if not self._kept:
-            fcntl.flock(self._gate, fcntl.LOCK_EX)
-            try:
-                fcntl.flock(self._room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-            finally:
-                fcntl.flock(self._gate, fcntl.LOCK_UN)
+            fcntl.flock(self._room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         self._kept = False
         try:
             yield

@@ -40,7 +40,7 @@ async def schema_version(conn: Conn, *, schema: str) -> int:
         version = None
     if version is None:
         raise not_applied(schema)
-    latest = sql.migrations(schema)[-1].version
+    latest = sql.latest_migration()
     if version < latest:
         raise SchemaError(
             f"the venturi schema {schema!r} is at version {version}, this venturi needs "
