@@ -23,6 +23,7 @@ from tests.integration.test_web_browser import (
     Served,
     background,
     browser,  # noqa: F401 (the fixture)
+    chromium,  # noqa: F401 (the fixture browser takes)
     wait_until,
 )
 from tests.support import Item

@@ -108,3 +108,11 @@ def test_pyformat_names_each_placeholder() -> None:
     assert sql.bind((1, "a"), "dollar") == (1, "a")
     with pytest.raises(ConfigError, match="style must be one of dollar, pyformat"):
         sql.statement("job_get", "venturi", "qmark")
+
+
+def test_the_newest_migration_by_name_is_the_newest_rendered() -> None:
+    # Every command and worker start checks the database against latest_migration(),
+    # read from the file names without rendering a template.
+    rendered = [m.version for m in sql.migrations()]
+    assert sql.latest_migration() == rendered[-1] == max(rendered)
+    assert rendered == sorted(set(rendered))
