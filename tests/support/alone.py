@@ -20,9 +20,9 @@ worker whose next test is serial too keeps the lock from one to the next: given 
 between them, it let the other workers start ordinary tests in the moment between, and
 the next serial test waited for the longest of those to end, with the machine mostly
 idle meanwhile (1.5-3 s before each of the serial tests, the phase 74 s for 52 s of
-tests, in a parallel run at load 3-4). The lock is a ``flock`` on a file
-in the run's base temporary directory, which xdist's workers share; the kernel drops it
-when a worker dies. Without xdist (``-n 0``, ``-p no:xdist``) there is one process and
+tests, in a parallel run at load 3-4). The lock is a ``flock`` on a file in the run's
+base temporary directory, which xdist's workers share; the kernel drops it when a worker
+dies. Without xdist (``-n 0``, ``-p no:xdist``) there is one process and
 no lock.
 """
 
