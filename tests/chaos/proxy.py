@@ -257,6 +257,7 @@ class Proxy:
                 if link.mode == "delay" and (up or link.both_ways):
                     link.stats.delayed += 1
                     due = max(due, time.monotonic() + self._draw(link.delay))
+                    # stays: the injected latency is this fault's point
                     await asyncio.sleep(due - time.monotonic())
                 # A chunk read just before a black-hole began is held too.
                 while link.held():

@@ -304,7 +304,7 @@ class Scenario(harness.Harness):
         for at, what in plan:
             delay = self.t_start + at - time.time()
             if delay > 0:
-                await asyncio.sleep(delay)
+                await asyncio.sleep(delay)  # stays: the faults follow a timetable
             await actions[what]()
 
     async def restart_postgres(self) -> None:
@@ -371,7 +371,7 @@ class Scenario(harness.Harness):
         self.fault_at = time.time()
         self.counters["write refusals"] += 1
         self.log(f"writes refused (default_transaction_read_only on) for {READ_ONLY_SECONDS}s")
-        await asyncio.sleep(READ_ONLY_SECONDS)
+        await asyncio.sleep(READ_ONLY_SECONDS)  # stays: how long the fault lasts is its point
         await conn.execute(pgsql.statement("settings_read_only_reset"))
         await conn.fetchval(pgsql.statement("config_reload"))
         self.fault_end = time.time()

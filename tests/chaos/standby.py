@@ -87,7 +87,7 @@ async def _wait_primary(dsn: str, within: float) -> None:
             pass
         if time.monotonic() > deadline:
             raise TimeoutError(f"{dsn} did not become a primary within {within:g}s")
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # stays: the interval of a bounded poll of another server
 
 
 async def _wait_sync(primary_dsn: str, within: float) -> None:
@@ -102,7 +102,7 @@ async def _wait_sync(primary_dsn: str, within: float) -> None:
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the standby is not synchronous within {within:g}s: {rows}")
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.1)  # stays: the interval of a bounded poll of the primary
     finally:
         await conn.close()
 

@@ -286,7 +286,7 @@ async def _flow(ctx: Context[Any], carry: Chaos) -> None:
     if ctx.job.failures == 0 and carry.seq % FLOW_FLAKY_EVERY == 0:
         raise RuntimeError(f"flow fails once after its first step {tag(ctx)}")
     await _step(ctx, "in-transaction", transactional=True)
-    await ctx.sleep("nap", carry.ms / 1000)
+    await ctx.sleep("nap", carry.ms / 1000)  # stays: the flow's durable timer, soaked
     got = await ctx.wait_for_signal(FLOW_SIGNAL, int)
     _line("G", ctx.job.id, FLOW_SIGNAL, got)
     if got != carry.seq:

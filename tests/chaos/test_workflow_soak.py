@@ -144,6 +144,7 @@ async def test_a_due_timer_wakes_while_a_backlog_keeps_every_slot_busy(
 
     @venturi.task(kind="wf_soak_sleeper")
     async def sleeper(ctx: Context[Any], carry: Item) -> None:
+        # stays: a timer that really comes due behind the backlog is the subject
         await ctx.sleep("nap", timedelta(milliseconds=100))
 
     flow_id = await sleeper.enqueue(conn, Item(0))

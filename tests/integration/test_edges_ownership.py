@@ -16,6 +16,7 @@ import asyncpg
 import venturi
 from tests.support import (
     ROOT,
+    expire_claim,
     expire_claims,
     running,
     venturi_cli_async,
@@ -25,7 +26,7 @@ from tests.support import (
 )
 from tests.support import Item as N
 from tests.support.claims import claim
-from venturi import Backoff, Context, db
+from venturi import Backoff, Context, admin, db
 from venturi.runtime.instruments import Instruments
 from venturi.runtime.recovery import RECOVER_BATCH, Recovery
 from venturi.runtime.worker import Worker
@@ -307,32 +308,56 @@ async def test_a_lost_claim_answer_releases_only_this_runs_jobs(
 async def test_a_zombie_s_lost_claim_does_not_stop_the_same_job_s_new_run_in_that_worker(
     dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
-    asked_to_stop: dict[int, bool] = {}
-    ended: list[int] = []
+    runs: dict[int, Context[Any]] = {}
+    started = {1: asyncio.Event(), 2: asyncio.Event()}
+    release = asyncio.Event()
 
-    @venturi.task(kind="own_zombie", lease=1.0, backoff=Backoff.fixed(0.05))
+    @venturi.task(kind="own_zombie", backoff=Backoff.fixed(0.05))
     async def handler(ctx: Context[Any], carry: N) -> None:
-        if ctx.job.attempt == 1:
-            # Past its 1 s lease, deaf to the stop it is asked: recovered, re-claimed by
-            # this same worker (the only one) while it still runs.
-            await asyncio.sleep(2.5)  # stays: a zombie is a run that outlives its lease
-        else:
-            try:
-                # Within its own 1 s lease: a stop asked of it now could only come from
-                # the zombie's lost claim.
-                await asyncio.wait_for(ctx.cancelled(), 0.6)
-                asked_to_stop[ctx.job.attempt] = True
-            except TimeoutError:
-                asked_to_stop[ctx.job.attempt] = False
-        ended.append(ctx.job.attempt)
+        runs[ctx.job.attempt] = ctx
+        started[ctx.job.attempt].set()
+        # Both runs hold until the test has looked; the first is deaf to the stop it is
+        # asked (a zombie).
+        await release.wait()
 
     job_id = await handler.enqueue(conn, N(1))
-    worker = Worker(None, dsn, [handler], concurrency=2, poll_max=0.2)
+    worker = Worker(
+        None, dsn, [handler], concurrency=2, poll_max=0.2, heartbeat=0.1, claimed_by="zombie"
+    )
     async with running(worker):
-        await wait_until(lambda: 1 in ended and 2 in ended, within=30)
-    await wait_status(conn, job_id, "completed")
-    # The new claim is owned: nothing may ask its run to stop.
-    assert asked_to_stop == {2: False}
+        await asyncio.wait_for(started[1].wait(), 15)
+        # The first run outlives its lease (seeded, not slept for): recovered, and claimed
+        # again by this same worker (the only one) while the first run still runs.
+        await expire_claim(conn, job_id)
+        await asyncio.wait_for(started[2].wait(), 15)
+        # Two pushes of the worker's row after the new run started: the heartbeat's tick
+        # between them asked about both claims, the zombie's and the new one.
+        for _ in range(2):
+            await _next_beat(conn, "zombie")
+        stats = dict(worker.stats)
+        asked_to_stop = {attempt: ctx.is_cancelled() for attempt, ctx in runs.items()}
+        release.set()
+        await wait_status(conn, job_id, "completed")
+    assert stats["recovered"] == 1 and stats["claims_lost"] == 1
+    # The zombie's lost claim asks it to stop; the new claim is owned: nothing may ask
+    # its run to stop.
+    assert asked_to_stop == {1: True, 2: False}
+
+
+async def _next_beat(conn: asyncpg.Connection, name: str) -> None:
+    """Wait until worker ``name``'s heartbeat pushes its row forward once more."""
+
+    async def beat_at() -> datetime:
+        [w] = await admin.list_workers(conn, match=name)
+        assert w.heartbeat_at is not None
+        return w.heartbeat_at
+
+    before = await beat_at()
+
+    async def later() -> bool:
+        return await beat_at() > before
+
+    await wait_for(later)
 
 
 async def test_same_identity_claimants_never_touch_each_others_claims(

@@ -64,7 +64,7 @@ async def test_a_cached_connection_breaks_behind_the_pooler_and_a_marked_one_doe
         try:
             for _ in range(40):
                 await db.schema.schema_version(conn, schema="venturi")
-                await asyncio.sleep(0)
+                await asyncio.sleep(0)  # stays: a yield, so the clients interleave
         finally:
             await conn.close()
 

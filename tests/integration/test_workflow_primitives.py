@@ -42,6 +42,7 @@ async def test_a_step_runs_once_and_replays_its_value_after_a_wait(
     async def flow(ctx: Context[Any], carry: Item) -> venturi.Outcome:
         c = await ctx.step("charge", charge, carry.n)
         seen.append(c)
+        # stays: a durable timer that really comes due makes the second run
         await ctx.sleep("cool-off", timedelta(milliseconds=300))
         return venturi.complete({"ref": c.ref})
 
@@ -71,6 +72,7 @@ async def test_a_transactional_steps_writes_commit_with_its_record(
     @venturi.task(kind="wf_tx")
     async def flow(ctx: Context[Any], carry: Item) -> None:
         await ctx.step("reserve", reserve, ctx.job.id, "sku-1", transactional=True)
+        # stays: a durable timer that really comes due: the step must not run again
         await ctx.sleep("nap", timedelta(milliseconds=200))
 
     job_id = await flow.enqueue(conn, Item(1))
@@ -177,6 +179,7 @@ async def test_a_signal_timeout_raises_on_this_and_every_later_run(
         except venturi.SignalTimeout as exc:
             assert isinstance(exc, TimeoutError)
             outcomes.append("timeout")
+        # stays: a durable timer that really comes due makes the later run
         await ctx.sleep("after", timedelta(milliseconds=200))
         return venturi.complete(outcomes[-1])
 

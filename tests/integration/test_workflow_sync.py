@@ -162,7 +162,7 @@ async def test_sync_handlers_filling_the_thread_pool_still_run_their_sync_steps(
     pool_size = min(32, (os.cpu_count() or 1) + 4)  # asyncio's default executor
 
     def slow(n: int) -> int:
-        time.sleep(0.05)
+        time.sleep(0.05)  # stays: a step that holds its thread is this test's point
         return n
 
     @venturi.task(kind="wfs_crowd", result=int)

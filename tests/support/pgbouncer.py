@@ -126,7 +126,7 @@ def running(
             while not _listening(port):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"pgbouncer did not start:\n{bouncer.log()}")
-                time.sleep(0.02)
+                time.sleep(0.02)  # stays: the interval of a bounded poll of a subprocess
             yield bouncer
         finally:
             proc.terminate()

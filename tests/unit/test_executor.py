@@ -45,14 +45,14 @@ async def _ending(task: venturi.Task[Item], **fields: Any) -> s.Settlement:
 def test_each_outcome_maps_to_its_settlement(
     kinds: list[str], returned: Any, settlement: s.Settlement
 ) -> None:
-    task = _task("ex_map", lambda ctx, carry: asyncio.sleep(0))
+    task = _task("ex_map", lambda ctx, carry: asyncio.sleep(0))  # stays: a no-op, never run
     assert executor.settlement_of(task, returned) == settlement
 
 
 def test_a_return_that_is_no_outcome_or_cannot_be_stored_is_a_failure(
     kinds: list[str],
 ) -> None:
-    task = _task("ex_bad", lambda ctx, carry: asyncio.sleep(0))
+    task = _task("ex_bad", lambda ctx, carry: asyncio.sleep(0))  # stays: a no-op, never run
     wrong = executor.settlement_of(task, 42)
     assert type(wrong) is s.Failed and "not an outcome" in wrong.error
     unstorable = executor.settlement_of(task, venturi.complete({"x": object()}))
