@@ -38,6 +38,13 @@ POLL_WITHOUT_LISTENER = 1.0
 # cut (normally milliseconds; a statement on a frozen connection never comes back).
 CUT_AFTER = 1.0
 
+# While groups keep a worker busy, its claim of jobs without a group, once it found none,
+# is not repeated on every iteration (a round trip and a commit each, 17 % of a grouped
+# drain: benchmarks/JOURNAL.md), only after a notification (an enqueue), a lookup that
+# finds a job due, or this many seconds: the most a job without a group that becomes
+# visible by its time (a retry's backoff, a schedule, a recovery) waits for it.
+PLAIN_RECHECK = 0.05
+
 # How long stopping waits for a connection to let go before it is closed by force (a
 # statement stuck on a frozen connection).
 CLOSE_WITHIN = 2.0
@@ -67,6 +74,10 @@ class Loop:
         # After any database error: a claim whose answer was lost may have claimed jobs
         # that nobody runs; look for them once the database is back.
         self.orphans_possible = False
+        # Notifications seen, and when the claim of jobs without a group last found none
+        # (with the count then): see PLAIN_RECHECK.
+        self.notified = 0
+        self.plain_dry: tuple[float, int] | None = None
         schema = config.schema
         # Each handler's end sets wake directly: Loop.ended would be a frame more per job.
         self.inflight = InFlight(
@@ -94,11 +105,13 @@ class Loop:
 
     def on_notify(self, payload: str) -> None:
         if not payload or any(k in self.policies for k in payload.split(",")):
+            self.notified += 1
             self.wake.set()
 
     def on_listening(self, up: bool) -> None:
         self.listening = up
         if up:
+            self.notified += 1
             # Work may have arrived while we were not listening.
             self.wake.set()
 
@@ -185,6 +198,8 @@ class Loop:
             if short:
                 # Idle slots: wake exactly when the next scheduled job is due.
                 timeout = await claimer.until_next_visible(conn)
+                if timeout == 0.0:
+                    self.plain_dry = None  # a job is due: every claim looks again
                 if token_wait is not None:
                     timeout = min(timeout, token_wait)
             elif not claimer.claimable_kinds():
@@ -223,13 +238,19 @@ class Loop:
         more to give. With grouped kinds, the groups' claim goes first every other time:
         neither a backlog of jobs without a group nor the groups' wait for the other."""
         claimer, start, completed = self.claimer, self.inflight.start, self.completer.completed
-        again = False
-        grouped_first = bool(claimer.grouped) and claimer.grouped_turn()
+        again = short = False
+        plain = not (claimer.grouped and self.plain_resting())
+        # The groups go first in their turn, and whenever the plain claim rests.
+        grouped_first = bool(claimer.grouped) and (claimer.grouped_turn() or not plain)
         if grouped_first and free > 0 and not shutdown.is_set():
             # The completions ride whichever claim runs first.
             taken, again, done = await claimer.fill_grouped(conn, free, start, done, completed)
             free -= taken
-        free, short, unsent = await claimer.fill(conn, free, shutdown, done, completed, start)
+        if plain:
+            free, short, unsent = await claimer.fill(conn, free, shutdown, done, completed, start)
+            self.plain_dry = (time.monotonic(), self.notified) if short else None
+        else:
+            unsent = bool(done)  # no grouped claim ran to carry them
         if unsent:
             await self.completer.settle(conn)
         if claimer.shared and free > 0 and not shutdown.is_set():
@@ -248,6 +269,16 @@ class Loop:
             # finish wakes the loop; a lookup of the next visible job would be wasted).
             short = free > 0 and not again
         return short
+
+    def plain_resting(self) -> bool:
+        """Whether the claim of jobs without a group skips this iteration: it found none
+        less than PLAIN_RECHECK ago, and no notification has come since."""
+        dry = self.plain_dry
+        return (
+            dry is not None
+            and dry[1] == self.notified
+            and time.monotonic() - dry[0] < PLAIN_RECHECK
+        )
 
     def reap(self) -> None:
         """Move finished handlers from the in-flight set to the settle queue."""
