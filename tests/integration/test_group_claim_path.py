@@ -1,10 +1,12 @@
 """The claim path of a worker with grouped kinds (SPEC 13; migration 21): the claim of
 jobs without a group never reads a grouped row, completions ride the grouped claim
 under the ownership guard, the grouped claim is prepared once and keeps a generic plan,
-and a worker whose groups are all at their caps claims again as its jobs finish."""
+a worker whose groups are all at their caps claims again as its jobs finish, and a busy
+worker's claim of jobs without a group rests once it finds none (runtime/loop.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Sequence
@@ -172,3 +174,62 @@ async def test_a_worker_whose_groups_are_all_at_their_caps_claims_again_as_they_
     async with running(worker):
         await wait_until(lambda: done == 24, within=20)
     assert worker.stats["claimed"] == 24
+
+
+async def test_a_busy_grouped_worker_claims_a_job_without_a_group_that_comes_due(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # The claim of jobs without a group rests while the groups keep the worker busy
+    # (runtime/loop.py, PLAIN_RECHECK): a job that becomes visible by its time, which
+    # no notification announces, must still be claimed while the groups' work goes on.
+    grouped_done = 0
+    plain_ran_at: list[int] = []
+
+    # Groups enough to fill every free slot at each claim: the loop never idles, so
+    # its look-up of the next visible job never runs either.
+    @venturi.task(kind="g_busy", group_cap=1000)
+    async def busy(ctx: Context[Any], carry: Item) -> None:
+        nonlocal grouped_done
+        await asyncio.sleep(0.005)  # stays: the groups keep every slot busy a while
+        grouped_done += 1
+
+    @venturi.task(kind="g_plain")
+    async def plain(ctx: Context[Any], carry: Item) -> None:
+        plain_ran_at.append(grouped_done)
+
+    total = 3000
+    await venturi.enqueue_many(conn, [busy.job(Item(i), group=f"t{i % 100}") for i in range(total)])
+    worker = Worker(None, dsn, [busy, plain], concurrency=16, poll_max=30)
+    async with running(worker):
+        await wait_until(lambda: grouped_done > 0)
+        # Visible by its time (the subject of the test): no notification says so.
+        await plain.enqueue(conn, Item(0), after=0.3)
+        await wait_until(lambda: grouped_done == total and bool(plain_ran_at), within=60)
+    assert plain_ran_at[0] < total, (plain_ran_at, total)
+
+
+async def test_a_grouped_drain_does_not_repeat_an_empty_claim_of_jobs_without_a_group(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    done = 0
+
+    @venturi.task(kind="g_only", group_cap=1000)
+    async def only(ctx: Context[Any], carry: Item) -> None:
+        nonlocal done
+        done += 1
+
+    total = 3000
+    await venturi.enqueue_many(conn, [only.job(Item(i), group=f"t{i % 100}") for i in range(total)])
+    worker = Worker(None, dsn, [only], concurrency=32, poll_max=30)
+    loop = asyncio.get_running_loop()
+    async with running(worker):
+        await wait_until(lambda: done > 0)
+        began, empty_then = loop.time(), worker.stats["empty_claims"]
+        await wait_until(lambda: done == total, within=60)
+        empty = worker.stats["empty_claims"] - empty_then
+        elapsed = loop.time() - began
+    # One claim of jobs without a group per PLAIN_RECHECK (0.05 s) at most while the
+    # groups keep the worker busy, plus the few grouped claims that find nothing at the
+    # end. Without the rest it ran on every other iteration: one empty claim per two
+    # grouped claims of the drain's hundred or more.
+    assert empty <= elapsed / 0.05 + 10, (empty, elapsed, worker.stats)

@@ -31,7 +31,7 @@ RAISES = frozenset({"raises", "warns", "fail", "deprecated_call"})
 
 # "file::test" -> why its lower bound on a measured duration is the point of the test.
 LOWER_BOUNDS = {
-    "tests/integration/test_groups.py::test_a_grouped_drain_does_not_repeat_an_empty_claim_of_jobs_without_a_group": (
+    "tests/integration/test_group_claim_path.py::test_a_grouped_drain_does_not_repeat_an_empty_claim_of_jobs_without_a_group": (
         "a busy grouped worker's empty claim of jobs without a group runs at most once per "
         "PLAIN_RECHECK (0.05 s): n of them take at least (n - 10) x 0.05 s"
     ),
