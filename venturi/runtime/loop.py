@@ -39,8 +39,8 @@ POLL_WITHOUT_LISTENER = 1.0
 CUT_AFTER = 1.0
 
 # While groups keep a worker busy, its claim of jobs without a group, once it found none,
-# is not repeated on every iteration (a round trip and a commit each, 17 % of a grouped
-# drain: benchmarks/JOURNAL.md), only after a notification (an enqueue), a lookup that
+# is not repeated on every iteration (a round trip and a commit each: grouped drains +6 %
+# without them, benchmarks/JOURNAL.md), only after a notification (an enqueue), a lookup that
 # finds a job due, or this many seconds: the most a job without a group that becomes
 # visible by its time (a retry's backoff, a schedule, a recovery) waits for it.
 PLAIN_RECHECK = 0.05
