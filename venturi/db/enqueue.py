@@ -215,7 +215,7 @@ def job_insert_many_unkeyed_steps(
     key to wait on); their ids in input order."""
     rows = yield Query(
         "job_insert_many_unkeyed",
-        (*batch_columns(specs), traceparent, [s.group for s in specs]),
+        (*batch_columns(specs), traceparent, column([s.group for s in specs])),
     )
     # One array of the ids, ascending, which is input order (see the statement's header).
     return [int(i) for i in rows[0]["ids"]]
@@ -248,7 +248,7 @@ def job_insert_many_steps(
                 column([sent[i].unique_for for i in todo]),
                 on_conflict == "replace",
                 traceparent,
-                [sent[i].group for i in todo],
+                column([sent[i].group for i in todo]),
             ),
         )
         for i, row in zip(todo, rows, strict=True):

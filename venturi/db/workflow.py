@@ -18,7 +18,7 @@ from venturi.db import drivers
 from venturi.db.claims import Claimant
 from venturi.db.conn import Conn, Record
 from venturi.db.drivers import Query, Steps
-from venturi.db.enqueue import JobSpec, backoff_args, backoff_arrays, batch_columns
+from venturi.db.enqueue import JobSpec, backoff_args, backoff_arrays, batch_columns, column
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ async def child_spawn_many(
         [s.max_failures for s in specs],
         *backoff_arrays(specs),
         list(traceparents),
-        [s.group for s in specs],
+        column([s.group for s in specs]),
     )
     return {str(r["name"]): (int(r["id"]), bool(r["inserted"])) for r in rows}
 
@@ -294,7 +294,7 @@ def workflow_insert_steps(
             [e[0] for e in edges],
             [e[1] for e in edges],
             [e[2] for e in edges],
-            [s.group for s in specs],
+            column([s.group for s in specs]),
         ),
     )
     return ids
