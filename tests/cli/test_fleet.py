@@ -19,6 +19,7 @@ from tests.support import (
     ROOT,
     assert_one_clean_error,
     running,
+    until_cancelled,
     venturi_cli,
     venturi_cli_async,
     wait_for,
@@ -108,7 +109,7 @@ async def test_recover_worker_force_and_bad_input(
     @venturi.task(kind="fleet_hang")
     async def hang(ctx: venturi.Context[None], carry: None) -> None:
         started.set()
-        await asyncio.Event().wait()
+        await until_cancelled()
 
     job_id = await hang.enqueue(conn, None)
     w = Worker(None, dsn, [hang], poll_max=0.2, shutdown_timeout=0.5)
@@ -197,7 +198,7 @@ async def test_a_kind_without_a_live_worker_is_flagged_until_one_starts(
 ) -> None:
     @venturi.task(kind="fleet_orphan")
     async def orphan(ctx: venturi.Context[None], carry: None) -> None:
-        await asyncio.Event().wait()
+        await until_cancelled()
 
     @venturi.task(kind="fleet_other")
     async def other(ctx: venturi.Context[None], carry: None) -> None:

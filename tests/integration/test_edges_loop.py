@@ -16,7 +16,15 @@ import asyncpg
 import pytest
 
 import venturi
-from tests.support import ROOT, running, status_of, wait_for, wait_status, workertasks
+from tests.support import (
+    ROOT,
+    running,
+    status_of,
+    until_cancelled,
+    wait_for,
+    wait_status,
+    workertasks,
+)
 from tests.support import Item as N
 from venturi import Backoff, Context, sql
 from venturi.runtime.worker import Worker
@@ -84,7 +92,7 @@ async def test_worker_cancellation_inside_a_task_timeout_is_still_a_release(
     @venturi.task(kind="e_stubborn_timeout", timeout=120)
     async def handler(ctx: Context[Any], carry: N) -> None:
         started.set()
-        await asyncio.Event().wait()
+        await until_cancelled()
 
     job_id = await handler.enqueue(conn, N(1))
     worker = Worker(None, dsn, [handler], poll_max=0.1, shutdown_timeout=0.2)
@@ -227,7 +235,7 @@ async def test_shutdown_returns_when_a_cancelled_handler_is_slow_to_stop(
     async def handler(ctx: Context[Any], carry: N) -> None:
         started.set()
         try:
-            await asyncio.Event().wait()
+            await until_cancelled()
         except asyncio.CancelledError:
             try:
                 await gate.wait()  # a clean-up that takes its time
@@ -266,7 +274,7 @@ async def test_shutdown_releases_the_job_at_the_timeout_not_after_the_clean_up(
     async def handler(ctx: Context[Any], carry: N) -> None:
         started.set()
         try:
-            await asyncio.Event().wait()
+            await until_cancelled()
         except asyncio.CancelledError:
             # A clean-up that lasts until the test has seen the job released, or gives
             # up after 4 s: a worker that waited for it (a fixed 5 s grace) released the

@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 
 import venturi
-from tests.support import Item, running, wait_status, wait_until
+from tests.support import Item, running, until_cancelled, wait_status, wait_until
 from venturi import Context, SchemaError, WorkerGroup
 from venturi.runtime.loop import Loop
 from venturi.runtime.worker import Worker
@@ -106,7 +106,7 @@ async def test_handlers_of_a_dead_loop_are_cancelled_and_their_job_released(
         if ctx.job.attempt == 1:
             running_first.set()
             try:
-                await asyncio.Event().wait()
+                await until_cancelled()
             except asyncio.CancelledError:
                 cancelled.append(ctx.job.id)
                 raise

@@ -6,12 +6,12 @@ $VENTURI_TEST_RUNS_DIR, so the test can check afterwards which jobs ran how ofte
 
 from __future__ import annotations
 
-import asyncio
 import os
 from typing import Any
 
 import venturi
 from tests.support.carries import Item
+from tests.support.waits import until_cancelled
 
 
 def _record(ctx: venturi.Context[Any]) -> None:
@@ -31,4 +31,4 @@ async def block(ctx: venturi.Context[Any], carry: Item) -> None:
     """The first attempt hangs (until its process is killed); later attempts complete."""
     _record(ctx)
     if ctx.job.attempt == 1:
-        await asyncio.Event().wait()
+        await until_cancelled()

@@ -9,7 +9,6 @@ steps the first attempt hangs until its process is killed; a later attempt compl
 
 from __future__ import annotations
 
-import asyncio
 import os
 from typing import Any
 
@@ -17,6 +16,7 @@ import asyncpg
 
 import venturi
 from tests.support.carries import Item
+from tests.support.waits import until_cancelled
 
 
 async def effect(job_id: int) -> int:
@@ -38,4 +38,4 @@ async def workflow(ctx: venturi.Context[Any], carry: Item) -> None:
     await ctx.step("effect", effect, ctx.job.id)
     await ctx.step("reserve", reserve, ctx.job.id, transactional=True)
     if ctx.job.attempt == 1:
-        await asyncio.Event().wait()  # killed here, both steps recorded
+        await until_cancelled()  # killed here, both steps recorded

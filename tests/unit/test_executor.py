@@ -12,6 +12,7 @@ import pytest
 import venturi
 from tests.support.carries import Item
 from tests.support.fakes import run_of
+from tests.support.waits import until_cancelled
 from venturi.runtime import executor
 from venturi.runtime import settlement as s
 
@@ -76,7 +77,7 @@ async def test_an_exception_fails_the_run_and_a_retry_on_miss_makes_it_dead(
 
 async def test_a_run_past_its_timeout_is_timed_out(kinds: list[str]) -> None:
     async def forever(ctx: Any, carry: Item) -> None:
-        await asyncio.Event().wait()
+        await until_cancelled()
 
     ending = await _ending(_task("ex_slow", forever, timeout=0.01))
     assert type(ending) is s.TimedOut
@@ -99,7 +100,7 @@ async def test_a_cancellation_is_a_release_only_when_the_worker_stopped_it(
 
     async def forever(ctx: Any, carry: Item) -> None:
         started.set()
-        await asyncio.Event().wait()
+        await until_cancelled()
 
     task = _task("ex_cancel", forever)
     for stopped, expected in (("worker stopping", s.Released), (None, s.Failed)):

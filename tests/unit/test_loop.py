@@ -12,6 +12,7 @@ from typing import Any
 import venturi
 from tests.support.carries import Item
 from tests.support.fakes import FakeConn, job_row
+from tests.support.waits import until_cancelled
 from venturi import sql
 from venturi.db.claims import Claimant
 from venturi.runtime.config import Registration, WorkerConfig, policies
@@ -96,7 +97,7 @@ async def test_a_drain_settles_who_stops_and_releases_who_does_not(kinds: list[s
         if carry.n == 1:
             await ctx.cancelled()  # cooperative: stops when asked
             return
-        await asyncio.Event().wait()  # ignores the request
+        await until_cancelled()  # ignores the request
 
     loop = _loop(venturi.task(kind="lp_drain")(handler), shutdown_timeout=0.2)
     loop.inflight.start(
@@ -119,7 +120,7 @@ async def test_abandoning_cancels_every_handler_and_releases_its_job(
 
     async def handler(ctx: venturi.Context[Any], carry: Item) -> None:
         started.set()
-        await asyncio.Event().wait()
+        await until_cancelled()
 
     loop = _loop(venturi.task(kind="lp_abandon")(handler))
     loop.inflight.start([job_row(5, "lp_abandon")])
