@@ -18,6 +18,7 @@ import venturi
 from tests.support import Item, running, wait_until
 from tests.support.plans import nodes
 from venturi import Context, admin, db, sql
+from venturi.runtime.loop import PLAIN_RECHECK
 from venturi.runtime.worker import Worker
 from venturi.tasks import JobSpec
 
@@ -232,4 +233,4 @@ async def test_a_grouped_drain_does_not_repeat_an_empty_claim_of_jobs_without_a_
     # groups keep the worker busy, plus the few grouped claims that find nothing at the
     # end. Without the rest it ran on every other iteration: one empty claim per two
     # grouped claims of the drain's hundred or more.
-    assert empty <= elapsed / 0.05 + 10, (empty, elapsed, worker.stats)
+    assert empty <= elapsed / PLAIN_RECHECK + 10, (empty, elapsed, worker.stats)
