@@ -689,7 +689,7 @@ candidates AS (
     -- A pending job whose time has come, without a group (statements/_claim.sql.j2).
     WHERE j.status = 'pending' AND j.visible_at <= now()
       AND j.grp IS NULL
-      AND kind = ANY (ARRAY(
+      AND j.kind = ANY (ARRAY(
           SELECT k FROM unnest($2::text[]) AS k
           WHERE NOT EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = k)))
       -- Anti-starvation: a raised floor reserves this claim for the lower tiers.
@@ -719,7 +719,7 @@ fallback AS (
     WHERE (SELECT $4::smallint) > 0
       AND j.status = 'pending' AND j.visible_at <= now()
       AND j.grp IS NULL
-      AND kind = ANY (ARRAY(
+      AND j.kind = ANY (ARRAY(
           SELECT k FROM unnest($2::text[]) AS k
           WHERE NOT EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = k)))
       -- This statement's own locks do not make SKIP LOCKED skip a row: leave them out.
@@ -1096,6 +1096,66 @@ UNION ALL
 SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        NULL, NULL, NULL, NULL
 FROM completed;
+
+-- job_claim_one: claim the first eligible job, in job_claim's order, with nothing riding
+-- the claim: the claim of a worker that has no completions to carry and no tier to
+-- reserve, which is what an idle worker woken by a notification sends (a pickup). It
+-- claims what job_claim with $5 = 1, no completions and floor 0 claims, in a plan a third
+-- the size: the job's id from a scalar sub-select, the row by the primary key, no
+-- data-modifying CTE to start and finish. After an idle pause, when the server's backend
+-- and its caches are cold, that is 0.53 ms against job_claim's 0.79 (p50, one job;
+-- benchmarks/JOURNAL.md, "The idle worker's claim"). A worker whose claim came back full
+-- (a backlog) uses job_claim, which takes a batch. Its row says whether more are there.
+-- $1 text claimed_by: identity stamped on the claimed row (host:pid), for diagnostics
+-- $2 text[] kinds: the claim filter (registered kinds minus those at their cap)
+-- $3 float8[] leases: lease in seconds of each kind in $2, same order
+-- $4 uuid claim_token: this worker run's ownership token, stamped on the claim
+-- $5 boolean synchronous_commit: false commits without waiting for the WAL flush
+-- index: jobs_claim_idx (as job_claim, and for `more`); the primary key for the claimed row.
+PREPARE venturi_job_claim_one(text, text[], float8[], uuid, boolean) AS
+UPDATE "venturi".jobs j
+SET status = 'claimed',
+        claimed_by = $1,
+        claim_token = $4::uuid,
+        claimed_at = now(),
+        attempt = j.attempt + 1,
+        claim_expires_at = now() + make_interval(secs => lease.seconds)
+FROM unnest((SELECT $2::text[]), (SELECT $3::float8[])) AS lease(kind, seconds)
+WHERE j.id = (
+    SELECT c.id FROM "venturi".jobs c
+    WHERE c.status = 'pending' AND c.visible_at <= now()
+      AND c.grp IS NULL
+      AND c.kind = ANY (ARRAY(
+          SELECT k FROM unnest($2::text[]) AS k
+          WHERE NOT EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = k)))
+    ORDER BY c.priority, c.rank, c.created_at, c.id
+    -- A constant: the planner sees one row, whatever the table's statistics.
+    LIMIT 1
+    -- Concurrent claims take distinct rows without waiting on each other.
+    FOR UPDATE SKIP LOCKED)
+  AND lease.kind = j.kind
+  AND (SELECT CASE WHEN $5::boolean THEN true
+             ELSE set_config('synchronous_commit', 'off', true) = 'off' END)
+RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt,
+              j.failures, j.max_failures, j.created_at, j.visible_at,
+              j.claim_expires_at,
+              extract(epoch FROM now() - j.visible_at)::float8 AS waited,
+              j.traceparent, j.grp,
+    -- Whether another job is there to claim (this statement's snapshot still sees the
+    -- claimed row pending: it is left out). Without one the worker claims no more until
+    -- the next notification, which saves a trickle's job the batch claim that would
+    -- find nothing; with one it claims the rest of its slots in a batch.
+    -- The next job in claim order, as the claim reads it: an EXISTS without the order
+    -- is planned as a sequential scan when every row matches (one kind), and reads past
+    -- every finished row at the head of the table.
+    coalesce((SELECT true FROM "venturi".jobs m
+              WHERE m.status = 'pending' AND m.visible_at <= now()
+      AND m.grp IS NULL
+      AND m.kind = ANY (ARRAY(
+          SELECT k FROM unnest($2::text[]) AS k
+          WHERE NOT EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = k))) AND m.id <> j.id
+              ORDER BY m.priority, m.rank, m.created_at, m.id
+              LIMIT 1), false) AS more;
 
 -- job_complete_many_if_owned: settle finished jobs as completed, only where this worker
 -- still holds the same claim; returns the ids it settled (a missing id lost its claim).

@@ -18,7 +18,7 @@ from tests.support import Item, running, wait_stat
 from tests.support.plans import generic_plan
 from tests.support.roles import not_owner_dsn
 from tests.support.sql import statement as tsql
-from venturi import Context
+from venturi import Context, sql
 from venturi.runtime import statistics
 from venturi.runtime.instruments import Instruments
 from venturi.runtime.statistics import Statistics
@@ -51,12 +51,15 @@ async def _burst(dsn: str, task: venturi.Task[Any], n: int) -> None:
         await conn.close()
 
 
-async def _claim_plan(conn: asyncpg.Connection, kind: str) -> set[str]:
-    """The node types and indexes of the claim's generic plan, as a worker's prepared
-    statement would have it now."""
-    plan = await generic_plan(
-        conn, "job_claim", "t", [kind], [60.0], 0, 10, [], [], [], uuid.uuid4(), True
-    )
+async def _claim_plan(conn: asyncpg.Connection, kind: str, one: bool = False) -> set[str]:
+    """The node types and indexes of the claim's generic plan (``one``: job_claim_one's,
+    an idle worker's), as a worker's prepared statement would have it now."""
+    if one:
+        plan = await generic_plan(conn, "job_claim_one", "t", [kind], [60.0], uuid.uuid4(), True)
+    else:
+        plan = await generic_plan(
+            conn, "job_claim", "t", [kind], [60.0], 0, 10, [], [], [], uuid.uuid4(), True
+        )
     found: set[str] = set()
     for node in plan:
         if "Node Type" in node:
@@ -89,6 +92,28 @@ async def test_a_burst_into_a_never_analyzed_queue_is_analyzed_by_its_slow_claim
     scans = await _claim_plan(conn, task.kind)
     assert "jobs_claim_idx" in scans
     assert "Sort" not in scans
+
+
+async def test_an_idle_workers_claim_planned_on_an_empty_queue_analyzes_a_burst(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # The table analyzed while empty; an idle worker polls it, so its claim of one job
+    # (job_claim_one) keeps a generic plan made for an empty table, which reads the
+    # table by a sequential scan and sorts it once a burst arrives.
+    task = _task("stats_one")
+    await conn.execute(sql.statement("maintenance/analyze"))
+    before = await _analyzed(conn)
+    worker = Worker(None, dsn, [task], concurrency=4, poll_max=0.05)
+    async with running(worker):
+        await wait_stat(worker, "empty_claims", 8)
+        await _burst(dsn, task, 30_000)
+        # Its first claims into the burst are slow: they look at the statistics, find
+        # them stale and analyze the table, which makes PostgreSQL plan them anew.
+        await wait_stat(worker, "analyzed", 1, within=60)
+    assert await _analyzed(conn) >= before + 1
+    scans = await _claim_plan(conn, task.kind, one=True)
+    assert "jobs_claim_idx" in scans and "jobs_pkey" in scans
+    assert "Seq Scan" not in scans and "Sort" not in scans
 
 
 async def test_only_a_slow_full_claim_looks_and_only_a_misjudged_backlog_is_analyzed(

@@ -26,7 +26,8 @@ from tests.support import (
     workertasks,
 )
 from tests.support import Item as N
-from venturi import Backoff, Context, sql
+from tests.support.claims import claimed_in, is_claim
+from venturi import Backoff, Context
 from venturi.runtime.worker import Worker
 
 FAST = Backoff.fixed(0.05)
@@ -183,12 +184,7 @@ class SlowClaim:
 
     async def fetch(self, query: str, *args: Any, **kw: Any) -> Any:
         rows = await self._pool.fetch(query, *args, **kw)
-        if (
-            not self.staged
-            and self.due is not None
-            and query == sql.statement("job_claim")
-            and not any(not r["settled"] for r in rows)
-        ):
+        if not self.staged and self.due is not None and is_claim(query) and not claimed_in(rows):
             self.staged = True
             await wait_for(self._visible, within=10)
         return rows

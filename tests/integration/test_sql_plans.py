@@ -25,6 +25,10 @@ def _index_names(plan: Any) -> set[str]:
     return {n["Index Name"] for n in nodes(plan) if "Index Name" in n}
 
 
+def _node_types(plan: Any) -> set[str]:
+    return {n["Node Type"] for n in nodes(plan) if "Node Type" in n}
+
+
 def _seq_scanned(plan: Any) -> set[str]:
     """The tables a plan reads by a sequential scan."""
     return {n["Relation Name"] for n in nodes(plan) if n.get("Node Type") == "Seq Scan"}
@@ -164,6 +168,10 @@ async def test_claim_keeps_its_index_on_a_backlog_of_one_kind(conn: asyncpg.Conn
         # reach them by index, never by reading the table (a hash join over every row
         # cost 20 ms per claim at 100,000 pending).
         assert "jobs" not in _seq_scanned(plan), mode
+        # An idle worker's claim of one job: the first entry of the same index.
+        one = await _plan(conn, "job_claim_one", "me:1", ["only"], [60.0], W1.token, True)
+        assert {"jobs_claim_idx", "jobs_pkey"} <= _index_names(one), mode
+        assert "jobs" not in _seq_scanned(one) and "Sort" not in _node_types(one), mode
     # And PostgreSQL keeps that generic plan: after its five custom plans, a prepared
     # claim is not planned again (planning was ~60% of the claim's server time).
     await conn.execute("RESET plan_cache_mode")

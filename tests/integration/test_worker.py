@@ -28,7 +28,7 @@ from tests.support import (
     wait_status,
     wait_until,
 )
-from tests.support.claims import claim
+from tests.support.claims import claim, claimed_in, is_claim
 from venturi import Backoff, ConfigError, Context, Priority, db, sql
 from venturi.runtime.worker import Worker
 
@@ -861,11 +861,14 @@ async def test_strict_priority(dsn: str, conn: asyncpg.Connection, kinds: list[s
 async def test_weighted_anti_starvation(
     dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
-    order = await _claim_order(dsn, conn, 2, 40, 32)
-    # ratio 2: claims 2, 6, 10, ... reserve NORMAL+; claims 4, 8, ... reserve LOW.
-    counts = {p: order.count(p) for p in Priority}
+    order = await _claim_order(dsn, conn, 2, 40, 33)
+    # The worker starts idle: its first claim is one job in claim order (job_claim_one),
+    # which takes no turn of the cadence. Then, claiming with completions riding, ratio
+    # 2: claims 2, 6, 10, ... reserve NORMAL+; claims 4, 8, ... reserve LOW.
+    assert order[0] == Priority.HIGH
+    counts = {p: order[1:].count(p) for p in Priority}
     assert counts == {Priority.HIGH: 16, Priority.NORMAL: 8, Priority.LOW: 8}
-    assert order[:4] == [Priority.HIGH, Priority.NORMAL, Priority.HIGH, Priority.LOW]
+    assert order[1:5] == [Priority.HIGH, Priority.NORMAL, Priority.HIGH, Priority.LOW]
 
 
 async def test_empty_reserved_tier_falls_back(
@@ -998,11 +1001,7 @@ class LoseClaimAnswer:
 
     async def fetch(self, query: str, *args: Any, **kw: Any) -> Any:
         rows = await self._pool.fetch(query, *args, **kw)
-        if (
-            self.armed
-            and query == sql.statement("job_claim")
-            and any(not r["settled"] for r in rows)
-        ):
+        if self.armed and is_claim(query) and claimed_in(rows):
             self.armed = False
             raise ConnectionResetError("connection lost after the claim committed")
         return rows

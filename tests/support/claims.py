@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from venturi import db
+from venturi import db, sql
 
 SCHEMA = "venturi"
 
@@ -33,3 +33,15 @@ async def claim(
         limit=limit,
     )
     return list(answer.claimed)
+
+
+def is_claim(query: str) -> bool:
+    """Whether ``query`` is a worker's claim of jobs without a group: ``job_claim``, or
+    the idle worker's ``job_claim_one``."""
+    return query in (sql.statement("job_claim"), sql.statement("job_claim_one"))
+
+
+def claimed_in(rows: Sequence[Any]) -> list[Any]:
+    """The claimed jobs among a claim's rows (``job_claim`` also returns the completions
+    it settled, ``settled = true``; ``job_claim_one``'s rows are all claims)."""
+    return [r for r in rows if not r.get("settled")]

@@ -1,7 +1,8 @@
 """How the claimer sizes its claims (no database: a fake connection answers
-``job_claim``): the free slots, bounded by each kind's cap and tokens; completions that
-ride the claim free their slots for it; a full claim goes again, a short one stops; an
-empty reserved tier is claimed again without the floor."""
+``job_claim`` and ``job_claim_one``): an idle worker's claim is one job, and once it finds
+one the rest of the free slots are claimed in a batch, bounded by each kind's cap and
+tokens; completions that ride the claim free their slots for it; a full claim goes again,
+a short one stops; an empty reserved tier is claimed again without the floor."""
 
 from __future__ import annotations
 
@@ -45,14 +46,24 @@ def _serving(kind: str, first_id: int = 1) -> FakeConn:
         done = [job_row(i, kind, settled=True) for i in args[DONE_IDS]]
         return done + [job_row(next(ids), kind) for _ in range(args[LIMIT])]
 
+    def claim_one(args: tuple[Any, ...]) -> list[dict[str, Any]]:
+        return [job_row(next(ids), kind, more=True)]
+
     # A full claim that took longer than 5 ms of wall time makes the claimer look at the
     # table's statistics (runtime/statistics.py), which a loaded machine makes happen
     # here too (issue 39: two tests failed on the look's unanswered row, as they do with
     # SLOW_CLAIM at 0): the queue's statistics are sound, as a real database's would be.
     return FakeConn(
         job_claim=claim,
+        job_claim_one=claim_one,
         job_statistics_state=lambda args: [{"stale": False, "allowed": True}],
     )
+
+
+async def _in_a_backlog(claimer: Claimer, kind: str) -> None:
+    """Make ``claimer``'s last claim a full batch, as in a worker draining a backlog (an
+    idle worker's first claim is one job: job_claim_one). One batch claim is made."""
+    await _fill(claimer, _serving(kind, first_id=5_000), 2)
 
 
 async def _fill(
@@ -77,39 +88,79 @@ async def test_a_claim_asks_for_every_free_slot_and_goes_again_while_full(
     claimer = _claimer(Counter(), noop_task("cs_free"), concurrency=8)
     conn = _serving("cs_free")
     (free, short, unsent), started, _ = await _fill(claimer, conn, 8)
-    assert [args[LIMIT] for args in conn.named("job_claim")] == [8]
+    # Idle before: one job in job_claim_one's statement; it found one, so the other seven
+    # slots in one batch.
+    claims = [name for name, _ in conn.calls if name.startswith("job_claim")]
+    assert claims == ["job_claim_one", "job_claim"]
+    assert [args[LIMIT] for args in conn.named("job_claim")] == [7]
     assert (free, short, unsent) == (0, False, False)
     assert [r["id"] for r in started] == list(range(1, 9))
     assert claimer.stats["claimed"] == 8
+    # The queue had a backlog (the last claim came back full): every free slot at once.
+    conn.calls.clear()
+    await _fill(claimer, conn, 5)
+    assert [args[LIMIT] for args in conn.named("job_claim")] == [5]
+    assert conn.named("job_claim_one") == []
 
 
-async def test_a_short_claim_stops_and_says_so(kinds: list[str]) -> None:
-    claimer = _claimer(Counter(), noop_task("cs_short"))
-    conn = FakeConn(job_claim=lambda args: [job_row(1, "cs_short")])
-    (free, short, unsent), started, _ = await _fill(claimer, conn, 5)
-    assert len(conn.named("job_claim")) == 1
+async def test_an_idle_worker_claims_one_job_in_the_smaller_statement(kinds: list[str]) -> None:
+    claimer = _claimer(Counter(), noop_task("cs_one"))
+    # The job and no more: one statement, and the worker stops there (short).
+    alone = FakeConn(job_claim_one=lambda args: [job_row(1, "cs_one", more=False)])
+    (free, short, unsent), started, _ = await _fill(claimer, alone, 5)
+    assert [name for name, _ in alone.calls] == ["job_claim_one"]
+    assert alone.named("job_claim_one")[0][KINDS] == ["cs_one"]
     assert (free, short, unsent) == (4, True, False)
     assert [r["id"] for r in started] == [1]
+    # More are there: the rest of the slots in a batch, which found none here.
+    more = FakeConn(job_claim_one=lambda args: [job_row(2, "cs_one", more=True)])
+    assert (await _fill(claimer, more, 5))[0] == (4, True, False)
+    assert [(name, args[LIMIT] if name == "job_claim" else 1) for name, args in more.calls] == [
+        ("job_claim_one", 1),
+        ("job_claim", 4),
+    ]
+    # An empty queue: the one claim finds nothing and the worker stops there.
     empty = FakeConn()
     assert (await _fill(claimer, empty, 5))[0] == (5, True, False)
-    assert claimer.stats["empty_claims"] == 1
+    assert [name for name, _ in empty.calls] == ["job_claim_one"]
+
+
+async def test_completions_take_the_batch_claim_and_one_job_claims_take_no_tier_turn(
+    kinds: list[str],
+) -> None:
+    task = noop_task("cs_batch")
+    claimer = _claimer(Counter({"cs_batch": 1}), task, priority_ratio=2)
+    # Idle claims of one job, however many: no turn of the anti-starvation cadence.
+    for _ in range(3):
+        conn = FakeConn()
+        await _fill(claimer, conn, 3)
+        assert [name for name, _ in conn.calls] == ["job_claim_one"]
+    # Completions to carry: job_claim, which settles them in the same statement; the
+    # first batch claim takes every tier, the second (priority_ratio 2) is reserved.
+    floors = []
+    for n in (9, 10):
+        conn = FakeConn()
+        await _fill(claimer, conn, 3, [run_of(task, n, outcome=Completed())])
+        floors += [(name, args[FLOOR]) for name, args in conn.calls]
+    assert floors == [("job_claim", Priority.HIGH), ("job_claim", Priority.NORMAL)]
 
 
 async def test_a_batch_never_overshoots_a_cap_or_the_tokens(kinds: list[str]) -> None:
     occupied: Counter[str] = Counter({"cs_capped": 1})
     capped = noop_task("cs_capped", cap=3)
     claimer = _claimer(occupied, capped, noop_task("cs_other"))
-    conn = FakeConn()
+    conn = FakeConn(job_claim_one=lambda args: [job_row(1, "cs_other", more=True)])
     await _fill(claimer, conn, 10)
     [args] = conn.named("job_claim")
     assert sorted(args[KINDS]) == ["cs_capped", "cs_other"]
     assert args[LIMIT] == 2  # the cap's room: 3 - 1 running
-    # A kind with a local rate limit: no more than the bucket holds.
+    # A kind with a local rate limit: no more than the bucket holds (one token spent by
+    # the idle worker's claim of one job).
     limited = Registration.check(noop_task("cs_rated"), None, Rate(10, burst=3), None, None)
     claimer = _claimer(Counter(), limited)
-    conn = FakeConn()
+    conn = FakeConn(job_claim_one=lambda args: [job_row(1, "cs_rated", more=True)])
     await _fill(claimer, conn, 10)
-    assert [args[LIMIT] for args in conn.named("job_claim")] == [3]
+    assert [args[LIMIT] for args in conn.named("job_claim")] == [2]
 
 
 async def test_completions_riding_the_claim_free_their_slots_under_a_cap(
@@ -149,7 +200,7 @@ async def test_a_reserved_claim_is_one_statement_whatever_its_tiers_hold(
     # The statement fills the rest from every tier itself (test_sql_plans shows it): the
     # claimer sends the reserved claim once, and takes what it answers.
     claimer = _claimer(Counter(), noop_task("cs_tier"), priority_ratio=2)
-    claimer.next_floor()  # the next claim is the 2nd: reserved for NORMAL and below
+    await _in_a_backlog(claimer, "cs_tier")  # the next batch claim is the 2nd: reserved
     conn = FakeConn(job_claim=lambda args: [job_row(7, "cs_tier")])
     (free, short, _), started, _ = await _fill(claimer, conn, 4)
     assert [(a[FLOOR], a[LIMIT]) for a in conn.named("job_claim")] == [(Priority.NORMAL, 4)]

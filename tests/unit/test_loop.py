@@ -53,7 +53,7 @@ async def test_an_empty_queue_waits_for_the_next_visible_job(kinds: list[str]) -
         job_next_visible_at=lambda args: [{"next_visible_at": soon, "next_wake_at": None}]
     )
     timeout = await loop.iterate(conn, asyncio.Event())  # type: ignore[arg-type]
-    assert [name for name, _ in conn.calls] == ["job_claim", "job_next_visible_at"]
+    assert [name for name, _ in conn.calls] == ["job_claim_one", "job_next_visible_at"]
     assert 0 < timeout <= 5
     # Nothing scheduled: the next poll is poll_max away.
     conn = FakeConn()
@@ -68,13 +68,16 @@ async def test_a_queue_with_more_goes_again_at_once(kinds: list[str]) -> None:
 
     loop = _loop(venturi.task(kind="lp_more")(held), concurrency=2)
     ids = iter(range(1, 100))
-    conn = _settling(job_claim=lambda args: [job_row(next(ids), "lp_more") for _ in range(args[4])])
+    conn = _settling(
+        job_claim=lambda args: [job_row(next(ids), "lp_more") for _ in range(args[4])],
+        job_claim_one=lambda args: [job_row(next(ids), "lp_more", more=True)],
+    )
     assert await loop.iterate(conn, asyncio.Event()) == 0.0  # type: ignore[arg-type]
     assert len(loop.inflight) == 2 and loop.inflight.per_kind["lp_more"] == 2
     # Every slot busy: no claim; only a handler finishing helps.
     conn.calls.clear()
     await loop.iterate(conn, asyncio.Event())  # type: ignore[arg-type]
-    assert "job_claim" not in [name for name, _ in conn.calls]
+    assert not [name for name, _ in conn.calls if name.startswith("job_claim")]
     gate.set()
     while loop.inflight.handles and not all(h.done() for h in loop.inflight.handles):
         await loop.wake.wait()

@@ -1,5 +1,5 @@
 """The worker's claim: who claims (``Claimant``), ``job_claim`` (which also settles
-completions), when the next job becomes visible, and the stale-claim recovery
+completions) and ``job_claim_one`` (an idle worker's claim of one job), when the next job becomes visible, and the stale-claim recovery
 (``job_recover_stale``, on the worker's own timer and by ``venturi recover``). Kinds with a shared rate limit are claimed
 within their database bucket (``claim_within_rate``: a token bucket per kind), kinds
 with a global cap within it (``claim_within_cap``: at most N jobs of a kind claimed
@@ -84,6 +84,30 @@ async def job_claim(
         else:
             claimed.append(r)
     return ClaimAnswer(claimed, settled)
+
+
+async def job_claim_one(
+    conn: Conn,
+    *,
+    schema: str,
+    claimant: Claimant,
+    kinds: Sequence[str],
+    leases: Sequence[float],
+    synchronous_commit: bool = True,
+) -> tuple[list[Record], bool]:
+    """Claim the first eligible job of ``kinds``, as ``job_claim`` with a limit of one,
+    no completions and floor 0 would, in a statement a third the size: an idle worker's
+    claim (a pickup). The claimed row (or none), and whether another job was there to
+    claim."""
+    rows = await conn.fetch(
+        sql.statement("job_claim_one", schema),
+        claimant.name,
+        kinds,
+        leases,
+        claimant.token,
+        synchronous_commit,
+    )
+    return list(rows), bool(rows) and bool(rows[0]["more"])
 
 
 class NextVisible(NamedTuple):

@@ -210,28 +210,52 @@ class Claimer:
                     # Nor spend more tokens than the bucket holds.
                     limit = min(limit, bucket.available())
             leases = [self.policies[k].lease for k in kinds]
-            floor = self.next_floor()
+            # Nothing to settle and no backlog seen (the last claim came back short): an
+            # idle worker that a notification woke (a pickup) claims one job, the first
+            # in claim order, in job_claim_one's smaller statement; if it says more are
+            # there, the next pass claims the rest of the slots in a batch. Such a claim
+            # takes no turn of the anti-starvation cadence: a tier waits behind others
+            # only in a backlog, and a backlog's claims are batches.
+            one = not done and not self._backlog and limit >= 1
+            floor = 0 if one else self.next_floor()
             sent = time.monotonic()
-            rows, settled = await db.claims.job_claim(
-                conn,
-                schema=self.schema,
-                claimant=self.claimant,
-                kinds=kinds,
-                leases=leases,
-                floor=floor,
-                limit=limit,
-                done=_completions(done),
-                replan=self._backlog,
-                synchronous_commit=self.synchronous_commit,
-            )
+            more = False
+            if one:
+                settled: AbstractSet[int] = frozenset()
+                rows, more = await db.claims.job_claim_one(
+                    conn,
+                    schema=self.schema,
+                    claimant=self.claimant,
+                    kinds=kinds,
+                    leases=leases,
+                    synchronous_commit=self.synchronous_commit,
+                )
+            else:
+                rows, settled = await db.claims.job_claim(
+                    conn,
+                    schema=self.schema,
+                    claimant=self.claimant,
+                    kinds=kinds,
+                    leases=leases,
+                    floor=floor,
+                    limit=limit,
+                    done=_completions(done),
+                    replan=self._backlog,
+                    synchronous_commit=self.synchronous_commit,
+                )
             took = time.monotonic() - sent
-            self._backlog = len(rows) >= limit
+            # Full: the queue has more to give (a batch that came back full; a claim of
+            # one that says more are there).
+            full = more if one else len(rows) >= limit
+            self._backlog = full
             completed(done, settled)
             done = []
             await self._started(rows, start)
-            await self.statistics.after_claim(conn, self._backlog, took)
+            # A claim of one job into a backlog that was slow looks too: its plan, made
+            # while the queue was idle, may read the table (tests: test_claim_statistics).
+            await self.statistics.after_claim(conn, full, took)
             free -= len(rows)
-            if len(rows) < limit:
+            if not full:
                 short = True
                 break
         return free, short, bool(done)
