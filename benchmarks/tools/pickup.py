@@ -14,8 +14,9 @@ sample so the machine's state is shared:
    that relaxes the durability of the worker's own writes would save).
 3. **the worker** (``Worker(concurrency=10)`` in this process): enqueue returned ->
    the worker's notification callback -> the claim statement sent -> its answer -> the
-   handler started. The parts are taken by wrapping ``Loop.on_notify`` and
-   ``venturi.db.claims.job_claim`` on this worker; each sample's job is told apart by id.
+   handler started. The parts are taken by wrapping ``Loop.on_notify``,
+   ``venturi.db.claims.job_claim`` and ``job_claim_one`` (an idle worker's claim) on
+   this worker; each sample's job is told apart by id.
 
 Between samples the harness sleeps 20-60 ms, as ``benchmarks.compare`` does. Printed:
 p50 and p99 of each part, in milliseconds.
@@ -159,7 +160,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         on_notify(loop, payload)
 
     Loop.on_notify = notified  # type: ignore[method-assign]
-    real_claim = db.claims.job_claim
+    real_claim, real_one = db.claims.job_claim, db.claims.job_claim_one
 
     async def claim(*a: Any, **kw: Any) -> Any:
         t0 = time.monotonic()
@@ -168,12 +169,21 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             marks["claim sent"], marks["claim answered"] = t0, time.monotonic()
         return answer
 
+    # An idle worker claims one job in job_claim_one (the pickup's claim since 5cd61f4).
+    async def claim_one(*a: Any, **kw: Any) -> Any:
+        t0 = time.monotonic()
+        rows, more = await real_one(*a, **kw)
+        if rows:
+            marks["claim sent"], marks["claim answered"] = t0, time.monotonic()
+        return rows, more
+
     def probe(i: int) -> None:
         started[i] = time.monotonic()
         ready.set()
 
     install_probe(probe)
     db.claims.job_claim = claim  # type: ignore[assignment]
+    db.claims.job_claim_one = claim_one  # type: ignore[assignment]
     stop = asyncio.Event()
     running = asyncio.create_task(worker.run(stop))
     rng = random.Random(7)
@@ -194,6 +204,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         stop.set()
         await running
         db.claims.job_claim = real_claim  # type: ignore[assignment]
+        db.claims.job_claim_one = real_one  # type: ignore[assignment]
         for c in (enq, listener, sync_claimer, async_claimer):
             await c.close()
         await drop_database(args.dsn, name)
