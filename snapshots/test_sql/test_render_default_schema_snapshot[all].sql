@@ -1951,8 +1951,8 @@ FROM completed;
 -- claims what job_claim with $5 = 1, no completions and floor 0 claims, in a plan a third
 -- the size: the job's id from a scalar sub-select, the row by the primary key, no
 -- data-modifying CTE to start and finish. After an idle pause, when the server's backend
--- and its caches are cold, that is 0.53 ms against job_claim's 0.79 (p50, one job;
--- benchmarks/JOURNAL.md, "The idle worker's claim"). A worker whose claim came back full
+-- and its caches are cold, that is 0.58 ms against job_claim's 0.73 (p50, one job;
+-- benchmarks/JOURNAL.md, "the idle worker's claim"). A worker whose claim came back full
 -- (a backlog) uses job_claim, which takes a batch. Its row says whether more are there.
 -- $1 text claimed_by: identity stamped on the claimed row (host:pid), for diagnostics
 -- $2 text[] kinds: the claim filter (registered kinds minus those at their cap)
@@ -1990,11 +1990,11 @@ RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt,
               extract(epoch FROM now() - j.visible_at)::float8 AS waited,
               j.traceparent, j.grp,
     -- Whether another job is there to claim (this statement's snapshot still sees the
-    -- claimed row pending: it is left out). Without one the worker claims no more until
-    -- the next notification, which saves a trickle's job the batch claim that would
-    -- find nothing; with one it claims the rest of its slots in a batch.
-    -- The next job in claim order, as the claim reads it: an EXISTS without the order
-    -- is planned as a sequential scan when every row matches (one kind), and reads past
+    -- claimed row pending: it is left out; rows other claims hold count). Without one
+    -- the worker claims no more until the next notification, which spares a trickle's
+    -- job a batch claim that would find nothing; with one it claims the rest of its
+    -- slots in a batch. Read as the claim reads: an EXISTS without the order was
+    -- planned as a sequential scan when every row matches (one kind), which reads past
     -- every finished row at the head of the table.
     coalesce((SELECT true FROM "venturi".jobs m
               WHERE m.status = 'pending' AND m.visible_at <= now()

@@ -1,6 +1,7 @@
 """The worker's claim: who claims (``Claimant``), ``job_claim`` (which also settles
-completions) and ``job_claim_one`` (an idle worker's claim of one job), when the next job becomes visible, and the stale-claim recovery
-(``job_recover_stale``, on the worker's own timer and by ``venturi recover``). Kinds with a shared rate limit are claimed
+completions) and ``job_claim_one`` (an idle worker's claim of one job), when the next job
+becomes visible, and the stale-claim recovery (``job_recover_stale``, on the worker's own
+timer and by ``venturi recover``). Kinds with a shared rate limit are claimed
 within their database bucket (``claim_within_rate``: a token bucket per kind), kinds
 with a global cap within it (``claim_within_cap``: at most N jobs of a kind claimed
 across every worker together).
