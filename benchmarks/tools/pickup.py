@@ -136,6 +136,35 @@ async def worker_sample(
         parts["worker: claim answered -> handler started"].append(t4 - a)
 
 
+def _time_claims(marks: dict[str, float]) -> Any:
+    """Wrap the worker's claims so that each one that claimed a job marks when it was sent
+    and answered: ``job_claim``, and ``job_claim_one`` (an idle worker's claim, the
+    pickup's since 5cd61f4). Returns what puts the real ones back."""
+    real_claim, real_one = db.claims.job_claim, db.claims.job_claim_one
+
+    async def claim(*a: Any, **kw: Any) -> Any:
+        t0 = time.monotonic()
+        answer = await real_claim(*a, **kw)
+        if answer.claimed:
+            marks["claim sent"], marks["claim answered"] = t0, time.monotonic()
+        return answer
+
+    async def claim_one(*a: Any, **kw: Any) -> Any:
+        t0 = time.monotonic()
+        rows, more = await real_one(*a, **kw)
+        if rows:
+            marks["claim sent"], marks["claim answered"] = t0, time.monotonic()
+        return rows, more
+
+    def restore() -> None:
+        db.claims.job_claim = real_claim  # type: ignore[assignment]
+        db.claims.job_claim_one = real_one  # type: ignore[assignment]
+
+    db.claims.job_claim = claim  # type: ignore[assignment]
+    db.claims.job_claim_one = claim_one  # type: ignore[assignment]
+    return restore
+
+
 async def amain(args: argparse.Namespace) -> dict[str, Any]:
     name = f"bench_venturi_pickup_{os.getpid()}"
     dsn = await create_database(args.dsn, name)
@@ -160,30 +189,13 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         on_notify(loop, payload)
 
     Loop.on_notify = notified  # type: ignore[method-assign]
-    real_claim, real_one = db.claims.job_claim, db.claims.job_claim_one
-
-    async def claim(*a: Any, **kw: Any) -> Any:
-        t0 = time.monotonic()
-        answer = await real_claim(*a, **kw)
-        if answer.claimed:
-            marks["claim sent"], marks["claim answered"] = t0, time.monotonic()
-        return answer
-
-    # An idle worker claims one job in job_claim_one (the pickup's claim since 5cd61f4).
-    async def claim_one(*a: Any, **kw: Any) -> Any:
-        t0 = time.monotonic()
-        rows, more = await real_one(*a, **kw)
-        if rows:
-            marks["claim sent"], marks["claim answered"] = t0, time.monotonic()
-        return rows, more
 
     def probe(i: int) -> None:
         started[i] = time.monotonic()
         ready.set()
 
     install_probe(probe)
-    db.claims.job_claim = claim  # type: ignore[assignment]
-    db.claims.job_claim_one = claim_one  # type: ignore[assignment]
+    restore = _time_claims(marks)
     stop = asyncio.Event()
     running = asyncio.create_task(worker.run(stop))
     rng = random.Random(7)
@@ -203,8 +215,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         stop.set()
         await running
-        db.claims.job_claim = real_claim  # type: ignore[assignment]
-        db.claims.job_claim_one = real_one  # type: ignore[assignment]
+        restore()
         for c in (enq, listener, sync_claimer, async_claimer):
             await c.close()
         await drop_database(args.dsn, name)
