@@ -115,14 +115,14 @@ async def test_an_idle_worker_claims_one_job_in_the_smaller_statement(kinds: lis
     # More are there: the rest of the slots in a batch, which found none here.
     more = FakeConn(job_claim_one=lambda args: [job_row(2, "cs_one", more=True)])
     assert (await _fill(claimer, more, 5))[0] == (4, True, False)
-    assert [(name, args[LIMIT] if name == "job_claim" else 1) for name, args in more.calls] == [
-        ("job_claim_one", 1),
-        ("job_claim", 4),
-    ]
+    assert [name for name, _ in more.calls] == ["job_claim_one", "job_claim"]
+    assert [args[LIMIT] for args in more.named("job_claim")] == [4]
     # An empty queue: the one claim finds nothing and the worker stops there.
     empty = FakeConn()
     assert (await _fill(claimer, empty, 5))[0] == (5, True, False)
     assert [name for name, _ in empty.calls] == ["job_claim_one"]
+    # The claims that found nothing: the batch after "more", and the one claim here.
+    assert claimer.stats["empty_claims"] == 2
 
 
 async def test_completions_take_the_batch_claim_and_one_job_claims_take_no_tier_turn(

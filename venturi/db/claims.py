@@ -108,7 +108,7 @@ async def job_claim_one(
         claimant.token,
         synchronous_commit,
     )
-    return list(rows), bool(rows) and bool(rows[0]["more"])
+    return rows, bool(rows) and bool(rows[0]["more"])
 
 
 class NextVisible(NamedTuple):

@@ -215,14 +215,13 @@ class Claimer:
             # in claim order, in job_claim_one's smaller statement; if it says more are
             # there, the next pass claims the rest of the slots in a batch. Such a claim
             # takes no turn of the anti-starvation cadence: a tier waits behind others
-            # only in a backlog, and a backlog's claims are batches.
+            # only in a backlog, and a backlog's claims are batches. `full`: the queue has
+            # more to give (a claim of one that says so; a batch that came back full).
             one = not done and not self._backlog and limit >= 1
-            floor = 0 if one else self.next_floor()
             sent = time.monotonic()
-            more = False
             if one:
                 settled: AbstractSet[int] = frozenset()
-                rows, more = await db.claims.job_claim_one(
+                rows, full = await db.claims.job_claim_one(
                     conn,
                     schema=self.schema,
                     claimant=self.claimant,
@@ -237,16 +236,14 @@ class Claimer:
                     claimant=self.claimant,
                     kinds=kinds,
                     leases=leases,
-                    floor=floor,
+                    floor=self.next_floor(),
                     limit=limit,
                     done=_completions(done),
                     replan=self._backlog,
                     synchronous_commit=self.synchronous_commit,
                 )
+                full = len(rows) >= limit
             took = time.monotonic() - sent
-            # Full: the queue has more to give (a batch that came back full; a claim of
-            # one that says more are there).
-            full = more if one else len(rows) >= limit
             self._backlog = full
             completed(done, settled)
             done = []
