@@ -1,8 +1,9 @@
 """The grouped half of the chaos soak's load (a mixin of ``harness.Harness``; docs/chaos.md,
-"Groups in the soak"): worker processes of their own (``GROUP_MODULE``), grouped jobs of ``chaos_group1`` (group_cap 1) and ``chaos_group3``
-(group_cap 3) spread over a few groups with unequal shares and weights, bursts into one
-group now and then, caps lowered with ``venturi.set_group`` while the workers run, the
-ledger read at the end and ``groupcheck.check``."""
+"Groups in the soak"): worker processes of their own (``GROUP_MODULE``) beside the ordinary
+workers, which run them too (``ALL_MODULE``), grouped jobs of ``chaos_group1`` (group_cap 1)
+and ``chaos_group3`` (group_cap 3) spread over a few groups with unequal shares and
+weights, bursts into one group now and then, caps lowered with ``venturi.set_group`` while
+the workers run, the ledger read at the end and ``groupcheck.check``."""
 
 from __future__ import annotations
 
@@ -21,8 +22,10 @@ from .ledger import DSN_ENV
 from .tasks import Chaos
 
 TRANSIENT = db.errors.TRANSIENT
-# What the grouped kinds' workers run (the others run tests.chaos.tasks).
+# What the grouped kinds' own workers run; the others run every kind (ALL_MODULE) when
+# the grouped kinds are in the load, else tests.chaos.tasks.
 GROUP_MODULE = "tests.chaos.grouptasks"
+ALL_MODULE = "tests.chaos.alltasks"
 
 GROUPS = ("t0", "t1", "t2", "t3", "t4")
 # How often each group is drawn (a skew: t0 is hot), and the weights set at the start.

@@ -1,5 +1,6 @@
-"""The grouped kinds of the chaos soak, run by worker processes of their own
-(``venturi worker tests.chaos.grouptasks``; docs/chaos.md, "Groups in the soak").
+"""The grouped kinds of the chaos soak, run by four worker processes of their own
+(``venturi worker tests.chaos.grouptasks``; docs/chaos.md, "Groups in the soak") and by
+every ordinary worker of the soak (``tests.chaos.alltasks``).
 
 Two kinds, group_cap 1 and 3 (the harness lowers some groups' caps while the soak runs,
 with ``venturi.set_group``). Each run writes its entry and exit records to the ledger
@@ -9,10 +10,10 @@ that no group ever ran more than its cap. A run whose carry asks for more than
 GROUP_OVERRUN ms works that long on its first attempt only: past the 4 s lease, on
 purpose (a zombie).
 
-Why workers of their own: a worker fills its free slots with the ordinary claim first
-and gives the grouped claim what is left (``venturi/runtime/loop.py``, ``fill``), so
-beside the soak's ungrouped backlog no grouped job ran until the producer stopped (the
-report of issue 37 item 4 has it).
+The first soak with groups ran them on their own workers only, since a worker then gave
+its grouped claim only the slots its ordinary claim left; now the two claims take turns
+going first (docs/groups.md), and the ordinary workers run the grouped kinds beside the
+soak's ungrouped backlog.
 """
 
 from __future__ import annotations

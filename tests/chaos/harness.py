@@ -48,7 +48,7 @@ from venturi import Priority, db, sql, testing
 from ..support import sql as test_sql
 from . import groupcheck, history, tasks, workflows
 from .flowload import FlowLoad
-from .groupload import GROUP_MODULE, GroupLoad
+from .groupload import ALL_MODULE, GROUP_MODULE, GroupLoad
 from .grouptasks import GROUP_CAPS as GROUPED
 from .tasks import Chaos
 
@@ -584,8 +584,9 @@ class Harness(FlowLoad, GroupLoad):
         self.log("schedule (seconds after the start):")
         for at, what in plan:
             self.log(f"  {at:7.2f}  {what}")
+        # With the grouped kinds in the load, every worker runs them too (tests/chaos/alltasks.py).
         for _ in range(cfg.workers):
-            self.spawn()
+            self.spawn(ALL_MODULE if cfg.group_workers else "tests.chaos.tasks")
         for _ in range(cfg.group_workers):
             self.spawn(GROUP_MODULE)
         self.t_start = time.time()
