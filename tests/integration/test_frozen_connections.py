@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import socket
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 import pytest
@@ -59,7 +60,7 @@ async def test_a_statement_on_a_black_holed_connection_ends_at_its_deadline(
             await db.health.connection_probe(held)
         assert held.conn is None and stuck.is_closed()  # closed, not handed back
         assert await db.health.connection_probe(held)  # on a new connection
-        assert held.conn._con is not stuck
+        assert cast(Any, held).conn._con is not stuck  # a new connection (narrowed above)
 
 
 async def test_a_connection_slower_to_open_than_a_statement_deadline_still_opens(
@@ -98,7 +99,7 @@ async def test_the_worker_pool_sets_tcp_keepalives(dsn: str) -> None:
     pool = await db.connect.create_worker_pool(dsn, min_size=1, max_size=1)
     try:
         async with pool.acquire() as conn:
-            sock = conn._transport.get_extra_info("socket")  # type: ignore[attr-defined]
+            sock = conn._transport.get_extra_info("socket")
             assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
             if hasattr(socket, "TCP_KEEPIDLE"):
                 keepidle = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE)
@@ -224,3 +225,44 @@ async def test_shutdown_does_not_wait_on_a_statement_that_never_returns(
             run.cancel()
         proxy.restore()
     assert "abandoning that statement to drain now" in caplog.text
+
+
+def _releasing() -> bool:
+    """Is one of asyncpg's own release tasks (behind its ``asyncio.shield``) running?"""
+    return any(
+        getattr(t.get_coro(), "__qualname__", "") == "PoolConnectionHolder.release"
+        for t in asyncio.all_tasks()
+    )
+
+
+async def test_a_release_whose_caller_is_cancelled_leaves_no_error_unseen(
+    proxy: Proxy, dsn: str
+) -> None:
+    # A run stopped while its connection is given back (found by the chaos scenario
+    # blackhole): the pool's reset goes on in a task of asyncpg's own, the connection then
+    # breaks, and that task's error must not go unobserved to the log as a traceback.
+    loop = asyncio.get_running_loop()
+    unseen: list[str] = []
+    before = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: unseen.append(str(context["message"])))
+    pool = await db.connect.create_worker_pool(proxy.dsn(dsn), min_size=0, max_size=1)
+    try:
+        conn = await pool.acquire()
+        assert await conn.fetchval("SELECT 1") == 1
+        sent = _chunks(proxy)
+        proxy.blackhole(new=False)  # the reset will get no answer
+        giving = asyncio.create_task(db.connect.release(pool, conn, within=60))
+        await wait_until(lambda: _sent_since(proxy, sent))  # the reset is on the wire
+        giving.cancel()  # the caller stops (a worker's shutdown)
+        with contextlib.suppress(asyncio.CancelledError):
+            await giving
+        assert _releasing()  # asyncpg's release task runs on
+        pool.terminate()  # closes the connection under the reset: the reset fails
+        await wait_until(lambda: not _releasing())
+        del giving, conn
+        gc.collect()
+        assert unseen == []
+    finally:
+        loop.set_exception_handler(before)
+        pool.terminate()
+        proxy.restore()

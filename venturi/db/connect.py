@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 import socket
@@ -171,6 +172,28 @@ async def create_pool(dsn: str, *, pooled: bool = False, **kwargs: Any) -> async
 def is_pool(obj: Any) -> bool:
     """Is ``obj`` asyncpg's own Pool (not a look-alike)?"""
     return isinstance(obj, asyncpg.Pool)
+
+
+# How long a connection given back may take to reset before its pool closes it instead.
+RELEASE_TIMEOUT = 2.0
+
+
+async def release(pool: Any, conn: Any, within: float = RELEASE_TIMEOUT) -> None:
+    """Give ``conn`` back to ``pool``, its reset bounded by ``within`` seconds; its errors are
+    the caller's. asyncpg resets the connection in a task of its own behind
+    ``asyncio.shield``: a caller cancelled meanwhile (a worker stopping) leaves that task
+    running with no one to see how it ends, and when the connection then breaks (a
+    black-holed link, the pool closed at exit) its error went to the worker's log as a
+    traceback, "Task exception was never retrieved" (found by the chaos scenario
+    ``blackhole``). Here the release runs in a task that is always observed."""
+    giving = asyncio.ensure_future(pool.release(conn, timeout=within))
+    giving.add_done_callback(_observed)
+    await asyncio.shield(giving)
+
+
+def _observed(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # seen: a caller still waiting gets it through the shield
 
 
 @contextlib.asynccontextmanager

@@ -11,7 +11,7 @@ from typing import Any
 
 import asyncpg
 
-from venturi.db.connect import is_pool
+from venturi.db.connect import is_pool, release
 from venturi.db.errors import TRANSIENT, unusable
 
 # The least time a Held connection gives the pool to open a new connection.
@@ -100,7 +100,7 @@ class Held:
             # not under the statement's deadline, whose cancel would leave the pool's
             # shielded release running unobserved).
             with contextlib.suppress(*TRANSIENT):
-                await self.pool.release(conn, timeout=2)
+                await release(self.pool, conn)
 
     def _answered(self) -> None:
         self._now = self.deadline

@@ -145,7 +145,7 @@ class Listener:
         # Releasing resets the connection (UNLISTEN included) or, if it is broken, lets
         # the pool replace it.
         with contextlib.suppress(*db.errors.TRANSIENT):
-            await self.pool.release(conn, timeout=2)
+            await db.connect.release(self.pool, conn)
 
     async def close(self) -> None:
         self._closing = True

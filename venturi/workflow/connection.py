@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from venturi.db.connect import release
+
 
 @dataclass
 class RunConnection:
@@ -44,8 +46,9 @@ class RunConnection:
             self.conn.terminate()
 
     async def give_back(self) -> None:
-        """Give an acquired connection back to the pool (the handler ended)."""
+        """Give an acquired connection back to the pool (the handler ended), its reset
+        bounded: on a black-holed link it would wait for ever, and the run's end with it."""
         conn, acquired = self.conn, self.acquired
         self.conn, self.acquired = None, False
         if acquired:
-            await self.pool.release(conn)
+            await release(self.pool, conn)
