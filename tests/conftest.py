@@ -122,7 +122,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not config.getoption("--soak"):
-        kept, soaks = [], []
+        kept: list[pytest.Item] = []
+        soaks: list[pytest.Item] = []
         for item in items:
             (soaks if item.get_closest_marker("soak") is not None else kept).append(item)
         if soaks:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import venturi
 from venturi import db
@@ -39,6 +39,14 @@ class FlowLoad:
     ambiguous: set[int]
     seq: int
     producing: bool
+
+    if TYPE_CHECKING:  # provided by harness.Harness too
+
+        def log(self, message: str) -> None: ...
+
+        async def connect(self) -> None: ...
+
+        async def _drop_conn(self) -> None: ...
 
     def _flow_init(self) -> None:
         self.flow_seqs: dict[int, int] = {}  # flow job id -> seq (its signal's payload)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import venturi
 from venturi import db
@@ -60,6 +60,18 @@ class GroupLoad:
     faults: history.Faults
     seq: int
     t_start: float
+    cfg: Any
+    workers: list[Any]
+
+    if TYPE_CHECKING:  # provided by harness.Harness too
+
+        def log(self, message: str) -> None: ...
+
+        async def connect(self) -> None: ...
+
+        async def _drop_conn(self) -> None: ...
+
+        async def _test_fetch(self, name: str) -> list[Any]: ...
 
     def _group_init(self) -> None:
         self.group_of_job: dict[int, tuple[str, str]] = {}
@@ -87,8 +99,8 @@ class GroupLoad:
 
     def group_ms(self) -> int:
         if self.rng.random() < OVERRUN_SHARE:
-            return self.rng.randint(*OVERRUN_MS)
-        return self.rng.randint(*WORK_MS)
+            return int(self.rng.randint(*OVERRUN_MS))
+        return int(self.rng.randint(*WORK_MS))
 
     def grouped_burst(self) -> list[tuple[int, Any]]:
         """Now and then, a burst of jobs into one group (it then sits at its cap)."""

@@ -336,15 +336,15 @@ def _check_job(
 
     # 4. Runs and claims, one to one.
     for r in runs:
-        c = claims.get(r.attempt)
-        if c is None:
+        held = claims.get(r.attempt)
+        if held is None:
             rep.violate(f"{where}: pid {r.pid} ran attempt {r.attempt}, which was never claimed")
-        elif c.pid != r.pid:
-            rep.violate(f"{where}: pid {r.pid} ran attempt {r.attempt}, claimed by {c.worker}")
-        elif c.run is not None:
+        elif held.pid != r.pid:
+            rep.violate(f"{where}: pid {r.pid} ran attempt {r.attempt}, claimed by {held.worker}")
+        elif held.run is not None:
             rep.violate(f"{where}: attempt {r.attempt} ran twice under one claim")
         else:
-            c.run = r
+            held.run = r
     if len(runs) > 1:
         rep.multi_run_jobs += 1
 

@@ -299,7 +299,7 @@ async def _flow(ctx: Context[Any], carry: Chaos) -> None:
     results = await ctx.gather(*kids)
     if not all(isinstance(r, ChildResult) and r.a >= 1 for r in results):
         raise RuntimeError(f"gather returned {results!r}")
-    _line("C", ctx.job.id, len(results), ctx.job.attempt)
+    _line("C", ctx.job.id, str(len(results)), ctx.job.attempt)
     await _step(ctx, "after-gather")
 
 

@@ -117,7 +117,8 @@ def _violations(mutate: Any) -> list[str]:
 
 
 def _by_id(h: dict[str, Any], job_id: int) -> Job:
-    return next(j for j in h["jobs"] if j.id == job_id)
+    job: Job = next(j for j in h["jobs"] if j.id == job_id)
+    return job
 
 
 @pytest.mark.parametrize(

@@ -186,7 +186,7 @@ async def test_unserved_kind_warning_is_opt_in_and_said_once(
         await wait_stat(warn, "maintenance_runs:unserved_kinds", 5)
     said = _warnings(caplog)
     assert len(said) == 1 and "kind u_nobody has 1 due job(s)" in said[0].getMessage()
-    assert said[0].kind == "u_nobody"
+    assert getattr(said[0], "kind", None) == "u_nobody"
     # Not said when a live worker registers the kind, though this one does not: that
     # worker's one slot is busy with a job of higher priority, so the job stays due.
     caplog.clear()

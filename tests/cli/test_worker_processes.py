@@ -108,7 +108,7 @@ async def test_cli_worker_drains_on_the_loop_it_names(
 
 
 async def _eq(value: Any, expected: Any) -> bool:
-    return (await value) == expected
+    return bool((await value) == expected)
 
 
 def test_cli_worker_bad_module_is_one_line() -> None:

@@ -15,11 +15,10 @@ import venturi
 from tests.support import wait_for
 from tests.support.claims import claim
 from tests.support.opsdata import TRACEBACK, S, make, seed
-from venturi import admin, db, formatting, sql
+from venturi import JobSpec, admin, db, formatting, sql
 from venturi.cli import ops
 from venturi.cli import render as views
 from venturi.errors import ConfigError
-from venturi.tasks import JobSpec
 
 # The claimant of the jobs these tests claim and settle through the store.
 W1 = db.Claimant("w:1")

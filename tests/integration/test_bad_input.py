@@ -227,7 +227,7 @@ async def test_not_an_outcome_is_a_failed_execution_saying_what_came_back(
     job_id = await handler.enqueue(conn, N(1))
     await run_until(dsn, conn, handler, job_id, "dead")
     job = await venturi.get_job(conn, job_id)
-    assert job is not None and said in (job.last_error or ""), job.last_error
+    assert job is not None and said in (job.last_error or ""), job and job.last_error
     assert len(job.last_error or "") < 2000
     journal = await venturi.get_journal(conn, job_id)
     assert [e.event for e in journal] == ["enqueued", "claimed", "failed", "dead"]
@@ -283,11 +283,12 @@ async def test_nul_in_an_outcome_does_not_wedge_the_worker(
         if carry.n == 0:
             if how == "raise":
                 raise ValueError("bad\x00byte")
-            return {
+            outcomes: dict[str, venturi.Outcome] = {
                 "result": venturi.complete("a\x00b"),
                 "dead": venturi.dead("why\x00"),
                 "retry": venturi.retry(reason="again\x00"),
-            }[how]
+            }
+            return outcomes[how]
         return venturi.complete()
 
     poison, *rest = await venturi.enqueue_many(conn, [handler.job(N(i)) for i in range(12)])

@@ -10,8 +10,7 @@ import asyncpg
 import pytest
 
 from tests.support.plans import generic_plan, nodes
-from venturi import db, sql
-from venturi.tasks import JobSpec
+from venturi import JobSpec, db, sql
 
 W1 = db.Claimant("w:1")
 

@@ -435,7 +435,7 @@ async def test_systemexit_in_a_task_fails_it_and_the_worker_goes_on(
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode == 0, err.decode()
+    assert await proc.wait() == 0, err.decode()
     read = await scenario("tasks_result", dsn, VENTURI_TEST_ID=exits["id"])
     assert read["status"] == "FAILED"
     [[path, trace]] = read["errors"]

@@ -220,8 +220,8 @@ class PsycopgSyncBlock(PsycopgSync):
         if commit:
             await asyncio.to_thread(block.__exit__, None, None, None)
         else:
-            exc = psycopg.Rollback()
-            await asyncio.to_thread(block.__exit__, type(exc), exc, None)
+            rollback = psycopg.Rollback()
+            await asyncio.to_thread(block.__exit__, type(rollback), rollback, None)
 
 
 class PsycopgSyncAutocommit(PsycopgSyncBlock):
@@ -576,6 +576,7 @@ async def test_a_holder_that_commits_after_the_snapshot_gives_its_id(
             tx = holder.transaction()
             await tx.start()
             held = await work.enqueue(holder, Item(1), key=key)
+            waiting: asyncio.Future[Any]
             if many:
                 waiting = asyncio.ensure_future(stack.enqueue_many([work.job(Item(2), key=key)]))
             else:
@@ -629,7 +630,7 @@ async def test_a_schema_not_applied_says_what_to_run(
 async def test_a_sync_connection_in_the_async_call_says_which_to_use(
     dsn: str, work: venturi.Task[Item]
 ) -> None:
-    sync = await asyncio.to_thread(psycopg.connect, dsn)
+    sync: psycopg.Connection[Any] = await asyncio.to_thread(lambda: psycopg.connect(dsn))
     try:
         with pytest.raises(TypeError, match="enqueue_sync"):
             await work.enqueue(sync, Item(1))  # type: ignore[arg-type]

@@ -297,10 +297,7 @@ async def test_a_large_batch_goes_by_copy_in_order_with_one_notification(
     listener = await asyncpg.connect(dsn)
     try:
         await listener.add_listener(sql.channel(sql.DEFAULT_SCHEMA), lambda *a: heard.append(a[3]))
-        specs = [
-            (fetch if i % 2 else mail).job(Fetch(str(i)) if i % 2 else {"i": str(i)})
-            for i in range(n)
-        ]
+        specs = [fetch.job(Fetch(str(i))) if i % 2 else mail.job({"i": str(i)}) for i in range(n)]
         ids = await venturi.enqueue_many(conn, specs)
         # A marker after it: notifications arrive in commit order, so when the marker's
         # is in, every notification of the batch is too.

@@ -11,10 +11,9 @@ import pytest
 
 import venturi
 from tests.support import Item, expire_claim, running, wait_for, wait_status, wait_until
-from venturi import Backoff, ConfigError, Context, db, sql
+from venturi import Backoff, ConfigError, Context, JobSpec, db, sql
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.runtime.worker import Worker
-from venturi.tasks import JobSpec
 
 SCHEMA = "venturi"
 

@@ -17,10 +17,9 @@ import asyncpg
 import venturi
 from tests.support import Item, running, wait_until
 from tests.support.plans import nodes
-from venturi import Context, admin, db, sql
+from venturi import Context, JobSpec, admin, db, sql
 from venturi.runtime.loop import PLAIN_RECHECK
 from venturi.runtime.worker import Worker
-from venturi.tasks import JobSpec
 
 SCHEMA = "venturi"
 W1 = db.Claimant("w:1")
@@ -144,7 +143,22 @@ async def test_a_connection_caches_the_grouped_claim(dsn: str) -> None:
     try:
         text = sql.statement("job_claim_grouped", SCHEMA)
         assert len(text) > 15 * 1024  # asyncpg's default limit
-        args = ("w:1", "k", 60.0, 0, 1, uuid.uuid4(), 1, None, None, None, True, [], [], [])
+        args: tuple[Any, ...] = (
+            "w:1",
+            "k",
+            60.0,
+            0,
+            1,
+            uuid.uuid4(),
+            1,
+            None,
+            None,
+            None,
+            True,
+            [],
+            [],
+            [],
+        )
         for _ in range(2):
             async with conn.transaction():
                 await conn.fetch(text, *args)

@@ -413,7 +413,7 @@ async def test_a_grouped_job_is_not_starved_by_an_ungrouped_backlog(
     await tenant.enqueue(conn, Item(0), group="acme", priority=venturi.Priority.HIGH)
     worker = Worker(None, dsn, [backlog, tenant], concurrency=2, poll_max=0.5)
     async with running(worker):
-        await wait_until(lambda: len(done) == 200 and grouped_ran_after, within=60)
+        await wait_until(lambda: len(done) == 200 and bool(grouped_ran_after), within=60)
     # A HIGH job of a group at none of its limits, behind 200 LOW ones of another kind:
     # it must not wait for the backlog (found by the chaos soak: it ran after all 200
     # when the loop gave the groups' claim only the slots the ordinary claim left).

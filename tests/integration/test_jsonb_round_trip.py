@@ -31,6 +31,7 @@ async def test_round_trip_through_jsonb(
         async def go() -> str:
             job_id = await handler.enqueue(conn, carry)
             row = await db.reads.job_get(conn, schema=sql.DEFAULT_SCHEMA, job_id=job_id)
+            assert row is not None
             return str(row["carry"])
 
         stored = asyncio.run_coroutine_threadsafe(go(), loop).result(30)

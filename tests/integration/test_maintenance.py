@@ -54,7 +54,9 @@ async def test_maintenance_runs_repeatedly_beside_the_loop_and_failures_do_not_s
     assert counting.seen_pool is not None
     assert worker.stats["maintenance_errors:broken"] >= 1
     # Stopped with the worker: once run() has returned, no maintenance loop is left.
-    left = [t for t in asyncio.all_tasks() if t.get_coro().__name__ == "run_forever"]
+    left = [
+        t for t in asyncio.all_tasks() if getattr(t.get_coro(), "__name__", "") == "run_forever"
+    ]
     assert left == []
 
 

@@ -179,4 +179,4 @@ def _runs(where: Path) -> list[list[str]]:
 
 async def _completed(conn: asyncpg.Connection, ids: list[int]) -> bool:
     counts = await db.reads.job_counts(conn, schema="venturi", ids=ids)
-    return sum(r["jobs"] for r in counts if r["status"] == "completed") == len(ids)
+    return bool(sum(r["jobs"] for r in counts if r["status"] == "completed") == len(ids))

@@ -110,7 +110,7 @@ async def test_a_bad_model_is_refused_at_enqueue_in_one_line_and_nothing_is_writ
     assert "seats: Input should be greater than 0" in message
     # Not the model at all: named as msgspec names it.
     with pytest.raises(TypeError, match="must be Signup, got dict"):
-        await signup.enqueue(conn, {"email": "a@x", "seats": 1})
+        await signup.enqueue(conn, {"email": "a@x", "seats": 1})  # type: ignore[arg-type]
     assert await conn.fetchval("SELECT count(*) FROM venturi.jobs") == 0
 
 

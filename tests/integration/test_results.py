@@ -11,9 +11,8 @@ import asyncpg
 
 import venturi
 from tests.support import Item, running, wait_for, wait_stat, wait_status
-from venturi import Context, ResultCleanup, db, sql
+from venturi import Context, JobSpec, ResultCleanup, db, sql
 from venturi.runtime.worker import Worker
-from venturi.tasks import JobSpec
 
 # The claimant of the jobs these tests claim and settle through the store.
 W1 = db.Claimant("w:1")

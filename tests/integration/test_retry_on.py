@@ -91,7 +91,7 @@ async def test_the_stop_line_counts_jobs_whose_retries_ran_out_as_dead(
         raise ValueError("always")
 
     @venturi.task(kind="ro_count_retry", max_failures=2)
-    async def retrying(ctx: Context[Any], carry: Item) -> venturi.Retry:
+    async def retrying(ctx: Context[Any], carry: Item) -> venturi.Outcome:
         return venturi.retry(after=0, reason="later")
 
     @venturi.task(kind="ro_count_miss", retry_on=Flaky)

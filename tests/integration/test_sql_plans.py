@@ -14,8 +14,7 @@ import asyncpg
 import pytest
 
 from tests.support.plans import nodes
-from venturi import admin, db, sql
-from venturi.tasks import JobSpec
+from venturi import JobSpec, admin, db, sql
 
 # The claimant of the jobs these tests claim and settle through the store.
 W1 = db.Claimant("w:1")
@@ -130,9 +129,11 @@ async def test_a_plain_enqueue_writes_no_wake_up_entry(conn: asyncpg.Connection)
     # (nothing to wake for), scheduled ones do, and the idle worker's lookup finds those.
     async def entries() -> int:
         # The index-only count of the index's entries, by the predicate that matches it.
-        return await conn.fetchval(
-            "SELECT count(*) FROM venturi.jobs WHERE status = 'pending' AND kind = 'k' "
-            "AND visible_at > created_at"
+        return int(
+            await conn.fetchval(
+                "SELECT count(*) FROM venturi.jobs WHERE status = 'pending' AND kind = 'k' "
+                "AND visible_at > created_at"
+            )
         )
 
     now = [JobSpec("k", "{}", 1, None, None, None, 25) for _ in range(1_000)]
@@ -159,7 +160,7 @@ async def test_claim_keeps_its_index_on_a_backlog_of_one_kind(conn: asyncpg.Conn
     specs = [JobSpec("only", "{}", 1, None, None, None, 25) for _ in range(20_000)]
     await db.enqueue.job_insert_many(conn, schema="venturi", specs=specs)
     await conn.execute(sql.statement("maintenance/analyze"))
-    args = ("me:1", ["only"], [60.0], 0, 10, [], [], [], W1.token, True)
+    args: tuple[Any, ...] = ("me:1", ["only"], [60.0], 0, 10, [], [], [], W1.token, True)
     for mode in ("force_custom_plan", "force_generic_plan"):
         await conn.execute(f"SET plan_cache_mode = {mode}")
         plan = await _plan(conn, "job_claim", *args)

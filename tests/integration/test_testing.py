@@ -146,10 +146,13 @@ async def test_drain_on_a_connection_renews_a_long_job_s_lease(
     async def long(ctx: Context[Any], carry: Step) -> venturi.Outcome:
         other = await asyncpg.connect(dsn)
         try:
-            first = (await venturi.get_job(other, ctx.job.id)).claim_expires_at
+            job = await venturi.get_job(other, ctx.job.id)
+            assert job is not None and job.claim_expires_at is not None
+            first = job.claim_expires_at
 
             async def renewed() -> bool:
-                now = (await venturi.get_job(other, ctx.job.id)).claim_expires_at
+                job = await venturi.get_job(other, ctx.job.id)
+                now = None if job is None else job.claim_expires_at
                 return now is not None and now > first  # pushed back, not recovered
 
             # The database holds the renewal: no event announces it, so it is polled.
@@ -205,7 +208,7 @@ async def test_drain_ignores_other_kinds_and_refuses_nonsense(
     with pytest.raises(venturi.ConfigError, match="give the tasks"):
         await testing.drain(dsn, [])
     with pytest.raises(venturi.ConfigError, match="target must be"):
-        await testing.drain(42, [tasks["t_complete"]])  # type: ignore[arg-type]
+        await testing.drain(42, [tasks["t_complete"]])
 
 
 async def test_drain_needs_the_schema(empty_dsn: str, tasks: dict[str, venturi.Task[Any]]) -> None:

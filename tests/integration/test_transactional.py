@@ -163,9 +163,9 @@ async def test_misuse_is_a_clear_error(
             venturi.Priority.NORMAL,
             1,
             0,
-            (await venturi.get_job(effects, job_id)).created_at,
+            (await venturi.get_job(effects, job_id)).created_at,  # type: ignore[union-attr]
         ),
-    )  # type: ignore[union-attr]
+    )
     with pytest.raises(venturi.VenturiError, match="needs a context made by a running worker"):
         bare.transaction()
 

@@ -26,8 +26,7 @@ from tests.support import wait_for
 from tests.support.claims import claim
 from tests.support.opsdata import TRACEBACK, S, make
 from tests.support.web import CSRF, client, csrf_of
-from venturi import admin, db, sql
-from venturi.tasks import JobSpec
+from venturi import JobSpec, admin, db, sql
 
 TOKEN = "t0ken-for-the-dashboard-tests-0123456789"
 

@@ -221,14 +221,14 @@ async def test_bad_group_forms_are_refused_before_anything_is_written(
         )
         assert r.status_code == 403
     assert await conn.fetch("SELECT * FROM venturi.groups ORDER BY kind, grp") == before
-    for bad in (
+    for wrong in (
         {"group_q": "x" * 201},
         {"group_q": "a\x01"},
         {"group_order": "x"},
         {"group_page": "0"},
     ):
-        r = await web.get("/kind", params={"name": "export", **bad})
-        assert r.status_code == 400, bad
+        r = await web.get("/kind", params={"name": "export", **wrong})
+        assert r.status_code == 400, wrong
 
 
 async def test_job_page_names_its_group_and_the_list_filters_by_it(

@@ -157,7 +157,7 @@ async def test_cap_keeps_jobs_pending_while_others_run(
         await wait_for(lambda: _all_status(conn, free_ids, "completed"))
         statuses = [await status_of(conn, i) for i in capped_ids]
         # One capped job holds its slot; the others wait as pending, not claimed-and-idle.
-        assert sorted(statuses) == ["claimed", "pending", "pending"]
+        assert sorted(str(s) for s in statuses) == ["claimed", "pending", "pending"]
         gate.set()
         await wait_for(lambda: _all_status(conn, capped_ids, "completed"))
     assert capped_running["max"] == 1
@@ -648,7 +648,7 @@ async def test_slow_handler_loses_its_claim_and_its_settle_is_skipped(
 
     @venturi.task(kind="w_slow", lease=0.3, backoff=Backoff.fixed(0))
     async def handler(ctx: Context[Any], carry: N) -> venturi.Outcome:
-        runs.append(ctx.job.attempt and str(ctx.job.attempt))
+        runs.append(str(ctx.job.attempt))
         if ctx.job.attempt == 1:
             await release.wait()
             return venturi.complete("late")

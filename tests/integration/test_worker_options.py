@@ -4,6 +4,7 @@ cancellation of a running job."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from datetime import datetime, timedelta
@@ -274,7 +275,7 @@ async def test_metrics_endpoint_is_scraped(
     worker = Worker(None, dsn, [handler], poll_max=0.1, metrics_port=port)
     async with running(worker):
         for i in ids:
-            await wait_for(lambda i=i: _finished(conn, i))
+            await wait_for(functools.partial(_finished, conn, i))
         body = await asyncio.to_thread(
             lambda: (
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)

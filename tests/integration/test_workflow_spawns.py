@@ -22,12 +22,13 @@ S = "venturi"
 
 
 async def _children(conn: asyncpg.Connection, parent: int) -> list[asyncpg.Record]:
-    return await conn.fetch(
+    rows: list[asyncpg.Record] = await conn.fetch(
         "SELECT j.id, j.status, s.name FROM venturi.jobs j "
         "LEFT JOIN venturi.steps s ON s.job_id = $1 AND (s.value #>> '{}')::bigint = j.id "
         "WHERE j.parent_id = $1 ORDER BY j.id",
         parent,
     )
+    return rows
 
 
 async def test_spawns_a_failed_run_left_unwritten_are_spawned_once_by_the_next(
@@ -109,7 +110,7 @@ async def test_a_spawn_write_rolled_back_leaves_neither_child_nor_record(
 
     parent = await kid.enqueue(conn, Item(0))
     ids = await db.workflow.job_ids_draw(conn, schema=S, count=2)
-    args = {
+    args: dict[str, Any] = {
         "schema": S,
         "parent_id": parent,
         "names": ["a", "b"],
@@ -241,7 +242,7 @@ async def test_a_spawn_inside_a_transactional_step_commits_with_the_step(
         await tx.execute("SELECT 1")
         if calls["reserve"] == 1:
             raise RuntimeError("the step's transaction rolls back, the spawn with it")
-        return child.job_id
+        return int(child.job_id)
 
     @venturi.task(kind="wf_tx_parent", max_failures=3)
     async def parent(ctx: Context[Any], carry: Item) -> venturi.Outcome:

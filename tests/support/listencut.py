@@ -57,4 +57,4 @@ async def _remove_listener_after_a_cut(
     await _remove_listener(self, channel, callback)
 
 
-asyncpg.connection.Connection.remove_listener = _remove_listener_after_a_cut  # type: ignore[method-assign]
+asyncpg.connection.Connection.remove_listener = _remove_listener_after_a_cut

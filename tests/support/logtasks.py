@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import venturi
-from tests.support.carries import Item
+from tests.support.carries import Item as Item  # re-exported: tests name logtasks.Item
 
 
 @venturi.task(kind="log_talk")

@@ -6,8 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from venturi import db
-from venturi.tasks import JobSpec
+from venturi import JobSpec, db
 
 S = "venturi"
 

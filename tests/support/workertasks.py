@@ -10,7 +10,7 @@ import os
 from typing import Any
 
 import venturi
-from tests.support.carries import Item
+from tests.support.carries import Item as Item  # re-exported: tests name workertasks.Item
 from tests.support.waits import until_cancelled
 
 

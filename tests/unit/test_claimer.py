@@ -72,11 +72,11 @@ async def _fill(
     started: list[Any] = []
     heard: list[tuple[list[Run], set[int]]] = []
     answer = await claimer.fill(
-        conn,  # type: ignore[arg-type]
+        conn,
         free,
         asyncio.Event(),
         done or [],
-        lambda runs, settled: heard.append((runs, settled)),
+        lambda runs, settled: heard.append((runs, set(settled))),
         started.extend,
     )
     return answer, started, heard

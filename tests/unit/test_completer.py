@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.carries import noop_task
 from tests.support.fakes import FakeConn, run_of
-from venturi import Backoff
+from venturi import Backoff, sql
 from venturi.db.claims import Claimant
 from venturi.runtime import settlement as s
 from venturi.runtime.completer import Completer
@@ -61,6 +61,7 @@ def _answering() -> FakeConn:
         "job_cancel_if_owned",
     ]
     return FakeConn(
+        sql.DEFAULT_SCHEMA,
         job_complete_many_if_owned=lambda args: [{"id": i} for i in args[1]],
         **dict.fromkeys(names, _owned),
     )
@@ -84,7 +85,7 @@ async def test_each_settlement_is_written_by_its_statement(kinds: list[str]) -> 
     runs = [run_of(task, i, outcome=o) for i, o in enumerate(outcomes, 1)]
     _queued(completer, inflight, *runs)
     conn = _answering()
-    await completer.settle(conn)  # type: ignore[arg-type]
+    await completer.settle(conn)
     assert [(name, args[1]) for name, args in conn.calls] == [
         ("job_complete_many_if_owned", [1, 2]),  # the completions in one statement
         ("job_pause_if_owned", 3),
@@ -116,7 +117,7 @@ async def test_a_retry_keeps_its_own_delay_and_carry(kinds: list[str]) -> None:
     completer, inflight = _completer(task)
     _queued(completer, inflight, run_of(task, outcome=s.Retried('{"n": 9}', 42.0, "later")))
     conn = _answering()
-    await completer.settle(conn)  # type: ignore[arg-type]
+    await completer.settle(conn)
     [args] = conn.named("job_fail_if_owned")
     assert (args[CARRY], args[DELAY], args[FORCE]) == ('{"n": 9}', 42.0, False)
 
@@ -137,7 +138,7 @@ async def test_a_failure_is_dead_at_once_only_when_it_must_be(
     completer, inflight = _completer(task, failures_to_dead=failures_to_dead)
     _queued(completer, inflight, run_of(task, outcome=outcome))
     conn = _answering()
-    await completer.settle(conn)  # type: ignore[arg-type]
+    await completer.settle(conn)
     [args] = conn.named("job_fail_if_owned")
     assert args[FORCE] is dead
 
@@ -149,7 +150,7 @@ async def test_the_delay_grows_with_the_failures_so_far(kinds: list[str]) -> Non
     runs = [run_of(task, i, failures=i - 1, outcome=s.Failed("x")) for i in range(1, 6)]
     _queued(completer, inflight, *runs)
     conn = _answering()
-    await completer.settle(conn)  # type: ignore[arg-type]
+    await completer.settle(conn)
     assert [a[DELAY] for a in conn.named("job_fail_if_owned")] == [2, 6, 18, 54, 100]
 
 
@@ -165,7 +166,7 @@ async def test_a_cancel_request_wins_over_an_ending_short_of_completion(
     ]
     _queued(completer, inflight, *asked)
     conn = _answering()
-    await completer.settle(conn)  # type: ignore[arg-type]
+    await completer.settle(conn)
     assert [(name, args[1]) for name, args in conn.calls] == [
         ("job_complete_many_if_owned", [3]),  # it completed: the completion stands
         ("job_cancel_if_owned", 1),
@@ -184,7 +185,7 @@ async def test_a_lost_claim_is_counted_and_its_slot_given_back(kinds: list[str])
         run_of(task, 2, outcome=s.Dead("no")),
     )
     conn = FakeConn()  # no statement finds the claim
-    await completer.settle(conn)  # type: ignore[arg-type]
+    await completer.settle(conn)
     assert completer.stats["ownership_lost"] == 2 and completer.stats["dead"] == 0
     assert completer.unsettled == [] and +inflight.per_kind == Counter()
 
@@ -194,7 +195,7 @@ async def test_completions_wait_for_the_claim_unless_asked(kinds: list[str]) -> 
     completer, inflight = _completer(task)
     _queued(completer, inflight, run_of(task, 1, outcome=s.Completed()))
     conn = _answering()
-    await completer.settle(conn, completes=False)  # type: ignore[arg-type]
+    await completer.settle(conn, completes=False)
     assert conn.calls == [] and len(completer.completes()) == 1
     # A completion in the handler's own transaction is settled as it is taken.
     _queued(completer, inflight, run_of(task, 2, outcome=s.COMMITTED))

@@ -29,5 +29,5 @@ def test_bad_pool(kinds: list[str]) -> None:
 def test_pool_is_a_deprecated_alias_of_worker_group() -> None:
     # venturi.Pool clashed with asyncpg's Pool; the old name keeps working, with a warning.
     with pytest.warns(DeprecationWarning, match="venturi.WorkerGroup"):
-        alias = venturi.Pool
+        alias = venturi.Pool  # type: ignore[attr-defined]  # outside __all__: deprecated
     assert alias is WorkerGroup

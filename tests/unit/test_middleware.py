@@ -16,7 +16,7 @@ def test_middleware_is_checked_when_set() -> None:
 
     for bad in (not_async, 3, "mw"):
         with pytest.raises(ConfigError, match=r"middleware\[0\] must be an async def"):
-            Worker(None, "postgresql://x", middleware=[bad])
+            Worker(None, "postgresql://x", middleware=[bad])  # type: ignore[list-item]  # bad on purpose
 
     class Callable:
         async def __call__(self, ctx: Any, carry: Any, call_next: Any) -> Any:

@@ -182,7 +182,7 @@ def test_missing_carry_annotation(kinds: list[str]) -> None:
 def test_handler_needs_two_parameters(kinds: list[str]) -> None:
     with pytest.raises(ConfigError, match=r"\(ctx, carry\)"):
 
-        @venturi.task(kind="t_onearg")
+        @venturi.task(kind="t_onearg")  # type: ignore[arg-type]  # one parameter on purpose
         async def handler(ctx: Any) -> None:
             return None
 

@@ -47,7 +47,7 @@ class _Rollback(Exception):
 def _drain(*queues: str, timers: bool = True) -> None:
     """Run every due job of the Django queues (and the venturi task) in this process;
     ``timers=False`` leaves workflow timers (a signal's timeout) as they are."""
-    todo = [backend.runner(q) for q in queues] or [jobs.note]
+    todo: list[Any] = [backend.runner(q) for q in queues] or [jobs.note]
     asyncio.run(testing.drain(config.dsn(), todo, timers=timers))
 
 
@@ -83,8 +83,8 @@ def wrong_carry() -> dict[str, Any]:
     got = []
     with transaction.atomic():
         for call in (
-            lambda: jobs.note.enqueue_sync(connection, "not an Item"),
-            lambda: venturi.enqueue_many_sync(connection, [jobs.note.job(Item(1)), object()]),
+            lambda: jobs.note.enqueue_sync(connection, "not an Item"),  # type: ignore[arg-type]
+            lambda: venturi.enqueue_many_sync(connection, [jobs.note.job(Item(1)), object()]),  # type: ignore[list-item]
         ):
             try:
                 call()
@@ -284,7 +284,7 @@ def tasks_enqueue() -> dict[str, Any]:
 @scenario
 def tasks_result() -> dict[str, Any]:
     """The TaskResult of VENTURI_TEST_ID, as get_result() reads it."""
-    result = backend.task_backends["default"].get_result(os.environ["VENTURI_TEST_ID"])
+    result = tasks_api.task_backends["default"].get_result(os.environ["VENTURI_TEST_ID"])
     return {
         "status": str(result.status),
         "errors": [[e.exception_class_path, e.traceback] for e in result.errors],
@@ -316,7 +316,7 @@ def tasks_atomic() -> dict[str, Any]:
     gone = False
     try:
         tasks.add.get_result(rolled.id)
-    except backend.TaskResultDoesNotExist:
+    except tasks_api.TaskResultDoesNotExist:
         gone = True
     return {"rolled_back_gone": gone, "kept": str(tasks.add.get_result(kept.id).status)}
 
@@ -374,7 +374,7 @@ def tasks_mapping() -> dict[str, Any]:
     ):
         try:
             bad()
-        except backend.InvalidTask as exc:
+        except tasks_api.InvalidTask as exc:
             invalid.append(f"{type(exc).__module__}.{type(exc).__name__}")
     _drain("default", "reports")
     for r in (deferred, report, ctx):
@@ -383,7 +383,7 @@ def tasks_mapping() -> dict[str, Any]:
     for rid in ("999999", "not-a-number"):
         try:
             tasks.add.get_result(rid)
-        except backend.TaskResultDoesNotExist:
+        except tasks_api.TaskResultDoesNotExist:
             missing.append(rid)
     return {
         "deferred_visible_at_ok": abs((rows["deferred"].visible_at - later).total_seconds()) < 1,  # type: ignore[union-attr]
