@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import random
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,7 @@ class FlowLoad:
     """What the harness does for workflows; see the module's docstring."""
 
     # Provided by harness.Harness.
-    rng: Any
+    rng: random.Random
     lock: asyncio.Lock
     conn: Any
     faults: history.Faults

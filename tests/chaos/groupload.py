@@ -8,6 +8,7 @@ the workers run, the ledger read at the end and ``groupcheck.check``."""
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
@@ -54,7 +55,7 @@ class GroupLoad:
     """What the harness does for groups; see the module's docstring."""
 
     # Provided by harness.Harness.
-    rng: Any
+    rng: random.Random
     lock: asyncio.Lock
     conn: Any
     faults: history.Faults
@@ -99,8 +100,8 @@ class GroupLoad:
 
     def group_ms(self) -> int:
         if self.rng.random() < OVERRUN_SHARE:
-            return int(self.rng.randint(*OVERRUN_MS))
-        return int(self.rng.randint(*WORK_MS))
+            return self.rng.randint(*OVERRUN_MS)
+        return self.rng.randint(*WORK_MS)
 
     def grouped_burst(self) -> list[tuple[int, Any]]:
         """Now and then, a burst of jobs into one group (it then sits at its cap)."""

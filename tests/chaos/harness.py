@@ -4,8 +4,9 @@ On a throwaway PostgreSQL cluster of its own (never a shared server), several
 ``venturi worker tests.chaos.alltasks`` processes (``tests.chaos.tasks`` without the
 grouped kinds) drain a stream of jobs that the harness keeps enqueueing while they run:
 mixed kinds, priorities, a per-kind cap, handlers that pause, fail, give up, sleep,
-ignore shutdown, and one that runs past its lease; grouped jobs (``tests/chaos/groupload.py``,
-with four workers of their own besides); and workflows beside them (``tests/chaos/flowload.py``: flows with steps, a durable sleep, a
+ignore shutdown, and one that runs past its lease; grouped jobs
+(``tests/chaos/groupload.py``, with four workers of their own besides); and workflows
+beside them (``tests/chaos/flowload.py``: flows with steps, a durable sleep, a
 signal the harness sends and children gathered; three-node ``venturi.Workflow``s). Meanwhile
 the harness follows a schedule that it draws from the seed and logs up front:
 

@@ -48,7 +48,8 @@ class OnePool:
     async def acquire(self) -> FrozenConnection:
         return self.conn
 
-    async def release(self, conn: FrozenConnection, *, timeout: float | None = None) -> None:  # noqa: ASYNC109  (asyncpg's signature)
+    # asyncpg's signature, timeout included.
+    async def release(self, conn: FrozenConnection, *, timeout: float | None = None) -> None:  # noqa: ASYNC109
         if conn.cancelling and not conn.closed.is_set():
             await conn.closed.wait()  # the server's answer to the cancel request
         self.released.set()
