@@ -1,5 +1,5 @@
 """Every kind of the chaos soak in one worker: the ordinary kinds (``tests.chaos.tasks``)
-and the grouped ones (``tests.chaos.grouptasks``). The soak's ordinary workers run this
+and the grouped ones (``tests.chaos.grouptasks``). The long runs' ordinary workers run this
 module whenever the grouped kinds are in the load, so a worker's grouped claim takes its
 turn beside its ordinary claim under the faults (docs/chaos.md, "Groups in the soak");
 the four grouped workers run the grouped kinds alone."""
