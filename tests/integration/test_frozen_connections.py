@@ -266,3 +266,40 @@ async def test_a_release_whose_caller_is_cancelled_leaves_no_error_unseen(
         loop.set_exception_handler(before)
         pool.terminate()
         proxy.restore()
+
+
+async def test_a_pooled_block_cancelled_in_its_release_leaves_no_error_unseen(
+    proxy: Proxy, dsn: str
+) -> None:
+    # The maintenance tasks (cron, vacuum) and a transaction on a pool take a connection
+    # with db.connect.pooled: the same release, when the block's task is cancelled as the
+    # connection goes back.
+    loop = asyncio.get_running_loop()
+    unseen: list[str] = []
+    before = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: unseen.append(str(context["message"])))
+    pool = await db.connect.create_worker_pool(proxy.dsn(dsn), min_size=0, max_size=1)
+    sent: list[dict[int, int]] = []
+
+    async def block() -> None:
+        async with db.connect.pooled(pool) as conn:
+            assert await conn.fetchval("SELECT 1") == 1
+            sent.append(_chunks(proxy))
+            proxy.blackhole(new=False)  # the reset will get no answer
+
+    try:
+        giving = asyncio.create_task(block())
+        await wait_until(lambda: bool(sent) and _sent_since(proxy, sent[0]))
+        giving.cancel()  # the task stops while its connection resets
+        with contextlib.suppress(asyncio.CancelledError):
+            await giving
+        assert _releasing()
+        pool.terminate()
+        await wait_until(lambda: not _releasing())
+        del giving
+        gc.collect()
+        assert unseen == []
+    finally:
+        loop.set_exception_handler(before)
+        pool.terminate()
+        proxy.restore()

@@ -191,6 +191,23 @@ async def release(pool: Any, conn: Any, within: float = RELEASE_TIMEOUT) -> None
     await asyncio.shield(giving)
 
 
+@contextlib.asynccontextmanager
+async def pooled(pool: Any) -> AsyncIterator[Any]:
+    """``async with pool.acquire()`` whose release goes through ``release``: a caller
+    cancelled while the connection resets (a worker stopping mid-task) leaves no error
+    unseen. Anything that is not asyncpg's own Pool (the worker's held connection, a test
+    double) is used through its own ``acquire``."""
+    if not is_pool(pool):
+        async with pool.acquire() as conn:
+            yield conn
+        return
+    conn = await pool.acquire()
+    try:
+        yield conn
+    finally:
+        await release(pool, conn)
+
+
 def _observed(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()  # seen: a caller still waiting gets it through the shield
@@ -204,7 +221,7 @@ async def transaction(conn: Any) -> AsyncIterator[TxConn]:
         async with conn.transaction():
             yield conn
         return
-    async with conn.acquire() as held, held.transaction():
+    async with pooled(conn) as held, held.transaction():
         yield held
 
 

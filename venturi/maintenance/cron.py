@@ -105,7 +105,7 @@ class CronScheduler:
         self, pool: Any, worker: Any, s: Schedule, slot: datetime, last: datetime
     ) -> None:
         schema = worker.schema
-        async with pool.acquire() as conn, conn.transaction():
+        async with db.connect.pooled(pool) as conn, conn.transaction():
             if not await db.schedules.schedule_advance_if_behind(
                 conn, schema=schema, name=s.name, slot=slot
             ):

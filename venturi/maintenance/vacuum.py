@@ -69,7 +69,7 @@ class Vacuum:
             return
         schema = worker.schema
         try:
-            async with pool.acquire() as conn:
+            async with db.connect.pooled(pool) as conn:
                 dead, allowed = await db.operations.job_vacuum_state(conn, schema=schema)
                 if self.allowed is None and not allowed:
                     log.warning(
