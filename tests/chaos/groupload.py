@@ -23,8 +23,9 @@ from .ledger import DSN_ENV
 from .tasks import Chaos
 
 TRANSIENT = db.errors.TRANSIENT
-# What the grouped kinds' own workers run; the others run every kind (ALL_MODULE) when
-# the grouped kinds are in the load, else tests.chaos.tasks.
+# What the soak's workers run: the grouped kinds' own workers GROUP_MODULE; the others
+# every kind (ALL_MODULE) when the grouped kinds are in the load, else TASKS_MODULE.
+TASKS_MODULE = "tests.chaos.tasks"
 GROUP_MODULE = "tests.chaos.grouptasks"
 ALL_MODULE = "tests.chaos.alltasks"
 

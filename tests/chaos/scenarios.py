@@ -56,7 +56,7 @@ import asyncpg
 from tests.support import sql as pgsql
 from venturi import db, testing
 
-from . import harness, history, standby
+from . import groupload, harness, history, standby
 from .proxy import Proxy
 
 NAMES = ("failover", "blackhole", "refused-writes", "slow", "all")
@@ -229,7 +229,7 @@ class Scenario(harness.Harness):
                 await asyncio.to_thread(self.cluster.destroy)
             self.log_file.close()
 
-    def spawn(self, module: str = "tests.chaos.tasks") -> harness.Worker:
+    def spawn(self, module: str = groupload.TASKS_MODULE) -> harness.Worker:
         # The harness's own connection stays direct; the worker gets its proxy.
         own = self.dsn
         if self.proxies:
