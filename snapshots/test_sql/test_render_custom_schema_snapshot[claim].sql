@@ -459,6 +459,54 @@ woken AS (
 )
 SELECT kind, grp, cap, weight, paused FROM written;
 
+-- group_wake_stranded: wake every group that has a pending job visible now yet is neither
+-- ready, paused, nor due any wake-up. The claim never leaves a group so (docs/groups.md,
+-- "Why no grouped job is left behind"); this is the workers' check that nothing did, by
+-- whatever cause, as stale recovery is for a lost worker: without it such a group's jobs
+-- would wait for good. A group it finds is a bug, which the worker logs as a warning.
+-- Any consistent snapshot holds the rule, so a group found is never a race's passing
+-- state. Returns the groups woken, with the tier of the first visible job of each.
+-- No parameters.
+-- index: jobs_group_claim_idx, one probe per (kind, group) with pending jobs (a loose index
+-- scan) and one for its first visible job; the groups primary key; group_wakes_due_idx.
+PREPARE billing_jobs_group_wake_stranded AS
+WITH RECURSIVE pending AS (
+    (SELECT j.kind, j.grp FROM "billing_jobs".jobs j
+     WHERE j.status = 'pending' AND j.grp IS NOT NULL
+     ORDER BY j.kind, j.grp
+     LIMIT 1)
+    UNION ALL
+    SELECT n.kind, n.grp FROM pending p
+    CROSS JOIN LATERAL (
+        SELECT j.kind, j.grp FROM "billing_jobs".jobs j
+        WHERE j.status = 'pending' AND j.grp IS NOT NULL AND (j.kind, j.grp) > (p.kind, p.grp)
+        ORDER BY j.kind, j.grp
+        LIMIT 1
+    ) n
+),
+stranded AS (
+    SELECT p.kind, p.grp, v.priority
+    FROM pending p
+    -- By the primary key, one probe per group (the LIMIT keeps the planner from making
+    -- it a join): not a hash of every group ever seen.
+    LEFT JOIN LATERAL (
+        SELECT g.ready, g.paused FROM "billing_jobs".groups g WHERE g.kind = p.kind AND g.grp = p.grp
+        LIMIT 1
+    ) g ON true
+    CROSS JOIN LATERAL (
+        SELECT j.priority FROM "billing_jobs".jobs j
+        WHERE j.status = 'pending' AND j.grp IS NOT NULL AND j.kind = p.kind
+          AND j.grp = p.grp AND j.visible_at <= now()
+        ORDER BY j.priority
+        LIMIT 1
+    ) v
+    WHERE NOT coalesce(g.ready OR g.paused, false)
+      AND NOT EXISTS (SELECT 1 FROM "billing_jobs".group_wakes w WHERE w.kind = p.kind AND w.grp = p.grp)
+)
+INSERT INTO "billing_jobs".group_wakes (kind, grp, at, priority)
+SELECT s.kind, s.grp, now(), s.priority FROM stranded s
+RETURNING kind, grp, priority;
+
 -- job_activity_of_kind: one kind's completions, failed executions and deaths in each of
 -- the last $4 buckets of $3 seconds, oldest first, every bucket present (zero when idle):
 -- the charts of the dashboard's kind page (1 h by the minute, 24 h and 7 d by wider

@@ -350,3 +350,10 @@ def rows(rep: Report, enqueued: dict[str, int], changes: list[CapChange]) -> lis
         ("... bound (lease + recovery + slack + faults), least", f"{min(rep.free_bounds, default=0):.1f} s"),
         ("... next claim in that group after the SIGKILL", spread(rep.next_claims)),
     ]  # fmt: skip
+
+
+def stranded(log: str) -> list[str]:
+    """A worker log's lines saying its recovery timer found a group left out of the grouped
+    claim (``group_wake_stranded``) and woke it: each a bug of the claim, however the
+    group's jobs then ended."""
+    return [line[:300] for line in log.splitlines() if "neither ready nor due a wake-up" in line]

@@ -776,6 +776,9 @@ class Harness(FlowLoad, GroupLoad):
                 report.violate(
                     f"worker #{w.n} pid {w.proc.pid} crashed (exit code {w.exit_code}): {said}"
                 )
+            for line in groupcheck.stranded(text):
+                self.counters["groups found stranded (worker logs)"] += 1
+                report.violate(f"worker #{w.n}: {line}")
             refused = text.count("no longer holds its claim")
             self.counters["settles refused (worker logs)"] += refused
             carrying, pool_noise = _tracebacks(text)

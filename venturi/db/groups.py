@@ -148,6 +148,12 @@ async def claim_grouped(
         return claim, 0.0
 
 
+async def group_wake_stranded(conn: Conn, *, schema: str) -> list[Record]:
+    """Wake the groups that have a job visible now yet are neither ready, paused, nor due a
+    wake-up (none, unless something broke the claim's rule); the groups woken."""
+    return list(await conn.fetch(sql.statement("group_wake_stranded", schema)))
+
+
 def group_set_steps(
     *,
     kind: str,

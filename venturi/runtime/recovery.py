@@ -18,6 +18,12 @@ fleet started together does not recover in lockstep.
 A recovered execution counts as a failure toward its job's backstop, with its task's
 backoff (the worker's for a task that declared none); the recovered job's notification
 (it is pending again) wakes the loops that can run it.
+
+About once a minute the same timer also looks for groups left out of the claim
+(``group_wake_stranded``): a group with a job visible now that is neither ready, paused,
+nor due a wake-up. The grouped claim never leaves one so (docs/groups.md, "Why no
+grouped job is left behind"), so one found is a bug, woken and logged as a warning; the
+look is a probe per group with pending jobs, and nothing on a queue without groups.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections import Counter
 
 from venturi import db
@@ -40,6 +47,10 @@ RECOVER_EVERY = 1.0
 # A recovery statement takes at most this many expired claims (the LIMIT of
 # _recover_cte.sql.j2): one that took as many runs again at once.
 RECOVER_BATCH = 1000
+
+
+# How often a worker looks for groups left out of the claim (each wait jittered).
+STRANDED_EVERY = 60.0
 
 
 def recover_every(poll_max: float) -> float:
@@ -64,6 +75,7 @@ class Recovery:
         self.stats: Counter[str] = instruments.stats
         self._instruments = instruments
         self.every = every
+        self.stranded_at = time.monotonic() + STRANDED_EVERY * random.uniform(0.5, 1.0)
 
     async def run(self, source: Source) -> None:
         """Recover every ``every`` seconds (each wait jittered between 3/4 of it and all
@@ -76,6 +88,8 @@ class Recovery:
             try:
                 async with source.acquire() as conn:
                     await self.recover(conn)
+                    if time.monotonic() >= self.stranded_at:
+                        await self.wake_stranded(conn)
             except db.errors.TRANSIENT as exc:
                 self._instruments.db_error()
                 log.warning("stale recovery failed (retrying): %s", db.errors.one_line(exc))
@@ -100,3 +114,18 @@ class Recovery:
             total += len(rows)
             if len(rows) < RECOVER_BATCH:
                 return total
+
+    async def wake_stranded(self, conn: Conn) -> int:
+        """Wake the groups left out of the claim (see the module's docstring); how many."""
+        rows = await db.groups.group_wake_stranded(conn, schema=self.schema)
+        self.stranded_at = time.monotonic() + STRANDED_EVERY * random.uniform(0.75, 1.0)
+        for row in rows:
+            self.stats["groups_stranded"] += 1
+            log.warning(
+                "group %s of %s had a job to claim but was neither ready nor due a "
+                "wake-up; woken (a bug: please report it with this line)",
+                row["grp"],
+                row["kind"],
+                extra={"kind": row["kind"], "group": row["grp"]},
+            )
+        return len(rows)
