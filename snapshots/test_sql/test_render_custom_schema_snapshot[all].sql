@@ -1689,6 +1689,8 @@ FROM "billing_jobs".claim_capped_v2($1::text, $2::text, $3::float8, $4::integer,
 --   of those rows, and parks a group (ready = false) only if no one updated its row
 --   since this statement's snapshot: a job this snapshot cannot see then still has its
 --   wake-up.
+-- A kind an operator paused (paused_kinds) is left alone, as every claim leaves it: no job
+-- claimed, no wake-up applied, no group parked; the completions still apply.
 -- Completions ride the claim as in job_claim ($12-$14: one round trip and one commit for
 -- both). A job completed here still counts against its group's cap in this statement
 -- (its snapshot sees it claimed): the slot is free for the next claim, never twice.
@@ -1745,7 +1747,7 @@ WITH completed AS (
 due AS (
     -- Wake-ups due for this kind, oldest first; a row another claim holds is its.
     SELECT w.id, w.grp, w.priority FROM "billing_jobs".group_wakes w
-    WHERE w.kind = $2::text AND w.at <= now()
+    WHERE w.kind = $2::text AND w.at <= now() AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = $2::text)
     ORDER BY w.at
     LIMIT 1000
     FOR UPDATE SKIP LOCKED
@@ -1784,6 +1786,7 @@ ready AS (
         WHERE c.status = 'claimed' AND c.kind = g.kind AND c.grp = g.grp) r
     WHERE g.kind = $2::text AND g.ready AND NOT g.paused AND g.head >= $4::smallint
       AND (coalesce(g.cap, $7::integer) IS NULL OR r.n < coalesce(g.cap, $7::integer))
+      AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = $2::text)
     ORDER BY g.head, g.vtime
     LIMIT (SELECT $5::integer))
         UNION ALL
@@ -1794,6 +1797,7 @@ ready AS (
         WHERE c.status = 'claimed' AND c.kind = g.kind AND c.grp = g.grp) r
     WHERE g.kind = $2::text AND g.ready AND NOT g.paused AND (SELECT $4::smallint) > 0
       AND (coalesce(g.cap, $7::integer) IS NULL OR r.n < coalesce(g.cap, $7::integer))
+      AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = $2::text)
     ORDER BY g.head, g.vtime
     LIMIT (SELECT $5::integer))
     ) c

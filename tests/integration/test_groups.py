@@ -418,3 +418,34 @@ async def test_a_grouped_job_is_not_starved_by_an_ungrouped_backlog(
     # it must not wait for the backlog (found by the chaos soak: it ran after all 200
     # when the loop gave the groups' claim only the slots the ordinary claim left).
     assert grouped_ran_after[0] < 100, grouped_ran_after
+
+
+async def test_a_paused_kind_claims_no_grouped_job_until_resumed(
+    conn: asyncpg.Connection, grouped: venturi.Task[Item]
+) -> None:
+    # `venturi kinds pause` leaves the kind out of every claim: the grouped claim too,
+    # which still settles the completions riding it.
+    from venturi import admin
+
+    me = db.Claimant("test")  # the completion's ownership token is its claim's
+    first = await grouped.enqueue(conn, Item(1), group="acme")
+    rows = await claim_all(conn, "grouped", cap=2, who=me)
+    assert [r["id"] for r in rows] == [first]
+    await admin.pause_kinds(conn, ["grouped"], reason="test")
+    await venturi.enqueue_many(conn, [grouped.job(Item(2), group=g) for g in ("acme", "new")])
+    paused, _ = await db.groups.claim_grouped(
+        conn,
+        schema=SCHEMA,
+        claimant=me,
+        kind="grouped",
+        lease=60.0,
+        floor=0,
+        limit=10,
+        limits=db.groups.GroupLimits(2, None, None),
+        done=[(first, rows[0]["attempt"], None)],
+    )
+    assert (paused.claimed, paused.woken, paused.parked) == ([], 0, 0)
+    assert paused.settled == {first}
+    assert await claim_all(conn, "grouped", cap=2) == []
+    await admin.resume_kinds(conn, ["grouped"])
+    assert sorted(r["grp"] for r in await claim_all(conn, "grouped", cap=2)) == ["acme", "new"]
