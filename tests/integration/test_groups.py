@@ -32,6 +32,7 @@ async def claim(
     rate: tuple[float, int] | None = None,
     who: db.Claimant | None = None,
     global_cap: int | None = None,
+    done: list[tuple[int, int, str | None]] | None = None,
 ) -> db.groups.GroupedClaim:
     limits = db.groups.GroupLimits(cap, *(rate or (None, None)))
     result, _ = await db.groups.claim_grouped(
@@ -44,6 +45,7 @@ async def claim(
         limit=limit,
         limits=limits,
         global_cap=global_cap,
+        done=done or [],
     )
     return result
 
@@ -433,17 +435,7 @@ async def test_a_paused_kind_claims_no_grouped_job_until_resumed(
     assert [r["id"] for r in rows] == [first]
     await admin.pause_kinds(conn, ["grouped"], reason="test")
     await venturi.enqueue_many(conn, [grouped.job(Item(2), group=g) for g in ("acme", "new")])
-    paused, _ = await db.groups.claim_grouped(
-        conn,
-        schema=SCHEMA,
-        claimant=me,
-        kind="grouped",
-        lease=60.0,
-        floor=0,
-        limit=10,
-        limits=db.groups.GroupLimits(2, None, None),
-        done=[(first, rows[0]["attempt"], None)],
-    )
+    paused = await claim(conn, "grouped", cap=2, who=me, done=[(first, rows[0]["attempt"], None)])
     assert (paused.claimed, paused.woken, paused.parked) == ([], 0, 0)
     assert paused.settled == {first}
     assert await claim_all(conn, "grouped", cap=2) == []
