@@ -117,8 +117,9 @@ class Recovery:
 
     async def wake_stranded(self, conn: Conn) -> int:
         """Wake the groups left out of the claim (see the module's docstring); how many."""
-        rows = await db.groups.group_wake_stranded(conn, schema=self.schema)
+        # The next look is set first: one that fails (a deadline) waits its period too.
         self.stranded_at = time.monotonic() + STRANDED_EVERY * random.uniform(0.75, 1.0)
+        rows = await db.groups.group_wake_stranded(conn, schema=self.schema)
         for row in rows:
             self.stats["groups_stranded"] += 1
             log.warning(
