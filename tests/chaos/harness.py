@@ -594,8 +594,8 @@ class Harness(FlowLoad, GroupLoad):
         for at, what in plan:
             self.log(f"  {at:7.2f}  {what}")
         # In the long runs with the grouped kinds, every worker runs them too
-        # (tests/chaos/alltasks.py); the short soak CI runs keeps them on their own workers
-        # unless --mixed (docs/chaos.md, "Groups in the soak").
+        # (tests/chaos/alltasks.py); the short soak that CI runs keeps them on their own
+        # workers unless --mixed (docs/chaos.md, "Groups in the soak").
         mixed = cfg.group_workers and cfg.mixed
         for _ in range(cfg.workers):
             self.spawn(ALL_MODULE if mixed else TASKS_MODULE)
