@@ -81,7 +81,7 @@ class Config:
     seed: int = 1
     group_workers: int = 4  # workers of the grouped kinds (tests/chaos/grouptasks.py)
     # The ordinary workers run the grouped kinds too (tests/chaos/alltasks.py).
-    mixed: bool = True
+    mixed: bool = False
 
 
 SHORT = Config(
@@ -100,7 +100,6 @@ SHORT = Config(
     backlog=1500,
     batch=100,
     drain_seconds=60,
-    mixed=False,
 )
 LONG = replace(
     SHORT,
