@@ -28,92 +28,35 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import random
-import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import asyncpg
 
 import venturi
 from venturi import Priority, db, sql, testing
 
-from ..support import sql as test_sql
-from . import groupcheck, history, tasks, workflows
+from . import groupcheck, history, workflows
+from .config import LONG, SHORT, TASKS, Config
+from .fleet import Fleet, Worker
 from .flowload import FlowLoad
 from .groupload import ALL_MODULE, GROUP_MODULE, TASKS_MODULE, GroupLoad
 from .grouptasks import GROUP_CAPS as GROUPED
+from .soakcheck import SoakCheck
 from .tasks import Chaos
 
-ROOT = Path(__file__).resolve().parents[2]
 # What the enqueuer retries: venturi's own list, which includes asyncpg's client-side
 # errors (TargetServerAttributeNotMatched: no host of the multi-host DSN is writable,
 # while writes are refused or during a failover).
 TRANSIENT = db.errors.TRANSIENT
-
-
-@dataclass(frozen=True)
-class Config:
-    mode: str
-    seconds: float  # how long jobs are enqueued and faults injected
-    min_jobs: int  # keep enqueueing past `seconds` until this many (long mode)
-    workers: int
-    concurrency: int
-    lease: float  # the workers' default lease: how soon a killed worker's claims return
-    poll_max: float
-    shutdown_timeout: float
-    kills: int
-    terms: int
-    terminates: int
-    restarts: int
-    backlog: int  # the producer waits while more jobs than this are unfinished
-    batch: int
-    drain_seconds: float  # how long the workers get to finish after the last enqueue
-    seed: int = 1
-    group_workers: int = 4  # workers of the grouped kinds (tests/chaos/grouptasks.py)
-    # The ordinary workers run the grouped kinds too (tests/chaos/alltasks.py).
-    mixed: bool = False
-
-
-SHORT = Config(
-    mode="short",
-    seconds=60,
-    min_jobs=0,
-    workers=4,
-    concurrency=8,
-    lease=4.0,
-    poll_max=1.0,
-    shutdown_timeout=1.0,
-    kills=6,
-    terms=3,
-    terminates=3,
-    restarts=1,
-    backlog=1500,
-    batch=100,
-    drain_seconds=60,
-)
-LONG = replace(
-    SHORT,
-    mode="long",
-    mixed=True,
-    seconds=660,
-    min_jobs=100_000,
-    kills=30,
-    terms=15,
-    terminates=15,
-    backlog=3000,
-    batch=200,
-    drain_seconds=120,
-)
 
 # The mix of kinds the producer draws from (weights).
 MIX = {
@@ -134,32 +77,6 @@ MIX = {
     "chaos_group1": 25,
     "chaos_group3": 25,
 }
-# Library bugs this harness found that are not fixed yet: a signature that appears in the
-# violations a bug causes -> the bug. Such violations are reported, and do not fail the
-# run; each bug also has a deterministic xfail(strict=True) test. Remove an entry when
-# its bug is fixed.
-KNOWN_BUGS: dict[str, str] = {
-    # Fixed: "paused for a shutdown nobody asked for" (the heartbeat keyed runs by job id
-    # and stopped a zombie's successor in the same worker; test_edges_ownership::
-    # test_a_zombie_s_lost_claim_does_not_stop_the_same_job_s_new_run_in_that_worker).
-    # Fixed: "InternalClientError" (worker crashed on asyncpg.InternalClientError after a
-    # terminated backend; tests/test_chaos.py::test_worker_survives_internal_client_error).
-}
-TASKS = {t.kind: t for t in venturi.tasks.registered().values() if t.kind in tasks.EXPECTED}
-
-
-@dataclass
-class Worker:
-    n: int
-    proc: subprocess.Popen[bytes]
-    log_path: Path
-    log: TextIO
-    started: float
-    fate: str = "running"  # running, killed, terminated, stopped
-    signalled: float | None = None
-    exit_code: int | None = None
-    exited: float | None = None
-    module: str = TASKS_MODULE
 
 
 @dataclass
@@ -182,7 +99,7 @@ class Result:
         return not self.report.violations
 
 
-class Harness(FlowLoad, GroupLoad):
+class Harness(FlowLoad, GroupLoad, Fleet, SoakCheck):
     def __init__(self, config: Config, out_dir: Path, echo: Any = print) -> None:
         self.cfg = config
         self.out = out_dir
@@ -261,155 +178,6 @@ class Harness(FlowLoad, GroupLoad):
             c[r["status"]] += r["jobs"]
         return c
 
-    # --- workers ----------------------------------------------------------------------
-
-    def spawn(self, module: str = TASKS_MODULE) -> Worker:
-        n = len(self.workers) + 1
-        log_path = self.out / f"worker-{n:03d}.log"
-        log = open(log_path, "w")
-        env = {**os.environ, "VENTURI_CHAOS_RUNS_DIR": str(self.runs_dir), **self.ledger_env()}
-        env.pop("VENTURI_DSN", None)
-        cmd = [
-            sys.executable,
-            "-m",
-            "venturi",
-            "worker",
-            module,
-            "--dsn",
-            self.dsn,
-            "--concurrency",
-            str(self.cfg.concurrency),
-            "--lease",
-            str(self.cfg.lease),
-            "--poll-max",
-            str(self.cfg.poll_max),
-            "--shutdown-timeout",
-            str(self.cfg.shutdown_timeout),
-            "--log-level",
-            "info",
-        ]
-        proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
-        )
-        w = Worker(n, proc, log_path, log, time.time(), module=module)
-        self.workers.append(w)
-        self.counters["workers started"] += 1
-        return w
-
-    def running(self) -> list[Worker]:
-        return [w for w in self.workers if w.fate == "running" and w.proc.poll() is None]
-
-    def _ready(self, w: Worker) -> bool:
-        """Started its loop (signal handlers installed): safe to SIGTERM."""
-        if time.time() - w.started < 2:
-            return False
-        with contextlib.suppress(OSError):
-            return " started: kinds=" in w.log_path.read_text(errors="replace")
-        return False
-
-    async def _reap(self, w: Worker, within: float) -> None:
-        try:
-            w.exit_code = await asyncio.to_thread(w.proc.wait, within)
-        except subprocess.TimeoutExpired:
-            self.log(f"worker #{w.n} pid {w.proc.pid} did not exit within {within:.0f}s: SIGKILL")
-            w.proc.kill()
-            w.exit_code = await asyncio.to_thread(w.proc.wait)
-            self.counters["workers hung at SIGTERM"] += 1
-        w.exited = time.time()
-        w.log.close()
-
-    async def kill_one(self) -> None:
-        live = self.running()
-        if not live:
-            return
-        w = self.rng.choice(live)
-        w.fate, w.signalled = "killed", time.time()
-        w.proc.send_signal(signal.SIGKILL)
-        self.faults.kills[w.proc.pid] = w.signalled
-        await self._reap(w, 30)
-        self.counters["SIGKILL"] += 1
-        new = self.spawn(w.module)
-        self.log(f"SIGKILL worker #{w.n} pid {w.proc.pid}; started #{new.n} pid {new.proc.pid}")
-
-    async def term_one(self) -> None:
-        live = [w for w in self.running() if self._ready(w)]
-        if not live:
-            self.log("SIGTERM skipped: no worker is up yet")
-            return
-        w = self.rng.choice(live)
-        w.fate, w.signalled = "terminated", time.time()
-        w.proc.send_signal(signal.SIGTERM)
-        self.faults.terms[w.proc.pid] = w.signalled
-        self.counters["SIGTERM"] += 1
-        new = self.spawn(w.module)
-        self.log(f"SIGTERM worker #{w.n} pid {w.proc.pid}; started #{new.n} pid {new.proc.pid}")
-
-        async def drained() -> None:
-            await self._reap(w, self.cfg.shutdown_timeout + 30)
-            assert w.exited is not None and w.signalled is not None
-            self.log(
-                f"worker #{w.n} pid {w.proc.pid} drained in {w.exited - w.signalled:.2f}s, "
-                f"exit code {w.exit_code}"
-            )
-
-        self.reapers.append(asyncio.create_task(drained()))
-
-    async def terminate_backends(self) -> None:
-        start = time.time()
-        async with self.lock:
-            try:
-                if self.conn is None or self.conn.is_closed():
-                    await self.connect()
-                n = await self.conn.fetchval(test_sql.statement("backends_terminate"))
-            except TRANSIENT as exc:
-                self.log(f"pg_terminate_backend failed: {exc}")
-                return
-        self.faults.connection.append((start, time.time() + 1))
-        self.counters["pg_terminate_backend"] += 1
-        self.counters["sessions terminated"] += int(n)
-        self.log(f"pg_terminate_backend: {n} session(s) terminated")
-
-    async def restart_postgres(self) -> None:
-        assert self.cluster is not None
-        start = time.time()
-        self.outage = start
-        async with self.lock:
-            await self._drop_conn()
-            await asyncio.to_thread(self.cluster.restart)
-            await self.connect()
-        stop = time.time()
-        self.faults.connection.append((start, stop + 1))
-        self.outage = None
-        self.counters["PostgreSQL restarts"] += 1
-        self.log(f"PostgreSQL restarted (pg_ctl restart -m fast) in {stop - start:.2f}s")
-
-    # --- the schedule -----------------------------------------------------------------
-
-    def schedule(self) -> list[tuple[float, str]]:
-        cfg = self.cfg
-        span = (3.0, cfg.seconds - 3.0)
-        events = [(self.rng.uniform(*span), "SIGKILL") for _ in range(cfg.kills)]
-        events += [(self.rng.uniform(*span), "SIGTERM") for _ in range(cfg.terms)]
-        events += [(self.rng.uniform(*span), "pg_terminate_backend") for _ in range(cfg.terminates)]
-        events += [
-            (cfg.seconds * self.rng.uniform(0.4, 0.6), "PostgreSQL restart")
-            for _ in range(cfg.restarts)
-        ]
-        return sorted(events)
-
-    async def run_schedule(self, plan: list[tuple[float, str]]) -> None:
-        actions = {
-            "SIGKILL": self.kill_one,
-            "SIGTERM": self.term_one,
-            "pg_terminate_backend": self.terminate_backends,
-            "PostgreSQL restart": self.restart_postgres,
-        }
-        for at, what in plan:
-            delay = self.t_start + at - time.time()
-            if delay > 0:
-                await asyncio.sleep(delay)  # stays: the faults follow a timetable
-            await actions[what]()
-
     # --- the producer ---------------------------------------------------------------------
 
     def _job(self) -> Any:
@@ -476,45 +244,7 @@ class Harness(FlowLoad, GroupLoad):
     def _enqueue_failed(self, exc: BaseException) -> None:
         self.log(f"enqueue failed ({exc}); sending the batch again")
 
-    def _down_at_start(self, w: Worker) -> bool:
-        """Did ``w`` exit 2 because the server was down when it started? A worker checks
-        its DSN at start and exits 2 with one line if it cannot connect (documented,
-        docs/operations.md): a replacement started just before a restart or a failover
-        may meet it on a busy machine. Not a crash."""
-        if w.proc.returncode != 2 or (self.outage is None and not self.faults.connection):
-            return False
-        with contextlib.suppress(OSError):
-            if "cannot connect" not in w.log_path.read_text(errors="replace"):
-                return False
-        now = time.time()
-        down = self.outage is not None or any(
-            a <= now and b >= w.started for a, b in self.faults.connection
-        )
-        return down and now - w.started < 60
-
-    def _crashed(self) -> None:
-        """A worker that exited without being signalled crashed: a bug. Replace it."""
-        for w in self.workers:
-            if w.fate == "running" and w.proc.poll() is not None:
-                if self._down_at_start(w):
-                    w.fate, w.exit_code, w.exited = "down at start", 2, time.time()
-                    w.log.close()
-                    self.counters["workers that found the server down at start"] += 1
-                    new = self.spawn(w.module)
-                    self.log(
-                        f"worker #{w.n} pid {w.proc.pid} exited 2: the server was down when "
-                        f"it started; started #{new.n} pid {new.proc.pid}"
-                    )
-                    continue
-                w.fate, w.exit_code, w.exited = "crashed", w.proc.returncode, time.time()
-                w.log.close()
-                self.faults.crashes[w.proc.pid] = w.exited
-                self.counters["worker crashes"] += 1
-                new = self.spawn(w.module)
-                self.log(
-                    f"worker #{w.n} pid {w.proc.pid} CRASHED (exit code {w.exit_code}); "
-                    f"started #{new.n} pid {new.proc.pid}"
-                )
+    # --- the monitor ------------------------------------------------------------------
 
     async def monitor(self) -> None:
         tick = 0
@@ -645,276 +375,6 @@ class Harness(FlowLoad, GroupLoad):
             flows=self.flow_report,
             groups=self.group_report,
         )
-
-    # --- the check --------------------------------------------------------------------
-
-    async def check(self) -> history.Report:
-        jobs: list[history.Job] = []
-        after = 0
-        while True:
-            rows = await self._fetch("maintenance/history_jobs", after, 10_000)
-            if not rows:
-                break
-            after = rows[-1]["id"]
-            jobs += [
-                history.Job(
-                    id=r["id"],
-                    kind=r["kind"],
-                    status=r["status"],
-                    carry=history.decode(r["carry"]),
-                    attempt=r["attempt"],
-                    failures=r["failures"],
-                    max_failures=r["max_failures"],
-                    claimed_by=r["claimed_by"],
-                    claimed_at=r["claimed_at"] and r["claimed_at"].timestamp(),
-                    finished_at=r["finished_at"] and r["finished_at"].timestamp(),
-                    result=history.decode(r["result"]),
-                    last_error=r["last_error"],
-                    grp=r["grp"],
-                )
-                for r in rows
-            ]
-        events: list[history.Event] = []
-        after = 0
-        while True:
-            rows = await self._fetch("maintenance/history_journal", after, 20_000)
-            if not rows:
-                break
-            after = rows[-1]["id"]
-            events += [
-                history.Event(
-                    r["job_id"],
-                    r["at"].timestamp(),
-                    r["event"],
-                    r["attempt"],
-                    r["worker"],
-                    r["detail"],
-                )
-                for r in rows
-            ]
-        mismatches = await self._cross_check_journal(jobs, events)
-        lines: list[str] = []
-        for f in sorted(self.runs_dir.glob("runs-*.txt")):
-            lines += f.read_text().splitlines()
-        runs = history.parse_runs(lines)
-        # Children are enqueued by their parent's ctx.spawn, not by the harness.
-        spawned = {j.id for j in jobs if j.kind == "chaos_child"}
-        report = history.check(
-            jobs,
-            events,
-            runs,
-            self.faults,
-            enqueued=self.enqueued,
-            ambiguous_seqs=self.ambiguous,
-            expected=tasks.EXPECTED,
-            leases={k: t.lease or self.cfg.lease for k, t in TASKS.items()},
-            caps={k: t.cap for k, t in TASKS.items() if t.cap},
-            renewing=frozenset(k for k, t in TASKS.items() if t.renew_lease),
-            spawned=spawned,
-        )
-        await self.check_workflows(jobs, lines)
-        for v in self.flow_report.violations:
-            report.violate(v)
-        await self.check_groups(jobs, events, lines)
-        for v in self.group_report.violations:
-            report.violate(v)
-        for m in mismatches:
-            report.violate(m)
-        self._check_workers(report)
-        for reason, examples in report.examples.items():
-            self.log(f"examples of {reason}:")
-            for e in examples:
-                self.log(f"  {e}")
-        return report
-
-    async def _cross_check_journal(
-        self, jobs: list[history.Job], events: list[history.Event]
-    ) -> list[str]:
-        """The check merges the journal itself; make sure it agrees with get_journal."""
-        journaled = sorted({e.job for e in events})
-        sample = self.rng.sample(journaled, min(100, len(journaled)))
-        sample += [j.id for j in self.rng.sample(jobs, min(20, len(jobs)))]
-        by_id = {j.id: j for j in jobs}
-        mismatches: list[str] = []
-        mine: dict[int, list[history.Event]] = {}
-        for e in events:
-            mine.setdefault(e.job, []).append(e)
-        for job_id in sample:
-            async with self.lock:
-                if self.conn is None or self.conn.is_closed():
-                    await self.connect()
-                theirs = await venturi.get_journal(self.conn, job_id)
-            try:
-                claims = history.claims_of(by_id[job_id], sorted(mine.get(job_id, []), key=_at))
-            except ValueError:
-                continue  # the main check reports a journal it cannot read
-            want = sorted(
-                [(c.attempt, "claimed", c.worker) for c in claims.values()]
-                + [(c.attempt, c.end.event, c.end.worker) for c in claims.values() if c.end]
-            )
-            got = sorted(
-                (e.attempt, e.event, e.worker)
-                for e in theirs
-                if e.event not in ("enqueued", "woken")
-                and not (e.event == "dead" and e.detail and "backstop" in e.detail)
-            )
-            if want != got:
-                mismatches.append(f"job {job_id}: get_journal {got} != the check's {want}")
-        return mismatches
-
-    def _check_workers(self, report: history.Report) -> None:
-        self._crashed()
-        tracebacks = 0
-        for w in self.workers:
-            text = w.log_path.read_text(errors="replace")
-            last_error = _last_exception(text)
-            if w.fate == "crashed":
-                # A one-line exit (the CLI's exit 2) has no traceback: say its last line.
-                lines = [line for line in text.splitlines() if line.strip()]
-                said = last_error or (lines[-1][:300] if lines else "(an empty log)")
-                report.violate(
-                    f"worker #{w.n} pid {w.proc.pid} crashed (exit code {w.exit_code}): {said}"
-                )
-            for line in groupcheck.stranded(text):
-                self.counters["groups found stranded (worker logs)"] += 1
-                report.violate(f"worker #{w.n}: {line}")
-            refused = text.count("no longer holds its claim")
-            self.counters["settles refused (worker logs)"] += refused
-            carrying, pool_noise = _tracebacks(text)
-            self.counters["asyncpg pool reconnect tracebacks"] += pool_noise
-            if carrying:
-                tracebacks += 1
-                record = carrying[-1]
-                report.violate(
-                    f"worker #{w.n}: a traceback in its log: {_last_exception(record)} "
-                    f"(logged by: {record.splitlines()[0][:200]})"
-                )
-            if w.fate in ("terminated", "stopped") and w.exit_code != 0:
-                report.violate(
-                    f"worker #{w.n} exited {w.exit_code} after SIGTERM, not 0: {last_error}"
-                )
-        self.counters["worker logs with a traceback"] = tracebacks
-        # Violations a known, reported library bug explains do not fail the run.
-        for v in list(report.violations):
-            for signature, bug in KNOWN_BUGS.items():
-                if signature in v:
-                    report.violations.remove(v)
-                    self.known[bug] += 1
-                    break
-
-    def summarize(self, rep: history.Report, elapsed: float) -> str:
-        cfg, c = self.cfg, self.counters
-        rows: list[tuple[str, Any]] = [
-            ("mode / seed", f"{cfg.mode} / {cfg.seed}"),
-            ("wall time", f"{elapsed:.0f} s ({cfg.seconds:.0f} s of load and faults)"),
-            ("jobs enqueued", len(self.enqueued)),
-            ("jobs completed", rep.statuses["completed"]),
-            ("jobs dead (as their handler dictates)", rep.statuses["dead"]),
-            ("jobs lost", rep.lost),
-            ("jobs stuck (pending / claimed)", rep.stuck),
-            ("re-sent ambiguous enqueues (extra copies)", rep.phantoms),
-            ("worker processes started", c["workers started"]),
-            ("SIGKILL", c["SIGKILL"]),
-            ("SIGTERM (graceful drain)", c["SIGTERM"]),
-            (
-                "pg_terminate_backend (sessions ended)",
-                f"{c['pg_terminate_backend']} ({c['sessions terminated']})",
-            ),
-            ("PostgreSQL restarts", c["PostgreSQL restarts"]),
-            ("handler runs", rep.runs),
-            ("claims", rep.claims),
-            ("jobs run more than once (by design or interrupted)", rep.multi_run_jobs),
-        ]
-        for reason in history.REASONS:
-            rows.append((f"re-runs: {reason}", rep.reruns[reason]))
-        rows += [
-            (
-                "claims lost before their handler started",
-                f"{sum(rep.unrun_claims.values())}"
-                + (
-                    f" ({', '.join(f'{k}: {v}' for k, v in sorted(rep.unrun_claims.items()))})"
-                    if rep.unrun_claims
-                    else ""
-                ),
-            ),
-            (
-                "late settles refused (history / worker logs)",
-                f"{rep.late_settles} / {c['settles refused (worker logs)']}",
-            ),
-            ("overrun jobs (first run outlived its 1 s lease)", rep.overrun_jobs),
-            ("... of which ran twice", rep.overrun_twice),
-            ("long runs with renew_lease (3 s on a 1.5 s lease)", rep.renewed_jobs),
-            ("... of which ran twice", rep.renewed_twice),
-            ("worker crashes", c["worker crashes"]),
-            (
-                "workers that found the server down at start (exit 2, replaced)",
-                c["workers that found the server down at start"],
-            ),
-            *self.flow_rows(),
-            *self.group_rows(),
-            ("violations", len(rep.violations)),
-        ]
-        for bug, n in self.known.items():
-            rows.append((f"known bug hit ({n} violation(s))", bug))
-        width = max(len(k) for k, _ in rows)
-        out = [f"| {'what':<{width}} | value |", f"|{'-' * (width + 2)}|-------|"]
-        out += [f"| {k:<{width}} | {v} |" for k, v in rows]
-        if rep.violations:
-            out.append("")
-            out.append(f"VIOLATIONS ({len(rep.violations)}):")
-            out += [f"  - {v}" for v in rep.violations[:40]]
-        return "\n".join(out)
-
-
-# A worker log's record starts with its timestamp; the lines after it up to the next
-# record (a traceback, chained ones included) belong to it.
-RECORD_START = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3} ")
-# asyncpg's pool logs a traceback with its own warning when it cannot restore its
-# connection floor (the server is restarting, the network cut): noise, counted apart,
-# however many tracebacks the record holds (an exception with a cause prints two).
-POOL_NOISE = "WARNING asyncpg.pool: Failed to restore"
-
-
-def _records(text: str) -> list[str]:
-    """A log's records, each with the lines that follow it (lines before the first
-    record are one record of their own)."""
-    records: list[list[str]] = []
-    for line in text.splitlines():
-        if RECORD_START.match(line) or not records:
-            records.append([line])
-        else:
-            records[-1].append(line)
-    return ["\n".join(r) for r in records]
-
-
-def _tracebacks(text: str) -> tuple[list[str], int]:
-    """The records of a log that carry a traceback, but asyncpg's pool reconnect
-    warnings; and how many of those there were."""
-    carrying, noise = [], 0
-    for record in _records(text):
-        if POOL_NOISE in record.split("\n", 1)[0]:
-            noise += 1
-        elif "Traceback" in record:
-            carrying.append(record)
-    return carrying, noise
-
-
-def _last_exception(text: str) -> str:
-    """The last ``package.SomeError: message`` line of a log (what a traceback ended with),
-    skipping the records of asyncpg's pool reconnect warnings."""
-    found = ""
-    for record in _records(text):
-        lines = record.splitlines()
-        if POOL_NOISE in lines[0]:
-            continue
-        for line in lines:
-            if re.match(r"^[\w.]+(Error|Exception|Exit)\b", line):
-                found = line
-    return found[:300]
-
-
-def _at(e: history.Event) -> float:
-    return e.at
 
 
 async def soak(config: Config, out_dir: Path | None = None, echo: Any = print) -> Result:

@@ -18,7 +18,8 @@ alone or for all at once, and new connections start in the proxy's default mode:
 ``drop`` and ``reset`` act on the connections open when they are called; they are not a
 default mode. The proxy keeps, per link, when it opened and when (and by which side) it
 closed, which is how a scenario measures how long a client took to give up on a
-black-holed connection.
+black-holed connection. A ``Twin`` is one client's proxies to each host of a multi-host
+DSN (a primary and its standby), which a fault then applies to together.
 
 Controlled in-process::
 
@@ -41,7 +42,7 @@ import struct
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 Mode = Literal["pass", "delay", "blackhole"]
 Delay = float | tuple[float, float]
@@ -271,3 +272,45 @@ class Proxy:
         except asyncio.CancelledError:
             link._close("proxy", abort=True)
             raise
+
+
+class Twin:
+    """A worker's two proxies, one to each host of the primary/standby pair, behind one
+    multi-host DSN: faults apply to both."""
+
+    def __init__(self, proxies: list[Proxy]) -> None:
+        self.proxies = proxies
+
+    @classmethod
+    async def start(cls, ports: list[int], seed: int) -> Twin:
+        return cls([await Proxy.start("127.0.0.1", p, seed * 10 + i) for i, p in enumerate(ports)])
+
+    @property
+    def links(self) -> list[Any]:
+        return [x for p in self.proxies for x in p.links]
+
+    def open_links(self) -> list[Any]:
+        return [x for p in self.proxies for x in p.open_links()]
+
+    def dsn(self, own: str) -> str:
+        scheme, rest = own.split("://", 1)
+        netloc, _, tail = rest.partition("/")
+        user, _, _hosts = netloc.rpartition("@")
+        hosts = ",".join(p.address for p in self.proxies)
+        return f"{scheme}://{user + '@' if user else ''}{hosts}/{tail}"
+
+    def blackhole(self, links: Any = None, new: bool = True) -> None:
+        for p in self.proxies:
+            p.blackhole(links, new)
+
+    def restore(self, links: Any = None, new: bool = True) -> None:
+        for p in self.proxies:
+            p.restore(links, new)
+
+    def delay(self, seconds: Any) -> None:
+        for p in self.proxies:
+            p.delay(seconds)
+
+    async def close(self) -> None:
+        for p in self.proxies:
+            await p.close()

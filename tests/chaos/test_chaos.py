@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 import venturi
-from tests.chaos import harness, history
+from tests.chaos import config, harness, history, soakcheck
 from tests.chaos.history import Event, Faults, Job, Run
 from tests.support import running, wait_status, workertasks
 from venturi import Worker, testing
@@ -224,15 +224,15 @@ QUIET = "2026-12-01 10:00:02,000 INFO venturi.worker: job 1 (k) completed\n"
 def test_a_worker_log_s_tracebacks_are_told_from_the_pool_s_reconnect_warnings() -> None:
     # A pool warning whose exception has a cause holds two tracebacks: still one warning,
     # noise, and its exception is not the log's last error.
-    carrying, noise = harness._tracebacks(QUIET + POOL_WARNING + QUIET)
+    carrying, noise = soakcheck._tracebacks(QUIET + POOL_WARNING + QUIET)
     assert (carrying, noise) == ([], 1)
-    assert harness._last_exception(QUIET + POOL_WARNING) == ""
+    assert soakcheck._last_exception(QUIET + POOL_WARNING) == ""
     # Anything else with a traceback is found, with the record that logged it.
-    carrying, noise = harness._tracebacks(POOL_WARNING + NEVER_RETRIEVED + QUIET)
+    carrying, noise = soakcheck._tracebacks(POOL_WARNING + NEVER_RETRIEVED + QUIET)
     assert noise == 1 and len(carrying) == 1
     assert carrying[0].splitlines()[0].endswith("ERROR asyncio: Task exception was never retrieved")
-    assert harness._last_exception(carrying[0]).startswith("asyncpg.exceptions.InterfaceError")
-    assert harness._last_exception(NEVER_RETRIEVED + POOL_WARNING).startswith(
+    assert soakcheck._last_exception(carrying[0]).startswith("asyncpg.exceptions.InterfaceError")
+    assert soakcheck._last_exception(NEVER_RETRIEVED + POOL_WARNING).startswith(
         "asyncpg.exceptions.InterfaceError"
     )
 
@@ -257,8 +257,8 @@ def has_cluster() -> None:
 async def test_short_chaos_soak(has_cluster: None, tmp_path: Path) -> None:
     """`python -m tests.chaos.harness --short`: about a minute of load under SIGKILL,
     SIGTERM, terminated backends and a PostgreSQL restart; the history must be clean."""
-    seed = int(os.environ.get("VENTURI_CHAOS_SEED", harness.SHORT.seed))
-    cfg = dataclasses.replace(harness.SHORT, seed=seed)
+    seed = int(os.environ.get("VENTURI_CHAOS_SEED", config.SHORT.seed))
+    cfg = dataclasses.replace(config.SHORT, seed=seed)
     result = await harness.soak(cfg, tmp_path, echo=lambda line: None)
     print(result.summary)  # shown with -s, or on failure
     rep, c = result.report, result.counters
