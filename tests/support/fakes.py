@@ -23,13 +23,27 @@ def _names(schema: str) -> dict[str, str]:
     return {sql.statement(name, schema): name for name in sql.statement_names()}
 
 
+# Statements a test's fake connection answers without listing them in its calls: whether
+# the code under test sends them depends on the machine's speed (see FakeConn).
+SILENT = frozenset({"job_statistics_state"})
+
+
 class FakeConn:
     """``calls`` lists ``(statement, parameters)`` in order; ``answers`` maps a
     statement's name to the rows it returns (default: none)."""
 
     def __init__(self, schema: str = sql.DEFAULT_SCHEMA, **answers: Answer) -> None:
         self.schema = schema
-        self.answers = answers
+        # A claim that fills its batch and takes more than 5 ms makes the loop look at
+        # the table's statistics (venturi.runtime.statistics). A fake claim is that slow
+        # only on a busy machine (its statement's first rendering is timed with it), and
+        # the tests then failed by the machine's load: on the look's unanswered row, or
+        # on a list of calls with the look in it. So the look is answered "fresh" unless
+        # a test says otherwise, and is left out of ``calls`` (SILENT).
+        fresh: dict[str, Answer] = {
+            "job_statistics_state": lambda args: [{"stale": False, "allowed": True}]
+        }
+        self.answers = fresh | answers
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
 
     def named(self, statement: str) -> list[tuple[Any, ...]]:
@@ -38,7 +52,8 @@ class FakeConn:
 
     async def fetch(self, query: str, *args: Any) -> list[dict[str, Any]]:
         name = _names(self.schema)[query]
-        self.calls.append((name, args))
+        if name not in SILENT:
+            self.calls.append((name, args))
         answer = self.answers.get(name)
         return [] if answer is None else answer(args)
 
