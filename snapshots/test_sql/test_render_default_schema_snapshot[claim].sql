@@ -794,16 +794,15 @@ claimed AS (
       AND (SELECT CASE WHEN $10::boolean THEN true
              ELSE set_config('synchronous_commit', 'off', true) = 'off' END)
     RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt,
-              j.failures, j.max_failures, j.created_at, j.visible_at,
-              j.claim_expires_at,
+              j.failures, j.created_at,
               extract(epoch FROM now() - j.visible_at)::float8 AS waited,
               j.traceparent, j.grp
 )
-SELECT false AS settled, id, kind, priority, carry, attempt, failures, max_failures,
-       created_at, visible_at, claim_expires_at, waited, traceparent, grp
+SELECT false AS settled, id, kind, priority, carry, attempt, failures, created_at, waited,
+       traceparent, grp
 FROM claimed
 UNION ALL
-SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM completed;
 
 -- job_claim_capped: claim up to $4 jobs of one kind with a global cap, so that at most $5
@@ -822,9 +821,10 @@ FROM completed;
 -- index: jobs_stale_idx (claimed rows, to count: few, at most every worker's slots);
 -- jobs_claim_idx for the kind's pending rows (jobs without a group only: a capped kind's
 -- grouped jobs are claimed by job_claim_grouped under the same lock).
+-- The worker's columns of the function's (statements/_claim.sql.j2, claimed_columns).
 PREPARE venturi_job_claim_capped(text, text, float8, integer, integer, uuid) AS
-SELECT c.id, c.kind, c.priority, c.carry, c.attempt, c.failures, c.max_failures,
-       c.created_at, c.visible_at, c.claim_expires_at, c.waited, c.traceparent, c.grp, c.held
+SELECT c.id, c.kind, c.priority, c.carry, c.attempt, c.failures, c.created_at, c.waited,
+       c.traceparent, c.grp, c.held
 FROM "venturi".claim_capped_v2($1::text, $2::text, $3::float8, $4::integer, $5::integer,
                              $6::uuid) AS c;
 
@@ -1049,8 +1049,7 @@ claimed AS (
       AND (SELECT CASE WHEN $11::boolean THEN true
              ELSE set_config('synchronous_commit', 'off', true) = 'off' END)
     RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt,
-              j.failures, j.max_failures, j.created_at, j.visible_at,
-              j.claim_expires_at,
+              j.failures, j.created_at,
               extract(epoch FROM now() - j.visible_at)::float8 AS waited,
               j.traceparent, j.grp
 ),
@@ -1130,13 +1129,13 @@ applied AS (
 )
 -- (refill and applied write; PostgreSQL runs a data-modifying CTE whether or not it is
 -- read.)
-SELECT false AS settled, id, kind, priority, carry, attempt, failures, max_failures,
-       created_at, visible_at, claim_expires_at, waited, traceparent, grp,
+SELECT false AS settled, id, kind, priority, carry, attempt, failures, created_at, waited,
+       traceparent, grp,
        NULL::integer AS held, NULL::integer AS woken, NULL::integer AS busy,
        NULL::integer AS parked
 FROM claimed
 UNION ALL
-SELECT true, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+SELECT true, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        CASE WHEN (SELECT $10::integer) IS NULL THEN NULL ELSE (
            SELECT count(*)::integer FROM "venturi".jobs k
            WHERE k.status = 'claimed' AND k.kind = $2::text) + (SELECT count(*)::integer FROM claimed) END,
@@ -1146,7 +1145,7 @@ SELECT true, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, N
        (SELECT count(*)::integer FROM outcome o WHERE o.park)
 UNION ALL
 SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL
+       NULL
 FROM completed;
 
 -- job_claim_one: claim the first eligible job, in job_claim's order, with nothing riding
@@ -1189,8 +1188,7 @@ WHERE j.id = (
   AND (SELECT CASE WHEN $5::boolean THEN true
              ELSE set_config('synchronous_commit', 'off', true) = 'off' END)
 RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt,
-              j.failures, j.max_failures, j.created_at, j.visible_at,
-              j.claim_expires_at,
+              j.failures, j.created_at,
               extract(epoch FROM now() - j.visible_at)::float8 AS waited,
               j.traceparent, j.grp,
     -- Whether another job is there to claim (this statement's snapshot still sees the

@@ -19,6 +19,7 @@ from venturi import sql
 from venturi.backoff import Backoff
 from venturi.db.conn import Conn, Record, Source
 from venturi.db.connect import transaction
+from venturi.db.enqueue import column
 from venturi.db.health import transaction_deadlines
 from venturi.db.held import fetch_planned
 
@@ -72,7 +73,8 @@ async def job_claim(
         limit,
         [d[0] for d in done],
         [d[1] for d in done],
-        [d[2] for d in done],
+        # Most handlers return nothing: a column of NULL results binds as one NULL.
+        column([d[2] for d in done]),
         claimant.token,
         synchronous_commit,
     )

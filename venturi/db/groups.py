@@ -13,6 +13,7 @@ from venturi.db.claims import Claimant, rate_spend, rate_take
 from venturi.db.conn import Conn, Record, Source
 from venturi.db.connect import transaction
 from venturi.db.drivers import Query, Steps
+from venturi.db.enqueue import column
 from venturi.db.health import transaction_deadlines
 from venturi.db.held import fetch_planned
 
@@ -76,7 +77,8 @@ async def job_claim_grouped(
         synchronous_commit,
         [d[0] for d in done],
         [d[1] for d in done],
-        [d[2] for d in done],
+        # Most handlers return nothing: a column of NULL results binds as one NULL.
+        column([d[2] for d in done]),
     )
     # settled = true: the summary (no id) and the completions that applied.
     summary = next(r for r in rows if r["settled"] and r["id"] is None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +30,14 @@ log = logging.getLogger("venturi.worker")
 # ``shutdown_timeout`` itself. A handler still running then runs on, unobserved, in the
 # background: without a bound, one handler slow to stop would hold shutdown indefinitely.
 CANCEL_GRACE = 5.0
+
+# Python 3.12+: a handler's task takes its first step as it is created (an eager task),
+# not on the loop's next pass. A handler that ends without waiting (a cache hit, a no-op)
+# then never enters the loop's ready queue nor the set of all tasks, and every handler
+# starts sooner after its claim (benchmarks/JOURNAL.md, "handlers start eagerly").
+# Only the worker's own handler tasks: the tasks a handler creates are the loop's
+# default kind, and a task factory the application set on the loop is kept.
+EAGER = sys.version_info >= (3, 12)
 
 
 class InFlight:
@@ -75,6 +84,7 @@ class InFlight:
         policies, per_kind, handles = self._policies, self.per_kind, self.handles
         state, middleware, ended = self._state, self._middleware, self._ended
         run_handler, schema = executor.run_handler, self._schema
+        eager = EAGER and loop.get_task_factory() is None
         for row in rows:
             kind = row["kind"]
             policy = policies[kind]
@@ -83,10 +93,14 @@ class InFlight:
             tx = None
             if pool is not None and claimant is not None:
                 tx = JobTransactions(pool, schema, claimant, run)
-            handle = loop.create_task(
-                run_handler(run, state, tx, middleware, ended),
-                name=f"venturi job {run.id}" if debug else None,
-            )
+            coro = run_handler(run, state, tx, middleware, ended)
+            name = f"venturi job {run.id}" if debug else None
+            if eager:
+                # Its first step runs here, before the claim's next job is started: the
+                # slot is counted already, and a handler that ends now is reaped as any.
+                handle = asyncio.Task(coro, loop=loop, name=name, eager_start=True)  # type: ignore[call-arg]
+            else:
+                handle = loop.create_task(coro, name=name)
             handles[handle] = run
             if m:
                 m.in_flight.labels(kind).inc()
