@@ -170,25 +170,32 @@ ORDER BY input.ord;
 -- One array rather than a row per job: the driver decodes one value, not 1,000 rows
 -- (0.4 us of the client's ~2.8 per job in a batch of 1,000; benchmarks/README.md,
 -- "Bulk enqueue: the ids as one array").
--- %(p1)s text[] kinds: the task kind of each row
+-- A column every row holds the same value of (the kind, priority and failure backstop
+-- of a batch of one task) binds that value once, as %(p13)s-%(p15)s, and its array as NULL:
+-- unnest pads a NULL array with NULLs, which the value fills.
+-- %(p1)s text[] kinds: the task kind of each row (NULL: %(p13)s for every row)
 -- %(p2)s text[] carries: msgspec-encoded JSON of each row
--- %(p3)s smallint[] priorities: 0 HIGH, 1 NORMAL, 2 LOW
+-- %(p3)s smallint[] priorities: 0 HIGH, 1 NORMAL, 2 LOW (NULL: %(p14)s for every row)
 -- %(p4)s timestamptz[] ats: visible from (NULL: use afters)
 -- %(p5)s float8[] afters: visible after seconds (NULL: now)
--- %(p6)s integer[] max_failures: each task's failure backstop
+-- %(p6)s integer[] max_failures: each task's failure backstop (NULL: %(p15)s for every row)
 -- %(p7)s float8[] backoff_bases: each task's declared Backoff, for recovery (NULL: none)
 -- %(p8)s float8[] backoff_factors: its growth per failure
 -- %(p9)s float8[] backoff_caps: its longest delay in seconds
 -- %(p10)s boolean[] backoff_jitters: whether it is half-jittered
 -- %(p11)s text traceparent: W3C trace context of the enqueuing span, for every row (NULL: none)
 -- %(p12)s text[] grps: each row's group (NULL: none; SPEC 13)
+-- %(p13)s text kind: every row's kind when %(p1)s is NULL
+-- %(p14)s smallint priority: every row's priority when %(p3)s is NULL
+-- %(p15)s integer max_failures: every row's failure backstop when %(p6)s is NULL
 -- index: none read; the statement's notify trigger fires once for the whole batch.
 WITH inserted AS (
 INSERT INTO "venturi".jobs (kind, carry, priority, visible_at, max_failures,
                           backoff_base, backoff_factor, backoff_cap, backoff_jitter, traceparent,
                           grp)
-SELECT kind, carry::jsonb, priority,
-       coalesce(at, now() + make_interval(secs => coalesce(after, 0))), max_failures,
+SELECT coalesce(kind, %(p13)s::text), carry::jsonb, coalesce(priority, %(p14)s::smallint),
+       coalesce(at, now() + make_interval(secs => coalesce(after, 0))),
+       coalesce(max_failures, %(p15)s::integer),
        backoff_base, backoff_factor, backoff_cap, backoff_jitter, %(p11)s::text, grp
 FROM unnest(%(p1)s::text[], %(p2)s::text[], %(p3)s::smallint[], %(p4)s::timestamptz[], %(p5)s::float8[],
             %(p6)s::integer[], %(p7)s::float8[], %(p8)s::float8[], %(p9)s::float8[], %(p10)s::boolean[],

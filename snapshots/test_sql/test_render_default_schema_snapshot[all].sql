@@ -2721,26 +2721,33 @@ ORDER BY input.ord;
 -- One array rather than a row per job: the driver decodes one value, not 1,000 rows
 -- (0.4 us of the client's ~2.8 per job in a batch of 1,000; benchmarks/README.md,
 -- "Bulk enqueue: the ids as one array").
--- $1 text[] kinds: the task kind of each row
+-- A column every row holds the same value of (the kind, priority and failure backstop
+-- of a batch of one task) binds that value once, as $13-$15, and its array as NULL:
+-- unnest pads a NULL array with NULLs, which the value fills.
+-- $1 text[] kinds: the task kind of each row (NULL: $13 for every row)
 -- $2 text[] carries: msgspec-encoded JSON of each row
--- $3 smallint[] priorities: 0 HIGH, 1 NORMAL, 2 LOW
+-- $3 smallint[] priorities: 0 HIGH, 1 NORMAL, 2 LOW (NULL: $14 for every row)
 -- $4 timestamptz[] ats: visible from (NULL: use afters)
 -- $5 float8[] afters: visible after seconds (NULL: now)
--- $6 integer[] max_failures: each task's failure backstop
+-- $6 integer[] max_failures: each task's failure backstop (NULL: $15 for every row)
 -- $7 float8[] backoff_bases: each task's declared Backoff, for recovery (NULL: none)
 -- $8 float8[] backoff_factors: its growth per failure
 -- $9 float8[] backoff_caps: its longest delay in seconds
 -- $10 boolean[] backoff_jitters: whether it is half-jittered
 -- $11 text traceparent: W3C trace context of the enqueuing span, for every row (NULL: none)
 -- $12 text[] grps: each row's group (NULL: none; SPEC 13)
+-- $13 text kind: every row's kind when $1 is NULL
+-- $14 smallint priority: every row's priority when $3 is NULL
+-- $15 integer max_failures: every row's failure backstop when $6 is NULL
 -- index: none read; the statement's notify trigger fires once for the whole batch.
-PREPARE venturi_job_insert_many_unkeyed(text[], text[], smallint[], timestamptz[], float8[], integer[], float8[], float8[], float8[], boolean[], text, text[]) AS
+PREPARE venturi_job_insert_many_unkeyed(text[], text[], smallint[], timestamptz[], float8[], integer[], float8[], float8[], float8[], boolean[], text, text[], text, smallint, integer) AS
 WITH inserted AS (
 INSERT INTO "venturi".jobs (kind, carry, priority, visible_at, max_failures,
                           backoff_base, backoff_factor, backoff_cap, backoff_jitter, traceparent,
                           grp)
-SELECT kind, carry::jsonb, priority,
-       coalesce(at, now() + make_interval(secs => coalesce(after, 0))), max_failures,
+SELECT coalesce(kind, $13::text), carry::jsonb, coalesce(priority, $14::smallint),
+       coalesce(at, now() + make_interval(secs => coalesce(after, 0))),
+       coalesce(max_failures, $15::integer),
        backoff_base, backoff_factor, backoff_cap, backoff_jitter, $11::text, grp
 FROM unnest($1::text[], $2::text[], $3::smallint[], $4::timestamptz[], $5::float8[],
             $6::integer[], $7::float8[], $8::float8[], $9::float8[], $10::boolean[],

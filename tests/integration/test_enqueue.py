@@ -215,6 +215,39 @@ async def test_enqueue_many_bulk(
             assert job is not None and job.carry["url"] == f"{tag}{i}"
 
 
+async def test_an_unkeyed_batch_stores_each_rows_kind_priority_and_backstop(
+    conn: asyncpg.Connection, fetch: venturi.Task[Fetch], mail: venturi.Task[Any]
+) -> None:
+    # A batch of one task binds its kind, priority and backstop once (db.enqueue.uniform);
+    # a batch that mixes them binds each row's.
+    same = await venturi.enqueue_many(
+        conn, [fetch.job(Fetch(str(i)), priority=Priority.LOW) for i in range(3)]
+    )
+    mixed = await venturi.enqueue_many(
+        conn,
+        [
+            fetch.job(Fetch("a")),
+            mail.job({"to": "x"}, priority=Priority.LOW),
+            fetch.job(Fetch("b"), priority=Priority.NORMAL),
+        ],
+    )
+    stored = []
+    for job_id in same + mixed:
+        job = await venturi.get_job(conn, job_id)
+        assert job is not None
+        stored.append((job.kind, job.priority, job.max_failures))
+    default = mail.max_failures  # the default backstop, not fetch's 7
+    assert default != 7
+    assert stored == [
+        ("fetch", Priority.LOW, 7),
+        ("fetch", Priority.LOW, 7),
+        ("fetch", Priority.LOW, 7),
+        ("fetch", Priority.HIGH, 7),
+        ("mail", Priority.LOW, default),
+        ("fetch", Priority.NORMAL, 7),
+    ]
+
+
 async def test_bad_carry_in_a_batch_writes_nothing(
     conn: asyncpg.Connection, fetch: venturi.Task[Fetch]
 ) -> None:

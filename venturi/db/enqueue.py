@@ -157,6 +157,22 @@ def column(values: Sequence[Any]) -> list[Any] | None:
     return None if all(v is None for v in values) else list(values)
 
 
+def uniform(values: Sequence[Any]) -> tuple[list[Any] | None, Any]:
+    """One column of a multi-row insert that a statement binds twice, as an array and as
+    one value for every row: ``(the array, None)``, or ``(None, the value)`` when every row
+    holds the same one. A batch of one task (``task.job`` for many carries) has one kind,
+    one priority and one failure backstop, and each element of an array costs the
+    driver's encoding and the server's decoding (benchmarks/JOURNAL.md, "a batch's
+    uniform columns bind one value")."""
+    if not values:
+        return [], None
+    first = values[0]
+    for v in values:
+        if v != first:
+            return list(values), None
+    return None, first
+
+
 def backoff_arrays(specs: Sequence[JobSpec]) -> list[list[Any] | None]:
     """The base, factor, cap and jitter arrays of the specs' declared backoffs (NULLs for
     a spec that declares none; one NULL for a column of NULLs), as every multi-row insert
@@ -171,9 +187,10 @@ def backoff_arrays(specs: Sequence[JobSpec]) -> list[list[Any] | None]:
 
 def batch_columns(specs: Sequence[JobSpec]) -> list[Any]:
     """The kind, carry, priority, at, after, max_failures and four backoff arrays of a
-    multi-row insert of ``specs``, in that order, as ``job_insert_many_unkeyed`` and
-    ``workflow_insert`` bind them (``job_insert_many`` binds its keys between after and
-    max_failures, and its rows are a subset, so it lists its own)."""
+    multi-row insert of ``specs``, in that order, as ``workflow_insert`` binds them
+    (``job_insert_many`` binds its keys between after and max_failures, and its rows are
+    a subset, so it lists its own; ``job_insert_many_unkeyed`` binds its uniform columns
+    as one value)."""
     return [
         [s.kind for s in specs],
         [s.carry for s in specs],
@@ -213,9 +230,25 @@ def job_insert_many_unkeyed_steps(
 ) -> Steps[list[int]]:
     """Insert jobs that carry no key in one statement (all or nothing by itself, and no
     key to wait on); their ids in input order."""
+    kinds, kind = uniform([s.kind for s in specs])
+    priorities, priority = uniform([s.priority for s in specs])
+    failures, max_failures = uniform([s.max_failures for s in specs])
     rows = yield Query(
         "job_insert_many_unkeyed",
-        (*batch_columns(specs), traceparent, column([s.group for s in specs])),
+        (
+            kinds,
+            [s.carry for s in specs],
+            priorities,
+            column([s.at for s in specs]),
+            column([s.after for s in specs]),
+            failures,
+            *backoff_arrays(specs),
+            traceparent,
+            column([s.group for s in specs]),
+            kind,
+            priority,
+            max_failures,
+        ),
     )
     # One array of the ids, ascending, which is input order (see the statement's header).
     return [int(i) for i in rows[0]["ids"]]
