@@ -309,21 +309,42 @@ def _check_job(
 ) -> None:
     rep.statuses[job.status] += 1
     where = f"job {job.id} ({job.kind}{'' if job.grp is None else f', group {job.grp}'})"
-    # 2. Final, and as the handler dictates.
+    # A job not final, or a journal that does not parse into claims, leaves nothing the
+    # later checks could stand on.
+    if not _check_final(job, where, rep, expected):
+        return
+    claims = _check_journal(job, events, where, rep)
+    if claims is None:
+        return
+    _match_runs(claims, runs, where, rep)
+    lease = leases.get(job.kind, 0.0)
+    trail = _check_ends(job, claims, faults, where, rep, lease, renews)
+    _check_payloads(job, trail, where, rep)
+    _count_long_runs(job, claims, faults, rep, lease, renews)
+
+
+def _check_final(job: Job, where: str, rep: Report, expected: dict[str, str]) -> bool:
+    """2. Final, and as the handler dictates; False: stuck, nothing more to check."""
     if job.status not in ("completed", "dead"):
         rep.stuck += 1
         rep.violate(f"{where}: stuck {job.status} (attempt {job.attempt})")
-        return
+        return False
     want = expected.get(job.kind)
     if want is not None and job.status != want:
         rep.violate(f"{where}: {job.status}, its handler dictates {want}: {job.last_error!r}")
+    return True
 
-    # 3. The journal is complete and consistent.
+
+def _check_journal(
+    job: Job, events: list[Event], where: str, rep: Report
+) -> dict[int, Claim] | None:
+    """3. The journal is complete and consistent; its claims, or None if ``claims_of``
+    refused it (a claim journaled twice, an end with no claim or a second end)."""
     try:
         claims = claims_of(job, events)
     except ValueError as exc:
         rep.violate(f"{where}: {exc}")
-        return
+        return None
     rep.claims += len(claims)
     if sorted(claims) != list(range(1, job.attempt + 1)):
         rep.violate(f"{where}: claims {sorted(claims)} do not cover attempts 1..{job.attempt}")
@@ -333,8 +354,11 @@ def _check_job(
     for c in claims.values():
         if c.end is None:
             rep.violate(f"{where}: claim {c.attempt} by {c.worker} never ended")
+    return claims
 
-    # 4. Runs and claims, one to one.
+
+def _match_runs(claims: dict[int, Claim], runs: list[Run], where: str, rep: Report) -> None:
+    """4. Runs and claims, one to one: each run is set on the claim it belongs to."""
     for r in runs:
         held = claims.get(r.attempt)
         if held is None:
@@ -348,8 +372,20 @@ def _check_job(
     if len(runs) > 1:
         rep.multi_run_jobs += 1
 
+
+def _check_ends(
+    job: Job,
+    claims: dict[int, Claim],
+    faults: Faults,
+    where: str,
+    rep: Report,
+    lease: float,
+    renews: bool,
+) -> list[str]:
+    """How each claim ended, in attempt order: a claim without a run only by an
+    interruption (4), an interruption with its cause counted (6), a settle by its owner as
+    its handler returned (5). Returns the trail the owners' settles wrote to the carry."""
     trail: list[str] = []
-    lease = leases.get(job.kind, 0.0)
     for a in sorted(claims):
         c = claims[a]
         end = c.end
@@ -395,8 +431,11 @@ def _check_job(
             if c.pid not in faults.terms:
                 rep.violate(f"{where}: claim {a} paused for a shutdown nobody asked for")
             rep.reruns["SIGTERM: cooperative pause"] += 1
+    return trail
 
-    # Payloads: the completed result and the carry name the claims that wrote them.
+
+def _check_payloads(job: Job, trail: list[str], where: str, rep: Report) -> None:
+    """5. Payloads: the completed result and the carry name the claims that wrote them."""
     if job.status == "completed" and job.claimed_by:
         want_result = {"a": job.attempt, "p": pid_of(job.claimed_by)}
         if job.result != want_result:
@@ -405,6 +444,20 @@ def _check_job(
     if got_trail != trail:
         rep.violate(f"{where}: carry trail {got_trail} != the settles of its owners {trail}")
 
+
+def _count_long_runs(
+    job: Job,
+    claims: dict[int, Claim],
+    faults: Faults,
+    rep: Report,
+    lease: float,
+    renews: bool,
+) -> None:
+    """Count, for the summary (no violations), the long runs whose first claim ran:
+    ``chaos_renewed`` ones whose first claim was neither paused at a SIGTERM nor
+    interrupted other than by its lease expiring as it renewed, and ``chaos_overrun`` ones
+    whose first claim was stale-recovered for outliving its lease; of each, how many had
+    two claims or more that ran."""
     if job.kind == "chaos_renewed":
         first = claims.get(1)
         if first is not None and first.run is not None and first.end is not None:
