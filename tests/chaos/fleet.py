@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -253,13 +254,17 @@ class Fleet:
         ]
         return sorted(events)
 
-    async def run_schedule(self, plan: list[tuple[float, str]]) -> None:
-        actions = {
+    def fault_actions(self) -> dict[str, Callable[[], Awaitable[None]]]:
+        """What each entry of a schedule does (a scenario adds its own faults)."""
+        return {
             "SIGKILL": self.kill_one,
             "SIGTERM": self.term_one,
             "pg_terminate_backend": self.terminate_backends,
             "PostgreSQL restart": self.restart_postgres,
         }
+
+    async def run_schedule(self, plan: list[tuple[float, str]]) -> None:
+        actions = self.fault_actions()
         for at, what in plan:
             delay = self.t_start + at - time.time()
             if delay > 0:

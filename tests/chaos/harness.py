@@ -150,6 +150,16 @@ class Harness(FlowLoad, GroupLoad, Fleet, SoakCheck):
                     raise
                 await asyncio.sleep(0.2)  # stays: the interval of a bounded reconnect poll
 
+    async def _fetch_all(self, name: str, batch: int) -> list[Any]:
+        """Every row of a read paged by id (``name`` takes the last id seen and a batch
+        size), in order."""
+        rows: list[Any] = []
+        after = 0
+        while page := await self._fetch(name, after, batch):
+            after = page[-1]["id"]
+            rows += page
+        return rows
+
     async def _fetch(self, name: str, *args: Any) -> list[Any]:
         """A read on the harness connection, reconnecting after a fault."""
         for attempt in range(50):

@@ -58,29 +58,18 @@ class ScenarioCheck:
 
         def log(self, message: str) -> None: ...
 
-        async def _fetch(self, name: str, *args: Any) -> list[Any]: ...
+        async def _fetch_all(self, name: str, batch: int) -> list[Any]: ...
+
+        async def journal_events(self) -> list[history.Event]: ...
+
+        def run_lines(self) -> list[str]: ...
 
     # --- the extra check ---------------------------------------------------------------
 
     async def check_outcomes(self, report: history.Report) -> None:
         """The checks on top of the soak's (``report``, which gets their violations)."""
-        events: list[history.Event] = []
-        after = 0
-        while True:
-            rows = await self._fetch("maintenance/history_journal", after, 20_000)
-            if not rows:
-                break
-            after = rows[-1]["id"]
-            events += [
-                history.Event(
-                    r["job_id"], r["at"].timestamp(), r["event"], r["attempt"], r["worker"],
-                    r["detail"],
-                )
-                for r in rows
-            ]  # fmt: skip
-        lines: list[str] = []
-        for f in sorted(self.runs_dir.glob("runs-*.txt")):
-            lines += f.read_text().splitlines()
+        events = await self.journal_events()
+        lines = self.run_lines()
         # No outcome can be written while the server is down or refuses writes (a
         # restart, a failover, read-only mode): a lease that ends then, or before the
         # worker's error backoff brings it back, is recovered by design, and the re-run
@@ -130,16 +119,11 @@ class ScenarioCheck:
 
     async def _measure_settle_lag(self, lines: list[str]) -> None:
         """How long a completion took to be written after its handler returned."""
-        finished: dict[tuple[int, int], float] = {}
-        after = 0
-        while True:
-            rows = await self._fetch("maintenance/history_jobs", after, 10_000)
-            if not rows:
-                break
-            after = rows[-1]["id"]
-            for r in rows:
-                if r["status"] == "completed" and r["finished_at"] is not None:
-                    finished[(r["id"], r["attempt"])] = r["finished_at"].timestamp()
+        finished = {
+            (r["id"], r["attempt"]): r["finished_at"].timestamp()
+            for r in await self._fetch_all("maintenance/history_jobs", 10_000)
+            if r["status"] == "completed" and r["finished_at"] is not None
+        }
         lags = sorted(
             finished[(r.job, r.attempt)] - r.end
             for r in history.parse_runs(lines)
@@ -184,11 +168,10 @@ class ScenarioCheck:
             return "-"
         fault_at, fault_end = self.windows["failover"]
         starts = []
-        for f in sorted(self.runs_dir.glob("runs-*.txt")):
-            for line in f.read_text().splitlines():
-                parts = line.split()
-                if len(parts) == 6 and parts[0] == "S":
-                    starts.append(float(parts[5]))
+        for line in self.run_lines():
+            parts = line.split()
+            if len(parts) == 6 and parts[0] == "S":
+                starts.append(float(parts[5]))
         starts.sort()
         before = [t for t in starts if t < fault_at]
         after = [t for t in starts if t >= (fault_end)]

@@ -45,6 +45,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -222,8 +223,8 @@ class Scenario(ScenarioFaults, ScenarioCheck, harness.Harness):
             )
         return [(3.0, "slow"), (s - 3.0, "fast again")]
 
-    async def run_schedule(self, plan: list[tuple[float, str]]) -> None:
-        actions = {
+    def fault_actions(self) -> dict[str, Callable[[], Awaitable[None]]]:
+        return super().fault_actions() | {
             "failover": self.failover,
             "blackhole worker 1": lambda: self.blackhole(1),
             "blackhole worker 2 for good": lambda: self.blackhole(2),
@@ -234,16 +235,7 @@ class Scenario(ScenarioFaults, ScenarioCheck, harness.Harness):
             "blackhole a worker": lambda: self.blackhole(self._a_running_worker()),
             "heal the black-holed": self.heal_all,
             "blackhole a worker for good": lambda: self.blackhole(self._a_running_worker()),
-            "SIGKILL": self.kill_one,
-            "SIGTERM": self.term_one,
-            "pg_terminate_backend": self.terminate_backends,
-            "PostgreSQL restart": self.restart_postgres,
         }
-        for at, what in plan:
-            delay = self.t_start + at - time.time()
-            if delay > 0:
-                await asyncio.sleep(delay)  # stays: the faults follow a timetable
-            await actions[what]()
 
     async def restart_postgres(self) -> None:
         start = time.time()

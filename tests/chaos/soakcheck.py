@@ -57,7 +57,7 @@ class SoakCheck:
 
         async def connect(self) -> None: ...
 
-        async def _fetch(self, name: str, *args: Any) -> list[Any]: ...
+        async def _fetch_all(self, name: str, batch: int) -> list[Any]: ...
 
         def _crashed(self) -> None: ...
 
@@ -73,54 +73,45 @@ class SoakCheck:
 
     # --- the check --------------------------------------------------------------------
 
-    async def check(self) -> history.Report:
-        jobs: list[history.Job] = []
-        after = 0
-        while True:
-            rows = await self._fetch("maintenance/history_jobs", after, 10_000)
-            if not rows:
-                break
-            after = rows[-1]["id"]
-            jobs += [
-                history.Job(
-                    id=r["id"],
-                    kind=r["kind"],
-                    status=r["status"],
-                    carry=history.decode(r["carry"]),
-                    attempt=r["attempt"],
-                    failures=r["failures"],
-                    max_failures=r["max_failures"],
-                    claimed_by=r["claimed_by"],
-                    claimed_at=r["claimed_at"] and r["claimed_at"].timestamp(),
-                    finished_at=r["finished_at"] and r["finished_at"].timestamp(),
-                    result=history.decode(r["result"]),
-                    last_error=r["last_error"],
-                    grp=r["grp"],
-                )
-                for r in rows
-            ]
-        events: list[history.Event] = []
-        after = 0
-        while True:
-            rows = await self._fetch("maintenance/history_journal", after, 20_000)
-            if not rows:
-                break
-            after = rows[-1]["id"]
-            events += [
-                history.Event(
-                    r["job_id"],
-                    r["at"].timestamp(),
-                    r["event"],
-                    r["attempt"],
-                    r["worker"],
-                    r["detail"],
-                )
-                for r in rows
-            ]
-        mismatches = await self._cross_check_journal(jobs, events)
+    async def journal_events(self) -> list[history.Event]:
+        """Every journal entry of the run, in order."""
+        return [
+            history.Event(
+                r["job_id"], r["at"].timestamp(), r["event"], r["attempt"], r["worker"],
+                r["detail"],
+            )
+            for r in await self._fetch_all("maintenance/history_journal", 20_000)
+        ]  # fmt: skip
+
+    def run_lines(self) -> list[str]:
+        """The lines every worker's handlers wrote to their runs file, file by file."""
         lines: list[str] = []
         for f in sorted(self.runs_dir.glob("runs-*.txt")):
             lines += f.read_text().splitlines()
+        return lines
+
+    async def check(self) -> history.Report:
+        jobs = [
+            history.Job(
+                id=r["id"],
+                kind=r["kind"],
+                status=r["status"],
+                carry=history.decode(r["carry"]),
+                attempt=r["attempt"],
+                failures=r["failures"],
+                max_failures=r["max_failures"],
+                claimed_by=r["claimed_by"],
+                claimed_at=r["claimed_at"] and r["claimed_at"].timestamp(),
+                finished_at=r["finished_at"] and r["finished_at"].timestamp(),
+                result=history.decode(r["result"]),
+                last_error=r["last_error"],
+                grp=r["grp"],
+            )
+            for r in await self._fetch_all("maintenance/history_jobs", 10_000)
+        ]
+        events = await self.journal_events()
+        mismatches = await self._cross_check_journal(jobs, events)
+        lines = self.run_lines()
         runs = history.parse_runs(lines)
         # Children are enqueued by their parent's ctx.spawn, not by the harness.
         spawned = {j.id for j in jobs if j.kind == "chaos_child"}
