@@ -465,7 +465,9 @@ SELECT kind, grp, cap, weight, paused FROM written;
 -- whatever cause, as stale recovery is for a lost worker: without it such a group's jobs
 -- would wait for good. A group it finds is a bug, which the worker logs as a warning.
 -- Any consistent snapshot holds the rule, so a group found is never a race's passing
--- state. Returns the groups woken, with the tier of the first visible job of each.
+-- state. Returns the groups woken, with the tier of the first visible job of each, and
+-- what a report of the bug needs: that job's id and visible time, and the group's row as
+-- it stood (its xmin, claims, head and virtual time; NULL when it has none).
 -- No parameters.
 -- index: jobs_group_claim_idx, one probe per (kind, group) with pending jobs (a loose index
 -- scan) and one for its first visible job; the groups primary key; group_wakes_due_idx.
@@ -485,16 +487,18 @@ WITH RECURSIVE pending AS (
     ) n
 ),
 stranded AS (
-    SELECT p.kind, p.grp, v.priority
+    SELECT p.kind, p.grp, v.priority, v.id AS job_id, v.visible_at, g.xmin AS row_xmin,
+           g.claims, g.head, g.vtime
     FROM pending p
     -- By the primary key, one probe per group (the LIMIT keeps the planner from making
     -- it a join): not a hash of every group ever seen.
     LEFT JOIN LATERAL (
-        SELECT g.ready, g.paused FROM "venturi".groups g WHERE g.kind = p.kind AND g.grp = p.grp
+        SELECT g.ready, g.paused, g.xmin::text AS xmin, g.claims, g.head, g.vtime
+        FROM "venturi".groups g WHERE g.kind = p.kind AND g.grp = p.grp
         LIMIT 1
     ) g ON true
     CROSS JOIN LATERAL (
-        SELECT j.priority FROM "venturi".jobs j
+        SELECT j.priority, j.id, j.visible_at FROM "venturi".jobs j
         WHERE j.status = 'pending' AND j.grp IS NOT NULL AND j.kind = p.kind
           AND j.grp = p.grp AND j.visible_at <= now()
         ORDER BY j.priority
@@ -502,10 +506,14 @@ stranded AS (
     ) v
     WHERE NOT coalesce(g.ready OR g.paused, false)
       AND NOT EXISTS (SELECT 1 FROM "venturi".group_wakes w WHERE w.kind = p.kind AND w.grp = p.grp)
+),
+-- The wake-ups; a data-modifying CTE runs whether or not it is read.
+woken AS (
+    INSERT INTO "venturi".group_wakes (kind, grp, at, priority)
+    SELECT s.kind, s.grp, now(), s.priority FROM stranded s
 )
-INSERT INTO "venturi".group_wakes (kind, grp, at, priority)
-SELECT s.kind, s.grp, now(), s.priority FROM stranded s
-RETURNING kind, grp, priority;
+SELECT s.kind, s.grp, s.priority, s.job_id, s.visible_at, s.row_xmin, s.claims, s.head, s.vtime
+FROM stranded s;
 
 -- job_activity_of_kind: one kind's completions, failed executions and deaths in each of
 -- the last $4 buckets of $3 seconds, oldest first, every bucket present (zero when idle):

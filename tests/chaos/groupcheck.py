@@ -356,4 +356,4 @@ def stranded(log: str) -> list[str]:
     """A worker log's lines saying its recovery timer found a group left out of the grouped
     claim (``group_wake_stranded``) and woke it: each a bug of the claim, however the
     group's jobs then ended."""
-    return [line[:300] for line in log.splitlines() if "neither ready nor due a wake-up" in line]
+    return [line[:600] for line in log.splitlines() if "neither ready nor due a wake-up" in line]

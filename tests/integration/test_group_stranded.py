@@ -45,7 +45,7 @@ async def test_a_group_left_out_of_the_claim_is_woken_and_reported(
     await finish(conn, await claim_all(conn, "stranded", cap=1))
     assert await claim_all(conn, "stranded", cap=1) == []  # a and b parked
     await venturi.set_group(conn, "stranded", "paused", paused=True)
-    await venturi.enqueue_many(
+    ids = await venturi.enqueue_many(
         conn,
         [
             grouped.job(Item(10), group="a"),
@@ -69,7 +69,13 @@ async def test_a_group_left_out_of_the_claim_is_woken_and_reported(
     with caplog.at_level(logging.WARNING, logger="venturi.recovery"):
         assert await recovery.wake_stranded(conn) == 1
     assert recovery.stats["groups_stranded"] == 1
-    assert any("group a of stranded" in r.getMessage() for r in caplog.records)
+    # The warning names the group, its job left behind (the second of this batch's "a":
+    # the first ran) and the group's row as the look found it (two claims counted, one
+    # from each batch; head tier 1).
+    messages = [r.getMessage() for r in caplog.records]
+    (warning,) = [m for m in messages if "group a of stranded" in m]
+    assert f"job {ids[1]} visible since" in warning
+    assert "claims 2, head 1" in warning
     # Woken: the next claims take its job; nothing is stranded any more.
     assert [r["grp"] for r in await claim_all(conn, "stranded", cap=1)] == ["a"]
     assert await recovery.wake_stranded(conn) == 0

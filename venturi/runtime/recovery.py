@@ -124,9 +124,16 @@ class Recovery:
             self.stats["groups_stranded"] += 1
             log.warning(
                 "group %s of %s had a job to claim but was neither ready nor due a "
-                "wake-up; woken (a bug: please report it with this line)",
+                "wake-up; woken (a bug: please report it with this line): job %s visible "
+                "since %s; the group's row: xmin %s, claims %s, head %s, vtime %s",
                 row["grp"],
                 row["kind"],
-                extra={"kind": row["kind"], "group": row["grp"]},
+                row["job_id"],
+                row["visible_at"],
+                row["row_xmin"],
+                row["claims"],
+                row["head"],
+                row["vtime"],
+                extra={"kind": row["kind"], "group": row["grp"], "job_id": row["job_id"]},
             )
         return len(rows)
