@@ -849,6 +849,14 @@ FROM "venturi".claim_capped_v2($1::text, $2::text, $3::float8, $4::integer, $5::
 --   of those rows, and parks a group (ready = false) only if no one updated its row
 --   since this statement's snapshot: a job this snapshot cannot see then still has its
 --   wake-up.
+-- * The claim's clock (`clock`) is read once, after its snapshot, not `now()` (its
+--   transaction's start, which may come before the snapshot: a claim in a transaction that
+--   first waited on the kind's cap lock, or a backend descheduled between the two). Every
+--   wake-up this or an earlier claim applied was due by a clock read before that claim
+--   committed, hence before this snapshot and before this clock: its job is claimable
+--   here. With now() a claim could see a job whose wake-up an earlier claim had applied,
+--   find it not yet visible by its older clock, and park its group with no wake-up left
+--   (the long chaos run of December 2026 found such groups; docs/chaos.md).
 -- A kind an operator paused (paused_kinds) is left alone, as every claim leaves it: no job
 -- claimed, no wake-up applied, no group parked; the completions still apply.
 -- Completions ride the claim as in job_claim ($12-$14: one round trip and one commit for
@@ -880,7 +888,11 @@ FROM "venturi".claim_capped_v2($1::text, $2::text, $3::float8, $4::integer, $5::
 -- jobs_group_claimed_idx (a group's claimed jobs); jobs_group_claim_idx (a group's
 -- pending jobs in claim order); the primary keys for the rows written.
 PREPARE venturi_job_claim_grouped(text, text, float8, smallint, integer, uuid, integer, float8, integer, integer, boolean, bigint[], integer[], text[]) AS
-WITH completed AS (
+WITH clock AS MATERIALIZED (
+    -- One reading, after the snapshot (volatile: evaluated once, where first read).
+    SELECT clock_timestamp() AS at
+),
+completed AS (
     UPDATE "venturi".jobs j
     SET status = 'completed', finished_at = now(), claim_expires_at = NULL,
         -- A row that is not claimed holds no token: a claim by an older venturi, which
@@ -907,7 +919,7 @@ WITH completed AS (
 due AS (
     -- Wake-ups due for this kind, oldest first; a row another claim holds is its.
     SELECT w.id, w.grp, w.priority FROM "venturi".group_wakes w
-    WHERE w.kind = $2::text AND w.at <= now() AND NOT EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = $2::text)
+    WHERE w.kind = $2::text AND w.at <= (SELECT k.at FROM clock k) AND NOT EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = $2::text)
     ORDER BY w.at
     LIMIT 1000
     FOR UPDATE SKIP LOCKED
@@ -1022,7 +1034,7 @@ picks AS (
     CROSS JOIN LATERAL (
         SELECT q.id, q.priority, row_number() OVER () AS n FROM (
             SELECT j.id, j.priority FROM "venturi".jobs j
-            WHERE j.status = 'pending' AND j.visible_at <= now() AND j.kind = $2::text AND j.grp = r.grp
+            WHERE j.status = 'pending' AND j.visible_at <= (SELECT k.at FROM clock k) AND j.kind = $2::text AND j.grp = r.grp
             ORDER BY j.priority, j.rank, j.created_at, j.id
             LIMIT r.room + 1
         ) q

@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 import venturi
-from tests.integration.test_groups import claim_all, finish
+from tests.integration.test_groups import claim, claim_all, finish
 from tests.support import Item
 from tests.support import sql as test_sql
 from venturi import Context
@@ -79,3 +79,30 @@ async def test_a_group_left_out_of_the_claim_is_woken_and_reported(
     # Woken: the next claims take its job; nothing is stranded any more.
     assert [r["grp"] for r in await claim_all(conn, "stranded", cap=1)] == ["a"]
     assert await recovery.wake_stranded(conn) == 0
+
+
+async def test_a_claim_whose_transaction_began_before_the_job_leaves_no_group_behind(
+    conn: asyncpg.Connection, dsn: str, grouped: venturi.Task[Item]
+) -> None:
+    """The stranding the long chaos run found (docs/chaos.md): claim P's transaction began
+    before job J was enqueued, and its snapshot came after another claim applied J's
+    wake-up without taking J. By `now()`, P's clock, J was not visible yet: P found the
+    group without work, parked it, and J was left with no wake-up. A claim in a
+    transaction that first waits on the kind's cap lock opens that gap on every claim;
+    the chaos run's were a backend descheduled between its start and its snapshot. The
+    claim now reads its clock after its snapshot."""
+    (first,) = await venturi.enqueue_many(conn, [grouped.job(Item(0), group="g")])
+    assert (await claim(conn, "stranded", limit=1)).claimed == []  # the group made ready
+    other = await asyncpg.connect(dsn)
+    try:
+        async with other.transaction():
+            # P's transaction begins: its now() is fixed from here.
+            await other.execute(test_sql.statement("transaction_begin_clock"))
+            (late,) = await venturi.enqueue_many(conn, [grouped.job(Item(1), group="g")])
+            # Another claim takes the first job and applies the late one's wake-up.
+            assert [r["id"] for r in (await claim(conn, "stranded", limit=1)).claimed] == [first]
+            took = (await claim(other, "stranded", limit=5)).claimed
+        assert [r["id"] for r in took] == [late]
+    finally:
+        await other.close()
+    assert await _recovery().wake_stranded(conn) == 0
