@@ -1698,8 +1698,9 @@ FROM "billing_jobs".claim_capped_v2($1::text, $2::text, $3::float8, $4::integer,
 --   since this statement's snapshot: a job this snapshot cannot see then still has its
 --   wake-up.
 -- * The claim's clock (`clock`) is read once, after its snapshot, not `now()` (its
---   transaction's start, which may come before the snapshot: a claim in a transaction that
---   first waited on the kind's cap lock, or a backend descheduled between the two). Every
+--   transaction's start, which comes before the snapshot by the statement's planning when
+--   a plan is made for it, as on a connection's first executions, and by the wait for the
+--   kind's cap lock in a global_cap claim's transaction). Every
 --   wake-up this or an earlier claim applied was due by a clock read before that claim
 --   committed, hence before this snapshot and before this clock: its job is claimable
 --   here. With now() a claim could see a job whose wake-up an earlier claim had applied,
