@@ -89,15 +89,15 @@ async def test_a_claim_whose_transaction_began_before_the_job_leaves_no_group_be
     wake-up without taking J. By `now()`, P's clock, J was not visible yet: P found the
     group without work, parked it, and J was left with no wake-up. A claim in a
     transaction that first waits on the kind's cap lock opens that gap on every claim;
-    the chaos run's were a backend descheduled between its start and its snapshot. The
-    claim now reads its clock after its snapshot."""
+    in the chaos run it was the statement's planning, between its transaction's start
+    and its snapshot. The claim now reads its clock after its snapshot."""
     (first,) = await venturi.enqueue_many(conn, [grouped.job(Item(0), group="g")])
     assert (await claim(conn, "stranded", limit=1)).claimed == []  # the group made ready
     other = await asyncpg.connect(dsn)
     try:
         async with other.transaction():
-            # P's transaction begins: its now() is fixed from here.
-            await other.execute(test_sql.statement("transaction_begin_clock"))
+            # P's transaction begins here (its first statement): its now() is fixed.
+            await other.fetchval(test_sql.statement("clock_now"))
             (late,) = await venturi.enqueue_many(conn, [grouped.job(Item(1), group="g")])
             # Another claim takes the first job and applies the late one's wake-up.
             assert [r["id"] for r in (await claim(conn, "stranded", limit=1)).claimed] == [first]
