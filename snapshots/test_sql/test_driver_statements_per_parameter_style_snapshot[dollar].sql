@@ -170,11 +170,14 @@ ORDER BY input.ord;
 -- One array rather than a row per job: the driver decodes one value, not 1,000 rows
 -- (0.4 us of the client's ~2.8 per job in a batch of 1,000; benchmarks/README.md,
 -- "Bulk enqueue: the ids as one array").
+-- The carries come as one JSON array rather than a text[]: the driver then encodes one
+-- value, where a text[] of 1,000 costs it a type test per element, and the server parses
+-- the same JSON once (benchmarks/JOURNAL.md, "the carries of a batch as one JSON array").
 -- A column every row holds the same value of (the kind, priority and failure backstop
 -- of a batch of one task) binds that value once, as $13-$15, and its array as NULL:
 -- unnest pads a NULL array with NULLs, which the value fills.
 -- $1 text[] kinds: the task kind of each row (NULL: $13 for every row)
--- $2 text[] carries: msgspec-encoded JSON of each row
+-- $2 text carries: one JSON array of every row's msgspec-encoded carry, in row order
 -- $3 smallint[] priorities: 0 HIGH, 1 NORMAL, 2 LOW (NULL: $14 for every row)
 -- $4 timestamptz[] ats: visible from (NULL: use afters)
 -- $5 float8[] afters: visible after seconds (NULL: now)
@@ -193,13 +196,14 @@ WITH inserted AS (
 INSERT INTO "venturi".jobs (kind, carry, priority, visible_at, max_failures,
                           backoff_base, backoff_factor, backoff_cap, backoff_jitter, traceparent,
                           grp)
-SELECT coalesce(kind, $13::text), carry::jsonb, coalesce(priority, $14::smallint),
+SELECT coalesce(kind, $13::text), carry, coalesce(priority, $14::smallint),
        coalesce(at, now() + make_interval(secs => coalesce(after, 0))),
        coalesce(max_failures, $15::integer),
        backoff_base, backoff_factor, backoff_cap, backoff_jitter, $11::text, grp
-FROM unnest($1::text[], $2::text[], $3::smallint[], $4::timestamptz[], $5::float8[],
-            $6::integer[], $7::float8[], $8::float8[], $9::float8[], $10::boolean[],
-            $12::text[])
+FROM ROWS FROM (unnest($1::text[]), jsonb_array_elements($2::jsonb), unnest($3::smallint[]),
+               unnest($4::timestamptz[]), unnest($5::float8[]), unnest($6::integer[]),
+               unnest($7::float8[]), unnest($8::float8[]), unnest($9::float8[]),
+               unnest($10::boolean[]), unnest($12::text[]))
      WITH ORDINALITY AS u(kind, carry, priority, at, after, max_failures,
                           backoff_base, backoff_factor, backoff_cap, backoff_jitter, grp, ord)
 ORDER BY ord

@@ -170,11 +170,14 @@ ORDER BY input.ord;
 -- One array rather than a row per job: the driver decodes one value, not 1,000 rows
 -- (0.4 us of the client's ~2.8 per job in a batch of 1,000; benchmarks/README.md,
 -- "Bulk enqueue: the ids as one array").
+-- The carries come as one JSON array rather than a text[]: the driver then encodes one
+-- value, where a text[] of 1,000 costs it a type test per element, and the server parses
+-- the same JSON once (benchmarks/JOURNAL.md, "the carries of a batch as one JSON array").
 -- A column every row holds the same value of (the kind, priority and failure backstop
 -- of a batch of one task) binds that value once, as %(p13)s-%(p15)s, and its array as NULL:
 -- unnest pads a NULL array with NULLs, which the value fills.
 -- %(p1)s text[] kinds: the task kind of each row (NULL: %(p13)s for every row)
--- %(p2)s text[] carries: msgspec-encoded JSON of each row
+-- %(p2)s text carries: one JSON array of every row's msgspec-encoded carry, in row order
 -- %(p3)s smallint[] priorities: 0 HIGH, 1 NORMAL, 2 LOW (NULL: %(p14)s for every row)
 -- %(p4)s timestamptz[] ats: visible from (NULL: use afters)
 -- %(p5)s float8[] afters: visible after seconds (NULL: now)
@@ -193,13 +196,14 @@ WITH inserted AS (
 INSERT INTO "venturi".jobs (kind, carry, priority, visible_at, max_failures,
                           backoff_base, backoff_factor, backoff_cap, backoff_jitter, traceparent,
                           grp)
-SELECT coalesce(kind, %(p13)s::text), carry::jsonb, coalesce(priority, %(p14)s::smallint),
+SELECT coalesce(kind, %(p13)s::text), carry, coalesce(priority, %(p14)s::smallint),
        coalesce(at, now() + make_interval(secs => coalesce(after, 0))),
        coalesce(max_failures, %(p15)s::integer),
        backoff_base, backoff_factor, backoff_cap, backoff_jitter, %(p11)s::text, grp
-FROM unnest(%(p1)s::text[], %(p2)s::text[], %(p3)s::smallint[], %(p4)s::timestamptz[], %(p5)s::float8[],
-            %(p6)s::integer[], %(p7)s::float8[], %(p8)s::float8[], %(p9)s::float8[], %(p10)s::boolean[],
-            %(p12)s::text[])
+FROM ROWS FROM (unnest(%(p1)s::text[]), jsonb_array_elements(%(p2)s::jsonb), unnest(%(p3)s::smallint[]),
+               unnest(%(p4)s::timestamptz[]), unnest(%(p5)s::float8[]), unnest(%(p6)s::integer[]),
+               unnest(%(p7)s::float8[]), unnest(%(p8)s::float8[]), unnest(%(p9)s::float8[]),
+               unnest(%(p10)s::boolean[]), unnest(%(p12)s::text[]))
      WITH ORDINALITY AS u(kind, carry, priority, at, after, max_failures,
                           backoff_base, backoff_factor, backoff_cap, backoff_jitter, grp, ord)
 ORDER BY ord

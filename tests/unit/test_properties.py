@@ -66,6 +66,21 @@ def test_a_struct_with_a_wrong_field_type_is_refused(carry: Carry, field: str, b
         CODEC.encode(broken)
 
 
+@given(st.text(st.sampled_from(["\x00", "\\", "u", "0", "a"]), max_size=12))
+@example("\\u0000")  # a backslash and the letters: stored as they are
+@example("\\\x00")  # a backslash, then a NUL
+def test_a_nul_is_refused_and_only_a_nul(text: str) -> None:
+    """The NUL test reads the encoded JSON's escapes: a NUL character encodes as the
+    escape \\u0000, a backslash followed by the letters u0000 as an escaped backslash
+    and the letters, which jsonb stores."""
+    codec: CarryCodec[Any] = CarryCodec(str, "prop", 1000)
+    if "\x00" in text:
+        with pytest.raises(ValueError, match="holds a NUL character"):
+            codec.encode(text)
+    else:
+        assert codec.decode(codec.encode(text)) == text
+
+
 @given(TEXT, st.integers(min_value=2, max_value=400))
 @example("x" * 98, 100)
 @example("x" * 99, 100)
