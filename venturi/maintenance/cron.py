@@ -105,17 +105,24 @@ class CronScheduler:
         self, pool: Any, worker: Any, s: Schedule, slot: datetime, last: datetime
     ) -> None:
         schema = worker.schema
-        async with db.connect.pooled(pool) as conn, conn.transaction():
-            if not await db.schedules.schedule_advance_if_behind(
-                conn, schema=schema, name=s.name, slot=slot
-            ):
-                return  # another worker enqueued this slot
-            job_id = await s.task.enqueue(
-                conn, s.carry, at=slot, key=s.key(slot), priority=s.priority, schema=schema
-            )
-        worker.stats["cron_enqueued"] += 1
-        if s.spec.next_after(last) < slot:
-            worker.stats["cron_coalesced"] += 1
+        async with db.connect.pooled(pool) as conn:
+            async with conn.transaction():
+                if not await db.schedules.schedule_advance_if_behind(
+                    conn, schema=schema, name=s.name, slot=slot
+                ):
+                    return  # another worker enqueued this slot
+                job_id = await s.task.enqueue(
+                    conn, s.carry, at=slot, key=s.key(slot), priority=s.priority, schema=schema
+                )
+            # Counted once committed, before the connection goes back to the pool: a
+            # shutdown cancels this pass, and a cancel during the pool's reset of the
+            # connection would lose the count of a job already enqueued (and perhaps
+            # already run by another worker).
+            worker.stats["cron_enqueued"] += 1
+            coalesced = s.spec.next_after(last) < slot
+            if coalesced:
+                worker.stats["cron_coalesced"] += 1
+        if coalesced:
             log.info(
                 "schedule %s: slots after %s were missed; one catch-up job %d for %s",
                 s.name,
