@@ -119,16 +119,14 @@ class CronScheduler:
             # connection would lose the count of a job already enqueued (and perhaps
             # already run by another worker).
             worker.stats["cron_enqueued"] += 1
-            coalesced = s.spec.next_after(last) < slot
-            if coalesced:
+            if s.spec.next_after(last) < slot:
                 worker.stats["cron_coalesced"] += 1
-        if coalesced:
-            log.info(
-                "schedule %s: slots after %s were missed; one catch-up job %d for %s",
-                s.name,
-                last,
-                job_id,
-                slot,
-            )
-        else:
-            log.debug("schedule %s: enqueued job %d for %s", s.name, job_id, slot)
+                log.info(
+                    "schedule %s: slots after %s were missed; one catch-up job %d for %s",
+                    s.name,
+                    last,
+                    job_id,
+                    slot,
+                )
+            else:
+                log.debug("schedule %s: enqueued job %d for %s", s.name, job_id, slot)
