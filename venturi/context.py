@@ -87,10 +87,21 @@ class _JobLogger(logging.LoggerAdapter[logging.Logger]):
         return msg, kwargs
 
 
+class RunningJob(Protocol):
+    """What a worker's context reads of the run it was made for
+    (``venturi.runtime.run.Run``)."""
+
+    cancelling: bool
+
+    def meta(self) -> JobMeta: ...
+
+    def cancel_event(self) -> asyncio.Event: ...
+
+
 class Context(Generic[S]):
     """Passed to every handler: shared state, job metadata, cancellation and a logger."""
 
-    __slots__ = ("_cancel", "_log", "_loop", "_tx", "job", "state")
+    __slots__ = ("_cancel", "_job", "_log", "_loop", "_run", "_tx", "state")
 
     def __init__(
         self,
@@ -100,13 +111,48 @@ class Context(Generic[S]):
         transactions: Transactions | None = None,
     ) -> None:
         self.state = state
-        self.job = job
-        self._cancel = cancel if cancel is not None else asyncio.Event()
+        self._job: JobMeta | None = job
+        self._run: RunningJob | None = None
+        self._cancel: asyncio.Event | None = cancel if cancel is not None else asyncio.Event()
         self._log: _JobLogger | None = None
         self._tx = transactions
         # The worker's loop, where it makes its contexts: a sync handler's thread runs
         # its primitives there (venturi.blocking).
         self._loop = blocking.worker_loop()
+
+    @classmethod
+    def running(
+        cls, state: S, run: RunningJob, transactions: Transactions | None, loop: Any
+    ) -> Context[S]:
+        """The context a worker makes for a claimed ``run`` on its event loop ``loop``:
+        ``job`` and the cancellation event are made from the run when first read (most
+        handlers read neither: about a microsecond and a half a job, issue 38)."""
+        ctx: Context[S] = cls.__new__(cls)
+        ctx.state = state
+        ctx._job = None
+        ctx._run = run
+        ctx._cancel = None
+        ctx._log = None
+        ctx._tx = transactions
+        ctx._loop = loop
+        return ctx
+
+    @property
+    def job(self) -> JobMeta:
+        """The claimed job's ``JobMeta``: id, kind, priority, attempt, failures, when it
+        was enqueued, its trace context and its group."""
+        job = self._job
+        if job is None:
+            assert self._run is not None
+            job = self._job = self._run.meta()
+        return job
+
+    def _cancel_event(self) -> asyncio.Event:
+        cancel = self._cancel
+        if cancel is None:
+            assert self._run is not None
+            cancel = self._cancel = self._run.cancel_event()
+        return cancel
 
     def transaction(self) -> Any:
         """``async with ctx.transaction() as conn``: an asyncpg connection of the worker's
@@ -167,11 +213,14 @@ class Context(Generic[S]):
 
     def is_cancelled(self) -> bool:
         """True once the worker asks handlers to stop at a safe point (shutdown)."""
+        if self._cancel is None:
+            assert self._run is not None
+            return self._run.cancelling
         return self._cancel.is_set()
 
     async def cancelled(self) -> None:
         """Returns when cancellation is requested; race it against work with asyncio.wait."""
-        await self._cancel.wait()
+        await self._cancel_event().wait()
 
     # --- workflows (SPEC 12; docs/workflows.md) -------------------------------------
 

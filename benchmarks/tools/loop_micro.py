@@ -30,7 +30,7 @@ from venturi.runtime.instruments import Instruments
 from venturi.runtime.loop import Loop
 
 KIND = "micro_noop"
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
+T0_US = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp()) * 1_000_000
 
 
 class Noop(msgspec.Struct):
@@ -48,29 +48,35 @@ class Answering:
 
     def __init__(self, schema: str) -> None:
         self.claim = sql.statement("job_claim", schema)
+        self.claim_one = sql.statement("job_claim_one", schema)
         self.ids = itertools.count(1)
         self.claimed = 0
 
+    def row(self) -> dict[str, Any]:
+        return {
+            "id": next(self.ids),
+            "kind": KIND,
+            "attempt": 1,
+            "failures": 0,
+            "carry": '{"i": 1}',
+            "priority": 1,
+            "created_us": T0_US,
+            "traceparent": None,
+            "grp": None,
+            "lost": False,
+            "waited": 0.0,
+            "more": True,
+        }
+
     async def fetch(self, query: str, *args: Any) -> list[dict[str, Any]]:
+        if query is self.claim_one:
+            # An idle worker's first claim (a pickup): one job, and more behind it.
+            self.claimed += 1
+            return [self.row()]
         if query is not self.claim:
             return []
-        rows = [{"id": i, "settled": True} for i in args[5]]
-        for _ in range(args[4]):
-            rows.append(
-                {
-                    "id": next(self.ids),
-                    "kind": KIND,
-                    "attempt": 1,
-                    "failures": 0,
-                    "carry": '{"i": 1}',
-                    "priority": 1,
-                    "created_at": T0,
-                    "traceparent": None,
-                    "grp": None,
-                    "settled": False,
-                    "waited": 0.0,
-                }
-            )
+        # Every completion applied: job_claim answers only the lost ones.
+        rows = [self.row() for _ in range(args[4])]
         self.claimed += args[4]
         return rows
 

@@ -692,8 +692,9 @@ LIMIT $2::integer;
 -- statement so a loop iteration costs one round trip and one commit. Expired claims are
 -- not recovered here: job_recover_stale does that on the worker's own timer (a claim is
 -- the pickup path, and it stays as light as it can).
--- Rows with settled = false are the claimed jobs; settled = true are the completions
--- that applied (a job missing from them lost its claim).
+-- Rows with lost = false are the claimed jobs; lost = true are the completions that did
+-- not apply (the job lost its claim): every other one of $6 applied. The worker decodes
+-- every row it is sent, so the common case, every completion applied, sends none.
 -- $1 text claimed_by: identity stamped on every claimed row (host:pid), for diagnostics
 -- $2 text[] kinds: the claim filter (registered kinds minus those at their cap)
 -- $3 float8[] leases: lease in seconds of each kind in $2, same order
@@ -802,16 +803,18 @@ claimed AS (
       AND (SELECT CASE WHEN $10::boolean THEN true
              ELSE set_config('synchronous_commit', 'off', true) = 'off' END)
     RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt,
-              j.failures, j.created_at,
+              j.failures, (extract(epoch FROM j.created_at) * 1000000)::bigint AS created_us,
               extract(epoch FROM now() - j.visible_at)::float8 AS waited,
               j.traceparent, j.grp
 )
-SELECT false AS settled, id, kind, priority, carry, attempt, failures, created_at, waited,
+SELECT false AS lost, id, kind, priority, carry, attempt, failures, created_us, waited,
        traceparent, grp
 FROM claimed
 UNION ALL
-SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-FROM completed;
+-- (completed runs whether or not it is read: PostgreSQL runs every data-modifying CTE.)
+SELECT true, d.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM unnest((SELECT $6::bigint[])) AS d(id)
+WHERE d.id NOT IN (SELECT id FROM completed);
 
 -- job_claim_capped: claim up to $4 jobs of one kind with a global cap, so that at most $5
 -- jobs of the kind are claimed across every worker together, in one statement: the
@@ -831,8 +834,8 @@ FROM completed;
 -- grouped jobs are claimed by job_claim_grouped under the same lock).
 -- The worker's columns of the function's (statements/_claim.sql.j2, claimed_columns).
 PREPARE billing_jobs_job_claim_capped(text, text, float8, integer, integer, uuid) AS
-SELECT c.id, c.kind, c.priority, c.carry, c.attempt, c.failures, c.created_at, c.waited,
-       c.traceparent, c.grp, c.held
+SELECT c.id, c.kind, c.priority, c.carry, c.attempt, c.failures,
+       (extract(epoch FROM c.created_at) * 1000000)::bigint AS created_us, c.waited, c.traceparent, c.grp, c.held
 FROM "billing_jobs".claim_capped_v2($1::text, $2::text, $3::float8, $4::integer, $5::integer,
                              $6::uuid) AS c;
 
@@ -1070,7 +1073,7 @@ claimed AS (
       AND (SELECT CASE WHEN $11::boolean THEN true
              ELSE set_config('synchronous_commit', 'off', true) = 'off' END)
     RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt,
-              j.failures, j.created_at,
+              j.failures, (extract(epoch FROM j.created_at) * 1000000)::bigint AS created_us,
               extract(epoch FROM now() - j.visible_at)::float8 AS waited,
               j.traceparent, j.grp
 ),
@@ -1150,7 +1153,7 @@ applied AS (
 )
 -- (refill and applied write; PostgreSQL runs a data-modifying CTE whether or not it is
 -- read.)
-SELECT false AS settled, id, kind, priority, carry, attempt, failures, created_at, waited,
+SELECT false AS settled, id, kind, priority, carry, attempt, failures, created_us, waited,
        traceparent, grp,
        NULL::integer AS held, NULL::integer AS woken, NULL::integer AS busy,
        NULL::integer AS parked
@@ -1209,7 +1212,7 @@ WHERE j.id = (
   AND (SELECT CASE WHEN $5::boolean THEN true
              ELSE set_config('synchronous_commit', 'off', true) = 'off' END)
 RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt,
-              j.failures, j.created_at,
+              j.failures, (extract(epoch FROM j.created_at) * 1000000)::bigint AS created_us,
               extract(epoch FROM now() - j.visible_at)::float8 AS waited,
               j.traceparent, j.grp,
     -- Whether another job is there to claim (this statement's snapshot still sees the

@@ -43,5 +43,5 @@ def is_claim(query: str) -> bool:
 
 def claimed_in(rows: Sequence[Any]) -> list[Any]:
     """The claimed jobs among a claim's rows (``job_claim`` also returns the completions
-    it settled, ``settled = true``; ``job_claim_one``'s rows are all claims)."""
-    return [r for r in rows if not r.get("settled")]
+    that lost their claim, ``lost = true``; ``job_claim_one``'s rows are all claims)."""
+    return [r for r in rows if not r.get("lost")]

@@ -16,6 +16,8 @@ from venturi.tasks import Task
 Answer = Callable[[tuple[Any, ...]], list[dict[str, Any]]]
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+# The same instant as the claim returns it (venturi.runtime.run.Run.created_us).
+T0_US = int(T0.timestamp()) * 1_000_000
 
 
 @functools.cache
@@ -79,10 +81,10 @@ def job_row(job_id: int, kind: str, **fields: Any) -> dict[str, Any]:
         "failures": 0,
         "carry": '{"n": 1}',
         "priority": 1,
-        "created_at": T0,
+        "created_us": T0_US,
         "traceparent": None,
         "grp": None,
-        "settled": False,
+        "lost": False,
     }
     return row | fields
 
@@ -95,6 +97,6 @@ def run_of(task: Task[Any], job_id: int = 1, **fields: Any) -> Run:
         "failures": 0,
         "carry_text": '{"n": 1}',
         "priority": 1,
-        "created_at": T0,
+        "created_us": T0_US,
     }
     return Run(task=task, **(values | fields))

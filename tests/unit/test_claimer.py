@@ -43,8 +43,8 @@ def _serving(kind: str, first_id: int = 1) -> FakeConn:
     ids = iter(range(first_id, 10_000))
 
     def claim(args: tuple[Any, ...]) -> list[dict[str, Any]]:
-        done = [job_row(i, kind, settled=True) for i in args[DONE_IDS]]
-        return done + [job_row(next(ids), kind) for _ in range(args[LIMIT])]
+        # Every completion applies: job_claim answers only the lost ones.
+        return [job_row(next(ids), kind) for _ in range(args[LIMIT])]
 
     def claim_one(args: tuple[Any, ...]) -> list[dict[str, Any]]:
         return [job_row(next(ids), kind, more=True)]

@@ -5,6 +5,7 @@ decodes, and a cancellation by the worker or by something else."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -125,3 +126,80 @@ async def test_the_handler_sees_its_jobs_tier(tier: venturi.Priority) -> None:
         s.COMPLETED
     )
     assert seen == [tier] and seen[0] is tier
+
+
+# --- what the context reads of its run, made when first read (issue 38) ----------------
+
+
+async def test_the_context_sees_a_stop_asked_before_and_after_it_first_looks() -> None:
+    """The worker makes a run's cancellation event only when a handler waits on it: a
+    stop asked before that wait still ends it at once, and one asked after wakes it."""
+    seen: list[tuple[str, bool]] = []
+    stopped = asyncio.Event()
+
+    async def waits(ctx: venturi.Context[Any], carry: Item) -> None:
+        seen.append(("before", ctx.is_cancelled()))
+        await stopped.wait()
+        seen.append(("asked", ctx.is_cancelled()))
+        await ctx.cancelled()  # the event is made now, already set
+
+    run = run_of(_task("x_cancel_late", waits))
+    handle = asyncio.ensure_future(executor.run_handler(run, None))
+    await asyncio.sleep(0)  # stays: one step, the handler reaches its wait
+    run.ask_to_stop()
+    stopped.set()
+    await asyncio.wait_for(handle, 5)
+    assert seen == [("before", False), ("asked", True)]
+
+    first: list[bool] = []
+
+    async def waits_first(ctx: venturi.Context[Any], carry: Item) -> None:
+        waiter = asyncio.ensure_future(ctx.cancelled())  # the event is made before the stop
+        await asyncio.sleep(0)  # stays: the waiter starts waiting
+        first.append(waiter.done())
+        await waiter
+
+    run = run_of(_task("x_cancel_early", waits_first))
+    handle = asyncio.ensure_future(executor.run_handler(run, None))
+    for _ in range(3):
+        await asyncio.sleep(0)  # stays: the handler and its waiter are waiting
+    run.ask_to_stop()
+    await asyncio.wait_for(handle, 5)
+    assert first == [False] and run.outcome == s.Completed()
+
+
+async def test_ctx_job_is_made_from_the_run_when_read() -> None:
+    """``ctx.job`` as the worker gives it: the run's fields, the enqueue time made from
+    the claim's microseconds to the microsecond, the tier as a Priority."""
+    metas: list[venturi.JobMeta] = []
+
+    async def reads(ctx: venturi.Context[Any], carry: Item) -> None:
+        metas.append(ctx.job)
+        assert ctx.job is metas[0]  # made once
+
+    enqueued = datetime(2026, 12, 5, 6, 7, 8, 123457, tzinfo=UTC)
+    us = (enqueued - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+    run = run_of(
+        _task("x_meta", reads),
+        job_id=41,
+        attempt=3,
+        failures=2,
+        priority=0,
+        created_us=us,
+        traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        group="acme",
+    )
+    await executor.run_handler(run, None)
+    assert metas == [
+        venturi.JobMeta(
+            41,
+            "x_meta",
+            venturi.Priority.HIGH,
+            3,
+            2,
+            enqueued,
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            "acme",
+        )
+    ]
+    assert metas[0].priority is venturi.Priority.HIGH

@@ -64,6 +64,7 @@ async def job_claim(
     table as it is now (``Held.fetch_planned``). ``synchronous_commit=False`` lets its
     transaction commit without waiting for the WAL flush (``Worker(synchronous_commit=)``);
     run inside a caller's transaction, it would apply to that whole transaction."""
+    ids = [d[0] for d in done]
     rows = await fetch_planned(conn, replan=replan)(
         sql.statement("job_claim", schema),
         claimant.name,
@@ -71,19 +72,20 @@ async def job_claim(
         leases,
         floor,
         limit,
-        [d[0] for d in done],
+        ids,
         [d[1] for d in done],
         # Most handlers return nothing: a column of NULL results binds as one NULL.
         column([d[2] for d in done]),
         claimant.token,
         synchronous_commit,
     )
-    # One pass over the rows (each ``settled`` read once), not one per list.
+    # The statement returns the completions that did not apply (lost claims), not those
+    # that did: one pass over the rows, each ``lost`` read once.
     claimed: list[Record] = []
-    settled: set[int] = set()
+    settled = set(ids)
     for r in rows:
-        if r["settled"]:
-            settled.add(int(r["id"]))
+        if r["lost"]:
+            settled.discard(int(r["id"]))
         else:
             claimed.append(r)
     return ClaimAnswer(claimed, settled)

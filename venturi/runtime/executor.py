@@ -11,20 +11,15 @@ from typing import Any
 import msgspec
 
 from venturi.codecs import encode_any
-from venturi.context import Context, JobMeta, Transactions
+from venturi.context import Context, Transactions
 from venturi.middleware import Middleware, run_through
 from venturi.outcomes import Complete, Dead, Pause, Retry
-from venturi.priority import Priority
 from venturi.runtime import settlement as s
 from venturi.runtime.run import Run
 from venturi.tasks import Task
 from venturi.workflow.suspend import Suspend, Unreplayable
 
 log = logging.getLogger("venturi.worker")
-
-
-# Priority(n) goes through EnumMeta.__call__ (about a microsecond); the tier by its value.
-_PRIORITY = {int(p): p for p in Priority}
 
 
 async def run_handler(
@@ -69,18 +64,7 @@ async def _outcome(
         carry = task.codec.decode(run.carry_text)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         return s.Undecodable(f"carry no longer decodes as {task.codec.carry_type!r}: {exc}")
-    tier = _PRIORITY.get(run.priority)
-    meta = JobMeta(
-        run.id,
-        task.kind,
-        Priority(run.priority) if tier is None else tier,
-        run.attempt,
-        run.failures,
-        run.created_at,
-        run.traceparent,
-        run.group,
-    )
-    ctx: Context[Any] = Context(state, meta, run.cancel, transactions)
+    ctx: Context[Any] = Context.running(state, run, transactions, asyncio.get_running_loop())
     deadline = None
     try:
         if task.timeout is not None:

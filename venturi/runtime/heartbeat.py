@@ -87,7 +87,7 @@ class Heartbeat:
                 self.stats["leases_renewed"] += 1
             elif (run.id, run.attempt) in due or not row["owned"]:
                 run.claim_lost = True
-                if not run.cancel.is_set():
+                if not run.cancelling:
                     self.stats["claims_lost"] += 1
                     log.warning(
                         "job %d (%s) lost its claim while running (lease expired and "
@@ -96,10 +96,10 @@ class Heartbeat:
                         run.task.kind,
                         extra=run.log_extra(),
                     )
-                    run.cancel.set()
+                    run.ask_to_stop()
             if row["cancel_requested"] and row["owned"] and not run.cancel_requested:
                 run.cancel_requested = True
-                run.cancel.set()
+                run.ask_to_stop()
                 log.info(
                     "job %d (%s): cancel requested by an operator",
                     run.id,

@@ -137,7 +137,7 @@ class InFlight:
     def ask_to_stop(self) -> None:
         """Set every running handler's ``ctx.cancelled``: shutdown has begun."""
         for run in self.handles.values():
-            run.cancel.set()
+            run.ask_to_stop()
 
     def cancel_all(self) -> int:
         """Cancel every handler task, unmarked (a loop that died): how many."""

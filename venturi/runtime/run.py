@@ -5,11 +5,17 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from venturi.context import JobMeta
+from venturi.priority import Priority
 from venturi.runtime.settlement import Completed, Settlement
 from venturi.tasks import Task
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Priority(n) goes through EnumMeta.__call__ (about a microsecond); the tier by its value.
+_PRIORITY = {int(p): p for p in Priority}
 
 
 # Slots: a run is made per job; with slots its construction costs about half (issue 38,
@@ -24,14 +30,16 @@ class Run:
     failures: int
     carry_text: str
     priority: int
-    created_at: datetime
+    # When the job was enqueued, in microseconds since 1970 (UTC): the claim returns it as
+    # an integer, which the driver decodes in a twentieth of a timestamp's time, and
+    # ``meta`` makes the datetime only for a handler that reads ``ctx.job`` (issue 38).
+    created_us: int
     lease: float = 0.0
     renew: bool = False
     # The W3C traceparent stored at enqueue (OpenTelemetry), if any.
     traceparent: str | None = None
     # The job's group (SPEC 13), for ctx.job and the children it spawns.
     group: str | None = None
-    cancel: asyncio.Event = field(default_factory=asyncio.Event)
     started: float = field(default_factory=time.monotonic)
     renewed: float = field(default_factory=time.monotonic)
     # An operator asked to cancel this job (cancel_requested_at, seen by the heartbeat).
@@ -42,6 +50,11 @@ class Run:
     # cancellation is a release; a CancelledError the handler raises on its own is a
     # failure like any other exception.
     stopped: str | None = None
+    # The worker asked the handler to stop at a safe point (shutdown, an operator's
+    # cancel): ``ctx.is_cancelled()``. Its event, for ``ctx.cancelled()``, is made only
+    # when a handler waits on it (``cancel_event``): most never do (issue 38).
+    cancelling: bool = False
+    _cancel: asyncio.Event | None = None
     # How it ended, once the handler has.
     outcome: Settlement | None = None
     # The handler completed the job in its own transaction (ctx.complete), which
@@ -60,15 +73,43 @@ class Run:
             row["failures"],
             row["carry"],
             row["priority"],
-            row["created_at"],
+            row["created_us"],
             lease,
             renew,
             row["traceparent"],
             row["grp"],
-            asyncio.Event(),
             now,
             now,
         )
+
+    def meta(self) -> JobMeta:
+        """The job as its handler sees it (``ctx.job``), made when first read."""
+        tier = _PRIORITY.get(self.priority)
+        return JobMeta(
+            self.id,
+            self.task.kind,
+            Priority(self.priority) if tier is None else tier,
+            self.attempt,
+            self.failures,
+            _EPOCH + timedelta(microseconds=self.created_us),
+            self.traceparent,
+            self.group,
+        )
+
+    def ask_to_stop(self) -> None:
+        """Set the handler's ``ctx.is_cancelled()`` and wake its ``ctx.cancelled()``."""
+        self.cancelling = True
+        if self._cancel is not None:
+            self._cancel.set()
+
+    def cancel_event(self) -> asyncio.Event:
+        """The event ``ctx.cancelled()`` waits on, made on first use (set already if the
+        worker asked the handler to stop before it)."""
+        if self._cancel is None:
+            self._cancel = asyncio.Event()
+            if self.cancelling:
+                self._cancel.set()
+        return self._cancel
 
     def holds_claim(self) -> bool:
         """Might this run still hold its claim? Not once the heartbeat found it gone.
