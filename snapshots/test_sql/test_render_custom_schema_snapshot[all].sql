@@ -1714,9 +1714,9 @@ FROM "billing_jobs".claim_capped_v2($1::text, $2::text, $3::float8, $4::integer,
 -- Completions ride the claim as in job_claim ($12-$14: one round trip and one commit for
 -- both). A job completed here still counts against its group's cap in this statement
 -- (its snapshot sees it claimed): the slot is free for the next claim, never twice.
--- The rows with settled = false are the claimed jobs; settled = true with an id, the
--- completions that applied (a job missing from them lost its claim); one row with
--- settled = true and no id says
+-- The rows with lost = false are the claimed jobs; lost = true, the completions that did
+-- not apply (the job lost its claim; every other one of $12 applied, and the common
+-- answer, all of them, sends no row: job_claim's); one row without an id says
 -- how many jobs of the kind are claimed once this commits (held, with a global cap),
 -- how many groups were made ready (woken), how many were held by other claims (busy)
 -- and how many left the ready groups (parked): each is a reason to claim again at once
@@ -2001,13 +2001,13 @@ applied AS (
 )
 -- (refill and applied write; PostgreSQL runs a data-modifying CTE whether or not it is
 -- read.)
-SELECT false AS settled, id, kind, priority, carry, attempt, failures, created_us, waited,
+SELECT false AS lost, id, kind, priority, carry, attempt, failures, created_us, waited,
        traceparent, grp,
        NULL::integer AS held, NULL::integer AS woken, NULL::integer AS busy,
        NULL::integer AS parked
 FROM claimed
 UNION ALL
-SELECT true, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        CASE WHEN (SELECT $10::integer) IS NULL THEN NULL ELSE (
            SELECT count(*)::integer FROM "billing_jobs".jobs k
            WHERE k.status = 'claimed' AND k.kind = $2::text) + (SELECT count(*)::integer FROM claimed) END,
@@ -2016,9 +2016,10 @@ SELECT true, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        (SELECT count(*)::integer FROM ready) - (SELECT count(*)::integer FROM locked),
        (SELECT count(*)::integer FROM outcome o WHERE o.park)
 UNION ALL
-SELECT true, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+SELECT true, d.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        NULL
-FROM completed;
+FROM unnest((SELECT $12::bigint[])) AS d(id)
+WHERE d.id NOT IN (SELECT id FROM completed);
 
 -- job_claim_one: claim the first eligible job, in job_claim's order, with nothing riding
 -- the claim: the claim of a worker that has no completions to carry and no tier to

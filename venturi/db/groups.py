@@ -62,6 +62,7 @@ async def job_claim_grouped(
     ``global_cap`` the caller holds the kind's cap lock (``claim_grouped``). On the worker
     loop's held connection the statement keeps its generic plan, made anew with
     ``replan`` as ``job_claim``'s (``Held.fetch_planned``)."""
+    ids = [d[0] for d in done]
     rows = await fetch_planned(conn, replan=replan)(
         sql.statement("job_claim_grouped", schema),
         claimant.name,
@@ -75,20 +76,31 @@ async def job_claim_grouped(
         limits.burst,
         global_cap,
         synchronous_commit,
-        [d[0] for d in done],
+        ids,
         [d[1] for d in done],
         # Most handlers return nothing: a column of NULL results binds as one NULL.
         column([d[2] for d in done]),
     )
-    # settled = true: the summary (no id) and the completions that applied.
-    summary = next(r for r in rows if r["settled"] and r["id"] is None)
+    # The summary (no id), the claimed jobs (lost = false), the completions that did not
+    # apply (lost = true): every other completion did.
+    claimed: list[Record] = []
+    settled = set(ids)
+    summary = None
+    for r in rows:
+        if r["id"] is None:
+            summary = r
+        elif r["lost"]:
+            settled.discard(int(r["id"]))
+        else:
+            claimed.append(r)
+    assert summary is not None  # one row, always
     return GroupedClaim(
-        [r for r in rows if not r["settled"]],
+        claimed,
         None if summary["held"] is None else int(summary["held"]),
         int(summary["woken"]),
         int(summary["busy"]),
         int(summary["parked"]),
-        frozenset(int(r["id"]) for r in rows if r["settled"] and r["id"] is not None),
+        frozenset(settled),
     )
 
 
