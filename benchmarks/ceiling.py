@@ -44,6 +44,17 @@ LEASE = 900.0
 _PARAM = re.compile(r"^-- \$(\d+) +\S+ +(\w+)", re.MULTILINE)
 
 
+def claimed_rows(rows: list[Any]) -> list[Any]:
+    """The claimed jobs among ``job_claim``'s rows, whichever tree's statement answered:
+    the completions it returns are ``settled = true`` before 1f3bb79 (those that
+    applied) and ``lost = true`` since (those that did not)."""
+    if not rows:
+        return rows
+    keys = rows[0].keys()
+    flag = "lost" if "lost" in keys else "settled" if "settled" in keys else None
+    return rows if flag is None else [r for r in rows if not r[flag]]
+
+
 def parameters(name: str, schema: str = sql.DEFAULT_SCHEMA) -> list[str]:
     """The bind parameter names of a venturi statement, in $n order."""
     found = {int(n): p for n, p in _PARAM.findall(sql.statement(name, schema))}
@@ -132,8 +143,7 @@ async def run(
                 values["claim_limit"] = 0  # settle what is held, claim nothing more
             rows = await target.fetch(claim, *bind(claim_params, values, "job_claim"))
             trips[k] += 1
-            if "settled" in (rows[0].keys() if rows else ()):
-                rows = [r for r in rows if not r["settled"]]
+            rows = claimed_rows(rows)
             ids = [r["id"] for r in rows]
             attempts = [r["attempt"] for r in rows]
             if settle:

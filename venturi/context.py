@@ -122,7 +122,11 @@ class Context(Generic[S]):
 
     @classmethod
     def running(
-        cls, state: S, run: RunningJob, transactions: Transactions | None, loop: Any
+        cls,
+        state: S,
+        run: RunningJob,
+        transactions: Transactions | None,
+        loop: asyncio.AbstractEventLoop,
     ) -> Context[S]:
         """The context a worker makes for a claimed ``run`` on its event loop ``loop``:
         ``job`` and the cancellation event are made from the run when first read (most

@@ -88,7 +88,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     t1 = time.perf_counter()
                     if i >= 10:  # the first ten: preparing, the five custom plans
                         times[s].append(t1 - t0)
-                    claimed = [r for r in rows if not r["settled"]]
+                    claimed = ceiling.claimed_rows(rows)
                     values.update(
                         done_ids=[r["id"] for r in claimed],
                         done_attempts=[r["attempt"] for r in claimed],

@@ -226,7 +226,7 @@ async def statement(dsn: str, batch: int, explains: int, trips: int) -> dict[str
                 t0 = time.perf_counter()
                 rows = await c.fetch(text, *args)
                 rt[label].append(time.perf_counter() - t0)
-                held[label] = [r for r in rows if not r["settled"]]
+                held[label] = ceiling.claimed_rows(rows)
             t0 = time.perf_counter()
             await on.fetchval(probe)
             rt["trivial"].append(time.perf_counter() - t0)

@@ -82,7 +82,7 @@ async def variant(dsn: str, defs: dict[str, str], drop: list[str], jobs: int) ->
             while True:
                 rows = await claimer.fetch(text, *ceiling.bind(names, values, "job_claim"))
                 done += len(values["done_ids"])
-                claimed = [r for r in rows if not r["settled"]]
+                claimed = ceiling.claimed_rows(rows)
                 values.update(
                     done_ids=[r["id"] for r in claimed],
                     done_attempts=[r["attempt"] for r in claimed],
