@@ -79,16 +79,30 @@ async def job_claim(
         claimant.token,
         synchronous_commit,
     )
-    # The statement returns the completions that did not apply (lost claims), not those
-    # that did: one pass over the rows, each ``lost`` read once.
+    claimed, settled, _ = split_answer(rows, ids)
+    return ClaimAnswer(claimed, settled)
+
+
+def split_answer(
+    rows: list[Record], ids: list[int]
+) -> tuple[list[Record], set[int], Record | None]:
+    """A claim's answer (``job_claim``, ``job_claim_grouped``) taken apart in one pass,
+    each row's ``lost`` read once: the claimed rows (``lost`` false), the completions of
+    ``ids`` that applied (all but those answered ``lost`` true: the statements return
+    only the lost ones, statements/_claim.sql.j2 ``lost_completions``), and the summary
+    row (``lost`` NULL, ``job_claim_grouped``'s), or None."""
     claimed: list[Record] = []
     settled = set(ids)
+    summary = None
     for r in rows:
-        if r["lost"]:
+        lost = r["lost"]
+        if lost is False:
+            claimed.append(r)
+        elif lost:
             settled.discard(int(r["id"]))
         else:
-            claimed.append(r)
-    return ClaimAnswer(claimed, settled)
+            summary = r
+    return claimed, settled, summary
 
 
 async def job_claim_one(

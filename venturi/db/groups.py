@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from venturi import sql
 from venturi.db import drivers
-from venturi.db.claims import Claimant, rate_spend, rate_take
+from venturi.db.claims import Claimant, rate_spend, rate_take, split_answer
 from venturi.db.conn import Conn, Record, Source
 from venturi.db.connect import transaction
 from venturi.db.drivers import Query, Steps
@@ -81,18 +81,7 @@ async def job_claim_grouped(
         # Most handlers return nothing: a column of NULL results binds as one NULL.
         column([d[2] for d in done]),
     )
-    # The summary (no id), the claimed jobs (lost = false), the completions that did not
-    # apply (lost = true): every other completion did.
-    claimed: list[Record] = []
-    settled = set(ids)
-    summary = None
-    for r in rows:
-        if r["id"] is None:
-            summary = r
-        elif r["lost"]:
-            settled.discard(int(r["id"]))
-        else:
-            claimed.append(r)
+    claimed, settled, summary = split_answer(rows, ids)
     assert summary is not None  # one row, always
     return GroupedClaim(
         claimed,
