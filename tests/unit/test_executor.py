@@ -135,34 +135,37 @@ async def test_the_context_sees_a_stop_asked_before_and_after_it_first_looks() -
     """The worker makes a run's cancellation event only when a handler waits on it: a
     stop asked before that wait still ends it at once, and one asked after wakes it."""
     seen: list[tuple[str, bool]] = []
-    stopped = asyncio.Event()
+    reached, stopped = asyncio.Event(), asyncio.Event()
 
     async def waits(ctx: venturi.Context[Any], carry: Item) -> None:
         seen.append(("before", ctx.is_cancelled()))
+        reached.set()
         await stopped.wait()
         seen.append(("asked", ctx.is_cancelled()))
         await ctx.cancelled()  # the event is made now, already set
 
     run = run_of(_task("x_cancel_late", waits))
     handle = asyncio.ensure_future(executor.run_handler(run, None))
-    await asyncio.sleep(0)  # stays: one step, the handler reaches its wait
+    await reached.wait()
     run.ask_to_stop()
     stopped.set()
     await asyncio.wait_for(handle, 5)
-    assert seen == [("before", False), ("asked", True)]
+    # Completed: ctx.cancelled() returned (a wait cut short by wait_for fails the run).
+    assert seen == [("before", False), ("asked", True)] and run.outcome == s.Completed()
 
     first: list[bool] = []
+    waiting = asyncio.Event()
 
     async def waits_first(ctx: venturi.Context[Any], carry: Item) -> None:
         waiter = asyncio.ensure_future(ctx.cancelled())  # the event is made before the stop
-        await asyncio.sleep(0)  # stays: the waiter starts waiting
+        await asyncio.sleep(0)  # stays: one step of the loop, the waiter starts waiting
         first.append(waiter.done())
+        waiting.set()
         await waiter
 
     run = run_of(_task("x_cancel_early", waits_first))
     handle = asyncio.ensure_future(executor.run_handler(run, None))
-    for _ in range(3):
-        await asyncio.sleep(0)  # stays: the handler and its waiter are waiting
+    await waiting.wait()
     run.ask_to_stop()
     await asyncio.wait_for(handle, 5)
     assert first == [False] and run.outcome == s.Completed()
