@@ -262,6 +262,33 @@ async def measure(bench: Bench) -> None:
     bench.results["ceiling"] = out
 
 
+async def beside_drain(bench: Bench, name: str, level: int, drained: dict[str, Any]) -> None:
+    """The like-for-like ceiling (one client, ``level`` rows per claim, settle riding the
+    claim) measured right after venturi's drain at ``level`` in each round, on the same
+    number of freshly filled jobs: the drain's ratio to it is then taken against the
+    server as it was that minute. One ceiling run at the end of a sitting, against the
+    median of three drains, carried the server's drift between the two into the ratio
+    (its own rounds moved 1.1-1.5 ms a claim of 10 within minutes, JOURNAL)."""
+    if name != "venturi" or not can_combine():
+        return
+    jobs = bench.plan.drain_jobs
+    await bench.fill("venturi", jobs)
+    await bench.checkpoint("venturi")
+    r = await run(
+        bench.dsns["venturi"],
+        clients=1,
+        batch=level,
+        duration=bench.plan.ceiling_seconds,
+        shape="combined",
+    )
+    ratio = drained["jobs_per_s"] / r["jobs_per_s"] if r["jobs_per_s"] else float("nan")
+    pairs = bench.results.setdefault("ceiling_beside", {}).setdefault(str(level), [])
+    pairs.append({"ceiling": r, "drain_jobs_per_s": drained["jobs_per_s"], "ratio": ratio})
+    log(
+        f"    beside it, {ceiling_label(r)}: {r['jobs_per_s']:,.0f} jobs/s (drain {ratio:.2f} of it)"
+    )
+
+
 def ceiling_configs(quick: bool, combined: bool) -> list[tuple[int, int, str, bool]]:
     """(clients, rows per claim, shape, via an asyncpg.Pool) of each like-for-like run."""
     separate = [(1, 1), (1, 10), (1, 32)] if quick else [(1, 1), (4, 1), (1, 10), (1, 32), (4, 32)]

@@ -129,6 +129,8 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     if args.workflows:
         names = [n for n in names if n in workflows.SYSTEMS]
     bench = Bench(plan, names, args.dsn, args.loop, args.worker_timeout)
+    if "ceiling" in chosen and "drain" in chosen:
+        bench.after_drain = ceiling.beside_drain
     if args.health_systems:
         bench.health_names = [n for n in names if n in args.health_systems.split(",")]
     started = time.monotonic()

@@ -20,7 +20,7 @@ import random
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +93,10 @@ class Bench:
         self.psycopg_client: Any = None
         # The tree whose worker_proc the workers run (tools.drain_ab: each side's).
         self.root = ROOT
+        # Called after each drain with (bench, system, level, result): the ceiling step
+        # measures its like-for-like run beside venturi's drain of each round
+        # (ceiling.beside_drain), so that the two see the same server.
+        self.after_drain: Callable[[Bench, str, int, dict[str, Any]], Awaitable[None]] | None = None
 
     # --- databases ---------------------------------------------------------------
 
@@ -364,6 +368,8 @@ class Bench:
                             f"{fmt(r['cpu_us_per_job'])} us CPU/job, "
                             f"{r['commits_per_job']:.2f} commits/job"
                         )
+                        if self.after_drain is not None and key != "own-best":
+                            await self.after_drain(self, name, level, r)
         summary: dict[str, Any] = {}
         for name, by_key in runs.items():
             summary[name] = {}

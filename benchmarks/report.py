@@ -158,6 +158,12 @@ def ceiling_lines(results: dict[str, Any]) -> list[str]:
             f"  {r.get('pending', 0):>9,} pending, {ceiling_label(r)}: "
             f"{r['jobs_per_s']:>9,.0f} jobs/s"
         )
+    for level, pairs in results.get("ceiling_beside", {}).items():
+        rounds = ", ".join(f"{p['ceiling']['jobs_per_s']:,.0f} ({p['ratio']:.2f})" for p in pairs)
+        lines.append(
+            f"  beside each round's drain, 1 client x {int(level):>2} row(s), settle riding "
+            f"the claim: {rounds} jobs/s (the drain's share of it)"
+        )
     if "ceiling_insert" in results:
         r = results["ceiling_insert"]
         lines.append(
@@ -194,10 +200,47 @@ def report(
     alone = not any(k in results for k in ("drain", "bulk_enqueue", "pickup_latency"))
     later = [] if alone else evaluate_16(results, names, extras or {})
     lines += target_lines("issue-16 targets:", later)
+    own = [] if alone else evaluate_38(results, names)
+    lines += target_lines("issue-38 targets:", own)
     lines.extend(workflows.report(results))
     wf_targets = workflows.evaluate(results)
     lines += target_lines("issue-23 targets (workflows):", wf_targets)
-    return "\n".join(lines), targets + later + wf_targets
+    return "\n".join(lines), targets + later + own + wf_targets
+
+
+def evaluate_38(results: dict[str, Any], names: list[str]) -> list[dict[str, Any]]:
+    """Issue 38's targets that this run measures: the drain's share of the raw-SQL
+    ceiling measured beside it (the median of the rounds' ratios), CPU per job at c=32,
+    pickup and bulk enqueue against pgqueuer."""
+    out: list[dict[str, Any]] = []
+
+    def add(target: str, met: bool | None, measured: str) -> None:
+        out.append({"target": f"[38] {target}", "met": met, "measured": measured})
+
+    for level, pairs in results.get("ceiling_beside", {}).items():
+        if int(level) == 1:
+            continue
+        ratios = sorted(p["ratio"] for p in pairs)
+        mid = ratios[len(ratios) // 2]
+        each = ", ".join(f"{p['ratio']:.2f}" for p in pairs)
+        add(
+            f"drain c={level} >= 0.85 of the raw-SQL ceiling beside it (median of rounds)",
+            mid >= 0.85,
+            f"{mid:.2f} (rounds {each})",
+        )
+    r = results.get("drain", {}).get("venturi", {}).get("c32:Worker(concurrency=32)")
+    if r and r.get("cpu_us_per_job") is not None:
+        cpu = r["cpu_us_per_job"]
+        add("CPU per job at c=32 <= 30 us", cpu <= 30, f"{cpu:.1f} us")
+    lat = results.get("pickup_latency", {})
+    if "venturi" in lat and "pgqueuer" in lat:
+        v, p = lat["venturi"]["p50_ms"], lat["pgqueuer"]["p50_ms"]
+        add("pickup p50 <= 0.5x pgqueuer's", v <= p / 2, f"{v / p:.2f}x ({v:.2f} vs {p:.2f} ms)")
+    if "bulk_enqueue" in results and "pgqueuer" in names:
+        v = results["bulk_enqueue"]["venturi"]["jobs_per_s"]
+        p = results["bulk_enqueue"]["pgqueuer"]["jobs_per_s"]
+        add("bulk enqueue >= 2x pgqueuer", v / p >= 2, f"{times(v / p, 2)}")
+    return out
 
 
 def cut_short(results: dict[str, Any]) -> list[str]:
