@@ -40,6 +40,11 @@ CANCEL_GRACE = 5.0
 EAGER = sys.version_info >= (3, 12)
 
 
+def starts_eagerly(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether ``InFlight.start`` runs each handler's first step as it makes its task."""
+    return EAGER and loop.get_task_factory() is None
+
+
 class InFlight:
     """Starts a claim's jobs, each as its own task, and stops them at shutdown.
     ``ended`` is called as each task ends (it wakes the loop). ``per_kind`` counts each
@@ -84,7 +89,7 @@ class InFlight:
         policies, per_kind, handles = self._policies, self.per_kind, self.handles
         state, middleware, ended = self._state, self._middleware, self._ended
         run_handler, schema = executor.run_handler, self._schema
-        eager = EAGER and loop.get_task_factory() is None
+        eager = starts_eagerly(loop)
         for row in rows:
             kind = row["kind"]
             policy = policies[kind]
