@@ -228,7 +228,7 @@ def evaluate_38(results: dict[str, Any], names: list[str]) -> list[dict[str, Any
             mid >= 0.85,
             f"{mid:.2f} (rounds {each})",
         )
-    r = results.get("drain", {}).get("venturi", {}).get("c32:Worker(concurrency=32)")
+    r = level_run(results, "venturi", 32) if "drain" in results else None
     if r and r.get("cpu_us_per_job") is not None:
         cpu = r["cpu_us_per_job"]
         add("CPU per job at c=32 <= 30 us", cpu <= 30, f"{cpu:.1f} us")

@@ -14,7 +14,7 @@ import venturi
 from tests.support.carries import Item
 from tests.support.fakes import job_row
 from venturi.runtime.config import Registration, WorkerConfig, policies
-from venturi.runtime.inflight import EAGER, InFlight
+from venturi.runtime.inflight import EAGER, InFlight, starts_eagerly
 from venturi.runtime.instruments import Instruments
 
 DSN = "postgresql://nowhere.invalid/none"
@@ -88,8 +88,13 @@ async def test_a_task_factory_set_on_the_loop_makes_the_handlers_tasks(
 
     loop = asyncio.get_running_loop()
     inflight = _inflight(venturi.task(kind="if_factory")(handler))
+    assert starts_eagerly(loop) == EAGER
     loop.set_task_factory(factory)  # type: ignore[arg-type]
     try:
+        # Not eager under the application's factory: the claim then yields once after
+        # starting its handlers, so that they take their first step before its next
+        # statement, as on Python 3.11.
+        assert not starts_eagerly(loop)
         inflight.start([job_row(1, "if_factory"), job_row(2, "if_factory")])
     finally:
         loop.set_task_factory(None)
