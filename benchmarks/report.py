@@ -109,13 +109,16 @@ def drain_rows(table: Table, results: dict[str, Any]) -> None:
     if own:
         table.row("drain, peer's own best config, jobs/s", own)
     c32 = {n: level_run(results, n, 32) for n in names}
-    table.row("CPU us/job, drain c=32", {n: r and r["cpu_us_per_job"] for n, r in c32.items()})
-    table.row("commits/job, drain c=32", {n: r and r["commits_per_job"] for n, r in c32.items()}, 2)
-    table.row(
-        "WAL bytes/job, drain c=32", {n: r and r["wal_bytes_per_job"] for n, r in c32.items()}
-    )
+    table.row("CPU us/job, drain c=32", run_field(c32, "cpu_us_per_job"))
+    table.row("commits/job, drain c=32", run_field(c32, "commits_per_job"), 2)
+    table.row("WAL bytes/job, drain c=32", run_field(c32, "wal_bytes_per_job"))
     c1 = {n: level_run(results, n, 1) for n in names}
-    table.row("commits/job, drain c=1", {n: r and r["commits_per_job"] for n, r in c1.items()}, 2)
+    table.row("commits/job, drain c=1", run_field(c1, "commits_per_job"), 2)
+
+
+def run_field(runs: dict[str, dict[str, Any] | None], key: str) -> dict[str, float | None]:
+    """``key`` of each system's run, None for a system without one (a run is never empty)."""
+    return {n: None if r is None else r[key] for n, r in runs.items()}
 
 
 def other_rows(table: Table, results: dict[str, Any]) -> None:

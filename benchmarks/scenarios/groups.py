@@ -160,7 +160,7 @@ async def t1_once(conn: asyncpg.Connection, dsn: str, plan: GroupsPlan, config: 
 
 
 async def t1(conn: asyncpg.Connection, dsn: str, plan: GroupsPlan) -> dict[str, Any]:
-    rounds = []
+    rounds: list[dict[str, Any]] = []
     for r in range(plan.rounds):
         k = r % len(T1_CONFIGS)
         order = T1_CONFIGS[k:] + T1_CONFIGS[:k]
@@ -172,12 +172,13 @@ async def t1(conn: asyncpg.Connection, dsn: str, plan: GroupsPlan) -> dict[str, 
         rounds.append({"round": r, "order": [c[0] for c in order], "runs": runs})
     summary = {}
     for name, *_ in T1_CONFIGS:
-        runs = [rd["runs"][name] for rd in rounds]
+        # One configuration's runs over the rounds (``runs`` above: one round's, by name).
+        of_name = [rd["runs"][name] for rd in rounds]
         summary[name] = {
-            "jobs_per_s_median": median([x["jobs_per_s"] for x in runs]),
-            "ratio_median": median([x["ratio"] for x in runs]),
-            "claim_ms_mean": sum(x["claim"]["mean_ms"] for x in runs) / len(runs),
-            "claim_ratio_median": median([x["claim_ratio"] for x in runs]),
+            "jobs_per_s_median": median([x["jobs_per_s"] for x in of_name]),
+            "ratio_median": median([x["ratio"] for x in of_name]),
+            "claim_ms_mean": sum(x["claim"]["mean_ms"] for x in of_name) / len(of_name),
+            "claim_ratio_median": median([x["claim_ratio"] for x in of_name]),
         }
     return {"rounds": rounds, "summary": summary}
 
@@ -214,7 +215,7 @@ async def shares(dsn: str, conns: Any, weights: dict[str, float], plan: GroupsPl
 
 
 async def t2(dsn: str, conns: Any, plan: GroupsPlan) -> dict[str, Any]:
-    cold = {"big": [], "small": []}
+    cold: dict[str, list[dict[str, Any]]] = {"big": [], "small": []}
     for size in ("big", "small", "small", "big") if plan.rounds > 1 else ("big", "small"):
         backlog = plan.backlog if size == "big" else plan.small_backlog
         cold[size].append(await cold_once(dsn, conns, backlog, plan.cold_seconds))
@@ -281,7 +282,7 @@ def parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> dict[str, Any]:
     from benchmarks.common import run
 
-    found = run(measure(args))
+    found: dict[str, Any] = run(measure(args))
     text = groups_report.text(found)
     print(text)
     mode = "quick" if args.quick else "full"

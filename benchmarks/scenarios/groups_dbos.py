@@ -129,7 +129,8 @@ async def measure(admin_dsn: str, dsn: str, conns: Any, plan: Any) -> dict[str, 
         try:
             await client.install()
             for r in range(plan.rounds):
-                pair = {}
+                # Each system's drain, then the ratio of the two.
+                pair: dict[str, Any] = {}
                 for name in ("venturi", "dbos") if r % 2 == 0 else ("dbos", "venturi"):
                     if name == "dbos":
                         pair[name] = await dbos_drain(client, ddsn, plan)

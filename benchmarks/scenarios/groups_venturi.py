@@ -208,7 +208,7 @@ class Backlog:
 
     async def keep(self, conn: asyncpg.Connection, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            jobs = []
+            jobs: list[Any] = []
             for g in self.groups:
                 n = RECORD.by_group[g] - self.added[g]
                 self.short[g] = max(self.short[g], n)

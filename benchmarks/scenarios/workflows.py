@@ -151,7 +151,7 @@ class Workflows:
         }
 
     async def rates(self) -> dict[str, Any]:
-        runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        runs: dict[str, list[dict[str, Any]]] = {}
         names = [n for n in self.names if n != "venturi" or venturi_wf.available()]
         for rnd in range(self.plan.repeat):
             for level in self.plan.levels:
@@ -170,14 +170,15 @@ class Workflows:
                             )
         out: dict[str, Any] = {}
         for key, rs in runs.items():
-            name, scenario, level, _label = key.split("|", 3)
+            # "c<level>", a str: named apart from the loops' int level above.
+            name, scenario, clevel, _label = key.split("|", 3)
             best = sorted(rs, key=lambda r: r["workflows_per_s"])[len(rs) // 2]
             entry = {**best, "runs": [r["workflows_per_s"] for r in rs]}
             slot = out.setdefault(name, {}).setdefault(scenario, {})
             # Several configurations of one system: the fastest counts.
-            if level not in slot or entry["workflows_per_s"] > slot[level]["workflows_per_s"]:
-                slot[level] = entry
-            slot.setdefault("all", []).append({**entry, "level": level})
+            if clevel not in slot or entry["workflows_per_s"] > slot[clevel]["workflows_per_s"]:
+                slot[clevel] = entry
+            slot.setdefault("all", []).append({**entry, "level": clevel})
         return out
 
     async def statements(self) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -40,7 +40,8 @@ ADAPTERS = {
     "dbos-wf": "dbos_wf",
 }
 
-WorkerRun = Callable[[str, dict[str, Any], asyncio.Event], Awaitable[None]]
+# Every adapter's worker is an ``async def``: a coroutine, which asyncio.create_task takes.
+WorkerRun = Callable[[str, dict[str, Any], asyncio.Event], Coroutine[Any, Any, None]]
 
 
 class Client(Protocol):

@@ -17,7 +17,11 @@ def _procrastinate_app(dsn: str, pool_size: int | None = None) -> Any:
     import procrastinate
 
     # Without a size, psycopg_pool's default (4 connections), which drained fastest here.
-    sizes = {} if pool_size is None else {"min_size": pool_size, "max_size": pool_size}
+    # Any: the connector's keyword parameters include callables (pool_factory, json_dumps),
+    # which **sizes could bind; these sizes go on, in its **kwargs, to psycopg_pool.
+    sizes: dict[str, Any] = (
+        {} if pool_size is None else {"min_size": pool_size, "max_size": pool_size}
+    )
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=dsn, **sizes))
 
     async def procrastinate_noop(i: int) -> None:

@@ -98,7 +98,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 await c.close()
         finally:
             await drop_database(args.dsn, name)
-        res = {
+        # Per side its figures, then the B/A ratios beside them: values of two shapes.
+        res: dict[str, Any] = {
             s: {
                 "p50_ms": _q(v, 0.5),
                 "p90_ms": _q(v, 0.9),

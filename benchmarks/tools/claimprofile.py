@@ -118,13 +118,13 @@ async def timeline(dsn: str, concurrency: int, jobs: int) -> dict[str, Any]:
         if len(started) == jobs:
             stop.set()
 
-    claims_module.job_claim = timed  # type: ignore[assignment]
+    claims_module.job_claim = timed
     install_probe(probe)
     try:
         worker = venturi.Worker(None, dsn, [venturi_noop], concurrency=concurrency)
         await worker.run(stop)
     finally:
-        claims_module.job_claim = original  # type: ignore[assignment]
+        claims_module.job_claim = original
         install_probe(lambda _i: None)
         await client.close()
     first, last = min(started.values()), max(started.values())

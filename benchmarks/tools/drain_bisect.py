@@ -44,9 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    short = lambda r: subprocess.run(  # noqa: E731
-        ["git", "rev-parse", "--short", r], check=True, capture_output=True, text=True
-    ).stdout.strip()
+
+    def short(r: str) -> str:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", r], check=True, capture_output=True, text=True
+        ).stdout.strip()
+
     good, bad = short(args.good), short(args.bad)
     revs = subprocess.run(
         ["git", "rev-list", "--first-parent", "--reverse", f"{good}..{bad}"],
