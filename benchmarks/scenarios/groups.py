@@ -79,7 +79,10 @@ class GroupsPlan:
     explains: int  # explained claims per configuration per round
     backlog: int  # T2: the hot group's backlog (the big one)
     small_backlog: int  # T2: the backlog it is compared with
-    cold_seconds: int  # T2: how long the cold group enqueues, one job a second
+    # T2: how long the cold group enqueues, one job a second. Its p99 is by nearest rank:
+    # over 60 jobs that is the slowest one, and one outlier then decided the big backlog's
+    # ratio to the small one (JOURNAL.md, eleventh session); over 180, the second slowest.
+    cold_seconds: int
     fair_groups: int  # T2: backlogged groups of equal weight
     fair_backlog: int  # T2: pending jobs each keeps
     window: float  # T2: seconds per fairness window
@@ -87,6 +90,9 @@ class GroupsPlan:
     dbos_jobs: int  # DBOS: jobs per throughput drain, over dbos_groups groups
     dbos_groups: int
     dbos_backlog: int  # DBOS: the hot backlog behind the cold group
+    # DBOS: how long each system's cold group enqueues. DBOS's hot backlog is not topped
+    # up (it drains in about 20 s), so a longer window would only add jobs behind nothing.
+    dbos_cold_seconds: int
     dbos_timeout: float  # a DBOS drain still going after this is cut short
 
 
@@ -105,6 +111,7 @@ QUICK = GroupsPlan(
     dbos_jobs=3_000,
     dbos_groups=1_000,
     dbos_backlog=10_000,
+    dbos_cold_seconds=30,
     dbos_timeout=60.0,
 )
 FULL = GroupsPlan(
@@ -114,7 +121,7 @@ FULL = GroupsPlan(
     explains=10,
     backlog=1_000_000,
     small_backlog=10_000,
-    cold_seconds=60,
+    cold_seconds=180,
     fair_groups=16,
     fair_backlog=5_000,
     window=60.0,
@@ -122,6 +129,7 @@ FULL = GroupsPlan(
     dbos_jobs=10_000,
     dbos_groups=1_000,
     dbos_backlog=10_000,
+    dbos_cold_seconds=60,
     dbos_timeout=300.0,
 )
 

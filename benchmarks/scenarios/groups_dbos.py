@@ -89,7 +89,7 @@ async def dbos_cold(client: Any, dsn: str, plan: Any) -> dict[str, Any]:
     try:
         await asyncio.wait_for(ready.wait(), 60)
         start = time.monotonic()
-        for k in range(plan.cold_seconds):
+        for k in range(plan.dbos_cold_seconds):
             sent[COLD_BASE + k] = time.monotonic()
             await client.enqueue_keyed(COLD_BASE + k, gv.COLD)
             await asyncio.sleep(max(0.0, start + k + 1 - time.monotonic()))
@@ -143,7 +143,9 @@ async def measure(admin_dsn: str, dsn: str, conns: Any, plan: Any) -> dict[str, 
                 )
                 out["rounds"].append(pair)
             out["cold"] = {
-                "venturi": await gv.cold_once(dsn, conns, plan.dbos_backlog, plan.cold_seconds),
+                "venturi": await gv.cold_once(
+                    dsn, conns, plan.dbos_backlog, plan.dbos_cold_seconds
+                ),
                 "dbos": await dbos_cold(client, ddsn, plan),
             }
         finally:
