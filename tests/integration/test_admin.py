@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 import venturi
-from tests.support import wait_for
+from tests.support import events, wait_for
 from tests.support.claims import claim
 from tests.support.opsdata import TRACEBACK, S, make, seed
 from venturi import JobSpec, admin, db, formatting, sql
@@ -22,10 +22,6 @@ from venturi.errors import ConfigError
 
 # The claimant of the jobs these tests claim and settle through the store.
 W1 = db.Claimant("w:1")
-
-
-def events(journal: list[venturi.JournalEntry]) -> list[str]:
-    return [e.event for e in journal]
 
 
 # --- list and show --------------------------------------------------------------------

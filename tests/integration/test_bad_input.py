@@ -20,8 +20,8 @@ import msgspec
 import pytest
 
 import venturi
-from tests.support import Item as N
 from tests.support import (
+    FAST,
     assert_one_clean_error,
     running,
     venturi_cli_async,
@@ -29,11 +29,10 @@ from tests.support import (
     wait_stat,
     wait_status,
 )
-from venturi import Backoff, Context, Priority, db, sql
+from tests.support import Item as N
+from venturi import Context, Priority, db, sql
 from venturi.runtime.worker import Worker
 from venturi.tasks import DEFAULT_MAX_CARRY_BYTES
-
-FAST = Backoff.fixed(0.05)
 
 
 async def run_until(dsn: str, conn: Any, task: venturi.Task[Any], job_id: int, status: str) -> None:

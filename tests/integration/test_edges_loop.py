@@ -17,7 +17,9 @@ import pytest
 
 import venturi
 from tests.support import (
+    FAST,
     ROOT,
+    events,
     running,
     status_of,
     until_cancelled,
@@ -27,15 +29,8 @@ from tests.support import (
 )
 from tests.support import Item as N
 from tests.support.claims import claimed_in, is_claim
-from venturi import Backoff, Context
+from venturi import Context
 from venturi.runtime.worker import Worker
-
-FAST = Backoff.fixed(0.05)
-
-
-def events(journal: list[venturi.JournalEntry]) -> list[str]:
-    return [e.event for e in journal]
-
 
 # --- 1. a CancelledError the worker did not issue is a failed execution -----------------
 

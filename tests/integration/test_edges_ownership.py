@@ -16,6 +16,7 @@ import asyncpg
 import venturi
 from tests.support import (
     ROOT,
+    events,
     expire_claim,
     expire_claims,
     running,
@@ -32,10 +33,6 @@ from venturi.runtime.recovery import RECOVER_BATCH, Recovery
 from venturi.runtime.worker import Worker
 
 from .test_worker import LoseClaimAnswer
-
-
-def events(journal: list[venturi.JournalEntry]) -> list[str]:
-    return [e.event for e in journal]
 
 
 async def _waits_on_a_lock(observer: asyncpg.Connection, pid: int) -> bool:

@@ -13,17 +13,21 @@ from typing import Any
 import asyncpg
 
 import venturi
-from tests.support import Item, expire_claim, running, wait_for, wait_stat, wait_status, wait_until
+from tests.support import (
+    Item,
+    events,
+    expire_claim,
+    running,
+    wait_for,
+    wait_stat,
+    wait_status,
+    wait_until,
+)
 from tests.support import sql as pgsql
 from tests.support.claims import claim
 from venturi import Backoff, Context, admin
 from venturi.rate import Rate
 from venturi.runtime.worker import Worker
-
-
-def events(journal: list[venturi.JournalEntry]) -> list[str]:
-    return [e.event for e in journal]
-
 
 # --- lease renewal ----------------------------------------------------------------------
 

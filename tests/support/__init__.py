@@ -22,13 +22,15 @@ from tests.support.waits import (
     wait_status,
     wait_until,
 )
-from tests.support.workers import running
+from tests.support.workers import FAST, events, running
 
 __all__ = [
+    "FAST",
     "ROOT",
     "UNREACHABLE",
     "Item",
     "assert_one_clean_error",
+    "events",
     "expire_claim",
     "expire_claims",
     "make_due",

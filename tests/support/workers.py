@@ -1,4 +1,5 @@
-"""Running a worker (or a ``Pool`` of them) in the background of a test."""
+"""Running a worker (or a ``Pool`` of them) in the background of a test, and what the
+worker tests share: a backoff that retries at once and a journal's events in order."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable
 from typing import Protocol
+
+import venturi
+from venturi import Backoff
 
 
 class Runs(Protocol):
@@ -25,3 +29,12 @@ async def running(runner: Runs) -> AsyncIterator[asyncio.Task[None]]:
     finally:
         shutdown.set()
         await asyncio.wait_for(task, 60)
+
+
+# Retries due almost at once: a retry path's test waits 50 ms, not the default backoff.
+FAST = Backoff.fixed(0.05)
+
+
+def events(journal: list[venturi.JournalEntry]) -> list[str]:
+    """The journal's events in order, the form the tests compare."""
+    return [e.event for e in journal]

@@ -38,7 +38,7 @@ LOWER_BOUNDS = {
     "tests/integration/test_worker.py::test_delayed_job_invisible_until_due": (
         "a job enqueued with after=0.6 must not start before 0.6 s"
     ),
-    "tests/integration/test_worker.py::test_forced_shutdown_releases": (
+    "tests/integration/test_worker_recovery.py::test_forced_shutdown_releases": (
         "the handler is cancelled only once shutdown_timeout (0.3 s) has run out"
     ),
     "tests/integration/test_worker_options.py::test_rate_limit_paces_claims": (
