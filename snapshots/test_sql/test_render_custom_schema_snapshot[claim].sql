@@ -950,12 +950,14 @@ restart AS (
          WHERE g.kind = $2::text AND NOT g.ready ORDER BY g.vtime DESC LIMIT 1),
         0) AS v
 ),
--- The groups this claim may take from, by tier then virtual time: first those in the
+-- The groups this claim takes from, locked, by tier then virtual time: first those in the
 -- tiers at or below the floor (anti-starvation), then every tier. With the floor at the
 -- first tier (most claims) the first scan is already every tier: the second is not run.
+-- (A locking clause may not stand in a branch of a UNION: each scan is a sub-select.)
 ready AS (
-    SELECT DISTINCT ON (c.grp) c.grp, c.seen, c.claims, c.running FROM (
-        (SELECT g.grp, g.xmin AS seen, g.claims, r.n AS running
+    SELECT DISTINCT ON (c.grp) c.* FROM (
+        SELECT * FROM (SELECT g.grp, g.xmin AS newest, g.claims, g.vtime, g.weight, g.cap, g.tokens,
+           g.refilled_at, r.n AS running
     FROM "billing_jobs".groups g
     CROSS JOIN LATERAL (
         SELECT count(*)::integer AS n FROM "billing_jobs".jobs c
@@ -964,9 +966,11 @@ ready AS (
       AND (coalesce(g.cap, $7::integer) IS NULL OR r.n < coalesce(g.cap, $7::integer))
       AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = $2::text)
     ORDER BY g.head, g.vtime
-    LIMIT (SELECT $5::integer))
+    LIMIT (SELECT $5::integer)
+    FOR UPDATE OF g SKIP LOCKED) f
         UNION ALL
-        (SELECT g.grp, g.xmin AS seen, g.claims, r.n AS running
+        SELECT * FROM (SELECT g.grp, g.xmin AS newest, g.claims, g.vtime, g.weight, g.cap, g.tokens,
+           g.refilled_at, r.n AS running
     FROM "billing_jobs".groups g
     CROSS JOIN LATERAL (
         SELECT count(*)::integer AS n FROM "billing_jobs".jobs c
@@ -975,8 +979,27 @@ ready AS (
       AND (coalesce(g.cap, $7::integer) IS NULL OR r.n < coalesce(g.cap, $7::integer))
       AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = $2::text)
     ORDER BY g.head, g.vtime
-    LIMIT (SELECT $5::integer))
+    LIMIT (SELECT $5::integer)
+    FOR UPDATE OF g SKIP LOCKED) a
     ) c
+),
+-- Groups another claim held, which this one passed over: counted only when it found
+-- fewer groups than it asked for (then the groups behind the held ones ran out, and the
+-- worker claims again at once). The first ready groups under their caps by this
+-- snapshot that this claim did not lock; one more look at the ready index, no lock.
+busy AS (
+    SELECT count(*)::integer AS n FROM (
+        SELECT g.grp FROM "billing_jobs".groups g
+        CROSS JOIN LATERAL (
+            SELECT count(*)::integer AS n FROM "billing_jobs".jobs c
+            WHERE c.status = 'claimed' AND c.kind = g.kind AND c.grp = g.grp) r
+        WHERE g.kind = $2::text AND g.ready AND NOT g.paused
+          AND (coalesce(g.cap, $7::integer) IS NULL OR r.n < coalesce(g.cap, $7::integer))
+          AND (SELECT count(*) FROM ready) < $5::integer AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = $2::text)
+        ORDER BY g.head, g.vtime
+        LIMIT (SELECT $5::integer)
+    ) b
+    WHERE b.grp NOT IN (SELECT r.grp FROM ready r)
 ),
 -- A group first seen: made ready at once.
 created AS (
@@ -1006,23 +1029,25 @@ woken AS (
       AND g.grp = w.grp
     RETURNING g.grp, w.ready AS was_ready
 ),
--- The candidates, locked: the newest committed version of each row.
+-- The locked groups as this snapshot saw them: with the claims counted on the locked row,
+-- what makes the cap exact, and whether anyone wrote the row since (docs/groups.md). By
+-- the primary key: the candidates' names as a list (joined with the CTE alone, the
+-- planner expects 200 rows and hashes a scan of every group of the kind: 15 ms at 10,000
+-- groups, benchmarks/JOURNAL.md, the groups scenario).
+seen AS (
+    SELECT g.grp, g.xmin AS seen, g.claims FROM "billing_jobs".groups g
+    WHERE g.kind = $2::text AND g.grp = ANY (ARRAY(SELECT c.grp FROM ready c))
+),
 locked AS (
-    SELECT g.grp, r.seen = g.xmin AS unchanged, g.vtime, coalesce(g.weight, 1) AS weight,
-           r.running + (g.claims - r.claims) AS running,
-           coalesce(g.cap, $7::integer) AS cap,
+    SELECT r.grp, n.seen = r.newest AS unchanged, r.vtime, coalesce(r.weight, 1) AS weight,
+           r.running + (r.claims - n.claims) AS running,
+           coalesce(r.cap, $7::integer) AS cap,
            CASE WHEN (SELECT $8::float8) IS NOT NULL THEN
-               least($9::integer, coalesce(g.tokens, $9::integer)
-                     + greatest(0, extract(epoch FROM now() - coalesce(g.refilled_at, now())))
+               least($9::integer, coalesce(r.tokens, $9::integer)
+                     + greatest(0, extract(epoch FROM now() - coalesce(r.refilled_at, now())))
                        * $8::float8)
            END AS tokens
-    FROM "billing_jobs".groups g JOIN ready r ON r.grp = g.grp
-    -- The candidates' names as a list: the rows come by the primary key. Joined with the
-    -- CTE alone, the planner expects 200 rows and hashes a scan of every group of the
-    -- kind (15 ms at 10,000 groups: benchmarks/JOURNAL.md, the groups scenario).
-    WHERE g.kind = $2::text AND g.grp = ANY (ARRAY(SELECT c.grp FROM ready c))
-      AND g.ready AND NOT g.paused
-    FOR UPDATE OF g SKIP LOCKED
+    FROM ready r JOIN seen n ON n.grp = r.grp
 ),
 room AS (
     SELECT l.*, greatest(0, least((SELECT $5::integer),
@@ -1165,7 +1190,7 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
            WHERE k.status = 'claimed' AND k.kind = $2::text) + (SELECT count(*)::integer FROM claimed) END,
        (SELECT count(*)::integer FROM created)
          + (SELECT count(*)::integer FROM woken k WHERE NOT k.was_ready),
-       (SELECT count(*)::integer FROM ready) - (SELECT count(*)::integer FROM locked),
+       (SELECT b.n FROM busy b),
        (SELECT count(*)::integer FROM outcome o WHERE o.park)
 UNION ALL
 SELECT true, d.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,

@@ -155,6 +155,8 @@ async def test_a_group_at_its_cap_is_skipped_and_the_groups_behind_it_run(
     await grouped.enqueue(conn, Item(99), group="cold")
     rows = await claim_all(conn, "grouped", cap=2)
     assert Counter(r["grp"] for r in rows) == {"hot": 2, "cold": 1}
+    # A group at its cap is not one another claim holds (busy: claim again at once).
+    assert (await claim(conn, "grouped", cap=2)).busy == 0
     # One of hot's jobs finishes: exactly one more of hot's is claimed, no more.
     await finish(conn, rows[:1] if rows[0]["grp"] == "hot" else rows[1:2])
     more = await claim_all(conn, "grouped", cap=2)
@@ -199,6 +201,31 @@ async def test_racing_claimers_never_pass_a_cap(
     await asyncio.gather(*(claimer(n) for n in range(6)))
     assert peaks and max(peaks.values()) <= cap, peaks
     assert max(peaks.values()) == cap  # the test raced for real: every slot was used
+
+
+async def test_claims_in_flight_at_once_take_different_groups(
+    dsn: str, conn: asyncpg.Connection, grouped: venturi.Task[Item]
+) -> None:
+    """A group another claim holds is passed over and the groups behind it are taken: two
+    workers claiming at once share the ready groups (before, the second reached for the
+    same first groups, came back empty and claimed again until the first committed). A
+    claim that finds fewer groups than it asks for counts the held ones as busy."""
+    await venturi.enqueue_many(conn, [grouped.job(Item(i), group=f"t{i}") for i in range(6)])
+    while (await claim(conn, "grouped", cap=2, limit=0)).woken:
+        pass
+    other = await asyncpg.connect(dsn)
+    try:
+        async with other.transaction():
+            first = await claim(other, "grouped", cap=2, limit=3, who=db.Claimant("first"))
+            second = await claim(conn, "grouped", cap=2, limit=3)
+            third = await claim(conn, "grouped", cap=2, limit=3)
+    finally:
+        await other.close()
+    held = {r["grp"] for r in first.claimed}
+    taken = {r["grp"] for r in second.claimed}
+    assert len(held) == 3 and len(taken) == 3 and held.isdisjoint(taken)
+    assert (second.busy, third.claimed, third.busy) == (0, [], 3)
+    assert await claim_all(conn, "grouped", cap=2) == []
 
 
 async def test_a_crashed_claim_holds_its_slot_until_recovered_and_frees_it_once(
@@ -433,11 +460,17 @@ async def test_a_paused_kind_claims_no_grouped_job_until_resumed(
     first = await grouped.enqueue(conn, Item(1), group="acme")
     rows = await claim_all(conn, "grouped", cap=2, who=me)
     assert [r["id"] for r in rows] == [first]
+    # A group made ready, its job not yet claimed, when the pause comes.
+    await grouped.enqueue(conn, Item(3), group="ready")
+    assert (await claim(conn, "grouped", cap=2, limit=0)).woken == 1
     await admin.pause_kinds(conn, ["grouped"], reason="test")
     await venturi.enqueue_many(conn, [grouped.job(Item(2), group=g) for g in ("acme", "new")])
     paused = await claim(conn, "grouped", cap=2, who=me, done=[(first, rows[0]["attempt"], None)])
-    assert (paused.claimed, paused.woken, paused.parked) == ([], 0, 0)
+    # Nor is the ready group counted as held by another claim (busy): the worker would
+    # claim again at once, for as long as the pause lasts.
+    assert (paused.claimed, paused.woken, paused.parked, paused.busy) == ([], 0, 0, 0)
     assert paused.settled == {first}
     assert await claim_all(conn, "grouped", cap=2) == []
     await admin.resume_kinds(conn, ["grouped"])
-    assert sorted(r["grp"] for r in await claim_all(conn, "grouped", cap=2)) == ["acme", "new"]
+    got = sorted(r["grp"] for r in await claim_all(conn, "grouped", cap=2))
+    assert got == ["acme", "new", "ready"]
