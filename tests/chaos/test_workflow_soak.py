@@ -15,7 +15,7 @@ import pytest
 import venturi
 from tests.chaos import workflows
 from tests.chaos.workflows import Child, Effect, Line, Overdue, StepRow
-from tests.support import Item, running, wait_status
+from tests.support import Item, events, running, wait_status
 from venturi import Context
 from venturi.runtime.worker import Worker
 
@@ -187,8 +187,6 @@ async def test_a_connection_cut_after_the_last_primitive_keeps_the_runs_outcome(
     async with running(Worker(None, dsn, [flow], poll_max=0.2)):
         await wait_status(conn, job_id, "completed", within=60)
     journal = await venturi.get_journal(conn, job_id)
-    assert "failed" not in [e.event for e in journal], [
-        (e.event, (e.detail or "")[-700:]) for e in journal
-    ]
+    assert "failed" not in events(journal), [(e.event, (e.detail or "")[-700:]) for e in journal]
     job = await venturi.get_job(conn, job_id)
     assert job is not None and job.attempt == 1 and job.failures == 0

@@ -10,7 +10,7 @@ import pytest
 
 import venturi
 from tests.support import Item as C
-from tests.support import expire_claim, running, venturi_cli, venturi_cli_async, wait_status
+from tests.support import events, expire_claim, running, venturi_cli, venturi_cli_async, wait_status
 from tests.support.claims import claim
 from venturi import Worker, db, sql
 from venturi.db.enqueue import JobSpec
@@ -158,7 +158,7 @@ async def test_recover_command(conn: asyncpg.Connection, dsn: str, kinds: list[s
     assert f"job {job_id} (cli_recover): pending, claimed by gone:1" in out.stdout
     assert "recovered 1 expired claim(s)" in out.stdout
     journal = await v.get_journal(conn, job_id)
-    assert [e.event for e in journal][-1] == "stale-recovered"
+    assert events(journal)[-1] == "stale-recovered"
 
 
 async def test_kinds_pause_resume_list(dsn: str) -> None:

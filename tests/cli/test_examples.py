@@ -15,6 +15,7 @@ import pytest
 
 import venturi
 from tests.support.waits import wait_for
+from tests.support.workers import events
 from venturi import admin
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -93,7 +94,7 @@ async def test_long_job_survives_a_worker_restart(dsn: str, conn: asyncpg.Connec
     journal = await venturi.get_journal(conn, job.id)
     claims = [e for e in journal if e.event == "claimed"]
     assert len({e.worker for e in claims}) == 2  # two worker processes
-    assert [e.event for e in journal].count("paused") == len(claims) - 1
+    assert events(journal).count("paused") == len(claims) - 1
     info = await venturi.get_job(conn, job.id)
     assert info is not None and info.result == {"file": "orders.csv", "chunks": 30}
     # The carry keeps the last checkpoint (completing does not write it back).

@@ -18,6 +18,7 @@ import venturi
 from tests.support import (
     ROOT,
     assert_one_clean_error,
+    events,
     running,
     until_cancelled,
     venturi_cli,
@@ -92,7 +93,7 @@ async def test_killed_worker_is_gone_and_recover_worker_frees_its_claims_at_once
     # Backed off from the recovery, as after a lease expiry: the default backoff's first
     # delay is 0.5-1 s (half-jitter of 1 s).
     assert job.visible_at - journal[-1].at >= timedelta(seconds=0.4)
-    assert [e.event for e in journal] == ["enqueued", "claimed", "stale-recovered"]
+    assert events(journal) == ["enqueued", "claimed", "stale-recovered"]
     assert f"worker {w['name']} ({w['id']}) gone" in (journal[2].detail or "")
     assert (journal[2].worker or "").startswith("operator:")
     assert workers_json(dsn)[0]["claims"] == 0

@@ -17,6 +17,7 @@ import pytest
 import venturi
 from tests.support import (
     ROOT,
+    events,
     running,
     wait_for,
     wait_status,
@@ -192,7 +193,7 @@ async def test_killed_worker_is_recovered_after_its_lease(
     async with running(rescuer):
         await wait_status(conn, job_id, "completed", within=30)
     journal = await venturi.get_journal(conn, job_id)
-    assert [e.event for e in journal] == [
+    assert events(journal) == [
         "enqueued",
         "claimed",
         "stale-recovered",

@@ -23,6 +23,7 @@ import venturi
 from tests.support import (
     FAST,
     assert_one_clean_error,
+    events,
     running,
     venturi_cli_async,
     wait_for,
@@ -135,7 +136,7 @@ async def test_undecodable_carry_is_dead_once_with_the_error_in_the_journal(
     assert job is not None and (job.attempt, job.failures) == (1, 0)
     assert job.carry == msgspec.to_builtins(old_carry)  # the stored carry is kept as it was
     journal = await venturi.get_journal(conn, job_id)
-    assert [e.event for e in journal] == ["enqueued", "claimed", "dead"]
+    assert events(journal) == ["enqueued", "claimed", "dead"]
     detail = journal[-1].detail or ""
     assert "carry no longer decodes" in detail and error in detail, detail
     assert detail == job.last_error
@@ -181,7 +182,7 @@ async def test_oversized_carry_from_a_handler_is_a_failed_execution(
     job = await venturi.get_job(conn, job_id)
     assert job is not None and job.carry == "0123456789"  # the oversized one was not stored
     journal = await venturi.get_journal(conn, job_id)
-    assert [e.event for e in journal] == ["enqueued", "claimed", "failed", "dead"]
+    assert events(journal) == ["enqueued", "claimed", "failed", "dead"]
     detail = journal[2].detail or ""
     assert "cannot be stored" in detail and "over the limit of 1000 (max_carry_bytes)" in detail
 
@@ -229,7 +230,7 @@ async def test_not_an_outcome_is_a_failed_execution_saying_what_came_back(
     assert job is not None and said in (job.last_error or ""), job and job.last_error
     assert len(job.last_error or "") < 2000
     journal = await venturi.get_journal(conn, job_id)
-    assert [e.event for e in journal] == ["enqueued", "claimed", "failed", "dead"]
+    assert events(journal) == ["enqueued", "claimed", "failed", "dead"]
 
 
 # --- the commands and a schema name they refuse ----------------------------------------

@@ -26,13 +26,11 @@ from tests.support import (
     wait_until,
 )
 from tests.support import Item as N
-from tests.support.claims import claim
+from tests.support.claims import LoseClaimAnswer, claim
 from venturi import Backoff, Context, admin, db
 from venturi.runtime.instruments import Instruments
 from venturi.runtime.recovery import RECOVER_BATCH, Recovery
 from venturi.runtime.worker import Worker
-
-from .test_worker import LoseClaimAnswer
 
 
 async def _waits_on_a_lock(observer: asyncpg.Connection, pid: int) -> bool:

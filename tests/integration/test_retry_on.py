@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 
 import venturi
-from tests.support import Item, running, wait_status
+from tests.support import Item, events, running, wait_status
 from venturi import Backoff, Context
 from venturi.runtime.worker import Worker
 
@@ -38,7 +38,7 @@ async def test_an_exception_not_in_retry_on_settles_dead_at_once(
     assert job is not None and (job.attempt, job.failures) == (1, 1)
     assert job.last_error is not None and "ValueError: bad input" in job.last_error
     journal = await venturi.get_journal(conn, job_id)
-    assert [e.event for e in journal] == ["enqueued", "claimed", "failed", "dead"]
+    assert events(journal) == ["enqueued", "claimed", "failed", "dead"]
     assert journal[-1].detail == (
         "retry_on: ValueError is not one of (Flaky, ConnectionError); not retried"
     )
@@ -63,8 +63,8 @@ async def test_an_exception_in_retry_on_is_retried_subclasses_too(
         await wait_status(conn, job_id, "completed")
     assert attempts == [1, 2, 3]
     journal = await venturi.get_journal(conn, job_id)
-    assert [e.event for e in journal].count("failed") == 2
-    assert "dead" not in [e.event for e in journal]
+    assert events(journal).count("failed") == 2
+    assert "dead" not in events(journal)
 
 
 async def test_without_retry_on_every_exception_is_retried(
@@ -79,7 +79,7 @@ async def test_without_retry_on_every_exception_is_retried(
         await wait_status(conn, job_id, "dead")
     journal = await venturi.get_journal(conn, job_id)
     # Two executions: the backstop, not retry_on, made it dead.
-    assert [e.event for e in journal].count("failed") == 2
+    assert events(journal).count("failed") == 2
     assert journal[-1].detail == "failure backstop reached (2 of 2)"
 
 

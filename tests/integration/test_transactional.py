@@ -14,7 +14,7 @@ import pytest
 
 import venturi
 import venturi.testing
-from tests.support import Item, running, wait_status, wait_until
+from tests.support import Item, events, running, wait_status, wait_until
 from venturi import Backoff, Context
 from venturi.runtime.worker import Worker
 
@@ -47,7 +47,7 @@ async def test_the_handlers_write_and_the_completion_commit_together(
     assert await _effects(effects) == [job_id]
     assert await venturi.get_result(effects, job_id) == {"wrote": 7}
     journal = await venturi.get_journal(effects, job_id)
-    assert [e.event for e in journal] == ["enqueued", "claimed", "completed"]
+    assert events(journal) == ["enqueued", "claimed", "completed"]
     # The worker wrote no settlement of its own after the block.
     assert worker.stats["completed"] == 1 and worker.stats["ownership_lost"] == 0
 

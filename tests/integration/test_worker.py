@@ -24,7 +24,7 @@ from tests.support import (
     wait_stat,
     wait_status,
 )
-from tests.support.claims import claim, claimed_in, is_claim
+from tests.support.claims import LoseClaimAnswer, claim
 from venturi import Backoff, ConfigError, Context, Priority, db, sql
 from venturi.runtime.worker import Worker
 
@@ -441,25 +441,6 @@ async def test_cancelled_run_releases_its_running_jobs(
     assert job is not None and job.status == "pending" and job.failures == 0
     assert events(await venturi.get_journal(conn, job_id))[-1] == "released"
     assert worker.tasks == {"w_abandon": handler}
-
-
-class LoseClaimAnswer:
-    """A real pool whose next claim commits but whose answer is lost, as when the
-    connection dies between the commit and the reply."""
-
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self._pool = pool
-        self.armed = False
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._pool, name)
-
-    async def fetch(self, query: str, *args: Any, **kw: Any) -> Any:
-        rows = await self._pool.fetch(query, *args, **kw)
-        if self.armed and is_claim(query) and claimed_in(rows):
-            self.armed = False
-            raise ConnectionResetError("connection lost after the claim committed")
-        return rows
 
 
 async def test_claims_whose_answer_was_lost_are_released_not_left_to_the_lease(

@@ -1,10 +1,13 @@
 """Claiming by hand: tests that drive the claim statement themselves (ownership, recovery,
-the SQL's own behaviour) without a worker."""
+the SQL's own behaviour) without a worker; and a pool that loses a claim's answer after
+it committed, for the worker's tests of that loss."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+import asyncpg
 
 from venturi import db, sql
 
@@ -45,3 +48,22 @@ def claimed_in(rows: Sequence[Any]) -> list[Any]:
     """The claimed jobs among a claim's rows (``job_claim`` also returns the completions
     that lost their claim, ``lost = true``; ``job_claim_one``'s rows are all claims)."""
     return [r for r in rows if not r.get("lost")]
+
+
+class LoseClaimAnswer:
+    """A real pool whose next claim commits but whose answer is lost, as when the
+    connection dies between the commit and the reply."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+        self.armed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pool, name)
+
+    async def fetch(self, query: str, *args: Any, **kw: Any) -> Any:
+        rows = await self._pool.fetch(query, *args, **kw)
+        if self.armed and is_claim(query) and claimed_in(rows):
+            self.armed = False
+            raise ConnectionResetError("connection lost after the claim committed")
+        return rows
