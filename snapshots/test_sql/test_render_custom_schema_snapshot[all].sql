@@ -1804,7 +1804,8 @@ restart AS (
 -- (A locking clause may not stand in a branch of a UNION: each scan is a sub-select.)
 ready AS (
     SELECT DISTINCT ON (c.grp) c.* FROM (
-        SELECT * FROM (SELECT g.grp, g.xmin AS newest, g.claims, g.vtime, g.weight, g.cap, g.tokens,
+        SELECT * FROM (
+                SELECT g.grp, g.xmin AS newest, g.claims, g.vtime, g.weight, g.cap, g.tokens,
            g.refilled_at, r.n AS running
     FROM "billing_jobs".groups g
     CROSS JOIN LATERAL (
@@ -1815,9 +1816,12 @@ ready AS (
       AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = $2::text)
     ORDER BY g.head, g.vtime
     LIMIT (SELECT $5::integer)
-    FOR UPDATE OF g SKIP LOCKED) f
+    FOR UPDATE OF g SKIP LOCKED
+
+        ) f
         UNION ALL
-        SELECT * FROM (SELECT g.grp, g.xmin AS newest, g.claims, g.vtime, g.weight, g.cap, g.tokens,
+        SELECT * FROM (
+                SELECT g.grp, g.xmin AS newest, g.claims, g.vtime, g.weight, g.cap, g.tokens,
            g.refilled_at, r.n AS running
     FROM "billing_jobs".groups g
     CROSS JOIN LATERAL (
@@ -1828,7 +1832,9 @@ ready AS (
       AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = $2::text)
     ORDER BY g.head, g.vtime
     LIMIT (SELECT $5::integer)
-    FOR UPDATE OF g SKIP LOCKED) a
+    FOR UPDATE OF g SKIP LOCKED
+
+        ) a
     ) c
 ),
 -- Groups another claim held, which this one passed over: counted only when it found
@@ -1837,15 +1843,17 @@ ready AS (
 -- snapshot that this claim did not lock; one more look at the ready index, no lock.
 busy AS (
     SELECT count(*)::integer AS n FROM (
-        SELECT g.grp FROM "billing_jobs".groups g
-        CROSS JOIN LATERAL (
-            SELECT count(*)::integer AS n FROM "billing_jobs".jobs c
-            WHERE c.status = 'claimed' AND c.kind = g.kind AND c.grp = g.grp) r
-        WHERE g.kind = $2::text AND g.ready AND NOT g.paused
-          AND (coalesce(g.cap, $7::integer) IS NULL OR r.n < coalesce(g.cap, $7::integer))
-          AND (SELECT count(*) FROM ready) < $5::integer AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = $2::text)
-        ORDER BY g.head, g.vtime
-        LIMIT (SELECT $5::integer)
+            SELECT g.grp
+    FROM "billing_jobs".groups g
+    CROSS JOIN LATERAL (
+        SELECT count(*)::integer AS n FROM "billing_jobs".jobs c
+        WHERE c.status = 'claimed' AND c.kind = g.kind AND c.grp = g.grp) r
+    WHERE g.kind = $2::text AND g.ready AND NOT g.paused AND (SELECT count(*) FROM ready) < $5::integer
+      AND (coalesce(g.cap, $7::integer) IS NULL OR r.n < coalesce(g.cap, $7::integer))
+      AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = $2::text)
+    ORDER BY g.head, g.vtime
+    LIMIT (SELECT $5::integer)
+
     ) b
     WHERE b.grp NOT IN (SELECT r.grp FROM ready r)
 ),
