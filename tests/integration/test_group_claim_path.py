@@ -113,6 +113,47 @@ async def test_completions_ride_the_grouped_claim_only_for_the_run_that_owns_the
     assert sorted(r["grp"] for r in nxt.claimed) == ["g0", "g1"]
 
 
+async def _ready(conn: asyncpg.Connection, group: str) -> bool:
+    return bool(
+        await conn.fetchval(
+            "SELECT ready FROM venturi.groups WHERE kind = 'k' AND grp = $1", group
+        )
+    )
+
+
+async def test_the_claim_that_wakes_a_known_group_takes_its_job(
+    conn: asyncpg.Connection,
+) -> None:
+    # A group first seen is made ready by one claim and its job taken by the next (the
+    # row does not exist in the claim's snapshot)...
+    await _grouped(conn, 1, 1)
+    first = await _claim_grouped(conn, 5)
+    assert (first.claimed, first.woken) == ([], 1)
+    (job,) = (await _claim_grouped(conn, 5)).claimed
+    assert not await _ready(conn, "g0")  # its only job taken: parked in that claim
+    # ...but a known group's next job is taken by the claim that wakes the group, as a
+    # job without a group is by one claim: an idle tenant's job waits no claim more.
+    await _grouped(conn, 1, 1)
+    woke = await _claim_grouped(conn, 5, [(job["id"], job["attempt"], None)])
+    assert woke.claimed == [] and woke.settled == {job["id"]}  # g0 at its cap until now
+    assert (woke.woken, await _ready(conn, "g0")) == (1, True)  # ready, the next claim's
+    (second,) = (await _claim_grouped(conn, 5, [])).claimed
+    await _claim_grouped(conn, 5, [(second["id"], second["attempt"], None)])
+    await _grouped(conn, 1, 1)
+    (third,) = (await _claim_grouped(conn, 5)).claimed
+    assert third["grp"] == "g0" and not await _ready(conn, "g0")
+    # A paused group's wake-up is applied without a claim: it stays out of the ready
+    # groups until it is resumed, and then the claim that wakes it takes its job.
+    await _claim_grouped(conn, 5, [(third["id"], third["attempt"], None)])
+    await venturi.set_group(conn, "k", "g0", paused=True)
+    await _grouped(conn, 1, 1)
+    paused = await _claim_grouped(conn, 5)
+    assert (paused.claimed, paused.woken, await _ready(conn, "g0")) == ([], 0, False)
+    assert await conn.fetchval("SELECT count(*) FROM venturi.group_wakes") == 0
+    await venturi.set_group(conn, "k", "g0", paused=False)
+    assert [r["grp"] for r in (await _claim_grouped(conn, 5)).claimed] == ["g0"]
+
+
 async def test_the_worker_s_grouped_claim_is_prepared_once_and_keeps_a_generic_plan(
     pool: asyncpg.Pool,
 ) -> None:
