@@ -115,9 +115,7 @@ async def test_completions_ride_the_grouped_claim_only_for_the_run_that_owns_the
 
 async def _ready(conn: asyncpg.Connection, group: str) -> bool:
     return bool(
-        await conn.fetchval(
-            "SELECT ready FROM venturi.groups WHERE kind = 'k' AND grp = $1", group
-        )
+        await conn.fetchval("SELECT ready FROM venturi.groups WHERE kind = 'k' AND grp = $1", group)
     )
 
 
