@@ -870,8 +870,8 @@ FROM "billing_jobs".claim_capped_v2($1::text, $2::text, $3::float8, $4::integer,
 -- not apply (the job lost its claim; every other one of $12 applied, and the common
 -- answer, all of them, sends no row: job_claim's); one row without an id says
 -- how many jobs of the kind are claimed once this commits (held, with a global cap),
--- how many groups were made ready and gave no job (woken: created here, or held back by
--- the batch's limit or a locked job), how many were held by other claims (busy)
+-- how many groups were made ready and gave no job (woken: created here, woken past the
+-- batch's size, or taken from with no room), how many were held by other claims (busy)
 -- and how many left the ready groups (parked): each is a reason to claim again at once
 -- (the groups behind them may have work).
 -- $1 text claimed_by: identity stamped on every claimed row (host:pid)
@@ -1019,37 +1019,58 @@ created AS (
     ON CONFLICT (kind, grp) DO NOTHING
     RETURNING g.grp
 ),
--- The other groups with a wake-up, locked to apply it: candidates of this claim beside
--- the ready ones, so that a job whose wake-up this claim applies can be taken by it
--- (before, a claim made the group ready and the next claim took the job: an idle group's
--- job waited a claim more than one without a group). A group that was idle starts at
--- the least virtual time of the ready groups (no banked credit). A group another claim
--- holds keeps its wake-ups for the next claim.
+-- The other groups with a wake-up, locked to apply it (not the ready ones taken above:
+-- they are written below). A group that was idle starts at the least virtual time of
+-- the ready groups (no banked credit). A group another claim holds keeps its wake-ups
+-- for the next claim.
 waking AS (
     SELECT g.grp, g.xmin AS newest, g.claims,
            CASE WHEN g.ready THEN g.vtime ELSE greatest(g.vtime, (SELECT v FROM restart)) END
                AS vtime,
-           g.weight, g.cap, g.tokens, g.refilled_at, k.n AS running, g.paused,
-           CASE WHEN g.ready THEN least(g.head, d.priority) ELSE d.priority END AS wake_head,
+           g.weight, g.cap, g.tokens, g.refilled_at, g.paused,
+           CASE WHEN g.ready THEN least(g.head, d.priority) ELSE d.priority END AS head,
            g.ready AS was_ready
     FROM "billing_jobs".groups g
     JOIN due_groups d ON d.grp = g.grp
-    CROSS JOIN LATERAL (
-        SELECT count(*)::integer AS n FROM "billing_jobs".jobs c
-        WHERE c.status = 'claimed' AND c.kind = g.kind AND c.grp = g.grp) k
     WHERE g.kind = $2::text AND g.grp = ANY (ARRAY(SELECT e.grp FROM due_groups e))
       AND g.grp NOT IN (SELECT r.grp FROM ready r)
     FOR UPDATE OF g SKIP LOCKED
 ),
--- Every group this claim holds: the ready ones it took and the ones it wakes.
+-- Of those, the ones this claim may take from, as many as the batch, first by tier and
+-- virtual time: so that the claim that wakes an idle group can take its job (an idle
+-- group's job would otherwise wait a claim more than a job without a group), while a
+-- claim that wakes a thousand groups at once reads no more of them than it can use.
+taking AS (
+    SELECT w.grp FROM waking w
+    WHERE NOT w.paused
+    ORDER BY w.head, w.vtime
+    LIMIT (SELECT $5::integer)
+),
+-- The rest are made ready for the next claims (a paused one is not).
+woken AS (
+    UPDATE "billing_jobs".groups g
+    SET ready = NOT g.paused, head = w.head, vtime = w.vtime
+    FROM waking w
+    WHERE g.kind = $2::text
+      AND g.grp = ANY (ARRAY(SELECT x.grp FROM waking x
+                             WHERE x.grp NOT IN (SELECT t.grp FROM taking t)))
+      AND g.grp = w.grp
+    RETURNING g.grp, w.was_ready, g.ready
+),
+-- Every group this claim may take from: the ready ones it locked and the woken ones it
+-- takes, with the jobs of each claimed as this snapshot sees them.
 candidates AS (
     SELECT r.grp, r.newest, r.claims, r.vtime, r.weight, r.cap, r.tokens, r.refilled_at,
-           r.running, false AS paused, NULL::smallint AS wake_head, true AS was_ready
+           r.running, NULL::smallint AS wake_head, true AS was_ready
     FROM ready r
     UNION ALL
     SELECT w.grp, w.newest, w.claims, w.vtime, w.weight, w.cap, w.tokens, w.refilled_at,
-           w.running, w.paused, w.wake_head, w.was_ready
+           k.n, w.head, w.was_ready
     FROM waking w
+    CROSS JOIN LATERAL (
+        SELECT count(*)::integer AS n FROM "billing_jobs".jobs c
+        WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = w.grp) k
+    WHERE w.grp IN (SELECT t.grp FROM taking t)
 ),
 -- The candidates as this snapshot saw them: with the claims counted on the locked row,
 -- what makes the cap exact, and whether anyone wrote the row since (docs/groups.md). By
@@ -1063,7 +1084,7 @@ seen AS (
 locked AS (
     SELECT r.grp, n.seen = r.newest AS unchanged, r.vtime, coalesce(r.weight, 1) AS weight,
            r.running + (r.claims - n.claims) AS running,
-           coalesce(r.cap, $7::integer) AS cap, r.paused, r.wake_head, r.was_ready,
+           coalesce(r.cap, $7::integer) AS cap, r.wake_head, r.was_ready,
            CASE WHEN (SELECT $8::float8) IS NOT NULL THEN
                least($9::integer, coalesce(r.tokens, $9::integer)
                      + greatest(0, extract(epoch FROM now() - coalesce(r.refilled_at, now())))
@@ -1072,12 +1093,9 @@ locked AS (
     FROM candidates r JOIN seen n ON n.grp = r.grp
 ),
 room AS (
-    -- A paused group (only a waking one can be) gives nothing.
-    SELECT l.*, CASE WHEN l.paused THEN 0
-                     ELSE greatest(0, least((SELECT $5::integer),
-                                            coalesce(l.cap - l.running, $5::integer),
-                                            coalesce(floor(l.tokens)::integer, $5::integer)))
-                END AS room
+    SELECT l.*, greatest(0, least((SELECT $5::integer),
+                                  coalesce(l.cap - l.running, $5::integer),
+                                  coalesce(floor(l.tokens)::integer, $5::integer))) AS room
     FROM locked l
 ),
 -- Each group's next jobs in its order, one more than it may give (to know whether work
@@ -1138,8 +1156,7 @@ per_group AS (
     GROUP BY p.grp
 ),
 tally AS (
-    SELECT r.grp, r.vtime, r.weight, r.tokens, r.room, r.unchanged, r.paused, r.wake_head,
-           r.was_ready,
+    SELECT r.grp, r.vtime, r.weight, r.tokens, r.room, r.unchanged, r.wake_head, r.was_ready,
            coalesce(t.n, 0) AS n, coalesce(t.found, 0) AS found, t.next_head
     FROM room r LEFT JOIN per_group t ON t.grp = r.grp
 ),
@@ -1166,7 +1183,7 @@ written AS (
         claims = g.claims + o.n,
         tokens = CASE WHEN o.tokens IS NULL THEN g.tokens ELSE o.tokens - o.n END,
         refilled_at = CASE WHEN o.tokens IS NULL THEN g.refilled_at ELSE now() END,
-        ready = NOT (o.park OR o.paused),
+        ready = NOT o.park,
         head = coalesce(o.next_head, o.wake_head, g.head),
         task_cap = $7::integer,
         minute = date_trunc('minute', now()),
@@ -1192,12 +1209,13 @@ refill AS (
     WHERE o.park AND o.dry
     RETURNING grp
 ),
--- The wake-ups applied: those of the groups created or written here.
+-- The wake-ups applied: those of the groups created, woken or claimed from here.
 applied AS (
     DELETE FROM "billing_jobs".group_wakes w
     USING due d
     WHERE w.id = d.id
       AND (d.grp IN (SELECT c.grp FROM created c)
+           OR d.grp IN (SELECT k.grp FROM woken k)
            OR d.grp IN (SELECT o.grp FROM written o))
     RETURNING w.id
 )
@@ -1214,8 +1232,9 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
            SELECT count(*)::integer FROM "billing_jobs".jobs k
            WHERE k.status = 'claimed' AND k.kind = $2::text) + (SELECT count(*)::integer FROM claimed) END,
        (SELECT count(*)::integer FROM created)
-         + (SELECT count(*)::integer FROM outcome o
-            WHERE NOT o.was_ready AND o.n = 0 AND NOT (o.park OR o.paused)),
+         + (SELECT count(*)::integer FROM woken k WHERE NOT k.was_ready AND k.ready)
+         + (SELECT count(*)::integer FROM outcome o WHERE NOT o.was_ready AND o.n = 0
+            AND NOT o.park),
        (SELECT b.n FROM busy b),
        (SELECT count(*)::integer FROM outcome o WHERE o.park)
 UNION ALL
