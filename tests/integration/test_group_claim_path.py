@@ -152,6 +152,24 @@ async def test_the_claim_that_wakes_a_known_group_takes_its_job(
     assert [r["grp"] for r in (await _claim_grouped(conn, 5)).claimed] == ["g0"]
 
 
+async def test_a_claim_that_wakes_more_groups_than_its_batch_makes_the_rest_ready(
+    conn: asyncpg.Connection,
+) -> None:
+    await _grouped(conn, 5, 5)  # five groups, known once their first jobs ran
+    await _claim_grouped(
+        conn, 5, [(r["id"], r["attempt"], None) for r in await _claim_all(conn, 5)]
+    )
+    assert [await _ready(conn, f"g{i}") for i in range(5)] == [False] * 5
+    await _grouped(conn, 5, 5)  # one job each: five wake-ups
+    first = await _claim_grouped(conn, 2)
+    # It takes from two of the groups it wakes and makes the other three ready, with no
+    # wake-up left: the next claim takes their jobs from the ready groups.
+    assert (len(first.claimed), first.woken) == (2, 3)
+    assert await conn.fetchval("SELECT count(*) FROM venturi.group_wakes") == 0
+    rest = (await _claim_grouped(conn, 5)).claimed
+    assert sorted(r["grp"] for r in first.claimed + rest) == [f"g{i}" for i in range(5)]
+
+
 async def test_the_worker_s_grouped_claim_is_prepared_once_and_keeps_a_generic_plan(
     pool: asyncpg.Pool,
 ) -> None:

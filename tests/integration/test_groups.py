@@ -278,9 +278,13 @@ async def test_weights_share_the_claims_three_to_one(
     assert 145 <= taken["paying"] <= 155, taken  # 3:1 of 200 is 150
 
 
+@pytest.mark.parametrize("known", [False, True], ids=["first-seen", "known"])
 async def test_an_idle_group_restarts_at_the_least_virtual_time(
-    conn: asyncpg.Connection, grouped: venturi.Task[Item]
+    conn: asyncpg.Connection, grouped: venturi.Task[Item], known: bool
 ) -> None:
+    if known:  # "late" ran a job long ago: the claim that wakes it takes from it
+        await grouped.enqueue(conn, Item(-1), group="late")
+        await finish(conn, await claim_all(conn, "grouped", limit=1))
     await venturi.enqueue_many(conn, [grouped.job(Item(i), group="busy") for i in range(100)])
     got = await claim(conn, "grouped", limit=1)
     for _ in range(40):
