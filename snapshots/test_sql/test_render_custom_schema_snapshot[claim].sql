@@ -963,7 +963,7 @@ ready AS (
     FROM "billing_jobs".groups g
     CROSS JOIN LATERAL (
         SELECT count(*)::integer AS n FROM "billing_jobs".jobs c
-        WHERE c.status = 'claimed' AND c.kind = g.kind AND c.grp = g.grp) r
+        WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = g.grp) r
     WHERE g.kind = $2::text AND g.ready AND NOT g.paused AND g.head >= $4::smallint
       AND (coalesce(g.cap, $7::integer) IS NULL OR r.n < coalesce(g.cap, $7::integer))
       AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = $2::text)
@@ -979,7 +979,7 @@ ready AS (
     FROM "billing_jobs".groups g
     CROSS JOIN LATERAL (
         SELECT count(*)::integer AS n FROM "billing_jobs".jobs c
-        WHERE c.status = 'claimed' AND c.kind = g.kind AND c.grp = g.grp) r
+        WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = g.grp) r
     WHERE g.kind = $2::text AND g.ready AND NOT g.paused AND (SELECT $4::smallint) > 0
       AND (coalesce(g.cap, $7::integer) IS NULL OR r.n < coalesce(g.cap, $7::integer))
       AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = $2::text)
@@ -1000,7 +1000,7 @@ busy AS (
     FROM "billing_jobs".groups g
     CROSS JOIN LATERAL (
         SELECT count(*)::integer AS n FROM "billing_jobs".jobs c
-        WHERE c.status = 'claimed' AND c.kind = g.kind AND c.grp = g.grp) r
+        WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = g.grp) r
     WHERE g.kind = $2::text AND g.ready AND NOT g.paused AND (SELECT count(*) FROM ready) < $5::integer
       AND (coalesce(g.cap, $7::integer) IS NULL OR r.n < coalesce(g.cap, $7::integer))
       AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = $2::text)
