@@ -140,8 +140,8 @@ async def test_the_claim_that_wakes_a_known_group_takes_its_job(
     await _grouped(conn, 1, 1)
     (third,) = (await _claim_grouped(conn, 5)).claimed
     assert third["grp"] == "g0" and not await _ready(conn, "g0")
-    # A paused group's wake-up is applied without a claim: it stays out of the ready
-    # groups until it is resumed, and then the claim that wakes it takes its job.
+    # A paused group's wake-up is applied and nothing is taken from it: it stays out of
+    # the ready groups until it is resumed, and then the claim that wakes it takes its job.
     await _claim_grouped(conn, 5, [(third["id"], third["attempt"], None)])
     await venturi.set_group(conn, "k", "g0", paused=True)
     await _grouped(conn, 1, 1)
