@@ -1700,6 +1700,9 @@ FROM "venturi".claim_capped_v2($1::text, $2::text, $3::float8, $4::integer, $5::
 --   of those rows, and parks a group (ready = false) only if no one updated its row
 --   since this statement's snapshot: a job this snapshot cannot see then still has its
 --   wake-up.
+-- * A group first seen has no row to lock: the claim inserts its row, and takes its jobs
+--   only if the insert is its own (a claim that meets another's insert of the row waits
+--   for it and takes none of its jobs), so the row's lock is still the one way in.
 -- * The claim's clock (`clock`) is read once, after its snapshot, not `now()` (its
 --   transaction's start, which comes before the snapshot by the statement's planning when
 --   a plan is made for it, as on a connection's first executions, and by the wait for the
@@ -1718,7 +1721,7 @@ FROM "venturi".claim_capped_v2($1::text, $2::text, $3::float8, $4::integer, $5::
 -- not apply (the job lost its claim; every other one of $12 applied, and the common
 -- answer, all of them, sends no row: job_claim's); one row without an id says
 -- how many jobs of the kind are claimed once this commits (held, with a global cap),
--- how many groups were made ready and gave no job (woken: created here, woken past the
+-- how many groups were made ready and gave no job (woken: first seen or woken past the
 -- batch's size, or taken from with no room), how many were held by other claims (busy)
 -- and how many left the ready groups (parked): each is a reason to claim again at once
 -- (the groups behind them may have work).
@@ -1858,14 +1861,18 @@ busy AS (
     ) b
     WHERE b.grp NOT IN (SELECT r.grp FROM ready r)
 ),
--- A group first seen: made ready at once.
-created AS (
-    INSERT INTO "venturi".groups AS g (kind, grp, ready, head, vtime)
-    SELECT $2::text, d.grp, true, d.priority, (SELECT v FROM restart)
-    FROM due_groups d
+-- The groups first seen (no row in this snapshot), and of them, as many as the batch,
+-- first by tier: this claim may take from those. Their rows are inserted below (created),
+-- once the batch is known; a job of one is claimed only if its row's insert is this
+-- claim's (a claim that met another's insert of the row takes none of its jobs).
+fresh AS (
+    SELECT d.grp, d.priority FROM due_groups d
     WHERE NOT EXISTS (SELECT 1 FROM "venturi".groups e WHERE e.kind = $2::text AND e.grp = d.grp)
-    ON CONFLICT (kind, grp) DO NOTHING
-    RETURNING g.grp
+),
+fresh_taking AS (
+    SELECT f.grp, f.priority FROM fresh f
+    ORDER BY f.priority, f.grp
+    LIMIT (SELECT $5::integer)
 ),
 -- The other groups with a wake-up, locked to apply it (not the ready ones taken above:
 -- they are written below). A group that was idle starts at the least virtual time of
@@ -1905,8 +1912,9 @@ woken AS (
       AND g.grp = w.grp
     RETURNING g.grp, w.was_ready, g.ready
 ),
--- Every group this claim may take from: the ready ones it locked and the woken ones it
--- takes, with the jobs of each claimed as this snapshot sees them.
+-- Every group this claim may take from: the ready ones it locked, the woken ones it
+-- takes and the first-seen ones it takes (no row yet: no newest version, no claims, the
+-- least virtual time), with the jobs of each claimed as this snapshot sees them.
 candidates AS (
     SELECT r.grp, r.newest, r.claims, r.vtime, r.weight, r.cap, r.tokens, r.refilled_at,
            r.running, NULL::smallint AS wake_head, true AS was_ready
@@ -1919,9 +1927,18 @@ candidates AS (
         SELECT count(*)::integer AS n FROM "venturi".jobs c
         WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = w.grp) k
     WHERE w.grp IN (SELECT t.grp FROM taking t)
+    UNION ALL
+    SELECT f.grp, NULL::xid, 0::bigint, (SELECT v FROM restart), NULL::float8,
+           NULL::integer, NULL::float8, NULL::timestamptz, k.n, f.priority, false
+    FROM fresh_taking f
+    CROSS JOIN LATERAL (
+        SELECT count(*)::integer AS n FROM "venturi".jobs c
+        WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = f.grp) k
 ),
 -- The candidates as this snapshot saw them: with the claims counted on the locked row,
--- what makes the cap exact, and whether anyone wrote the row since (docs/groups.md). By
+-- what makes the cap exact, and whether anyone wrote the row since (docs/groups.md); a
+-- first-seen group has no row here, and needs none (its jobs are taken only under its
+-- insert, below, and no claim could take from it before). By
 -- the primary key: the candidates' names as a list (joined with the CTE alone, the
 -- planner expects 200 rows and hashes a scan of every group of the kind: 15 ms at 10,000
 -- groups, benchmarks/JOURNAL.md, the groups scenario).
@@ -1930,15 +1947,16 @@ seen AS (
     WHERE g.kind = $2::text AND g.grp = ANY (ARRAY(SELECT c.grp FROM candidates c))
 ),
 locked AS (
-    SELECT r.grp, n.seen = r.newest AS unchanged, r.vtime, coalesce(r.weight, 1) AS weight,
-           r.running + (r.claims - n.claims) AS running,
+    SELECT r.grp, r.newest IS NULL OR n.seen = r.newest AS unchanged, r.vtime,
+           coalesce(r.weight, 1) AS weight,
+           r.running + coalesce(r.claims - n.claims, 0) AS running,
            coalesce(r.cap, $7::integer) AS cap, r.wake_head, r.was_ready,
            CASE WHEN (SELECT $8::float8) IS NOT NULL THEN
                least($9::integer, coalesce(r.tokens, $9::integer)
                      + greatest(0, extract(epoch FROM now() - coalesce(r.refilled_at, now())))
                        * $8::float8)
            END AS tokens
-    FROM candidates r JOIN seen n ON n.grp = r.grp
+    FROM candidates r LEFT JOIN seen n ON n.grp = r.grp
 ),
 room AS (
     SELECT l.*, greatest(0, least((SELECT $5::integer),
@@ -1973,34 +1991,18 @@ chosen AS (
 ),
 -- A row an operator's transaction holds is left for the next claim.
 lockable AS (
-    SELECT j.id FROM "venturi".jobs j
+    SELECT j.id, j.grp FROM "venturi".jobs j
     WHERE j.id = ANY (ARRAY(SELECT c.id FROM chosen c)) AND j.status = 'pending'
     FOR UPDATE SKIP LOCKED
 ),
-claimed AS (
-    UPDATE "venturi".jobs j
-    SET status = 'claimed',
-        claimed_by = $1::text,
-        claim_token = $6::uuid,
-        claimed_at = now(),
-        attempt = j.attempt + 1,
-        claim_expires_at = now() + make_interval(secs => $3::float8)
-    WHERE j.id = ANY (ARRAY(SELECT l.id FROM lockable l))
-      AND (SELECT CASE WHEN $11::boolean THEN true
-             ELSE set_config('synchronous_commit', 'off', true) = 'off' END)
-    RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt,
-              j.failures, (extract(epoch FROM j.created_at) * 1000000)::bigint AS created_us,
-              extract(epoch FROM now() - j.visible_at)::float8 AS waited,
-              j.traceparent, j.grp
-),
--- Per group, in one pass over its picks (a claimed job is one of them): the jobs it
--- gave, the jobs found, and the tier of the first it keeps. One hash join and one
+-- Per group, in one pass over its picks (a job to claim is one of them): the jobs it
+-- gives, the jobs found, and the tier of the first it keeps. One hash join and one
 -- aggregate: a sub-select per group and per figure scanned the CTEs once each (about a
 -- third of the statement's time at 32 groups: benchmarks/JOURNAL.md).
 per_group AS (
     SELECT p.grp, count(c.id)::integer AS n, count(*)::integer AS found,
            min(p.priority) FILTER (WHERE c.id IS NULL) AS next_head
-    FROM picks p LEFT JOIN claimed c ON c.id = p.id
+    FROM picks p LEFT JOIN lockable c ON c.id = p.id
     GROUP BY p.grp
 ),
 tally AS (
@@ -2024,6 +2026,45 @@ outcome AS (
            -- Parked for want of a token only: it wakes when its next token is due.
            s.out_of_tokens AND NOT s.exhausted AS dry
     FROM states s
+),
+-- The rows of the groups first seen, in one order (claims inserting the same groups at
+-- once wait for each other in that order, never in a cycle): those taken from as the
+-- claim leaves them (as written below leaves the others'), the rest ready, at the least
+-- virtual time, for the next claims. The row is new: nobody wrote it since the snapshot.
+created AS (
+    INSERT INTO "venturi".groups AS g (kind, grp, ready, head, vtime, claims, tokens,
+                                     refilled_at, task_cap, minute, minute_claims)
+    SELECT $2::text, f.grp, coalesce(NOT o.park, true),
+           coalesce(o.next_head, f.priority), coalesce(o.vtime + o.n / o.weight, (SELECT v FROM restart)),
+           coalesce(o.n, 0), o.tokens - o.n,
+           CASE WHEN o.tokens IS NOT NULL THEN now() END,
+           CASE WHEN o.grp IS NOT NULL THEN $7::integer END,
+           CASE WHEN o.grp IS NOT NULL THEN date_trunc('minute', now()) END,
+           coalesce(o.n, 0)
+    FROM fresh f
+    LEFT JOIN outcome o ON o.grp = f.grp
+    ORDER BY f.grp
+    ON CONFLICT (kind, grp) DO NOTHING
+    RETURNING g.grp
+),
+-- The jobs claimed: a first-seen group's only where its row is this claim's.
+claimed AS (
+    UPDATE "venturi".jobs j
+    SET status = 'claimed',
+        claimed_by = $1::text,
+        claim_token = $6::uuid,
+        claimed_at = now(),
+        attempt = j.attempt + 1,
+        claim_expires_at = now() + make_interval(secs => $3::float8)
+    WHERE j.id = ANY (ARRAY(SELECT l.id FROM lockable l
+                            WHERE l.grp NOT IN (SELECT t.grp FROM fresh_taking t)
+                               OR l.grp IN (SELECT c.grp FROM created c)))
+      AND (SELECT CASE WHEN $11::boolean THEN true
+             ELSE set_config('synchronous_commit', 'off', true) = 'off' END)
+    RETURNING j.id, j.kind, j.priority, j.carry::text AS carry, j.attempt,
+              j.failures, (extract(epoch FROM j.created_at) * 1000000)::bigint AS created_us,
+              extract(epoch FROM now() - j.visible_at)::float8 AS waited,
+              j.traceparent, j.grp
 ),
 written AS (
     UPDATE "venturi".groups g
@@ -2079,7 +2120,8 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        CASE WHEN (SELECT $10::integer) IS NULL THEN NULL ELSE (
            SELECT count(*)::integer FROM "venturi".jobs k
            WHERE k.status = 'claimed' AND k.kind = $2::text) + (SELECT count(*)::integer FROM claimed) END,
-       (SELECT count(*)::integer FROM created)
+       (SELECT count(*)::integer FROM created c
+        WHERE c.grp NOT IN (SELECT t.grp FROM fresh_taking t))
          + (SELECT count(*)::integer FROM woken k WHERE NOT k.was_ready AND k.ready)
          + (SELECT count(*)::integer FROM outcome o WHERE NOT o.was_ready AND o.n = 0
             AND NOT o.park),

@@ -37,9 +37,14 @@ WEIGHTS = {"t0": 3.0, "t1": 2.0}
 WORK_MS = (200, 1500)  # long enough that a SIGKILL often finds a grouped slot held
 OVERRUN_SHARE = 0.02
 OVERRUN_MS = (grouptasks.GROUP_OVERRUN, grouptasks.GROUP_OVERRUN + 1500)
-# The share of producer batches followed by a burst of BURST jobs into one group.
+# The share of producer batches followed by a burst of BURST jobs into one group; of the
+# bursts, the share that goes into a group first seen (NEW_GROUP and the job's number):
+# claims racing to insert a group's row meet under the faults all along, not only at
+# the start.
 BURST_SHARE = 0.08
 BURST = 6
+NEW_BURST_SHARE = 1 / 3
+NEW_GROUP = "new"
 # The most grouped jobs enqueued per second of load, each kind (bursts included): a
 # group's capacity is fixed (its cap over the work's mean, about 1.2 runs a second per
 # slot), where the producer's pace is the machine's. Unpaced, a fast machine enqueued
@@ -110,6 +115,8 @@ class GroupLoad:
             return []
         kind = self.rng.choice(sorted(grouptasks.GROUP_CAPS))
         group = self.rng.choice(GROUPS)
+        if self.rng.random() < NEW_BURST_SHARE:
+            group = f"{NEW_GROUP}{self.seq + 1}"
         if self.grouped_paced(kind):
             return []
         self.grouped_drawn[kind] += BURST

@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
+import pytest
 
 import venturi
-from tests.support import Item, running, wait_until
+from tests.support import Item, running, wait_for, wait_until
 from tests.support.plans import nodes
 from venturi import Context, JobSpec, admin, db, sql
 from venturi.runtime.loop import PLAIN_RECHECK
@@ -119,18 +120,21 @@ async def _ready(conn: asyncpg.Connection, group: str) -> bool:
     )
 
 
-async def test_the_claim_that_wakes_a_known_group_takes_its_job(
+async def test_the_claim_that_wakes_a_group_takes_its_job(
     conn: asyncpg.Connection,
 ) -> None:
-    # A group first seen is made ready by one claim and its job taken by the next (the
-    # row does not exist in the claim's snapshot)...
+    # A group first seen: the claim that inserts its row takes its job, and parks it (its
+    # only job taken), in one claim, as a job without a group is taken...
     await _grouped(conn, 1, 1)
     first = await _claim_grouped(conn, 5)
-    assert (first.claimed, first.woken) == ([], 1)
-    (job,) = (await _claim_grouped(conn, 5)).claimed
-    assert not await _ready(conn, "g0")  # its only job taken: parked in that claim
-    # ...but a known group's next job is taken by the claim that wakes the group, as a
-    # job without a group is by one claim: an idle tenant's job waits no claim more.
+    assert ([r["grp"] for r in first.claimed], first.woken, first.parked) == (["g0"], 0, 1)
+    (job,) = first.claimed
+    assert not await _ready(conn, "g0")
+    row = await conn.fetchrow("SELECT claims, vtime FROM venturi.groups WHERE grp = 'g0'")
+    assert (row["claims"], row["vtime"]) == (1, 1.0)  # counted as a claim of the row's
+    assert await conn.fetchval("SELECT count(*) FROM venturi.group_wakes") == 0
+    # ...and so is a known group's next job, by the claim that wakes the group: an idle
+    # tenant's job waits no claim more than a job without a group.
     await _grouped(conn, 1, 1)
     woke = await _claim_grouped(conn, 5, [(job["id"], job["attempt"], None)])
     assert woke.claimed == [] and woke.settled == {job["id"]}  # g0 at its cap until now
@@ -152,22 +156,86 @@ async def test_the_claim_that_wakes_a_known_group_takes_its_job(
     assert [r["grp"] for r in (await _claim_grouped(conn, 5)).claimed] == ["g0"]
 
 
-async def test_a_claim_that_wakes_more_groups_than_its_batch_makes_the_rest_ready(
-    conn: asyncpg.Connection,
+async def _blocked(conn: asyncpg.Connection, other: asyncpg.Connection) -> None:
+    """Wait until ``other``'s statement waits for a lock."""
+    pid = other.get_server_pid()
+
+    async def waiting() -> bool:
+        # Test-side catalog read: is that backend blocked on a lock (a row's insert)?
+        return bool(
+            await conn.fetchval(
+                "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1", pid
+            )
+        )
+
+    await wait_for(waiting)
+
+
+async def test_claims_that_first_see_one_group_at_once_keep_its_cap(
+    dsn: str, conn: asyncpg.Connection
 ) -> None:
-    await _grouped(conn, 5, 5)  # five groups, known once their first jobs ran
-    await _claim_grouped(
-        conn, 5, [(r["id"], r["attempt"], None) for r in await _claim_all(conn, 5)]
-    )
-    assert [await _ready(conn, f"g{i}") for i in range(5)] == [False] * 5
+    """Two claims meet a group first seen at once: only the claim whose insert made the
+    group's row takes its jobs; the other waits for that insert, takes none, and leaves its
+    wake-up for the next claim."""
+    await _grouped(conn, 1, 1)  # g0's first job
+    first, second = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
+    try:
+        tx = first.transaction()
+        await tx.start()
+        (j1,) = (await _claim_grouped(first, 5)).claimed  # g0's row inserted, not committed
+        # A second job of g0, of a higher tier (the second claim's first pick), with a
+        # wake-up the first claim never saw: the second claim sees g0 first too.
+        spec = JobSpec("k", "{}", 0, None, None, None, 25, group="g0")
+        (j2,) = await db.enqueue.job_insert_many(conn, schema=SCHEMA, specs=[spec])
+        racing = asyncio.ensure_future(_claim_grouped(second, 5))
+        await _blocked(conn, second)  # its insert of g0's row waits for the first's
+        await tx.commit()
+        late = await racing
+    finally:
+        await first.close()
+        await second.close()
+    assert late.claimed == []  # g0's cap is 1 and j1 runs: j2 stays pending
+    status = dict(await conn.fetch("SELECT id, status FROM venturi.jobs"))
+    assert (status[j1["id"]], status[j2]) == ("claimed", "pending")
+    assert await conn.fetchval("SELECT count(*) FROM venturi.group_wakes") == 1  # j2's
+    # The next claims: g0 at its cap while j1 runs (its completion rides the first, which
+    # still counts it), then j2.
+    assert (await _claim_grouped(conn, 5)).claimed == []
+    assert (await _claim_grouped(conn, 5, [(j1["id"], j1["attempt"], None)])).claimed == []
+    assert [r["id"] for r in (await _claim_grouped(conn, 5)).claimed] == [j2]
+
+
+@pytest.mark.parametrize("known", [False, True], ids=["first-seen", "known"])
+async def test_a_claim_that_wakes_more_groups_than_its_batch_makes_the_rest_ready(
+    conn: asyncpg.Connection, known: bool
+) -> None:
+    if known:  # five groups, known once their first jobs ran
+        await _grouped(conn, 5, 5)
+        await _claim_grouped(
+            conn, 5, [(r["id"], r["attempt"], None) for r in await _claim_all(conn, 5)]
+        )
+        assert [await _ready(conn, f"g{i}") for i in range(5)] == [False] * 5
     await _grouped(conn, 5, 5)  # one job each: five wake-ups
     first = await _claim_grouped(conn, 2)
-    # It takes from two of the groups it wakes and makes the other three ready, with no
-    # wake-up left: the next claim takes their jobs from the ready groups.
+    # It takes from two of the groups it wakes (or first sees) and makes the other three
+    # ready, with no wake-up left: the next claim takes their jobs from the ready groups.
     assert (len(first.claimed), first.woken) == (2, 3)
     assert await conn.fetchval("SELECT count(*) FROM venturi.group_wakes") == 0
     rest = (await _claim_grouped(conn, 5)).claimed
     assert sorted(r["grp"] for r in first.claimed + rest) == [f"g{i}" for i in range(5)]
+
+
+async def test_a_group_first_seen_gives_up_to_its_cap_and_stays_ready(
+    conn: asyncpg.Connection,
+) -> None:
+    await _grouped(conn, 3, 1)  # g0: three jobs, one wake-up
+    cap2 = db.groups.GroupLimits(2, None, None)
+    claim, _ = await db.groups.claim_grouped(
+        conn, schema=SCHEMA, claimant=W1, kind="k", lease=60.0, floor=0, limit=5, limits=cap2
+    )
+    assert (len(claim.claimed), claim.woken, claim.parked) == (2, 0, 0)
+    row = await conn.fetchrow("SELECT ready, claims, vtime, task_cap FROM venturi.groups")
+    assert tuple(row) == (True, 2, 2.0, 2)  # its third job is the next claims'
 
 
 async def test_the_worker_s_grouped_claim_is_prepared_once_and_keeps_a_generic_plan(

@@ -51,8 +51,8 @@ async def claim(
 
 
 async def claim_all(conn: Any, kind: str, **kw: Any) -> list[asyncpg.Record]:
-    """Claim until a claim neither claims nor makes a group ready (a group first seen is
-    made ready by one claim and taken from by the next)."""
+    """Claim until a claim neither claims nor makes a group ready (groups woken past a
+    claim's batch are taken from by the next)."""
     rows: list[asyncpg.Record] = []
     while True:
         got = await claim(conn, kind, **kw)

@@ -21,8 +21,8 @@ from venturi.db.held import fetch_planned
 class GroupedClaim(NamedTuple):
     """What ``job_claim_grouped`` did: the rows it claimed; the kind's claimed jobs once it
     committed (with a global cap, else None); groups it made ready without taking from
-    them (groups first seen, whose rows its snapshot could not read; woken groups the
-    batch had no room for), groups another claim held and groups it took out of the
+    them (groups woken or first seen that the batch had no room for), groups another
+    claim held and groups it took out of the
     ready ones (each means: claim again at once, the groups behind them may have work);
     the completions that rode it and applied."""
 
