@@ -19,7 +19,8 @@ import venturi
 from tests.support import Item, running, wait_for, wait_until
 from tests.support.plans import nodes
 from venturi import Context, JobSpec, admin, db, sql
-from venturi.runtime.loop import PLAIN_RECHECK
+from venturi.runtime.claimer import Claimer
+from venturi.runtime.loop import PLAIN_RECHECK, Loop
 from venturi.runtime.worker import Worker
 
 SCHEMA = "venturi"
@@ -346,6 +347,50 @@ async def test_a_busy_grouped_worker_claims_a_job_without_a_group_that_comes_due
         await plain.enqueue(conn, Item(0), after=0.3)
         await wait_until(lambda: grouped_done == total and bool(plain_ran_at), within=60)
     assert plain_ran_at[0] < total, (plain_ran_at, total)
+
+
+async def test_a_job_without_a_group_enqueued_during_the_claim_that_found_none_is_claimed(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim of jobs without a group rests after it found none, until a notification
+    comes (runtime/loop.py, PLAIN_RECHECK). A job committed after that claim's snapshot
+    is notified while the claim is still in flight: that notification must end the rest.
+    (It was counted as seen before the claim, and the job waited poll_max: a grouped
+    worker's pickup probe met it once the grouped claim took a new group's job at once.)"""
+
+    @venturi.task(kind="g_kind", group_cap=1)
+    async def grouped(ctx: Context[Any], carry: Item) -> None:
+        return None
+
+    started = asyncio.Event()
+
+    @venturi.task(kind="g_plain")
+    async def plain(ctx: Context[Any], carry: Item) -> None:
+        started.set()
+
+    notified = asyncio.Event()
+    real_notify, real_fill = Loop.on_notify, Claimer.fill
+    fired = False
+
+    def on_notify(self: Loop, payload: str) -> None:
+        real_notify(self, payload)
+        notified.set()
+
+    async def fill(self: Claimer, *args: Any) -> tuple[int, bool, bool]:
+        nonlocal fired
+        out = await real_fill(self, *args)
+        if not fired:  # the first claim, which found none: the job lands as it returns
+            fired = True
+            await plain.enqueue(conn, Item(0))
+            await notified.wait()  # its notification, handled before the claim's answer
+        return out
+
+    monkeypatch.setattr(Loop, "on_notify", on_notify)
+    monkeypatch.setattr(Claimer, "fill", fill)
+    worker = Worker(None, dsn, [grouped, plain], concurrency=4, poll_max=30)
+    async with running(worker):
+        await asyncio.wait_for(started.wait(), 10)  # not poll_max
+    assert fired
 
 
 async def test_a_grouped_drain_does_not_repeat_an_empty_claim_of_jobs_without_a_group(

@@ -247,8 +247,11 @@ class Loop:
             taken, again, done = await claimer.fill_grouped(conn, free, start, done, completed)
             free -= taken
         if plain:
+            # The notifications seen before the claim was sent: one that arrives while it
+            # is in flight may be for a job its snapshot missed, and must end the rest.
+            notified = self.notified
             free, short, unsent = await claimer.fill(conn, free, shutdown, done, completed, start)
-            self.plain_dry = (time.monotonic(), self.notified) if short else None
+            self.plain_dry = (time.monotonic(), notified) if short else None
         else:
             unsent = bool(done)  # no grouped claim ran to carry them
         if unsent:
