@@ -1307,6 +1307,44 @@ woken AS (
 )
 SELECT kind, grp, cap, weight, paused FROM written;
 
+-- group_statistics_state: whether the planner's statistics of the groups table misjudge
+-- its ready groups (the claim loop asks when a full grouped claim was slow;
+-- venturi.runtime.statistics). Without them (a burst into thousands of groups first
+-- seen, on a table never analyzed or analyzed nearly empty) the grouped claim's plan
+-- reads every ready group of the kind, with its claimed count, and sorts them, where
+-- groups_ready_idx gives the first few in order (benchmarks/JOURNAL.md, the fourteenth
+-- session).
+-- believed: the ready groups the last ANALYZE saw (the rows it saw times the share of
+-- ready = true among the column's most common values; 0 for a table never analyzed).
+-- Below $3 the ready groups are counted, up to $1 times the belief plus $2; stale: more
+-- than that. From $3 on nothing is counted.
+-- allowed: whether this role may analyze the table (its owner or a member of its role).
+-- $1 float8 factor: how many times the belief the ready groups may be before it is stale
+-- $2 bigint minimum: ready groups beyond the belief that never make it stale
+-- $3 bigint enough: a belief from which nothing is counted
+-- index: groups_ready_idx (ready groups only), at most $1 * believed + $2 of its entries.
+PREPARE venturi_group_statistics_state(float8, bigint, bigint) AS
+WITH believed AS (
+    SELECT c.relowner,
+           greatest(c.reltuples, 0) * coalesce((
+               SELECT f.freq
+               FROM pg_stats s
+               JOIN pg_namespace n ON n.nspname = s.schemaname AND n.oid = c.relnamespace
+               CROSS JOIN LATERAL unnest(s.most_common_vals::text::text[],
+                                         s.most_common_freqs) AS f(val, freq)
+               WHERE s.tablename = c.relname AND s.attname = 'ready'
+                 AND f.val = 't'), 0) AS ready
+    FROM pg_class c
+    WHERE c.oid = to_regclass('"venturi".groups')
+)
+SELECT b.ready < $3::bigint
+       AND (SELECT count(*) FROM (
+                SELECT 1 FROM "venturi".groups g WHERE g.ready
+                LIMIT ($1::float8 * b.ready + $2::bigint)::bigint + 1) AS p)
+           > $1::float8 * b.ready + $2::bigint AS stale,
+       pg_has_role(b.relowner, 'MEMBER') AS allowed
+FROM believed b;
+
 -- group_wake_stranded: wake every group that has a pending job visible now yet is neither
 -- ready, paused, nor due any wake-up. The claim never leaves a group so (docs/groups.md,
 -- "Why no grouped job is left behind"); this is the workers' check that nothing did, by

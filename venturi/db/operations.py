@@ -249,6 +249,24 @@ async def job_analyze(conn: Conn, *, schema: str) -> None:
     await conn.execute(sql.statement("maintenance/job_analyze", schema))
 
 
+async def group_statistics_state(
+    conn: Conn, *, schema: str, factor: float, minimum: int, enough: int
+) -> tuple[bool, bool]:
+    """Whether the groups table's planner statistics misjudge its ready groups (as
+    ``job_statistics_state`` for the live table's backlog) and whether this role may
+    analyze it."""
+    row = await conn.fetchrow(
+        sql.statement("group_statistics_state", schema), factor, minimum, enough
+    )
+    assert row is not None  # the schema is applied
+    return bool(row["stale"]), bool(row["allowed"])
+
+
+async def group_analyze(conn: Conn, *, schema: str) -> None:
+    """ANALYZE the groups table, unless an ANALYZE or VACUUM holds it already."""
+    await conn.execute(sql.statement("maintenance/group_analyze", schema))
+
+
 async def job_result_clear_expired(
     conn: Conn, *, schema: str, kind: str, ttl: float, batch: int
 ) -> int:

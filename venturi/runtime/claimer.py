@@ -94,25 +94,28 @@ class Claimer:
         # first looks poll_max after it starts.
         self.timers_at = time.monotonic()
 
+    def _open(self, kind: str, releasing: int = 0) -> bool:
+        """Under this worker's cap of ``kind`` (``releasing`` runs counted as finished),
+        with a token of its local bucket if it has one."""
+        cap, bucket = self.policies[kind].cap, self.buckets.get(kind)
+        return (cap is None or self.per_kind[kind] - releasing < cap) and (
+            bucket is None or bucket.available() >= 1
+        )
+
     def claimable_kinds(self, releasing: Counter[str] | None = None) -> list[str]:
         """Registered kinds under their cap, counting ``releasing`` runs as finished."""
         rel = releasing or Counter()
         return [
             k
             for k in self.kinds
-            if ((cap := self.policies[k].cap) is None or self.per_kind[k] - rel[k] < cap)
-            and ((bucket := self.buckets.get(k)) is None or bucket.available() >= 1)
-            and k not in self.shared
-            and k not in self.global_caps
+            if self._open(k, rel[k]) and k not in self.shared and k not in self.global_caps
         ]
 
     def shared_claimable(self, now: float) -> list[str]:
         return [
             k
             for k in self.shared
-            if ((cap := self.policies[k].cap) is None or self.per_kind[k] < cap)
-            and self.shared_until.get(k, 0.0) <= now
-            and k not in self.global_caps
+            if self._open(k) and self.shared_until.get(k, 0.0) <= now and k not in self.global_caps
         ]
 
     def capped_claimable(self, now: float) -> list[str]:
@@ -120,11 +123,7 @@ class Claimer:
         cap, with a token if locally rate-limited, not found full (or out of shared
         tokens) a moment ago."""
         return [
-            k
-            for k in self.global_caps
-            if ((cap := self.policies[k].cap) is None or self.per_kind[k] < cap)
-            and ((bucket := self.buckets.get(k)) is None or bucket.available() >= 1)
-            and self.capped_until.get(k, 0.0) <= now
+            k for k in self.global_caps if self._open(k) and self.capped_until.get(k, 0.0) <= now
         ]
 
     def grouped_turn(self) -> bool:
@@ -141,8 +140,7 @@ class Claimer:
         return [
             k
             for k in sorted(self.grouped)
-            if ((cap := self.policies[k].cap) is None or self.per_kind[k] < cap)
-            and ((bucket := self.buckets.get(k)) is None or bucket.available() >= 1)
+            if self._open(k)
             and self.grouped_until.get(k, 0.0) <= now
             and self.capped_until.get(k, 0.0) <= now
         ]
@@ -201,15 +199,9 @@ class Claimer:
             self.tokens_short = any(b.available() < 1 for b in self.buckets.values())
             if not kinds:
                 break
-            limit = free
-            for k in kinds:
-                cap = self.policies[k].cap
-                if cap is not None:
-                    # A batch must not overshoot a cap: size it to the tightest room.
-                    limit = min(limit, cap - (self.per_kind[k] - releasing[k]))
-                if (bucket := self.buckets.get(k)) is not None:
-                    # Nor spend more tokens than the bucket holds.
-                    limit = min(limit, bucket.available())
+            # A batch must not overshoot a cap nor spend more tokens than a bucket holds:
+            # it is sized to the tightest room.
+            limit = min(self._room(k, free, releasing[k]) for k in kinds)
             leases = [self.policies[k].lease for k in kinds]
             # Nothing to settle and no backlog seen (the last claim came back short): an
             # idle worker that a notification woke (a pickup) claims one job, the first
@@ -343,6 +335,7 @@ class Claimer:
                 continue
             rate, group_rate = self.shared.get(kind), policy.task.group_rate
             global_cap = self.global_caps.get(kind)
+            sent = time.monotonic()
             claim, wait = await db.groups.claim_grouped(
                 conn,
                 schema=self.schema,
@@ -363,6 +356,7 @@ class Claimer:
                 done=_completions(done),
                 replan=self._grouped_backlog,
             )
+            took = time.monotonic() - sent
             self._grouped_backlog = len(claim.claimed) >= room
             if wait:  # the kind's bucket was empty: no claim ran, done is still to settle
                 self.grouped_until[kind] = time.monotonic() + wait
@@ -384,6 +378,8 @@ class Claimer:
                 and (claim.woken > 0 or claim.busy > 0 or claim.parked > 0 or bool(claim.settled))
             )
             taken += await self._started(rows, start)
+            # Slow in a backlog: the groups' statistics may be stale (test_claim_statistics).
+            await self.statistics.after_grouped_claim(conn, self._grouped_backlog, took)
         return taken, again, done
 
     async def _started(self, rows: list[Record], start: Callable[[list[Record]], None]) -> int:
@@ -394,13 +390,14 @@ class Claimer:
         await _let_them_start(rows)
         return len(rows)
 
-    def _room(self, kind: str, free: int) -> int:
+    def _room(self, kind: str, free: int, releasing: int = 0) -> int:
         """How many of ``free`` slots a claim of ``kind`` alone may fill: within this
-        worker's cap of the kind and its local bucket's whole tokens (a kind with a shared
-        rate has no local bucket: its database bucket is taken in the claim)."""
+        worker's cap of the kind (``releasing`` runs counted as finished) and its local
+        bucket's whole tokens (a kind with a shared rate has no local bucket: its database
+        bucket is taken in the claim)."""
         room = free
         if (cap := self.policies[kind].cap) is not None:
-            room = min(room, cap - self.per_kind[kind])
+            room = min(room, cap - (self.per_kind[kind] - releasing))
         if (bucket := self.buckets.get(kind)) is not None:
             room = min(room, bucket.available())
         return room

@@ -47,14 +47,17 @@ ENOUGH = 10_000
 
 
 class Statistics:
-    """One worker run's watch on the live table's statistics (see the module)."""
+    """One worker run's watch on the live table's statistics, and on the groups table's
+    (see the module)."""
 
     def __init__(self, schema: str, instruments: Instruments) -> None:
         self.schema = schema
         self.stats = instruments.stats
         self.checked_at = float("-inf")
-        # Said once per run: this role cannot analyze the table.
+        self.groups_checked_at = float("-inf")
+        # Said once per run and table: this role cannot analyze it.
         self.refused = False
+        self.groups_refused = False
 
     async def after_claim(self, conn: Conn, full: bool, took: float) -> None:
         """Called after each claim: ``full`` if it filled its batch (a backlog), ``took``
@@ -68,24 +71,49 @@ class Statistics:
         stale, allowed = await db.operations.job_statistics_state(
             conn, schema=self.schema, factor=FACTOR, minimum=MINIMUM, enough=ENOUGH
         )
-        if not stale:
+        if stale:
+            self.refused = not await self._analyze(conn, "jobs", allowed, took)
+
+    async def after_grouped_claim(self, conn: Conn, full: bool, took: float) -> None:
+        """Called after each grouped claim, as ``after_claim``: a slow full one looks at
+        the groups table's statistics (ready groups the planner does not know of make the
+        claim read every ready group and sort them)."""
+        if not full or took < SLOW_CLAIM or self.groups_refused:
             return
+        now = time.monotonic()
+        if now - self.groups_checked_at < CHECK_EVERY:
+            return
+        self.groups_checked_at = now
+        stale, allowed = await db.operations.group_statistics_state(
+            conn, schema=self.schema, factor=FACTOR, minimum=MINIMUM, enough=ENOUGH
+        )
+        if stale:
+            self.groups_refused = not await self._analyze(conn, "groups", allowed, took)
+
+    async def _analyze(self, conn: Conn, table: str, allowed: bool, took: float) -> bool:
+        """ANALYZE ``table`` (jobs or groups), whose statistics are stale, if this role
+        may; whether it could."""
         if not allowed:
-            self.refused = True
             log.warning(
-                "the claims are slow and the statistics of %s.jobs are stale, but this role "
+                "the claims are slow and the statistics of %s.%s are stale, but this role "
                 "does not own the table and cannot ANALYZE it: autovacuum (or its owner) "
                 "must (docs/worker.md, 'Statistics of the live table')",
                 self.schema,
+                table,
             )
-            return
+            return False
         started = time.monotonic()
-        await db.operations.job_analyze(conn, schema=self.schema)
-        self.stats["analyzed"] += 1
+        if table == "jobs":
+            await db.operations.job_analyze(conn, schema=self.schema)
+        else:
+            await db.operations.group_analyze(conn, schema=self.schema)
+        self.stats["analyzed" if table == "jobs" else "analyzed_groups"] += 1
         log.info(
-            "analyzed %s.jobs in %.0f ms: a claim of a backlog took %.0f ms and the "
+            "analyzed %s.%s in %.0f ms: a claim of a backlog took %.0f ms and the "
             "table's statistics were stale, so the claim is planned anew",
             self.schema,
+            table,
             (time.monotonic() - started) * 1000,
             took * 1000,
         )
+        return True
