@@ -329,12 +329,18 @@ def rows(rep: Report, enqueued: dict[str, int], changes: list[CapChange]) -> lis
             return "-"
         return f"{len(xs)}: p50 {statistics.median(xs):.2f} s, max {max(xs):.2f} s"
 
-    # The groups first seen (groupload.NEW_GROUP, one a burst) in one entry: their peak.
+    # The groups first seen (groupload.NEW_GROUP, one a burst) in one entry: their peak,
+    # and how many there were.
     folded: dict[tuple[str, str], tuple[int, int]] = {}
+    new: dict[str, int] = defaultdict(int)
     for (kind, grp), (p, c) in rep.peaks.items():
         key = (kind, "new*" if grp.startswith("new") else grp)
         folded[key] = max(folded.get(key, (p, c)), (p, c))
-    peaks = ", ".join(f"{k[0][6:]}/{k[1]} {p}/{c}" for k, (p, c) in sorted(folded.items()))
+        new[kind] += grp.startswith("new")
+    peaks = ", ".join(
+        f"{k[0][6:]}/{k[1]}{f' ({new[k[0]]} groups)' if k[1] == 'new*' else ''} {p}/{c}"
+        for k, (p, c) in sorted(folded.items())
+    )
     lowered = ", ".join(
         f"{c.kind[6:]}/{c.grp} to {c.cap}: peak {rep.lowered_peaks.get((c.kind, c.grp), (0, 0))[0]}"
         for c in changes
