@@ -24,6 +24,7 @@ from tests.support import (
     wait_for,
     wait_status,
     wait_until,
+    waits_on_a_lock,
 )
 from tests.support import Item as N
 from tests.support.claims import LoseClaimAnswer, claim
@@ -31,14 +32,6 @@ from venturi import Backoff, Context, admin, db
 from venturi.runtime.instruments import Instruments
 from venturi.runtime.recovery import RECOVER_BATCH, Recovery
 from venturi.runtime.worker import Worker
-
-
-async def _waits_on_a_lock(observer: asyncpg.Connection, pid: int) -> bool:
-    # Test-side catalog read: is that backend blocked on a lock (the key's holder)?
-    kind = await observer.fetchval(
-        "SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1", pid
-    )
-    return bool(kind == "Lock")
 
 
 async def _count(conn: asyncpg.Connection, kind: str) -> int:
@@ -70,7 +63,7 @@ async def test_keyed_batch_racing_a_holder_gets_its_id_in_one_transaction(
         holder = await handler.enqueue(holder_conn, N(0), key="K")
         batch = [handler.job(N(1)), handler.job(N(2), key="K"), handler.job(N(3))]
         call = asyncio.create_task(venturi.enqueue_many(pool, batch))
-        await wait_for(lambda: _waits_on_a_lock(conn, b_pid))
+        await wait_for(lambda: waits_on_a_lock(conn, b_pid))
         await holding.commit()
         ids = await asyncio.wait_for(call, 15)
         assert ids[1] == holder, "the key's holder's id, as Task.enqueue returns it"
@@ -99,7 +92,7 @@ async def test_keyed_batch_on_a_connection_joins_the_callers_transaction(
         await callers.start()
         batch = [handler.job(N(1)), handler.job(N(2), key="K")]
         call = asyncio.create_task(venturi.enqueue_many(caller, batch))
-        await wait_for(lambda: _waits_on_a_lock(conn, caller_pid))
+        await wait_for(lambda: waits_on_a_lock(conn, caller_pid))
         await holding.commit()
         ids = await asyncio.wait_for(call, 15)
         assert ids[1] == holder

@@ -10,7 +10,15 @@ import asyncpg
 import pytest
 
 import venturi
-from tests.support import Item, expire_claim, running, wait_for, wait_status, wait_until
+from tests.support import (
+    Item,
+    expire_claim,
+    running,
+    wait_for,
+    wait_status,
+    wait_until,
+    waits_on_a_lock,
+)
 from venturi import Backoff, ConfigError, Context, JobSpec, db, sql
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.runtime.worker import Worker
@@ -30,14 +38,6 @@ async def _capped(
         global_cap=cap,
         wanted=wanted,
     )
-
-
-async def _waits_on_a_lock(observer: asyncpg.Connection, pid: int) -> bool:
-    # Test-side catalog read: is that backend blocked on a lock (the kind's cap lock)?
-    kind = await observer.fetchval(
-        "SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1", pid
-    )
-    return bool(kind == "Lock")
 
 
 async def test_three_workers_racing_a_global_cap_of_two_never_run_three(
@@ -97,7 +97,7 @@ async def test_a_claim_waiting_on_the_cap_lock_counts_the_claims_committed_meanw
         )
         assert (len(rows), held) == (2, 2)
         racing = asyncio.create_task(_capped(second, db.Claimant("b"), "gc_lock", cap=2))
-        await wait_for(lambda: _waits_on_a_lock(conn, second.get_server_pid()))
+        await wait_for(lambda: waits_on_a_lock(conn, second.get_server_pid()))
         await tx.commit()
         answer = await asyncio.wait_for(racing, 15)
         # Its snapshot came after the lock: it saw the two claims and took none.

@@ -16,7 +16,7 @@ import asyncpg
 import pytest
 
 import venturi
-from tests.support import Item, running, wait_for, wait_until
+from tests.support import Item, running, wait_blocked, wait_until
 from tests.support.plans import nodes
 from venturi import Context, JobSpec, admin, db, sql
 from venturi.runtime.claimer import Claimer
@@ -157,21 +157,6 @@ async def test_the_claim_that_wakes_a_group_takes_its_job(
     assert [r["grp"] for r in (await _claim_grouped(conn, 5)).claimed] == ["g0"]
 
 
-async def _blocked(conn: asyncpg.Connection, other: asyncpg.Connection) -> None:
-    """Wait until ``other``'s statement waits for a lock."""
-    pid = other.get_server_pid()
-
-    async def waiting() -> bool:
-        # Test-side catalog read: is that backend blocked on a lock (a row's insert)?
-        return bool(
-            await conn.fetchval(
-                "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1", pid
-            )
-        )
-
-    await wait_for(waiting)
-
-
 async def test_claims_that_first_see_one_group_at_once_keep_its_cap(
     dsn: str, conn: asyncpg.Connection
 ) -> None:
@@ -189,7 +174,7 @@ async def test_claims_that_first_see_one_group_at_once_keep_its_cap(
         spec = JobSpec("k", "{}", 0, None, None, None, 25, group="g0")
         (j2,) = await db.enqueue.job_insert_many(conn, schema=SCHEMA, specs=[spec])
         racing = asyncio.ensure_future(_claim_grouped(second, 5))
-        await _blocked(conn, second)  # its insert of g0's row waits for the first's
+        await wait_blocked(conn, second)  # its insert of g0's row waits for the first's
         await tx.commit()
         late = await racing
     finally:

@@ -12,20 +12,12 @@ import asyncpg
 import pytest
 
 import venturi
-from tests.support import Item, wait_for
+from tests.support import Item, wait_for, waits_on_a_lock
 from tests.support.claims import claim
 from venturi import ConfigError, Context, Priority, db
 
 SCHEMA = "venturi"
 W = db.Claimant("w:1")
-
-
-async def _waits_on_a_lock(observer: asyncpg.Connection, pid: int) -> bool:
-    # Test-side catalog read: is that backend blocked on a lock (a row, a key)?
-    kind = await observer.fetchval(
-        "SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1", pid
-    )
-    return bool(kind == "Lock")
 
 
 async def _jobs(conn: asyncpg.Connection, kind: str) -> int:
@@ -130,7 +122,7 @@ async def test_replace_racing_a_claim_that_locked_the_holder_first_leaves_it_alo
         racing = asyncio.create_task(
             task.enqueue(enqueuer, Item(2), key="K", on_conflict="replace")
         )
-        await wait_for(lambda: _waits_on_a_lock(conn, enqueuer.get_server_pid()))
+        await wait_for(lambda: waits_on_a_lock(conn, enqueuer.get_server_pid()))
         await tx.commit()
         assert await asyncio.wait_for(racing, 15) == holder
     finally:
@@ -220,7 +212,7 @@ async def test_concurrent_enqueues_inside_open_transactions_make_one_job(
         racing = asyncio.create_task(
             handler.enqueue(caller, Item(1), key="K", on_conflict="replace")
         )
-        await wait_for(lambda: _waits_on_a_lock(conn, caller.get_server_pid()))
+        await wait_for(lambda: waits_on_a_lock(conn, caller.get_server_pid()))
         await holding.commit()
         assert await asyncio.wait_for(racing, 15) == holder
         await callers.commit()
@@ -289,7 +281,7 @@ async def test_unique_for_holds_a_key_whose_holder_completes_while_the_enqueue_w
                     holder,
                 )
             racing = asyncio.create_task(enqueue())
-            await wait_for(lambda: _waits_on_a_lock(conn, enqueuer.get_server_pid()))
+            await wait_for(lambda: waits_on_a_lock(conn, enqueuer.get_server_pid()))
             await tx.commit()
             got = await asyncio.wait_for(racing, 15)
             assert got == holder or got == [holder]

@@ -20,7 +20,16 @@ import asyncpg
 import pytest
 
 import venturi
-from tests.support import ROOT, Item, expire_claim, running, wait_for, wait_status, workflowtasks
+from tests.support import (
+    ROOT,
+    Item,
+    expire_claim,
+    running,
+    wait_blocked,
+    wait_for,
+    wait_status,
+    workflowtasks,
+)
 from venturi import Context, admin, db
 from venturi.runtime.worker import Worker
 from venturi.workflow import children
@@ -201,27 +210,13 @@ async def test_a_signal_sent_while_the_run_decides_to_wait_is_never_lost(
         )  # fmt: skip
         assert status == "waiting"
         sending = asyncio.ensure_future(venturi.signal(other, job_id, "go", 2))
-        await _blocked(conn, other)
+        await wait_blocked(conn, other)
         await tx.commit()
         assert await sending
     finally:
         await other.close()
     assert await _status(conn, job_id) == "pending"
     assert await _woken(conn, job_id) == 1
-
-
-async def _blocked(conn: asyncpg.Connection, other: asyncpg.Connection) -> None:
-    """Wait until ``other``'s statement waits for a lock."""
-    pid = other.get_server_pid()
-
-    async def waiting() -> bool:
-        return bool(
-            await conn.fetchval(
-                "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1", pid
-            )
-        )
-
-    await wait_for(waiting)
 
 
 async def _parent_waiting_on_two(
@@ -258,7 +253,7 @@ async def test_the_last_two_children_finishing_at_once_wake_the_parent_exactly_o
         await tx.start()
         await _complete(a, *kids[0])
         second = asyncio.ensure_future(_complete(b, *kids[1]))
-        await _blocked(conn, b)
+        await wait_blocked(conn, b)
         await tx.commit()
         await second
     finally:
@@ -306,7 +301,7 @@ async def test_a_timer_and_a_signal_due_together_wake_it_once(
             if timer_first:
                 assert await db.workflow.job_wake_due(conn, schema=S, kinds=["race_node"]) == 1
                 sending = asyncio.ensure_future(venturi.signal(other, job_id, "go", 1))
-                await _blocked(conn, other)
+                await wait_blocked(conn, other)
                 await tx.commit()
                 assert await sending  # recorded, but the job was already pending
             else:
@@ -334,14 +329,14 @@ async def test_a_cancel_racing_a_childs_completion(
             if cancel_first:
                 await admin.cancel_jobs(a, [parent], operator="op")
                 completing = asyncio.ensure_future(_complete(b, *kids[0]))
-                await _blocked(conn, b)
+                await wait_blocked(conn, b)
                 await tx.commit()
                 await completing
                 assert await _status(conn, kids[0][0]) == "completed"
             else:
                 await _complete(a, *kids[0])  # wakes the parent (uncommitted)
                 cancelling = asyncio.ensure_future(admin.cancel_jobs(b, [parent], operator="op"))
-                await _blocked(conn, b)
+                await wait_blocked(conn, b)
                 await tx.commit()
                 [change] = await cancelling
                 assert change.done, change.message

@@ -17,10 +17,12 @@ from tests.support.leases import expire_claim, expire_claims, make_due
 from tests.support.waits import (
     status_of,
     until_cancelled,
+    wait_blocked,
     wait_for,
     wait_stat,
     wait_status,
     wait_until,
+    waits_on_a_lock,
 )
 from tests.support.workers import FAST, events, running
 
@@ -39,9 +41,11 @@ __all__ = [
     "until_cancelled",
     "venturi_cli",
     "venturi_cli_async",
+    "wait_blocked",
     "wait_for",
     "wait_stat",
     "wait_status",
     "wait_until",
+    "waits_on_a_lock",
     "without_uvloop",
 ]

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import venturi
+from tests.support import sql as test_sql
 
 
 async def wait_for(
@@ -38,6 +39,17 @@ async def wait_stat(
     worker has been round its loop (``empty_claims``, ``claimed``, ...) rather than
     guessing how long that takes."""
     await wait_until(lambda: worker.stats[key] >= at_least, within)
+
+
+async def waits_on_a_lock(observer: Any, pid: int) -> bool:
+    """Whether the session of process ``pid`` waits on a lock, as ``observer`` sees it."""
+    return bool(await observer.fetchval(test_sql.statement("backend_waits_on_a_lock"), pid))
+
+
+async def wait_blocked(observer: Any, other: Any) -> None:
+    """Wait until the statement that connection ``other`` is running waits on a lock."""
+    pid = other.get_server_pid()
+    await wait_for(lambda: waits_on_a_lock(observer, pid))
 
 
 async def status_of(conn: Any, job_id: int) -> str | None:

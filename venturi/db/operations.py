@@ -237,11 +237,7 @@ async def job_statistics_state(
     """Whether the live table's planner statistics misjudge its backlog (more than
     ``factor`` times the pending rows its last ANALYZE saw, plus ``minimum``, while it saw
     fewer than ``enough``) and whether this role may analyze it."""
-    row = await conn.fetchrow(
-        sql.statement("job_statistics_state", schema), factor, minimum, enough
-    )
-    assert row is not None  # the schema is applied
-    return bool(row["stale"]), bool(row["allowed"])
+    return await _statistics_state(conn, "job_statistics_state", schema, factor, minimum, enough)
 
 
 async def job_analyze(conn: Conn, *, schema: str) -> None:
@@ -255,9 +251,13 @@ async def group_statistics_state(
     """Whether the groups table's planner statistics misjudge its ready groups (as
     ``job_statistics_state`` for the live table's backlog) and whether this role may
     analyze it."""
-    row = await conn.fetchrow(
-        sql.statement("group_statistics_state", schema), factor, minimum, enough
-    )
+    return await _statistics_state(conn, "group_statistics_state", schema, factor, minimum, enough)
+
+
+async def _statistics_state(
+    conn: Conn, statement: str, schema: str, factor: float, minimum: int, enough: int
+) -> tuple[bool, bool]:
+    row = await conn.fetchrow(sql.statement(statement, schema), factor, minimum, enough)
     assert row is not None  # the schema is applied
     return bool(row["stale"]), bool(row["allowed"])
 
