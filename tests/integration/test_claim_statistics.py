@@ -126,7 +126,7 @@ async def test_only_a_slow_full_claim_looks_and_only_a_misjudged_backlog_is_anal
     # A claim that came back short (no backlog), or fast: nothing is read.
     await watch.after_claim(conn, full=False, took=1.0)
     await watch.after_claim(conn, full=True, took=statistics.SLOW_CLAIM / 2)
-    assert watch.checked_at == float("-inf")
+    assert watch.jobs.checked_at == float("-inf")
     # Slow and full, and the planner believes in no backlog (never analyzed) while 3,000
     # are pending, more than MINIMUM: analyzed.
     await watch.after_claim(conn, full=True, took=1.0)
@@ -134,13 +134,13 @@ async def test_only_a_slow_full_claim_looks_and_only_a_misjudged_backlog_is_anal
     assert await _analyzed(conn) == before + 1
     # Looked at most every CHECK_EVERY seconds.
     await _burst(dsn, task, 4_000)
-    looked = watch.checked_at
+    looked = watch.jobs.checked_at
     await watch.after_claim(conn, full=True, took=1.0)
-    assert watch.checked_at == looked
+    assert watch.jobs.checked_at == looked
     # Past it: 7,000 pending, within 2 x 3,000 + 2,000 of the belief: looked, left.
     monkeypatch.setattr(statistics, "CHECK_EVERY", 0.0)
     await watch.after_claim(conn, full=True, took=1.0)
-    assert watch.checked_at > looked
+    assert watch.jobs.checked_at > looked
     assert watch.stats["analyzed"] == 1
     # 23,000 pending is past that bound: analyzed.
     await _burst(dsn, task, 16_000)
@@ -169,7 +169,7 @@ async def test_a_role_that_does_not_own_the_table_says_so_once_and_does_not_anal
     try:
         with caplog.at_level(logging.WARNING, logger="venturi.worker"):
             await watch.after_claim(other, full=True, took=1.0)
-            watch.checked_at = float("-inf")
+            watch.jobs.checked_at = float("-inf")
             await watch.after_claim(other, full=True, took=1.0)
     finally:
         await other.close()
@@ -249,7 +249,7 @@ async def test_only_a_slow_full_grouped_claim_looks_and_only_unknown_ready_group
     before = await _groups_analyzed(conn)
     await watch.after_grouped_claim(conn, full=False, took=1.0)
     await watch.after_grouped_claim(conn, full=True, took=statistics.SLOW_CLAIM / 2)
-    assert watch.groups_checked_at == float("-inf")
+    assert watch.groups.checked_at == float("-inf")
     # 3,000 ready groups, more than MINIMUM, where the planner believes in none: analyzed.
     await watch.after_grouped_claim(conn, full=True, took=1.0)
     assert (watch.stats["analyzed_groups"], watch.stats["analyzed"]) == (1, 0)

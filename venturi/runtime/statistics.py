@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from venturi import db
 from venturi.db.conn import Conn
@@ -46,74 +48,75 @@ MINIMUM = 2_000
 ENOUGH = 10_000
 
 
+@dataclass
+class Watched:
+    """One table the watch looks at: its name, how its statistics are judged and how it
+    is analyzed, the counter of ``Worker.stats`` its analyses go to, when it was last
+    looked at and whether this role was found unable to analyze it (said once)."""
+
+    table: str
+    state: Callable[..., Awaitable[tuple[bool, bool]]]
+    analyze: Callable[..., Awaitable[None]]
+    counter: str
+    checked_at: float = float("-inf")
+    refused: bool = False
+
+
 class Statistics:
-    """One worker run's watch on the live table's statistics, and on the groups table's
-    (see the module)."""
+    """One worker run's watch on the live table's statistics (``jobs``), and on the
+    groups table's (``groups``; see the module)."""
 
     def __init__(self, schema: str, instruments: Instruments) -> None:
         self.schema = schema
         self.stats = instruments.stats
-        self.checked_at = float("-inf")
-        self.groups_checked_at = float("-inf")
-        # Said once per run and table: this role cannot analyze it.
-        self.refused = False
-        self.groups_refused = False
+        ops = db.operations
+        self.jobs = Watched("jobs", ops.job_statistics_state, ops.job_analyze, "analyzed")
+        self.groups = Watched(
+            "groups", ops.group_statistics_state, ops.group_analyze, "analyzed_groups"
+        )
 
     async def after_claim(self, conn: Conn, full: bool, took: float) -> None:
         """Called after each claim: ``full`` if it filled its batch (a backlog), ``took``
         its round trip in seconds."""
-        if not full or took < SLOW_CLAIM or self.refused:
-            return
-        now = time.monotonic()
-        if now - self.checked_at < CHECK_EVERY:
-            return
-        self.checked_at = now
-        stale, allowed = await db.operations.job_statistics_state(
-            conn, schema=self.schema, factor=FACTOR, minimum=MINIMUM, enough=ENOUGH
-        )
-        if stale:
-            self.refused = not await self._analyze(conn, "jobs", allowed, took)
+        await self._look(self.jobs, conn, full, took)
 
     async def after_grouped_claim(self, conn: Conn, full: bool, took: float) -> None:
-        """Called after each grouped claim, as ``after_claim``: a slow full one looks at
-        the groups table's statistics (ready groups the planner does not know of make the
-        claim read every ready group and sort them)."""
-        if not full or took < SLOW_CLAIM or self.groups_refused:
+        """Called after each grouped claim, as ``after_claim``: ready groups the planner
+        does not know of make the claim read every ready group and sort them."""
+        await self._look(self.groups, conn, full, took)
+
+    async def _look(self, watched: Watched, conn: Conn, full: bool, took: float) -> None:
+        """A slow full claim looks at ``watched`` (at most every CHECK_EVERY) and analyzes
+        it when its statistics are stale."""
+        if not full or took < SLOW_CLAIM or watched.refused:
             return
         now = time.monotonic()
-        if now - self.groups_checked_at < CHECK_EVERY:
+        if now - watched.checked_at < CHECK_EVERY:
             return
-        self.groups_checked_at = now
-        stale, allowed = await db.operations.group_statistics_state(
+        watched.checked_at = now
+        stale, allowed = await watched.state(
             conn, schema=self.schema, factor=FACTOR, minimum=MINIMUM, enough=ENOUGH
         )
-        if stale:
-            self.groups_refused = not await self._analyze(conn, "groups", allowed, took)
-
-    async def _analyze(self, conn: Conn, table: str, allowed: bool, took: float) -> bool:
-        """ANALYZE ``table`` (jobs or groups), whose statistics are stale, if this role
-        may; whether it could."""
+        if not stale:
+            return
         if not allowed:
+            watched.refused = True
             log.warning(
                 "the claims are slow and the statistics of %s.%s are stale, but this role "
                 "does not own the table and cannot ANALYZE it: autovacuum (or its owner) "
                 "must (docs/worker.md, 'Statistics of the live table')",
                 self.schema,
-                table,
+                watched.table,
             )
-            return False
+            return
         started = time.monotonic()
-        if table == "jobs":
-            await db.operations.job_analyze(conn, schema=self.schema)
-        else:
-            await db.operations.group_analyze(conn, schema=self.schema)
-        self.stats["analyzed" if table == "jobs" else "analyzed_groups"] += 1
+        await watched.analyze(conn, schema=self.schema)
+        self.stats[watched.counter] += 1
         log.info(
             "analyzed %s.%s in %.0f ms: a claim of a backlog took %.0f ms and the "
             "table's statistics were stale, so the claim is planned anew",
             self.schema,
-            table,
+            watched.table,
             (time.monotonic() - started) * 1000,
             took * 1000,
         )
-        return True
