@@ -477,7 +477,7 @@ SELECT kind, grp, cap, weight, paused FROM written;
 -- index: groups_ready_idx (ready groups only), at most $1 * believed + $2 of its entries.
 PREPARE billing_jobs_group_statistics_state(float8, bigint, bigint) AS
 WITH believed AS (
-    SELECT c.relowner,
+    SELECT c.oid, c.relowner,
            greatest(c.reltuples, 0) * coalesce((
                SELECT f.freq
                FROM pg_stats s
@@ -1202,6 +1202,9 @@ tally AS (
 ),
 states AS (
     SELECT t.*,
+           -- The group's virtual time and tokens once this claim commits (written and
+           -- created write them; tokens NULL: no bucket).
+           t.vtime + t.n / t.weight AS after_vtime, t.tokens - t.n AS after_tokens,
            -- No visible job left: it gave all it found, and found fewer than it could take.
            t.n = t.found AND t.found <= t.room AS exhausted,
            t.tokens IS NOT NULL AND t.tokens - t.n < 1 AS out_of_tokens
@@ -1225,8 +1228,8 @@ created AS (
     INSERT INTO "billing_jobs".groups AS g (kind, grp, ready, head, vtime, claims, tokens,
                                      refilled_at, task_cap, minute, minute_claims)
     SELECT $2::text, f.grp, coalesce(NOT o.park, true),
-           coalesce(o.next_head, f.priority), coalesce(o.vtime + o.n / o.weight, (SELECT v FROM restart)),
-           coalesce(o.n, 0), o.tokens - o.n,
+           coalesce(o.next_head, f.priority), coalesce(o.after_vtime, (SELECT v FROM restart)),
+           coalesce(o.n, 0), o.after_tokens,
            CASE WHEN o.tokens IS NOT NULL THEN now() END,
            CASE WHEN o.grp IS NOT NULL THEN $7::integer END,
            CASE WHEN o.grp IS NOT NULL THEN date_trunc('minute', now()) END,
@@ -1258,9 +1261,9 @@ claimed AS (
 ),
 written AS (
     UPDATE "billing_jobs".groups g
-    SET vtime = o.vtime + o.n / o.weight,
+    SET vtime = o.after_vtime,
         claims = g.claims + o.n,
-        tokens = CASE WHEN o.tokens IS NULL THEN g.tokens ELSE o.tokens - o.n END,
+        tokens = CASE WHEN o.tokens IS NULL THEN g.tokens ELSE o.after_tokens END,
         refilled_at = CASE WHEN o.tokens IS NULL THEN g.refilled_at ELSE now() END,
         ready = NOT o.park,
         head = coalesce(o.next_head, o.wake_head, g.head),
@@ -1282,7 +1285,7 @@ written AS (
 refill AS (
     INSERT INTO "billing_jobs".group_wakes (kind, grp, at, priority)
     SELECT $2::text, o.grp,
-           now() + make_interval(secs => (1 - (o.tokens - o.n)) / $8::float8),
+           now() + make_interval(secs => (1 - o.after_tokens) / $8::float8),
            coalesce(o.next_head, 1)
     FROM outcome o
     WHERE o.park AND o.dry
