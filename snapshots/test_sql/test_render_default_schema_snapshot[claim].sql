@@ -912,7 +912,8 @@ FROM "venturi".claim_capped_v2($1::text, $2::text, $3::float8, $4::integer, $5::
 -- answer, all of them, sends no row: job_claim's); one row without an id says
 -- how many jobs of the kind are claimed once this commits (held, with a global cap),
 -- how many groups were made ready and gave no job (woken: first seen or woken past the
--- batch's size, or taken from with no room), how many were held by other claims (busy)
+-- batch's size, or taken from with no room), how many were held by other claims (busy,
+-- plus one when the claim stopped at one of its bounds, GROUP_BOUND and JOB_BOUND below)
 -- and how many left the ready groups (parked): each is a reason to claim again at once
 -- (the groups behind them may have work).
 -- $1 text claimed_by: identity stamped on every claimed row (host:pid)
@@ -999,7 +1000,8 @@ restart AS (
 ready AS (
     SELECT DISTINCT ON (c.grp) c.* FROM (
         SELECT * FROM (
-                SELECT g.grp, g.xmin AS newest, g.claims, g.vtime, g.weight, g.cap, g.tokens,
+            SELECT * FROM (
+    SELECT g.grp, g.xmin AS newest, g.claims, g.vtime, g.weight, g.cap, g.tokens,
            g.refilled_at, r.n AS running
     FROM "venturi".groups g
     CROSS JOIN LATERAL (
@@ -1011,11 +1013,13 @@ ready AS (
     ORDER BY g.head, g.vtime
     LIMIT (SELECT $5::integer)
     FOR UPDATE OF g SKIP LOCKED
-
+    ) b
+    LIMIT 500
         ) f
         UNION ALL
         SELECT * FROM (
-                SELECT g.grp, g.xmin AS newest, g.claims, g.vtime, g.weight, g.cap, g.tokens,
+            SELECT * FROM (
+    SELECT g.grp, g.xmin AS newest, g.claims, g.vtime, g.weight, g.cap, g.tokens,
            g.refilled_at, r.n AS running
     FROM "venturi".groups g
     CROSS JOIN LATERAL (
@@ -1027,7 +1031,8 @@ ready AS (
     ORDER BY g.head, g.vtime
     LIMIT (SELECT $5::integer)
     FOR UPDATE OF g SKIP LOCKED
-
+    ) b
+    LIMIT 500
         ) a
     ) c
 ),
@@ -1035,9 +1040,16 @@ ready AS (
 -- fewer groups than it asked for (then the groups behind the held ones ran out, and the
 -- worker claims again at once). The first ready groups under their caps by this
 -- snapshot that this claim did not lock; one more look at the ready index, no lock.
+-- A claim of more than GROUP_BOUND that locked as many groups counts one more: it may
+-- have left ready groups behind the bound.
 busy AS (
-    SELECT count(*)::integer AS n FROM (
-            SELECT g.grp
+    SELECT count(*)::integer
+           + CASE WHEN (SELECT $5::integer) > 500
+                       AND (SELECT count(*) FROM ready) >= 500 THEN 1 ELSE 0 END
+           AS n
+    FROM (
+        SELECT * FROM (
+    SELECT g.grp
     FROM "venturi".groups g
     CROSS JOIN LATERAL (
         SELECT count(*)::integer AS n FROM "venturi".jobs c
@@ -1047,7 +1059,8 @@ busy AS (
       AND NOT EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = $2::text)
     ORDER BY g.head, g.vtime
     LIMIT (SELECT $5::integer)
-
+    ) b
+    LIMIT 500
     ) b
     WHERE b.grp NOT IN (SELECT r.grp FROM ready r)
 ),
@@ -1149,7 +1162,7 @@ locked AS (
     FROM candidates r LEFT JOIN seen n ON n.grp = r.grp
 ),
 room AS (
-    SELECT l.*, greatest(0, least((SELECT $5::integer),
+    SELECT l.*, greatest(0, least((SELECT $5::integer), 100,
                                   coalesce(l.cap - l.running, $5::integer),
                                   coalesce(floor(l.tokens)::integer, $5::integer))) AS room
     FROM locked l
@@ -1161,10 +1174,14 @@ picks AS (
     FROM room r
     CROSS JOIN LATERAL (
         SELECT q.id, q.priority, row_number() OVER () AS n FROM (
-            SELECT j.id, j.priority FROM "venturi".jobs j
-            WHERE j.status = 'pending' AND j.visible_at <= (SELECT k.at FROM clock k) AND j.kind = $2::text AND j.grp = r.grp
-            ORDER BY j.priority, j.rank, j.created_at, j.id
-            LIMIT r.room + 1
+            SELECT * FROM (
+                SELECT j.id, j.priority FROM "venturi".jobs j
+                WHERE j.status = 'pending' AND j.visible_at <= (SELECT k.at FROM clock k) AND j.kind = $2::text AND j.grp = r.grp
+                ORDER BY j.priority, j.rank, j.created_at, j.id
+                LIMIT r.room + 1
+            ) o
+            -- The planner's bound (room is at most JOB_BOUND).
+            LIMIT 101
         ) q
     ) p
 ),
@@ -1318,7 +1335,11 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
          + (SELECT count(*)::integer FROM woken k WHERE NOT k.was_ready AND k.ready)
          + (SELECT count(*)::integer FROM outcome o WHERE NOT o.was_ready AND o.n = 0
             AND NOT o.park),
-       (SELECT b.n FROM busy b),
+       -- (and one more when a group gave JOB_BOUND jobs and has more)
+       (SELECT b.n FROM busy b)
+         + CASE WHEN EXISTS (SELECT 1 FROM outcome o
+                             WHERE o.n >= 100 AND NOT o.exhausted)
+                THEN 1 ELSE 0 END,
        (SELECT count(*)::integer FROM outcome o WHERE o.park)
 UNION ALL
 SELECT true, d.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,

@@ -247,6 +247,43 @@ async def test_the_worker_s_grouped_claim_is_prepared_once_and_keeps_a_generic_p
         await held.close()
 
 
+async def test_a_claim_past_its_bounds_takes_what_they_allow_and_says_to_claim_again(
+    conn: asyncpg.Connection,
+) -> None:
+    # The claim's bounds (JOB_BOUND 100 jobs of one group, GROUP_BOUND 500 ready groups,
+    # for the planner's estimates: test_claim_plan) only reach a claim of more than 100.
+    # One group without a cap, 150 jobs: a claim of 150 takes its first 100 and counts
+    # itself busy, so that its worker claims again at once.
+    specs = [JobSpec("u", "{}", 1, None, None, None, 25, group="one") for _ in range(150)]
+    await db.enqueue.job_insert_many(conn, schema=SCHEMA, specs=specs)
+    uncapped = db.groups.GroupLimits(None, None, None)
+
+    async def claim_u(limit: int) -> db.groups.GroupedClaim:
+        claim, _ = await db.groups.claim_grouped(
+            conn,
+            schema=SCHEMA,
+            claimant=W1,
+            kind="u",
+            lease=60.0,
+            floor=0,
+            limit=limit,
+            limits=uncapped,
+        )
+        return claim
+
+    first = await claim_u(150)
+    assert (len(first.claimed), first.busy) == (100, 1)
+    second = await claim_u(150)
+    assert (len(second.claimed), second.busy) == (50, 0)
+    # 600 ready groups of cap 1, a job each: a claim of 700 locks the first 500.
+    await _grouped(conn, 600, 600)
+    assert (await _claim_grouped(conn, 0)).claimed == []  # their wake-ups: ready
+    first = await _claim_grouped(conn, 700)
+    assert (len(first.claimed), first.busy) == (500, 1)
+    second = await _claim_grouped(conn, 700)
+    assert (len(second.claimed), second.busy) == (100, 0)
+
+
 async def test_a_connection_caches_the_grouped_claim(dsn: str) -> None:
     # Outside the held connection (a claim within a global cap or a shared rate runs in
     # a transaction of its own), asyncpg's own cache must take the statement.
