@@ -34,18 +34,23 @@ async def _grouped(conn: asyncpg.Connection, n: int, groups: int) -> None:
 
 
 async def _claim_grouped(
-    conn: Any, limit: int, done: Sequence[tuple[int, int, str | None]] = ()
+    conn: Any,
+    limit: int,
+    done: Sequence[tuple[int, int, str | None]] = (),
+    kind: str = "k",
+    limits: db.groups.GroupLimits = CAP1,
 ) -> db.groups.GroupedClaim:
-    """One grouped claim of kind k (group_cap 1), as the worker's, with ``done`` riding it."""
+    """One grouped claim of ``kind`` (of kind k, group_cap 1, unless told), as the
+    worker's, with ``done`` riding it."""
     claim, _ = await db.groups.claim_grouped(
         conn,
         schema=SCHEMA,
         claimant=W1,
-        kind="k",
+        kind=kind,
         lease=60.0,
         floor=0,
         limit=limit,
-        limits=CAP1,
+        limits=limits,
         done=done,
     )
     return claim
@@ -257,23 +262,9 @@ async def test_a_claim_past_its_bounds_takes_what_they_allow_and_says_to_claim_a
     specs = [JobSpec("u", "{}", 1, None, None, None, 25, group="one") for _ in range(150)]
     await db.enqueue.job_insert_many(conn, schema=SCHEMA, specs=specs)
     uncapped = db.groups.GroupLimits(None, None, None)
-
-    async def claim_u(limit: int) -> db.groups.GroupedClaim:
-        claim, _ = await db.groups.claim_grouped(
-            conn,
-            schema=SCHEMA,
-            claimant=W1,
-            kind="u",
-            lease=60.0,
-            floor=0,
-            limit=limit,
-            limits=uncapped,
-        )
-        return claim
-
-    first = await claim_u(150)
+    first = await _claim_grouped(conn, 150, kind="u", limits=uncapped)
     assert (len(first.claimed), first.busy) == (100, 1)
-    second = await claim_u(150)
+    second = await _claim_grouped(conn, 150, kind="u", limits=uncapped)
     assert (len(second.claimed), second.busy) == (50, 0)
     # 600 ready groups of cap 1, a job each: a claim of 700 locks the first 500.
     await _grouped(conn, 600, 600)
