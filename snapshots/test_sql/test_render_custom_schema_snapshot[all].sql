@@ -1888,14 +1888,8 @@ ready AS (
 -- fewer groups than it asked for (then the groups behind the held ones ran out, and the
 -- worker claims again at once). The first ready groups under their caps by this
 -- snapshot that this claim did not lock; one more look at the ready index, no lock.
--- A claim of more than GROUP_BOUND that locked as many groups counts one more: it may
--- have left ready groups behind the bound.
 busy AS (
-    SELECT count(*)::integer
-           + CASE WHEN (SELECT $5::integer) > 500
-                       AND (SELECT count(*) FROM ready) >= 500 THEN 1 ELSE 0 END
-           AS n
-    FROM (
+    SELECT count(*)::integer AS n FROM (
         SELECT * FROM (
     SELECT g.grp
     FROM "billing_jobs".groups g
@@ -2183,9 +2177,13 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
          + (SELECT count(*)::integer FROM woken k WHERE NOT k.was_ready AND k.ready)
          + (SELECT count(*)::integer FROM outcome o WHERE NOT o.was_ready AND o.n = 0
             AND NOT o.park),
-       -- (and one more when a group gave JOB_BOUND jobs and has more)
+       -- (and one more when the claim stopped at a bound: a claim of more than
+       -- GROUP_BOUND that locked as many groups, or a group that gave JOB_BOUND jobs and
+       -- has more)
        (SELECT b.n FROM busy b)
-         + CASE WHEN EXISTS (SELECT 1 FROM outcome o
+         + CASE WHEN ((SELECT $5::integer) > 500
+                      AND (SELECT count(*) FROM ready) >= 500)
+                  OR EXISTS (SELECT 1 FROM outcome o
                              WHERE o.n >= 100 AND NOT o.exhausted)
                 THEN 1 ELSE 0 END,
        (SELECT count(*)::integer FROM outcome o WHERE o.park)
