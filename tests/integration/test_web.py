@@ -1,7 +1,7 @@
 """The web dashboard at request level: the ASGI app over a real database through httpx's
 ASGI transport (no server, no mocks): pages, the JSON API against the command line's
---json, pagination, actions with their journal, and the security rules (token, CSRF,
-read-only, escaping of hostile values)."""
+--json, pagination, actions with their journal, the command, the registry of workers.
+The security rules have their own module (tests/integration/test_web_security.py)."""
 
 from __future__ import annotations
 
@@ -16,24 +16,14 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
-from starlette.applications import Starlette
-from starlette.routing import Mount
 
 import venturi
 import venturi.testing
 import venturi.web
 from tests.support import wait_for
-from tests.support.claims import claim
-from tests.support.opsdata import TRACEBACK, S, make
-from tests.support.web import CSRF, client, csrf_of
+from tests.support.opsdata import S, make
+from tests.support.web import TOKEN, post, status
 from venturi import JobSpec, admin, db, sql
-
-TOKEN = "t0ken-for-the-dashboard-tests-0123456789"
-
-
-async def status(conn: asyncpg.Connection, job_id: int) -> str | None:
-    job = await venturi.get_job(conn, job_id)
-    return None if job is None else job.status
 
 
 async def cli_json(dsn: str, *args: str) -> Any:
@@ -187,18 +177,6 @@ async def test_api_shows_a_workflow_as_the_cli_does_and_the_overview_counts_wait
 # --- actions --------------------------------------------------------------------------
 
 
-async def post(
-    c: httpx.AsyncClient, path: str, data: dict[str, Any], back: str = "/jobs"
-) -> httpx.Response:
-    """Post a form as the page ``back`` does; an action's 303 is followed back there."""
-    token = await csrf_of(c, "/")
-    r = await c.post(path, data={"csrf": token, "back": back, **data})
-    if r.status_code != 303:
-        return r
-    assert r.headers["location"] == back
-    return await c.get(r.headers["location"])
-
-
 async def test_single_job_actions_are_journaled_with_the_operator(
     dsn: str, conn: asyncpg.Connection, web: httpx.AsyncClient
 ) -> None:
@@ -274,194 +252,6 @@ async def test_pause_and_resume_a_kind(conn: asyncpg.Connection, web: httpx.Asyn
     assert (row["kind"], row["paused_by"], row["reason"]) == ("mail", "web:127.0.0.1", "smtp down")
     r = await post(web, "/kinds/resume", {"kind": "mail"})
     assert "resumed mail" in r.text and await db.kinds.kind_paused_list(conn, schema=S) == []
-
-
-# --- security -------------------------------------------------------------------------
-
-
-async def test_with_a_token_every_request_needs_it(
-    pool: asyncpg.Pool, conn: asyncpg.Connection
-) -> None:
-    dead = await make(conn, "fetch", "dead")
-    app = venturi.web.app(pool, token=TOKEN)
-    async with client(app) as anon:
-        r = await anon.get(f"/jobs/{dead}")
-        assert r.status_code == 303 and r.headers["location"] == f"/login?next=%2Fjobs%2F{dead}"
-        for path in ("/api/jobs", f"/api/jobs/{dead}", "/api/stats", "/api/workers"):
-            r = await anon.get(path)
-            assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
-        wrong = await anon.get("/api/jobs", headers={"Authorization": "Bearer nope"})
-        assert wrong.status_code == 401
-        # A POST without the token changes nothing, CSRF token or not.
-        login_csrf = await csrf_of(anon, "/login")
-        r = await anon.post(f"/jobs/{dead}/retry", data={"csrf": login_csrf})
-        assert r.status_code == 401 and await status(conn, dead) == "dead"
-        r = await anon.get("/api/jobs", headers={"Authorization": f"Bearer {TOKEN}"})
-        assert r.status_code == 200 and r.json()[0]["id"] == dead
-        # The login form: a wrong token is refused, the right one sets the cookie.
-        r = await anon.post("/login", data={"csrf": login_csrf, "token": "guess", "next": "/"})
-        assert r.status_code == 401 and "not the dashboard" in r.text
-        r = await anon.post("/login", data={"token": TOKEN, "next": "/"})  # no CSRF token
-        assert r.status_code == 403
-        r = await anon.post(
-            "/login", data={"csrf": login_csrf, "token": TOKEN, "next": "https://evil.test/"}
-        )
-        assert r.status_code == 303 and r.headers["location"] == "/"
-        cookie = r.headers["set-cookie"]
-        assert "venturi_session=" in cookie and TOKEN not in cookie
-        assert "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict")
-        assert (await anon.get(f"/jobs/{dead}")).status_code == 200
-        assert (await anon.get("/api/stats")).status_code == 200
-        r = await post(anon, f"/jobs/{dead}/retry", {})
-        assert r.status_code == 200 and await status(conn, dead) == "pending"
-
-
-async def test_actions_need_this_browsers_csrf_token(
-    pool: asyncpg.Pool, conn: asyncpg.Connection
-) -> None:
-    dead = await make(conn, "fetch", "dead")
-    pending = await make(conn, "mail", "pending")
-    app = venturi.web.app(pool)
-    async with client(app) as browser, client(app) as other:
-        mine = await csrf_of(browser, "/")
-        theirs = await csrf_of(other, "/")
-        for data in ({}, {"csrf": ""}, {"csrf": "0" * 64}, {"csrf": theirs}):
-            for path in (
-                f"/jobs/{dead}/retry",
-                f"/jobs/{dead}/delete",
-                f"/jobs/{pending}/cancel",
-                "/kinds/pause",
-            ):
-                r = await browser.post(path, data={**data, "kind": "mail"})
-                assert r.status_code == 403, (path, data)
-            r = await browser.post(
-                "/jobs/bulk", data={**data, "action": "delete", "up_to": str(pending)}
-            )
-            assert r.status_code == 403
-        # The same token without this browser's nonce cookie is refused too.
-        async with client(app) as stranger:
-            r = await stranger.post(f"/jobs/{dead}/retry", data={"csrf": mine})
-            assert r.status_code == 403
-    assert await status(conn, dead) == "dead" and await status(conn, pending) == "pending"
-    assert await db.kinds.kind_paused_list(conn, schema=S) == []
-    assert [e.event for e in await venturi.get_journal(conn, dead)][-1] == "dead"
-
-
-async def test_read_only_refuses_every_action(pool: asyncpg.Pool, conn: asyncpg.Connection) -> None:
-    dead = await make(conn, "fetch", "dead")
-    async with client(venturi.web.app(pool, read_only=True)) as c:
-        page = await c.get(f"/jobs/{dead}")
-        assert "read-only" in page.text and "/retry" not in page.text
-        token = CSRF.search(page.text).group(1)  # type: ignore[union-attr]
-        for path in (f"/jobs/{dead}/retry", f"/jobs/{dead}/delete", "/kinds/pause", "/jobs/bulk"):
-            r = await c.post(path, data={"csrf": token, "kind": "fetch", "action": "retry"})
-            assert r.status_code == 403 and "read-only" in r.text
-    assert (
-        await status(conn, dead) == "dead" and await db.kinds.kind_paused_list(conn, schema=S) == []
-    )
-
-
-HOSTILE_KIND = "<script>alert('k')</script>\"'&"
-HOSTILE_KEY = "\"'><img src=x onerror=alert(1)>" + "k" * 5000
-HOSTILE_CARRY = json.dumps({"html": "</pre><script>alert('c')</script>", "payload": "x" * 50_000})
-HOSTILE_TB = TRACEBACK + "<script>alert('tb')</script>\n\u202e\u0007 binary-looking \x01\x7f\n"
-
-
-async def test_hostile_values_are_escaped_everywhere(
-    conn: asyncpg.Connection, web: httpx.AsyncClient
-) -> None:
-    [job_id] = await db.enqueue.job_insert_many(
-        conn,
-        schema=S,
-        specs=[JobSpec(HOSTILE_KIND, HOSTILE_CARRY, 1, None, None, HOSTILE_KEY, 25)],
-    )
-    hostile = db.Claimant("<b>worker</b>:1")
-    rows = await claim(conn, hostile, [HOSTILE_KIND], schema=S)
-    assert await db.settle.job_fail_if_owned(
-        conn,
-        schema=S,
-        claimant=hostile,
-        job_id=job_id,
-        attempt=rows[0]["attempt"],
-        event="failed",
-        error=HOSTILE_TB,
-        carry=None,
-        delay=0.0,
-        force_dead=True,
-    )
-    await db.kinds.kind_pause(
-        conn,
-        schema=S,
-        kinds=[HOSTILE_KIND],
-        paused_by="<i>op</i>",
-        reason="<script>alert('r')</script>",
-    )
-    pages = [
-        "/",
-        "/partials/overview",
-        "/jobs",
-        f"/jobs?kind={HOSTILE_KIND}",
-        f"/jobs/{job_id}",
-        "/kinds",
-        "/workers",
-        "/schedules",
-        f"/jobs/bulk?action=retry&kind={HOSTILE_KIND}",
-    ]
-    for path in pages:
-        r = await web.get(path)
-        assert r.status_code == 200, path
-        assert "alert(" not in r.text or "<script>alert" not in r.text, path
-        assert "<script>" not in r.text.replace('<script src="/static/htmx.min.js" defer>', ""), (
-            path
-        )
-        assert "<img" not in r.text and "<b>" not in r.text and "<i>op" not in r.text, path
-        # Nothing the CSP would block: no inline script, no inline handlers or styles.
-        assert not re.search(r"<script(?![^>]*\bsrc=)", r.text), path
-        assert not re.search(r"\s(on\w+|style)\s*=", r.text.replace("onerror=alert", "")), path
-        assert r.headers["content-security-policy"].startswith(
-            "default-src 'self'; script-src 'self'"
-        )
-        assert r.headers["x-content-type-options"] == "nosniff"
-    page = (await web.get(f"/jobs/{job_id}")).text
-    assert "&lt;script&gt;alert(&#39;tb&#39;)&lt;/script&gt;" in page
-    assert "&lt;/pre&gt;&lt;script&gt;" in page
-    assert "truncated" in page  # the 50,000-character carry is cut on the page
-    api = (await web.get(f"/api/jobs/{job_id}")).json()
-    assert api["job"]["carry"] == json.loads(HOSTILE_CARRY)  # whole in the API
-    assert api["job"]["kind"] == HOSTILE_KIND and api["job"]["key"] == HOSTILE_KEY
-
-
-async def test_mounted_under_a_prefix_links_stay_inside_it(
-    pool: asyncpg.Pool, conn: asyncpg.Connection
-) -> None:
-    dead = await make(conn, "fetch", "dead")
-    host = Starlette(routes=[Mount("/jobs-admin", venturi.web.app(pool, token=TOKEN))])
-    async with client(host) as c:
-        r = await c.get("/jobs-admin/jobs")
-        assert r.status_code == 303 and r.headers["location"].startswith("/jobs-admin/login?")
-        csrf = await csrf_of(c, "/jobs-admin/login")
-        r = await c.post(
-            "/jobs-admin/login", data={"csrf": csrf, "token": TOKEN, "next": "/jobs-admin/jobs"}
-        )
-        assert r.status_code == 303 and r.headers["location"] == "/jobs-admin/jobs"
-        assert "Path=/jobs-admin/" in r.headers["set-cookie"]
-        page = (await c.get("/jobs-admin/jobs")).text
-        assert f'href="/jobs-admin/jobs/{dead}"' in page
-        assert 'src="/jobs-admin/static/htmx.min.js"' in page
-        hrefs = re.findall(r'(?:href|action|src|hx-get)="([^"#]+)"', page)
-        assert hrefs and all(h.startswith("/jobs-admin/") for h in hrefs), hrefs
-        assert (await c.get("/jobs-admin/static/htmx.min.js")).status_code == 200
-        assert (await c.get("/jobs-admin/static/venturi.css")).status_code == 200
-
-
-async def test_a_database_without_the_schema_is_a_one_line_503(empty_dsn: str) -> None:
-    app = venturi.web.app(empty_dsn)
-    async with client(app) as c:
-        r = await c.get("/")
-        assert r.status_code == 503 and "venturi schema apply" in r.text
-        r = await c.get("/api/stats")
-        assert r.status_code == 503 and "venturi schema apply" in r.json()["error"]
-    await app.state.dashboard.db.close()
 
 
 # --- the command ----------------------------------------------------------------------
