@@ -116,6 +116,9 @@ async def dbos_cold(client: Any, dsn: str, plan: Any) -> dict[str, Any]:
         "max_ms": max(ms, default=float("nan")),
         "hot_started": sum(1 for i in seen if i < COLD_BASE),
         "load": at,
+        # Each cold job's enqueue-to-start, kept so that runs can be pooled later (a p99
+        # of 180 jobs is the second slowest: JOURNAL.md, the sixteenth session).
+        "cold_ms": [round(x, 3) for x in ms],
     }
     log(f"  DBOS cold: p50 {found['p50_ms']:.0f} ms, p99 {found['p99_ms']:.0f} ms")
     return found

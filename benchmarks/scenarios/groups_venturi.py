@@ -256,6 +256,9 @@ async def cold_once(dsn: str, conns: Any, backlog: int, seconds: int) -> dict[st
         "hot_started": RECORD.by_group["hot"],
         "hot_short_max": hot.short["hot"],
         "load": at,
+        # Each cold job's enqueue-to-start, kept so that runs can be pooled later (a p99
+        # of 180 jobs is the second slowest: JOURNAL.md, the sixteenth session).
+        "cold_ms": [round(x, 3) for x in ms],
     }
     log(f"  T2 cold behind {backlog:,}: p50 {found['p50_ms']:.0f} ms, p99 {found['p99_ms']:.0f} ms")
     return found
