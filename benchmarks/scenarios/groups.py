@@ -18,9 +18,10 @@ handlers are no-ops that record their start (``Recorder``).
   (``job_claim`` or ``job_claim_grouped``, a batch of 32) is run under
   ``EXPLAIN (ANALYZE)`` in a rolled-back transaction, the same way for both.
 - **T2 cold**: one hot group holds a backlog of B pending jobs (topped up as it drains,
-  so it stays B) while a cold group enqueues one job a second; enqueue-to-start is the
-  handler's start (wall clock) less the job's ``created_at``; at B = the full backlog and
-  at B = 10,000, alternating.
+  so it stays B) while a cold group enqueues one job a second, from the worker's first
+  start on (DBOS's from its worker's ready line); enqueue-to-start is the handler's
+  start (wall clock) less the job's ``created_at``; at B = the full backlog and at
+  B = 10,000, alternating.
 - **T2 fairness**: K groups of weight 1, each kept backlogged: Jain's index of claims
   (handler starts) per group in each window. **Weights**: two groups of weights 3 and 1.
 - **DBOS** (``groups_dbos``): throughput at 1,000 groups with a cap of 1 per group, and
