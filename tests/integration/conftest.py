@@ -1,5 +1,6 @@
 """The integration tests' shared fixtures: ``web``, the dashboard on the test's pool, in
-process (``tests.support.web``)."""
+process (``tests.support.web``); ``chromium`` and ``browser``, the browser tests' headless
+Chromium (``tests.support.browser``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import httpx
 import pytest
 
 import venturi.web
+from tests.support.browser import browser, chromium  # noqa: F401 (fixtures)
 from tests.support.web import client
 
 

@@ -1,6 +1,7 @@
-"""The kind page's groups (SPEC 13) in a real browser (Chromium, as test_web_browser.py
-drives it): an operator opens a busy kind, searches a group, pauses it with its button and
-sees it paused. With VENTURI_WEB_SCREENSHOTS=DIR it saves the groups, light and dark, as
+"""The kind page's groups (SPEC 13) in a real browser (the headless Chromium of
+tests/support/browser.py, as test_web_browser.py drives it): an operator opens a busy
+kind, searches a group, pauses it with its button and sees it paused. With
+VENTURI_WEB_SCREENSHOTS=DIR it saves the groups, light and dark, as
 DIR/web-kind-groups.png and DIR/web-kind-groups-dark.png (docs/web.md's pictures:
 ``VENTURI_WEB_SCREENSHOTS=docs pytest tests/integration/test_web_browser_groups.py``)."""
 
@@ -12,26 +13,20 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-import pytest
 
 import venturi
 import venturi.web
-from tests.integration.test_web_browser import (
-    CHROMEDRIVER,
-    CHROMIUM,
+from tests.support import Item
+from tests.support.browser import (
     PAUSE_REFRESH,
     Served,
     background,
-    browser,  # noqa: F401 (the fixture)
-    chromium,  # noqa: F401 (the fixture browser takes)
+    needs_chromium,
     wait_until,
 )
-from tests.support import Item
 from venturi import Context, admin, db
 
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM and CHROMEDRIVER), reason="needs chromium and chromedriver on PATH"
-)
+pytestmark = needs_chromium
 
 S = "venturi"
 # A SaaS export queue: pending jobs per customer.
@@ -80,7 +75,7 @@ async def busy_kind(conn: asyncpg.Connection) -> None:
 async def test_search_a_group_and_pause_it_from_the_kind_page(
     dsn: str,
     conn: asyncpg.Connection,
-    browser: Any,  # noqa: F811 (test_web_browser's fixture)
+    browser: Any,
     tmp_path: Path,
     kinds: list[str],
 ) -> None:
