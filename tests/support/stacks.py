@@ -92,14 +92,9 @@ async def _ends(commit: bool) -> AsyncIterator[None]:
         assert not commit
 
 
-# --- asyncpg --------------------------------------------------------------------------
-
-
-class AsyncpgConnection(Stack):
-    name = "asyncpg-connection"
-
-    async def open(self) -> None:
-        self.native = await asyncpg.connect(self.dsn)
+class _AsyncNative(Stack):
+    """A driver's async connection: ``close()`` to await, ``transaction()`` an async
+    context manager that commits on exit (asyncpg's and psycopg's alike)."""
 
     async def close(self) -> None:
         await self.native.close()
@@ -110,6 +105,16 @@ class AsyncpgConnection(Stack):
             yield
             if not commit:
                 raise _Rollback
+
+
+# --- asyncpg --------------------------------------------------------------------------
+
+
+class AsyncpgConnection(_AsyncNative):
+    name = "asyncpg-connection"
+
+    async def open(self) -> None:
+        self.native = await asyncpg.connect(self.dsn)
 
 
 class AsyncpgPool(Stack):
@@ -126,21 +131,11 @@ class AsyncpgPool(Stack):
 # --- psycopg 3 --------------------------------------------------------------------------
 
 
-class PsycopgAsync(Stack):
+class PsycopgAsync(_AsyncNative):
     name = "psycopg-async-connection"
 
     async def open(self) -> None:
         self.native = await psycopg.AsyncConnection.connect(self.dsn)
-
-    async def close(self) -> None:
-        await self.native.close()
-
-    @contextlib.asynccontextmanager
-    async def transaction(self, commit: bool) -> AsyncIterator[None]:
-        async with _ends(commit), self.native.transaction():
-            yield
-            if not commit:
-                raise _Rollback
 
 
 class PsycopgAsyncAutocommit(PsycopgAsync):
