@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from tests.support import sql as pgsql
+from tests.support.ports import free_port
 from venturi import testing
 from venturi.testing import server
 
@@ -151,7 +152,7 @@ def start_pair(timeout: float = 60) -> Pair:
             "-d",
             f"application_name={STANDBY_NAME}",
         )
-        standby = testing.Cluster(primary.bindir, root, server._free_port(), primary.user)
+        standby = testing.Cluster(primary.bindir, root, free_port(), primary.user)
         standby.start()
         asyncio.run(_sync_on(primary.dsn))
         asyncio.run(_wait_sync(primary.dsn, timeout))

@@ -7,7 +7,6 @@ import asyncio
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -26,14 +25,9 @@ from tests.support import (
     wait_stat,
     wait_status,
 )
+from tests.support.ports import free_port
 from venturi import db
 from venturi.runtime.worker import Worker
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def spawn_exporter(dsn: str, port: int) -> subprocess.Popen[str]:

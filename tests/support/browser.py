@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 import uvicorn
 
+from tests.support.ports import free_port
+
 # Found on PATH, as .ci/run looks for them (it installs them only when missing there).
 CHROMIUM = shutil.which("chromium") or ""
 CHROMEDRIVER = shutil.which("chromedriver") or ""
@@ -23,12 +25,6 @@ needs_chromium = pytest.mark.skipif(
     reason="needs chromium and chromedriver on PATH (Debian's chromium and "
     "chromium-driver; .ci/run installs them)",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class _Server(uvicorn.Server):

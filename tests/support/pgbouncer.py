@@ -21,18 +21,14 @@ import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from tests.support.ports import free_port
+
 
 def binary() -> str | None:
     """The pgbouncer executable, if the machine has one."""
     return shutil.which("pgbouncer") or next(
         (p for p in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if os.path.exists(p)), None
     )
-
-
-def _free_port() -> int:
-    with contextlib.closing(socket.socket()) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _listening(port: int) -> bool:
@@ -106,7 +102,7 @@ def running(
     with tempfile.TemporaryDirectory(prefix="venturi-pgbouncer-") as root:
         # Readable by the user pgbouncer switches to; it writes nothing there.
         os.chmod(root, 0o755)
-        port = _free_port()
+        port = free_port()
         ini = os.path.join(root, "pgbouncer.ini")
         with open(ini, "w") as f:
             f.write(_config(server_dsn, port, pool_size, root, max_clients))

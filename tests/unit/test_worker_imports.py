@@ -21,11 +21,12 @@ tasks never import the operator's API, the dashboard or the command line, at any
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -126,13 +127,6 @@ def test_the_operator_api_stays_reachable_from_the_package(tmp_path: Path) -> No
         tmp_path,
     )
     assert "venturi.admin" in modules
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def test_venturi_worker_loads_the_command_line_but_no_operator_code(tmp_path: Path) -> None:
