@@ -53,7 +53,9 @@ class Stack:
         raise NotImplementedError
 
     async def close(self) -> None:
-        raise NotImplementedError
+        """The native's own ``close()``, off the loop for a sync driver; a stack that
+        holds more (an engine, a session registry) closes that too."""
+        await self.call(self.native.close)
 
     def transaction(self, commit: bool) -> contextlib.AbstractAsyncContextManager[None]:
         raise NotImplementedError
@@ -93,11 +95,8 @@ async def _ends(commit: bool) -> AsyncIterator[None]:
 
 
 class _AsyncNative(Stack):
-    """A driver's async connection: ``close()`` to await, ``transaction()`` an async
-    context manager that commits on exit (asyncpg's and psycopg's alike)."""
-
-    async def close(self) -> None:
-        await self.native.close()
+    """A driver's async connection, whose ``transaction()`` is an async context manager
+    that commits on exit (asyncpg's and psycopg's alike)."""
 
     @contextlib.asynccontextmanager
     async def transaction(self, commit: bool) -> AsyncIterator[None]:
@@ -123,9 +122,6 @@ class AsyncpgPool(Stack):
 
     async def open(self) -> None:
         self.native = await asyncpg.create_pool(self.dsn, min_size=1, max_size=2)
-
-    async def close(self) -> None:
-        await self.native.close()
 
 
 # --- psycopg 3 --------------------------------------------------------------------------
@@ -156,9 +152,6 @@ class PsycopgAsyncPool(Stack):
         self.native = psycopg_pool.AsyncConnectionPool(self.dsn, min_size=1, open=False)
         await self.native.open()
 
-    async def close(self) -> None:
-        await self.native.close()
-
 
 class PsycopgSync(Stack):
     """The application's own write opens psycopg's implicit transaction; the job joins it
@@ -169,9 +162,6 @@ class PsycopgSync(Stack):
 
     async def open(self) -> None:
         self.native = await asyncio.to_thread(psycopg.connect, self.dsn)
-
-    async def close(self) -> None:
-        await asyncio.to_thread(self.native.close)
 
     @contextlib.asynccontextmanager
     async def transaction(self, commit: bool) -> AsyncIterator[None]:
@@ -223,9 +213,6 @@ class PsycopgSyncPool(Stack):
     async def open(self) -> None:
         self.native = psycopg_pool.ConnectionPool(self.dsn, min_size=1, open=False)
         await asyncio.to_thread(self.native.open)
-
-    async def close(self) -> None:
-        await asyncio.to_thread(self.native.close)
 
 
 # --- psycopg2 ---------------------------------------------------------------------------
