@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from venturi import db, testing
 
 from ..support import sql as test_sql
-from . import history
+from . import records
 from .config import Config
 from .groupload import TASKS_MODULE
 
@@ -59,7 +59,7 @@ class Fleet:
     cluster: testing.Cluster | None
     dsn: str
     workers: list[Worker]
-    faults: history.Faults
+    faults: records.Faults
     counters: Counter[str]
     runs_dir: Path
     reapers: list[asyncio.Task[None]]

@@ -15,7 +15,7 @@ import venturi
 from venturi import db
 
 from ..support import sql as test_sql
-from . import history, tasks, workflows
+from . import records, tasks, workflows
 from .tasks import Chaos
 
 TRANSIENT = db.errors.TRANSIENT
@@ -35,7 +35,7 @@ class FlowLoad:
     rng: random.Random
     lock: asyncio.Lock
     conn: Any
-    faults: history.Faults
+    faults: records.Faults
     enqueued: dict[int, int]
     ambiguous: set[int]
     seq: int
@@ -169,7 +169,7 @@ class FlowLoad:
 
     # --- the end-of-run check -------------------------------------------------------------
 
-    async def check_workflows(self, jobs: list[history.Job], lines: list[str]) -> None:
+    async def check_workflows(self, jobs: list[records.Job], lines: list[str]) -> None:
         steps = [
             workflows.StepRow(r["job_id"], r["name"], r["value"], r["recorded_at"].timestamp())
             for r in await self._test_fetch("chaos_steps")

@@ -30,7 +30,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import history
+from . import records
 
 # The slack on a slot's freeing beyond lease + recovery interval: the recovery statement
 # itself, the harness's timing of the kill, a busy 2-core host.
@@ -107,7 +107,7 @@ class Report:
 def intervals_of(
     records: list[Record],
     lines: list[str],
-    claims: dict[int, dict[int, history.Claim]],
+    claims: dict[int, dict[int, records.Claim]],
     deaths: dict[int, float],
     rep: Report,
 ) -> list[Interval]:
@@ -158,7 +158,7 @@ def intervals_of(
     return out
 
 
-def _zombie(iv: Interval, claim: history.Claim | None, r: Record, rep: Report) -> None:
+def _zombie(iv: Interval, claim: records.Claim | None, r: Record, rep: Report) -> None:
     """Cut a recovered run's interval at its recovery; check the lease had ended."""
     end = claim.end if claim is not None else None
     if end is None or end.event != "stale-recovered" or end.at >= iv.end:
@@ -239,9 +239,9 @@ def sweep(
 
 
 def slots_freed(
-    claims: dict[int, dict[int, history.Claim]],
+    claims: dict[int, dict[int, records.Claim]],
     groups: dict[int, tuple[str, str]],
-    faults: history.Faults,
+    faults: records.Faults,
     windows: list[tuple[float, float]],
     leases: dict[str, float],
     recover_every: float,
@@ -291,9 +291,9 @@ def slots_freed(
 def check(
     records: list[Record],
     lines: list[str],
-    claims: dict[int, dict[int, history.Claim]],
+    claims: dict[int, dict[int, records.Claim]],
     groups: dict[int, tuple[str, str]],
-    faults: history.Faults,
+    faults: records.Faults,
     deaths: dict[int, float],
     *,
     windows: list[tuple[float, float]],
@@ -302,7 +302,7 @@ def check(
     leases: dict[str, float],
     recover_every: float,
 ) -> Report:
-    """The whole check; ``claims``: each grouped job's claims (``history.claims_of``);
+    """The whole check; ``claims``: each grouped job's claims (``records.claims_of``);
     ``groups``: job -> (kind, group); ``deaths``: pid -> when its process ended;
     ``windows``: the faults' windows (a restart, writes refused, a failover, the slow
     minute), which may hold up a recovery."""

@@ -18,7 +18,7 @@ from venturi import db
 from venturi.runtime.recovery import RECOVER_EVERY
 
 from ..support import sql as test_sql
-from . import groupcheck, grouptasks, history
+from . import groupcheck, grouptasks, records
 from .ledger import DSN_ENV
 from .tasks import Chaos
 
@@ -64,7 +64,7 @@ class GroupLoad:
     rng: random.Random
     lock: asyncio.Lock
     conn: Any
-    faults: history.Faults
+    faults: records.Faults
     seq: int
     t_start: float
     cfg: Any
@@ -169,9 +169,9 @@ class GroupLoad:
     # --- the end-of-run check -----------------------------------------------------------
 
     async def check_groups(
-        self, jobs: list[history.Job], events: list[history.Event], lines: list[str]
+        self, jobs: list[records.Job], events: list[records.Event], lines: list[str]
     ) -> None:
-        records = [
+        ledger = [
             groupcheck.Record(
                 r["job_id"], r["attempt"], r["phase"], r["pid"], r["kind"], r["grp"],
                 r["at"].timestamp(), r["claim_token"], _ts(r["claimed_at"]),
@@ -180,20 +180,20 @@ class GroupLoad:
             for r in await self._test_fetch("chaos_ledger")
         ]  # fmt: skip
         grouped = {j.id: j for j in jobs if j.kind in grouptasks.GROUP_CAPS}
-        mine: dict[int, list[history.Event]] = {}
+        mine: dict[int, list[records.Event]] = {}
         for e in sorted(events, key=lambda e: e.at):
             if e.job in grouped:
                 mine.setdefault(e.job, []).append(e)
-        claims: dict[int, dict[int, history.Claim]] = {}
+        claims: dict[int, dict[int, records.Claim]] = {}
         for job_id, job in grouped.items():
             try:
-                claims[job_id] = history.claims_of(job, mine.get(job_id, []))
+                claims[job_id] = records.claims_of(job, mine.get(job_id, []))
             except ValueError:
                 continue  # the main check reports a journal it cannot read
         deaths = {w.proc.pid: w.exited for w in self.workers if w.exited is not None}
         windows = list(self.faults.connection) + list(getattr(self, "windows", {}).values())
         self.group_report = groupcheck.check(
-            records,
+            ledger,
             lines,
             claims,
             {j: self.group_of_job.get(j, (grouped[j].kind, "?")) for j in grouped},

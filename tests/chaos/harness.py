@@ -44,7 +44,7 @@ import asyncpg
 import venturi
 from venturi import Priority, db, sql, testing
 
-from . import groupcheck, history, workflows
+from . import groupcheck, records, workflows
 from .config import LONG, SHORT, TASKS, Config
 from .fleet import Fleet, Worker
 from .flowload import FlowLoad
@@ -82,7 +82,7 @@ MIX = {
 @dataclass
 class Result:
     config: Config
-    report: history.Report
+    report: records.Report
     counters: Counter[str] = field(default_factory=Counter)
     summary: str = ""
     out_dir: Path | None = None
@@ -111,7 +111,7 @@ class Harness(FlowLoad, GroupLoad, Fleet, SoakCheck):
         self.conn: Any = None
         self.lock = asyncio.Lock()
         self.workers: list[Worker] = []
-        self.faults = history.Faults()
+        self.faults = records.Faults()
         self.counters: Counter[str] = Counter()
         self.enqueued: dict[int, int] = {}
         self.ambiguous: set[int] = set()

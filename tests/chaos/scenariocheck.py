@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from venturi import db
 
-from . import history
+from . import history, records
 from .config import TASKS, Config
 from .fleet import Worker
 from .scenariofaults import Hole
@@ -50,7 +50,7 @@ class ScenarioCheck:
     # Provided by harness.Harness.
     cfg: Config
     workers: list[Worker]
-    faults: history.Faults
+    faults: records.Faults
     counters: Counter[str]
     runs_dir: Path
 
@@ -60,13 +60,13 @@ class ScenarioCheck:
 
         async def _fetch_all(self, name: str, batch: int) -> list[Any]: ...
 
-        async def journal_events(self) -> list[history.Event]: ...
+        async def journal_events(self) -> list[records.Event]: ...
 
         def run_lines(self) -> list[str]: ...
 
     # --- the extra check ---------------------------------------------------------------
 
-    async def check_outcomes(self, report: history.Report) -> None:
+    async def check_outcomes(self, report: records.Report) -> None:
         """The checks on top of the soak's (``report``, which gets their violations)."""
         events = await self.journal_events()
         lines = self.run_lines()
@@ -99,7 +99,7 @@ class ScenarioCheck:
             if what == "slow"
         ]
         drops = dropped_outcomes(
-            events, history.parse_runs(lines), self.faults, leases, refused, partitioned,
+            events, records.parse_runs(lines), self.faults, leases, refused, partitioned,
             slowed, short, self.faults.connection,
         )  # fmt: skip
         self.dropped, self.expired_in_outage, self.lost_to_partition, self.short_when_slow = drops
@@ -112,7 +112,7 @@ class ScenarioCheck:
             1
             for e in events
             if e.event == "released"
-            and e.at < self.faults.terms.get(history.pid_of(e.worker), float("inf"))
+            and e.at < self.faults.terms.get(records.pid_of(e.worker), float("inf"))
         )
         for d in self.dropped[:10]:
             self.log(f"dropped outcome: {d}")
@@ -126,7 +126,7 @@ class ScenarioCheck:
         }
         lags = sorted(
             finished[(r.job, r.attempt)] - r.end
-            for r in history.parse_runs(lines)
+            for r in records.parse_runs(lines)
             if r.outcome == "complete" and r.end is not None and (r.job, r.attempt) in finished
         )
         if lags:
@@ -181,7 +181,7 @@ class ScenarioCheck:
         tail = after[0] - (fault_end)
         return f"{gap:.2f} s (last run start before the fault -> first after; {tail:.2f} s after promotion)"
 
-    def figures(self, rep: history.Report) -> list[tuple[str, Any]]:
+    def figures(self, rep: records.Report) -> list[tuple[str, Any]]:
         rows: list[tuple[str, Any]] = [("scenario", self.name)]
         faults = {
             k: v
@@ -278,9 +278,9 @@ class ScenarioCheck:
 
 
 def dropped_outcomes(
-    events: list[history.Event],
-    runs: list[history.Run],
-    faults: history.Faults,
+    events: list[records.Event],
+    runs: list[records.Run],
+    faults: records.Faults,
     leases: dict[str, float],
     refused: Sequence[tuple[float, float]] = (),
     partitioned: Sequence[tuple[int, float, float]] = (),
@@ -303,8 +303,8 @@ def dropped_outcomes(
     which a connection fault (``cuts``: backend kills, restarts) came between the
     handler's return and the lease's end: a slowed loop iteration that loses its
     connection takes a reconnect and its statements again, longer than a 4 s lease."""
-    claims: dict[tuple[int, int], history.Event] = {}
-    ends: dict[tuple[int, int], history.Event] = {}
+    claims: dict[tuple[int, int], records.Event] = {}
+    ends: dict[tuple[int, int], records.Event] = {}
     for e in sorted(events, key=lambda e: e.at):
         key = (e.job, e.attempt)
         if e.event == "claimed":
@@ -318,7 +318,7 @@ def dropped_outcomes(
         c, end = claims.get(key), ends.get(key)
         if c is None or end is None or r.end is None or r.outcome in (None, "pause-cancel"):
             continue
-        if history.pid_of(c.worker) != r.pid:
+        if records.pid_of(c.worker) != r.pid:
             continue
         stop = min(
             c.at + leases.get(r.kind, 0.0),

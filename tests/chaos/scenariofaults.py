@@ -17,7 +17,7 @@ import asyncpg
 
 from tests.support import sql as pgsql
 
-from . import history, standby
+from . import records, standby
 from .fleet import Worker
 
 READ_ONLY_SECONDS = 5.0
@@ -52,7 +52,7 @@ class ScenarioFaults:
     dsn: str
     outage: float | None
     workers: list[Worker]
-    faults: history.Faults
+    faults: records.Faults
     counters: Counter[str]
 
     if TYPE_CHECKING:  # provided by harness.Harness too

@@ -52,7 +52,7 @@ from typing import Any
 
 from venturi import testing
 
-from . import groupload, harness, history, standby
+from . import groupload, harness, records, standby
 from .config import LONG, SHORT, Config
 from .fleet import Worker
 from .proxy import Proxy, Twin
@@ -244,12 +244,12 @@ class Scenario(ScenarioFaults, ScenarioCheck, harness.Harness):
 
     # --- the extra check and the figures (tests/chaos/scenariocheck.py) --------------
 
-    async def check(self) -> history.Report:
+    async def check(self) -> records.Report:
         report = await super().check()
         await self.check_outcomes(report)
         return report
 
-    def summarize(self, rep: history.Report, elapsed: float) -> str:
+    def summarize(self, rep: records.Report, elapsed: float) -> str:
         base = super().summarize(rep, elapsed)
         rows = self.figures(rep)
         self.figure_values = dict(rows)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import venturi
 
-from . import groupcheck, history, tasks, workflows
+from . import groupcheck, history, records, tasks, workflows
 from .config import TASKS, Config
 from .fleet import Worker
 
@@ -42,7 +42,7 @@ class SoakCheck:
     lock: asyncio.Lock
     conn: Any
     workers: list[Worker]
-    faults: history.Faults
+    faults: records.Faults
     counters: Counter[str]
     enqueued: dict[int, int]
     ambiguous: set[int]
@@ -61,10 +61,10 @@ class SoakCheck:
 
         def _crashed(self) -> None: ...
 
-        async def check_workflows(self, jobs: list[history.Job], lines: list[str]) -> None: ...
+        async def check_workflows(self, jobs: list[records.Job], lines: list[str]) -> None: ...
 
         async def check_groups(
-            self, jobs: list[history.Job], events: list[history.Event], lines: list[str]
+            self, jobs: list[records.Job], events: list[records.Event], lines: list[str]
         ) -> None: ...
 
         def flow_rows(self) -> list[tuple[str, Any]]: ...
@@ -73,10 +73,10 @@ class SoakCheck:
 
     # --- the check --------------------------------------------------------------------
 
-    async def journal_events(self) -> list[history.Event]:
+    async def journal_events(self) -> list[records.Event]:
         """Every journal entry of the run, in order."""
         return [
-            history.Event(
+            records.Event(
                 r["job_id"], r["at"].timestamp(), r["event"], r["attempt"], r["worker"],
                 r["detail"],
             )
@@ -90,20 +90,20 @@ class SoakCheck:
             lines += f.read_text().splitlines()
         return lines
 
-    async def check(self) -> history.Report:
+    async def check(self) -> records.Report:
         jobs = [
-            history.Job(
+            records.Job(
                 id=r["id"],
                 kind=r["kind"],
                 status=r["status"],
-                carry=history.decode(r["carry"]),
+                carry=records.decode(r["carry"]),
                 attempt=r["attempt"],
                 failures=r["failures"],
                 max_failures=r["max_failures"],
                 claimed_by=r["claimed_by"],
                 claimed_at=r["claimed_at"] and r["claimed_at"].timestamp(),
                 finished_at=r["finished_at"] and r["finished_at"].timestamp(),
-                result=history.decode(r["result"]),
+                result=records.decode(r["result"]),
                 last_error=r["last_error"],
                 grp=r["grp"],
             )
@@ -112,7 +112,7 @@ class SoakCheck:
         events = await self.journal_events()
         mismatches = await self._cross_check_journal(jobs, events)
         lines = self.run_lines()
-        runs = history.parse_runs(lines)
+        runs = records.parse_runs(lines)
         # Children are enqueued by their parent's ctx.spawn, not by the harness.
         spawned = {j.id for j in jobs if j.kind == "chaos_child"}
         report = history.check(
@@ -144,7 +144,7 @@ class SoakCheck:
         return report
 
     async def _cross_check_journal(
-        self, jobs: list[history.Job], events: list[history.Event]
+        self, jobs: list[records.Job], events: list[records.Event]
     ) -> list[str]:
         """The check merges the journal itself; make sure it agrees with get_journal."""
         journaled = sorted({e.job for e in events})
@@ -152,7 +152,7 @@ class SoakCheck:
         sample += [j.id for j in self.rng.sample(jobs, min(20, len(jobs)))]
         by_id = {j.id: j for j in jobs}
         mismatches: list[str] = []
-        mine: dict[int, list[history.Event]] = {}
+        mine: dict[int, list[records.Event]] = {}
         for e in events:
             mine.setdefault(e.job, []).append(e)
         for job_id in sample:
@@ -161,7 +161,7 @@ class SoakCheck:
                     await self.connect()
                 theirs = await venturi.get_journal(self.conn, job_id)
             try:
-                claims = history.claims_of(by_id[job_id], sorted(mine.get(job_id, []), key=_at))
+                claims = records.claims_of(by_id[job_id], sorted(mine.get(job_id, []), key=_at))
             except ValueError:
                 continue  # the main check reports a journal it cannot read
             want = sorted(
@@ -178,7 +178,7 @@ class SoakCheck:
                 mismatches.append(f"job {job_id}: get_journal {got} != the check's {want}")
         return mismatches
 
-    def _check_workers(self, report: history.Report) -> None:
+    def _check_workers(self, report: records.Report) -> None:
         self._crashed()
         tracebacks = 0
         for w in self.workers:
@@ -218,7 +218,7 @@ class SoakCheck:
                     self.known[bug] += 1
                     break
 
-    def summarize(self, rep: history.Report, elapsed: float) -> str:
+    def summarize(self, rep: records.Report, elapsed: float) -> str:
         cfg, c = self.cfg, self.counters
         rows: list[tuple[str, Any]] = [
             ("mode / seed", f"{cfg.mode} / {cfg.seed}"),
@@ -329,5 +329,5 @@ def _last_exception(text: str) -> str:
     return found[:300]
 
 
-def _at(e: history.Event) -> float:
+def _at(e: records.Event) -> float:
     return e.at

@@ -14,8 +14,8 @@ import asyncpg
 import pytest
 
 import venturi
-from tests.chaos import config, harness, history, soakcheck
-from tests.chaos.history import Event, Faults, Job, Run
+from tests.chaos import config, harness, history, records, soakcheck
+from tests.chaos.records import Event, Faults, Job, Run
 from tests.support import running, wait_status, workertasks
 from venturi import Worker, testing
 
@@ -87,7 +87,7 @@ def clean() -> dict[str, Any]:
     }
 
 
-def check(h: dict[str, Any], caps: dict[str, int] | None = None) -> history.Report:
+def check(h: dict[str, Any], caps: dict[str, int] | None = None) -> records.Report:
     return history.check(
         h["jobs"],
         h["events"],
@@ -238,7 +238,7 @@ def test_a_worker_log_s_tracebacks_are_told_from_the_pool_s_reconnect_warnings()
 
 
 def test_run_records_survive_a_torn_line() -> None:
-    runs = history.parse_runs(
+    runs = records.parse_runs(
         ["S 1 1 100 q 1.5", "E 1 1 100 complete 1.6", "S 2 1 100 q 1.7", "E 2 1 1"]
     )
     assert [(r.job, r.end, r.outcome) for r in runs] == [(1, 1.6, "complete"), (2, None, None)]

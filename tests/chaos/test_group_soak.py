@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.chaos import groupcheck, history
+from tests.chaos import groupcheck, history, records
 from tests.chaos.groupcheck import CapChange, Record
-from tests.chaos.history import Claim, Event, Faults
+from tests.chaos.records import Claim, Event, Faults
 
 CAPS = {"chaos_group1": 1, "chaos_group3": 3}
 LEASES = {"chaos_group1": 4.0, "chaos_group3": 4.0}
@@ -161,12 +161,12 @@ def test_a_cancelled_run_ends_at_its_q_line_and_an_endless_one_is_caught() -> No
 
 
 def test_history_claims_feed_the_check() -> None:
-    """The claims the check reads are ``history.claims_of``'s (the journal merged)."""
-    job = history.Job(1, "chaos_group1", "completed", {"seq": 1}, 2, 1, 20, "h:100", 5.0,
+    """The claims the check reads are ``records.claims_of``'s (the journal merged)."""
+    job = records.Job(1, "chaos_group1", "completed", {"seq": 1}, 2, 1, 20, "h:100", 5.0,
                       5.5, None, None)  # fmt: skip
     events = [Event(1, 0.0, "claimed", 1, "h:200", None),
               Event(1, 4.5, "stale-recovered", 1, "h:100", None)]  # fmt: skip
-    claims = history.claims_of(job, events)
+    claims = records.claims_of(job, events)
     assert claims[1].end is not None and claims[1].end.event == "stale-recovered"
     assert claims[2].end is not None and claims[2].end.event == "completed"
 
@@ -174,7 +174,7 @@ def test_history_claims_feed_the_check() -> None:
 def test_a_stuck_grouped_job_is_named_with_its_group() -> None:
     """A violation names the job's group: the last CI failure's stuck grouped jobs could
     only be told apart by their kind."""
-    job = history.Job(7, "chaos_group1", "pending", {"seq": 7}, 0, 0, 20, None, None, None,
+    job = records.Job(7, "chaos_group1", "pending", {"seq": 7}, 0, 0, 20, None, None, None,
                       None, None, grp="t0")  # fmt: skip
     rep = history.check([job], [], [], Faults(), enqueued={7: 7}, ambiguous_seqs=set(),
                         expected={}, leases={}, caps={})  # fmt: skip
