@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import pytest
 
 import venturi
 import venturi.web
@@ -26,7 +27,7 @@ from tests.support.browser import (
 )
 from venturi import Context, admin, db
 
-pytestmark = needs_chromium
+pytestmark = [needs_chromium, pytest.mark.serial]
 
 S = "venturi"
 # A SaaS export queue: pending jobs per customer.
