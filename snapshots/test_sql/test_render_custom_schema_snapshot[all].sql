@@ -1149,6 +1149,19 @@ FROM counts c
 LEFT JOIN "billing_jobs".groups g ON g.kind = $1::text AND g.grp = $2::text
 WHERE g.grp IS NOT NULL OR c.pending > 0 OR c.claimed > 0;
 
+-- group_kinds: which of these kinds have groups (SPEC 13), so that a worker claims their
+-- grouped jobs with job_claim_grouped. A kind needs no declaration to have groups: an
+-- idle worker learns of them from job_next_visible_at, and a busy one, whose claims keep
+-- every slot filled so that it never looks up what to wait for, asks this about its other
+-- kinds at most once a second (runtime/claimer.py, look_for_groups): without it a grouped
+-- job of such a kind waited for the worker's whole backlog to drain.
+-- $1 text[] kinds: the worker's kinds not yet known to have groups
+-- index: the groups primary key and group_wakes_due_idx, a probe or two per kind.
+PREPARE billing_jobs_group_kinds(text[]) AS
+SELECT ARRAY(SELECT g.kind FROM unnest($1::text[]) AS g(kind)
+      WHERE EXISTS (SELECT 1 FROM "billing_jobs".groups r WHERE r.kind = g.kind)
+         OR EXISTS (SELECT 1 FROM "billing_jobs".group_wakes w WHERE w.kind = g.kind)) AS kinds;
+
 -- group_list: a kind's groups with work or settings (venturi groups list, the dashboard's
 -- kind page), most pending first, a page at a time; with $2, the groups whose name holds
 -- it. A group whose jobs no claim has looked at yet has no row in groups: it is listed
@@ -3047,9 +3060,8 @@ SELECT min(next.visible_at) AS next_visible_at,
             LIMIT 1
         ) timer) AS next_wake_at,
        ARRAY(SELECT g.kind FROM unnest($2::text[]) AS g(kind)
-             WHERE EXISTS (SELECT 1 FROM "billing_jobs".groups r WHERE r.kind = g.kind)
-                OR EXISTS (SELECT 1 FROM "billing_jobs".group_wakes w WHERE w.kind = g.kind))
-           AS grouped_kinds,
+      WHERE EXISTS (SELECT 1 FROM "billing_jobs".groups r WHERE r.kind = g.kind)
+         OR EXISTS (SELECT 1 FROM "billing_jobs".group_wakes w WHERE w.kind = g.kind)) AS grouped_kinds,
        (SELECT min(gw.at)
         FROM unnest($2::text[]) AS gk(kind)
         CROSS JOIN LATERAL (

@@ -392,6 +392,36 @@ async def test_a_worker_finds_groups_of_a_kind_that_declares_no_group_limit(
     assert sorted(seen) == ["1", "2"]
 
 
+@pytest.mark.parametrize("when", ["before the worker starts", "while it is busy"])
+async def test_a_busy_worker_finds_groups_of_a_kind_that_declares_no_group_limit(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], when: str
+) -> None:
+    # A backlog keeps every slot busy, so the loop never idles, which is where it used to
+    # learn that a kind has groups: the grouped job waited for the whole backlog (400
+    # runs of 50 ms on 2 slots, 10 s). A busy worker now asks at most once a second.
+    done: list[int] = []
+    grouped_ran_after: list[int] = []
+
+    @venturi.task(kind="g_busy")
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        if carry.n < 0:
+            grouped_ran_after.append(len(done))
+            return
+        await asyncio.sleep(0.05)  # stays: the backlog keeps every slot busy a while
+        done.append(carry.n)
+
+    await venturi.enqueue_many(conn, [handler.job(Item(i)) for i in range(400)])
+    if when == "before the worker starts":
+        await handler.enqueue(conn, Item(-1), group="acme")
+    worker = Worker(None, dsn, [handler], concurrency=2, poll_max=30)
+    async with running(worker):
+        if when == "while it is busy":
+            await wait_until(lambda: len(done) >= 2, within=30)
+            await handler.enqueue(conn, Item(-1), group="acme")
+        await wait_until(lambda: bool(grouped_ran_after), within=60)
+    assert grouped_ran_after[0] < 200, grouped_ran_after
+
+
 async def test_a_child_takes_its_parents_group_and_a_workflow_node_its_own(
     dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:

@@ -27,7 +27,7 @@ def _names(schema: str) -> dict[str, str]:
 
 # Statements a test's fake connection answers without listing them in its calls: whether
 # the code under test sends them depends on the machine's speed (see FakeConn).
-SILENT = frozenset({"job_statistics_state"})
+SILENT = frozenset({"job_statistics_state", "group_kinds"})
 
 
 class FakeConn:
@@ -42,8 +42,11 @@ class FakeConn:
         # the tests then failed by the machine's load: on the look's unanswered row, or
         # on a list of calls with the look in it. So the look is answered "fresh" unless
         # a test says otherwise, and is left out of ``calls`` (SILENT).
+        # A busy loop asks which of its kinds have groups at most once a second
+        # (Claimer.look_for_groups): answered "none", and left out of ``calls`` too.
         fresh: dict[str, Answer] = {
-            "job_statistics_state": lambda args: [{"stale": False, "allowed": True}]
+            "job_statistics_state": lambda args: [{"stale": False, "allowed": True}],
+            "group_kinds": lambda args: [{"kinds": []}],
         }
         self.answers = fresh | answers
         self.calls: list[tuple[str, tuple[Any, ...]]] = []

@@ -153,6 +153,11 @@ async def claim_grouped(
         return claim, 0.0
 
 
+async def group_kinds(conn: Conn, *, schema: str, kinds: Sequence[str]) -> frozenset[str]:
+    """The kinds of ``kinds`` that have groups (a group row, or a wake-up not applied)."""
+    return frozenset(await conn.fetchval(sql.statement("group_kinds", schema), list(kinds)))
+
+
 async def group_wake_stranded(conn: Conn, *, schema: str) -> list[Record]:
     """Wake the groups that have a job visible now yet are neither ready, paused, nor due a
     wake-up (none, unless something broke the claim's rule); the groups woken."""

@@ -18,7 +18,7 @@ from datetime import datetime
 
 from venturi import db
 from venturi.db.conn import Conn, Record, Source
-from venturi.priority import Priority
+from venturi.priority import floor
 from venturi.rate import TokenBucket
 from venturi.runtime.config import KindPolicy, WorkerConfig
 from venturi.runtime.inflight import starts_eagerly
@@ -29,6 +29,8 @@ from venturi.runtime.statistics import Statistics
 # How long a worker leaves a kind found at its global cap before it looks again: a place
 # freed by another worker's settlement sends no notification.
 CAP_RECHECK = 0.5
+# How often a busy worker asks whether its other kinds got groups (look_for_groups).
+GROUP_LOOK = 1.0
 
 
 class Claimer:
@@ -76,6 +78,9 @@ class Claimer:
             k for k, p in policies.items() if p.task.group_cap or p.task.group_rate
         }
         self.grouped = set(self.declared_grouped)
+        # When the kinds with groups were last looked for (time.monotonic()): never yet,
+        # so a worker that starts into a backlog looks on its first iteration.
+        self.groups_at = float("-inf")
         self.grouped_until: dict[str, float] = {}
         self._grouped_first = False
         # The last fill left a kind out for want of a local token (see fill).
@@ -155,24 +160,9 @@ class Claimer:
         return min(waits) if waits else None
 
     def next_floor(self) -> int:
-        """The priority floor of the next claim: weighted anti-starvation.
-
-        Every ``ratio``-th claim is reserved for NORMAL and LOW, every ``ratio**2``-th
-        for LOW, so each tier keeps a share while higher tiers get about ``ratio`` times
-        more, and no tier waits forever behind a busier one. None means strict priority.
-        A reserved claim that finds its tiers short fills the rest from every tier in the
-        same statement (``job_claim``'s fallback), so a reserved tier that is empty does
-        not waste the slots, nor a round trip.
-        """
+        """The priority floor of the next claim (``venturi.priority.floor``)."""
         self._claims += 1
-        r = self.priority_ratio
-        if r is None:
-            return Priority.HIGH
-        if self._claims % (r * r) == 0:
-            return Priority.LOW
-        if self._claims % r == 0:
-            return Priority.NORMAL
-        return Priority.HIGH
+        return floor(self._claims, self.priority_ratio)
 
     async def fill(
         self,
@@ -438,6 +428,7 @@ class Claimer:
             conn, schema=self.schema, kinds=kinds, all_kinds=self.kinds
         )
         was, self.grouped = self.grouped, self.declared_grouped | found.grouped_kinds
+        self.groups_at = now
         if self.grouped - was:
             return 0.0  # kinds with groups first seen: claim their grouped jobs now
         self.timers_at = now
@@ -477,6 +468,19 @@ class Claimer:
             return
         self.timers_at = now
         await db.workflow.job_wake_due(conn, schema=self.schema, kinds=self.kinds)
+
+    async def look_for_groups(self, conn: Conn) -> None:
+        """Ask, at most every GROUP_LOOK, which of this worker's other kinds have groups
+        now. ``until_next_visible`` finds them, but only when the loop idles: while claims
+        fill every slot (a backlog of any kind), a grouped job of a kind that declares no
+        group limit waited for the whole backlog (the claim of jobs without a group never
+        sees a grouped row)."""
+        unknown = [k for k in self.kinds if k not in self.grouped]
+        now = time.monotonic()
+        if not unknown or now - self.groups_at < GROUP_LOOK:
+            return
+        self.groups_at = now
+        self.grouped |= await db.groups.group_kinds(conn, schema=self.schema, kinds=unknown)
 
 
 def _completions(done: list[Run]) -> list[tuple[int, int, str | None]]:

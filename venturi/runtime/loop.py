@@ -210,8 +210,10 @@ class Loop:
                 timeout = 0.0  # slots remain and the queue had more: go again
         else:
             await completer.settle(conn)  # all slots busy: only a finish helps
-        # A backlog keeps until_next_visible from running: wake due timers anyway.
+        # A backlog keeps until_next_visible from running: wake due timers anyway, and
+        # look for kinds that got groups since.
         await claimer.wake_due_timers(conn)
+        await claimer.look_for_groups(conn)
         return timeout
 
     def failed(self, exc: BaseException, errors: int) -> float:
