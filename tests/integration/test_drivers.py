@@ -30,7 +30,7 @@ from tests.support.carries import Item
 from tests.support.stacks import STACKS, WITH_TRANSACTION, Psycopg2, PsycopgSync, Stack, opened
 from tests.support.waits import wait_for, wait_stat, wait_until
 from tests.support.workers import running
-from venturi import Context, Worker, db, sql, testing
+from venturi import Context, Worker, admin, db, sql, testing
 
 
 class Wrong:
@@ -112,6 +112,33 @@ async def test_the_job_commits_and_rolls_back_with_the_applications_write(
                 ), (cls.name, commit)
         finally:
             await s.close()
+
+
+async def test_groups_through_every_driver(
+    tx_stack: Stack, conn: asyncpg.Connection, work: venturi.Task[Item]
+) -> None:
+    """SPEC 13 on the application's own stack: a job's group on enqueue and enqueue_many,
+    and ``set_group`` (``set_group_sync`` on a sync driver) in the caller's transaction,
+    which commits or rolls back with it."""
+    set_group = venturi.set_group_sync if tx_stack.sync else venturi.set_group
+    async with tx_stack.transaction(commit=False):
+        await tx_stack.call(set_group, tx_stack.native, "drv_work", "gone", weight=2)
+    assert await admin.show_group(conn, "drv_work", "gone") is None
+    async with tx_stack.transaction(commit=True):
+        one = await tx_stack.enqueue(work, Item(1), group="acme")
+        [many] = await tx_stack.enqueue_many([work.job(Item(2), group="globex")])
+        settings = await tx_stack.call(
+            set_group, tx_stack.native, "drv_work", "acme", cap=2, weight=3, paused=True
+        )
+    assert (settings.cap, settings.weight, settings.paused) == (2, 3.0, True)
+    for job_id, group in ((one, "acme"), (many, "globex")):
+        job = await tx_stack.get_job(job_id)
+        assert job is not None and job.group == group
+    state = await admin.show_group(conn, "drv_work", "acme")
+    assert state is not None and (state.pending, state.cap, state.paused) == (1, 2, True)
+    # None returns a field to the task's default, outside a transaction too.
+    settings = await tx_stack.call(set_group, tx_stack.native, "drv_work", "acme", paused=None)
+    assert (settings.cap, settings.paused) == (2, False)
 
 
 async def test_without_a_transaction_it_commits_on_its_own(
