@@ -1290,7 +1290,9 @@ LIMIT $3::integer OFFSET $4::integer;
 -- never seen gets its row. A field whose "given" flag is false keeps its value; a given
 -- NULL returns it to the task's default (cap: group_cap; weight: 1; paused: false).
 -- Pausing takes the group out of the claim's ready groups; any other change adds a
--- wake-up, so the next claim looks at the group with its new settings.
+-- wake-up, so the next claim looks at the group with its new settings, and notifies the
+-- kind's workers as the caller's transaction commits (as kind_resume does): an idle
+-- worker otherwise slept through a resume or a raised cap until poll_max.
 -- $1 text kind: the group's kind
 -- $2 text grp: the group
 -- $3 boolean cap_given: whether $4 is to be set
@@ -1318,7 +1320,9 @@ woken AS (
     INSERT INTO "venturi".group_wakes (kind, grp, at)
     SELECT w.kind, w.grp, now() FROM written w WHERE NOT w.paused
 )
-SELECT kind, grp, cap, weight, paused FROM written;
+SELECT kind, grp, cap, weight, paused,
+       CASE WHEN NOT paused THEN pg_notify('venturi_pending', kind)::text END AS notified
+FROM written;
 
 -- group_statistics_state: whether the planner's statistics of the groups table misjudge
 -- its ready groups (the claim loop asks when a full grouped claim was slow;

@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 import venturi
-from tests.support import Item, expire_claim, running, wait_for, wait_until
+from tests.support import Item, expire_claim, running, wait_for, wait_stat, wait_until
 from venturi import ConfigError, Context, Rate, db
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.runtime.worker import Worker
@@ -420,6 +420,60 @@ async def test_a_busy_worker_finds_groups_of_a_kind_that_declares_no_group_limit
             await handler.enqueue(conn, Item(-1), group="acme")
         await wait_until(lambda: bool(grouped_ran_after), within=60)
     assert grouped_ran_after[0] < 200, grouped_ran_after
+
+
+async def test_an_idle_worker_takes_a_resumed_groups_job_at_once(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # An idle worker polls every 60 s: only set_group's notification can wake it within
+    # the wait (it slept through a resume until poll_max before).
+    ran = asyncio.Event()
+
+    @venturi.task(kind="g_resume", group_cap=1)
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        ran.set()
+
+    await venturi.set_group(conn, "g_resume", "acme", paused=True)
+    await handler.enqueue(conn, Item(1), group="acme")
+    worker = Worker(None, dsn, [handler], concurrency=2, poll_max=60)
+    async with running(worker):
+        await wait_until(lambda: worker.listening)
+        await wait_stat(worker, "empty_claims", 1)
+        assert not ran.is_set()
+        await venturi.set_group(conn, "g_resume", "acme", paused=False)
+        await asyncio.wait_for(ran.wait(), 20)
+
+
+async def test_an_idle_worker_fills_a_raised_cap_at_once(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # The group's one slot is taken by a job that waits; the worker then finds the group
+    # at its cap and idles. Raising the cap must wake it (poll_max is 60 s).
+    second = asyncio.Event()
+    gate = asyncio.Event()
+    empty_then: list[int] = []
+
+    @venturi.task(kind="g_raise", group_cap=1)
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        if carry.n == 1:
+            empty_then.append(worker.stats["empty_claims"])
+            await gate.wait()
+        else:
+            second.set()
+
+    await handler.enqueue(conn, Item(1), group="acme")
+    await handler.enqueue(conn, Item(2), group="acme")
+    worker = Worker(None, dsn, [handler], concurrency=2, poll_max=60)
+    async with running(worker):
+        await wait_until(lambda: worker.listening and bool(empty_then))
+        # A claim after the first job started found the group at its cap.
+        await wait_stat(worker, "empty_claims", empty_then[0] + 1)
+        assert not second.is_set()
+        await venturi.set_group(conn, "g_raise", "acme", cap=2)
+        try:
+            await asyncio.wait_for(second.wait(), 20)
+        finally:
+            gate.set()
 
 
 async def test_a_child_takes_its_parents_group_and_a_workflow_node_its_own(
