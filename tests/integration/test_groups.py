@@ -509,6 +509,43 @@ async def test_a_child_takes_its_parents_group_and_a_workflow_node_its_own(
     assert node is not None and node.group == "wf-group"
 
 
+async def test_a_waiting_parent_holds_no_slot_of_its_group(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # Cap 1: a parent that waits for its children (of its kind and group, inherited) must
+    # not hold the group's one slot while it waits, or they could never run (SPEC 13:
+    # waiting jobs hold no slot). Three children, one at a time, then the parent resumes.
+    running_now: list[int] = []
+    peak = 0
+
+    @venturi.task(kind="g_wait", group_cap=1, result=int)
+    async def handler(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        nonlocal peak
+        running_now.append(carry.n)
+        peak = max(peak, len(running_now))
+        try:
+            if carry.n == 0:
+                kids = [await ctx.spawn(f"c{i}", handler, Item(i)) for i in (1, 2, 3)]
+                return venturi.complete(sum(await ctx.gather(*kids)))
+            await asyncio.sleep(0)  # stays: a yield, where a second run would interleave
+            return venturi.complete(carry.n)
+        finally:
+            running_now.remove(carry.n)
+
+    parent_id = await handler.enqueue(conn, Item(0), group="acme")
+    worker = Worker(None, dsn, [handler], concurrency=4, poll_max=0.5)
+    async with running(worker):
+
+        async def done() -> bool:
+            job = await venturi.get_job(conn, parent_id)
+            return job is not None and job.status == "completed"
+
+        await wait_for(done, within=60)
+    job = await venturi.get_job(conn, parent_id)
+    assert job is not None and job.result == 6
+    assert peak == 1
+
+
 async def test_a_grouped_job_is_not_starved_by_an_ungrouped_backlog(
     dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
