@@ -1,4 +1,5 @@
-"""The end-of-run history check of the chaos soak, as pure functions over plain data.
+"""The end-of-run history check of the chaos soak, as pure functions over plain data
+(``tests/chaos/records.py``).
 
 Three sources, each written by a different party, are cross-checked:
 

@@ -475,12 +475,12 @@ class Claimer:
         fill every slot (a backlog of any kind), a grouped job of a kind that declares no
         group limit waited for the whole backlog (the claim of jobs without a group never
         sees a grouped row)."""
-        unknown = [k for k in self.kinds if k not in self.grouped]
         now = time.monotonic()
-        if not unknown or now - self.groups_at < GROUP_LOOK:
+        if now - self.groups_at < GROUP_LOOK:
             return
         self.groups_at = now
-        self.grouped |= await db.groups.group_kinds(conn, schema=self.schema, kinds=unknown)
+        if unknown := [k for k in self.kinds if k not in self.grouped]:
+            self.grouped |= await db.groups.group_kinds(conn, schema=self.schema, kinds=unknown)
 
 
 def _completions(done: list[Run]) -> list[tuple[int, int, str | None]]:
