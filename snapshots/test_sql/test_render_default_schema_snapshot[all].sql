@@ -1324,6 +1324,24 @@ SELECT kind, grp, cap, weight, paused,
        CASE WHEN NOT paused THEN pg_notify('venturi_pending', kind)::text END AS notified
 FROM written;
 
+-- group_shares: for each of these kinds, the summed weight of its groups with work (the
+-- ready ones, paused or not: a paused group leaves the ready index at its next claim)
+-- and the best tier among them. A worker gives the jobs without a group of a kind whose
+-- groups are backlogged one group's share of its claims beside them (SPEC 13: "jobs
+-- without a group share one group of their own"; runtime/shares.py): weight 1 against
+-- the groups' summed weights. Asked at most once a second, and only about kinds whose
+-- jobs without a group the worker is claiming or holding back.
+-- $1 text[] kinds
+-- index: groups_ready_idx for the tier; the ready groups' rows for their weights (a read
+-- per group with work, as a claim of each of them makes).
+PREPARE venturi_group_shares(text[]) AS
+SELECT k.kind,
+       coalesce(sum(coalesce(g.weight, 1)) FILTER (WHERE NOT g.paused), 0)::float8 AS weights,
+       min(g.head) FILTER (WHERE NOT g.paused) AS head
+FROM unnest($1::text[]) AS k(kind)
+LEFT JOIN "venturi".groups g ON g.kind = k.kind AND g.ready
+GROUP BY k.kind;
+
 -- group_statistics_state: whether the planner's statistics of the groups table misjudge
 -- its ready groups (the claim loop asks when a full grouped claim was slow;
 -- venturi.runtime.statistics). Without them (a burst into thousands of groups first

@@ -27,7 +27,7 @@ def _names(schema: str) -> dict[str, str]:
 
 # Statements a test's fake connection answers without listing them in its calls: whether
 # the code under test sends them depends on the machine's speed (see FakeConn).
-SILENT = frozenset({"job_statistics_state", "group_kinds"})
+SILENT = frozenset({"job_statistics_state", "group_kinds", "group_shares"})
 
 
 class FakeConn:
@@ -47,6 +47,7 @@ class FakeConn:
         fresh: dict[str, Answer] = {
             "job_statistics_state": lambda args: [{"stale": False, "allowed": True}],
             "group_kinds": lambda args: [{"kinds": []}],
+            "group_shares": lambda args: [],
         }
         self.answers = fresh | answers
         self.calls: list[tuple[str, tuple[Any, ...]]] = []

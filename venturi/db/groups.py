@@ -158,6 +158,20 @@ async def group_kinds(conn: Conn, *, schema: str, kinds: Sequence[str]) -> froze
     return frozenset(await conn.fetchval(sql.statement("group_kinds", schema), list(kinds)))
 
 
+class Share(NamedTuple):
+    """A kind's groups with work as ``group_shares`` reads them: their summed weight (0:
+    none) and the best tier among them (None: none)."""
+
+    weights: float
+    head: int | None
+
+
+async def group_shares(conn: Conn, *, schema: str, kinds: Sequence[str]) -> dict[str, Share]:
+    """Each kind's groups with work: summed weight and best tier (``Share``)."""
+    rows = await conn.fetch(sql.statement("group_shares", schema), list(kinds))
+    return {r["kind"]: Share(r["weights"], r["head"]) for r in rows}
+
+
 async def group_wake_stranded(conn: Conn, *, schema: str) -> list[Record]:
     """Wake the groups that have a job visible now yet are neither ready, paused, nor due a
     wake-up (none, unless something broke the claim's rule); the groups woken."""

@@ -21,7 +21,7 @@ from venturi.db.conn import Conn, Record, Source
 from venturi.priority import floor
 from venturi.rate import TokenBucket
 from venturi.runtime.config import KindPolicy, WorkerConfig
-from venturi.runtime.inflight import starts_eagerly
+from venturi.runtime.inflight import let_them_start
 from venturi.runtime.instruments import Instruments
 from venturi.runtime.run import Run
 from venturi.runtime.statistics import Statistics
@@ -31,12 +31,12 @@ from venturi.runtime.statistics import Statistics
 CAP_RECHECK = 0.5
 # How often a busy worker asks whether its other kinds got groups (look_for_groups).
 GROUP_LOOK = 1.0
+Kinds = AbstractSet[str]
 
 
 class Claimer:
     """Claims for one worker run, by each kind's ``KindPolicy``. ``occupied`` counts each
-    kind's occupied slots (the in-flight set's count: it takes them as a claim's jobs
-    start and gives them back as they settle)."""
+    kind's occupied slots (the in-flight set's, as runs start and settle)."""
 
     def __init__(
         self,
@@ -86,6 +86,7 @@ class Claimer:
         # The last fill left a kind out for want of a local token (see fill).
         self.tokens_short = False
         self._claims = 0
+        self.floor = 0  # the last claim's floor: above 0, its rows skipped better tiers
         # A slow claim into a backlog looks at the live table's statistics.
         self.statistics = Statistics(config.schema, instruments)
         # The last claim filled its batch: a backlog, against which the claim's cached
@@ -133,9 +134,7 @@ class Claimer:
 
     def grouped_turn(self) -> bool:
         """Whether the groups' claim goes first this time: every other time, so that the
-        jobs without a group and the groups each get the free slots first in turn (the
-        jobs without a group are one more claimant beside the groups, not ahead of
-        them; docs/groups.md)."""
+        ordinary claim and the groups' each get the free slots first in turn."""
         self._grouped_first = not self._grouped_first
         return self._grouped_first
 
@@ -162,7 +161,8 @@ class Claimer:
     def next_floor(self) -> int:
         """The priority floor of the next claim (``venturi.priority.floor``)."""
         self._claims += 1
-        return floor(self._claims, self.priority_ratio)
+        self.floor = floor(self._claims, self.priority_ratio)
+        return self.floor
 
     async def fill(
         self,
@@ -172,16 +172,17 @@ class Claimer:
         done: list[Run],
         completed: Callable[[list[Run], AbstractSet[int]], None],
         start: Callable[[list[Record]], None],
+        left_out: Kinds = frozenset(),
     ) -> tuple[int, bool, bool]:
         """Settle ``done`` (completions) and claim into ``free`` slots, in as few
-        statements as possible. ``completed`` hears which completions applied; ``start``
-        gets each claim's rows at once. Returns the slots still free, whether the queue
+        statements as possible, of the kinds not ``left_out``. ``completed`` hears which
+        completions applied; ``start`` gets each claim's rows at once. Returns the slots still free, whether the queue
         had nothing more to give, and whether ``done`` is still to be settled (no claim
         ran)."""
         short = False
         while free > 0 and not shutdown.is_set():
             releasing = Counter(r.task.kind for r in done)
-            kinds = self.claimable_kinds(releasing)
+            kinds = [k for k in self.claimable_kinds(releasing) if k not in left_out]
             # A kind its local bucket held out of this claim: if the bucket refills before
             # the loop asks how long to wait, token_wait() finds no wait, and the idle
             # lookup cannot see a job visible since its creation (jobs_next_visible_idx
@@ -204,6 +205,7 @@ class Claimer:
             sent = time.monotonic()
             if one:
                 settled: AbstractSet[int] = frozenset()
+                self.floor = 0
                 rows, full = await db.claims.job_claim_one(
                     conn,
                     schema=self.schema,
@@ -241,14 +243,14 @@ class Claimer:
         return free, short, bool(done)
 
     async def fill_shared(
-        self, conn: Source, free: int, start: Callable[[list[Record]], None]
+        self, conn: Source, free: int, start: Callable[[list[Record]], None], left_out: Kinds
     ) -> int:
         """Claim kinds with a shared rate limit, each within its database bucket; how
         many jobs were claimed."""
         taken = 0
         for kind in self.shared_claimable(time.monotonic()):
             room = self._room(kind, free - taken)
-            if room < 1:
+            if room < 1 or kind in left_out:
                 continue
             rate = self.shared[kind]
             (rows, _), wait = await db.claims.claim_within_rate(
@@ -270,7 +272,7 @@ class Claimer:
         return taken
 
     async def fill_capped(
-        self, conn: Source, free: int, start: Callable[[list[Record]], None]
+        self, conn: Source, free: int, start: Callable[[list[Record]], None], left_out: Kinds
     ) -> int:
         """Claim kinds with a global cap, each in a transaction holding its cap lock (and
         within its shared bucket, if it has one); how many jobs were claimed. A kind
@@ -280,7 +282,7 @@ class Claimer:
         now = time.monotonic()
         for kind in self.capped_claimable(now):
             room = self._room(kind, free - taken)
-            if room < 1:
+            if room < 1 or kind in left_out:
                 continue
             rate = self.shared.get(kind)
             global_cap = self.global_caps[kind]
@@ -377,7 +379,7 @@ class Claimer:
         step; how many were claimed."""
         self._count(rows)
         start(rows)
-        await _let_them_start(rows)
+        await let_them_start(rows)
         return len(rows)
 
     def _room(self, kind: str, free: int, releasing: int = 0) -> int:
@@ -486,15 +488,3 @@ class Claimer:
 def _completions(done: list[Run]) -> list[tuple[int, int, str | None]]:
     """The finished runs as a claim settles them: id, the attempt it ran under, result."""
     return [(r.id, r.attempt, r.result()) for r in done]
-
-
-async def _let_them_start(rows: list[Record]) -> None:
-    """Yield once, so that the handlers just started take their first step before the
-    loop runs its next statement. Without it a claimed job started only after the loop
-    had sent its next-visible lookup: 0.50 ms from start to handler at p50, against
-    0.05 ms with the yield (benchmarks.tools.pickup, about a third of the worker's pickup).
-    Handlers started eagerly (Python 3.12+) took that step as their tasks were made: the
-    yield would be a pass of the loop per claim for nothing, and what a handler awaits
-    then proceeds while the next statement is out."""
-    if rows and not starts_eagerly(asyncio.get_running_loop()):
-        await asyncio.sleep(0)

@@ -45,6 +45,18 @@ def starts_eagerly(loop: asyncio.AbstractEventLoop) -> bool:
     return EAGER and loop.get_task_factory() is None
 
 
+async def let_them_start(rows: list[Record]) -> None:
+    """Yield once, so that the handlers just started take their first step before the
+    loop runs its next statement. Without it a claimed job started only after the loop
+    had sent its next-visible lookup: 0.50 ms from start to handler at p50, against
+    0.05 ms with the yield (benchmarks.tools.pickup, about a third of the worker's pickup).
+    Handlers started eagerly (Python 3.12+) took that step as their tasks were made: the
+    yield would be a pass of the loop per claim for nothing, and what a handler awaits
+    then proceeds while the next statement is out."""
+    if rows and not starts_eagerly(asyncio.get_running_loop()):
+        await asyncio.sleep(0)
+
+
 class InFlight:
     """Starts a claim's jobs, each as its own task, and stops them at shutdown.
     ``ended`` is called as each task ends (it wakes the loop). ``per_kind`` counts each

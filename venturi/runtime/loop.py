@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from venturi import db
-from venturi.db.conn import Source
+from venturi.db.conn import Record, Source
 from venturi.runtime.claimer import Claimer
 from venturi.runtime.completer import Completer
 from venturi.runtime.config import KindPolicy, WorkerConfig
@@ -26,6 +26,7 @@ from venturi.runtime.inflight import CANCEL_GRACE, InFlight
 from venturi.runtime.instruments import Instruments
 from venturi.runtime.recovery import Recovery, recover_every
 from venturi.runtime.run import Run
+from venturi.runtime.shares import Shares
 
 log = logging.getLogger("venturi.worker")
 
@@ -87,6 +88,7 @@ class Loop:
             schema, config.claimed_by, config.backoff, instruments, recover_every(config.poll_max)
         )
         self.claimer = Claimer(config, claimant, policies, self.inflight.per_kind, instruments)
+        self.shares = Shares(schema)
         self.completer = Completer(
             schema,
             claimant,
@@ -214,6 +216,8 @@ class Loop:
         # look for kinds that got groups since.
         await claimer.wake_due_timers(conn)
         await claimer.look_for_groups(conn)
+        if claimer.grouped:
+            await self.shares.look(conn, time.monotonic())
         return timeout
 
     def failed(self, exc: BaseException, errors: int) -> float:
@@ -238,37 +242,58 @@ class Loop:
     async def fill(self, conn: Source, free: int, shutdown: asyncio.Event, done: list[Run]) -> bool:
         """Settle ``done`` and claim into the free slots; True when the queue had nothing
         more to give. With grouped kinds, the groups' claim goes first every other time:
-        neither a backlog of jobs without a group nor the groups' wait for the other."""
-        claimer, start, completed = self.claimer, self.inflight.start, self.completer.completed
+        neither a backlog of jobs without a group nor the groups' wait for the other.
+        A grouped kind's jobs without a group that took their share (``Shares``) are left
+        out of the ordinary claim, and the groups go first, until the groups leave slots."""
+        claimer, shares = self.claimer, self.shares
+        grouped, completed = claimer.grouped, self.completer.completed
+        left_out = shares.held_back(grouped, time.monotonic()) if grouped else frozenset()
+
+        def counted(rows: list[Record]) -> None:
+            shares.took(rows, grouped, claimer.floor == 0)
+            self.inflight.start(rows)
+
+        start = counted if grouped else self.inflight.start
+
         again = short = False
-        plain = not (claimer.grouped and self.plain_resting())
-        # The groups go first in their turn, and whenever the plain claim rests.
-        grouped_first = bool(claimer.grouped) and (claimer.grouped_turn() or not plain)
+        plain = not (grouped and self.plain_resting())
+        # The groups go first in their turn (none while jobs without a group of a better
+        # tier than their groups' are claimed), whenever the plain claim rests, and while
+        # it leaves jobs without a group out.
+        turn = not shares.urgent() and claimer.grouped_turn()
+        grouped_first = bool(grouped) and (bool(left_out) or turn or not plain)
         if grouped_first and free > 0 and not shutdown.is_set():
             # The completions ride whichever claim runs first.
             taken, again, done = await claimer.fill_grouped(conn, free, start, done, completed)
             free -= taken
+            if free > 0:  # the groups left slots: the jobs without a group may take them
+                shares.groups_left_slots()
+                left_out = frozenset()
         if plain:
             # The notifications seen before the claim was sent: one that arrives while it
             # is in flight may be for a job its snapshot missed, and must end the rest.
             notified = self.notified
-            free, short, unsent = await claimer.fill(conn, free, shutdown, done, completed, start)
+            free, short, unsent = await claimer.fill(
+                conn, free, shutdown, done, completed, start, left_out
+            )
             self.plain_dry = (time.monotonic(), notified) if short else None
+            if short and grouped:
+                shares.found_all(grouped, left_out)
         else:
             unsent = bool(done)  # no grouped claim ran to carry them
         if unsent:
             await self.completer.settle(conn)
         if claimer.shared and free > 0 and not shutdown.is_set():
-            free -= await claimer.fill_shared(conn, free, start)
+            free -= await claimer.fill_shared(conn, free, start, left_out)
             # Slots left over: wait for the next scheduled job or the next token.
             short = short or free > 0
         if claimer.global_caps and free > 0 and not shutdown.is_set():
-            free -= await claimer.fill_capped(conn, free, start)
+            free -= await claimer.fill_capped(conn, free, start, left_out)
             short = short or free > 0
-        if claimer.grouped and not grouped_first and free > 0 and not shutdown.is_set():
+        if grouped and not grouped_first and free > 0 and not shutdown.is_set():
             taken, again, _ = await claimer.fill_grouped(conn, free, start, [], completed)
             free -= taken
-        if claimer.grouped:
+        if grouped:
             # Short only if slots are left: a claim of jobs without a group that found
             # fewer than it asked for is not, when the groups filled the rest (the next
             # finish wakes the loop; a lookup of the next visible job would be wasted).

@@ -1,0 +1,132 @@
+"""The share of a kind's jobs without a group beside its groups (SPEC 13).
+
+"Jobs without a group share one group of their own": when a kind's groups and its jobs
+without a group both have work, the jobs without a group get one group's share of the
+kind's claims (weight 1) against the groups' (their summed weights). They are claimed by
+the ordinary claim, not the grouped one, so that they pay nothing for groups; the worker
+keeps their share itself, by the claims it makes:
+
+- each grouped job it claims of the kind owes the jobs without a group 1 / the groups'
+  summed weight of a claim (``credit``); each job without a group it claims spends one;
+- while their credit is under one claim, the ordinary claim leaves the kind's jobs
+  without a group out, and the grouped claim goes first; slots the groups leave (every
+  group at its cap, paused, out of tokens or out of work) go to the jobs without a group
+  at once, without debt (work-conserving);
+- neither side banks credit while the other has no work: the jobs without a group found
+  none (an ordinary claim that came back short) restart at one claim owed, and their
+  debt is forgiven when the groups leave slots;
+- a tier is kept: jobs without a group claimed at a better tier than the groups' best are
+  not held back, and the ordinary claim goes first; while held back they are let into one claim a second, which is how an
+  urgent one enqueued meanwhile is found (it waits at most that second).
+
+The groups' summed weight and best tier come from ``group_shares``, read at most once a
+second, and only about the kinds whose jobs without a group the worker claimed or held
+back since. Each worker keeps the share over its own claims, so the whole fleet keeps it
+too.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+
+from venturi import db
+from venturi.db.conn import Conn, Record
+
+# How often the groups' weights are read, and how often jobs without a group that are
+# held back are let into a claim anyway: the claimer's look for kinds with groups.
+SHARE_LOOK = 1.0
+
+
+@dataclass
+class KindShare:
+    """One grouped kind's jobs without a group, as this worker's claims saw them."""
+
+    credit: float = 1.0  # claims owed to the jobs without a group
+    weights: float = 0.0  # the groups' summed weight at the last look (0: none with work)
+    head: int | None = None  # the groups' best tier at the last look
+    urgent: bool = False  # the last ones claimed were of a better tier than the groups'
+    seen: bool = False  # claimed or held back since the last look
+    let_in: float = -math.inf  # when they were last let into a claim while held back
+
+
+class Shares:
+    """The jobs without a group of each grouped kind, against the kind's groups."""
+
+    def __init__(self, schema: str) -> None:
+        self.schema = schema
+        self.kinds: dict[str, KindShare] = {}
+        self.looked = -math.inf
+
+    def held_back(self, grouped: AbstractSet[str], now: float) -> frozenset[str]:
+        """The grouped kinds whose jobs without a group this iteration's ordinary claim
+        leaves out: they took their share, and are not of a better tier than the groups."""
+        out = []
+        for kind in grouped:
+            share = self.kinds.get(kind)
+            if share is None or share.weights <= 0 or share.credit >= 1 or share.urgent:
+                continue
+            share.seen = True
+            if now - share.let_in >= SHARE_LOOK:
+                share.let_in = now  # once a second, to find an urgent one
+                continue
+            out.append(kind)
+        return frozenset(out)
+
+    def urgent(self) -> bool:
+        """Whether some kind's jobs without a group are of a better tier than its groups':
+        the ordinary claim then goes first."""
+        return any(share.urgent for share in self.kinds.values())
+
+    def took(self, rows: Iterable[Record], grouped: AbstractSet[str], every_tier: bool) -> None:
+        """Count a claim's rows of grouped kinds against each kind's share; a claim of
+        ``every_tier`` (its priority floor at HIGH, not an anti-starvation claim that
+        skipped the better tiers) also tells whether they are urgent."""
+        best: dict[str, int] = {}
+        for row in rows:
+            kind = row["kind"]
+            if kind not in grouped:
+                continue
+            share = self.kinds.setdefault(kind, KindShare())
+            if row["grp"] is not None:
+                if share.weights > 0:
+                    share.credit += 1 / share.weights
+                continue
+            share.credit -= 1
+            share.seen = True
+            best[kind] = min(best.get(kind, row["priority"]), row["priority"])
+        for kind, tier in best.items() if every_tier else ():
+            share = self.kinds[kind]
+            share.urgent = share.head is not None and tier < share.head
+
+    def groups_left_slots(self) -> None:
+        """The groups' claim left slots free: the jobs without a group take them owing
+        nothing for it."""
+        for share in self.kinds.values():
+            share.credit = max(share.credit, 0.0)
+
+    def found_all(self, grouped: AbstractSet[str], left_out: AbstractSet[str]) -> None:
+        """An ordinary claim came back short: the jobs without a group of the grouped
+        kinds it asked for have no more work now, and restart at one claim owed."""
+        for kind in grouped - left_out:
+            if (share := self.kinds.get(kind)) is not None:
+                share.credit = 1.0
+
+    async def look(self, conn: Conn, now: float) -> None:
+        """Read the groups' weights and best tier of the kinds whose jobs without a group
+        were claimed or held back since the last look, at most once a second."""
+        if now - self.looked < SHARE_LOOK:
+            return
+        kinds = sorted(k for k, share in self.kinds.items() if share.seen)
+        if not kinds:
+            return
+        self.looked = now
+        found = await db.groups.group_shares(conn, schema=self.schema, kinds=kinds)
+        for kind in kinds:
+            share, read = self.kinds[kind], found.get(kind)
+            share.seen = False
+            share.weights, share.head = (read.weights, read.head) if read else (0.0, None)
+            if share.weights <= 0:
+                share.credit = max(share.credit, 0.0)  # no group has work: no debt
