@@ -105,3 +105,38 @@ async def test_urgent_jobs_without_a_group_are_not_held_to_the_share(
     # the held-back jobs in (once a second), and the rest go first (about 200 runs
     # here), not at one share in ten (about 1,000).
     assert last < 500, last
+
+
+async def test_urgency_ends_with_the_urgent_jobs(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    order: list[tuple[str, str | None, int]] = []
+
+    @venturi.task(kind="s_tenant", group_cap=100)
+    async def tenant(ctx: Context[Any], carry: Item) -> None:
+        order.append((ctx.job.kind, ctx.job.group, carry.n))
+        await asyncio.sleep(0.002)  # stays: the backlog lasts past the worker's first looks
+
+    @venturi.task(kind="s_other")
+    async def other(ctx: Context[Any], carry: Item) -> None:
+        order.append((ctx.job.kind, None, carry.n))
+        await asyncio.sleep(0.002)  # stays: a backlog of another kind
+
+    jobs = [tenant.job(Item(0)) for _ in range(40)]
+    jobs += [tenant.job(Item(0), group=f"t{i % GROUPS}") for i in range(200 * GROUPS)]
+    jobs += [other.job(Item(0)) for _ in range(2000)]
+    await venturi.enqueue_many(conn, jobs)
+    worker = Worker(None, dsn, [tenant, other], concurrency=4, poll_max=30)
+    async with running(worker):
+        await wait_until(lambda: len(order) >= 400, within=60)
+        urgent = [tenant.job(Item(1), priority=venturi.Priority.HIGH) for _ in range(20)]
+        await venturi.enqueue_many(conn, urgent)
+        await wait_until(lambda: len(order) >= 1400, within=60)
+    last = max(i for i, run in enumerate(order) if run[2] == 1)
+    after = order[last + 1 : last + 401]
+    # Once the urgent jobs without a group have run, the groups take turns with the
+    # other kind's backlog again: had the tenant's jobs without a group stayed urgent
+    # (their ordinary claim going first), the other kind's 2,000 would have taken
+    # every slot until they were done.
+    grouped = sum(1 for _, group, _ in after if group is not None)
+    assert grouped >= 100, (grouped, last)

@@ -253,6 +253,10 @@ class Loop:
             shares.took(rows, grouped, claimer.floor == 0)
             self.inflight.start(rows)
 
+        def plain_counted(rows: list[Record]) -> None:
+            shares.took(rows, grouped, claimer.floor == 0, grouped - left_out)
+            self.inflight.start(rows)
+
         start = counted if grouped else self.inflight.start
 
         again = short = False
@@ -274,7 +278,7 @@ class Loop:
             # is in flight may be for a job its snapshot missed, and must end the rest.
             notified = self.notified
             free, short, unsent = await claimer.fill(
-                conn, free, shutdown, done, completed, start, left_out
+                conn, free, shutdown, done, completed, plain_counted if grouped else start, left_out
             )
             self.plain_dry = (time.monotonic(), notified) if short else None
             if short and grouped:

@@ -80,10 +80,17 @@ class Shares:
         the ordinary claim then goes first."""
         return any(share.urgent for share in self.kinds.values())
 
-    def took(self, rows: Iterable[Record], grouped: AbstractSet[str], every_tier: bool) -> None:
-        """Count a claim's rows of grouped kinds against each kind's share; a claim of
+    def took(
+        self,
+        rows: Iterable[Record],
+        grouped: AbstractSet[str],
+        every_tier: bool,
+        asked: AbstractSet[str] = frozenset(),
+    ) -> None:
+        """Count a claim's rows of grouped kinds against each kind's share. A claim of
         ``every_tier`` (its priority floor at HIGH, not an anti-starvation claim that
-        skipped the better tiers) also tells whether they are urgent."""
+        skipped the better tiers) also tells whether the jobs without a group of the
+        kinds it ``asked`` for are urgent: none of them in it, they are not."""
         best: dict[str, int] = {}
         for row in rows:
             kind = row["kind"]
@@ -97,9 +104,12 @@ class Shares:
             share.credit -= 1
             share.seen = True
             best[kind] = min(best.get(kind, row["priority"]), row["priority"])
-        for kind, tier in best.items() if every_tier else ():
-            share = self.kinds[kind]
-            share.urgent = share.head is not None and tier < share.head
+        if not every_tier:
+            return
+        for kind in asked | best.keys():
+            if (asked_share := self.kinds.get(kind)) is not None:
+                tier, head = best.get(kind), asked_share.head
+                asked_share.urgent = tier is not None and head is not None and tier < head
 
     def groups_left_slots(self) -> None:
         """The groups' claim left slots free: the jobs without a group take them owing
@@ -112,7 +122,7 @@ class Shares:
         kinds it asked for have no more work now, and restart at one claim owed."""
         for kind in grouped - left_out:
             if (share := self.kinds.get(kind)) is not None:
-                share.credit = 1.0
+                share.credit, share.urgent = 1.0, False
 
     async def look(self, conn: Conn, now: float) -> None:
         """Read the groups' weights and best tier of the kinds whose jobs without a group
