@@ -176,9 +176,9 @@ class Claimer:
     ) -> tuple[int, bool, bool]:
         """Settle ``done`` (completions) and claim into ``free`` slots, in as few
         statements as possible, of the kinds not ``left_out``. ``completed`` hears which
-        completions applied; ``start`` gets each claim's rows at once. Returns the slots still free, whether the queue
-        had nothing more to give, and whether ``done`` is still to be settled (no claim
-        ran)."""
+        completions applied; ``start`` gets each claim's rows at once. Returns the slots
+        still free, whether the queue had nothing more to give, and whether ``done`` is
+        still to be settled (no claim ran)."""
         short = False
         while free > 0 and not shutdown.is_set():
             releasing = Counter(r.task.kind for r in done)

@@ -249,23 +249,27 @@ class Loop:
         grouped, completed = claimer.grouped, self.completer.completed
         left_out = shares.held_back(grouped, time.monotonic()) if grouped else frozenset()
 
-        def counted(rows: list[Record]) -> None:
-            shares.took(rows, grouped, claimer.floor == 0)
-            self.inflight.start(rows)
+        start = plain_start = self.inflight.start
+        if grouped:  # each claim's rows are counted against the shares as they start
 
-        def plain_counted(rows: list[Record]) -> None:
-            shares.took(rows, grouped, claimer.floor == 0, grouped - left_out)
-            self.inflight.start(rows)
+            def counted(rows: list[Record]) -> None:
+                shares.took(rows, grouped, claimer.floor == 0)
+                self.inflight.start(rows)
 
-        start = counted if grouped else self.inflight.start
+            def plain_counted(rows: list[Record]) -> None:
+                shares.took(rows, grouped, claimer.floor == 0, grouped - left_out)
+                self.inflight.start(rows)
+
+            start, plain_start = counted, plain_counted
 
         again = short = False
         plain = not (grouped and self.plain_resting())
-        # The groups go first in their turn (none while jobs without a group of a better
-        # tier than their groups' are claimed), whenever the plain claim rests, and while
-        # it leaves jobs without a group out.
-        turn = not shares.urgent() and claimer.grouped_turn()
-        grouped_first = bool(grouped) and (bool(left_out) or turn or not plain)
+        # The groups go first in their turn (not while the jobs without a group of a kind
+        # with groups are of a better tier, or let in once a second: Shares.plain_first),
+        # whenever the plain claim rests, and while it leaves jobs without a group out.
+        grouped_first = bool(grouped) and (
+            bool(left_out) or (not shares.plain_first() and claimer.grouped_turn()) or not plain
+        )
         if grouped_first and free > 0 and not shutdown.is_set():
             # The completions ride whichever claim runs first.
             taken, again, done = await claimer.fill_grouped(conn, free, start, done, completed)
@@ -278,7 +282,7 @@ class Loop:
             # is in flight may be for a job its snapshot missed, and must end the rest.
             notified = self.notified
             free, short, unsent = await claimer.fill(
-                conn, free, shutdown, done, completed, plain_counted if grouped else start, left_out
+                conn, free, shutdown, done, completed, plain_start, left_out
             )
             self.plain_dry = (time.monotonic(), notified) if short else None
             if short and grouped:

@@ -16,8 +16,9 @@ keeps their share itself, by the claims it makes:
   none (an ordinary claim that came back short) restart at one claim owed, and their
   debt is forgiven when the groups leave slots;
 - a tier is kept: jobs without a group claimed at a better tier than the groups' best are
-  not held back, and the ordinary claim goes first; while held back they are let into one claim a second, which is how an
-  urgent one enqueued meanwhile is found (it waits at most that second).
+  not held back, and the ordinary claim goes first; while held back they are let into
+  one claim a second, the ordinary claim going first, which is how an urgent one
+  enqueued meanwhile is found (it waits at most about that second).
 
 The groups' summed weight and best tier come from ``group_shares``, read at most once a
 second, and only about the kinds whose jobs without a group the worker claimed or held
@@ -59,11 +60,14 @@ class Shares:
         self.schema = schema
         self.kinds: dict[str, KindShare] = {}
         self.looked = -math.inf
+        # This iteration lets held-back jobs without a group into its ordinary claim.
+        self.letting_in = False
 
     def held_back(self, grouped: AbstractSet[str], now: float) -> frozenset[str]:
         """The grouped kinds whose jobs without a group this iteration's ordinary claim
         leaves out: they took their share, and are not of a better tier than the groups."""
         out = []
+        self.letting_in = False
         for kind in grouped:
             share = self.kinds.get(kind)
             if share is None or share.weights <= 0 or share.credit >= 1 or share.urgent:
@@ -71,14 +75,15 @@ class Shares:
             share.seen = True
             if now - share.let_in >= SHARE_LOOK:
                 share.let_in = now  # once a second, to find an urgent one
+                self.letting_in = True
                 continue
             out.append(kind)
         return frozenset(out)
 
-    def urgent(self) -> bool:
-        """Whether some kind's jobs without a group are of a better tier than its groups':
-        the ordinary claim then goes first."""
-        return any(share.urgent for share in self.kinds.values())
+    def plain_first(self) -> bool:
+        """Whether the ordinary claim goes first: some kind's jobs without a group are of a
+        better tier than its groups', or held-back ones are let in."""
+        return self.letting_in or any(share.urgent for share in self.kinds.values())
 
     def took(
         self,
