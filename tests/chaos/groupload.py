@@ -33,6 +33,10 @@ GROUPS = ("t0", "t1", "t2", "t3", "t4")
 # How often each group is drawn (a skew: t0 is hot), and the weights set at the start.
 SHARES = (35, 25, 15, 15, 10)
 WEIGHTS = {"t0": 3.0, "t1": 2.0}
+# The share of a grouped kind's jobs enqueued without a group (SPEC 13: one group of
+# their own beside the groups, runtime/shares.py). No cap holds them: their runs write no
+# ledger record.
+UNGROUPED_SHARE = 0.1
 # A grouped job works this long (ms), or, its first run, past the 4 s lease (a zombie).
 WORK_MS = (200, 1500)  # long enough that a SIGKILL often finds a grouped slot held
 OVERRUN_SHARE = 0.02
@@ -96,6 +100,8 @@ class GroupLoad:
         if kind not in grouptasks.GROUP_CAPS:
             return None
         self.grouped_drawn[kind] += 1
+        if self.rng.random() < UNGROUPED_SHARE:
+            return None
         return str(self.rng.choices(GROUPS, weights=SHARES)[0])
 
     def grouped_paced(self, kind: str) -> bool:
@@ -129,7 +135,7 @@ class GroupLoad:
 
     def groups_enqueued(self, batch: list[tuple[int, Any]], ids: list[int]) -> None:
         for (_, spec), job_id in zip(batch, ids, strict=True):
-            if spec.kind in grouptasks.GROUP_CAPS:
+            if spec.kind in grouptasks.GROUP_CAPS and spec.group is not None:
                 self.group_of_job[job_id] = (spec.kind, spec.group)
 
     # --- settings while running -------------------------------------------------------
@@ -179,7 +185,8 @@ class GroupLoad:
             )
             for r in await self._test_fetch("chaos_ledger")
         ]  # fmt: skip
-        grouped = {j.id: j for j in jobs if j.kind in grouptasks.GROUP_CAPS}
+        # The grouped kinds' jobs in a group (their jobs without one hold no cap's slot).
+        grouped = {j.id: j for j in jobs if j.kind in grouptasks.GROUP_CAPS and j.grp is not None}
         mine: dict[int, list[records.Event]] = {}
         for e in sorted(events, key=lambda e: e.at):
             if e.job in grouped:
