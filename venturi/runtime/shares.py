@@ -16,9 +16,9 @@ keeps their share itself, by the claims it makes:
   none (an ordinary claim that came back short) restart at one claim owed, and their
   debt is forgiven when the groups leave slots;
 - a tier is kept: jobs without a group claimed at a better tier than the groups' best are
-  not held back, and the ordinary claim goes first; while held back they are let into
-  one claim a second, the ordinary claim going first, which is how an urgent one
-  enqueued meanwhile is found (it waits at most about that second).
+  not held back, spend nothing of the share, and the ordinary claim goes first; while
+  held back they are let into one claim a second, the ordinary claim going first, which
+  is how an urgent one enqueued meanwhile is found (it waits at most about that second).
 
 The groups' summed weight and best tier come from ``group_shares``, read at most once a
 second, and only about the kinds whose jobs without a group the worker claimed or held
@@ -106,9 +106,13 @@ class Shares:
                 if share.weights > 0:
                     share.credit += 1 / share.weights
                 continue
-            share.credit -= 1
+            tier = row["priority"]
             share.seen = True
-            best[kind] = min(best.get(kind, row["priority"]), row["priority"])
+            best[kind] = min(best.get(kind, tier), tier)
+            # The share is within a tier: one of a better tier than the groups' best is
+            # not of their fair share, and spends nothing of it.
+            if share.head is None or tier >= share.head:
+                share.credit -= 1
         if not every_tier:
             return
         for kind in asked | best.keys():
