@@ -5,9 +5,11 @@ the groups' summed weights), keep their tier, and take every slot the groups lea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import asyncpg
+import pytest
 
 import venturi
 from tests.support import Item, running, wait_until
@@ -18,11 +20,11 @@ GROUPS = 9
 
 
 async def run_order(
-    dsn: str, conn: asyncpg.Connection, plain: int, per_group: int, **task: Any
+    dsn: str, conn: asyncpg.Connection, plain: int, per_group: int, workers: int, **task: Any
 ) -> list[str | None]:
     """Run ``plain`` jobs without a group and ``per_group`` jobs in each of GROUPS groups
-    of one kind, all enqueued before the worker starts; the group of each job started,
-    in order (None: without a group)."""
+    of one kind, all enqueued before ``workers`` workers of four slots in all start; the
+    group of each job started, in order (None: without a group)."""
     order: list[str | None] = []
 
     @venturi.task(kind="s_share", **task)
@@ -33,18 +35,22 @@ async def run_order(
     jobs = [work.job(Item(i)) for i in range(plain)]
     jobs += [work.job(Item(i), group=f"t{i % GROUPS}") for i in range(per_group * GROUPS)]
     await venturi.enqueue_many(conn, jobs)
-    worker = Worker(None, dsn, [work], concurrency=4, poll_max=30)
-    async with running(worker):
+    async with contextlib.AsyncExitStack() as stack:
+        for _ in range(workers):
+            worker = Worker(None, dsn, [work], concurrency=4 // workers, poll_max=30)
+            await stack.enter_async_context(running(worker))
         await wait_until(lambda: len(order) == len(jobs), within=90)
     return order
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 async def test_jobs_without_a_group_get_one_groups_share(
-    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], workers: int
 ) -> None:
-    order = await run_order(dsn, conn, plain=600, per_group=200, group_cap=100)
-    # While both are backlogged (the first 1,200 runs after the worker's first second):
-    # one share in ten. Taking turns with the groups, they got half.
+    # Each worker keeps the share over its own claims, so two keep it too.
+    order = await run_order(dsn, conn, 600, 200, workers, group_cap=100)
+    # While both are backlogged (runs 300 to 1,500, past the workers' first looks): one
+    # share in ten. Taking turns with the groups, they got half.
     window = order[300:1500]
     plain = window.count(None) / len(window)
     assert 0.05 <= plain <= 0.2, plain
