@@ -477,12 +477,12 @@ SELECT kind, grp, cap, weight, paused,
 FROM written;
 
 -- group_shares: for each of these kinds, the summed weight of its groups with work (the
--- ready ones, paused or not: a paused group leaves the ready index at its next claim)
--- and the best tier among them. A worker gives the jobs without a group of a kind whose
--- groups are backlogged one group's share of its claims beside them (SPEC 13: "jobs
--- without a group share one group of their own"; runtime/shares.py): weight 1 against
--- the groups' summed weights. Asked at most once a second, and only about kinds whose
--- jobs without a group the worker is claiming or holding back.
+-- ready ones, less the paused: a group paused stays in the ready index until a claim
+-- takes it out) and the best tier among them. A worker gives the jobs without a group
+-- of a kind whose groups are backlogged one group's share of its claims beside them
+-- (SPEC 13: "jobs without a group share one group of their own"; runtime/shares.py):
+-- weight 1 against the groups' summed weights. Asked at most once a second, and only
+-- about kinds whose jobs without a group the worker is claiming or holding back.
 -- $1 text[] kinds
 -- index: groups_ready_idx for the tier; the ready groups' rows for their weights (a read
 -- per group with work, as a claim of each of them makes).

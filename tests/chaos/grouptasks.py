@@ -7,9 +7,9 @@ with ``venturi.set_group``). Each run writes its entry and exit records to the l
 (``tests/chaos/ledger.py``) around its work, its S and E lines like every chaos kind, and
 a Q line to its run file if it is cancelled; ``tests/chaos/groupcheck.py`` then checks
 that no group ever ran more than its cap. A tenth of their jobs have no group (one group
-of their own beside the groups): they work and end as the others do, without the ledger. A run whose carry asks for more than
-GROUP_OVERRUN ms works that long on its first attempt only: past the 4 s lease, on
-purpose (a zombie).
+of their own beside the groups): they work and end as the others do, without the
+ledger. A run whose carry asks for more than GROUP_OVERRUN ms works that long on its
+first attempt only: past the 4 s lease, on purpose (a zombie).
 
 The first soak with groups ran them on their own workers only, since a worker then gave
 its grouped claim only the slots its ordinary claim left; now the two claims take turns
