@@ -1223,7 +1223,8 @@ chosen AS (
     LIMIT (SELECT CASE WHEN (SELECT $10::integer) IS NULL THEN $5::integer
                        ELSE greatest(0, least($5::integer, $10::integer - (
                            SELECT count(*)::integer FROM "billing_jobs".jobs k
-                           WHERE k.status = 'claimed' AND k.kind = $2::text))) END)
+WHERE k.status = 'claimed' AND k.kind = $2::text
+  AND k.id NOT IN (SELECT c.id FROM completed c)))) END)
 ),
 -- A row an operator's transaction holds is left for the next claim.
 lockable AS (
@@ -1358,7 +1359,8 @@ UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        CASE WHEN (SELECT $10::integer) IS NULL THEN NULL ELSE (
            SELECT count(*)::integer FROM "billing_jobs".jobs k
-           WHERE k.status = 'claimed' AND k.kind = $2::text) + (SELECT count(*)::integer FROM claimed) END,
+WHERE k.status = 'claimed' AND k.kind = $2::text
+  AND k.id NOT IN (SELECT c.id FROM completed c)) + (SELECT count(*)::integer FROM claimed) END,
        (SELECT count(*)::integer FROM created c
         WHERE c.grp NOT IN (SELECT t.grp FROM fresh_taking t))
          + (SELECT count(*)::integer FROM woken k WHERE NOT k.was_ready AND k.ready)

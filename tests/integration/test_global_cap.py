@@ -40,14 +40,17 @@ async def _capped(
     )
 
 
+@pytest.mark.parametrize("grouped", [False, True], ids=["plain", "grouped"])
 async def test_three_workers_racing_a_global_cap_of_two_never_run_three(
-    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], grouped: bool
 ) -> None:
+    # Grouped, the jobs are claimed by the grouped claim under the same lock, and the
+    # completions riding it free their places in it.
     active = 0
     peak = 0
     done = 0
 
-    @venturi.task(kind="gc_race", global_cap=2)
+    @venturi.task(kind="gc_race", global_cap=2, group_cap=10 if grouped else None)
     async def handler(ctx: Context[Any], carry: Item) -> None:
         nonlocal active, peak, done
         active += 1
@@ -58,7 +61,8 @@ async def test_three_workers_racing_a_global_cap_of_two_never_run_three(
             active -= 1
             done += 1
 
-    ids = await venturi.enqueue_many(conn, [handler.job(Item(i)) for i in range(24)])
+    jobs = [handler.job(Item(i), group=f"g{i % 3}" if grouped else None) for i in range(24)]
+    ids = await venturi.enqueue_many(conn, jobs)
     workers = [
         Worker(None, dsn, [handler], concurrency=4, poll_max=0.2, claimed_by=f"w{i}")
         for i in range(3)

@@ -43,12 +43,17 @@ async def run_order(
     return order
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize(
+    ("workers", "limits"),
+    [(1, {}), (2, {}), (1, {"global_cap": 8})],
+    ids=["one worker", "two workers", "global cap"],
+)
 async def test_jobs_without_a_group_get_one_groups_share(
-    dsn: str, conn: asyncpg.Connection, kinds: list[str], workers: int
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], workers: int, limits: dict[str, int]
 ) -> None:
-    # Each worker keeps the share over its own claims, so two keep it too.
-    order = await run_order(dsn, conn, 600, 200, workers, group_cap=100)
+    # Each worker keeps the share over its own claims, so two keep it too; a kind with a
+    # global cap, whose jobs without a group its own claim takes, keeps it as well.
+    order = await run_order(dsn, conn, 600, 200, workers, group_cap=100, **limits)
     # While both are backlogged (runs 300 to 1,500, past the workers' first looks): one
     # share in ten. Taking turns with the groups, they got half.
     window = order[300:1500]

@@ -345,6 +345,25 @@ async def test_a_job_refused_by_the_global_cap_takes_no_group_slot(
     assert sum(claims.values()) == 2
 
 
+async def test_completions_riding_a_grouped_claim_free_their_places_under_the_global_cap(
+    conn: asyncpg.Connection, grouped: venturi.Task[Item]
+) -> None:
+    await venturi.enqueue_many(
+        conn, [grouped.job(Item(i), group=g) for i in range(3) for g in ("a", "b")]
+    )
+    me = db.Claimant("test")  # the completions' ownership token is their claim's
+    first = await claim(conn, "grouped", cap=3, global_cap=2, who=me)
+    assert (len(first.claimed), first.held) == (2, 2)
+    done = [(r["id"], r["attempt"], None) for r in first.claimed]
+    second = await claim(conn, "grouped", cap=3, global_cap=2, who=me, done=done)
+    assert second.settled == {r["id"] for r in first.claimed}
+    # The two it completes are no longer claimed once it commits: their places are this
+    # claim's (counted as claimed, they left it no room, and its worker, told the kind
+    # was at its cap, left the kind alone for half a second on every such claim).
+    assert (len(second.claimed), second.held) == (2, 2)
+    assert sum((await claimed_per_group(conn, "grouped")).values()) == 2
+
+
 async def test_a_worker_drains_groups_within_their_caps(
     dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
