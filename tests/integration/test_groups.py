@@ -354,7 +354,7 @@ async def test_completions_riding_a_grouped_claim_free_their_places_under_the_gl
     me = db.Claimant("test")  # the completions' ownership token is their claim's
     first = await claim(conn, "grouped", cap=3, global_cap=2, who=me)
     assert (len(first.claimed), first.held) == (2, 2)
-    done = [(r["id"], r["attempt"], None) for r in first.claimed]
+    done: list[tuple[int, int, str | None]] = [(r["id"], r["attempt"], None) for r in first.claimed]
     second = await claim(conn, "grouped", cap=3, global_cap=2, who=me, done=done)
     assert second.settled == {r["id"] for r in first.claimed}
     # The two it completes are no longer claimed once it commits: their places are this
