@@ -88,7 +88,7 @@ class Loop:
             schema, config.claimed_by, config.backoff, instruments, recover_every(config.poll_max)
         )
         self.claimer = Claimer(config, claimant, policies, self.inflight.per_kind, instruments)
-        self.shares = Shares(schema)
+        self.shares = Shares(schema, config.concurrency)
         self.completer = Completer(
             schema,
             claimant,

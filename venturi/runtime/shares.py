@@ -14,7 +14,10 @@ keeps their share itself, by the claims it makes:
   at once, without debt (work-conserving);
 - neither side banks credit while the other has no work: the jobs without a group found
   none (an ordinary claim that came back short) restart at one claim owed, and their
-  debt is forgiven when the groups leave slots;
+  debt is forgiven when the groups leave slots. An ordinary claim kept full by another
+  kind's backlog does not tell that they have none, so they are never owed more than one
+  fill of the worker's slots (``bound``): their next jobs after a pause take at most that
+  much more than their share;
 - a tier is kept: jobs without a group claimed at a better tier than the groups' best are
   not held back, spend nothing of the share, and the ordinary claim goes first; while
   held back they are let into one claim a second, the ordinary claim going first, which
@@ -56,8 +59,10 @@ class KindShare:
 class Shares:
     """The jobs without a group of each grouped kind, against the kind's groups."""
 
-    def __init__(self, schema: str) -> None:
+    def __init__(self, schema: str, slots: int) -> None:
         self.schema = schema
+        # The most credit the jobs without a group may hold: one claim owed and one fill.
+        self.bound = 1.0 + slots
         self.kinds: dict[str, KindShare] = {}
         self.looked = -math.inf
         # This iteration lets held-back jobs without a group into its ordinary claim.
@@ -104,7 +109,7 @@ class Shares:
             share = self.kinds.setdefault(kind, KindShare())
             if row["grp"] is not None:
                 if share.weights > 0:
-                    share.credit += 1 / share.weights
+                    share.credit = min(share.credit + 1 / share.weights, self.bound)
                 continue
             tier = row["priority"]
             share.seen = True
