@@ -305,8 +305,8 @@ WHERE g.grp IS NOT NULL OR c.pending > 0 OR c.claimed > 0;
 -- grouped jobs with job_claim_grouped. A kind needs no declaration to have groups: an
 -- idle worker learns of them from job_next_visible_at, and a busy one, whose claims keep
 -- every slot filled so that it never looks up what to wait for, asks this about its other
--- kinds at most once a second (runtime/claimer.py, look_for_groups): without it a grouped
--- job of such a kind waited for the worker's whole backlog to drain.
+-- kinds about once a second, beside the loop (runtime/claimer.py, look_for_groups): a grouped
+-- job of such a kind waited for the worker's whole backlog to drain without it.
 -- $1 text[] kinds: the worker's kinds not yet known to have groups
 -- index: the groups primary key and group_wakes_due_idx, a probe or two per kind.
 PREPARE venturi_group_kinds(text[]) AS
@@ -481,8 +481,8 @@ FROM written;
 -- takes it out) and the best tier among them. A worker gives the jobs without a group
 -- of a kind whose groups are backlogged one group's share of its claims beside them
 -- (SPEC 13: "jobs without a group share one group of their own"; runtime/shares.py):
--- weight 1 against the groups' summed weights. Asked at most once a second, and only
--- about kinds whose jobs without a group the worker is claiming or holding back.
+-- weight 1 against the groups' summed weights. Asked about once a second, beside the
+-- loop, and only about kinds whose jobs without a group the worker claims or holds back.
 -- $1 text[] kinds
 -- index: groups_ready_idx for the tier; the ready groups' rows for their weights (a read
 -- per group with work, as a claim of each of them makes).

@@ -29,8 +29,6 @@ from venturi.runtime.statistics import Statistics
 # How long a worker leaves a kind found at its global cap before it looks again: a place
 # freed by another worker's settlement sends no notification.
 CAP_RECHECK = 0.5
-# How often a busy worker asks whether its other kinds got groups (look_for_groups).
-GROUP_LOOK = 1.0
 Kinds = AbstractSet[str]
 
 
@@ -78,9 +76,6 @@ class Claimer:
             k for k, p in policies.items() if p.task.group_cap or p.task.group_rate
         }
         self.grouped = set(self.declared_grouped)
-        # When the kinds with groups were last looked for (time.monotonic()): never yet,
-        # so a worker that starts into a backlog looks on its first iteration.
-        self.groups_at = float("-inf")
         self.grouped_until: dict[str, float] = {}
         self._grouped_first = False
         # The last fill left a kind out for want of a local token (see fill).
@@ -430,7 +425,6 @@ class Claimer:
             conn, schema=self.schema, kinds=kinds, all_kinds=self.kinds
         )
         was, self.grouped = self.grouped, self.declared_grouped | found.grouped_kinds
-        self.groups_at = now
         if self.grouped - was:
             return 0.0  # kinds with groups first seen: claim their grouped jobs now
         self.timers_at = now
@@ -463,27 +457,28 @@ class Claimer:
         """Wake the due timers of this worker's kinds if nothing looked for them for
         ``poll_max``: while its claims keep filling every slot (a backlog),
         ``until_next_visible`` never runs, and a sleeping workflow must not wait for the
-        backlog to drain. One statement per ``poll_max`` on a busy loop, none on an idle
-        one."""
+        backlog to drain. Called by the recovery's timer, beside the loop: one statement
+        per ``poll_max`` while the loop is busy, hardly any while it idles."""
         now = time.monotonic()
         if now - self.timers_at < self.poll_max:
             return
         self.timers_at = now
         await db.workflow.job_wake_due(conn, schema=self.schema, kinds=self.kinds)
 
-    async def look_for_groups(self, conn: Conn) -> None:
-        """Ask, at most every GROUP_LOOK, which of this worker's other kinds have groups
-        now. ``until_next_visible`` finds them, but only when the loop idles: while claims
+    async def look_for_groups(self, conn: Conn) -> bool:
+        """Ask which of this worker's other kinds have groups now; whether some have.
+        ``until_next_visible`` finds them, but only when the loop idles: while claims
         fill every slot (a backlog of any kind), a grouped job of a kind that declares no
         group limit waited for the whole backlog (the claim of jobs without a group never
-        sees a grouped row)."""
-        now = time.monotonic()
-        if now - self.groups_at < GROUP_LOOK:
-            return
-        self.groups_at = now
+        sees a grouped row). Called by the recovery's timer, beside the loop (its pace:
+        about once a second): the set is replaced, never changed in place, under a loop
+        that may be iterating it."""
         if unknown := [k for k in self.kinds if k not in self.grouped]:
-            self.grouped |= await db.groups.group_kinds(conn, schema=self.schema, kinds=unknown)
-
+            found = await db.groups.group_kinds(conn, schema=self.schema, kinds=unknown)
+            if found - self.grouped:
+                self.grouped = self.grouped | found
+                return True
+        return False
 
 def _completions(done: list[Run]) -> list[tuple[int, int, str | None]]:
     """The finished runs as a claim settles them: id, the attempt it ran under, result."""

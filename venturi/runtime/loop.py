@@ -3,8 +3,8 @@
 Each iteration settles what finished, claims into every free slot, and then sleeps until a handler finishes, a notification arrives, the
 next scheduled job becomes visible (bounded by ``poll_max``) or shutdown is asked for.
 Its parts: ``claimer`` (what to claim), ``inflight`` (the slots and running handlers),
-``completer`` (writing settlements), ``recovery`` (expired claims, on a timer of its own
-beside the loop: ``Worker.run`` starts it). Shutdown drains: no
+``completer`` (writing settlements), ``recovery`` (expired claims and the loop's looks,
+on a timer of its own beside the loop: ``Worker.run`` starts it). Shutdown drains: no
 more claims, handlers asked to stop, then cancelled and their jobs released.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from venturi import db
-from venturi.db.conn import Record, Source
+from venturi.db.conn import Conn, Record, Source
 from venturi.runtime.claimer import Claimer
 from venturi.runtime.completer import Completer
 from venturi.runtime.config import KindPolicy, WorkerConfig
@@ -212,13 +212,23 @@ class Loop:
                 timeout = 0.0  # slots remain and the queue had more: go again
         else:
             await completer.settle(conn)  # all slots busy: only a finish helps
-        # A backlog keeps until_next_visible from running: wake due timers anyway, and
-        # look for kinds that got groups since.
-        await claimer.wake_due_timers(conn)
-        await claimer.look_for_groups(conn)
-        if claimer.grouped:
-            await self.shares.look(conn, time.monotonic())
+        if claimer.grouped and self.shares.unread():
+            await self.shares.look(conn)  # the first time only; then on the timer
         return timeout
+
+    async def look(self, conn: Conn) -> None:
+        """What a busy loop would not find by itself, looked for on the recovery's timer
+        (``Recovery.run``), beside the loop, so that the loop's connection carries claims
+        and settlements only (on a slow network each look was a round trip more before
+        the next claim, which carries the completions): due workflow timers, which
+        ``until_next_visible`` wakes only when the loop idles; kinds that got groups
+        since; the groups' weights for the shares of jobs without a group."""
+        claimer = self.claimer
+        await claimer.wake_due_timers(conn)
+        if await claimer.look_for_groups(conn):
+            self.wake.set()  # their grouped jobs are claimed at the next iteration
+        if claimer.grouped:
+            await self.shares.look(conn)
 
     def failed(self, exc: BaseException, errors: int) -> float:
         """A database error in an iteration (the ``errors``-th in a row): how long to

@@ -19,6 +19,11 @@ A recovered execution counts as a failure toward its job's backstop, with its ta
 backoff (the worker's for a task that declared none); the recovered job's notification
 (it is pending again) wakes the loops that can run it.
 
+After each recovery the timer runs the loop's looks (``Loop.look``): due workflow timers,
+kinds that got groups, the groups' weights. A busy loop finds none of them by itself,
+and on the loop's own connection each was a round trip between two claims, which carry
+the finished jobs' completions.
+
 About once a minute the same timer also looks for groups left out of the claim
 (``group_wake_stranded``): a group with a job visible now that is neither ready, paused,
 nor due a wake-up. The grouped claim never leaves one so (docs/groups.md, "Why no
@@ -33,6 +38,7 @@ import logging
 import random
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 
 from venturi import db
 from venturi.backoff import Backoff
@@ -77,12 +83,13 @@ class Recovery:
         self.every = every
         self.stranded_at = time.monotonic() + STRANDED_EVERY * random.uniform(0.5, 1.0)
 
-    async def run(self, source: Source) -> None:
+    async def run(self, source: Source, looks: Callable[[Conn], Awaitable[None]]) -> None:
         """Recover every ``every`` seconds (each wait jittered between 3/4 of it and all
         of it), the first time one period after the start, until cancelled: the loop's
         first claim, not the recovery, takes the pool's first connection (opening a
         second one delayed the first pickup), and a fleet started together does not
-        recover in step. A database error is logged and retried at the next period."""
+        recover in step. Each time, the loop's ``looks`` follow (``Loop.look``). A
+        database error is logged and retried at the next period."""
         while True:
             await asyncio.sleep(self.every * random.uniform(0.75, 1.0))
             try:
@@ -90,6 +97,7 @@ class Recovery:
                     await self.recover(conn)
                     if time.monotonic() >= self.stranded_at:
                         await self.wake_stranded(conn)
+                    await looks(conn)
             except db.errors.TRANSIENT as exc:
                 self._instruments.db_error()
                 log.warning("stale recovery failed (retrying): %s", db.errors.one_line(exc))

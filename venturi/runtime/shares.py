@@ -23,9 +23,9 @@ keeps their share itself, by the claims it makes:
   held back they are let into one claim a second, the ordinary claim going first, which
   is how an urgent one enqueued meanwhile is found (it waits at most about that second).
 
-The groups' summed weight and best tier come from ``group_shares``, read at most once a
-second, and only about the kinds whose jobs without a group the worker claimed or held
-back since. Each worker keeps the share over its own claims, so the whole fleet keeps it
+The groups' summed weight and best tier come from ``group_shares``, read on the
+recovery's timer beside the loop (about once a second), and only about the kinds whose
+jobs without a group the worker claimed or held back since. Each worker keeps the share over its own claims, so the whole fleet keeps it
 too.
 """
 
@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from venturi import db
 from venturi.db.conn import Conn, Record
 
-# How often the groups' weights are read, and how often jobs without a group that are
-# held back are let into a claim anyway: the claimer's look for kinds with groups.
-SHARE_LOOK = 1.0
+# How often jobs without a group that are held back are let into a claim anyway (to
+# find an urgent one): the pace of the look that reads the groups' weights.
+LET_IN_EVERY = 1.0
 
 
 @dataclass
@@ -53,6 +53,7 @@ class KindShare:
     head: int | None = None  # the groups' best tier at the last look
     urgent: bool = False  # the last ones claimed were of a better tier than the groups'
     seen: bool = False  # claimed or held back since the last look
+    read: bool = False  # the groups' weights were read at least once
     let_in: float = -math.inf  # when they were last let into a claim while held back
 
 
@@ -64,7 +65,6 @@ class Shares:
         # The most credit the jobs without a group may hold: one claim owed and one fill.
         self.bound = 1.0 + slots
         self.kinds: dict[str, KindShare] = {}
-        self.looked = -math.inf
         # This iteration lets held-back jobs without a group into its ordinary claim.
         self.letting_in = False
 
@@ -78,7 +78,7 @@ class Shares:
             if share is None or share.weights <= 0 or share.credit >= 1 or share.urgent:
                 continue
             share.seen = True
-            if now - share.let_in >= SHARE_LOOK:
+            if now - share.let_in >= LET_IN_EVERY:
                 share.let_in = now  # once a second, to find an urgent one
                 self.letting_in = True
                 continue
@@ -138,19 +138,27 @@ class Shares:
             if (share := self.kinds.get(kind)) is not None:
                 share.credit, share.urgent = 1.0, False
 
-    async def look(self, conn: Conn, now: float) -> None:
+    def unread(self) -> bool:
+        """Whether a kind's jobs without a group were claimed and its groups' weights were
+        never read: until they are, the share is not kept, so the loop reads them at once
+        rather than wait for the timer's next look."""
+        return any(share.seen and not share.read for share in self.kinds.values())
+
+    async def look(self, conn: Conn) -> None:
         """Read the groups' weights and best tier of the kinds whose jobs without a group
-        were claimed or held back since the last look, at most once a second."""
-        if now - self.looked < SHARE_LOOK:
-            return
+        were claimed or held back since the last look (on the recovery's timer, and by
+        the loop the first time)."""
         kinds = sorted(k for k, share in self.kinds.items() if share.seen)
         if not kinds:
             return
-        self.looked = now
+        # Cleared before the read: the loop may claim meanwhile, and a kind it sees then
+        # is read at the next look.
+        for kind in kinds:
+            self.kinds[kind].seen = False
         found = await db.groups.group_shares(conn, schema=self.schema, kinds=kinds)
         for kind in kinds:
             share, read = self.kinds[kind], found.get(kind)
-            share.seen = False
             share.weights, share.head = (read.weights, read.head) if read else (0.0, None)
+            share.read = True
             if share.weights <= 0:
                 share.credit = max(share.credit, 0.0)  # no group has work: no debt

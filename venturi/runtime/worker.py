@@ -287,7 +287,7 @@ class Worker(Generic[S]):
         beating = asyncio.create_task(heartbeat.run(db.held.hold(pool, deadline, keep=False)))
         # Beside the loop, not inside its claims: a busy or idle loop recovers alike.
         recovering = asyncio.create_task(
-            loop.recovery.run(db.held.hold(pool, deadline, keep=False))
+            loop.recovery.run(db.held.hold(pool, deadline, keep=False), loop.look)
         )
         held = db.held.hold(pool, deadline, prepare=db.connect.caches_statements(pool))
         try:
