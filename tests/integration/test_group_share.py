@@ -13,7 +13,7 @@ import pytest
 
 import venturi
 from tests.support import Item, running, wait_until
-from venturi import Context
+from venturi import Context, db
 from venturi.runtime.worker import Worker
 
 GROUPS = 9
@@ -45,14 +45,20 @@ async def run_order(
 
 @pytest.mark.parametrize(
     ("workers", "limits"),
-    [(1, {}), (2, {}), (1, {"global_cap": 8})],
-    ids=["one worker", "two workers", "global cap"],
+    [
+        (1, {}),
+        (2, {}),
+        (1, {"global_cap": 8}),
+        (1, {"rate": venturi.Rate(per_second=100_000, burst=1_000, shared=True)}),
+    ],
+    ids=["one worker", "two workers", "global cap", "shared rate"],
 )
 async def test_jobs_without_a_group_get_one_groups_share(
-    dsn: str, conn: asyncpg.Connection, kinds: list[str], workers: int, limits: dict[str, int]
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], workers: int, limits: dict[str, Any]
 ) -> None:
     # Each worker keeps the share over its own claims, so two keep it too; a kind with a
-    # global cap, whose jobs without a group its own claim takes, keeps it as well.
+    # global cap or a shared rate, whose jobs without a group a claim of their own takes
+    # (fill_capped, fill_shared), keeps it as well.
     order = await run_order(dsn, conn, 600, 200, workers, group_cap=100, **limits)
     # While both are backlogged (runs 300 to 1,500, past the workers' first looks): one
     # share in ten. Taking turns with the groups, they got half.
@@ -195,3 +201,62 @@ async def test_no_credit_banked_while_another_kinds_backlog_fills_the_claims(
     # had been counted as owed to them all along.
     plain = sum(1 for run in after if run[2] == 1)
     assert plain <= 45, plain
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [{}, {"global_cap": 8}, {"rate": venturi.Rate(per_second=100_000, burst=1_000, shared=True)}],
+    ids=["no other limit", "global cap", "shared rate"],
+)
+async def test_another_kind_keeps_its_turns_while_jobs_without_a_group_are_held_back(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], limits: dict[str, Any]
+) -> None:
+    # A kind with a global cap or a shared rate has claims of its own (fill_capped,
+    # fill_shared), which leave its held-back jobs without a group out as well.
+    order: list[str] = []
+
+    @venturi.task(kind="s_held", group_cap=100, **limits)
+    async def tenant(ctx: Context[Any], carry: Item) -> None:
+        order.append(ctx.job.kind if ctx.job.group is None else "grouped")
+        await asyncio.sleep(0.002)  # stays: the backlogs last past the worker's first looks
+
+    @venturi.task(kind="s_beside")
+    async def other(ctx: Context[Any], carry: Item) -> None:
+        order.append(ctx.job.kind)
+        await asyncio.sleep(0.002)  # stays: a backlog of another kind
+
+    jobs = [tenant.job(Item(0)) for _ in range(300)]
+    jobs += [tenant.job(Item(0), group=f"t{i % GROUPS}") for i in range(300 * GROUPS)]
+    jobs += [other.job(Item(0)) for _ in range(1500)]
+    await venturi.enqueue_many(conn, jobs)
+    async with running(Worker(None, dsn, [tenant, other], concurrency=4, poll_max=30)):
+        await wait_until(lambda: len(order) >= 2500, within=60)
+    window = order[500:2500]
+    # The other kind's claim and the groups' take turns (about half each), and the
+    # tenant's jobs without a group get their one share in ten of the tenant's runs.
+    # While the groups' claim went first whenever those were held back, it took every
+    # slot, and the other kind ran 0 times in 2,000 (890 now).
+    assert window.count("s_beside") >= 600, window.count("s_beside")
+    tenant_runs = len(window) - window.count("s_beside")
+    assert 0.05 <= window.count("s_held") / tenant_runs <= 0.2, window.count("s_held")
+
+
+async def test_completions_ride_the_groups_claim_while_jobs_without_a_group_are_held_back(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A worker of one grouped kind whose jobs without a group are held back has no other
+    # claim to take turns with: the groups' claim goes first, carrying the completions.
+    separate = 0
+    complete = db.settle.job_complete_many_if_owned
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal separate
+        separate += 1
+        return await complete(*args, **kwargs)
+
+    monkeypatch.setattr(db.settle, "job_complete_many_if_owned", counted)
+    order = await run_order(dsn, conn, 600, 200, 1, group_cap=100)
+    assert order.count(None) == 600
+    # 0 in three runs here; 249 when the ordinary claim took its turn with nothing to
+    # claim and the completions went in a statement of their own.
+    assert separate < 50, separate

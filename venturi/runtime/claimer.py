@@ -78,6 +78,7 @@ class Claimer:
         self.grouped = set(self.declared_grouped)
         self.grouped_until: dict[str, float] = {}
         self._grouped_first = False
+        self._limited_first = False
         # The last fill left a kind out for want of a local token (see fill).
         self.tokens_short = False
         self._claims = 0
@@ -132,6 +133,13 @@ class Claimer:
         ordinary claim and the groups' each get the free slots first in turn."""
         self._grouped_first = not self._grouped_first
         return self._grouped_first
+
+    def limited_turn(self) -> bool:
+        """Whether the claims of kinds with a shared rate or a global cap go before the
+        ordinary claim this time: every other time, so that a backlog of either does not
+        keep the other's jobs, however old, out of every slot."""
+        self._limited_first = not self._limited_first
+        return self._limited_first
 
     def grouped_claimable(self, now: float) -> list[str]:
         """Grouped kinds a claim may try now: under this worker's cap, with a local token,
@@ -479,6 +487,7 @@ class Claimer:
                 self.grouped = self.grouped | found
                 return True
         return False
+
 
 def _completions(done: list[Run]) -> list[tuple[int, int, str | None]]:
     """The finished runs as a claim settles them: id, the attempt it ran under, result."""

@@ -14,7 +14,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from venturi import db
@@ -251,72 +252,125 @@ class Loop:
 
     async def fill(self, conn: Source, free: int, shutdown: asyncio.Event, done: list[Run]) -> bool:
         """Settle ``done`` and claim into the free slots; True when the queue had nothing
-        more to give. With grouped kinds, the groups' claim goes first every other time:
-        neither a backlog of jobs without a group nor the groups' wait for the other.
-        A grouped kind's jobs without a group that took their share (``Shares``) are left
-        out of the ordinary claim, and the groups go first, until the groups leave slots."""
-        claimer, shares = self.claimer, self.shares
-        grouped, completed = claimer.grouped, self.completer.completed
-        left_out = shares.held_back(grouped, time.monotonic()) if grouped else frozenset()
+        more to give."""
+        if self.claimer.grouped:
+            return await self.fill_with_groups(conn, free, shutdown, done)
+        start = self.inflight.start
+        return (await self.fill_ordinary(conn, free, shutdown, done, (start, start)))[1]
 
-        start = plain_start = self.inflight.start
-        if grouped:  # each claim's rows are counted against the shares as they start
-
-            def counted(rows: list[Record]) -> None:
-                shares.took(rows, grouped, claimer.floor == 0)
-                self.inflight.start(rows)
-
-            def plain_counted(rows: list[Record]) -> None:
-                shares.took(rows, grouped, claimer.floor == 0, grouped - left_out)
-                self.inflight.start(rows)
-
-            start, plain_start = counted, plain_counted
-
-        again = short = False
-        plain = not (grouped and self.plain_resting())
-        # The groups go first in their turn (not while the jobs without a group of a kind
-        # with groups are of a better tier, or let in once a second: Shares.plain_first),
-        # whenever the plain claim rests, and while it leaves jobs without a group out.
-        grouped_first = bool(grouped) and (
-            bool(left_out) or (not shares.plain_first() and claimer.grouped_turn()) or not plain
-        )
-        if grouped_first and free > 0 and not shutdown.is_set():
-            # The completions ride whichever claim runs first.
-            taken, again, done = await claimer.fill_grouped(conn, free, start, done, completed)
-            free -= taken
-            if free > 0:  # the groups left slots: the jobs without a group may take them
-                shares.groups_left_slots()
-                left_out = frozenset()
+    async def fill_ordinary(
+        self,
+        conn: Source,
+        free: int,
+        shutdown: asyncio.Event,
+        done: list[Run],
+        starts: tuple[Callable[[list[Record]], None], Callable[[list[Record]], None]],
+        left_out: AbstractSet[str] = frozenset(),
+        plain: bool = True,
+    ) -> tuple[int, bool]:
+        """The claims that are not the groups', into ``free`` slots, of the kinds not
+        ``left_out``: the ordinary claim (``done`` riding it; skipped while it rests, not
+        ``plain``), and each kind with a shared rate or a global cap in a claim of its own,
+        before or after the ordinary claim in turn. ``starts``: what starts the ordinary
+        claim's rows, and the others'. Returns the slots still free and whether the queue
+        had nothing more to give."""
+        claimer, short = self.claimer, False
+        limited = bool(claimer.shared or claimer.global_caps)
+        # A turn is taken only when there are slots to give: one that a claim before this
+        # one took every slot of would fall in step with the groups' turns.
+        limited_first = limited and free > 0 and claimer.limited_turn()
+        if limited_first:
+            free = await self.fill_limited(conn, free, shutdown, starts[1], left_out)
         if plain:
             # The notifications seen before the claim was sent: one that arrives while it
             # is in flight may be for a job its snapshot missed, and must end the rest.
             notified = self.notified
             free, short, unsent = await claimer.fill(
-                conn, free, shutdown, done, completed, plain_start, left_out
+                conn, free, shutdown, done, self.completer.completed, starts[0], left_out
             )
-            self.plain_dry = (time.monotonic(), notified) if short else None
-            if short and grouped:
-                shares.found_all(grouped, left_out)
+            # A claim that left kinds out does not show that there is nothing to claim.
+            self.plain_dry = (time.monotonic(), notified) if short and not left_out else None
+            if short and claimer.grouped:
+                self.shares.found_all(claimer.grouped, left_out)
         else:
-            unsent = bool(done)  # no grouped claim ran to carry them
+            unsent = bool(done)  # no claim ran to carry them
         if unsent:
             await self.completer.settle(conn)
+        if limited and not limited_first:
+            free = await self.fill_limited(conn, free, shutdown, starts[1], left_out)
+        # Slots left over: wait for the next scheduled job or the next token.
+        return free, short or (limited and free > 0)
+
+    async def fill_limited(
+        self,
+        conn: Source,
+        free: int,
+        shutdown: asyncio.Event,
+        start: Callable[[list[Record]], None],
+        left_out: AbstractSet[str],
+    ) -> int:
+        """Claim each kind with a shared rate, then each with a global cap, in a claim of
+        its own; the slots still free."""
+        claimer = self.claimer
         if claimer.shared and free > 0 and not shutdown.is_set():
             free -= await claimer.fill_shared(conn, free, start, left_out)
-            # Slots left over: wait for the next scheduled job or the next token.
-            short = short or free > 0
         if claimer.global_caps and free > 0 and not shutdown.is_set():
             free -= await claimer.fill_capped(conn, free, start, left_out)
-            short = short or free > 0
-        if grouped and not grouped_first and free > 0 and not shutdown.is_set():
-            taken, again, _ = await claimer.fill_grouped(conn, free, start, [], completed)
+        return free
+
+    async def fill_with_groups(
+        self, conn: Source, free: int, shutdown: asyncio.Event, done: list[Run]
+    ) -> bool:
+        """``fill`` for a worker with grouped kinds. The groups' claim and the others take
+        turns going first: neither a backlog of jobs without a group nor the groups wait
+        for the other. A grouped kind's jobs without a group that took their share
+        (``Shares``) are left out of the others' claims, and take only the slots the
+        groups leave; the other kinds' jobs keep their turns."""
+        claimer, shares = self.claimer, self.shares
+        grouped, completed = claimer.grouped, self.completer.completed
+        left_out = shares.held_back(grouped, time.monotonic())
+
+        # Each claim's rows are counted against the shares as they start.
+        def counted(rows: list[Record]) -> None:
+            shares.took(rows, grouped, claimer.floor == 0)
+            self.inflight.start(rows)
+
+        def plain_counted(rows: list[Record]) -> None:
+            shares.took(rows, grouped, claimer.floor == 0, grouped - left_out)
+            self.inflight.start(rows)
+
+        starts, again = (plain_counted, counted), False
+        plain = not self.plain_resting()
+        # The groups go first in their turn (not while the jobs without a group of a kind
+        # with groups are of a better tier, or let in once a second: Shares.plain_first),
+        # whenever the ordinary claim rests, and when it would leave every kind out (the
+        # completions then ride the groups' claim, not a statement of their own).
+        grouped_first = (
+            (not shares.plain_first() and claimer.grouped_turn())
+            or not plain
+            or left_out.issuperset(claimer.kinds)
+        )
+        if grouped_first and free > 0 and not shutdown.is_set():
+            # The completions ride whichever claim runs first.
+            taken, again, done = await claimer.fill_grouped(conn, free, counted, done, completed)
             free -= taken
-        if grouped:
-            # Short only if slots are left: a claim of jobs without a group that found
-            # fewer than it asked for is not, when the groups filled the rest (the next
-            # finish wakes the loop; a lookup of the next visible job would be wasted).
-            short = free > 0 and not again
-        return short
+            if free > 0:  # the groups left slots: the jobs without a group may take them
+                shares.groups_left_slots()
+                left_out = frozenset()
+        free, _ = await self.fill_ordinary(conn, free, shutdown, done, starts, left_out, plain)
+        if not grouped_first and free > 0 and not shutdown.is_set():
+            taken, again, _ = await claimer.fill_grouped(conn, free, counted, [], completed)
+            free -= taken
+            if free > 0 and left_out and not shutdown.is_set():
+                # The groups left slots: the jobs without a group held back take them now,
+                # owing nothing for them (their kinds only: the others had their claim).
+                shares.groups_left_slots()
+                left_out = frozenset(claimer.kinds) - left_out
+                free, _ = await self.fill_ordinary(conn, free, shutdown, [], starts, left_out)
+        # Short only if slots are left: a claim of jobs without a group that found fewer
+        # than it asked for is not, when the groups filled the rest (the next finish wakes
+        # the loop; a lookup of the next visible job would be wasted).
+        return free > 0 and not again
 
     def plain_resting(self) -> bool:
         """Whether the claim of jobs without a group skips this iteration: it found none

@@ -9,9 +9,10 @@ keeps their share itself, by the claims it makes:
 - each grouped job it claims of the kind owes the jobs without a group 1 / the groups'
   summed weight of a claim (``credit``); each job without a group it claims spends one;
 - while their credit is under one claim, the ordinary claim leaves the kind's jobs
-  without a group out, and the grouped claim goes first; slots the groups leave (every
-  group at its cap, paused, out of tokens or out of work) go to the jobs without a group
-  at once, without debt (work-conserving);
+  without a group out (the worker's other kinds keep their turns with the groups'
+  claim); slots the groups leave (every group at its cap, paused, out of tokens or out
+  of work) go to the jobs without a group in the same iteration, without debt
+  (work-conserving; ``Loop.fill_with_groups``);
 - neither side banks credit while the other has no work: the jobs without a group found
   none (an ordinary claim that came back short) restart at one claim owed, and their
   debt is forgiven when the groups leave slots. An ordinary claim kept full by another
