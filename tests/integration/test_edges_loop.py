@@ -1,7 +1,8 @@
 """The worker loop at its edges: a handler's own CancelledError, recovery while no claim
 can be made, a job that becomes due during a slow claim, a handler slow to stop after its
 cancellation (its job released at the timeout all the same), a second signal to
-`venturi worker`, and a kind with a claim of its own beside another kind's backlog."""
+`venturi worker`, and kinds with claims of their own beside another kind's backlog and
+beside each other."""
 
 from __future__ import annotations
 
@@ -394,3 +395,33 @@ async def test_a_kind_with_a_claim_of_its_own_is_not_starved_by_another_kinds_ba
     # All 300 ran while the backlog lasted (about every other slot: by run 600 or so).
     assert ran < 2000, ran
     assert order.index("limited") < 100, order.index("limited")
+
+
+@pytest.mark.parametrize(
+    ("limits", "group"),
+    [
+        ({"group_cap": 100}, "tenant"),
+        ({"rate": venturi.Rate(per_second=100_000, burst=1_000, shared=True)}, None),
+        ({"global_cap": 100}, None),
+    ],
+    ids=["grouped", "shared rate", "global cap"],
+)
+async def test_kinds_with_claims_of_their_own_take_turns_going_first(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], limits: dict[str, Any], group: str | None
+) -> None:
+    # Each such kind is claimed in a statement of its own, one after another into the
+    # same free slots. In a fixed order (by name) the first kind's backlog took every
+    # slot: the second ran 0 times in the first 1,000 runs.
+    order: list[str] = []
+
+    async def work(ctx: Context[Any], carry: N) -> None:
+        order.append(ctx.job.kind)
+        await asyncio.sleep(0.002)  # stays: the backlogs must last past the first runs
+
+    first = venturi.task(kind="e_first", **limits)(work)
+    second = venturi.task(kind="e_second", **limits)(work)
+    jobs = [t.job(N(i), group=group) for t in (first, second) for i in range(1000)]
+    await venturi.enqueue_many(conn, jobs)
+    async with running(Worker(None, dsn, [first, second], concurrency=4, poll_max=30)):
+        await wait_until(lambda: len(order) >= 1000, within=60)
+    assert order[:1000].count("e_second") >= 300, order[:1000].count("e_second")

@@ -25,6 +25,7 @@ from venturi.runtime.inflight import let_them_start
 from venturi.runtime.instruments import Instruments
 from venturi.runtime.run import Run
 from venturi.runtime.statistics import Statistics
+from venturi.runtime.turns import Turns
 
 # How long a worker leaves a kind found at its global cap before it looks again: a place
 # freed by another worker's settlement sends no notification.
@@ -79,6 +80,7 @@ class Claimer:
         self.grouped_until: dict[str, float] = {}
         self._grouped_first = False
         self._limited_first = False
+        self.turns = {k: Turns(config.concurrency) for k in ("grouped", "shared", "capped")}
         # The last fill left a kind out for want of a local token (see fill).
         self.tokens_short = False
         self._claims = 0
@@ -250,8 +252,8 @@ class Claimer:
     ) -> int:
         """Claim kinds with a shared rate limit, each within its database bucket; how
         many jobs were claimed."""
-        taken = 0
-        for kind in self.shared_claimable(time.monotonic()):
+        taken, turns = 0, self.turns["shared"]
+        for kind in turns.order(self.shared_claimable(time.monotonic())):
             room = self._room(kind, free - taken)
             if room < 1 or kind in left_out:
                 continue
@@ -271,7 +273,7 @@ class Claimer:
                 self.shared_until[kind] = time.monotonic() + wait
             else:
                 self.shared_until.pop(kind, None)
-            taken += await self._started(rows, start)
+            taken += turns.served(kind, await self._started(rows, start))
         return taken
 
     async def fill_capped(
@@ -281,9 +283,9 @@ class Claimer:
         within its shared bucket, if it has one); how many jobs were claimed. A kind
         found at its cap is left alone for ``CAP_RECHECK`` seconds: another worker's
         settlement, which frees a place, sends no notification."""
-        taken = 0
+        taken, turns = 0, self.turns["capped"]
         now = time.monotonic()
-        for kind in self.capped_claimable(now):
+        for kind in turns.order(self.capped_claimable(now)):
             room = self._room(kind, free - taken)
             if room < 1 or kind in left_out:
                 continue
@@ -306,7 +308,7 @@ class Claimer:
                 self.capped_until[kind] = time.monotonic() + min(CAP_RECHECK, self.poll_max)
             else:
                 self.capped_until.pop(kind, None)
-            taken += await self._started(rows, start)
+            taken += turns.served(kind, await self._started(rows, start))
         return taken
 
     async def fill_grouped(
@@ -322,8 +324,8 @@ class Claimer:
         applied, as in ``fill``): how many were claimed, whether to claim again at once (a
         claim made groups ready, which its own snapshot could not take, or met groups
         another claim held), and the completions still to settle (no claim ran)."""
-        taken, again = 0, False
-        for kind in self.grouped_claimable(time.monotonic()):
+        taken, again, turns = 0, False, self.turns["grouped"]
+        for kind in turns.order(self.grouped_claimable(time.monotonic())):
             policy = self.policies[kind]
             room = self._room(kind, free - taken)
             if room < 1:
@@ -372,7 +374,7 @@ class Claimer:
                 len(rows) < room
                 and (claim.woken > 0 or claim.busy > 0 or claim.parked > 0 or bool(claim.settled))
             )
-            taken += await self._started(rows, start)
+            taken += turns.served(kind, await self._started(rows, start))
             # Slow in a backlog: the groups' statistics may be stale (test_claim_statistics).
             await self.statistics.after_grouped_claim(conn, self._grouped_backlog, took)
         return taken, again, done
