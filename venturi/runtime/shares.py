@@ -26,8 +26,8 @@ keeps their share itself, by the claims it makes:
 
 The groups' summed weight and best tier come from ``group_shares``, read on the
 recovery's timer beside the loop (about once a second), and only about the kinds whose
-jobs without a group the worker claimed or held back since. Each worker keeps the share over its own claims, so the whole fleet keeps it
-too.
+jobs without a group the worker claimed or held back since. Each worker keeps the share
+over its own claims, so the whole fleet keeps it too.
 """
 
 from __future__ import annotations
