@@ -11,11 +11,12 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Iterable
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict, Unpack
 
 import typer
 
 from venturi import logs, sql
+from venturi.cli import worker_options as opt
 from venturi.cli.app import app
 from venturi.cli.common import (
     DsnOption,
@@ -264,91 +265,27 @@ def default_maintenance(
 @app.command("worker")
 def worker(
     ctx: typer.Context,
-    target: Annotated[
-        str,
-        typer.Argument(
-            metavar="MODULE[:STATE]",
-            help="The dotted module that declares the tasks (app.tasks); :STATE names an "
-            "attribute of it: the handlers' state, or a function that builds it.",
-        ),
-    ],
+    target: opt.Target,
     dsn: DsnOption = None,
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
-    concurrency: Annotated[
-        int | None, typer.Option(help="In-flight jobs (default max(1, min(8, cores/2))).")
-    ] = None,
-    poll_max: Annotated[float, typer.Option(help="Longest idle wait, seconds.")] = 30.0,
-    lease: Annotated[float, typer.Option(help="Default lease, seconds.")] = 900.0,
-    shutdown_timeout: Annotated[
-        float, typer.Option(help="Grace before force-release, seconds.")
-    ] = 30.0,
-    priority_ratio: Annotated[
-        str,
-        typer.Option(
-            help="Anti-starvation ratio (an integer >= 2), or 'strict' for strict priority."
-        ),
-    ] = "4",
-    failures_to_dead: Annotated[
-        bool, typer.Option(help="Settle a raised exception dead at once.")
-    ] = False,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning, error.")] = "info",
-    processes: Annotated[
-        int, typer.Option(help="Worker processes, each restarted 1 s after it dies.")
-    ] = 1,
-    renew_lease: Annotated[
-        bool, typer.Option(help="Extend running jobs' leases every third of a lease.")
-    ] = False,
-    heartbeat: Annotated[
-        float, typer.Option(help="Seconds between checks of running jobs (cancel requests).")
-    ] = 1.0,
-    metrics_port: Annotated[
-        int | None, typer.Option(help="Serve Prometheus metrics on this port.")
-    ] = None,
-    statement_timeout: Annotated[
-        float | None,
-        typer.Option(
-            help="Longest any statement may take, seconds (default 30, at most half the "
-            "lease, at least 1)."
-        ),
-    ] = None,
-    synchronous_commit: Annotated[
-        bool,
-        typer.Option(
-            help="Claims and completions wait for their WAL flush; with "
-            "--no-synchronous-commit they do not, and a crash of the server may run the "
-            "last jobs again."
-        ),
-    ] = True,
-    listen_dsn: Annotated[
-        str | None,
-        typer.Option(
-            envvar="VENTURI_LISTEN_DSN",
-            help="A direct DSN for LISTEN (or VENTURI_LISTEN_DSN), when --dsn is a "
-            "transaction pooler.",
-            show_default=False,
-        ),
-    ] = None,
-    queue_metrics: Annotated[
-        bool,
-        typer.Option(
-            help="With --metrics-port: also export the queue gauges (as `venturi metrics`)."
-        ),
-    ] = False,
-    warn_unserved: Annotated[
-        bool,
-        typer.Option(
-            help="Warn once per kind that has due jobs and no live worker registering it."
-        ),
-    ] = False,
-    log_format: Annotated[
-        str, typer.Option(help="text, or json (one object per line, for log shippers).")
-    ] = "text",
-    loop: Annotated[
-        str,
-        typer.Option(
-            help="Event loop: auto (uvloop where installed, else asyncio), uvloop or asyncio."
-        ),
-    ] = "auto",
+    concurrency: opt.Concurrency = None,
+    poll_max: opt.PollMax = 30.0,
+    lease: opt.Lease = 900.0,
+    shutdown_timeout: opt.ShutdownTimeout = 30.0,
+    priority_ratio: opt.PriorityRatio = "4",
+    failures_to_dead: opt.FailuresToDead = False,
+    log_level: opt.LogLevel = "info",
+    processes: opt.Processes = 1,
+    renew_lease: opt.RenewLease = False,
+    heartbeat: opt.Heartbeat = 1.0,
+    metrics_port: opt.MetricsPort = None,
+    statement_timeout: opt.StatementTimeout = None,
+    synchronous_commit: opt.SynchronousCommit = True,
+    listen_dsn: opt.ListenDsn = None,
+    queue_metrics: opt.QueueMetrics = False,
+    warn_unserved: opt.WarnUnserved = False,
+    log_format: opt.LogFormat = "text",
+    loop: opt.Loop = "auto",
 ) -> None:
     """Run a worker over the tasks declared in MODULE until SIGINT/SIGTERM.
 
@@ -378,6 +315,10 @@ def worker(
         state_src,
         target,
         target_dsn,
+        loop_factory=loop_factory,
+        maintenance=default_maintenance(
+            tasks, queue_metrics=queue_metrics, warn_unserved=warn_unserved
+        ),
         concurrency=concurrency,
         poll_max=poll_max,
         lease=lease,
@@ -390,11 +331,27 @@ def worker(
         metrics_port=metrics_port,
         statement_timeout=statement_timeout,
         listen_dsn=listen_dsn,
-        queue_metrics=queue_metrics,
-        warn_unserved=warn_unserved,
         synchronous_commit=synchronous_commit,
-        loop_factory=loop_factory,
     )
+
+
+class WorkerSettings(TypedDict, total=False):
+    """What ``serve`` passes on to ``venturi.Worker`` (its keyword arguments of the same
+    names, checked there)."""
+
+    concurrency: int | None
+    poll_max: float
+    lease: float
+    shutdown_timeout: float
+    priority_ratio: int | None
+    failures_to_dead: bool
+    schema: str
+    renew_lease: bool
+    heartbeat: float
+    metrics_port: int | None
+    statement_timeout: float | None
+    listen_dsn: str | None
+    synchronous_commit: bool
 
 
 def serve(
@@ -403,52 +360,23 @@ def serve(
     target: str,
     target_dsn: str,
     *,
-    concurrency: int | None,
-    poll_max: float,
-    lease: float,
-    shutdown_timeout: float,
-    priority_ratio: int | None,
-    failures_to_dead: bool,
-    schema: str,
-    renew_lease: bool,
-    heartbeat: float,
-    metrics_port: int | None,
-    statement_timeout: float | None = None,
-    listen_dsn: str | None = None,
-    queue_metrics: bool = False,
-    warn_unserved: bool = False,
-    synchronous_commit: bool = True,
     loop_factory: LoopFactory | None = None,
+    maintenance: list[Any] | None = None,
+    **settings: Unpack[WorkerSettings],
 ) -> None:
     """Run one worker process over ``tasks`` until SIGINT/SIGTERM (a second signal stops
     it at once): ``venturi worker`` and ``manage.py venturi worker``. ``loop_factory``
-    makes its event loop (``parse_loop``; None: asyncio's own)."""
-    ratio = priority_ratio
+    makes its event loop (``parse_loop``; None: asyncio's own); ``maintenance`` defaults
+    to ``default_maintenance(tasks)``."""
     from venturi.runtime.worker import Worker
+
+    beside = default_maintenance(tasks) if maintenance is None else maintenance
+    metrics_port = settings.get("metrics_port")
+    shutdown_timeout = settings.get("shutdown_timeout", 30.0)
 
     async def go() -> None:
         state = await _build_state(state_src, target)
-        w = Worker(
-            state,
-            target_dsn,
-            tasks,
-            concurrency=concurrency,
-            poll_max=poll_max,
-            lease=lease,
-            shutdown_timeout=shutdown_timeout,
-            priority_ratio=ratio,
-            failures_to_dead=failures_to_dead,
-            schema=schema,
-            maintenance=default_maintenance(
-                tasks, queue_metrics=queue_metrics, warn_unserved=warn_unserved
-            ),
-            renew_lease=renew_lease,
-            heartbeat=heartbeat,
-            metrics_port=metrics_port,
-            statement_timeout=statement_timeout,
-            listen_dsn=listen_dsn,
-            synchronous_commit=synchronous_commit,
-        )
+        w = Worker(state, target_dsn, tasks, maintenance=beside, **settings)
         if metrics_port is not None:
             _serve_metrics(metrics_port)
         shutdown = asyncio.Event()

@@ -78,8 +78,7 @@ class Claimer:
         }
         self.grouped = set(self.declared_grouped)
         self.grouped_until: dict[str, float] = {}
-        self._grouped_first = False
-        self._limited_first = False
+        self._first = {"grouped": False, "limited": False}  # see turn
         self.turns = {k: Turns(config.concurrency) for k in ("grouped", "shared", "capped")}
         # The last fill left a kind out for want of a local token (see fill).
         self.tokens_short = False
@@ -130,18 +129,13 @@ class Claimer:
             k for k in self.global_caps if self._open(k) and self.capped_until.get(k, 0.0) <= now
         ]
 
-    def grouped_turn(self) -> bool:
-        """Whether the groups' claim goes first this time: every other time, so that the
-        ordinary claim and the groups' each get the free slots first in turn."""
-        self._grouped_first = not self._grouped_first
-        return self._grouped_first
-
-    def limited_turn(self) -> bool:
-        """Whether the claims of kinds with a shared rate or a global cap go before the
-        ordinary claim this time: every other time, so that a backlog of either does not
-        keep the other's jobs, however old, out of every slot."""
-        self._limited_first = not self._limited_first
-        return self._limited_first
+    def turn(self, claims: str) -> bool:
+        """Whether ``claims`` go before the ordinary claim this time: every other time, so
+        that neither's backlog keeps the other's jobs, however old, out of every slot.
+        ``grouped``: the groups' claim; ``limited``: the claims of kinds with a shared
+        rate or a global cap."""
+        first = self._first[claims] = not self._first[claims]
+        return first
 
     def grouped_claimable(self, now: float) -> list[str]:
         """Grouped kinds a claim may try now: under this worker's cap, with a local token,

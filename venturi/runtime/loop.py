@@ -278,7 +278,7 @@ class Loop:
         limited = bool(claimer.shared or claimer.global_caps)
         # A turn is taken only when there are slots to give: one that a claim before this
         # one took every slot of would fall in step with the groups' turns.
-        limited_first = limited and free > 0 and claimer.limited_turn()
+        limited_first = limited and free > 0 and claimer.turn("limited")
         if limited_first:
             free = await self.fill_limited(conn, free, shutdown, starts[1], left_out)
         if plain:
@@ -346,7 +346,7 @@ class Loop:
         # whenever the ordinary claim rests, and when it would leave every kind out (the
         # completions then ride the groups' claim, not a statement of their own).
         grouped_first = (
-            (not shares.plain_first() and claimer.grouped_turn())
+            (not shares.plain_first() and claimer.turn("grouped"))
             or not plain
             or left_out.issuperset(claimer.kinds)
         )
