@@ -1,6 +1,7 @@
 """The worker loop at its edges: a handler's own CancelledError, recovery while no claim
 can be made, a job that becomes due during a slow claim, a handler slow to stop after its
-cancellation (its job released at the timeout all the same), a second signal to
+cancellation (its job released at the timeout all the same), a grouped claim that says to
+claim again on a worker of kinds with claims of their own, a second signal to
 `venturi worker`, and kinds with claims of their own beside another kind's backlog and
 beside each other."""
 
@@ -212,6 +213,41 @@ async def test_job_due_during_a_slow_claim_is_not_left_for_poll_max(
         assert slow.staged  # the first claim did come back empty before the job was due
     finally:
         await pool.close()
+
+
+@pytest.mark.parametrize(
+    "limit",
+    [{"global_cap": 10}, {"rate": venturi.Rate(per_second=1000, burst=100, shared=True)}],
+    ids=["global cap", "shared rate"],
+)
+async def test_a_grouped_claim_that_says_again_does_not_sleep_past_a_job_coming_due(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], limit: dict[str, Any]
+) -> None:
+    # A grouped claim that woke a group it could not take from (here: at its cap) says
+    # to claim again at once. The loop went by the ordinary claim's kinds alone, none of
+    # which is open on a worker whose only kind has a global cap or a shared rate, and
+    # slept poll_max: the job coming due in the meantime waited for it (30 s here).
+    started: dict[int, float] = {}
+    release = asyncio.Event()
+
+    @venturi.task(kind="e_again", group_cap=1, **limit)
+    async def handler(ctx: Context[Any], carry: N) -> None:
+        started[carry.n] = asyncio.get_running_loop().time()
+        if carry.n == 1:
+            await release.wait()  # holds group b at its cap
+
+    worker = Worker(None, dsn, [handler], concurrency=4, poll_max=30)
+    async with running(worker):
+        await handler.enqueue(conn, N(1), group="b")
+        await wait_until(lambda: 1 in started, within=10)
+        await handler.enqueue(conn, N(2), group="a", after=1.0)
+        await asyncio.sleep(0.2)  # the loop has set its wake-up for job 2
+        await handler.enqueue(conn, N(3), group="b")  # woken, at its cap: "claim again"
+        try:
+            await wait_until(lambda: 2 in started, within=10)  # not after 30 s
+        finally:
+            release.set()
+        await wait_until(lambda: 3 in started, within=10)
 
 
 # --- 6. shutdown is bounded even when a cancelled handler is slow to stop -----------------

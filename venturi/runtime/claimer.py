@@ -148,6 +148,12 @@ class Claimer:
             and self.capped_until.get(k, 0.0) <= now
         ]
 
+    def claimable_now(self, now: float) -> list[str]:
+        """Every kind a claim of any shape may try now (the ordinary claim's, and those of
+        kinds with a shared rate, a global cap or groups)."""
+        kinds = self.claimable_kinds() + self.shared_claimable(now) + self.capped_claimable(now)
+        return sorted(set(kinds + self.grouped_claimable(now)))
+
     def token_wait(self) -> float | None:
         """Seconds until a kind held back only by its rate limit gets a token."""
         waits = [b.wait() for b in self.buckets.values() if b.available() < 1]
@@ -421,8 +427,7 @@ class Claimer:
         cap or out of tokens would keep the loop claiming in vain.
         """
         now = time.monotonic()
-        kinds = self.claimable_kinds() + self.shared_claimable(now) + self.capped_claimable(now)
-        kinds = sorted(set(kinds + self.grouped_claimable(now)))
+        kinds = self.claimable_now(now)
         if not kinds:
             return self.poll_max
         found = await db.claims.job_next_visible_at(

@@ -205,8 +205,11 @@ class Loop:
                     self.plain_dry = None  # a job is due: every claim looks again
                 if token_wait is not None:
                     timeout = min(timeout, token_wait)
-            elif not claimer.claimable_kinds():
-                # Every kind at its cap (only a finish helps) or out of tokens.
+            elif not claimer.claimable_now(time.monotonic()):
+                # Every kind at its cap (only a finish helps) or out of tokens. (Not
+                # claimable_kinds, the ordinary claim's alone: a worker whose kinds all
+                # have a shared rate or a global cap then slept poll_max after a grouped
+                # claim that said to claim again, past its scheduled jobs coming due.)
                 if token_wait is not None:
                     timeout = min(timeout, token_wait)
             else:
