@@ -250,6 +250,51 @@ async def test_a_grouped_claim_that_says_again_does_not_sleep_past_a_job_coming_
         await wait_until(lambda: 3 in started, within=10)
 
 
+class SlowOrdinaryClaim:
+    """A real pool whose ordinary claims (``job_claim``) answer ``delay`` seconds late."""
+
+    def __init__(self, pool: asyncpg.Pool, delay: float) -> None:
+        self._pool = pool
+        self.delay = delay
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pool, name)
+
+    async def fetch(self, query: str, *args: Any, **kw: Any) -> Any:
+        rows = await self._pool.fetch(query, *args, **kw)
+        if is_claim(query):
+            await asyncio.sleep(self.delay)
+        return rows
+
+
+async def test_a_rate_limited_kinds_next_token_due_during_a_slow_claim_is_not_left_for_poll_max(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # The kind's shared bucket is empty at its claim, with its next token 0.25 s away;
+    # the ordinary claim after it takes 0.4 s. The loop then asked how long to wait for
+    # tokens only of waits still to come: that one had passed, its job was visible since
+    # it was enqueued (the next-visible lookup looks for scheduled jobs only), and the
+    # worker slept poll_max.
+    started: list[int] = []
+
+    @venturi.task(kind="e_rated", rate=venturi.Rate(per_second=4, burst=1, shared=True))
+    async def rated(ctx: Context[Any], carry: N) -> None:
+        started.append(carry.n)
+
+    @venturi.task(kind="e_other")
+    async def other(ctx: Context[Any], carry: N) -> None:
+        return None
+
+    await venturi.enqueue_many(conn, [rated.job(N(i)) for i in range(4)])
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=4)
+    try:
+        worker = Worker(None, SlowOrdinaryClaim(pool, 0.4), [rated, other], poll_max=30)
+        async with running(worker):
+            await wait_until(lambda: len(started) == 4, within=10)  # not after 30 s each
+    finally:
+        await pool.close()
+
+
 # --- 6. shutdown is bounded even when a cancelled handler is slow to stop -----------------
 
 

@@ -206,6 +206,29 @@ async def test_a_capped_kind_with_a_shared_rate_limit_keeps_both(
     assert third.claimed == [] and third.wait > 0  # out of tokens: when the next one comes
 
 
+@pytest.mark.parametrize("grouped", [False, True], ids=["without groups", "grouped"])
+async def test_a_worker_claims_the_places_its_own_runs_free_at_once(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], grouped: bool
+) -> None:
+    # One worker of 4 slots under a global cap of 2: each claim finds the kind at its cap
+    # (its own two runs), and the worker left the kind alone for half a second
+    # (CAP_RECHECK, which waits for places other workers hold), so 60 jobs of 10 ms took
+    # 15 s. Its own runs ending now free their places for the next claim at once.
+    ran = 0
+
+    @venturi.task(kind="gc_own", global_cap=2, **({"group_cap": 2} if grouped else {}))
+    async def work(ctx: Context[Any], carry: Item) -> None:
+        nonlocal ran
+        await asyncio.sleep(0.01)
+        ran += 1
+
+    jobs = [work.job(Item(i), **({"group": f"t{i % 3}"} if grouped else {})) for i in range(60)]
+    await venturi.enqueue_many(conn, jobs)
+    worker = Worker(None, dsn, [work], concurrency=4, poll_max=30)
+    async with running(worker):
+        await wait_until(lambda: ran == 60, within=6)  # not after 15 s
+
+
 async def test_a_capped_claim_reaches_its_rows_by_index(conn: asyncpg.Connection) -> None:
     # claim_capped's statements, as PostgreSQL plans them inside the function
     # (auto_explain of nested statements, sent to this client): on 20,000 rows none

@@ -36,14 +36,14 @@ def test_a_kind_at_its_cap_or_out_of_tokens_or_limited_elsewhere_is_not_claimed(
         Registration.check(noop_task("cp_global"), None, None, None, 3),
     ]
     claimer = _claimer(regs, occupied)
-    assert claimer.claimable_kinds() == ["cp_capped", "cp_free", "cp_local"]
-    assert claimer.shared_claimable(0.0) == ["cp_shared"]
-    assert claimer.capped_claimable(0.0) == ["cp_global"]
+    assert claimer.limits.claimable_kinds() == ["cp_capped", "cp_free", "cp_local"]
+    assert claimer.limits.shared_claimable(0.0) == ["cp_shared"]
+    assert claimer.limits.capped_claimable(0.0) == ["cp_global"]
     occupied["cp_capped"] = 2  # the in-flight set's count: the cap is reached
-    claimer.buckets["cp_local"].spend(1)  # its one token spent
-    assert claimer.claimable_kinds() == ["cp_free"]
+    claimer.limits.buckets["cp_local"].spend(1)  # its one token spent
+    assert claimer.limits.claimable_kinds() == ["cp_free"]
     # A run settling (releasing) frees its slot for this claim's sizing.
-    assert "cp_capped" in claimer.claimable_kinds(Counter({"cp_capped": 1}))
+    assert "cp_capped" in claimer.limits.claimable_kinds(Counter({"cp_capped": 1}))
 
 
 def test_the_priority_floor_reserves_every_ratio_th_claim_for_lower_tiers(

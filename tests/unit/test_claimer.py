@@ -7,6 +7,7 @@ a short one stops; an empty reserved tier is claimed again without the floor."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 from typing import Any
 
@@ -182,7 +183,7 @@ async def test_without_a_claimable_kind_completions_stay_to_be_settled(
     assert conn.calls == [] and heard == []
     assert (free, short, unsent) == (3, False, False)
     done = [run_of(capped, 1, outcome=Completed())]
-    claimer.per_kind["cs_full"] = 2
+    claimer.limits.per_kind["cs_full"] = 2
     (_, _, unsent), _, _ = await _fill(claimer, conn, 3, done)
     assert conn.calls == [] and unsent is True
 
@@ -203,8 +204,22 @@ async def test_a_reserved_claim_is_one_statement_whatever_its_tiers_hold(
 def test_the_token_wait_is_the_soonest_token(kinds: list[str]) -> None:
     limited = Registration.check(noop_task("cs_wait"), None, Rate(2, burst=1), None, None)
     claimer = _claimer(Counter(), limited)
-    assert claimer.token_wait() is None  # a token in hand
-    claimer.buckets["cs_wait"].spend(1)
-    wait = claimer.token_wait()
+    assert claimer.limits.token_wait(time.monotonic()) is None  # a token in hand
+    claimer.limits.buckets["cs_wait"].spend(1)
+    wait = claimer.limits.token_wait(time.monotonic())
     assert wait is not None and 0 < wait <= 0.5
-    assert claimer.claimable_kinds() == []
+    assert claimer.limits.claimable_kinds() == []
+
+
+def test_a_shared_wait_that_passed_during_the_fill_is_no_wait(kinds: list[str]) -> None:
+    # The fill left the kind out for a wait still to come when it began; a slow claim
+    # after it outlasted the wait: claim again at once (0), not wait for nothing (None).
+    shared = Registration.check(noop_task("cs_shared"), None, Rate(2, shared=True), None, None)
+    claimer = _claimer(Counter(), shared)
+    now = time.monotonic()
+    claimer.limits.shared_until["cs_shared"] = now - 0.01  # passed, though ahead when it began
+    assert claimer.limits.token_wait(now - 0.02) == 0.0
+    assert claimer.limits.token_wait(now) is None  # passed before the fill: it was claimable
+    claimer.limits.shared_until["cs_shared"] = now + 0.3
+    wait = claimer.limits.token_wait(now)
+    assert wait is not None and 0.2 < wait <= 0.3

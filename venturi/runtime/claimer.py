@@ -1,7 +1,7 @@
 """Claim policy: which kinds a claim asks for, how many jobs, at which priority floor.
 
-The claim filter is the registered kinds minus those at their cap or out of tokens.
-A batch never overshoots a cap or spends more tokens than a local bucket holds. Kinds
+The claim filter is the registered kinds minus those at their cap or out of tokens
+(``venturi.runtime.limits``). A batch never overshoots a cap or spends more tokens than a local bucket holds. Kinds
 with a shared (database) rate limit are claimed on their own, each in a transaction
 with its bucket, and so are kinds with a global cap, each in a transaction that holds
 the kind's cap lock. Completions ride the claim: one statement settles them and claims.
@@ -19,17 +19,14 @@ from datetime import datetime
 from venturi import db
 from venturi.db.conn import Conn, Record, Source
 from venturi.priority import floor
-from venturi.rate import TokenBucket
 from venturi.runtime.config import KindPolicy, WorkerConfig
 from venturi.runtime.inflight import let_them_start
 from venturi.runtime.instruments import Instruments
+from venturi.runtime.limits import Limits
 from venturi.runtime.run import Run
 from venturi.runtime.statistics import Statistics
 from venturi.runtime.turns import Turns
 
-# How long a worker leaves a kind found at its global cap before it looks again: a place
-# freed by another worker's settlement sends no notification.
-CAP_RECHECK = 0.5
 Kinds = AbstractSet[str]
 
 
@@ -55,21 +52,9 @@ class Claimer:
         self.policies = policies
         self.priority_ratio = config.priority_ratio
         self.poll_max = config.poll_max
-        self.per_kind = occupied
         self.stats = instruments.stats
         self._m = instruments.prom
-        rates = {k: p.rate for k, p in policies.items() if p.rate is not None}
-        self.buckets = {k: TokenBucket(r) for k, r in rates.items() if not r.shared}
-        # Kinds with a shared (database) bucket; until = when an empty bucket has its
-        # next token.
-        self.shared = {k: r for k, r in rates.items() if r.shared}
-        self.shared_until: dict[str, float] = {}
-        # Kinds with a global cap, claimed on their own (their shared rate, if any, in the
-        # same transaction); until = when a kind found at its cap is looked at again.
-        self.global_caps = {
-            k: p.global_cap for k, p in policies.items() if p.global_cap is not None
-        }
-        self.capped_until: dict[str, float] = {}
+        self.limits = Limits(policies, occupied, config.poll_max)
         # Kinds whose grouped jobs this worker claims with job_claim_grouped (SPEC 13):
         # those that declare group limits, and those the database has groups of (found
         # by until_next_visible's lookup). Their jobs without a group go by the claims above.
@@ -77,7 +62,6 @@ class Claimer:
             k for k, p in policies.items() if p.task.group_cap or p.task.group_rate
         }
         self.grouped = set(self.declared_grouped)
-        self.grouped_until: dict[str, float] = {}
         self._first = {"grouped": False, "limited": False}  # see turn
         self.turns = {k: Turns(config.concurrency) for k in ("grouped", "shared", "capped")}
         # The last fill left a kind out for want of a local token (see fill).
@@ -97,38 +81,6 @@ class Claimer:
         # first looks poll_max after it starts.
         self.timers_at = time.monotonic()
 
-    def _open(self, kind: str, releasing: int = 0) -> bool:
-        """Under this worker's cap of ``kind`` (``releasing`` runs counted as finished),
-        with a token of its local bucket if it has one."""
-        cap, bucket = self.policies[kind].cap, self.buckets.get(kind)
-        return (cap is None or self.per_kind[kind] - releasing < cap) and (
-            bucket is None or bucket.available() >= 1
-        )
-
-    def claimable_kinds(self, releasing: Counter[str] | None = None) -> list[str]:
-        """Registered kinds under their cap, counting ``releasing`` runs as finished."""
-        rel = releasing or Counter()
-        return [
-            k
-            for k in self.kinds
-            if self._open(k, rel[k]) and k not in self.shared and k not in self.global_caps
-        ]
-
-    def shared_claimable(self, now: float) -> list[str]:
-        return [
-            k
-            for k in self.shared
-            if self._open(k) and self.shared_until.get(k, 0.0) <= now and k not in self.global_caps
-        ]
-
-    def capped_claimable(self, now: float) -> list[str]:
-        """Kinds with a global cap that a claim may try now: under this worker's own
-        cap, with a token if locally rate-limited, not found full (or out of shared
-        tokens) a moment ago."""
-        return [
-            k for k in self.global_caps if self._open(k) and self.capped_until.get(k, 0.0) <= now
-        ]
-
     def turn(self, claims: str) -> bool:
         """Whether ``claims`` go before the ordinary claim this time: every other time, so
         that neither's backlog keeps the other's jobs, however old, out of every slot.
@@ -137,31 +89,9 @@ class Claimer:
         first = self._first[claims] = not self._first[claims]
         return first
 
-    def grouped_claimable(self, now: float) -> list[str]:
-        """Grouped kinds a claim may try now: under this worker's cap, with a local token,
-        not found at their global cap or out of shared tokens a moment ago."""
-        return [
-            k
-            for k in sorted(self.grouped)
-            if self._open(k)
-            and self.grouped_until.get(k, 0.0) <= now
-            and self.capped_until.get(k, 0.0) <= now
-        ]
-
     def claimable_now(self, now: float) -> list[str]:
-        """Every kind a claim of any shape may try now (the ordinary claim's, and those of
-        kinds with a shared rate, a global cap or groups)."""
-        kinds = self.claimable_kinds() + self.shared_claimable(now) + self.capped_claimable(now)
-        return sorted(set(kinds + self.grouped_claimable(now)))
-
-    def token_wait(self) -> float | None:
-        """Seconds until a kind held back only by its rate limit gets a token."""
-        waits = [b.wait() for b in self.buckets.values() if b.available() < 1]
-        now = time.monotonic()
-        waits += [max(0.0, t - now) for t in self.shared_until.values() if t > now]
-        waits += [max(0.0, t - now) for t in self.capped_until.values() if t > now]
-        waits += [max(0.0, t - now) for t in self.grouped_until.values() if t > now]
-        return min(waits) if waits else None
+        """Every kind a claim of any shape may try now (``Limits.claimable_now``)."""
+        return self.limits.claimable_now(now, self.grouped)
 
     def next_floor(self) -> int:
         """The priority floor of the next claim (``venturi.priority.floor``)."""
@@ -187,17 +117,17 @@ class Claimer:
         short = False
         while free > 0 and not shutdown.is_set():
             releasing = Counter(r.task.kind for r in done)
-            kinds = [k for k in self.claimable_kinds(releasing) if k not in left_out]
+            kinds = [k for k in self.limits.claimable_kinds(releasing) if k not in left_out]
             # A kind its local bucket held out of this claim: if the bucket refills before
             # the loop asks how long to wait, token_wait() finds no wait, and the idle
             # lookup cannot see a job visible since its creation (jobs_next_visible_idx
             # holds only later ones): the loop must claim again, not sleep poll_max.
-            self.tokens_short = any(b.available() < 1 for b in self.buckets.values())
+            self.tokens_short = any(b.available() < 1 for b in self.limits.buckets.values())
             if not kinds:
                 break
             # A batch must not overshoot a cap nor spend more tokens than a bucket holds:
             # it is sized to the tightest room.
-            limit = min(self._room(k, free, releasing[k]) for k in kinds)
+            limit = min(self.limits.room(k, free, releasing[k]) for k in kinds)
             leases = [self.policies[k].lease for k in kinds]
             # Nothing to settle and no backlog seen (the last claim came back short): an
             # idle worker that a notification woke (a pickup) claims one job, the first
@@ -252,12 +182,12 @@ class Claimer:
     ) -> int:
         """Claim kinds with a shared rate limit, each within its database bucket; how
         many jobs were claimed."""
-        taken, turns = 0, self.turns["shared"]
-        for kind in turns.order(self.shared_claimable(time.monotonic())):
-            room = self._room(kind, free - taken)
+        taken, turns, limits = 0, self.turns["shared"], self.limits
+        for kind in turns.order(limits.shared_claimable(time.monotonic())):
+            room = limits.room(kind, free - taken)
             if room < 1 or kind in left_out:
                 continue
-            rate = self.shared[kind]
+            rate = limits.shared[kind]
             (rows, _), wait = await db.claims.claim_within_rate(
                 conn,
                 schema=self.schema,
@@ -269,10 +199,7 @@ class Claimer:
                 wanted=room,
                 deadline=self.deadline,
             )
-            if wait:
-                self.shared_until[kind] = time.monotonic() + wait
-            else:
-                self.shared_until.pop(kind, None)
+            limits.found(limits.shared_until, kind, wait)
             taken += turns.served(kind, await self._started(rows, start))
         return taken
 
@@ -281,16 +208,16 @@ class Claimer:
     ) -> int:
         """Claim kinds with a global cap, each in a transaction holding its cap lock (and
         within its shared bucket, if it has one); how many jobs were claimed. A kind
-        found at its cap is left alone for ``CAP_RECHECK`` seconds: another worker's
-        settlement, which frees a place, sends no notification."""
-        taken, turns = 0, self.turns["capped"]
-        now = time.monotonic()
-        for kind in turns.order(self.capped_claimable(now)):
-            room = self._room(kind, free - taken)
+        found at its cap is left alone for ``limits.CAP_RECHECK`` seconds (another
+        worker's settlement, which frees a place, sends no notification), or until this
+        worker's own runs of it end (``Limits.places_freed``)."""
+        taken, turns, limits = 0, self.turns["capped"], self.limits
+        for kind in turns.order(limits.capped_claimable(time.monotonic())):
+            room = limits.room(kind, free - taken)
             if room < 1 or kind in left_out:
                 continue
-            rate = self.shared.get(kind)
-            global_cap = self.global_caps[kind]
+            rate = limits.shared.get(kind)
+            global_cap = limits.global_caps[kind]
             rows, held, wait = await db.claims.claim_within_cap(
                 conn,
                 schema=self.schema,
@@ -302,12 +229,8 @@ class Claimer:
                 rate=None if rate is None else (rate.per_second, rate.burst),
                 deadline=self.deadline,
             )
-            if wait:
-                self.capped_until[kind] = time.monotonic() + wait
-            elif held >= global_cap:
-                self.capped_until[kind] = time.monotonic() + min(CAP_RECHECK, self.poll_max)
-            else:
-                self.capped_until.pop(kind, None)
+            full = limits.cap_recheck if held >= global_cap else 0.0
+            limits.found(limits.capped_until, kind, wait or full)
             taken += turns.served(kind, await self._started(rows, start))
         return taken
 
@@ -324,14 +247,14 @@ class Claimer:
         applied, as in ``fill``): how many were claimed, whether to claim again at once (a
         claim made groups ready, which its own snapshot could not take, or met groups
         another claim held), and the completions still to settle (no claim ran)."""
-        taken, again, turns = 0, False, self.turns["grouped"]
-        for kind in turns.order(self.grouped_claimable(time.monotonic())):
+        taken, again, turns, limits = 0, False, self.turns["grouped"], self.limits
+        for kind in turns.order(limits.grouped_claimable(time.monotonic(), self.grouped)):
             policy = self.policies[kind]
-            room = self._room(kind, free - taken)
+            room = limits.room(kind, free - taken)
             if room < 1:
                 continue
-            rate, group_rate = self.shared.get(kind), policy.task.group_rate
-            global_cap = self.global_caps.get(kind)
+            rate, group_rate = limits.shared.get(kind), policy.task.group_rate
+            global_cap = limits.global_caps.get(kind)
             sent = time.monotonic()
             claim, wait = await db.groups.claim_grouped(
                 conn,
@@ -356,14 +279,14 @@ class Claimer:
             took = time.monotonic() - sent
             self._grouped_backlog = len(claim.claimed) >= room
             if wait:  # the kind's bucket was empty: no claim ran, done is still to settle
-                self.grouped_until[kind] = time.monotonic() + wait
+                limits.found(limits.grouped_until, kind, wait)
             else:
                 completed(done, claim.settled)
                 done = []
                 if global_cap is not None and (claim.held or 0) >= global_cap:
-                    self.capped_until[kind] = time.monotonic() + min(CAP_RECHECK, self.poll_max)
+                    limits.found(limits.capped_until, kind, limits.cap_recheck)
                 else:
-                    self.grouped_until.pop(kind, None)
+                    limits.grouped_until.pop(kind, None)
             rows = claim.claimed
             # Claim again at once when this one came back short for a reason its own
             # snapshot held: groups it made ready, groups another claim held, groups it
@@ -387,22 +310,10 @@ class Claimer:
         await let_them_start(rows)
         return len(rows)
 
-    def _room(self, kind: str, free: int, releasing: int = 0) -> int:
-        """How many of ``free`` slots a claim of ``kind`` alone may fill: within this
-        worker's cap of the kind (``releasing`` runs counted as finished) and its local
-        bucket's whole tokens (a kind with a shared rate has no local bucket: its database
-        bucket is taken in the claim)."""
-        room = free
-        if (cap := self.policies[kind].cap) is not None:
-            room = min(room, cap - (self.per_kind[kind] - releasing))
-        if (bucket := self.buckets.get(kind)) is not None:
-            room = min(room, bucket.available())
-        return room
-
     def _count(self, rows: list[Record]) -> None:
         """Count a claim: its rows spend tokens (``start`` takes their slots)."""
         for row in rows:
-            if (bucket := self.buckets.get(row["kind"])) is not None:
+            if (bucket := self.limits.buckets.get(row["kind"])) is not None:
                 bucket.spend(1)
         self.stats["claimed"] += len(rows)
         if rows:

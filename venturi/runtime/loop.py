@@ -194,8 +194,9 @@ class Loop:
         busy = len(self.inflight) + len(completer.unsettled) - len(completes)
         free = self.config.concurrency - busy
         if free > 0:
+            began = time.monotonic()
             short = await self.fill(conn, free, shutdown, completes)
-            token_wait = claimer.token_wait()
+            token_wait = claimer.limits.token_wait(began)
             if token_wait is None and claimer.tokens_short:
                 token_wait = 0.0  # refilled since the claim left its kind out: claim again
             if short:
@@ -278,10 +279,15 @@ class Loop:
         claim's rows, and the others'. Returns the slots still free and whether the queue
         had nothing more to give."""
         claimer, short = self.claimer, False
-        limited = bool(claimer.shared or claimer.global_caps)
+        limited = bool(claimer.limits.shared or claimer.limits.global_caps)
         # A turn is taken only when there are slots to give: one that a claim before this
         # one took every slot of would fall in step with the groups' turns.
         limited_first = limited and free > 0 and claimer.turn("limited")
+        if limited_first and claimer.limits.any_capped(done):
+            # A global cap counts claimed rows: this worker's finished runs of the kind
+            # hold their places until settled, and would leave it "at its cap".
+            await self.completer.settle(conn)
+            done = []
         if limited_first:
             free = await self.fill_limited(conn, free, shutdown, starts[1], left_out)
         if plain:
@@ -315,9 +321,9 @@ class Loop:
         """Claim each kind with a shared rate, then each with a global cap, in a claim of
         its own; the slots still free."""
         claimer = self.claimer
-        if claimer.shared and free > 0 and not shutdown.is_set():
+        if claimer.limits.shared and free > 0 and not shutdown.is_set():
             free -= await claimer.fill_shared(conn, free, start, left_out)
-        if claimer.global_caps and free > 0 and not shutdown.is_set():
+        if claimer.limits.global_caps and free > 0 and not shutdown.is_set():
             free -= await claimer.fill_capped(conn, free, start, left_out)
         return free
 
@@ -387,7 +393,9 @@ class Loop:
 
     def reap(self) -> None:
         """Move finished handlers from the in-flight set to the settle queue."""
-        self.completer.take(self.inflight.reap())
+        ended = self.inflight.reap()
+        self.claimer.limits.places_freed(ended)
+        self.completer.take(ended)
 
     # --- shutdown --------------------------------------------------------------------
 
