@@ -4271,12 +4271,16 @@ LEFT JOIN "billing_jobs".paused_kinds pk ON pk.kind = k.kind
 ORDER BY k.kind;
 
 -- rate_spend: spend one token of a kind's shared bucket per job its claim returned (a
--- claim that returned nothing spends nothing). Same transaction as rate_take.
+-- claim that returned nothing spends nothing), and say when the bucket has a whole token
+-- again (0: it has one), so that the worker waits for it rather than for a notification
+-- that a job visible since its enqueue never sends. Same transaction as rate_take.
 -- $1 text kind: the rate-limited kind
 -- $2 integer spent: jobs claimed
+-- $3 float8 per_second: refill rate
 -- index: rate_limits primary key.
-PREPARE billing_jobs_rate_spend(text, integer) AS
-UPDATE "billing_jobs".rate_limits SET tokens = tokens - $2::integer WHERE kind = $1::text;
+PREPARE billing_jobs_rate_spend(text, integer, float8) AS
+UPDATE "billing_jobs".rate_limits SET tokens = tokens - $2::integer WHERE kind = $1::text
+RETURNING greatest(0, (1 - tokens) / $3::float8)::float8 AS wait;
 
 -- rate_take: refill a kind's shared token bucket and lock it for this transaction;
 -- returns how many whole tokens a claim may use now, and the seconds until the next one.

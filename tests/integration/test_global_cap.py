@@ -216,13 +216,13 @@ async def test_a_worker_claims_the_places_its_own_runs_free_at_once(
     # 15 s. Its own runs ending now free their places for the next claim at once.
     ran = 0
 
-    @venturi.task(kind="gc_own", global_cap=2, **({"group_cap": 2} if grouped else {}))
+    @venturi.task(kind="gc_own", global_cap=2, group_cap=2 if grouped else None)
     async def work(ctx: Context[Any], carry: Item) -> None:
         nonlocal ran
         await asyncio.sleep(0.01)
         ran += 1
 
-    jobs = [work.job(Item(i), **({"group": f"t{i % 3}"} if grouped else {})) for i in range(60)]
+    jobs = [work.job(Item(i), group=f"t{i % 3}" if grouped else None) for i in range(60)]
     await venturi.enqueue_many(conn, jobs)
     worker = Worker(None, dsn, [work], concurrency=4, poll_max=30)
     async with running(worker):

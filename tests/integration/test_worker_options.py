@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
+import pytest
 
 import venturi
 from tests.support import (
@@ -373,6 +374,37 @@ async def test_shared_rate_limit_holds_across_workers(
     # deadline above bounds it from the other side.
     assert started[-1] - started[0] >= 11 / 11.5
     assert sum(w.stats["claimed"] for w in workers) == 12
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [{}, {"global_cap": 20}, {"group_cap": 20}],
+    ids=["shared rate", "with a global cap", "grouped"],
+)
+async def test_a_shared_rate_paces_long_jobs_by_its_tokens_not_by_their_ends(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], limits: dict[str, Any]
+) -> None:
+    # A claim that spent the bucket's last token recorded no wait for the next one: with
+    # its jobs still running, the worker slept poll_max, though the next token came a
+    # quarter of a second later (one job started in 8 s, where 8 were due).
+    started = 0
+    release = asyncio.Event()
+
+    @venturi.task(kind="o_rate_long", rate=Rate(per_second=4, burst=1, shared=True), **limits)
+    async def handler(ctx: Context[Any], carry: Item) -> None:
+        nonlocal started
+        started += 1
+        await release.wait()
+
+    grouped = "group_cap" in limits
+    jobs = [handler.job(Item(i), group=f"t{i % 2}" if grouped else None) for i in range(6)]
+    await venturi.enqueue_many(conn, jobs)
+    worker = Worker(None, dsn, [handler], concurrency=8, poll_max=30)
+    async with running(worker):
+        try:
+            await wait_until(lambda: started == 6, within=10)  # 1.25 s of tokens, not 30 s
+        finally:
+            release.set()
 
 
 async def test_cancel_request_wins_over_pause_retry_release_and_recovery(

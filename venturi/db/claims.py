@@ -188,8 +188,13 @@ async def rate_take(
     return int(row["granted"]), float(row["wait"])
 
 
-async def rate_spend(conn: Conn, *, schema: str, kind: str, tokens: int) -> None:
-    await conn.execute(sql.statement("rate_spend", schema), kind, tokens)
+async def rate_spend(
+    conn: Conn, *, schema: str, kind: str, tokens: int, per_second: float
+) -> float:
+    """Spend ``tokens`` of the kind's bucket: the seconds until it has a whole token
+    again (0: it has one)."""
+    wait = await conn.fetchval(sql.statement("rate_spend", schema), kind, tokens, per_second)
+    return float(wait)
 
 
 async def claim_within_rate(
@@ -206,7 +211,8 @@ async def claim_within_rate(
 ) -> tuple[ClaimAnswer, float]:
     """Claim up to ``wanted`` jobs of a kind with a shared rate limit, within its bucket:
     ``rate_take``, ``job_claim``, ``rate_spend`` in one transaction. Returns the claim and,
-    when the bucket was empty, the seconds until its next token. With ``deadline``
+    when the bucket is empty (before the claim: then none ran; or after its spend), the
+    seconds until its next token. With ``deadline``
     (seconds) the server ends the transaction's statements, and the transaction if it
     sits idle, after that long: its row locks on the bucket and the jobs never outlive a
     client that stopped answering."""
@@ -227,9 +233,13 @@ async def claim_within_rate(
             floor=0,
             limit=granted,
         )
+        wait = 0.0
         if answer.claimed:
-            await rate_spend(conn, schema=schema, kind=kind, tokens=len(answer.claimed))
-        return answer, 0.0
+            tokens = len(answer.claimed)
+            wait = await rate_spend(
+                conn, schema=schema, kind=kind, tokens=tokens, per_second=per_second
+            )
+        return answer, wait
 
 
 # --- global caps: at most N jobs of a kind claimed across every worker together ------
@@ -238,7 +248,8 @@ async def claim_within_rate(
 class CappedClaim(NamedTuple):
     """What ``claim_within_cap`` did: the rows it claimed; how many jobs of the kind are
     claimed once it committed (``held``, every worker's); seconds until a shared rate
-    limit's next token when its bucket was empty (else 0)."""
+    limit's next token when its bucket is empty, before the claim or after its spend
+    (else 0)."""
 
     claimed: list[Record]
     held: int
@@ -316,6 +327,10 @@ async def claim_within_cap(
             limit=granted,
             global_cap=global_cap,
         )
+        wait = 0.0
         if claimed:
-            await rate_spend(conn, schema=schema, kind=kind, tokens=len(claimed))
-        return CappedClaim(claimed, held, 0.0)
+            tokens = len(claimed)
+            wait = await rate_spend(
+                conn, schema=schema, kind=kind, tokens=tokens, per_second=rate[0]
+            )
+        return CappedClaim(claimed, held, wait)

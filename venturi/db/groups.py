@@ -24,7 +24,8 @@ class GroupedClaim(NamedTuple):
     them (groups woken or first seen that the batch had no room for), groups another
     claim held and groups it took out of the
     ready ones (each means: claim again at once, the groups behind them may have work);
-    the completions that rode it and applied."""
+    the completions that rode it and applied; with a shared rate, the seconds until the
+    kind's bucket has a whole token again after the claim's spend (0: it has one)."""
 
     claimed: list[Record]
     held: int | None
@@ -32,6 +33,7 @@ class GroupedClaim(NamedTuple):
     busy: int
     parked: int = 0
     settled: frozenset[int] = frozenset()
+    next_token: float = 0.0
 
 
 class GroupLimits(NamedTuple):
@@ -149,7 +151,11 @@ async def claim_grouped(
             await conn.execute(sql.statement("kind_cap_lock", schema), kind)
         claim = await claim_of(conn, limit=limit, global_cap=global_cap)
         if rate is not None and claim.claimed:
-            await rate_spend(conn, schema=schema, kind=kind, tokens=len(claim.claimed))
+            tokens = len(claim.claimed)
+            wait = await rate_spend(
+                conn, schema=schema, kind=kind, tokens=tokens, per_second=rate[0]
+            )
+            claim = claim._replace(next_token=wait)
         return claim, 0.0
 
 

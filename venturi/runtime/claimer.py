@@ -230,7 +230,7 @@ class Claimer:
                 deadline=self.deadline,
             )
             full = limits.cap_recheck if held >= global_cap else 0.0
-            limits.found(limits.capped_until, kind, wait or full)
+            limits.found(limits.capped_until, kind, max(wait, full))
             taken += turns.served(kind, await self._started(rows, start))
         return taken
 
@@ -285,8 +285,8 @@ class Claimer:
                 done = []
                 if global_cap is not None and (claim.held or 0) >= global_cap:
                     limits.found(limits.capped_until, kind, limits.cap_recheck)
-                else:
-                    limits.grouped_until.pop(kind, None)
+                # The claim may have spent the kind's last token: wait for the next.
+                limits.found(limits.grouped_until, kind, claim.next_token)
             rows = claim.claimed
             # Claim again at once when this one came back short for a reason its own
             # snapshot held: groups it made ready, groups another claim held, groups it
