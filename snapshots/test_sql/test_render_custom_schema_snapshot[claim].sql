@@ -891,7 +891,7 @@ WHERE d.id NOT IN (SELECT id FROM completed);
 
 -- job_claim_capped: claim up to $4 jobs of one kind with a global cap, so that at most $5
 -- jobs of the kind are claimed across every worker together, in one statement: the
--- schema's claim_capped_v2 function takes the kind's advisory cap lock (held to commit),
+-- schema's claim_capped_v3 function takes the kind's advisory cap lock (held to commit),
 -- then counts the kind's claimed rows in a snapshot taken after it and claims within
 -- the room left. A released, recovered or settled job is no longer claimed, so it frees
 -- its place. The rows with an id are the claimed jobs; one more row, without an id,
@@ -902,15 +902,17 @@ WHERE d.id NOT IN (SELECT id FROM completed);
 -- $4 integer claim_limit: this worker's free slots for the kind
 -- $5 integer global_cap: most jobs of the kind claimed at once across every worker
 -- $6 uuid claim_token: this worker run's ownership token, stamped on claims
+-- $7 smallint priority_floor: 0 takes every tier; 1 or 2 puts those tiers first, the
+-- rest of the room then from every tier
 -- index: jobs_stale_idx (claimed rows, to count: few, at most every worker's slots);
 -- jobs_claim_idx for the kind's pending rows (jobs without a group only: a capped kind's
 -- grouped jobs are claimed by job_claim_grouped under the same lock).
 -- The worker's columns of the function's (statements/_claim.sql.j2, claimed_columns).
-PREPARE billing_jobs_job_claim_capped(text, text, float8, integer, integer, uuid) AS
+PREPARE billing_jobs_job_claim_capped(text, text, float8, integer, integer, uuid, smallint) AS
 SELECT c.id, c.kind, c.priority, c.carry, c.attempt, c.failures,
        (extract(epoch FROM c.created_at) * 1000000)::bigint AS created_us, c.waited, c.traceparent, c.grp, c.held
-FROM "billing_jobs".claim_capped_v2($1::text, $2::text, $3::float8, $4::integer, $5::integer,
-                             $6::uuid) AS c;
+FROM "billing_jobs".claim_capped_v3($1::text, $2::text, $3::float8, $4::integer, $5::integer,
+                             $6::uuid, $7::smallint) AS c;
 
 -- job_claim_grouped: claim up to $5 grouped jobs of one kind (SPEC 13), each group within
 -- its cap and its token bucket, the groups in order of their virtual time (fair share),
@@ -4043,7 +4045,7 @@ WHERE job_id = $1
 ORDER BY at, id;
 
 -- kind_cap_lock: take a kind's global-cap lock until the transaction ends, the lock the
--- schema's claim_capped_v2 takes; a grouped claim of a kind with a global cap runs after
+-- schema's claim_capped_v3 takes; a grouped claim of a kind with a global cap runs after
 -- it in the same transaction, so its snapshot sees every claim of the kind before it.
 -- $1 text kind: the capped kind
 -- index: none (an advisory lock).

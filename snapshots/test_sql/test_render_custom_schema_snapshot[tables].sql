@@ -175,10 +175,13 @@ CREATE TRIGGER jobs_notify_finished
 -- settled job is no longer claimed, so it frees its place at once. Jobs of a group are
 -- left to job_claim_grouped, which takes the same lock for a capped kind.
 -- Written once, here: the fresh schema and each migration that changes it include this
--- file (migration 19 renamed it claim_capped_v2, as its returned columns changed).
-CREATE OR REPLACE FUNCTION "billing_jobs".claim_capped_v2(
+-- file (migration 19 renamed it claim_capped_v2, as its returned columns changed;
+-- migration 22 claim_capped_v3, as it takes the worker's priority floor).
+-- p_floor: 0 takes every tier; 1 or 2 reserves the claim for the lower tiers first, the
+-- rest of the room then from every tier (anti-starvation, as job_claim's floor).
+CREATE OR REPLACE FUNCTION "billing_jobs".claim_capped_v3(
     p_claimed_by text, p_kind text, p_lease float8, p_limit integer, p_cap integer,
-    p_token uuid)
+    p_token uuid, p_floor smallint)
 RETURNS TABLE (id bigint, kind text, priority smallint, carry text, attempt integer,
                failures integer, max_failures integer, created_at timestamptz,
                visible_at timestamptz, claim_expires_at timestamptz, waited float8,
@@ -195,15 +198,37 @@ BEGIN
         SELECT count(*)::integer AS n FROM "billing_jobs".jobs j
         WHERE j.status = 'claimed' AND j.kind = p_kind
     ),
-    candidates AS (
+    reserved AS (
         SELECT j.id FROM "billing_jobs".jobs j
         WHERE j.status = 'pending' AND j.visible_at <= now()
           AND j.grp IS NULL
           AND j.kind = p_kind
           AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = p_kind)
+          AND j.priority >= p_floor
         ORDER BY j.priority, j.rank, j.created_at, j.id
         LIMIT greatest(0, least(p_limit, p_cap - (SELECT n FROM counted)))
         FOR UPDATE SKIP LOCKED
+    ),
+    -- A reserved claim that found fewer rows than its room fills the rest from every
+    -- tier (as job_claim's fallback); at floor 0 it is skipped without a scan.
+    fallback AS (
+        SELECT j.id FROM "billing_jobs".jobs j
+        WHERE p_floor > 0
+          AND j.status = 'pending' AND j.visible_at <= now()
+          AND j.grp IS NULL
+          AND j.kind = p_kind
+          AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = p_kind)
+          -- This statement's own locks do not make SKIP LOCKED skip a row.
+          AND j.id <> ALL (ARRAY(SELECT r.id FROM reserved r))
+        ORDER BY j.priority, j.rank, j.created_at, j.id
+        LIMIT greatest(0, least(p_limit, p_cap - (SELECT n FROM counted))
+                          - (SELECT count(*) FROM reserved)::integer)
+        FOR UPDATE SKIP LOCKED
+    ),
+    candidates AS (
+        SELECT r.id FROM reserved r
+        UNION ALL
+        SELECT f.id FROM fallback f
     ),
     claimed AS (
         UPDATE "billing_jobs".jobs j
@@ -665,5 +690,6 @@ INSERT INTO "billing_jobs".schema_version (version, name) VALUES
     (18, 'kind_index'),
     (19, 'groups'),
     (20, 'operator_reads'),
-    (21, 'claim_without_groups')
+    (21, 'claim_without_groups'),
+    (22, 'capped_floor')
 ON CONFLICT (version) DO NOTHING;

@@ -175,10 +175,13 @@ CREATE TRIGGER jobs_notify_finished
 -- settled job is no longer claimed, so it frees its place at once. Jobs of a group are
 -- left to job_claim_grouped, which takes the same lock for a capped kind.
 -- Written once, here: the fresh schema and each migration that changes it include this
--- file (migration 19 renamed it claim_capped_v2, as its returned columns changed).
-CREATE OR REPLACE FUNCTION "venturi".claim_capped_v2(
+-- file (migration 19 renamed it claim_capped_v2, as its returned columns changed;
+-- migration 22 claim_capped_v3, as it takes the worker's priority floor).
+-- p_floor: 0 takes every tier; 1 or 2 reserves the claim for the lower tiers first, the
+-- rest of the room then from every tier (anti-starvation, as job_claim's floor).
+CREATE OR REPLACE FUNCTION "venturi".claim_capped_v3(
     p_claimed_by text, p_kind text, p_lease float8, p_limit integer, p_cap integer,
-    p_token uuid)
+    p_token uuid, p_floor smallint)
 RETURNS TABLE (id bigint, kind text, priority smallint, carry text, attempt integer,
                failures integer, max_failures integer, created_at timestamptz,
                visible_at timestamptz, claim_expires_at timestamptz, waited float8,
@@ -195,15 +198,37 @@ BEGIN
         SELECT count(*)::integer AS n FROM "venturi".jobs j
         WHERE j.status = 'claimed' AND j.kind = p_kind
     ),
-    candidates AS (
+    reserved AS (
         SELECT j.id FROM "venturi".jobs j
         WHERE j.status = 'pending' AND j.visible_at <= now()
           AND j.grp IS NULL
           AND j.kind = p_kind
           AND NOT EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = p_kind)
+          AND j.priority >= p_floor
         ORDER BY j.priority, j.rank, j.created_at, j.id
         LIMIT greatest(0, least(p_limit, p_cap - (SELECT n FROM counted)))
         FOR UPDATE SKIP LOCKED
+    ),
+    -- A reserved claim that found fewer rows than its room fills the rest from every
+    -- tier (as job_claim's fallback); at floor 0 it is skipped without a scan.
+    fallback AS (
+        SELECT j.id FROM "venturi".jobs j
+        WHERE p_floor > 0
+          AND j.status = 'pending' AND j.visible_at <= now()
+          AND j.grp IS NULL
+          AND j.kind = p_kind
+          AND NOT EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = p_kind)
+          -- This statement's own locks do not make SKIP LOCKED skip a row.
+          AND j.id <> ALL (ARRAY(SELECT r.id FROM reserved r))
+        ORDER BY j.priority, j.rank, j.created_at, j.id
+        LIMIT greatest(0, least(p_limit, p_cap - (SELECT n FROM counted))
+                          - (SELECT count(*) FROM reserved)::integer)
+        FOR UPDATE SKIP LOCKED
+    ),
+    candidates AS (
+        SELECT r.id FROM reserved r
+        UNION ALL
+        SELECT f.id FROM fallback f
     ),
     claimed AS (
         UPDATE "venturi".jobs j
@@ -665,7 +690,8 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (18, 'kind_index'),
     (19, 'groups'),
     (20, 'operator_reads'),
-    (21, 'claim_without_groups')
+    (21, 'claim_without_groups'),
+    (22, 'capped_floor')
 ON CONFLICT (version) DO NOTHING;
 
 -- venturi schema "venturi": indexes. Each names the statements it backs.
@@ -1739,7 +1765,7 @@ WHERE d.id NOT IN (SELECT id FROM completed);
 
 -- job_claim_capped: claim up to $4 jobs of one kind with a global cap, so that at most $5
 -- jobs of the kind are claimed across every worker together, in one statement: the
--- schema's claim_capped_v2 function takes the kind's advisory cap lock (held to commit),
+-- schema's claim_capped_v3 function takes the kind's advisory cap lock (held to commit),
 -- then counts the kind's claimed rows in a snapshot taken after it and claims within
 -- the room left. A released, recovered or settled job is no longer claimed, so it frees
 -- its place. The rows with an id are the claimed jobs; one more row, without an id,
@@ -1750,15 +1776,17 @@ WHERE d.id NOT IN (SELECT id FROM completed);
 -- $4 integer claim_limit: this worker's free slots for the kind
 -- $5 integer global_cap: most jobs of the kind claimed at once across every worker
 -- $6 uuid claim_token: this worker run's ownership token, stamped on claims
+-- $7 smallint priority_floor: 0 takes every tier; 1 or 2 puts those tiers first, the
+-- rest of the room then from every tier
 -- index: jobs_stale_idx (claimed rows, to count: few, at most every worker's slots);
 -- jobs_claim_idx for the kind's pending rows (jobs without a group only: a capped kind's
 -- grouped jobs are claimed by job_claim_grouped under the same lock).
 -- The worker's columns of the function's (statements/_claim.sql.j2, claimed_columns).
-PREPARE venturi_job_claim_capped(text, text, float8, integer, integer, uuid) AS
+PREPARE venturi_job_claim_capped(text, text, float8, integer, integer, uuid, smallint) AS
 SELECT c.id, c.kind, c.priority, c.carry, c.attempt, c.failures,
        (extract(epoch FROM c.created_at) * 1000000)::bigint AS created_us, c.waited, c.traceparent, c.grp, c.held
-FROM "venturi".claim_capped_v2($1::text, $2::text, $3::float8, $4::integer, $5::integer,
-                             $6::uuid) AS c;
+FROM "venturi".claim_capped_v3($1::text, $2::text, $3::float8, $4::integer, $5::integer,
+                             $6::uuid, $7::smallint) AS c;
 
 -- job_claim_grouped: claim up to $5 grouped jobs of one kind (SPEC 13), each group within
 -- its cap and its token bucket, the groups in order of their virtual time (fair share),
@@ -4891,7 +4919,7 @@ WHERE job_id = $1
 ORDER BY at, id;
 
 -- kind_cap_lock: take a kind's global-cap lock until the transaction ends, the lock the
--- schema's claim_capped_v2 takes; a grouped claim of a kind with a global cap runs after
+-- schema's claim_capped_v3 takes; a grouped claim of a kind with a global cap runs after
 -- it in the same transaction, so its snapshot sees every claim of the kind before it.
 -- $1 text kind: the capped kind
 -- index: none (an advisory lock).

@@ -366,6 +366,66 @@ async def test_a_reserved_claim_takes_its_tiers_first_then_every_tier_at_once(
     assert await claim(conn, me, ["w_prio_one"], limit=3) == []
 
 
+@pytest.mark.parametrize(
+    "limit",
+    [{"rate": venturi.Rate(per_second=100_000, burst=1_000, shared=True)}, {"global_cap": 100}],
+    ids=["shared rate", "global cap"],
+)
+async def test_kinds_with_claims_of_their_own_keep_the_anti_starvation(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], limit: dict[str, Any]
+) -> None:
+    # Their claims took every tier in order: the kind's LOW jobs ran none of the first
+    # 1,200 runs behind 1,500 HIGH ones (a kind without either limit: about a quarter).
+    order: list[int] = []
+    enough = asyncio.Event()
+
+    @venturi.task(kind="w_prio_limited", **limit)
+    async def handler(ctx: Context[Any], carry: N) -> None:
+        order.append(ctx.job.priority)
+        if len(order) == 400:
+            enough.set()
+
+    tiers = (Priority.HIGH, Priority.LOW)
+    await venturi.enqueue_many(
+        conn, [handler.job(N(i), priority=p) for p in tiers for i in range(500)]
+    )
+    async with running(Worker(None, dsn, [handler], concurrency=4, poll_max=30)):
+        await asyncio.wait_for(enough.wait(), 30)
+    low = order[:400].count(Priority.LOW) / 400
+    assert 0.15 <= low <= 0.35, low  # every 4th claim reserved for NORMAL and LOW
+
+
+async def test_a_reserved_capped_claim_takes_its_tiers_first_then_every_tier_at_once(
+    conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="w_prio_capped", global_cap=10)
+    async def handler(ctx: Context[Any], carry: N) -> None:
+        return None
+
+    high = [await handler.enqueue(conn, N(i), priority=Priority.HIGH) for i in range(3)]
+    low = await handler.enqueue(conn, N(9), priority=Priority.LOW)
+    me = db.Claimant("t:1")
+
+    async def capped(limit: int, floor: int) -> list[int]:
+        rows, _ = await db.claims.job_claim_capped(
+            conn,
+            schema=sql.DEFAULT_SCHEMA,
+            claimant=me,
+            kind="w_prio_capped",
+            lease=60.0,
+            limit=limit,
+            global_cap=10,
+            floor=floor,
+        )
+        return sorted(r["id"] for r in rows)
+
+    # As job_claim's: the LOW job, then the two oldest HIGH, in one statement; then every
+    # tier when none of the reserved tiers is left; nothing taken twice.
+    assert await capped(3, Priority.LOW) == sorted([low, high[0], high[1]])
+    assert await capped(3, Priority.NORMAL) == [high[2]]
+    assert await capped(3, Priority.HIGH) == []
+
+
 # --- configuration ----------------------------------------------------------------------
 
 

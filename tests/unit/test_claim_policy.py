@@ -61,3 +61,8 @@ def test_the_priority_floor_reserves_every_ratio_th_claim_for_lower_tiers(
         priority_ratio=None,
     )
     assert {strict.next_floor() for _ in range(20)} == {Priority.HIGH}
+    # Two streams of claims taking turns each keep the cadence: on one count, every
+    # reserved claim (4, 8, ...) fell to the second.
+    turns = _claimer([Registration.check(noop_task("cp_turns"), None, None, None, None)], Counter())
+    first = [turns.next_floor(s) for _ in range(8) for s in ("ordinary", "grouped:k")][::2]
+    assert [i + 1 for i, f in enumerate(first) if f == Priority.NORMAL] == [4, 8]

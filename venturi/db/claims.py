@@ -208,14 +208,15 @@ async def claim_within_rate(
     burst: int,
     wanted: int,
     deadline: float | None = None,
+    floor: int = 0,
 ) -> tuple[ClaimAnswer, float]:
     """Claim up to ``wanted`` jobs of a kind with a shared rate limit, within its bucket:
     ``rate_take``, ``job_claim``, ``rate_spend`` in one transaction. Returns the claim and,
     when the bucket is empty (before the claim: then none ran; or after its spend), the
-    seconds until its next token. With ``deadline``
-    (seconds) the server ends the transaction's statements, and the transaction if it
-    sits idle, after that long: its row locks on the bucket and the jobs never outlive a
-    client that stopped answering."""
+    seconds until its next token. ``floor``: the claim's priority floor (anti-starvation,
+    as ``job_claim``'s). With ``deadline`` (seconds) the server ends the transaction's
+    statements, and the transaction if it sits idle, after that long: its row locks on
+    the bucket and the jobs never outlive a client that stopped answering."""
     async with source.acquire() as conn, conn.transaction():
         if deadline is not None:
             await transaction_deadlines(conn, schema=schema, deadline=deadline)
@@ -230,7 +231,7 @@ async def claim_within_rate(
             claimant=claimant,
             kinds=[kind],
             leases=[lease],
-            floor=0,
+            floor=floor,
             limit=granted,
         )
         wait = 0.0
@@ -265,9 +266,11 @@ async def job_claim_capped(
     lease: float,
     limit: int,
     global_cap: int,
+    floor: int = 0,
 ) -> tuple[list[Record], int]:
     """Claim up to ``limit`` jobs of ``kind`` within its global cap, in one statement
-    (it takes the kind's cap lock itself): the rows, and the kind's claims after."""
+    (it takes the kind's cap lock itself), the tiers from ``floor`` first: the rows, and
+    the kind's claims after."""
     rows = await conn.fetch(
         sql.statement("job_claim_capped", schema),
         claimant.name,
@@ -276,6 +279,7 @@ async def job_claim_capped(
         limit,
         global_cap,
         claimant.token,
+        floor,
     )
     claimed = [r for r in rows if r["id"] is not None]
     held = next(int(r["held"]) for r in rows if r["id"] is None)
@@ -293,9 +297,10 @@ async def claim_within_cap(
     wanted: int,
     rate: tuple[float, int] | None = None,
     deadline: float | None = None,
+    floor: int = 0,
 ) -> CappedClaim:
     """Claim up to ``wanted`` jobs of a kind with a global cap: ``job_claim_capped``, one
-    statement and one commit. With a shared rate limit ``rate`` (per_second, burst),
+    statement and one commit, the tiers from ``floor`` first. With a shared rate limit ``rate`` (per_second, burst),
     ``rate_take``, the claim and ``rate_spend`` run in one transaction (every worker
     takes the bucket's lock, then the cap's). ``source`` is a pool (the worker's held
     connection) or a Connection."""
@@ -308,6 +313,7 @@ async def claim_within_cap(
             lease=lease,
             limit=wanted,
             global_cap=global_cap,
+            floor=floor,
         )
         return CappedClaim(claimed, held, 0.0)
     async with transaction(source) as conn:
@@ -326,6 +332,7 @@ async def claim_within_cap(
             lease=lease,
             limit=granted,
             global_cap=global_cap,
+            floor=floor,
         )
         wait = 0.0
         if claimed:

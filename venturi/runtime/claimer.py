@@ -66,7 +66,8 @@ class Claimer:
         self.turns = {k: Turns(config.concurrency) for k in ("grouped", "shared", "capped")}
         # The last fill left a kind out for want of a local token (see fill).
         self.tokens_short = False
-        self._claims = 0
+        # Claims made, per stream of claims (next_floor).
+        self._claims: Counter[str] = Counter()
         self.floor = 0  # the last claim's floor: above 0, its rows skipped better tiers
         # A slow claim into a backlog looks at the live table's statistics.
         self.statistics = Statistics(config.schema, instruments)
@@ -93,10 +94,13 @@ class Claimer:
         """Every kind a claim of any shape may try now (``Limits.claimable_now``)."""
         return self.limits.claimable_now(now, self.grouped)
 
-    def next_floor(self) -> int:
-        """The priority floor of the next claim (``venturi.priority.floor``)."""
-        self._claims += 1
-        self.floor = floor(self._claims, self.priority_ratio)
+    def next_floor(self, stream: str = "ordinary") -> int:
+        """The priority floor of the next claim of ``stream`` (``venturi.priority.floor``):
+        the ordinary claim, or one kind's claim of its own (``grouped:KIND``,
+        ``shared:KIND``, ``capped:KIND``). Each keeps its own cadence: claims that take turns on one
+        count fell in step with it, one getting every reserved claim and the other none."""
+        self._claims[stream] += 1
+        self.floor = floor(self._claims[stream], self.priority_ratio)
         return self.floor
 
     async def fill(
@@ -198,6 +202,7 @@ class Claimer:
                 burst=rate.burst,
                 wanted=room,
                 deadline=self.deadline,
+                floor=self.next_floor(f"shared:{kind}"),
             )
             limits.found(limits.shared_until, kind, wait)
             taken += turns.served(kind, await self._started(rows, start))
@@ -228,6 +233,7 @@ class Claimer:
                 wanted=room,
                 rate=None if rate is None else (rate.per_second, rate.burst),
                 deadline=self.deadline,
+                floor=self.next_floor(f"capped:{kind}"),
             )
             full = limits.cap_recheck if held >= global_cap else 0.0
             limits.found(limits.capped_until, kind, max(wait, full))
@@ -262,7 +268,7 @@ class Claimer:
                 claimant=self.claimant,
                 kind=kind,
                 lease=policy.lease,
-                floor=self.next_floor(),
+                floor=self.next_floor(f"grouped:{kind}"),
                 limit=room,
                 limits=db.groups.GroupLimits(
                     policy.task.group_cap,
