@@ -300,10 +300,10 @@ async def claim_within_cap(
     floor: int = 0,
 ) -> CappedClaim:
     """Claim up to ``wanted`` jobs of a kind with a global cap: ``job_claim_capped``, one
-    statement and one commit, the tiers from ``floor`` first. With a shared rate limit ``rate`` (per_second, burst),
-    ``rate_take``, the claim and ``rate_spend`` run in one transaction (every worker
-    takes the bucket's lock, then the cap's). ``source`` is a pool (the worker's held
-    connection) or a Connection."""
+    statement and one commit, the tiers from ``floor`` first. With a shared rate limit
+    ``rate`` (per_second, burst), ``rate_take``, the claim and ``rate_spend`` run in one
+    transaction (every worker takes the bucket's lock, then the cap's). ``source`` is a
+    pool (the worker's held connection) or a Connection."""
     if rate is None:
         claimed, held = await job_claim_capped(
             source,

@@ -1,10 +1,11 @@
 """Claim policy: which kinds a claim asks for, how many jobs, at which priority floor.
 
 The claim filter is the registered kinds minus those at their cap or out of tokens
-(``venturi.runtime.limits``). A batch never overshoots a cap or spends more tokens than a local bucket holds. Kinds
-with a shared (database) rate limit are claimed on their own, each in a transaction
-with its bucket, and so are kinds with a global cap, each in a transaction that holds
-the kind's cap lock. Completions ride the claim: one statement settles them and claims.
+(``venturi.runtime.limits``). A batch never overshoots a cap or spends more tokens than
+a local bucket holds. Kinds with a shared (database) rate limit are claimed on their
+own, each in a transaction with its bucket, and so are kinds with a global cap, each in
+a transaction that holds the kind's cap lock. Completions ride the claim: one statement
+settles them and claims.
 """
 
 from __future__ import annotations
@@ -97,8 +98,9 @@ class Claimer:
     def next_floor(self, stream: str = "ordinary") -> int:
         """The priority floor of the next claim of ``stream`` (``venturi.priority.floor``):
         the ordinary claim, or one kind's claim of its own (``grouped:KIND``,
-        ``shared:KIND``, ``capped:KIND``). Each keeps its own cadence: claims that take turns on one
-        count fell in step with it, one getting every reserved claim and the other none."""
+        ``shared:KIND``, ``capped:KIND``). Each keeps its own cadence: claims that take
+        turns on one count fell in step with it, one getting every reserved claim and the
+        other none."""
         self._claims[stream] += 1
         self.floor = floor(self._claims[stream], self.priority_ratio)
         return self.floor
