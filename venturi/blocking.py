@@ -71,10 +71,10 @@ def _refuse_on_loop() -> None:
     )
 
 
-# The threads sync step functions run on: not asyncio's default executor, where sync
-# handlers run. A handler waiting in ctx.step holds a default thread; were its step
-# function queued behind it there too, handlers filling every default thread would each
-# wait for a thread none of them gives back.
+# The threads sync step functions run on: not the threads sync handlers run on (the
+# worker's, one per slot; asyncio's default executor outside a worker). A handler
+# waiting in ctx.step holds its thread; were its step function queued behind it there
+# too, handlers filling every thread would each wait for a thread none of them gives back.
 STEP_THREADS = 32
 _step_pool: ThreadPoolExecutor | None = None
 _step_pool_lock = threading.Lock()

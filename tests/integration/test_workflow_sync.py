@@ -173,3 +173,31 @@ async def test_sync_handlers_filling_the_thread_pool_still_run_their_sync_steps(
     async with running(Worker(None, dsn, [crowd], poll_max=600, concurrency=2 * pool_size)):
         for job_id in ids:
             await wait_status(conn, job_id, "completed", within=30)
+
+
+async def test_sync_handlers_run_as_many_at_once_as_the_worker_has_slots(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    """Sync handlers ran on asyncio's default executor: min(32, cores + 4) threads, 6 on
+    two cores, so a worker of 12 slots ran 6 at once and the other 6 jobs waited,
+    claimed and their leases running, for a thread. They run on the worker's own
+    threads, one per slot."""
+    import os
+
+    slots = 2 * min(32, (os.cpu_count() or 1) + 4)  # twice asyncio's default executor
+    started = 0
+    lock = threading.Lock()
+    all_in = threading.Event()
+
+    @venturi.task(kind="wfs_slots")
+    def hold(ctx: Context[Any], carry: Item) -> None:
+        nonlocal started
+        with lock:
+            started += 1
+            if started == slots:
+                all_in.set()
+        all_in.wait(20)  # every handler holds its thread until all have one
+
+    await venturi.enqueue_many(conn, [hold.job(Item(i)) for i in range(slots)])
+    async with running(Worker(None, dsn, [hold], poll_max=600, concurrency=slots)):
+        assert await asyncio.to_thread(all_in.wait, 15), f"{started} of {slots} at once"

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import traceback
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from contextvars import copy_context
 from typing import Any
 
 import msgspec
@@ -28,6 +31,7 @@ async def run_handler(
     transactions: Transactions | None = None,
     middleware: Sequence[Middleware] = (),
     ended: Callable[[], None] | None = None,
+    threads: Executor | None = None,
 ) -> None:
     """Run one handler (inside ``middleware``, the first outermost) and record its
     settlement on ``run``; never raises but for a cancellation by the worker
@@ -36,12 +40,13 @@ async def run_handler(
     the context's ``transaction()`` and ``complete()`` and the workflow primitives,
     whose connection is given back when the handler ends. ``ended`` is called last, as
     the task ends (the loop's wake-up: cheaper than a done callback per task).
+    ``threads`` runs a plain ``def`` handler (None: asyncio's default executor).
 
     One coroutine per job on the common path (an async handler, no middleware): the
     handler is awaited here, not through a chain of helpers, each of which cost a frame
     and an await per job (issue 38)."""
     try:
-        run.outcome = await _outcome(run, state, transactions, middleware)
+        run.outcome = await _outcome(run, state, transactions, middleware, threads)
     finally:
         try:
             if transactions is not None:
@@ -57,7 +62,11 @@ async def run_handler(
 
 
 async def _outcome(
-    run: Run, state: Any, transactions: Transactions | None, middleware: Sequence[Middleware]
+    run: Run,
+    state: Any,
+    transactions: Transactions | None,
+    middleware: Sequence[Middleware],
+    threads: Executor | None,
 ) -> s.Settlement:
     task = run.task
     try:
@@ -69,9 +78,9 @@ async def _outcome(
     try:
         if task.timeout is not None:
             async with asyncio.timeout(task.timeout) as deadline:
-                result = await _chain(task, ctx, carry, middleware)
+                result = await _chain(task, ctx, carry, middleware, threads)
         elif middleware or not task.is_async:
-            result = await _chain(task, ctx, carry, middleware)
+            result = await _chain(task, ctx, carry, middleware, threads)
         else:
             # The common path: no timeout context (a timer per job), no helper frames.
             result = await task.fn(ctx, carry)  # type: ignore[misc]
@@ -124,18 +133,24 @@ def _not_retried(task: Task[Any], exc: Exception) -> str | None:
 
 
 async def _chain(
-    task: Task[Any], ctx: Context[Any], carry: Any, middleware: Sequence[Middleware]
+    task: Task[Any],
+    ctx: Context[Any],
+    carry: Any,
+    middleware: Sequence[Middleware],
+    threads: Executor | None,
 ) -> Any:
     if not middleware:
-        return await _call(task, ctx, carry)
-    return await run_through(middleware, ctx, carry, lambda: _call(task, ctx, carry))
+        return await _call(task, ctx, carry, threads)
+    return await run_through(middleware, ctx, carry, lambda: _call(task, ctx, carry, threads))
 
 
-async def _call(task: Task[Any], ctx: Context[Any], carry: Any) -> Any:
+async def _call(task: Task[Any], ctx: Context[Any], carry: Any, threads: Executor | None) -> Any:
     if task.is_async:
         return await task.fn(ctx, carry)  # type: ignore[misc]
-    # A plain def handler runs in a thread: blocking-aware spawn.
-    result = await asyncio.to_thread(task.fn, ctx, carry)
+    # A plain def handler runs in a thread of the worker's own (Worker.run), with the
+    # caller's context variables, as asyncio.to_thread.
+    call = functools.partial(copy_context().run, task.fn, ctx, carry)
+    result = await asyncio.get_running_loop().run_in_executor(threads, call)
     if asyncio.iscoroutine(result):
         result = await result
     return result

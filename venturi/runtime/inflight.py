@@ -10,6 +10,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
 from typing import Any
 
 from venturi.db.claims import Claimant
@@ -83,6 +84,8 @@ class InFlight:
         self._claimant = claimant
         # The worker's pool, for the handlers' ctx.transaction(); set when it runs.
         self.pool: Any = None
+        # The threads plain def handlers run on, one per slot; set when it runs.
+        self.threads: Executor | None = None
 
     def __len__(self) -> int:
         return len(self.handles)
@@ -99,7 +102,7 @@ class InFlight:
         debug = loop.get_debug()
         # Read once per claim, not per row (issue 38).
         policies, per_kind, handles = self._policies, self.per_kind, self.handles
-        state, middleware, ended = self._state, self._middleware, self._ended
+        state, middleware, ended, threads = self._state, self._middleware, self._ended, self.threads
         run_handler, schema = executor.run_handler, self._schema
         eager = starts_eagerly(loop)
         for row in rows:
@@ -110,7 +113,7 @@ class InFlight:
             tx = None
             if pool is not None and claimant is not None:
                 tx = JobTransactions(pool, schema, claimant, run)
-            coro = run_handler(run, state, tx, middleware, ended)
+            coro = run_handler(run, state, tx, middleware, ended, threads)
             name = f"venturi job {run.id}" if debug else None
             if eager:
                 # Its first step runs here, before the claim's next job is started: the

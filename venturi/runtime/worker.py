@@ -12,6 +12,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
@@ -215,6 +216,14 @@ class Worker(Generic[S]):
             cfg, claimant, self.state, policies(self._registered.values(), cfg), self._instruments
         )
         loop.inflight.pool = pool
+        # Plain def handlers run on threads of this run's own, one per slot: asyncio's
+        # default executor has min(32, cores + 4) threads, fewer than the slots of a
+        # worker on a small machine, and the jobs past them waited, claimed and their
+        # leases running, for a thread (6 of 12 ran at once on two cores).
+        threads = None
+        if any(not p.task.is_async for p in loop.policies.values()):
+            threads = ThreadPoolExecutor(cfg.concurrency, thread_name_prefix="venturi-handler")
+            loop.inflight.threads = threads
         if cfg.metrics_port is not None:
             instruments.serve(cfg.metrics_port)
         watcher = asyncio.create_task(loop.watch(shutdown))
@@ -249,6 +258,9 @@ class Worker(Generic[S]):
                 await listen_pool.close()
             if cfg.pool is None:
                 await close_pool(pool)
+            if threads is not None:
+                # A handler still in its thread (cancelled, it runs on) is not waited for.
+                threads.shutdown(wait=False)
             self._running = False
             if started:
                 log.info(
