@@ -201,3 +201,31 @@ async def test_sync_handlers_run_as_many_at_once_as_the_worker_has_slots(
     await venturi.enqueue_many(conn, [hold.job(Item(i)) for i in range(slots)])
     async with running(Worker(None, dsn, [hold], poll_max=600, concurrency=slots)):
         assert await asyncio.to_thread(all_in.wait, 15), f"{started} of {slots} at once"
+
+
+async def test_sync_handlers_that_ran_past_their_timeout_leave_threads_for_the_next(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    """A sync handler that times out runs on in its thread (a thread cannot be stopped).
+    With a thread per slot and none to spare, two such handlers on a worker of 2 slots
+    held both threads, and the next two jobs timed out waiting for one, unrun."""
+    ran: list[int] = []
+    release = threading.Event()
+
+    @venturi.task(kind="wfs_hung", timeout=0.3, max_failures=1)
+    def hang(ctx: Context[Any], carry: Item) -> None:
+        ran.append(carry.n)
+        if carry.n < 2:
+            release.wait(10)  # past its timeout: the run times out, the thread runs on
+
+    hung = await venturi.enqueue_many(conn, [hang.job(Item(i)) for i in range(2)])
+    try:
+        async with running(Worker(None, dsn, [hang], poll_max=600, concurrency=2)):
+            for job_id in hung:
+                await wait_status(conn, job_id, "dead", within=10)  # timed out, threads held
+            after = await venturi.enqueue_many(conn, [hang.job(Item(i)) for i in (2, 3)])
+            for job_id in after:
+                await wait_status(conn, job_id, "completed", within=10)
+    finally:
+        release.set()
+    assert sorted(ran) == [0, 1, 2, 3]

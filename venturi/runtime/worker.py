@@ -44,6 +44,9 @@ S = TypeVar("S")
 
 log = logging.getLogger("venturi.worker")
 
+# Threads beyond the worker's slots for its plain def handlers (see Worker.run).
+HANDLER_SPARE = 32
+
 
 class Worker(Generic[S]):
     """Claims, runs and settles jobs of its registered kinds until ``run``'s shutdown event.
@@ -216,13 +219,16 @@ class Worker(Generic[S]):
             cfg, claimant, self.state, policies(self._registered.values(), cfg), self._instruments
         )
         loop.inflight.pool = pool
-        # Plain def handlers run on threads of this run's own, one per slot: asyncio's
-        # default executor has min(32, cores + 4) threads, fewer than the slots of a
-        # worker on a small machine, and the jobs past them waited, claimed and their
-        # leases running, for a thread (6 of 12 ran at once on two cores).
+        # Plain def handlers run on threads of this run's own, a thread for each slot:
+        # asyncio's default executor has min(32, cores + 4) threads, fewer than the slots
+        # of a worker on a small machine, and the jobs past them waited, claimed and their
+        # leases running, for a thread (6 of 12 ran at once on two cores). HANDLER_SPARE
+        # more, made only when needed, for handlers that timed out or were cancelled but
+        # run on in their threads: with none to spare, the next jobs timed out waiting.
         threads = None
         if any(not p.task.is_async for p in loop.policies.values()):
-            threads = ThreadPoolExecutor(cfg.concurrency, thread_name_prefix="venturi-handler")
+            size = cfg.concurrency + HANDLER_SPARE
+            threads = ThreadPoolExecutor(size, thread_name_prefix="venturi-handler")
             loop.inflight.threads = threads
         if cfg.metrics_port is not None:
             instruments.serve(cfg.metrics_port)
