@@ -17,7 +17,7 @@ import functools
 import inspect
 import threading
 from collections.abc import Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from contextvars import copy_context
 from types import TracebackType
@@ -88,12 +88,16 @@ def _step_executor() -> ThreadPoolExecutor:
         return _step_pool
 
 
-async def in_step_thread(fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)`` on a thread of the step functions' own pool (with the caller's
-    context variables, as ``asyncio.to_thread``)."""
-    loop = asyncio.get_running_loop()
+async def in_thread(threads: Executor | None, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` on a thread of ``threads`` (None: asyncio's default executor), with
+    the caller's context variables, as ``asyncio.to_thread``."""
     call = functools.partial(copy_context().run, fn, *args)
-    return await loop.run_in_executor(_step_executor(), call)
+    return await asyncio.get_running_loop().run_in_executor(threads, call)
+
+
+async def in_step_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` on a thread of the step functions' own pool."""
+    return await in_thread(_step_executor(), fn, *args)
 
 
 async def _awaited(value: Any) -> Any:

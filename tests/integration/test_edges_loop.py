@@ -241,7 +241,10 @@ async def test_a_grouped_claim_that_says_again_does_not_sleep_past_a_job_coming_
         await handler.enqueue(conn, N(1), group="b")
         await wait_until(lambda: 1 in started, within=10)
         await handler.enqueue(conn, N(2), group="a", after=1.0)
-        await asyncio.sleep(0.2)  # the loop has set its wake-up for job 2
+        # stays: the loop must be asleep in its wait for job 2 (no event says so); waiting
+        # for its empty claim instead let job 3's notification land mid-iteration, and the
+        # test passed without the fix
+        await asyncio.sleep(0.2)
         await handler.enqueue(conn, N(3), group="b")  # woken, at its cap: "claim again"
         try:
             await wait_until(lambda: 2 in started, within=10)  # not after 30 s
@@ -263,7 +266,7 @@ class SlowOrdinaryClaim:
     async def fetch(self, query: str, *args: Any, **kw: Any) -> Any:
         rows = await self._pool.fetch(query, *args, **kw)
         if is_claim(query):
-            await asyncio.sleep(self.delay)
+            await asyncio.sleep(self.delay)  # stays: the slow claim is this test's fault
         return rows
 
 

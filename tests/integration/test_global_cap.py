@@ -219,7 +219,7 @@ async def test_a_worker_claims_the_places_its_own_runs_free_at_once(
     @venturi.task(kind="gc_own", global_cap=2, group_cap=2 if grouped else None)
     async def work(ctx: Context[Any], carry: Item) -> None:
         nonlocal ran
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # stays: a run that still holds its place at the next claim
         ran += 1
 
     jobs = [work.job(Item(i), group=f"t{i % 3}" if grouped else None) for i in range(60)]

@@ -371,14 +371,12 @@ def serve(
     from venturi.runtime.worker import Worker
 
     beside = default_maintenance(tasks) if maintenance is None else maintenance
-    metrics_port = settings.get("metrics_port")
-    shutdown_timeout = settings.get("shutdown_timeout", 30.0)
 
     async def go() -> None:
         state = await _build_state(state_src, target)
         w = Worker(state, target_dsn, tasks, maintenance=beside, **settings)
-        if metrics_port is not None:
-            _serve_metrics(metrics_port)
+        if w.config.metrics_port is not None:
+            _serve_metrics(w.config.metrics_port)
         shutdown = asyncio.Event()
         run = asyncio.create_task(w.run(shutdown))
         running: list[int] = []
@@ -395,7 +393,7 @@ def serve(
                 f"{FORCED_EXIT_WITHIN:g}s: they are recovered when their leases expire",
             )
 
-        install_signal_handlers(shutdown, force, shutdown_timeout)
+        install_signal_handlers(shutdown, force, w.config.shutdown_timeout)
         try:
             await run
         except asyncio.CancelledError:

@@ -191,8 +191,11 @@ async def rate_take(
 async def rate_spend(
     conn: Conn, *, schema: str, kind: str, tokens: int, per_second: float
 ) -> float:
-    """Spend ``tokens`` of the kind's bucket: the seconds until it has a whole token
-    again (0: it has one)."""
+    """Spend ``tokens`` of the kind's bucket (a claim that took nothing spends nothing,
+    and runs no statement): the seconds until it has a whole token again (0: it has
+    one, or nothing was spent)."""
+    if tokens < 1:
+        return 0.0
     wait = await conn.fetchval(sql.statement("rate_spend", schema), kind, tokens, per_second)
     return float(wait)
 
@@ -234,12 +237,10 @@ async def claim_within_rate(
             floor=floor,
             limit=granted,
         )
-        wait = 0.0
-        if answer.claimed:
-            tokens = len(answer.claimed)
-            wait = await rate_spend(
-                conn, schema=schema, kind=kind, tokens=tokens, per_second=per_second
-            )
+        tokens = len(answer.claimed)
+        wait = await rate_spend(
+            conn, schema=schema, kind=kind, tokens=tokens, per_second=per_second
+        )
         return answer, wait
 
 
@@ -334,10 +335,6 @@ async def claim_within_cap(
             global_cap=global_cap,
             floor=floor,
         )
-        wait = 0.0
-        if claimed:
-            tokens = len(claimed)
-            wait = await rate_spend(
-                conn, schema=schema, kind=kind, tokens=tokens, per_second=rate[0]
-            )
+        tokens = len(claimed)
+        wait = await rate_spend(conn, schema=schema, kind=kind, tokens=tokens, per_second=rate[0])
         return CappedClaim(claimed, held, wait)

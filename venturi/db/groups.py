@@ -150,7 +150,7 @@ async def claim_grouped(
         if global_cap is not None:
             await conn.execute(sql.statement("kind_cap_lock", schema), kind)
         claim = await claim_of(conn, limit=limit, global_cap=global_cap)
-        if rate is not None and claim.claimed:
+        if rate is not None:
             tokens = len(claim.claimed)
             wait = await rate_spend(
                 conn, schema=schema, kind=kind, tokens=tokens, per_second=rate[0]

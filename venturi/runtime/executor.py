@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
-from contextvars import copy_context
 from typing import Any
 
 import msgspec
 
+from venturi.blocking import in_thread
 from venturi.codecs import encode_any
 from venturi.context import Context, Transactions
 from venturi.middleware import Middleware, run_through
@@ -147,10 +146,8 @@ async def _chain(
 async def _call(task: Task[Any], ctx: Context[Any], carry: Any, threads: Executor | None) -> Any:
     if task.is_async:
         return await task.fn(ctx, carry)  # type: ignore[misc]
-    # A plain def handler runs in a thread of the worker's own (Worker.run), with the
-    # caller's context variables, as asyncio.to_thread.
-    call = functools.partial(copy_context().run, task.fn, ctx, carry)
-    result = await asyncio.get_running_loop().run_in_executor(threads, call)
+    # A plain def handler runs in a thread of the worker's own (Worker.run).
+    result = await in_thread(threads, task.fn, ctx, carry)
     if asyncio.iscoroutine(result):
         result = await result
     return result

@@ -136,8 +136,9 @@ class Limits:
         """This worker's ``runs`` ended: a kind of theirs found at its global cap is tried
         again at once (their places are free once they settle), not after CAP_RECHECK,
         which waits for places other workers hold."""
-        for run in runs:
-            self.capped_until.pop(run.task.kind, None)
+        if self.capped_until:  # else nothing to clear: no per-run work on the hot path
+            for run in runs:
+                self.capped_until.pop(run.task.kind, None)
 
     def any_capped(self, runs: Iterable[Run]) -> bool:
         """Whether one of ``runs`` is of a kind with a global cap."""
