@@ -15,15 +15,15 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import threading
 from collections.abc import Callable, Coroutine
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from contextlib import AbstractAsyncContextManager
 from contextvars import copy_context
 from types import TracebackType
 from typing import Any
 
 from venturi.errors import VenturiError
+from venturi.threads import DaemonThreads
 
 
 def worker_loop() -> asyncio.AbstractEventLoop | None:
@@ -76,16 +76,7 @@ def _refuse_on_loop() -> None:
 # waiting in ctx.step holds its thread; were its step function queued behind it there
 # too, handlers filling every thread would each wait for a thread none of them gives back.
 STEP_THREADS = 32
-_step_pool: ThreadPoolExecutor | None = None
-_step_pool_lock = threading.Lock()
-
-
-def _step_executor() -> ThreadPoolExecutor:
-    global _step_pool
-    with _step_pool_lock:
-        if _step_pool is None:
-            _step_pool = ThreadPoolExecutor(STEP_THREADS, thread_name_prefix="venturi-step")
-        return _step_pool
+_step_threads = DaemonThreads(STEP_THREADS, "venturi-step")  # threads made when first needed
 
 
 async def in_thread(threads: Executor | None, fn: Callable[..., Any], *args: Any) -> Any:
@@ -97,7 +88,7 @@ async def in_thread(threads: Executor | None, fn: Callable[..., Any], *args: Any
 
 async def in_step_thread(fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)`` on a thread of the step functions' own pool."""
-    return await in_thread(_step_executor(), fn, *args)
+    return await in_thread(_step_threads, fn, *args)
 
 
 async def _awaited(value: Any) -> Any:

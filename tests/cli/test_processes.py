@@ -253,3 +253,26 @@ async def test_cli_worker_runs_its_cron_schedule(
     jobs = await admin.list_jobs(conn, kind="upkeep_heartbeat", limit=100)
     assert all(j.key and j.key.startswith("cron:upkeep_heartbeat:") for j in jobs)
     assert len({j.visible_at for j in jobs}) == len(jobs) >= 2
+
+
+@pytest.mark.parametrize("stuck", ["a sync handler", "an async handler's sync step"])
+async def test_a_worker_exits_when_its_shutdown_releases_a_job_stuck_in_a_thread(
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path, stuck: str
+) -> None:
+    # A thread cannot be stopped: at shutdown_timeout the stuck handler's job is released
+    # and its thread runs on. The worker said it had stopped, and its process never exited
+    # (ThreadPoolExecutor's threads are joined at interpreter exit), not even on a second
+    # signal. Handlers and steps run on daemon threads now (venturi.threads).
+    task = workertasks.stuck if stuck == "a sync handler" else workertasks.stuck_step
+    job = await task.enqueue(conn, workertasks.Item(1))
+    proc = spawn(dsn, tmp_path, "tests.support.workertasks", "--shutdown-timeout", "0.5")
+    try:
+        await wait_for(lambda: _holds(lambda: (tmp_path / f"runs-{proc.pid}.txt").exists()), 30)
+        code = await stop(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == 0, output(tmp_path)
+    assert "(1 released)" in output(tmp_path)
+    info = await venturi.get_job(conn, job)
+    assert info is not None and info.status == "pending"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import threading
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -253,3 +254,20 @@ async def test_a_failing_hook_is_a_failed_delivery(
 
 def _sample() -> Alert:
     return Alert("queue_depth", "k", 1.0, 0.0, "m", "venturi", datetime.now(UTC))
+
+
+async def test_a_hook_that_outlives_its_timeout_runs_on_a_daemon_thread() -> None:
+    # A sync hook stuck past its timeout runs on in its thread; in asyncio's default
+    # executor, a thread the interpreter joins at exit, it kept the process from exiting.
+    gate, threads = threading.Event(), []
+
+    def hook(alert: Alert) -> None:
+        threads.append(threading.current_thread())
+        gate.wait()
+
+    try:
+        got = await Alerts(hook=hook, queue_depth=0, timeout=0.2).deliver(_sample())
+        assert got == "hook: no return within 0.2s"
+        assert [t.daemon for t in threads] == [True]
+    finally:
+        gate.set()

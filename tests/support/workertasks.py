@@ -7,6 +7,7 @@ $VENTURI_TEST_RUNS_DIR, so the test can check afterwards which jobs ran how ofte
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 import venturi
@@ -32,3 +33,21 @@ async def block(ctx: venturi.Context[Any], carry: Item) -> None:
     _record(ctx)
     if ctx.job.attempt == 1:
         await until_cancelled()
+
+
+@venturi.task(kind="proc_stuck_sync")
+def stuck(ctx: venturi.Context[Any], carry: Item) -> None:
+    """A sync handler stuck for good in a blocking call (no cancel reaches a thread)."""
+    _record(ctx)
+    threading.Event().wait()
+
+
+def _wait_for_good() -> None:
+    threading.Event().wait()
+
+
+@venturi.task(kind="proc_stuck_step")
+async def stuck_step(ctx: venturi.Context[Any], carry: Item) -> None:
+    """An async handler whose sync step function is stuck for good in its thread."""
+    _record(ctx)
+    await ctx.step("stuck", _wait_for_good)

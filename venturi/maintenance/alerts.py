@@ -24,8 +24,10 @@ from typing import Any
 import msgspec
 
 from venturi import db, validate
+from venturi.blocking import in_thread
 from venturi.errors import ConfigError
 from venturi.status import MANUAL_RETRY
+from venturi.threads import DaemonThreads
 from venturi.validate import seconds
 
 log = logging.getLogger("venturi.alerts")
@@ -38,6 +40,9 @@ DEFAULT_TIMEOUT = 10.0
 DEFAULT_RETRY_AFTER = 60.0
 
 _ENCODER = msgspec.json.Encoder()
+# The webhook's POST and a sync hook run here: one that outlives its timeout runs on, and
+# in asyncio's default executor it kept the process from exiting (venturi.threads).
+_THREADS = DaemonThreads(4, "venturi-alert")
 
 
 class Alert(msgspec.Struct, frozen=True):
@@ -225,8 +230,8 @@ class Alerts:
         if self.webhook is not None:
             try:
                 async with asyncio.timeout(self.timeout):
-                    await asyncio.to_thread(
-                        _post, self.webhook, _ENCODER.encode(alert), self.timeout
+                    await in_thread(
+                        _THREADS, _post, self.webhook, _ENCODER.encode(alert), self.timeout
                     )
                 delivered = True
             except TimeoutError:
@@ -239,7 +244,7 @@ class Alerts:
                     if inspect.iscoroutinefunction(self.hook):
                         await self.hook(alert)
                     else:
-                        result = await asyncio.to_thread(self.hook, alert)
+                        result = await in_thread(_THREADS, self.hook, alert)
                         if inspect.isawaitable(result):
                             await result
                 delivered = True

@@ -12,7 +12,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
@@ -37,6 +36,7 @@ from venturi.runtime.loop import CLOSE_WITHIN, POLL_WITHOUT_LISTENER, Loop
 from venturi.runtime.maintainer import MaintenanceTask
 from venturi.runtime.presence import Presence
 from venturi.tasks import Task
+from venturi.threads import DaemonThreads
 
 __all__ = ["DEFAULT_STATEMENT_TIMEOUT", "Worker", "default_concurrency", "default_identity"]
 
@@ -225,10 +225,12 @@ class Worker(Generic[S]):
         # leases running, for a thread (6 of 12 ran at once on two cores). HANDLER_SPARE
         # more, made only when needed, for handlers that timed out or were cancelled but
         # run on in their threads: with none to spare, the next jobs timed out waiting.
+        # Daemon threads, so that one stuck for good does not keep the process from
+        # exiting (venturi.threads).
         threads = None
         if any(not p.task.is_async for p in loop.policies.values()):
             size = cfg.concurrency + HANDLER_SPARE
-            threads = ThreadPoolExecutor(size, thread_name_prefix="venturi-handler")
+            threads = DaemonThreads(size, "venturi-handler")
             loop.inflight.threads = threads
         if cfg.metrics_port is not None:
             instruments.serve(cfg.metrics_port)
@@ -265,7 +267,8 @@ class Worker(Generic[S]):
             if cfg.pool is None:
                 await close_pool(pool)
             if threads is not None:
-                # A handler still in its thread (cancelled, it runs on) is not waited for.
+                # A handler still in its thread (cancelled, it runs on) is not waited for,
+                # now nor when the process exits.
                 threads.shutdown(wait=False)
             self._running = False
             if started:
