@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
+import time
 from collections import Counter
 from typing import Any
 
@@ -618,3 +620,51 @@ async def test_a_paused_kind_claims_no_grouped_job_until_resumed(
     await admin.resume_kinds(conn, ["grouped"])
     got = sorted(r["grp"] for r in await claim_all(conn, "grouped", cap=2))
     assert got == ["acme", "new", "ready"]
+
+
+@pytest.mark.parametrize("handler_is", ["async", "sync"])
+async def test_a_run_past_its_timeout_frees_its_group_slot_when_its_job_settles(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], handler_is: str
+) -> None:
+    # docs/groups.md, "A slot is a claim, not a thread": an async handler past its
+    # timeout is cancelled and its job settles once it has ended (its slow cleanup
+    # included), so cap 1 holds for its code too; a def handler cannot be stopped, its
+    # job settles at the timeout, and the group's next job runs beside its thread.
+    lock = threading.Lock()
+    now: list[int] = []
+    peak, ended = 0, threading.Semaphore(0)
+
+    def entered(n: int) -> None:
+        nonlocal peak
+        with lock:
+            now.append(n)
+            peak = max(peak, len(now))
+
+    def left(n: int) -> None:
+        with lock:
+            now.remove(n)
+        ended.release()
+
+    @venturi.task(kind="g_async_late", group_cap=1, timeout=0.2, max_failures=1)
+    async def late_async(ctx: Context[Any], carry: Item) -> None:
+        entered(carry.n)
+        try:
+            await asyncio.sleep(30)  # stays: cut short by the timeout
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.5)  # stays: a cleanup slower than the timeout
+            raise
+        finally:
+            left(carry.n)
+
+    @venturi.task(kind="g_sync_late", group_cap=1, timeout=0.2, max_failures=1)
+    def late_sync(ctx: Context[Any], carry: Item) -> None:
+        entered(carry.n)
+        time.sleep(0.8)  # stays: past the timeout, in a thread nothing can stop
+        left(carry.n)
+
+    task = late_async if handler_is == "async" else late_sync
+    await venturi.enqueue_many(conn, [task.job(Item(n), group="acme") for n in (1, 2)])
+    async with running(Worker(None, dsn, [task], concurrency=4, poll_max=0.5)):
+        for _ in (1, 2):
+            assert await asyncio.to_thread(ended.acquire, True, 30)
+    assert peak == (1 if handler_is == "async" else 2)
