@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from venturi import db
+from venturi import db, validate
 from venturi.errors import ConfigError
 from venturi.sql import DEFAULT_SCHEMA
 
@@ -65,7 +65,7 @@ def check_cap(value: object) -> tuple[bool, int | None]:
         return True, None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"cap must be an integer of at least 1 (or None), got {value!r}")
-    return True, value
+    return True, validate.at_most_int_max(value, "cap")
 
 
 def check_weight(value: object) -> tuple[bool, float | None]:

@@ -15,10 +15,23 @@ from venturi.errors import ConfigError
 T = TypeVar("T")
 
 
+# The largest value of PostgreSQL's integer: every integer knob is stored or bound as one,
+# and a larger one passed every check, to fail in the database later (a worker's claim,
+# retried for good; an enqueue with a driver's error).
+INT_MAX = 2_147_483_647
+
+
 def integer(value: Any, knob: str, *, minimum: int = 1, hint: str = "") -> int:
-    """An int (not a bool) of at least ``minimum``; ``hint`` follows the bound."""
+    """An int (not a bool) of at least ``minimum`` and at most ``INT_MAX``; ``hint``
+    follows the bound."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"{knob} must be an integer >= {minimum}{hint}, got {value!r}")
+    return at_most_int_max(value, knob)
+
+
+def at_most_int_max(value: int, knob: str) -> int:
+    if value > INT_MAX:
+        raise ConfigError(f"{knob} must be at most {INT_MAX:,}, got {value!r}")
     return value
 
 

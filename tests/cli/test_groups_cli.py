@@ -73,6 +73,7 @@ async def test_bad_group_input_is_one_line_and_writes_nothing(
         (["groups", "set", KIND, "", "--cap", "2"], "group must be a non-empty string"),
         (["groups", "set", KIND, "acme", "--cap", "0"], "cap must be an integer of at least 1"),
         (["groups", "set", KIND, "acme", "--cap", "two"], "cap must be"),
+        (["groups", "set", KIND, "acme", "--cap", "2147483648"], "cap must be at most"),
         (["groups", "set", KIND, "acme", "--weight", "nan"], "weight must be a finite number"),
         (["groups", "set", KIND, "acme", "--weight", "-1"], "weight must be"),
         (["groups", "set", KIND, "acme"], "nothing to set"),

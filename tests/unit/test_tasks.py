@@ -156,11 +156,26 @@ def test_generic_carry_types_allowed(kinds: list[str]) -> None:
         ({"priority": "high"}, "priority"),
         ({"backoff": 5}, "backoff"),
         ({"max_carry_bytes": 0}, "max_carry_bytes"),
+        # Past PostgreSQL's integer: accepted here, they failed later in the database (a
+        # worker's claim retried for good, an enqueue with the driver's error).
+        ({"cap": 2**31}, "cap must be at most 2,147,483,647"),
+        ({"global_cap": 2**31}, "global_cap must be at most"),
+        ({"group_cap": 2**31}, "group_cap must be at most"),
+        ({"max_failures": 2**31}, "max_failures must be at most"),
     ],
 )
 def test_bad_task_arguments_name_the_knob(kwargs: dict[str, Any], knob: str) -> None:
     with pytest.raises(ConfigError, match=knob):
         venturi.task(kind="t_bad", **kwargs)
+
+
+def test_integer_knobs_reach_postgresqls_integer_and_no_further(kinds: list[str]) -> None:
+    venturi.task(kind="t_int_max", cap=2**31 - 1, group_cap=2**31 - 1, global_cap=2**31 - 1)
+    assert venturi.Rate(per_second=1, burst=2**31 - 1).burst == 2**31 - 1
+    with pytest.raises(ConfigError, match="rate burst must be at most 2,147,483,647"):
+        venturi.Rate(per_second=1, burst=2**31)
+    with pytest.raises(ConfigError, match="concurrency must be at most"):
+        venturi.Worker(None, "postgresql://127.0.0.1/x", [], concurrency=2**31)
 
 
 @pytest.mark.parametrize("kind", ["", "  x", "a,b", 5, "x" * 201])
