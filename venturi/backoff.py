@@ -19,6 +19,17 @@ class Backoff(msgspec.Struct, frozen=True):
     cap: float = 3600.0
     jitter: bool = True
 
+    def __post_init__(self) -> None:
+        # Built directly, it is checked as the two builders check theirs: a base of 1e15 s
+        # passed, and every failure's retry then failed to be stored (its job went dead).
+        b = seconds(self.base, "backoff base", allow_zero=True)
+        c = seconds(self.cap, "backoff cap", allow_zero=True)
+        factor = self.factor
+        if isinstance(factor, bool) or not isinstance(factor, int | float) or not factor >= 1:
+            raise ConfigError(f"backoff factor must be a number >= 1, got {factor!r}")
+        if c < b:
+            raise ConfigError(f"backoff cap ({c}s) must not be below its base ({b}s)")
+
     @classmethod
     def fixed(cls, delay: timedelta | float) -> Backoff:
         """Every retry waits ``delay``."""
@@ -36,10 +47,8 @@ class Backoff(msgspec.Struct, frozen=True):
         """Retry n waits ``min(cap, base * factor**(n-1))``; jitter draws it from [d/2, d]."""
         b = seconds(base, "backoff base")
         c = seconds(cap, "backoff cap")
-        if isinstance(factor, bool) or not isinstance(factor, int | float) or factor < 1:
+        if isinstance(factor, bool) or not isinstance(factor, int | float):
             raise ConfigError(f"backoff factor must be a number >= 1, got {factor!r}")
-        if c < b:
-            raise ConfigError(f"backoff cap ({c}s) must not be below its base ({b}s)")
         return cls(base=b, factor=float(factor), cap=c, jitter=bool(jitter))
 
     def delay(self, failures: int) -> float:

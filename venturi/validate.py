@@ -79,6 +79,13 @@ def pool_or_dsn(value: Any, knob: str) -> tuple[str | None, Any]:
     raise ConfigError(f"{knob} must be an asyncpg Pool or a DSN, got {value!r}")
 
 
+# The longest duration a knob takes: 100 years. Durations become timestamps in the
+# database (a lease's expiry, a visible time, a key's end) whose range ends in 294276 AD:
+# a lease of 1e14 s passed every check, and then every claim of its kind failed, "timestamp
+# out of range", retried for good; an enqueue `after=1e15` failed with the driver's error.
+MAX_SECONDS = 36_525 * 86_400
+
+
 def seconds(value: timedelta | float | int, knob: str, *, allow_zero: bool = False) -> float:
     """A duration knob in seconds (a timedelta or a number), finite and positive (or
     non-negative with ``allow_zero``)."""
@@ -90,6 +97,8 @@ def seconds(value: timedelta | float | int, knob: str, *, allow_zero: bool = Fal
     if secs < 0 or (secs == 0 and not allow_zero):
         bound = "non-negative" if allow_zero else "positive"
         raise ConfigError(f"{knob} must be {bound}, got {value!r}")
+    if secs > MAX_SECONDS:
+        raise ConfigError(f"{knob} must be at most 100 years ({MAX_SECONDS:,} s), got {value!r}")
     return secs
 
 

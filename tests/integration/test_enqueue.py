@@ -94,6 +94,10 @@ async def test_scheduling_at_and_after(
         await fetch.enqueue(conn, Fetch("c"), at=at, after=5)
     with pytest.raises(venturi.ConfigError, match="timezone"):
         await fetch.enqueue(conn, Fetch("c"), at=datetime(2030, 1, 1))
+    # Past PostgreSQL's timestamps, it failed with the driver's error.
+    with pytest.raises(venturi.ConfigError, match="after must be at most 100 years"):
+        await fetch.enqueue(conn, Fetch("c"), after=1e15)
+    assert await _count(conn) == 2
 
 
 async def _count(conn: asyncpg.Connection) -> int:

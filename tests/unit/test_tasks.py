@@ -241,6 +241,34 @@ def test_backoff_policies() -> None:
         Backoff.exponential(10.0, cap=1.0)
     with pytest.raises(ConfigError, match="base"):
         Backoff.exponential(0)
+    with pytest.raises(ConfigError, match="factor must be a number >= 1, got nan"):
+        Backoff.exponential(1.0, factor=float("nan"))
+    # Built directly, it is checked too: a base of 1e15 s passed, and each retry's time
+    # then failed to be stored (its job went dead).
+    with pytest.raises(ConfigError, match="backoff base must be at most 100 years"):
+        Backoff(base=1e15, cap=1e16)
+    with pytest.raises(ConfigError, match="backoff base must be non-negative"):
+        Backoff(base=-1.0)
+    with pytest.raises(ConfigError, match="cap"):
+        Backoff(base=10.0, cap=1.0)
+    assert Backoff(base=2.0, cap=4.0).delay(5) <= 4.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "knob"),
+    [
+        ({"lease": 1e14}, "lease"),
+        ({"timeout": 1e15}, "timeout"),
+        ({"unique_for": 1e15}, "unique_for"),
+    ],
+)
+def test_durations_stop_at_a_hundred_years(kwargs: dict[str, Any], knob: str) -> None:
+    # A lease of 1e14 s passed, and every claim of its kind then failed in the database
+    # ("timestamp out of range"), retried for good.
+    with pytest.raises(ConfigError, match=f"{knob} must be at most 100 years"):
+        venturi.task(kind="t_long", **kwargs)
+    with pytest.raises(ConfigError, match="retry after must be at most 100 years"):
+        venturi.retry(after=1e15)
 
 
 def test_outcome_constructors() -> None:

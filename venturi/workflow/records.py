@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from venturi import db
+from venturi import db, validate
 from venturi.codecs import decode_as
 from venturi.errors import ConfigError, VenturiError
 from venturi.workflow.suspend import Unreplayable
@@ -67,10 +67,8 @@ class Records:
         return datetime.fromtimestamp(time.time() + self.skew, UTC)
 
     def after(self, duration: timedelta | float) -> datetime:
-        seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
-            raise ConfigError(f"duration must be a non-negative timedelta, got {duration!r}")
-        return self.now() + timedelta(seconds=seconds)
+        secs = validate.seconds(duration, "duration", allow_zero=True)
+        return self.now() + timedelta(seconds=secs)
 
 
 def return_type(fn: Callable[..., Any]) -> Any:
