@@ -27,6 +27,13 @@ class Rate(msgspec.Struct, frozen=True):
         ps = self.per_second
         if isinstance(ps, bool) or not isinstance(ps, int | float) or not ps > 0 or math.isinf(ps):
             raise ConfigError(f"rate per_second must be a positive number, got {ps!r}")
+        # A token's wait (1 / per_second) becomes a group's wake-up time in the database:
+        # at 1e-300 the grouped claim failed, "timestamp out of range", for good.
+        if ps < 1 / validate.MAX_SECONDS:
+            raise ConfigError(
+                f"rate per_second must be at least one token per 100 years "
+                f"({1 / validate.MAX_SECONDS:.3g}), got {ps!r}"
+            )
         validate.integer(self.burst, "rate burst")
         validate.boolean(self.shared, "rate shared")
 

@@ -271,6 +271,14 @@ def test_durations_stop_at_a_hundred_years(kwargs: dict[str, Any], knob: str) ->
         venturi.retry(after=1e15)
 
 
+def test_a_rate_gives_a_token_at_least_once_a_hundred_years() -> None:
+    # Its token's wait becomes a group's wake-up time: at 1e-300 a second every grouped
+    # claim of the kind failed in the database ("timestamp out of range").
+    assert venturi.Rate(per_second=1 / (36_525 * 86_400)).per_second > 0
+    with pytest.raises(ConfigError, match="at least one token per 100 years"):
+        venturi.Rate(per_second=1e-300)
+
+
 def test_outcome_constructors() -> None:
     assert venturi.complete() == Complete(None)
     assert venturi.pause(Carry(1), after=timedelta(seconds=2)) == Pause(Carry(1), 2.0, None)
