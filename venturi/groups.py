@@ -58,6 +58,15 @@ def _check_kind(kind: object) -> str:
     return kind
 
 
+# A claim advances a group's virtual time by 1/weight per job, up to a claim's 100 jobs of
+# one group: at 5e-324 that overflowed float8, and every grouped claim of the kind failed
+# ("value out of range: overflow"), every group's jobs stalled by one group's setting.
+# A million to one either way is far past any share an operator means, and its steps stay
+# exact in float8 for as long as a queue runs.
+MIN_WEIGHT = 1e-6
+MAX_WEIGHT = 1e6
+
+
 def check_cap(value: object) -> tuple[bool, int | None]:
     if value is UNCHANGED:
         return False, None
@@ -80,6 +89,10 @@ def check_weight(value: object) -> tuple[bool, float | None]:
         or value <= 0
     ):
         raise ConfigError(f"weight must be a finite number above 0 (or None), got {value!r}")
+    if not MIN_WEIGHT <= value <= MAX_WEIGHT:
+        raise ConfigError(
+            f"weight must be from {MIN_WEIGHT:g} to {MAX_WEIGHT:,.0f} (or None), got {value!r}"
+        )
     return True, float(value)
 
 

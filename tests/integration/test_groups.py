@@ -125,6 +125,13 @@ def test_task_and_set_group_check_their_values(kinds: list[str]) -> None:
     for bad_weight in (0, -1, float("inf"), float("nan"), "3", True):
         with pytest.raises(ConfigError, match="weight must be"):
             fields("k", "g", venturi.groups.UNCHANGED, bad_weight, venturi.groups.UNCHANGED)
+    # A weight of 5e-324 was taken, and its 1/weight overflowed every grouped claim of the
+    # kind in the database: its other groups' jobs stalled too.
+    for bad_weight in (5e-324, 1e-7, 1e7):
+        with pytest.raises(ConfigError, match="weight must be from 1e-06 to 1,000,000"):
+            fields("k", "g", venturi.groups.UNCHANGED, bad_weight, venturi.groups.UNCHANGED)
+    for good in (1e-6, 1e6):
+        fields("k", "g", venturi.groups.UNCHANGED, good, venturi.groups.UNCHANGED)
     with pytest.raises(ConfigError, match="paused must be"):
         fields("k", "g", venturi.groups.UNCHANGED, venturi.groups.UNCHANGED, "yes")
     with pytest.raises(ConfigError, match="group must be"):
