@@ -11,6 +11,10 @@ from venturi import validate
 from venturi.errors import ConfigError
 
 
+# A billion tokens a second: no limit means more, and a century's refill stays finite.
+MAX_PER_SECOND = 1_000_000_000
+
+
 class Rate(msgspec.Struct, frozen=True):
     """At most ``per_second`` claims of a kind per second on average, with bursts of up
     to ``burst``. By default the bucket is local to each worker, so across W workers the
@@ -28,12 +32,16 @@ class Rate(msgspec.Struct, frozen=True):
         if isinstance(ps, bool) or not isinstance(ps, int | float) or not ps > 0 or math.isinf(ps):
             raise ConfigError(f"rate per_second must be a positive number, got {ps!r}")
         # A token's wait (1 / per_second) becomes a group's wake-up time in the database:
-        # at 1e-300 the grouped claim failed, "timestamp out of range", for good.
+        # at 1e-300 the grouped claim failed, "timestamp out of range", for good. A refill
+        # is seconds idle times per_second, in float8: at 1e308 two idle seconds
+        # overflowed it, and every claim of the kind failed.
         if ps < 1 / validate.MAX_SECONDS:
             raise ConfigError(
                 f"rate per_second must be at least one token per 100 years "
                 f"({1 / validate.MAX_SECONDS:.3g}), got {ps!r}"
             )
+        if ps > MAX_PER_SECOND:
+            raise ConfigError(f"rate per_second must be at most {MAX_PER_SECOND:,}, got {ps!r}")
         validate.integer(self.burst, "rate burst")
         validate.boolean(self.shared, "rate shared")
 

@@ -277,6 +277,11 @@ def test_a_rate_gives_a_token_at_least_once_a_hundred_years() -> None:
     assert venturi.Rate(per_second=1 / (36_525 * 86_400)).per_second > 0
     with pytest.raises(ConfigError, match="at least one token per 100 years"):
         venturi.Rate(per_second=1e-300)
+    # A refill is the seconds idle times per_second: at 1e308, two idle seconds
+    # overflowed float8 in the claim.
+    assert venturi.Rate(per_second=1e9).per_second == 1e9
+    with pytest.raises(ConfigError, match="rate per_second must be at most 1,000,000,000"):
+        venturi.Rate(per_second=1e308)
 
 
 def test_outcome_constructors() -> None:
