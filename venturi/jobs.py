@@ -85,6 +85,8 @@ def _job_info(row: Row) -> JobInfo:
 
 
 def _get_job_steps(job_id: int) -> Steps[JobInfo | None]:
+    if isinstance(job_id, int) and job_id > validate.BIGINT_MAX:
+        return None  # no job has it (the driver refused it: "out of int64 range")
     row = yield from db.reads.job_get_steps(job_id=job_id)
     return None if row is None else _job_info(row)
 

@@ -10,7 +10,6 @@ import msgspec
 from venturi import validate
 from venturi.errors import ConfigError
 
-
 # A billion tokens a second: no limit means more, and a century's refill stays finite.
 MAX_PER_SECOND = 1_000_000_000
 

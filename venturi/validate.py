@@ -21,6 +21,10 @@ T = TypeVar("T")
 INT_MAX = 2_147_483_647
 
 
+# Job ids are PostgreSQL bigints: a larger one names no job.
+BIGINT_MAX = 9_223_372_036_854_775_807
+
+
 def integer(value: Any, knob: str, *, minimum: int = 1, hint: str = "") -> int:
     """An int (not a bool) of at least ``minimum`` and at most ``INT_MAX``; ``hint``
     follows the bound."""

@@ -58,6 +58,7 @@ async def test_enqueue_and_get_job(conn: asyncpg.Connection, fetch: venturi.Task
     assert job.visible_at <= datetime.now(UTC)
     assert job.finished_at is None and job.result is None and job.last_error is None
     assert await venturi.get_job(conn, job_id + 1000) is None
+    assert await venturi.get_job(conn, 2**63) is None  # past bigint: no job, not an error
 
 
 async def test_enqueue_on_a_pool(pool: asyncpg.Pool, fetch: venturi.Task[Fetch]) -> None:

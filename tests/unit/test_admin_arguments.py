@@ -20,3 +20,17 @@ def test_parse_duration(text: str, seconds: float) -> None:
 def test_parse_duration_refuses(bad: str) -> None:
     with pytest.raises(ConfigError, match="a duration is"):
         admin.parse_duration(bad)
+
+
+def test_a_duration_stops_at_a_hundred_years() -> None:
+    # `venturi purge --older-than 99999999w` failed in the database: timestamp out of range.
+    assert admin.parse_duration("5217w") == 5217 * 604800
+    with pytest.raises(ConfigError, match="duration '99999999w' must be at most 100 years"):
+        admin.parse_duration("99999999w")
+
+
+def test_job_ids_stop_at_postgresqls_bigint() -> None:
+    # Past it, `venturi jobs retry` printed the driver's "out of int64 range".
+    assert admin.common.check_ids([2**63 - 1]) == [2**63 - 1]
+    with pytest.raises(ConfigError, match="job ids must be at most 9,223,372,036,854,775,807"):
+        admin.common.check_ids([2**63])

@@ -61,6 +61,8 @@ def check_ids(ids: Iterable[int]) -> list[int]:
     for i in ids:
         if isinstance(i, bool) or not isinstance(i, int) or i < 1:
             raise ConfigError(f"job ids must be positive integers, got {i!r}")
+        if i > validate.BIGINT_MAX:  # else the driver's error, "out of int64 range"
+            raise ConfigError(f"job ids must be at most {validate.BIGINT_MAX:,}, got {i!r}")
         out.append(i)
     if not out:
         raise ConfigError("give at least one job id")
@@ -84,7 +86,9 @@ def parse_duration(text: str) -> float:
         raise ConfigError(
             f"a duration is a number with a unit s, m, h, d or w (7d, 12h, 1h30m), got {text!r}"
         )
-    return total
+    # At most 100 years, as every duration: `purge --older-than 99999999w` failed in the
+    # database, "timestamp out of range".
+    return validate.seconds(total, f"duration {text!r}", allow_zero=True)
 
 
 def parse_priority(value: Priority | str) -> Priority:
