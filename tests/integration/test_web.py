@@ -254,6 +254,19 @@ async def test_pause_and_resume_a_kind(conn: asyncpg.Connection, web: httpx.Asyn
     assert "resumed mail" in r.text and await db.kinds.kind_paused_list(conn, schema=S) == []
 
 
+async def test_a_nul_character_in_a_filter_or_a_form_is_bad_input(
+    conn: asyncpg.Connection, web: httpx.AsyncClient
+) -> None:
+    # PostgreSQL's text cannot hold one: the filter reached the database, which refused
+    # it, and the dashboard answered 503, "database error: invalid byte sequence".
+    for path in ("/jobs?kind=%00", "/kind?name=%00", "/jobs?q=a%00", "/api/groups?kind=%00"):
+        r = await web.get(path)
+        assert r.status_code == 400 and "holds a NUL character" in r.text, (path, r.text)
+    r = await post(web, "/kinds/pause", {"kind": "mail\x00", "reason": "x"})
+    assert r.status_code == 400 and "kind holds a NUL character" in r.text
+    assert await db.kinds.kind_paused_list(conn, schema=S) == []
+
+
 # --- the command ----------------------------------------------------------------------
 
 

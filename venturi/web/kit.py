@@ -8,7 +8,7 @@ call). The pages, the actions and the API import this module; it imports none of
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -200,11 +200,20 @@ def json_error(request: Request, status: int, message: str) -> Response:
     return response
 
 
+def nul_field(items: Iterable[tuple[str, Any]]) -> str | None:
+    """The first field whose text holds a NUL character, which PostgreSQL's text cannot
+    hold: a filter with one (``/jobs?kind=%00``) reached the database, which refused
+    it, and the dashboard answered 503, "database error"."""
+    return next((k for k, v in items if isinstance(v, str) and "\x00" in v), None)
+
+
 async def answer(
     request: Request, call: Callable[[], Awaitable[Response]], error: ErrorAnswer
 ) -> Response:
     """``call()``'s response; for every handler alike, bad input answers 400 and a failed
     database (or a schema not applied) 503, as ``error`` shows them."""
+    if (name := nul_field(request.query_params.multi_items())) is not None:
+        return error(request, 400, f"{name} holds a NUL character")
     try:
         return await call()
     except (BadInput, ConfigError) as exc:
@@ -255,6 +264,8 @@ def action(handler: Callable[[Request, Dashboard, Any], Awaitable[Response]]) ->
             return error_page(
                 request, 403, "the form's CSRF token is missing or wrong: reload the page"
             )
+        if (name := nul_field(form.multi_items())) is not None:
+            return error_page(request, 400, f"{name} holds a NUL character")
         return await answer(request, lambda: handler(request, d, form), error_page)
 
     return endpoint
