@@ -160,8 +160,9 @@ class Task(Declared, Generic[C]):
             raise ConfigError("enqueue takes at or after, not both")
         if at is not None and (not isinstance(at, datetime) or at.tzinfo is None):
             raise ConfigError(f"at must be a timezone-aware datetime, got {at!r}")
-        if key is not None and not isinstance(key, str):
-            raise ConfigError(f"key must be a string, got {key!r}")
+        if key is not None and (not isinstance(key, str) or "\x00" in key):
+            # A NUL reached the database, which refused the text (the driver's error).
+            raise ConfigError(f"key must be a string without NUL characters, got {key!r}")
         secs = None if after is None else seconds(after, "after", allow_zero=True)
         if group is not None:
             group = check_group(group)
@@ -353,6 +354,10 @@ def task(
     if "," in kind:
         # The notify payload lists kinds comma-separated.
         raise ConfigError(f"kind must not contain a comma, got {kind!r}")
+    if any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in kind):
+        # As a group's name: a NUL passed, and every enqueue and claim of the kind failed
+        # in the database.
+        raise ConfigError(f"kind must not hold control characters, got {kind!r}")
     prio = as_priority(priority)
     lease_s = None if lease is None else seconds(lease, "lease")
     cap_n = None if cap is None else _positive_int(cap, "cap")

@@ -95,6 +95,11 @@ async def test_scheduling_at_and_after(
         await fetch.enqueue(conn, Fetch("c"), at=at, after=5)
     with pytest.raises(venturi.ConfigError, match="timezone"):
         await fetch.enqueue(conn, Fetch("c"), at=datetime(2030, 1, 1))
+    # A NUL in a key reached the database, which refused the text: the driver's error.
+    with pytest.raises(venturi.ConfigError, match="key must be a string without NUL"):
+        await fetch.enqueue(conn, Fetch("c"), key="k\x00")
+    with pytest.raises(venturi.ConfigError, match="key must be a string without NUL"):
+        await venturi.enqueue_many(conn, [fetch.job(Fetch("c"), key="k\x00")])
     # Past PostgreSQL's timestamps, it failed with the driver's error.
     with pytest.raises(venturi.ConfigError, match="after must be at most 100 years"):
         await fetch.enqueue(conn, Fetch("c"), after=1e15)
