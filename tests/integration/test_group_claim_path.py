@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,7 +20,9 @@ import venturi
 from tests.support import Item, running, wait_blocked, wait_until
 from tests.support.plans import nodes
 from venturi import Context, JobSpec, admin, db, sql
+from venturi.runtime import limits
 from venturi.runtime.claimer import Claimer
+from venturi.runtime.limits import GROUPED_RECHECK
 from venturi.runtime.loop import PLAIN_RECHECK, Loop
 from venturi.runtime.worker import Worker
 
@@ -431,3 +434,99 @@ async def test_a_grouped_drain_does_not_repeat_an_empty_claim_of_jobs_without_a_
     # end. Without the rest it ran on every other iteration: one empty claim per two
     # grouped claims of the drain's hundred or more.
     assert empty <= elapsed / PLAIN_RECHECK + 10, (empty, elapsed, worker.stats)
+
+
+async def test_idle_grouped_kinds_are_not_claimed_at_every_turn(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each grouped kind is claimed in a statement of its own: a worker of one busy grouped
+    # kind and idle ones claimed every idle one at every turn (a worker of 19 drained at a
+    # quarter of the pace, benchmarks/JOURNAL.md). An idle one's claim that finds nothing
+    # to do now rests for GROUPED_RECHECK.
+    done = 0
+
+    def declare(kind: str) -> venturi.Task[Item]:
+        @venturi.task(kind=kind, group_cap=2)
+        async def handler(ctx: Context[Any], carry: Item) -> None:
+            nonlocal done
+            done += 1
+
+        return handler
+
+    busy, idle = declare("g_busy_kind"), [declare(f"g_idle_kind_{i}") for i in range(10)]
+    total = 3000
+    await venturi.enqueue_many(conn, [busy.job(Item(i), group=f"t{i % 50}") for i in range(total)])
+    claims: Counter[str] = Counter()
+    real_claim = db.groups.claim_grouped
+
+    async def counted(*args: Any, **kw: Any) -> Any:
+        claims[kw["kind"]] += 1
+        return await real_claim(*args, **kw)
+
+    monkeypatch.setattr(db.groups, "claim_grouped", counted)
+    worker = Worker(None, dsn, [busy, *idle], concurrency=16, poll_max=30)
+    loop = asyncio.get_running_loop()
+    async with running(worker):
+        await wait_until(lambda: done > 0)
+        began, then = loop.time(), Counter(claims)
+        await wait_until(lambda: done == total, within=60)
+        elapsed = loop.time() - began
+        idle_claims = [claims[t.kind] - then[t.kind] for t in idle]
+    # Each idle kind once per GROUPED_RECHECK at most (and once at the drain's end); the
+    # busy kind was claimed more than any. Without the rest, every idle kind as often
+    # as the busy one.
+    assert max(idle_claims) <= elapsed / GROUPED_RECHECK + 2, (idle_claims, elapsed)
+    assert claims[busy.kind] - then[busy.kind] > 4 * max(idle_claims), (claims, idle_claims)
+
+
+async def test_a_resting_grouped_kind_is_claimed_at_once_when_named_or_its_run_ends(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With the rest made an hour, the kind's jobs run before the other kind's backlog ends
+    # only because the enqueue's notification names the kind (the first) and each run's
+    # end frees its group's slot (the next two, cap 1).
+    monkeypatch.setattr(limits, "GROUPED_RECHECK", 3600.0)
+    plain_done, grouped_at = 0, []
+
+    @venturi.task(kind="g_backlog")
+    async def backlog(ctx: Context[Any], carry: Item) -> None:
+        nonlocal plain_done
+        plain_done += 1
+
+    @venturi.task(kind="g_resting", group_cap=1)
+    async def resting(ctx: Context[Any], carry: Item) -> None:
+        grouped_at.append(plain_done)
+        # stays: long enough that the kind's claims meanwhile find its group at its cap,
+        # and rest; only the run's end may wake the kind for the next job.
+        await asyncio.sleep(0.05)
+
+    total = 20_000
+    await venturi.enqueue_many(conn, [backlog.job(Item(i)) for i in range(total)])
+    worker = Worker(None, dsn, [backlog, resting], concurrency=8, poll_max=30)
+    async with running(worker):
+        await wait_until(lambda: worker._loop is not None)
+        assert worker._loop is not None
+        dry = worker._loop.claimer.limits.grouped_dry
+        await wait_until(lambda: "g_resting" in dry)  # its claim found nothing
+        await venturi.enqueue_many(conn, [resting.job(Item(i), group="acme") for i in range(3)])
+        await wait_until(lambda: len(grouped_at) == 3 or plain_done == total, within=60)
+    assert len(grouped_at) == 3 and grouped_at[-1] < total, (grouped_at, plain_done)
+
+
+async def test_a_resting_grouped_kind_is_claimed_when_its_wake_up_comes_due(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The second job waits for its group's next token (a wake-up a second later, no
+    # notification): the idle worker sleeps until then and, woken by the time alone,
+    # claims the kind it left resting (with the rest made an hour, not after poll_max).
+    monkeypatch.setattr(limits, "GROUPED_RECHECK", 3600.0)
+    ran = asyncio.Queue[int]()
+
+    @venturi.task(kind="g_token", group_rate=venturi.Rate(per_second=1, burst=1))
+    async def token(ctx: Context[Any], carry: Item) -> None:
+        ran.put_nowait(carry.n)
+
+    await venturi.enqueue_many(conn, [token.job(Item(i), group="acme") for i in range(2)])
+    async with running(Worker(None, dsn, [token], concurrency=4, poll_max=30)):
+        assert await asyncio.wait_for(ran.get(), 10) == 0
+        assert await asyncio.wait_for(ran.get(), 10) == 1  # not poll_max

@@ -256,10 +256,11 @@ class Claimer:
         claim made groups ready, which its own snapshot could not take, or met groups
         another claim held), and the completions still to settle (no claim ran)."""
         taken, again, turns, limits = 0, False, self.turns["grouped"], self.limits
-        for kind in turns.order(limits.grouped_claimable(time.monotonic(), self.grouped)):
+        now = time.monotonic()
+        for kind in turns.order(limits.grouped_claimable(now, self.grouped)):
             policy = self.policies[kind]
             room = limits.room(kind, free - taken)
-            if room < 1:
+            if room < 1 or limits.dry(kind, now):
                 continue
             rate, group_rate = limits.shared.get(kind), policy.task.group_rate
             global_cap = limits.global_caps.get(kind)
@@ -286,10 +287,14 @@ class Claimer:
             )
             took = time.monotonic() - sent
             self._grouped_backlog = len(claim.claimed) >= room
+            rest = False  # found nothing to do (Limits.dry): not when no claim ran
             if wait:  # the kind's bucket was empty: no claim ran, done is still to settle
                 limits.found(limits.grouped_until, kind, wait)
             else:
                 completed(done, claim.settled)
+                # Completions of this kind free its groups' slots: not a kind at rest.
+                # (Other kinds' completions riding its claim say nothing of its groups.)
+                rest = not (claim.settled and any(r.task.kind == kind for r in done))
                 done = []
                 if global_cap is not None and (claim.held or 0) >= global_cap:
                     limits.found(limits.capped_until, kind, limits.cap_recheck)
@@ -301,10 +306,10 @@ class Claimer:
             # parked, or completions it settled (their groups' slots were still taken in
             # its snapshot: without another claim, a worker whose groups were all at
             # their caps slept poll_max with nothing left to wake it).
-            again = again or (
-                len(rows) < room
-                and (claim.woken > 0 or claim.busy > 0 or claim.parked > 0 or bool(claim.settled))
-            )
+            held = claim.woken > 0 or claim.busy > 0 or claim.parked > 0
+            again = again or (len(rows) < room and (held or bool(claim.settled)))
+            # Nothing to do: leave the kind until something says otherwise (Limits.dry).
+            limits.found_dry(kind, rest and not rows and not held)
             taken += turns.served(kind, await self._started(rows, start))
             # Slow in a backlog: the groups' statistics may be stale (test_claim_statistics).
             await self.statistics.after_grouped_claim(conn, self._grouped_backlog, took)

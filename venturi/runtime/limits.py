@@ -20,6 +20,15 @@ from venturi.runtime.run import Run
 # ending clear the wait: places_freed).
 CAP_RECHECK = 0.5
 
+# How long a worker leaves a grouped kind whose claim found nothing to do (no job, no
+# group to wake, none held by another claim) before it claims it again, unless a
+# notification names the kind, a run of it ends, or a job comes due. Each grouped kind is
+# a statement of its own: a worker of one busy grouped kind and 19 idle ones claimed each
+# idle one at every turn, and drained at a quarter of the pace (benchmarks/JOURNAL.md).
+# The most a grouped job that becomes due by its time (a retry's backoff, a token) waits
+# for it while the worker is busy; an idle worker wakes for it as before.
+GROUPED_RECHECK = 0.25
+
 
 class Limits:
     """Each kind's limits for one worker run. ``occupied`` counts each kind's occupied
@@ -47,6 +56,8 @@ class Limits:
         # Grouped kinds whose shared bucket the groups' claim found empty; until = its
         # next token.
         self.grouped_until: dict[str, float] = {}
+        # Grouped kinds whose claim found nothing to do; until = GROUPED_RECHECK later.
+        self.grouped_dry: dict[str, float] = {}
 
     def open(self, kind: str, releasing: int = 0) -> bool:
         """Under this worker's cap of ``kind`` (``releasing`` runs counted as finished),
@@ -139,6 +150,30 @@ class Limits:
         if self.capped_until:  # else nothing to clear: no per-run work on the hot path
             for run in runs:
                 self.capped_until.pop(run.task.kind, None)
+        if self.grouped_dry:  # a run's end frees its group's slot: claim the kind again
+            self.wet(run.task.kind for run in runs)
+
+    def dry(self, kind: str, now: float) -> bool:
+        """Whether ``kind``'s grouped claim found nothing to do less than
+        GROUPED_RECHECK ago (and nothing since said otherwise: ``wet``)."""
+        return self.grouped_dry.get(kind, 0.0) > now
+
+    def found_dry(self, kind: str, dry: bool) -> None:
+        """``kind``'s grouped claim found nothing to do (or found something)."""
+        if dry:
+            self.grouped_dry[kind] = time.monotonic() + GROUPED_RECHECK
+        else:
+            self.grouped_dry.pop(kind, None)
+
+    def wet(self, kinds: Iterable[str] | None = None) -> None:
+        """``kinds`` (None: every kind) may have grouped work again: a notification
+        named them, a run of theirs ended, a job came due."""
+        if self.grouped_dry:
+            if kinds is None:
+                self.grouped_dry.clear()
+            else:
+                for kind in kinds:
+                    self.grouped_dry.pop(kind, None)
 
     def any_capped(self, runs: Iterable[Run]) -> bool:
         """Whether one of ``runs`` is of a kind with a global cap."""

@@ -107,14 +107,17 @@ class Loop:
         self.wake.set()
 
     def on_notify(self, payload: str) -> None:
-        if not payload or any(k in self.policies for k in payload.split(",")):
+        kinds = payload.split(",") if payload else None
+        if kinds is None or any(k in self.policies for k in kinds):
             self.notified += 1
+            self.claimer.limits.wet(kinds)
             self.wake.set()
 
     def on_listening(self, up: bool) -> None:
         self.listening = up
         if up:
             self.notified += 1
+            self.claimer.limits.wet()
             # Work may have arrived while we were not listening.
             self.wake.set()
 
@@ -172,9 +175,13 @@ class Loop:
             timeout = max(timeout, 0.0)
             if timeout == 0.0 and not shutdown.is_set():
                 continue
-            with contextlib.suppress(TimeoutError):
+            try:
                 async with asyncio.timeout(timeout):
                     await self.wake.wait()
+            except TimeoutError:
+                # Woken by the time alone (a job or a group's wake-up due, poll_max):
+                # grouped kinds left resting claim again (Limits.dry).
+                self.claimer.limits.wet()
 
     async def iterate(self, conn: Source, shutdown: asyncio.Event) -> float:
         """One iteration: settle, claim into free slots; how long to wait."""
@@ -204,6 +211,7 @@ class Loop:
                 timeout = await claimer.until_next_visible(conn)
                 if timeout == 0.0:
                     self.plain_dry = None  # a job is due: every claim looks again
+                    claimer.limits.wet()
                 if token_wait is not None:
                     timeout = min(timeout, token_wait)
             elif not claimer.claimable_now(time.monotonic()):
