@@ -2219,6 +2219,9 @@ WHERE id = $1::bigint AND status IN ('pending', 'claimed', 'waiting') AND awaite
 -- next token), when an idle worker claims them again.
 -- $1 text[] kinds: the kinds the worker could claim now (under their cap, with tokens)
 -- $2 text[] all_kinds: every kind the worker runs
+-- $3 text[] resting: grouped kinds the worker leaves alone a moment, their claim having
+--    found nothing to do; a wake-up of theirs already due is an answer too (a claim of
+--    theirs would have applied it; the worker ends their rest and claims them).
 -- Only jobs visible later than their creation are looked at (the index's predicate): a
 -- job visible from its creation that the claim did not take was committed after the
 -- claim's snapshot, and its enqueue's notification wakes the worker; or another claim
@@ -2227,7 +2230,7 @@ WHERE id = $1::bigint AND status IN ('pending', 'claimed', 'waiting') AND awaite
 -- kind, visible_at), one probe per kind;
 -- jobs_wake_idx (waiting rows with a timer by kind, wake_at), one probe per kind;
 -- groups primary key and group_wakes_due_idx, a probe or two per kind.
-PREPARE billing_jobs_job_next_visible_at(text[], text[]) AS
+PREPARE billing_jobs_job_next_visible_at(text[], text[], text[]) AS
 SELECT min(next.visible_at) AS next_visible_at,
        (SELECT min(timer.wake_at)
         FROM unnest($1::text[]) AS w(kind)
@@ -2244,7 +2247,7 @@ SELECT min(next.visible_at) AS next_visible_at,
         FROM unnest($2::text[]) AS gk(kind)
         CROSS JOIN LATERAL (
             SELECT w.at FROM "billing_jobs".group_wakes w
-            WHERE w.kind = gk.kind AND w.at > now()
+            WHERE w.kind = gk.kind AND (w.at > now() OR w.kind = ANY($3::text[]))
             ORDER BY w.at
             LIMIT 1
         ) gw) AS next_group_wake_at

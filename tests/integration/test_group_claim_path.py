@@ -22,6 +22,8 @@ from tests.support.plans import nodes
 from venturi import Context, JobSpec, admin, db, sql
 from venturi.runtime import limits
 from venturi.runtime.claimer import Claimer
+from venturi.runtime.config import Registration, WorkerConfig, policies
+from venturi.runtime.instruments import Instruments
 from venturi.runtime.limits import GROUPED_RECHECK
 from venturi.runtime.loop import PLAIN_RECHECK, Loop
 from venturi.runtime.worker import Worker
@@ -530,3 +532,23 @@ async def test_a_resting_grouped_kind_is_claimed_when_its_wake_up_comes_due(
     async with running(Worker(None, dsn, [token], concurrency=4, poll_max=30)):
         assert await asyncio.wait_for(ran.get(), 10) == 0
         assert await asyncio.wait_for(ran.get(), 10) == 1  # not poll_max
+
+
+async def test_a_due_wake_up_of_a_resting_kind_is_an_answer_to_the_idle_lookup(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # The idle lookup reports the wake-ups still to come (a due one is a claim's to
+    # apply). A kind at rest has none applied: a loop woken by something else (another
+    # kind's run ending) after its group's token came due, and before its rest ended,
+    # found nothing due and slept poll_max. Its due wake-up is due now for the lookup.
+    @venturi.task(kind="g_rest_due", group_cap=1)
+    async def resting(ctx: Context[Any], carry: Item) -> None: ...
+
+    config = WorkerConfig.build(dsn, poll_max=30)
+    regs = [Registration.check(resting, None, None, None, None)]
+    claimer = Claimer(
+        config, db.Claimant("w"), policies(regs, config), Counter(), Instruments(False)
+    )
+    await resting.enqueue(conn, Item(1), group="acme")  # its wake-up row, due now
+    claimer.limits.found_dry("g_rest_due", True)
+    assert await claimer.until_next_visible(conn) == 0.0  # was poll_max

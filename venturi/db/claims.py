@@ -142,11 +142,19 @@ class NextVisible(NamedTuple):
 
 
 async def job_next_visible_at(
-    conn: Conn, *, schema: str, kinds: Sequence[str], all_kinds: Sequence[str] = ()
+    conn: Conn,
+    *,
+    schema: str,
+    kinds: Sequence[str],
+    all_kinds: Sequence[str] = (),
+    resting: Sequence[str] = (),
 ) -> NextVisible:
     """What an idle worker waits for (``NextVisible``): ``kinds`` are those it could
-    claim now, ``all_kinds`` every kind it runs."""
-    row = await conn.fetchrow(sql.statement("job_next_visible_at", schema), kinds, all_kinds)
+    claim now, ``all_kinds`` every kind it runs, ``resting`` the grouped kinds it leaves
+    alone a moment (a wake-up of theirs already due counts)."""
+    row = await conn.fetchrow(
+        sql.statement("job_next_visible_at", schema), kinds, all_kinds, resting
+    )
     if row is None:
         return NextVisible(None, None, frozenset(), None)
     return NextVisible(

@@ -355,7 +355,11 @@ class Claimer:
         if not kinds:
             return self.poll_max
         found = await db.claims.job_next_visible_at(
-            conn, schema=self.schema, kinds=kinds, all_kinds=self.kinds
+            conn,
+            schema=self.schema,
+            kinds=kinds,
+            all_kinds=self.kinds,
+            resting=self.limits.resting(now),
         )
         was, self.grouped = self.grouped, self.declared_grouped | found.grouped_kinds
         if self.grouped - was:

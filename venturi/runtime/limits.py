@@ -158,6 +158,10 @@ class Limits:
         GROUPED_RECHECK ago (and nothing since said otherwise: ``wet``)."""
         return self.grouped_dry.get(kind, 0.0) > now
 
+    def resting(self, now: float) -> list[str]:
+        """The grouped kinds ``dry`` now."""
+        return [k for k, until in self.grouped_dry.items() if until > now]
+
     def found_dry(self, kind: str, dry: bool) -> None:
         """``kind``'s grouped claim found nothing to do (or found something)."""
         if dry:
