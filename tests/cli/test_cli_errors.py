@@ -14,7 +14,7 @@ import pytest
 
 import venturi
 from tests.support import running, venturi_cli, venturi_cli_async, wait_for
-from venturi import db
+from venturi import admin, db
 from venturi.runtime.worker import Worker
 
 UNREACHABLE = "postgresql://me@127.0.0.1:1/db"
@@ -201,6 +201,20 @@ async def test_kinds_pause_warns_about_a_kind_nothing_has(
     ]
     paused = [r["kind"] for r in await db.kinds.kind_paused_list(conn, schema="venturi")]
     assert paused == ["known_kind", "knwon_kind"]
+
+
+async def test_kinds_pause_refuses_an_empty_kind_and_writes_nothing(
+    dsn: str, conn: asyncpg.Connection
+) -> None:
+    # It paused '' (no task can have it) and warned only that nothing had the kind.
+    for command in ("pause", "resume"):
+        out = await venturi_cli_async("kinds", command, "", "--dsn", dsn)
+        assert out.returncode == 2 and out.stderr.strip() == (
+            "venturi: a kind is a non-empty string without NUL characters, got ''"
+        ), out.stderr
+    assert await db.kinds.kind_paused_list(conn, schema="venturi") == []
+    with pytest.raises(venturi.ConfigError, match="reason must be a string without NUL"):
+        await admin.pause_kinds(conn, ["k"], reason="a\x00b")
 
 
 async def test_kinds_pause_knows_a_kind_a_running_worker_registered(

@@ -181,8 +181,9 @@ def test_processes_that_cannot_start_stop_the_supervisor() -> None:
     assert "could not start" in out.stderr
 
 
-@pytest.mark.parametrize("processes", ["0", "-2"])
-def test_processes_must_be_positive(processes: str) -> None:
+# 99999999999 passed, and the supervisor set out to start them all.
+@pytest.mark.parametrize("processes", ["0", "-2", "1025", "99999999999"])
+def test_processes_must_be_from_one_to_the_most(processes: str) -> None:
     out = subprocess.run(
         [
             sys.executable,
@@ -199,7 +200,9 @@ def test_processes_must_be_positive(processes: str) -> None:
         timeout=60,
     )
     assert out.returncode == 2
-    assert out.stderr.strip() == f"venturi: processes must be >= 1, got {processes}"
+    assert out.stderr.strip() == (
+        f"venturi: processes must be from 1 to 1024 (one per core is the rule), got {processes}"
+    )
 
 
 def test_children_get_every_option_but_processes_and_the_dsn() -> None:

@@ -69,6 +69,19 @@ def check_ids(ids: Iterable[int]) -> list[int]:
     return out
 
 
+def check_kinds(kinds: Iterable[str]) -> list[str]:
+    """The kinds as a list: at least one, each a non-empty string without a NUL (what a
+    task's kind can be), else ConfigError. `venturi kinds pause ''` paused a kind no job
+    can have."""
+    out = [kinds] if isinstance(kinds, str) else list(kinds)
+    for k in out:
+        if not isinstance(k, str) or not k or "\x00" in k:
+            raise ConfigError(f"a kind is a non-empty string without NUL characters, got {k!r}")
+    if not out:
+        raise ConfigError("give at least one kind")
+    return out
+
+
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 

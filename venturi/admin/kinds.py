@@ -9,8 +9,9 @@ from datetime import datetime
 import msgspec
 
 from venturi import db
-from venturi.admin.common import operator_identity
+from venturi.admin.common import check_kinds, operator_identity
 from venturi.db.conn import Conn
+from venturi.errors import ConfigError
 from venturi.sql import DEFAULT_SCHEMA
 
 # What venturi.admin exports from here.
@@ -63,6 +64,9 @@ async def pause_kinds(
     schema: str = DEFAULT_SCHEMA,
 ) -> Paused:
     """Leave ``kinds`` out of every worker's claim until resumed; running jobs finish."""
+    kinds = check_kinds(kinds)
+    if not isinstance(reason, str) or "\x00" in reason:
+        raise ConfigError(f"reason must be a string without NUL characters, got {reason!r}")
     who = operator or operator_identity()
     known = await db.kinds.kind_list_known(conn, schema=schema, kinds=kinds)
     rows = await db.kinds.kind_pause(conn, schema=schema, kinds=kinds, paused_by=who, reason=reason)
@@ -75,7 +79,7 @@ async def resume_kinds(
 ) -> list[str]:
     """Let workers claim ``kinds`` again (and wake the idle ones); the kinds that were
     paused."""
-    return await db.kinds.kind_resume(conn, schema=schema, kinds=kinds)
+    return await db.kinds.kind_resume(conn, schema=schema, kinds=check_kinds(kinds))
 
 
 async def paused_kinds(conn: Conn, *, schema: str = DEFAULT_SCHEMA) -> list[PausedKind]:

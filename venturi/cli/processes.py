@@ -25,6 +25,8 @@ log = logging.getLogger("venturi.supervisor")
 
 # A process that exits is restarted after the delay a Pool waits before restarting a loop.
 DEFAULT_RESTART_DELAY = 1.0
+# The most worker processes one supervisor starts: far past any machine's cores.
+MAX_PROCESSES = 1024
 
 
 def child_arguments(ctx: Any, skip: Sequence[str] = ("processes", "dsn")) -> list[str]:

@@ -305,8 +305,13 @@ def worker(
     if processes != 1:
         from venturi.cli import processes as supervisor
 
-        if processes < 1:
-            raise fail(f"processes must be >= 1, got {processes}")
+        # At most MAX_PROCESSES: 99999999999 passed, and the supervisor set out to start
+        # them all.
+        if not 1 <= processes <= supervisor.MAX_PROCESSES:
+            raise fail(
+                f"processes must be from 1 to {supervisor.MAX_PROCESSES} (one per core is "
+                f"the rule), got {processes}"
+            )
         args = supervisor.child_arguments(ctx, skip=("processes", "dsn", "listen_dsn"))
         raise typer.Exit(supervisor.run_processes(processes, args, target_dsn, listen_dsn))
 
