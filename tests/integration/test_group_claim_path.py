@@ -550,5 +550,5 @@ async def test_a_due_wake_up_of_a_resting_kind_is_an_answer_to_the_idle_lookup(
         config, db.Claimant("w"), policies(regs, config), Counter(), Instruments(False)
     )
     await resting.enqueue(conn, Item(1), group="acme")  # its wake-up row, due now
-    claimer.limits.found_dry("g_rest_due", True)
+    claimer.limits.found(claimer.limits.grouped_dry, "g_rest_due", GROUPED_RECHECK)
     assert await claimer.until_next_visible(conn) == 0.0  # was poll_max

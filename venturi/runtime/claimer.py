@@ -309,7 +309,8 @@ class Claimer:
             held = claim.woken > 0 or claim.busy > 0 or claim.parked > 0
             again = again or (len(rows) < room and (held or bool(claim.settled)))
             # Nothing to do: leave the kind until something says otherwise (Limits.dry).
-            limits.found_dry(kind, rest and not rows and not held)
+            nothing = rest and not rows and not held
+            limits.found(limits.grouped_dry, kind, limits.grouped_recheck if nothing else 0.0)
             taken += turns.served(kind, await self._started(rows, start))
             # Slow in a backlog: the groups' statistics may be stale (test_claim_statistics).
             await self.statistics.after_grouped_claim(conn, self._grouped_backlog, took)

@@ -56,8 +56,9 @@ class Limits:
         # Grouped kinds whose shared bucket the groups' claim found empty; until = its
         # next token.
         self.grouped_until: dict[str, float] = {}
-        # Grouped kinds whose claim found nothing to do; until = GROUPED_RECHECK later.
+        # Grouped kinds whose claim found nothing to do; until = grouped_recheck later.
         self.grouped_dry: dict[str, float] = {}
+        self.grouped_recheck = GROUPED_RECHECK
 
     def open(self, kind: str, releasing: int = 0) -> bool:
         """Under this worker's cap of ``kind`` (``releasing`` runs counted as finished),
@@ -161,13 +162,6 @@ class Limits:
     def resting(self, now: float) -> list[str]:
         """The grouped kinds ``dry`` now."""
         return [k for k, until in self.grouped_dry.items() if until > now]
-
-    def found_dry(self, kind: str, dry: bool) -> None:
-        """``kind``'s grouped claim found nothing to do (or found something)."""
-        if dry:
-            self.grouped_dry[kind] = time.monotonic() + GROUPED_RECHECK
-        else:
-            self.grouped_dry.pop(kind, None)
 
     def wet(self, kinds: Iterable[str] | None = None) -> None:
         """``kinds`` (None: every kind) may have grouped work again: a notification

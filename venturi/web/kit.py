@@ -208,11 +208,15 @@ def nul_field(items: Iterable[tuple[str, Any]]) -> str | None:
 
 
 async def answer(
-    request: Request, call: Callable[[], Awaitable[Response]], error: ErrorAnswer
+    request: Request,
+    call: Callable[[], Awaitable[Response]],
+    error: ErrorAnswer,
+    fields: Iterable[tuple[str, Any]] = (),
 ) -> Response:
     """``call()``'s response; for every handler alike, bad input answers 400 and a failed
-    database (or a schema not applied) 503, as ``error`` shows them."""
-    if (name := nul_field(request.query_params.multi_items())) is not None:
+    database (or a schema not applied) 503, as ``error`` shows them. ``fields``: a
+    form's, checked with the query's."""
+    if (name := nul_field([*request.query_params.multi_items(), *fields])) is not None:
         return error(request, 400, f"{name} holds a NUL character")
     try:
         return await call()
@@ -264,9 +268,8 @@ def action(handler: Callable[[Request, Dashboard, Any], Awaitable[Response]]) ->
             return error_page(
                 request, 403, "the form's CSRF token is missing or wrong: reload the page"
             )
-        if (name := nul_field(form.multi_items())) is not None:
-            return error_page(request, 400, f"{name} holds a NUL character")
-        return await answer(request, lambda: handler(request, d, form), error_page)
+        call = functools.partial(handler, request, d, form)
+        return await answer(request, call, error_page, form.multi_items())
 
     return endpoint
 
