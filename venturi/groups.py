@@ -52,12 +52,6 @@ def check_group(value: object, knob: str = "group") -> str:
     return value
 
 
-def _check_kind(kind: object) -> str:
-    if not isinstance(kind, str) or not kind:
-        raise ConfigError(f"kind must be a non-empty string, got {kind!r}")
-    return kind
-
-
 # A claim advances a group's virtual time by 1/weight per job, up to a claim's 100 jobs of
 # one group: at 5e-324 that overflowed float8, and every grouped claim of the kind failed
 # ("value out of range: overflow"), every group's jobs stalled by one group's setting.
@@ -108,7 +102,7 @@ def _fields(
     kind: object, group: object, cap: object, weight: object, paused: object
 ) -> dict[str, Any]:
     return {
-        "kind": _check_kind(kind),
+        "kind": validate.kind(kind),
         "group": check_group(group),
         "cap": check_cap(cap),
         "weight": check_weight(weight),

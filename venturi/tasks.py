@@ -66,19 +66,6 @@ def as_priority(value: object, knob: str = "priority") -> Priority:
     raise ConfigError(f"{knob} must be a venturi.Priority, got {value!r}")
 
 
-def _check_kind(kind: object) -> None:
-    if not isinstance(kind, str) or not kind or len(kind) > 200 or kind != kind.strip():
-        raise ConfigError(
-            f"kind must be a non-empty string of at most 200 characters, got {kind!r}"
-        )
-    if "," in kind:
-        # The notify payload lists kinds comma-separated.
-        raise ConfigError(f"kind must not contain a comma, got {kind!r}")
-    if "\x00" in kind:
-        # PostgreSQL's text cannot hold one: every enqueue and claim of the kind failed.
-        raise ConfigError(f"kind must not hold a NUL character, got {kind!r}")
-
-
 def _positive_int(value: object, knob: str) -> int:
     return validate.integer(value, knob)
 
@@ -360,7 +347,7 @@ def task(
     ``group_cap`` bounds the jobs of one group of the kind claimed at once across every
     worker, exactly; ``group_rate`` is a token bucket per group (SPEC 13, docs/groups.md).
     """
-    _check_kind(kind)
+    validate.kind(kind)
     prio = as_priority(priority)
     lease_s = None if lease is None else seconds(lease, "lease")
     cap_n = None if cap is None else _positive_int(cap, "cap")

@@ -58,6 +58,29 @@ def non_empty_str(value: Any, knob: str) -> str:
     return value
 
 
+MAX_KIND_LENGTH = 200
+
+
+def kind(value: Any, knob: str = "kind") -> str:
+    """A kind as a task can have it: every place that writes one (a task's declaration, a
+    pause, a group's settings) checks it here, so that none stores a kind no job can
+    have."""
+    if not isinstance(value, str) or not value or len(value) > MAX_KIND_LENGTH:
+        raise ConfigError(
+            f"{knob} must be a non-empty string of at most {MAX_KIND_LENGTH} characters, "
+            f"got {value!r}"
+        )
+    if value != value.strip():
+        raise ConfigError(f"{knob} must not begin or end with a space, got {value!r}")
+    if "," in value:
+        # The notify payload lists kinds comma-separated.
+        raise ConfigError(f"{knob} must not contain a comma, got {value!r}")
+    if "\x00" in value:
+        # PostgreSQL's text cannot hold one: every enqueue and claim of the kind failed.
+        raise ConfigError(f"{knob} must not hold a NUL character, got {value!r}")
+    return value
+
+
 def port(value: Any, knob: str) -> int:
     """A TCP port number, 1 to 65535."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:

@@ -210,7 +210,7 @@ async def test_kinds_pause_refuses_an_empty_kind_and_writes_nothing(
     for command in ("pause", "resume"):
         out = await venturi_cli_async("kinds", command, "", "--dsn", dsn)
         assert out.returncode == 2 and out.stderr.strip() == (
-            "venturi: a kind is a non-empty string without NUL characters, got ''"
+            "venturi: kind must be a non-empty string of at most 200 characters, got ''"
         ), out.stderr
     assert await db.kinds.kind_paused_list(conn, schema="venturi") == []
     with pytest.raises(venturi.ConfigError, match="reason must be a string without NUL"):

@@ -31,7 +31,7 @@ from tests.support import (
     wait_status,
 )
 from tests.support import Item as N
-from venturi import Context, Priority, db, sql
+from venturi import Context, Priority, admin, db, sql
 from venturi.runtime.worker import Worker
 from venturi.tasks import DEFAULT_MAX_CARRY_BYTES
 
@@ -301,6 +301,28 @@ async def test_nul_in_an_outcome_does_not_wedge_the_worker(
         await wait_for(settled, within=6)
     job = await venturi.get_job(conn, poison)
     assert job is not None and job.status in ("completed", "dead")
+
+
+@pytest.mark.parametrize("bad", ["", " k", "k ", "a,b", "x" * 201, "a\x00b", 3])
+async def test_a_kind_no_task_can_have_is_written_nowhere(
+    conn: asyncpg.Connection, kinds: list[str], bad: Any
+) -> None:
+    # One rule wherever a kind is written. set_group took "a\x00b" as far as the
+    # database (its error, not venturi's), and "a,b", " k" or a kind of 201 characters
+    # as a group's settings or a pause of a kind no job can have.
+    async def h(ctx: Context[Any], carry: N) -> None:
+        return None
+
+    with pytest.raises(venturi.ConfigError, match="kind must"):
+        venturi.task(kind=bad)(h)
+    with pytest.raises(venturi.ConfigError, match="kind must"):
+        await venturi.set_group(conn, bad, "g", cap=1)
+    with pytest.raises(venturi.ConfigError, match="kind must"):
+        await admin.pause_kinds(conn, [bad])
+    with pytest.raises(venturi.ConfigError, match="kind must"):
+        await admin.resume_kinds(conn, [bad])
+    assert await conn.fetchval("SELECT count(*) FROM venturi.groups") == 0
+    assert await db.kinds.kind_paused_list(conn, schema="venturi") == []
 
 
 async def test_carry_typed_any_is_either_refused_or_works(

@@ -70,13 +70,10 @@ def check_ids(ids: Iterable[int]) -> list[int]:
 
 
 def check_kinds(kinds: Iterable[str]) -> list[str]:
-    """The kinds as a list: at least one, each a non-empty string without a NUL (what a
-    task's kind can be), else ConfigError. `venturi kinds pause ''` paused a kind no job
+    """The kinds as a list: at least one, each what a task's kind can be
+    (`validate.kind`), else ConfigError. `venturi kinds pause ''` paused a kind no job
     can have."""
-    out = [kinds] if isinstance(kinds, str) else list(kinds)
-    for k in out:
-        if not isinstance(k, str) or not k or "\x00" in k:
-            raise ConfigError(f"a kind is a non-empty string without NUL characters, got {k!r}")
+    out = [validate.kind(k) for k in ([kinds] if isinstance(kinds, str) else kinds)]
     if not out:
         raise ConfigError("give at least one kind")
     return out
