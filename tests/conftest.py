@@ -71,7 +71,7 @@ async def empty_dsn(db_factory: testing.DatabaseFactory) -> AsyncIterator[str]:
     """A DSN of a database of this test's own with no schema at all."""
     url = await db_factory.create_empty()
     yield url
-    await db_factory.drop(url)
+    await db_factory.release(url)
 
 
 @pytest.fixture

@@ -4,7 +4,9 @@ Installed with venturi as the ``venturi`` ``pytest11`` entry point, so pytest lo
 itself. Fixtures:
 
 - ``venturi_dsn``: the DSN of a database of this test's own, the venturi schema applied
-  (cloned from a migrated template: tens of milliseconds), dropped after the test;
+  (cloned from a migrated template: tens of milliseconds), dropped after the test with
+  the next few (``testing.databases.DROP_BATCH``: drops sent together share the
+  server's checkpoint);
 - ``venturi_schema``: the schema name, ``venturi``; override it in a conftest to test
   another schema;
 - ``venturi_postgres``: the server's admin DSN, found once per session: ``VENTURI_TEST_DSN``
@@ -70,4 +72,4 @@ def venturi_dsn(venturi_databases: testing.DatabaseFactory) -> Iterator[str]:
     """A DSN of a database of this test's own, the venturi schema applied."""
     dsn = _blocking(venturi_databases.create)
     yield dsn
-    _blocking(lambda: venturi_databases.drop(dsn))
+    _blocking(lambda: venturi_databases.release(dsn))

@@ -278,3 +278,50 @@ async def test_an_application_test_suite_uses_the_plugin(
     monkeypatch.setenv("VENTURI_TEST_DSN", pg_admin_dsn)  # the server this session found
     result = await asyncio.to_thread(pytester.runpytest_subprocess, "-q")
     result.assert_outcomes(passed=3)
+
+
+async def test_a_factory_drops_the_databases_tests_are_done_with_a_batch_at_a_time(
+    pg_admin_dsn: str,
+) -> None:
+    # Each drop waits for a checkpoint of the whole server; drops sent together share one.
+    factory = testing.DatabaseFactory(pg_admin_dsn)
+    await factory.setup()
+    admin_conn = await asyncpg.connect(pg_admin_dsn)
+
+    async def existing(names: list[str]) -> list[str]:
+        rows = await admin_conn.fetch(
+            "SELECT datname FROM pg_database WHERE datname = ANY ($1::text[])", names
+        )
+        return sorted(r["datname"] for r in rows)
+
+    def name_of(dsn: str) -> str:
+        return dsn.rsplit("/", 1)[1].split("?")[0]
+
+    try:
+        dsns = [await factory.create() for _ in range(testing.databases.DROP_BATCH)]
+        names = sorted(name_of(d) for d in dsns)
+        left_open = await asyncpg.connect(dsns[0])  # a test that forgot to close it
+        for dsn in dsns[:-1]:
+            await factory.release(dsn)
+        assert await existing(names) == names
+        await factory.release(dsns[-1])
+        assert await existing(names) == []
+        assert left_open.is_closed() or not await _answers(left_open)
+        left_open.terminate()
+        last = await factory.create()
+        await factory.release(last)
+        assert await existing([name_of(last), factory.template]) == sorted(
+            [name_of(last), factory.template]
+        )
+        await factory.teardown()
+        assert await existing([name_of(last), factory.template]) == []
+    finally:
+        await admin_conn.close()
+
+
+async def _answers(conn: asyncpg.Connection) -> bool:
+    try:
+        await conn.fetchval("SELECT 1")
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, ConnectionError):
+        return False
+    return True

@@ -36,12 +36,18 @@ async def test_drains_with_at_most_n_in_flight(
 ) -> None:
     now = {"in": 0, "max": 0}
     seen: list[int] = []
+    four = asyncio.Event()
 
     @venturi.task(kind="w_loop")
     async def handler(ctx: Context[Any], carry: N) -> None:
         now["in"] += 1
         now["max"] = max(now["max"], now["in"])
-        await asyncio.sleep(0.005)  # stays: a run long enough for four to overlap
+        if now["in"] == 4:
+            four.set()
+        # The first runs hold their slots until four run at once: on a loaded server a
+        # claim could take longer than a run, and four never overlapped by chance.
+        await four.wait()
+        await asyncio.sleep(0.005)  # stays: a run long enough for a fifth to overlap
         seen.append(carry.n)
         now["in"] -= 1
 
