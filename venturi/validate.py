@@ -71,7 +71,7 @@ def kind(value: Any, knob: str = "kind") -> str:
             f"got {value!r}"
         )
     if value != value.strip():
-        raise ConfigError(f"{knob} must not begin or end with a space, got {value!r}")
+        raise ConfigError(f"{knob} must not begin or end with whitespace, got {value!r}")
     if "," in value:
         # The notify payload lists kinds comma-separated.
         raise ConfigError(f"{knob} must not contain a comma, got {value!r}")
