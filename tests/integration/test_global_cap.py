@@ -49,13 +49,19 @@ async def test_three_workers_racing_a_global_cap_of_two_never_run_three(
     active = 0
     peak = 0
     done = 0
+    two = asyncio.Event()
 
     @venturi.task(kind="gc_race", global_cap=2, group_cap=10 if grouped else None)
     async def handler(ctx: Context[Any], carry: Item) -> None:
         nonlocal active, peak, done
         active += 1
         peak = max(peak, active)
+        if active == 2:
+            two.set()
         try:
+            # The first run holds its place until a second runs beside it, so that the cap
+            # is reached, not only never passed, on a loaded machine too.
+            await two.wait()
             await asyncio.sleep(0.03)  # stays: work long enough for the others to race
         finally:
             active -= 1

@@ -157,11 +157,17 @@ async def test_register_overrides_the_task_cap(
     dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
     peak = {"now": 0, "max": 0}
+    three = asyncio.Event()
 
     @venturi.task(kind="w_cap_override", cap=1)
     async def handler(ctx: Context[Any], carry: N) -> None:
         peak["now"] += 1
         peak["max"] = max(peak["max"], peak["now"])
+        if peak["now"] == 3:
+            three.set()
+        # The first runs hold their slots until three run at once, rather than overlap by
+        # chance (test_drains_with_at_most_n_in_flight says why).
+        await three.wait()
         await asyncio.sleep(0.02)  # stays: a run long enough for runs over the cap to overlap
         peak["now"] -= 1
 
