@@ -313,6 +313,10 @@ async def test_a_factory_drops_the_databases_tests_are_done_with_a_batch_at_a_ti
         assert await existing([name_of(last), factory.template]) == sorted(
             [name_of(last), factory.template]
         )
+        # ``drop`` does not wait for a batch: the database is gone when it returns.
+        now = await factory.create()
+        await factory.drop(now)
+        assert await existing([name_of(now), name_of(last)]) == [name_of(last)]
         await factory.teardown()
         assert await existing([name_of(last), factory.template]) == []
     finally:

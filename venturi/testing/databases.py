@@ -76,13 +76,13 @@ class DatabaseFactory:
 
     async def drop(self, dsn: str) -> None:
         """Drop the database of ``dsn`` now (whatever still uses it is disconnected)."""
-        await self._drop([urllib.parse.urlsplit(dsn).path.lstrip("/")])
+        await self._drop([_name_of(dsn)])
 
     async def release(self, dsn: str) -> None:
         """The test is done with the database of ``dsn``: it is dropped with the next
         batch (DROP_BATCH), or by ``teardown``. Until then it only takes disk space:
         whatever still uses it is disconnected when it is dropped."""
-        self._used.append(urllib.parse.urlsplit(dsn).path.lstrip("/"))
+        self._used.append(_name_of(dsn))
         if len(self._used) >= DROP_BATCH:
             used, self._used = self._used, []
             await self._drop(used)
@@ -117,3 +117,8 @@ class DatabaseFactory:
     async def teardown(self) -> None:
         used, self._used = self._used, []
         await self._drop([*used, self.template])
+
+
+def _name_of(dsn: str) -> str:
+    """The database a DSN names (its path, which this factory's DSNs always have)."""
+    return urllib.parse.urlsplit(dsn).path.lstrip("/")
