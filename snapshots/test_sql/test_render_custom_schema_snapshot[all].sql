@@ -735,7 +735,8 @@ INSERT INTO "billing_jobs".schema_version (version, name) VALUES
     (19, 'groups'),
     (20, 'operator_reads'),
     (21, 'claim_without_groups'),
-    (22, 'capped_floor')
+    (22, 'capped_floor'),
+    (23, 'next_visible_without_groups')
 ON CONFLICT (version) DO NOTHING;
 
 -- venturi schema "billing_jobs": indexes. Each names the statements it backs.
@@ -755,9 +756,11 @@ CREATE INDEX IF NOT EXISTS jobs_claim_idx
 -- (migration 18): only the pending jobs that became visible later than they were created
 -- (scheduled, retrying, woken) enter it; a job visible from its creation is claimable at
 -- once and has no wake-up time to look up, so a plain enqueue writes one index fewer.
+-- Without a group (migration 23): a grouped job's wake-ups are its group's (group_wakes),
+-- and a due grouped job its group holds back (paused, at its cap) is no reason to wake.
 CREATE INDEX IF NOT EXISTS jobs_next_visible_idx
     ON "billing_jobs".jobs (kind, visible_at)
-    WHERE status = 'pending' AND visible_at > created_at;
+    WHERE status = 'pending' AND visible_at > created_at AND grp IS NULL;
 
 -- job_recover_stale (and the recovery inside job_claim): claims whose lease has expired.
 CREATE INDEX IF NOT EXISTS jobs_stale_idx
@@ -3143,9 +3146,11 @@ WHERE id = $1::bigint AND status IN ('pending', 'claimed', 'waiting') AND awaite
 -- Only jobs visible later than their creation are looked at (the index's predicate): a
 -- job visible from its creation that the claim did not take was committed after the
 -- claim's snapshot, and its enqueue's notification wakes the worker; or another claim
--- holds it.
--- index: jobs_next_visible_idx (pending rows made visible later than their creation, by
--- kind, visible_at), one probe per kind;
+-- holds it. Only jobs without a group (migration 23): a grouped job is found by its
+-- group's wake-up (next_group_wake_at), and one its group holds back (paused, at its cap,
+-- out of tokens) was due now to this lookup, and its worker claimed again and again.
+-- index: jobs_next_visible_idx (pending rows without a group made visible later than
+-- their creation, by kind, visible_at), one probe per kind;
 -- jobs_wake_idx (waiting rows with a timer by kind, wake_at), one probe per kind;
 -- groups primary key and group_wakes_due_idx, a probe or two per kind.
 PREPARE billing_jobs_job_next_visible_at(text[], text[], text[]) AS
@@ -3173,7 +3178,7 @@ FROM unnest($1::text[]) AS k(kind)
 -- A paused kind's schedule is no reason to wake.
 CROSS JOIN LATERAL (
     SELECT visible_at FROM "billing_jobs".jobs
-    WHERE status = 'pending' AND kind = k.kind AND visible_at > created_at
+    WHERE status = 'pending' AND kind = k.kind AND visible_at > created_at AND grp IS NULL
       AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = k.kind)
     ORDER BY visible_at
     LIMIT 1

@@ -2225,9 +2225,11 @@ WHERE id = $1::bigint AND status IN ('pending', 'claimed', 'waiting') AND awaite
 -- Only jobs visible later than their creation are looked at (the index's predicate): a
 -- job visible from its creation that the claim did not take was committed after the
 -- claim's snapshot, and its enqueue's notification wakes the worker; or another claim
--- holds it.
--- index: jobs_next_visible_idx (pending rows made visible later than their creation, by
--- kind, visible_at), one probe per kind;
+-- holds it. Only jobs without a group (migration 23): a grouped job is found by its
+-- group's wake-up (next_group_wake_at), and one its group holds back (paused, at its cap,
+-- out of tokens) was due now to this lookup, and its worker claimed again and again.
+-- index: jobs_next_visible_idx (pending rows without a group made visible later than
+-- their creation, by kind, visible_at), one probe per kind;
 -- jobs_wake_idx (waiting rows with a timer by kind, wake_at), one probe per kind;
 -- groups primary key and group_wakes_due_idx, a probe or two per kind.
 PREPARE venturi_job_next_visible_at(text[], text[], text[]) AS
@@ -2255,7 +2257,7 @@ FROM unnest($1::text[]) AS k(kind)
 -- A paused kind's schedule is no reason to wake.
 CROSS JOIN LATERAL (
     SELECT visible_at FROM "venturi".jobs
-    WHERE status = 'pending' AND kind = k.kind AND visible_at > created_at
+    WHERE status = 'pending' AND kind = k.kind AND visible_at > created_at AND grp IS NULL
       AND NOT EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = k.kind)
     ORDER BY visible_at
     LIMIT 1

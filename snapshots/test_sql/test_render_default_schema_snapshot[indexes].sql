@@ -15,9 +15,11 @@ CREATE INDEX IF NOT EXISTS jobs_claim_idx
 -- (migration 18): only the pending jobs that became visible later than they were created
 -- (scheduled, retrying, woken) enter it; a job visible from its creation is claimable at
 -- once and has no wake-up time to look up, so a plain enqueue writes one index fewer.
+-- Without a group (migration 23): a grouped job's wake-ups are its group's (group_wakes),
+-- and a due grouped job its group holds back (paused, at its cap) is no reason to wake.
 CREATE INDEX IF NOT EXISTS jobs_next_visible_idx
     ON "venturi".jobs (kind, visible_at)
-    WHERE status = 'pending' AND visible_at > created_at;
+    WHERE status = 'pending' AND visible_at > created_at AND grp IS NULL;
 
 -- job_recover_stale (and the recovery inside job_claim): claims whose lease has expired.
 CREATE INDEX IF NOT EXISTS jobs_stale_idx

@@ -735,5 +735,6 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (19, 'groups'),
     (20, 'operator_reads'),
     (21, 'claim_without_groups'),
-    (22, 'capped_floor')
+    (22, 'capped_floor'),
+    (23, 'next_visible_without_groups')
 ON CONFLICT (version) DO NOTHING;

@@ -552,3 +552,41 @@ async def test_a_due_wake_up_of_a_resting_kind_is_an_answer_to_the_idle_lookup(
     await resting.enqueue(conn, Item(1), group="acme")  # its wake-up row, due now
     claimer.limits.found(claimer.limits.grouped_dry, "g_rest_due", GROUPED_RECHECK)
     assert await claimer.until_next_visible(conn) == 0.0  # was poll_max
+
+
+async def test_a_due_job_of_a_paused_group_does_not_wake_the_idle_worker(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # A grouped job has wake-ups of its own (group_wakes); the idle lookup's scheduled
+    # jobs are the ones without a group (migration 23). A retried job of a paused group,
+    # due and left pending by the claim that applied its wake-up, was "due now" for the
+    # lookup: its worker claimed again at once, then again with a doubling backoff up
+    # to poll_max, for as long as the group stayed paused.
+    @venturi.task(kind="g_paused_due", group_cap=1)
+    async def held(ctx: Context[Any], carry: Item) -> None: ...
+
+    config = WorkerConfig.build(dsn, poll_max=30)
+    regs = [Registration.check(held, None, None, None, None)]
+    claimer = Claimer(
+        config, db.Claimant("w"), policies(regs, config), Counter(), Instruments(False)
+    )
+    await held.enqueue(conn, Item(1), group="acme", after=3600)  # as a retry is
+    await venturi.set_group(conn, "g_paused_due", "acme", paused=True)
+    # Seeded due, rather than waited for: the job and its wake-up an hour earlier.
+    await conn.execute(
+        "UPDATE venturi.jobs SET visible_at = visible_at - interval '2 hours',"
+        " created_at = created_at - interval '2 hours' WHERE kind = 'g_paused_due'"
+    )
+    await conn.execute(
+        "UPDATE venturi.group_wakes SET at = at - interval '2 hours' WHERE kind = 'g_paused_due'"
+    )
+    claim = await _claim_grouped(conn, 4, kind="g_paused_due")
+    assert claim.claimed == []
+    assert await conn.fetchval("SELECT count(*) FROM venturi.group_wakes") == 0
+    visible = await conn.fetchval(
+        "SELECT visible_at <= now() AND visible_at > created_at FROM venturi.jobs"
+        " WHERE kind = 'g_paused_due' AND status = 'pending'"
+    )
+    assert visible  # due, scheduled, pending: what the lookup used to answer
+    assert await claimer.until_next_visible(conn) == 30.0
+    assert await claimer.until_next_visible(conn) == 30.0  # and no backoff either
