@@ -534,6 +534,13 @@ async def test_a_resting_grouped_kind_is_claimed_when_its_wake_up_comes_due(
         assert await asyncio.wait_for(ran.get(), 10) == 1  # not poll_max
 
 
+def _idle_claimer(dsn: str, task: Any) -> Claimer:
+    """The claimer of a worker of ``task`` alone, whose idle lookup may sleep 30 s."""
+    config = WorkerConfig.build(dsn, poll_max=30)
+    regs = [Registration.check(task, None, None, None, None)]
+    return Claimer(config, db.Claimant("w"), policies(regs, config), Counter(), Instruments(False))
+
+
 async def test_a_due_wake_up_of_a_resting_kind_is_an_answer_to_the_idle_lookup(
     dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
@@ -544,11 +551,7 @@ async def test_a_due_wake_up_of_a_resting_kind_is_an_answer_to_the_idle_lookup(
     @venturi.task(kind="g_rest_due", group_cap=1)
     async def resting(ctx: Context[Any], carry: Item) -> None: ...
 
-    config = WorkerConfig.build(dsn, poll_max=30)
-    regs = [Registration.check(resting, None, None, None, None)]
-    claimer = Claimer(
-        config, db.Claimant("w"), policies(regs, config), Counter(), Instruments(False)
-    )
+    claimer = _idle_claimer(dsn, resting)
     await resting.enqueue(conn, Item(1), group="acme")  # its wake-up row, due now
     claimer.limits.found(claimer.limits.grouped_dry, "g_rest_due", GROUPED_RECHECK)
     assert await claimer.until_next_visible(conn) == 0.0  # was poll_max
@@ -565,11 +568,7 @@ async def test_a_due_job_of_a_paused_group_does_not_wake_the_idle_worker(
     @venturi.task(kind="g_paused_due", group_cap=1)
     async def held(ctx: Context[Any], carry: Item) -> None: ...
 
-    config = WorkerConfig.build(dsn, poll_max=30)
-    regs = [Registration.check(held, None, None, None, None)]
-    claimer = Claimer(
-        config, db.Claimant("w"), policies(regs, config), Counter(), Instruments(False)
-    )
+    claimer = _idle_claimer(dsn, held)
     await held.enqueue(conn, Item(1), group="acme", after=3600)  # as a retry is
     await venturi.set_group(conn, "g_paused_due", "acme", paused=True)
     # Seeded due, rather than waited for: the job and its wake-up an hour earlier.
