@@ -675,6 +675,10 @@ ALTER TABLE "venturi".group_wakes SET (
     autovacuum_vacuum_cost_delay = 0
 );
 
+-- The triggers that write a grouped job's wake-up (SPEC 13; docs/groups.md, "Why no grouped
+-- job is left behind"): included by schema/_group_tables.sql.j2 (migration 19) and by
+-- migration 24, which made a raised priority wake the group.
+--
 -- The wake-up of a grouped job that became pending: one row per (group, visible time)
 -- per statement and transaction (a bulk enqueue into one group writes one).
 CREATE OR REPLACE FUNCTION "venturi".group_wake_row() RETURNS trigger
@@ -704,12 +708,18 @@ CREATE TRIGGER jobs_group_wake_insert
     WHEN (NEW.grp IS NOT NULL AND NEW.status = 'pending')
     EXECUTE FUNCTION "venturi".group_wake_row();
 
+-- A pending job raised to a better tier (an operator's set_priority, a replacing
+-- enqueue) wakes its group too: a ready group is indexed by the tier of its first
+-- pending job, and the wake-up lowers it (job_claim_grouped's `waking`), so the job is
+-- claimed ahead of the other groups' lower tiers, as a job without a group is, and not
+-- at its group's turn in the tier it had (migration 24).
 DROP TRIGGER IF EXISTS jobs_group_wake_update ON "venturi".jobs;
 CREATE TRIGGER jobs_group_wake_update
-    AFTER UPDATE OF status, visible_at ON "venturi".jobs
+    AFTER UPDATE OF status, visible_at, priority ON "venturi".jobs
     FOR EACH ROW
     WHEN (NEW.grp IS NOT NULL AND NEW.status = 'pending'
-          AND (OLD.status <> 'pending' OR OLD.visible_at <> NEW.visible_at))
+          AND (OLD.status <> 'pending' OR OLD.visible_at <> NEW.visible_at
+               OR NEW.priority < OLD.priority))
     EXECUTE FUNCTION "venturi".group_wake_row();
 
 -- The migrations this fresh schema embodies.
@@ -736,7 +746,8 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (20, 'operator_reads'),
     (21, 'claim_without_groups'),
     (22, 'capped_floor'),
-    (23, 'next_visible_without_groups')
+    (23, 'next_visible_without_groups'),
+    (24, 'group_wake_on_raised_priority')
 ON CONFLICT (version) DO NOTHING;
 
 -- venturi schema "venturi": indexes. Each names the statements it backs.

@@ -17,7 +17,7 @@ import pytest
 
 import venturi
 from tests.support import Item, expire_claim, running, wait_for, wait_stat, wait_until
-from venturi import ConfigError, Context, Rate, db
+from venturi import ConfigError, Context, Rate, admin, db
 from venturi.backoff import DEFAULT_BACKOFF
 from venturi.runtime.worker import Worker
 
@@ -322,6 +322,33 @@ async def test_a_paused_group_is_skipped_until_resumed(
     await venturi.set_group(conn, "grouped", "a", paused=False)
     rows = await claim_all(conn, "grouped")
     assert [r["grp"] for r in rows] == ["a"] * 3
+
+
+async def test_a_job_raised_to_a_better_tier_is_claimed_ahead_of_the_other_groups(
+    conn: asyncpg.Connection, grouped: venturi.Task[Item]
+) -> None:
+    low = venturi.Priority.LOW
+    await venturi.enqueue_many(
+        conn, [grouped.job(Item(i), group=f"g{i % 100}", priority=low) for i in range(500)]
+    )
+    # The first claim makes the hundred groups ready and takes one job from five of
+    # them, which are then the last in the tier's order (a virtual time of 1, the others
+    # 0): without a wake-up, a job of theirs waits for about nineteen claims of five.
+    first = (await claim(conn, "grouped", limit=5)).claimed
+    await finish(conn, list(first))
+    assert await conn.fetchval("SELECT count(*) FROM venturi.groups WHERE ready") == 100
+    raised = await conn.fetchval(
+        "SELECT max(id) FROM venturi.jobs WHERE grp = $1 AND status = 'pending'",
+        first[0]["grp"],
+    )
+    [change] = await admin.set_priority(conn, [raised], "high")
+    assert change.done
+    got = (await claim(conn, "grouped", limit=5)).claimed
+    assert raised in [r["id"] for r in got]
+    assert [r["priority"] for r in got].count(0) == 1
+    # Its group then returns to the tier of its next job.
+    head = await conn.fetchval("SELECT head FROM venturi.groups WHERE grp = $1", first[0]["grp"])
+    assert head == int(low)
 
 
 async def test_a_group_rate_spends_that_groups_tokens_only(
