@@ -1272,27 +1272,38 @@ held AS (
     GROUP BY j.grp
 ),
 -- The page is one of: the groups most pending (ties by name), any group with a claimed
--- job, any group with a setting; only those few are joined and sorted, not every group.
+-- job, any group with a setting; only those few are counted and sorted, not every group.
 -- In either order: a group without claimed jobs ranks by pending then name in both.
-candidates AS (
-    SELECT grp FROM top
-    UNION
-    SELECT grp FROM held
-    UNION
-    SELECT g.grp FROM "billing_jobs".groups g
+-- Their counts are gathered by one aggregate, not joined nor looked up per candidate:
+-- a look-up of a CTE is a scan of it, and a join with one is planned from a guess of its
+-- size (a nested loop when it guesses one row), so a deep page (--offset 10,000 at
+-- 100,000 groups: 4.9 s) or a long one (--limit 100,000: 530 s) cost its size squared.
+tallies AS (
+    SELECT t.grp, t.n AS pending, NULL::integer AS claimed FROM top t
+    UNION ALL
+    SELECT h.grp, NULL, h.n FROM held h
+    UNION ALL
+    SELECT g.grp, NULL, NULL FROM "billing_jobs".groups g
     WHERE g.kind = $1::text AND (g.cap IS NOT NULL OR g.weight IS NOT NULL OR g.paused)
 ),
 counted AS (
     SELECT k.grp,
            -- Outside the top, a candidate counts its own (COALESCE stops at the first
            -- value that is not NULL: a top group is not counted twice).
-           coalesce((SELECT t.n FROM top t WHERE t.grp = k.grp),
+           coalesce(max(k.pending),
                     (SELECT count(*)::integer FROM "billing_jobs".jobs j
                      WHERE j.status = 'pending' AND j.kind = $1::text AND j.grp = k.grp))
              AS pending,
-           coalesce((SELECT h.n FROM held h WHERE h.grp = k.grp), 0) AS claimed
-    FROM candidates k
+           coalesce(max(k.claimed), 0) AS claimed
+    FROM tallies k
     WHERE $2::text IS NULL OR strpos(k.grp, $2::text) > 0
+    GROUP BY k.grp
+),
+-- The page, before the groups' rows are read: only its groups are joined with them.
+page AS (
+    SELECT c.* FROM counted c
+    ORDER BY c.pending DESC, c.claimed DESC, c.grp
+    LIMIT $3::integer OFFSET $4::integer
 )
 SELECT c.grp, c.pending, c.claimed, g.cap, g.task_cap,
        g.weight, coalesce(g.paused, false) AS paused, coalesce(g.ready, false) AS ready,
@@ -1304,10 +1315,9 @@ SELECT c.grp, c.pending, c.claimed, g.cap, g.task_cap,
                      THEN g.minute_claims
                        * (1 - extract(epoch FROM now() - date_trunc('minute', now())) / 60)
                 END, 0)::integer AS recent
-FROM counted c
+FROM page c
 LEFT JOIN "billing_jobs".groups g ON g.kind = $1::text AND g.grp = c.grp
-ORDER BY c.pending DESC, c.claimed DESC, c.grp
-LIMIT $3::integer OFFSET $4::integer;
+ORDER BY c.pending DESC, c.claimed DESC, c.grp;
 
 -- group_list_by_claimed: a kind's groups as group_list gives them, most claimed first
 -- (then most pending): the dashboard's kind page, "top by claimed", shows which groups
@@ -1333,27 +1343,38 @@ held AS (
     GROUP BY j.grp
 ),
 -- The page is one of: the groups most pending (ties by name), any group with a claimed
--- job, any group with a setting; only those few are joined and sorted, not every group.
+-- job, any group with a setting; only those few are counted and sorted, not every group.
 -- In either order: a group without claimed jobs ranks by pending then name in both.
-candidates AS (
-    SELECT grp FROM top
-    UNION
-    SELECT grp FROM held
-    UNION
-    SELECT g.grp FROM "billing_jobs".groups g
+-- Their counts are gathered by one aggregate, not joined nor looked up per candidate:
+-- a look-up of a CTE is a scan of it, and a join with one is planned from a guess of its
+-- size (a nested loop when it guesses one row), so a deep page (--offset 10,000 at
+-- 100,000 groups: 4.9 s) or a long one (--limit 100,000: 530 s) cost its size squared.
+tallies AS (
+    SELECT t.grp, t.n AS pending, NULL::integer AS claimed FROM top t
+    UNION ALL
+    SELECT h.grp, NULL, h.n FROM held h
+    UNION ALL
+    SELECT g.grp, NULL, NULL FROM "billing_jobs".groups g
     WHERE g.kind = $1::text AND (g.cap IS NOT NULL OR g.weight IS NOT NULL OR g.paused)
 ),
 counted AS (
     SELECT k.grp,
            -- Outside the top, a candidate counts its own (COALESCE stops at the first
            -- value that is not NULL: a top group is not counted twice).
-           coalesce((SELECT t.n FROM top t WHERE t.grp = k.grp),
+           coalesce(max(k.pending),
                     (SELECT count(*)::integer FROM "billing_jobs".jobs j
                      WHERE j.status = 'pending' AND j.kind = $1::text AND j.grp = k.grp))
              AS pending,
-           coalesce((SELECT h.n FROM held h WHERE h.grp = k.grp), 0) AS claimed
-    FROM candidates k
+           coalesce(max(k.claimed), 0) AS claimed
+    FROM tallies k
     WHERE $2::text IS NULL OR strpos(k.grp, $2::text) > 0
+    GROUP BY k.grp
+),
+-- The page, before the groups' rows are read: only its groups are joined with them.
+page AS (
+    SELECT c.* FROM counted c
+    ORDER BY c.claimed DESC, c.pending DESC, c.grp
+    LIMIT $3::integer OFFSET $4::integer
 )
 SELECT c.grp, c.pending, c.claimed, g.cap, g.task_cap,
        g.weight, coalesce(g.paused, false) AS paused, coalesce(g.ready, false) AS ready,
@@ -1365,10 +1386,9 @@ SELECT c.grp, c.pending, c.claimed, g.cap, g.task_cap,
                      THEN g.minute_claims
                        * (1 - extract(epoch FROM now() - date_trunc('minute', now())) / 60)
                 END, 0)::integer AS recent
-FROM counted c
+FROM page c
 LEFT JOIN "billing_jobs".groups g ON g.kind = $1::text AND g.grp = c.grp
-ORDER BY c.claimed DESC, c.pending DESC, c.grp
-LIMIT $3::integer OFFSET $4::integer;
+ORDER BY c.claimed DESC, c.pending DESC, c.grp;
 
 -- group_set: change a group's settings (venturi.set_group, venturi groups set); a group
 -- never seen gets its row. A field whose "given" flag is false keeps its value; a given
