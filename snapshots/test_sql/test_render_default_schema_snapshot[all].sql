@@ -3183,7 +3183,8 @@ WHERE id = $1::bigint AND status IN ('pending', 'claimed', 'waiting') AND awaite
 -- index: jobs_next_visible_idx (pending rows without a group made visible later than
 -- their creation, by kind, visible_at), one probe per kind;
 -- jobs_wake_idx (waiting rows with a timer by kind, wake_at), one probe per kind;
--- groups primary key and group_wakes_due_idx, a probe or two per kind.
+-- groups primary key and group_wakes_due_idx, a probe or two per kind; paused_kinds'
+-- primary key, a probe per kind.
 PREPARE venturi_job_next_visible_at(text[], text[], text[]) AS
 SELECT min(next.visible_at) AS next_visible_at,
        (SELECT min(timer.wake_at)
@@ -3202,6 +3203,10 @@ SELECT min(next.visible_at) AS next_visible_at,
         CROSS JOIN LATERAL (
             SELECT w.at FROM "venturi".group_wakes w
             WHERE w.kind = gk.kind AND (w.at > now() OR w.kind = ANY($3::text[]))
+              -- A paused kind's wake-ups are no reason to wake either: no claim applies
+              -- them while it is paused, so one due stayed due, and its worker claimed
+              -- again and again with a backoff; the resume's notification wakes it.
+              AND NOT EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = gk.kind)
             ORDER BY w.at
             LIMIT 1
         ) gw) AS next_group_wake_at

@@ -589,3 +589,26 @@ async def test_a_due_job_of_a_paused_group_does_not_wake_the_idle_worker(
     assert visible  # due, scheduled, pending: what the lookup used to answer
     assert await claimer.until_next_visible(conn) == 30.0
     assert await claimer.until_next_visible(conn) == 30.0  # and no backoff either
+
+
+async def test_a_due_wake_up_of_a_paused_kind_does_not_wake_the_idle_worker(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # No claim applies a paused kind's wake-ups, so one due stays due; once the kind's
+    # claim, finding nothing to do, put it at rest, the idle lookup answered "due now":
+    # its worker claimed again at once, then with a doubling backoff up to poll_max, for
+    # as long as the kind stayed paused (a probe: 7 claims in 3 s where an idle worker
+    # makes one). The resume's notification wakes the worker.
+    @venturi.task(kind="g_kind_paused", group_cap=1)
+    async def held(ctx: Context[Any], carry: Item) -> None: ...
+
+    claimer = _idle_claimer(dsn, held)
+    await admin.pause_kinds(conn, ["g_kind_paused"])
+    await held.enqueue(conn, Item(1), group="acme")  # its wake-up, due now
+    assert (await _claim_grouped(conn, 4, kind="g_kind_paused")).claimed == []
+    assert await conn.fetchval("SELECT count(*) FROM venturi.group_wakes") == 1
+    claimer.limits.found(claimer.limits.grouped_dry, "g_kind_paused", GROUPED_RECHECK)
+    assert await claimer.until_next_visible(conn) == 30.0
+    assert await claimer.until_next_visible(conn) == 30.0  # and no backoff either
+    await admin.resume_kinds(conn, ["g_kind_paused"])
+    assert await claimer.until_next_visible(conn) == 0.0
