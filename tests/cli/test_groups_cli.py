@@ -28,6 +28,7 @@ async def test_set_list_and_show_a_group(dsn: str, conn: asyncpg.Connection) -> 
     ids = await seed(conn)
     out = venturi_cli("groups", "set", KIND, "acme", "--cap", "2", "--weight", "3", dsn=dsn)
     assert out.returncode == 0, out.stderr
+    assert out.stderr == ""  # a kind jobs have: no warning
     assert out.stdout.strip() == "export acme: cap 2, weight 3.0, active"
 
     listed = json.loads(venturi_cli("groups", "list", KIND, "--json", dsn=dsn).stdout)
@@ -82,3 +83,20 @@ async def test_bad_group_input_is_one_line_and_writes_nothing(
     ):
         one_line_error(venturi_cli(*args, dsn=dsn), needle)
     assert await conn.fetch("SELECT * FROM venturi.groups ORDER BY kind, grp") == before
+
+
+async def test_setting_a_group_of_a_kind_nothing_has_warns_and_sets_it(
+    dsn: str, conn: asyncpg.Connection
+) -> None:
+    # A group may be set up before its kind is deployed, so it is set; but a kind no job,
+    # schedule or running worker has is most often misspelt (as `kinds pause` warns).
+    await seed(conn)
+    out = venturi_cli("groups", "set", "exprot", "acme", "--cap", "2", dsn=dsn)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "exprot acme: cap 2, weight default, active"
+    assert out.stderr.strip() == (
+        "venturi: warning: no job, schedule or running worker has kind 'exprot' (yet);"
+        " set anyway, check the spelling"
+    )
+    shown = json.loads(venturi_cli("groups", "show", "exprot", "acme", "--json", dsn=dsn).stdout)
+    assert shown["cap"] == 2

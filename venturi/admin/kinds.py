@@ -23,6 +23,7 @@ __all__ = [
     "pause_kinds",
     "paused_kinds",
     "resume_kinds",
+    "unknown_kinds",
 ]
 
 
@@ -68,10 +69,20 @@ async def pause_kinds(
     if not isinstance(reason, str) or "\x00" in reason:
         raise ConfigError(f"reason must be a string without NUL characters, got {reason!r}")
     who = operator or operator_identity()
-    known = await db.kinds.kind_list_known(conn, schema=schema, kinds=kinds)
+    unknown = await unknown_kinds(conn, kinds, schema=schema)
     rows = await db.kinds.kind_pause(conn, schema=schema, kinds=kinds, paused_by=who, reason=reason)
-    unknown = [k for k in dict.fromkeys(kinds) if k not in known]
     return Paused([PausedKind(**dict(r)) for r in rows], unknown)
+
+
+async def unknown_kinds(
+    conn: Conn, kinds: Sequence[str], *, schema: str = DEFAULT_SCHEMA
+) -> list[str]:
+    """Those of ``kinds`` that no job, schedule or running worker has, in the order given:
+    a setting made for one (a pause, a group's cap) is legitimate before the kind is
+    deployed, but is most often a misspelt kind, which it would not reach."""
+    kinds = check_kinds(kinds)
+    known = await db.kinds.kind_list_known(conn, schema=schema, kinds=kinds)
+    return [k for k in dict.fromkeys(kinds) if k not in known]
 
 
 async def resume_kinds(
