@@ -18,12 +18,11 @@ import pytest
 
 import venturi
 from tests.support import Item, running, wait_blocked, wait_until
+from tests.support.claims import claimer as make_claimer
 from tests.support.plans import nodes
 from venturi import Context, JobSpec, admin, db, sql
 from venturi.runtime import limits
 from venturi.runtime.claimer import Claimer
-from venturi.runtime.config import Registration, WorkerConfig, policies
-from venturi.runtime.instruments import Instruments
 from venturi.runtime.limits import GROUPED_RECHECK
 from venturi.runtime.loop import PLAIN_RECHECK, Loop
 from venturi.runtime.worker import Worker
@@ -534,13 +533,6 @@ async def test_a_resting_grouped_kind_is_claimed_when_its_wake_up_comes_due(
         assert await asyncio.wait_for(ran.get(), 10) == 1  # not poll_max
 
 
-def _idle_claimer(dsn: str, task: Any) -> Claimer:
-    """The claimer of a worker of ``task`` alone, whose idle lookup may sleep 30 s."""
-    config = WorkerConfig.build(dsn, poll_max=30)
-    regs = [Registration.check(task, None, None, None, None)]
-    return Claimer(config, db.Claimant("w"), policies(regs, config), Counter(), Instruments(False))
-
-
 async def test_a_due_wake_up_of_a_resting_kind_is_an_answer_to_the_idle_lookup(
     dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
@@ -551,7 +543,7 @@ async def test_a_due_wake_up_of_a_resting_kind_is_an_answer_to_the_idle_lookup(
     @venturi.task(kind="g_rest_due", group_cap=1)
     async def resting(ctx: Context[Any], carry: Item) -> None: ...
 
-    claimer = _idle_claimer(dsn, resting)
+    claimer = make_claimer(dsn, resting, poll_max=30)  # its idle lookup may sleep 30 s
     await resting.enqueue(conn, Item(1), group="acme")  # its wake-up row, due now
     claimer.limits.found(claimer.limits.grouped_dry, "g_rest_due", GROUPED_RECHECK)
     assert await claimer.until_next_visible(conn) == 0.0  # was poll_max
@@ -568,7 +560,7 @@ async def test_a_due_job_of_a_paused_group_does_not_wake_the_idle_worker(
     @venturi.task(kind="g_paused_due", group_cap=1)
     async def held(ctx: Context[Any], carry: Item) -> None: ...
 
-    claimer = _idle_claimer(dsn, held)
+    claimer = make_claimer(dsn, held, poll_max=30)
     await held.enqueue(conn, Item(1), group="acme", after=3600)  # as a retry is
     await venturi.set_group(conn, "g_paused_due", "acme", paused=True)
     # Seeded due, rather than waited for: the job and its wake-up an hour earlier.
@@ -602,7 +594,7 @@ async def test_a_due_wake_up_of_a_paused_kind_does_not_wake_the_idle_worker(
     @venturi.task(kind="g_kind_paused", group_cap=1)
     async def held(ctx: Context[Any], carry: Item) -> None: ...
 
-    claimer = _idle_claimer(dsn, held)
+    claimer = make_claimer(dsn, held, poll_max=30)
     await admin.pause_kinds(conn, ["g_kind_paused"])
     await held.enqueue(conn, Item(1), group="acme")  # its wake-up, due now
     assert (await _claim_grouped(conn, 4, kind="g_kind_paused")).claimed == []

@@ -1,17 +1,34 @@
 """Claiming by hand: tests that drive the claim statement themselves (ownership, recovery,
-the SQL's own behaviour) without a worker; and a pool that loses a claim's answer after
-it committed, for the worker's tests of that loss."""
+the SQL's own behaviour) without a worker, or a worker's claimer without its loop; and a
+pool that loses a claim's answer after it committed, for the worker's tests of that
+loss."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
 
 from venturi import db, sql
+from venturi.runtime.claimer import Claimer
+from venturi.runtime.config import Registration, WorkerConfig, policies
+from venturi.runtime.instruments import Instruments
 
 SCHEMA = "venturi"
+
+
+def claimer(dsn: str, *tasks: Any, occupied: Counter[str] | None = None, **knobs: Any) -> Claimer:
+    """The claimer a worker of ``tasks`` (tasks, or their ``Registration``) and ``knobs``
+    would have, without the worker: ``occupied`` counts its running jobs by kind."""
+    config = WorkerConfig.build(dsn, **knobs)
+    regs = [
+        t if isinstance(t, Registration) else Registration.check(t, None, None, None, None)
+        for t in tasks
+    ]
+    running = Counter[str]() if occupied is None else occupied
+    return Claimer(config, db.Claimant("w"), policies(regs, config), running, Instruments(False))
 
 
 async def claim(

@@ -4,22 +4,13 @@ each kind's policy and the slots it occupies, and the priority floor's rotation.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from tests.support.carries import noop_task
+from tests.support.claims import claimer as make_claimer
 from venturi import Priority, Rate
-from venturi.db.claims import Claimant
-from venturi.runtime.claimer import Claimer
-from venturi.runtime.config import Registration, WorkerConfig, policies
-from venturi.runtime.instruments import Instruments
+from venturi.runtime.config import Registration
 
 DSN = "postgresql://nowhere.invalid/none"
-
-
-def _claimer(regs: list[Registration], occupied: Counter[str], **knobs: Any) -> Claimer:
-    config = WorkerConfig.build(DSN, **knobs)
-    inst = Instruments(False)
-    return Claimer(config, Claimant("w"), policies(regs, config), occupied, inst)
 
 
 def test_a_kind_at_its_cap_or_out_of_tokens_or_limited_elsewhere_is_not_claimed(
@@ -35,7 +26,7 @@ def test_a_kind_at_its_cap_or_out_of_tokens_or_limited_elsewhere_is_not_claimed(
         ),
         Registration.check(noop_task("cp_global"), None, None, None, 3),
     ]
-    claimer = _claimer(regs, occupied)
+    claimer = make_claimer(DSN, *regs, occupied=occupied)
     assert claimer.limits.claimable_kinds() == ["cp_capped", "cp_free", "cp_local"]
     assert claimer.limits.shared_claimable(0.0) == ["cp_shared"]
     assert claimer.limits.capped_claimable(0.0) == ["cp_global"]
@@ -49,20 +40,14 @@ def test_a_kind_at_its_cap_or_out_of_tokens_or_limited_elsewhere_is_not_claimed(
 def test_the_priority_floor_reserves_every_ratio_th_claim_for_lower_tiers(
     kinds: list[str],
 ) -> None:
-    claimer = _claimer(
-        [Registration.check(noop_task("cp_floor"), None, None, None, None)], Counter()
-    )
+    claimer = make_claimer(DSN, noop_task("cp_floor"))
     floors = [claimer.next_floor() for _ in range(16)]
     assert floors.count(Priority.LOW) == 1 and floors[15] == Priority.LOW
     assert [i + 1 for i, f in enumerate(floors) if f == Priority.NORMAL] == [4, 8, 12]
-    strict = _claimer(
-        [Registration.check(noop_task("cp_strict"), None, None, None, None)],
-        Counter(),
-        priority_ratio=None,
-    )
+    strict = make_claimer(DSN, noop_task("cp_strict"), priority_ratio=None)
     assert {strict.next_floor() for _ in range(20)} == {Priority.HIGH}
     # Two streams of claims taking turns each keep the cadence: on one count, every
     # reserved claim (4, 8, ...) fell to the second.
-    turns = _claimer([Registration.check(noop_task("cp_turns"), None, None, None, None)], Counter())
+    turns = make_claimer(DSN, noop_task("cp_turns"))
     first = [turns.next_floor(s) for _ in range(8) for s in ("ordinary", "grouped:k")][::2]
     assert [i + 1 for i, f in enumerate(first) if f == Priority.NORMAL] == [4, 8]

@@ -12,12 +12,11 @@ from collections import Counter
 from typing import Any
 
 from tests.support.carries import noop_task
+from tests.support.claims import claimer as make_claimer
 from tests.support.fakes import FakeConn, job_row, run_of
 from venturi import Priority, Rate
-from venturi.db.claims import Claimant
 from venturi.runtime.claimer import Claimer
-from venturi.runtime.config import Registration, WorkerConfig, policies
-from venturi.runtime.instruments import Instruments
+from venturi.runtime.config import Registration
 from venturi.runtime.run import Run
 from venturi.runtime.settlement import Completed
 
@@ -26,16 +25,6 @@ DSN = "postgresql://nowhere.invalid/none"
 # job_claim's parameters, by position: $1 name, $2 kinds, $3 leases, $4 floor, $5 limit;
 # $6 the ids of the completions riding along.
 KINDS, FLOOR, LIMIT, DONE_IDS = 1, 3, 4, 5
-
-
-def _claimer(occupied: Counter[str], *tasks: Any, **knobs: Any) -> Claimer:
-    config = WorkerConfig.build(DSN, **knobs)
-    regs = [
-        t if isinstance(t, Registration) else Registration.check(t, None, None, None, None)
-        for t in tasks
-    ]
-    inst = Instruments(False)
-    return Claimer(config, Claimant("w"), policies(regs, config), occupied, inst)
 
 
 def _serving(kind: str, first_id: int = 1) -> FakeConn:
@@ -79,7 +68,7 @@ async def _fill(
 async def test_a_claim_asks_for_every_free_slot_and_goes_again_while_full(
     kinds: list[str],
 ) -> None:
-    claimer = _claimer(Counter(), noop_task("cs_free"), concurrency=8)
+    claimer = make_claimer(DSN, noop_task("cs_free"), concurrency=8)
     conn = _serving("cs_free")
     (free, short, unsent), started, _ = await _fill(claimer, conn, 8)
     # Idle before: one job in job_claim_one's statement; it found one, so the other seven
@@ -98,7 +87,7 @@ async def test_a_claim_asks_for_every_free_slot_and_goes_again_while_full(
 
 
 async def test_an_idle_worker_claims_one_job_in_the_smaller_statement(kinds: list[str]) -> None:
-    claimer = _claimer(Counter(), noop_task("cs_one"))
+    claimer = make_claimer(DSN, noop_task("cs_one"))
     # The job and no more: one statement, and the worker stops there (short).
     alone = FakeConn(job_claim_one=lambda args: [job_row(1, "cs_one", more=False)])
     (free, short, unsent), started, _ = await _fill(claimer, alone, 5)
@@ -123,7 +112,7 @@ async def test_completions_take_the_batch_claim_and_one_job_claims_take_no_tier_
     kinds: list[str],
 ) -> None:
     task = noop_task("cs_batch")
-    claimer = _claimer(Counter({"cs_batch": 1}), task, priority_ratio=2)
+    claimer = make_claimer(DSN, task, priority_ratio=2, occupied=Counter({"cs_batch": 1}))
     # Idle claims of one job, however many: no turn of the anti-starvation cadence.
     for _ in range(3):
         conn = FakeConn()
@@ -142,7 +131,7 @@ async def test_completions_take_the_batch_claim_and_one_job_claims_take_no_tier_
 async def test_a_batch_never_overshoots_a_cap_or_the_tokens(kinds: list[str]) -> None:
     occupied: Counter[str] = Counter({"cs_capped": 1})
     capped = noop_task("cs_capped", cap=3)
-    claimer = _claimer(occupied, capped, noop_task("cs_other"))
+    claimer = make_claimer(DSN, capped, noop_task("cs_other"), occupied=occupied)
     conn = FakeConn(job_claim_one=lambda args: [job_row(1, "cs_other", more=True)])
     await _fill(claimer, conn, 10)
     [args] = conn.named("job_claim")
@@ -151,7 +140,7 @@ async def test_a_batch_never_overshoots_a_cap_or_the_tokens(kinds: list[str]) ->
     # A kind with a local rate limit: no more than the bucket holds (one token spent by
     # the idle worker's claim of one job).
     limited = Registration.check(noop_task("cs_rated"), None, Rate(10, burst=3), None, None)
-    claimer = _claimer(Counter(), limited)
+    claimer = make_claimer(DSN, limited)
     conn = FakeConn(job_claim_one=lambda args: [job_row(1, "cs_rated", more=True)])
     await _fill(claimer, conn, 10)
     assert [args[LIMIT] for args in conn.named("job_claim")] == [2]
@@ -162,7 +151,7 @@ async def test_completions_riding_the_claim_free_their_slots_under_a_cap(
 ) -> None:
     capped = noop_task("cs_ride", cap=2)
     occupied: Counter[str] = Counter({"cs_ride": 2})  # at its cap, both finishing
-    claimer = _claimer(occupied, capped)
+    claimer = make_claimer(DSN, capped, occupied=occupied)
     done = [run_of(capped, 1, outcome=Completed()), run_of(capped, 2, outcome=Completed())]
     conn = _serving("cs_ride", first_id=10)
     (_, _, unsent), started, heard = await _fill(claimer, conn, 2, done)
@@ -177,7 +166,7 @@ async def test_without_a_claimable_kind_completions_stay_to_be_settled(
     kinds: list[str],
 ) -> None:
     capped = noop_task("cs_full", cap=1)
-    claimer = _claimer(Counter({"cs_full": 1}), capped)
+    claimer = make_claimer(DSN, capped, occupied=Counter({"cs_full": 1}))
     conn = FakeConn()
     (free, short, unsent), _, heard = await _fill(claimer, conn, 3)
     assert conn.calls == [] and heard == []
@@ -193,7 +182,7 @@ async def test_a_reserved_claim_is_one_statement_whatever_its_tiers_hold(
 ) -> None:
     # The statement fills the rest from every tier itself (test_sql_plans shows it): the
     # claimer sends the reserved claim once, and takes what it answers.
-    claimer = _claimer(Counter(), noop_task("cs_tier"), priority_ratio=2)
+    claimer = make_claimer(DSN, noop_task("cs_tier"), priority_ratio=2)
     await _in_a_backlog(claimer, "cs_tier")  # the next batch claim is the 2nd: reserved
     conn = FakeConn(job_claim=lambda args: [job_row(7, "cs_tier")])
     (free, short, _), started, _ = await _fill(claimer, conn, 4)
@@ -203,7 +192,7 @@ async def test_a_reserved_claim_is_one_statement_whatever_its_tiers_hold(
 
 def test_the_token_wait_is_the_soonest_token(kinds: list[str]) -> None:
     limited = Registration.check(noop_task("cs_wait"), None, Rate(2, burst=1), None, None)
-    claimer = _claimer(Counter(), limited)
+    claimer = make_claimer(DSN, limited)
     assert claimer.limits.token_wait(time.monotonic()) is None  # a token in hand
     claimer.limits.buckets["cs_wait"].spend(1)
     wait = claimer.limits.token_wait(time.monotonic())
@@ -215,7 +204,7 @@ def test_a_shared_wait_that_passed_during_the_fill_is_no_wait(kinds: list[str]) 
     # The fill left the kind out for a wait still to come when it began; a slow claim
     # after it outlasted the wait: claim again at once (0), not wait for nothing (None).
     shared = Registration.check(noop_task("cs_shared"), None, Rate(2, shared=True), None, None)
-    claimer = _claimer(Counter(), shared)
+    claimer = make_claimer(DSN, shared)
     now = time.monotonic()
     claimer.limits.shared_until["cs_shared"] = now - 0.01  # passed, though ahead when it began
     assert claimer.limits.token_wait(now - 0.02) == 0.0
