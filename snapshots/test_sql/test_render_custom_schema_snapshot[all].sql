@@ -662,7 +662,11 @@ CREATE TABLE IF NOT EXISTS "billing_jobs".group_wakes (
     kind     text        NOT NULL,
     grp      text        NOT NULL,
     at       timestamptz NOT NULL,
-    priority smallint    NOT NULL DEFAULT 1
+    priority smallint    NOT NULL DEFAULT 1,
+    -- A token wake-up's rate (group_rate per second) as the claim that parked the group
+    -- had it; NULL for a job's wake-up. A worker of a faster rate, or of none, moves the
+    -- wake-up forward (group_refill_advance; migration 25).
+    rate     float8
 );
 
 -- Inserted by writers and deleted by claims, a queue of its own: vacuumed early too. A
@@ -747,7 +751,8 @@ INSERT INTO "billing_jobs".schema_version (version, name) VALUES
     (21, 'claim_without_groups'),
     (22, 'capped_floor'),
     (23, 'next_visible_without_groups'),
-    (24, 'group_wake_on_raised_priority')
+    (24, 'group_wake_on_raised_priority'),
+    (25, 'group_refill_rate')
 ON CONFLICT (version) DO NOTHING;
 
 -- venturi schema "billing_jobs": indexes. Each names the statements it backs.
@@ -908,6 +913,13 @@ CREATE INDEX IF NOT EXISTS groups_ready_idx
 -- job_claim_grouped: the due wake-ups of a kind; group_wake_row's look-up of its own.
 CREATE INDEX IF NOT EXISTS group_wakes_due_idx
     ON "billing_jobs".group_wakes (kind, at, grp);
+
+-- group_refill_advance: the token wake-ups of a kind made at a slower rate than a worker's
+-- (group_wakes.rate, migration 25). Included by schema/_group_indexes.sql.j2 and by
+-- migration 25.
+CREATE INDEX IF NOT EXISTS group_wakes_rate_idx
+    ON "billing_jobs".group_wakes (kind, rate)
+    WHERE rate IS NOT NULL;
 
 -- job_claim_grouped: the greatest virtual time of a kind's groups, where a waking group
 -- starts when no group of the kind is ready (no banked credit): then every group of the
@@ -1389,6 +1401,48 @@ SELECT c.grp, c.pending, c.claimed, g.cap, g.task_cap,
 FROM page c
 LEFT JOIN "billing_jobs".groups g ON g.kind = $1::text AND g.grp = c.grp
 ORDER BY c.claimed DESC, c.pending DESC, c.grp;
+
+-- group_refill_advance: move forward the token wake-ups of a worker's grouped kinds that
+-- were made at a slower group_rate than the worker's, or under a rate its task no longer
+-- declares (SPEC 13; migration 25).
+-- A group out of tokens is parked with a wake-up at the time its next token is due, at
+-- the rate of the claim that parked it (job_claim_grouped's `refill`, which keeps that
+-- rate in the row). Without this, a deploy that raised a kind's group_rate, or removed
+-- it, left those groups parked until the old rate's time (an hour, at one token an hour),
+-- though the new rate had given them a token long before. Each wake-up found moves to
+-- when this worker's rate gives its group the next token (now, without a rate), never
+-- later than it was, and takes this worker's rate, so it is not found again. One that
+-- comes before the group's token is due costs one claim, which parks the group again
+-- with a wake-up at that claim's rate. Under a rolling deploy, a worker of the old rate
+-- may park a group again at its rate; the next look of a new worker moves it again.
+-- $1 text[] kinds: the worker's grouped kinds
+-- $2 float8[] rates: each one's group_rate per second (NULL: the task declares none)
+-- Returns a row per wake-up moved.
+-- index: group_wakes_rate_idx (token wake-ups only): a probe per kind, empty unless a
+-- rate changed; the groups primary key for each one found.
+PREPARE billing_jobs_group_refill_advance(text[], float8[]) AS
+WITH mine AS (
+    SELECT m.kind, m.rate FROM unnest($1::text[], $2::float8[]) AS m(kind, rate)
+),
+late AS (
+    SELECT w.id, m.rate,
+           -- greatest() passes over a NULL: a group without a bucket's state wakes now.
+           CASE WHEN m.rate IS NULL THEN now()
+                ELSE least(w.at, greatest(now(), g.refilled_at + make_interval(
+                    secs => (1 - g.tokens) / m.rate)))
+           END AS at
+    FROM mine m
+    JOIN "billing_jobs".group_wakes w
+      ON w.kind = m.kind AND w.rate IS NOT NULL AND (m.rate IS NULL OR w.rate < m.rate)
+    LEFT JOIN "billing_jobs".groups g ON g.kind = w.kind AND g.grp = w.grp
+    -- A wake-up a claim holds is being applied.
+    FOR UPDATE OF w SKIP LOCKED
+)
+UPDATE "billing_jobs".group_wakes w
+SET at = l.at, rate = l.rate
+FROM late l
+WHERE w.id = l.id
+RETURNING w.kind, w.grp;
 
 -- group_set: change a group's settings (venturi.set_group, venturi groups set); a group
 -- never seen gets its row. A field whose "given" flag is false keeps its value; a given
@@ -2282,12 +2336,13 @@ written AS (
       AND g.grp = o.grp
     RETURNING g.grp
 ),
--- A group parked for want of tokens wakes when its next token is due.
+-- A group parked for want of tokens wakes when its next token is due, at this claim's
+-- rate (kept: a worker of a faster one moves the wake-up forward, group_refill_advance).
 refill AS (
-    INSERT INTO "billing_jobs".group_wakes (kind, grp, at, priority)
+    INSERT INTO "billing_jobs".group_wakes (kind, grp, at, priority, rate)
     SELECT $2::text, o.grp,
            now() + make_interval(secs => (1 - o.after_tokens) / $8::float8),
-           coalesce(o.next_head, 1)
+           coalesce(o.next_head, 1), $8::float8
     FROM outcome o
     WHERE o.park AND o.dry
     RETURNING grp

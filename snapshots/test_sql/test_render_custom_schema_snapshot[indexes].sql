@@ -157,6 +157,13 @@ CREATE INDEX IF NOT EXISTS groups_ready_idx
 CREATE INDEX IF NOT EXISTS group_wakes_due_idx
     ON "billing_jobs".group_wakes (kind, at, grp);
 
+-- group_refill_advance: the token wake-ups of a kind made at a slower rate than a worker's
+-- (group_wakes.rate, migration 25). Included by schema/_group_indexes.sql.j2 and by
+-- migration 25.
+CREATE INDEX IF NOT EXISTS group_wakes_rate_idx
+    ON "billing_jobs".group_wakes (kind, rate)
+    WHERE rate IS NOT NULL;
+
 -- job_claim_grouped: the greatest virtual time of a kind's groups, where a waking group
 -- starts when no group of the kind is ready (no banked credit): then every group of the
 -- kind is idle, so the idle ones are enough. Partial, so that a claim's write of a

@@ -662,7 +662,11 @@ CREATE TABLE IF NOT EXISTS "billing_jobs".group_wakes (
     kind     text        NOT NULL,
     grp      text        NOT NULL,
     at       timestamptz NOT NULL,
-    priority smallint    NOT NULL DEFAULT 1
+    priority smallint    NOT NULL DEFAULT 1,
+    -- A token wake-up's rate (group_rate per second) as the claim that parked the group
+    -- had it; NULL for a job's wake-up. A worker of a faster rate, or of none, moves the
+    -- wake-up forward (group_refill_advance; migration 25).
+    rate     float8
 );
 
 -- Inserted by writers and deleted by claims, a queue of its own: vacuumed early too. A
@@ -747,5 +751,6 @@ INSERT INTO "billing_jobs".schema_version (version, name) VALUES
     (21, 'claim_without_groups'),
     (22, 'capped_floor'),
     (23, 'next_visible_without_groups'),
-    (24, 'group_wake_on_raised_priority')
+    (24, 'group_wake_on_raised_priority'),
+    (25, 'group_refill_rate')
 ON CONFLICT (version) DO NOTHING;

@@ -184,6 +184,16 @@ async def group_wake_stranded(conn: Conn, *, schema: str) -> list[Record]:
     return list(await conn.fetch(sql.statement("group_wake_stranded", schema)))
 
 
+async def group_refill_advance(
+    conn: Conn, *, schema: str, rates: dict[str, float | None]
+) -> list[Record]:
+    """Move forward the token wake-ups of ``rates``' kinds that a slower group_rate than
+    the kind's here (None: it declares none) put later; the wake-ups moved."""
+    kinds = sorted(rates)
+    query = sql.statement("group_refill_advance", schema)
+    return list(await conn.fetch(query, kinds, [rates[k] for k in kinds]))
+
+
 def group_set_steps(
     *,
     kind: str,

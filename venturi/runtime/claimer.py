@@ -418,6 +418,17 @@ class Claimer:
                 return True
         return False
 
+    async def advance_refills(self, conn: Conn) -> int:
+        """Move forward the token wake-ups of this worker's grouped kinds that a slower
+        ``group_rate`` put later than this worker's (a deploy raised or removed it; workers
+        of the old rate still park groups at theirs): how many moved. Called by the
+        recovery's timer with the loop's other looks."""
+        rates = {}
+        for kind in self.grouped:
+            group_rate = self.policies[kind].task.group_rate
+            rates[kind] = None if group_rate is None else group_rate.per_second
+        return len(await db.groups.group_refill_advance(conn, schema=self.schema, rates=rates))
+
 
 def _completions(done: list[Run]) -> list[tuple[int, int, str | None]]:
     """The finished runs as a claim settles them: id, the attempt it ran under, result."""

@@ -235,13 +235,19 @@ class Loop:
         and settlements only (on a slow network each look was a round trip more before
         the next claim, which carries the completions): due workflow timers, which
         ``until_next_visible`` wakes only when the loop idles; kinds that got groups
-        since; the groups' weights for the shares of jobs without a group."""
+        since; the groups' weights for the shares of jobs without a group; token
+        wake-ups made at a slower group rate than this worker's."""
         claimer = self.claimer
         await claimer.wake_due_timers(conn)
         if await claimer.look_for_groups(conn):
             self.wake.set()  # their grouped jobs are claimed at the next iteration
         if claimer.grouped:
             await self.shares.look(conn)
+            if moved := await claimer.advance_refills(conn):
+                log.info(
+                    "%d groups' token wake-ups moved forward to this worker's group_rate", moved
+                )
+                self.wake.set()
 
     def failed(self, exc: BaseException, errors: int) -> float:
         """A database error in an iteration (the ``errors``-th in a row): how long to

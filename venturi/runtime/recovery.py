@@ -20,7 +20,8 @@ backoff (the worker's for a task that declared none); the recovered job's notifi
 (it is pending again) wakes the loops that can run it.
 
 After each recovery the timer runs the loop's looks (``Loop.look``): due workflow timers,
-kinds that got groups, the groups' weights. A busy loop finds none of them by itself,
+kinds that got groups, the groups' weights, token wake-ups made at a slower group rate
+than this worker's. A busy loop finds none of them by itself,
 and on the loop's own connection each was a round trip between two claims, which carry
 the finished jobs' completions.
 

@@ -1,0 +1,135 @@
+"""Per-group rates (SPEC 13, ``group_rate``) across a deploy that changes them: a group out
+of tokens is parked until its next token at the rate of the claim that parked it, and a
+worker of a faster rate, or of none, moves that wake-up forward (migration 25)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from typing import Any
+
+import asyncpg
+
+import venturi
+from tests.integration.test_groups import claim, claim_all
+from tests.support import Item, running
+from tests.support.plans import nodes
+from venturi import Context, db, sql
+from venturi.runtime.worker import Worker
+
+SCHEMA = "venturi"
+
+
+async def wakes(conn: asyncpg.Connection, kind: str) -> list[asyncpg.Record]:
+    return list(
+        await conn.fetch(
+            "SELECT grp, at - now() AS wait, rate FROM venturi.group_wakes WHERE kind = $1 "
+            "ORDER BY grp, at",
+            kind,
+        )
+    )
+
+
+async def advance(conn: asyncpg.Connection, rates: dict[str, float | None]) -> list[str]:
+    rows = await db.groups.group_refill_advance(conn, schema=SCHEMA, rates=rates)
+    return sorted(r["grp"] for r in rows)
+
+
+async def test_a_faster_rate_moves_the_token_wake_ups_an_older_one_made(
+    conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="g_rate", group_rate=venturi.Rate(per_second=0.001, burst=2))
+    async def slow(ctx: Context[Any], carry: Item) -> None: ...
+
+    await venturi.enqueue_many(
+        conn, [slow.job(Item(i), group=g) for i in range(5) for g in ("a", "b")]
+    )
+    # A job scheduled an hour out has a wake-up of its own, which no rate moves.
+    await slow.enqueue(conn, Item(9), group="c", after=3600)
+    rows = await claim_all(conn, "g_rate", rate=(0.001, 2))
+    assert Counter(r["grp"] for r in rows) == {"a": 2, "b": 2}
+    before = await wakes(conn, "g_rate")
+    # Parked until the next token at one a thousand seconds, the rate kept.
+    assert [(w["grp"], w["rate"]) for w in before] == [("a", 0.001), ("b", 0.001), ("c", None)]
+    assert all(w["wait"].total_seconds() > 900 for w in before)
+    # The same rate, or a slower one (a deploy that lowered it), moves nothing: an
+    # early wake-up would only cost a claim.
+    assert await advance(conn, {"g_rate": 0.001}) == []
+    assert await advance(conn, {"g_rate": 0.0001}) == []
+    assert await claim(conn, "g_rate", rate=(0.001, 2)) == db.groups.GroupedClaim([], None, 0, 0)
+    # A deploy that raised it to ten a second: the next token is due within 0.1 s.
+    assert await advance(conn, {"g_rate": 10.0}) == ["a", "b"]
+    after = await wakes(conn, "g_rate")
+    assert [(w["grp"], w["rate"]) for w in after] == [("a", 10.0), ("b", 10.0), ("c", None)]
+    assert all(w["wait"].total_seconds() < 0.1 for w in after[:2])
+    assert after[2]["wait"].total_seconds() > 3500
+    assert await advance(conn, {"g_rate": 10.0}) == []  # taken: not found again
+    await conn.execute("SELECT pg_sleep(0.1)")  # stays: the token's tenth of a second
+    got = await claim(conn, "g_rate", rate=(10.0, 2))
+    assert Counter(r["grp"] for r in got.claimed) == {"a": 1, "b": 1}
+
+
+async def test_a_rate_removed_wakes_the_groups_that_wait_for_a_token_now(
+    conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="g_rate", group_cap=10)
+    async def unlimited(ctx: Context[Any], carry: Item) -> None: ...
+
+    await venturi.enqueue_many(conn, [unlimited.job(Item(i), group="a") for i in range(5)])
+    assert len(await claim_all(conn, "g_rate", rate=(0.001, 1))) == 1
+    assert await advance(conn, {"g_rate": None}) == ["a"]
+    assert [(w["grp"], w["rate"]) for w in await wakes(conn, "g_rate")] == [("a", None)]
+    assert len(await claim_all(conn, "g_rate")) == 4
+
+
+async def test_a_worker_of_a_faster_rate_runs_the_groups_an_older_rate_parked(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # The groups ran out of tokens under a rate of one token a thousand seconds (the
+    # deploy before); the worker's task declares a hundred a second. Without the move,
+    # its claims would find every group parked until its old wake-up, 1,000 s away.
+    ran = asyncio.Queue[int]()
+
+    @venturi.task(kind="g_rate", group_rate=venturi.Rate(per_second=100, burst=5))
+    async def fast(ctx: Context[Any], carry: Item) -> None:
+        ran.put_nowait(carry.n)
+
+    jobs = [fast.job(Item(10 * g + i), group=f"t{g}") for g in range(3) for i in range(4)]
+    await venturi.enqueue_many(conn, jobs)
+    assert len(await claim_all(conn, "g_rate", rate=(0.001, 1))) == 3
+    await conn.execute(
+        "UPDATE venturi.jobs SET status = 'completed', claim_token = NULL "
+        "WHERE kind = 'g_rate' AND status = 'claimed'"
+    )
+    async with running(Worker(None, dsn, [fast], concurrency=4, poll_max=30)):
+        got = {await asyncio.wait_for(ran.get(), 10) for _ in range(9)}
+    assert got == {10 * g + i for g in range(3) for i in range(1, 4)}
+
+
+async def test_the_look_reads_the_token_wake_ups_alone(
+    conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # Every worker runs the look about once a second: behind 2,000 wake-ups of scheduled
+    # jobs it reads the kind's token wake-ups only (none here), through their index.
+    @venturi.task(kind="g_rate", group_rate=venturi.Rate(per_second=1, burst=1))
+    async def later(ctx: Context[Any], carry: Item) -> None: ...
+
+    await venturi.enqueue_many(
+        conn, [later.job(Item(i), group=f"g{i}", after=3600) for i in range(2000)]
+    )
+    await conn.execute(sql.statement("maintenance/analyze", SCHEMA))
+    plan = await conn.fetchval(
+        "EXPLAIN (ANALYZE, FORMAT JSON) "
+        + sql.statement("group_refill_advance", SCHEMA).rstrip("; \n"),
+        ["g_rate"],
+        [None],
+    )
+    found = nodes(json.loads(plan))
+    assert "group_wakes_rate_idx" in {n.get("Index Name") for n in found}
+    read = [
+        (n["Actual Rows"] + n.get("Rows Removed by Filter", 0)) * n["Actual Loops"]
+        for n in found
+        if "Actual Loops" in n
+    ]
+    assert sum(read) <= 10, sum(read)
