@@ -2877,12 +2877,12 @@ retried_history AS (
                               cancel_requested_at, claim_token, backoff_base, backoff_factor,
                               backoff_cap, backoff_jitter, awaited, traceparent, parent_id,
                               linked, wake_seq, wait_for, wait_count, wait_signal, wake_at,
-                              rank)
+                              rank, grp)
     SELECT r.id, r.kind, 'pending', r.priority, r.carry, r.key, r.attempt, 0, r.max_failures,
            r.created_at, now(), r.claimed_at, r.claimed_by, NULL, NULL, NULL, r.last_error, NULL,
            r.claim_token, r.backoff_base, r.backoff_factor, r.backoff_cap, r.backoff_jitter,
            r.awaited, r.traceparent, r.parent_id, r.linked, r.wake_seq, r.wait_for, r.wait_count,
-           r.wait_signal, r.wake_at, r.rank
+           r.wait_signal, r.wake_at, r.rank, r.grp
     FROM revived r
     RETURNING id, attempt
 ),

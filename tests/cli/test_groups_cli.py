@@ -100,3 +100,18 @@ async def test_setting_a_group_of_a_kind_nothing_has_warns_and_sets_it(
     )
     shown = json.loads(venturi_cli("groups", "show", "exprot", "acme", "--json", dsn=dsn).stdout)
     assert shown["cap"] == 2
+
+
+async def test_a_group_or_kind_named_like_markup_is_listed_as_written(
+    dsn: str, conn: asyncpg.Connection
+) -> None:
+    # The table is drawn by rich, whose markup a name must not be: "[/]" made the command
+    # fail with a traceback, and "[bold]acme[/bold]" showed as "acme".
+    names = ["[/]", "[bold]acme[/bold]"]
+    await enqueue_many(conn, [JobSpec(KIND, "{}", 1, None, None, None, 25, group=g) for g in names])
+    out = venturi_cli("groups", "list", KIND, dsn=dsn)
+    assert out.returncode == 0, out.stderr
+    assert all(g in out.stdout for g in names), out.stdout
+    out = venturi_cli("groups", "list", "[b]x[/b]", dsn=dsn)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "no group of [b]x[/b] has work"

@@ -170,6 +170,32 @@ async def test_a_retried_job_comes_back_from_the_history_and_runs_again(
     assert info is not None and info.status == "dead" and info.attempt == 2
 
 
+async def test_a_job_retried_from_the_history_keeps_every_column_it_had(
+    conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # Its group too: a grouped job retried out of the history came back without one, and
+    # ran outside its group's cap and rate, unlisted by `venturi jobs list --group`.
+    task = _declare("hist_cols")
+    job_id = await task.enqueue(conn, Item(1), group="acme", key="k1")
+    await admin.cancel_jobs(conn, [job_id])
+    assert await _move_all(conn) == 1
+    before = dict(await conn.fetchrow("SELECT * FROM venturi.jobs_history WHERE id = $1", job_id))
+    [change] = await admin.retry_jobs(conn, [job_id])
+    assert change.done, change.message
+    after = dict(await conn.fetchrow("SELECT * FROM venturi.jobs WHERE id = $1", job_id))
+    # What a retry sets (as for a job retried in the live table).
+    changed = {"status", "failures", "visible_at", "finished_at", "result", "cancel_requested_at"}
+    assert after.keys() == before.keys()
+    assert {k: v for k, v in after.items() if k not in changed} == {
+        k: v for k, v in before.items() if k not in changed
+    }
+    assert after["grp"] == "acme" and after["status"] == "pending"
+    # Pending in its group again: the group has its wake-up.
+    assert await conn.fetchval(
+        "SELECT count(*) FROM venturi.group_wakes WHERE kind = 'hist_cols' AND grp = 'acme'"
+    )
+
+
 async def test_delete_and_retention_take_a_moved_jobs_journal_steps_and_signals(
     dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:

@@ -27,9 +27,7 @@ def _names(schema: str) -> dict[str, str]:
 
 # Statements a test's fake connection answers without listing them in its calls: whether
 # the code under test sends them depends on the machine's speed (see FakeConn).
-SILENT = frozenset(
-    {"job_statistics_state", "group_kinds", "group_shares", "group_refill_advance"}
-)
+SILENT = frozenset({"job_statistics_state", "group_kinds", "group_shares", "group_refill_advance"})
 
 
 class FakeConn:

@@ -116,6 +116,7 @@ def groups_list(
 ) -> None:
     """The groups of KIND with work (or settings): pending, claimed, cap, weight, paused,
     claimed in the last minute, and why pending jobs wait."""
+    from rich.markup import escape
     from rich.table import Table
 
     from venturi.admin.groups import list_groups
@@ -131,21 +132,22 @@ def groups_list(
         return
     console = make_console()
     if not rows:
-        console.print(f"no group of {kind} has work")
+        console.print(escape(f"no group of {kind} has work"))
         return
     table = Table(box=None, header_style="bold", pad_edge=False)
     for name in ("group", "pending", "claimed", "cap", "weight", "state", "last min", "waits"):
         table.add_column(name, justify="right" if name in ("pending", "claimed") else "left")
     for g in rows:
+        # A group's name is the application's: "[bold]" in it is text, not markup.
         table.add_row(
-            g.group,
+            escape(g.group),
             str(g.pending),
             str(g.claimed),
             _cap_text(g.cap, g.task_cap),
             "1" if g.weight is None else f"{g.weight:g}",
             "paused" if g.paused else "active",
             str(g.recent),
-            g.waiting or "",
+            escape(g.waiting or ""),
         )
     console.print(table)
 
