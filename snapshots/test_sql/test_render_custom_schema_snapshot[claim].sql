@@ -515,7 +515,7 @@ RETURNING w.kind, w.grp;
 -- $6 float8 weight: its weight in the fair share (NULL: 1)
 -- $7 boolean paused_given: whether $8 is to be set
 -- $8 boolean paused: pause (true) or resume (false, or NULL)
--- index: groups primary key.
+-- index: groups primary key; jobs_group_claim_idx (the group's first visible pending job).
 PREPARE billing_jobs_group_set(text, text, boolean, integer, boolean, float8, boolean, boolean) AS
 WITH written AS (
     INSERT INTO "billing_jobs".groups AS g (kind, grp, cap, weight, paused)
@@ -530,9 +530,21 @@ WITH written AS (
         ready = g.ready AND NOT ($7::boolean AND coalesce($8::boolean, false))
     RETURNING g.kind, g.grp, g.cap, g.weight, g.paused
 ),
+-- The wake-up is at the tier of the group's first visible pending job, as a job's own
+-- wake-up is: a group not ready takes its wake-up's tier for its place among the ready
+-- groups (job_claim_grouped's `waking`), and at the default tier a HIGH job enqueued
+-- while its group was paused waited, once resumed, behind every other group's NORMAL
+-- jobs until its group's first claim. No such job: the default tier (the next job's own
+-- wake-up brings its tier).
 woken AS (
-    INSERT INTO "billing_jobs".group_wakes (kind, grp, at)
-    SELECT w.kind, w.grp, now() FROM written w WHERE NOT w.paused
+    INSERT INTO "billing_jobs".group_wakes (kind, grp, at, priority)
+    SELECT w.kind, w.grp, now(), coalesce((
+        SELECT j.priority FROM "billing_jobs".jobs j
+        WHERE j.status = 'pending' AND j.grp IS NOT NULL AND j.kind = w.kind
+          AND j.grp = w.grp AND j.visible_at <= now()
+        ORDER BY j.priority
+        LIMIT 1), 1)
+    FROM written w WHERE NOT w.paused
 )
 SELECT kind, grp, cap, weight, paused,
        CASE WHEN NOT paused THEN pg_notify('billing_jobs_pending', kind)::text END AS notified

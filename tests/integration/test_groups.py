@@ -326,6 +326,42 @@ async def test_a_paused_group_is_skipped_until_resumed(
     assert [r["grp"] for r in rows] == ["a"] * 3
 
 
+async def test_a_resumed_groups_high_job_is_claimed_ahead_of_the_other_groups(
+    conn: asyncpg.Connection, grouped: venturi.Task[Item]
+) -> None:
+    # A HIGH job enqueued while its group was paused: the resume's wake-up gives the
+    # group its tier. At the default tier it waited behind every other group's NORMAL
+    # jobs (here, its virtual time the greatest) until its group's first claim.
+    await venturi.set_group(conn, "grouped", "P", paused=True)
+    await venturi.enqueue_many(conn, [grouped.job(Item(i), group=f"n{i}") for i in range(3)])
+    high = await grouped.enqueue(conn, Item(9), group="P", priority=venturi.Priority.HIGH)
+    await venturi.enqueue_many(conn, [grouped.job(Item(i), group=f"n{i}") for i in range(3)])
+    await claim(conn, "grouped", limit=0)  # the wake-ups applied, P's while paused
+    # Test-side write: P behind the others in its tier.
+    await conn.execute("UPDATE venturi.groups SET vtime = 100 WHERE grp = 'P'")
+    await venturi.set_group(conn, "grouped", "P", paused=False)
+    # The other groups' new jobs wake them beside P: the claim ranks the waking groups
+    # by tier, then virtual time.
+    await venturi.enqueue_many(conn, [grouped.job(Item(i), group=f"n{i}") for i in range(3)])
+    got = await claim(conn, "grouped", limit=1)
+    assert [r["id"] for r in got.claimed] == [high]
+
+
+async def test_a_job_not_yet_due_waits_for_its_time_not_for_its_group(
+    conn: asyncpg.Connection, grouped: venturi.Task[Item]
+) -> None:
+    await venturi.enqueue_many(conn, [grouped.job(Item(i), group="acme") for i in range(2)])
+    assert len(await claim_all(conn, "grouped", cap=2)) == 2
+    due = await grouped.enqueue(conn, Item(2), group="acme")
+    later = await grouped.enqueue(conn, Item(3), group="acme", after=3600)
+    shown = await admin.show_job(conn, due)
+    assert shown is not None and shown.group_waits == "group at its cap"
+    # (It said "group at its cap" too; docs/groups.md: a job that says no reason waits
+    # for a free slot or for its time.)
+    shown = await admin.show_job(conn, later)
+    assert shown is not None and shown.group_waits is None
+
+
 async def test_a_job_raised_to_a_better_tier_is_claimed_ahead_of_the_other_groups(
     conn: asyncpg.Connection, grouped: venturi.Task[Item]
 ) -> None:

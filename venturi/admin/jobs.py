@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -151,7 +151,9 @@ async def show_job(
         return None
     journal = await get_journal(conn, job_id, schema=schema)
     waits = None
-    if job.group is not None and job.status == JobStatus.PENDING:
+    # A job not yet due waits for its time, whatever its group's state (as kind_waits).
+    due = job.visible_at <= datetime.now(UTC)
+    if job.group is not None and job.status == JobStatus.PENDING and due:
         state = await show_group(conn, job.kind, job.group, schema=schema)
         waits = None if state is None else state.waiting
     held = await kind_waits(conn, job, schema=schema)
