@@ -2286,6 +2286,14 @@ WHERE id = $1::bigint AND status IN ('pending', 'claimed', 'waiting') AND awaite
 -- an answer too: the job became visible after the claim before this lookup read now()
 -- (or is locked by a claim in progress), and the worker claims again at once; filtering
 -- on visible_at > now() would skip it and leave it for poll_max.
+-- groups_held (SPEC 13): whether a ready, unpaused group of the kinds has a job claimed
+-- and one due: with the claim before this lookup come back short, the group is at its
+-- cap (or was held by a claim in flight). A slot another worker frees sends no
+-- notification (a settlement notifies nobody), so the idle worker looks again in
+-- CAP_RECHECK, as for a kind at its global cap: it slept poll_max (a deploy's stopping
+-- worker freed the slot; 30 s by default). The look walks the kinds' claimed grouped
+-- jobs until one's group has a due job: what the running work costs, as the claim's
+-- walk past the groups at their caps does.
 -- next_wake_at: the earliest timer of the kinds' waiting workflows (a sleep, a signal's
 -- timeout), so the loop runs job_wake_due when it is due, and no claim pays for timers.
 -- grouped_kinds, next_group_wake_at (SPEC 13): which of the worker's kinds have groups
@@ -2307,7 +2315,8 @@ WHERE id = $1::bigint AND status IN ('pending', 'claimed', 'waiting') AND awaite
 -- their creation, by kind, visible_at), one probe per kind;
 -- jobs_wake_idx (waiting rows with a timer by kind, wake_at), one probe per kind;
 -- groups primary key and group_wakes_due_idx, a probe or two per kind; paused_kinds'
--- primary key, a probe per kind.
+-- primary key, a probe per kind; jobs_group_claimed_idx, with the groups primary key and
+-- jobs_group_claim_idx for each claimed grouped job until one's group holds a due job.
 PREPARE billing_jobs_job_next_visible_at(text[], text[], text[]) AS
 SELECT min(next.visible_at) AS next_visible_at,
        (SELECT min(timer.wake_at)
@@ -2332,7 +2341,21 @@ SELECT min(next.visible_at) AS next_visible_at,
               AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = gk.kind)
             ORDER BY w.at
             LIMIT 1
-        ) gw) AS next_group_wake_at
+        ) gw) AS next_group_wake_at,
+       EXISTS (
+        SELECT 1
+        FROM unnest($1::text[]) AS hk(kind)
+        CROSS JOIN LATERAL (
+            SELECT 1 FROM "billing_jobs".jobs c
+            JOIN "billing_jobs".groups g ON g.kind = c.kind AND g.grp = c.grp
+            WHERE c.status = 'claimed' AND c.grp IS NOT NULL AND c.kind = hk.kind
+              AND g.ready AND NOT g.paused AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = hk.kind)
+              AND EXISTS (
+                  SELECT 1 FROM "billing_jobs".jobs p
+                  WHERE p.status = 'pending' AND p.grp IS NOT NULL AND p.kind = c.kind
+                    AND p.grp = c.grp AND p.visible_at <= now())
+            LIMIT 1
+        ) h) AS groups_held
 FROM unnest($1::text[]) AS k(kind)
 -- A paused kind's schedule is no reason to wake.
 CROSS JOIN LATERAL (

@@ -133,12 +133,14 @@ class NextVisible(NamedTuple):
     """What ``job_next_visible_at`` found: when the next pending job of the kinds becomes
     visible (due ones included); the earliest timer of their waiting workflows
     (``db.workflow.job_wake_due``); which of the worker's kinds have groups, and their
-    earliest group wake-up still to come (SPEC 13)."""
+    earliest group wake-up still to come (SPEC 13); whether a ready group of the kinds
+    holds a due job back with its slots taken (``groups_held``: at its cap)."""
 
     visible_at: datetime | None
     timer_at: datetime | None
     grouped_kinds: frozenset[str]
     group_wake_at: datetime | None
+    groups_held: bool = False
 
 
 async def job_next_visible_at(
@@ -162,6 +164,7 @@ async def job_next_visible_at(
         row["next_wake_at"],
         frozenset(row.get("grouped_kinds") or ()),
         row.get("next_group_wake_at"),
+        bool(row.get("groups_held")),
     )
 
 

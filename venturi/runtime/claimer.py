@@ -380,6 +380,10 @@ class Claimer:
         if timer is not None and (nxt is None or timer < nxt):
             nxt = timer
         due = self.poll_max if nxt is None else (nxt - datetime.now(nxt.tzinfo)).total_seconds()
+        if found.groups_held:
+            # A group at its cap holds a due job back: another worker's settlement frees
+            # its slot without a notification. Look again soon, as at a global cap.
+            due = min(due, self.limits.cap_recheck)
         if due > 0:
             self._due_again = 0
             return min(self.poll_max, due)
