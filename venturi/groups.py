@@ -49,6 +49,8 @@ def check_group(value: object, knob: str = "group") -> str:
             f"{knob} must be a non-empty string of at most {MAX_GROUP_LENGTH} characters "
             f"without control characters, got {value!r}"
         )
+    if not validate.encodable(value):
+        raise ConfigError(f"{knob} must be valid Unicode text (no lone surrogate), got {value!r}")
     return value
 
 

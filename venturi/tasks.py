@@ -160,9 +160,14 @@ class Task(Declared, Generic[C]):
             raise ConfigError("enqueue takes at or after, not both")
         if at is not None and (not isinstance(at, datetime) or at.tzinfo is None):
             raise ConfigError(f"at must be a timezone-aware datetime, got {at!r}")
-        if key is not None and (not isinstance(key, str) or "\x00" in key):
-            # A NUL reached the database, which refused the text (the driver's error).
-            raise ConfigError(f"key must be a string without NUL characters, got {key!r}")
+        if key is not None and (
+            not isinstance(key, str) or "\x00" in key or not validate.encodable(key)
+        ):
+            # A NUL or a lone surrogate reached the database, which refused the text (the
+            # driver's error).
+            raise ConfigError(
+                f"key must be a string without NUL characters or lone surrogates, got {key!r}"
+            )
         secs = None if after is None else seconds(after, "after", allow_zero=True)
         if group is not None:
             group = check_group(group)

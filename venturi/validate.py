@@ -61,6 +61,17 @@ def non_empty_str(value: Any, knob: str) -> str:
 MAX_KIND_LENGTH = 200
 
 
+def encodable(value: str) -> bool:
+    """Whether ``value`` is text the database can store: a Python string may hold a lone
+    surrogate ("\\ud800", from a broken decode), which has no UTF-8 form, and the
+    driver refused it with an error of its own."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def kind(value: Any, knob: str = "kind") -> str:
     """A kind as a task can have it: every place that writes one (a task's declaration, a
     pause, a group's settings) checks it here, so that none stores a kind no job can
@@ -78,6 +89,8 @@ def kind(value: Any, knob: str = "kind") -> str:
     if "\x00" in value:
         # PostgreSQL's text cannot hold one: every enqueue and claim of the kind failed.
         raise ConfigError(f"{knob} must not hold a NUL character, got {value!r}")
+    if not encodable(value):
+        raise ConfigError(f"{knob} must be valid Unicode text (no lone surrogate), got {value!r}")
     return value
 
 

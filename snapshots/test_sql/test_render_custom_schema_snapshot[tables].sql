@@ -632,6 +632,10 @@ CREATE TABLE IF NOT EXISTS "billing_jobs".groups (
     -- The group's token bucket (group_rate): tokens left at refilled_at.
     tokens      float8,
     refilled_at timestamptz,
+    -- When the bucket next holds a whole token, at the rate of the claim that wrote it
+    -- (NULL: no bucket): a group parked out of tokens is "out of tokens" to operators
+    -- until then, not for as long as no claim refills it (migration 25).
+    token_at    timestamptz,
     -- The task's group_cap as the last claim saw it (operators' reads know no task).
     task_cap    integer,
     -- Claims in the current minute and the one before, for `venturi groups list`.

@@ -288,8 +288,8 @@ WITH counts AS (
 )
 SELECT $2::text AS grp, c.pending, c.claimed, g.cap, g.task_cap, g.weight,
        coalesce(g.paused, false) AS paused, coalesce(g.ready, false) AS ready,
-       -- The bucket's level at the last claim (the claim that spends it refills it).
-       g.tokens,
+       -- The bucket holds no whole token yet (token_at: at the last claim's rate).
+       coalesce(g.token_at > now(), false) AS out_of_tokens,
        coalesce(CASE WHEN g.minute = date_trunc('minute', now()) THEN g.minute_claims
                      + g.last_minute_claims
                        * (1 - extract(epoch FROM now() - date_trunc('minute', now())) / 60)
@@ -375,7 +375,7 @@ page AS (
 )
 SELECT c.grp, c.pending, c.claimed, g.cap, g.task_cap,
        g.weight, coalesce(g.paused, false) AS paused, coalesce(g.ready, false) AS ready,
-       g.tokens,
+       coalesce(g.token_at > now(), false) AS out_of_tokens,
        coalesce(CASE WHEN g.minute = date_trunc('minute', now()) THEN g.minute_claims
                      + g.last_minute_claims
                        * (1 - extract(epoch FROM now() - date_trunc('minute', now())) / 60)
@@ -446,7 +446,7 @@ page AS (
 )
 SELECT c.grp, c.pending, c.claimed, g.cap, g.task_cap,
        g.weight, coalesce(g.paused, false) AS paused, coalesce(g.ready, false) AS ready,
-       g.tokens,
+       coalesce(g.token_at > now(), false) AS out_of_tokens,
        coalesce(CASE WHEN g.minute = date_trunc('minute', now()) THEN g.minute_claims
                      + g.last_minute_claims
                        * (1 - extract(epoch FROM now() - date_trunc('minute', now())) / 60)
@@ -1349,11 +1349,13 @@ outcome AS (
 -- virtual time, for the next claims. The row is new: nobody wrote it since the snapshot.
 created AS (
     INSERT INTO "venturi".groups AS g (kind, grp, ready, head, vtime, claims, tokens,
-                                     refilled_at, task_cap, minute, minute_claims)
+                                     refilled_at, token_at, task_cap, minute, minute_claims)
     SELECT $2::text, f.grp, coalesce(NOT o.park, true),
            coalesce(o.next_head, f.priority), coalesce(o.after_vtime, (SELECT v FROM restart)),
            coalesce(o.n, 0), o.after_tokens,
            CASE WHEN o.tokens IS NOT NULL THEN now() END,
+           CASE WHEN o.tokens IS NOT NULL THEN
+    now() + make_interval(secs => greatest(0, 1 - o.after_tokens) / $8::float8) END,
            CASE WHEN o.grp IS NOT NULL THEN $7::integer END,
            CASE WHEN o.grp IS NOT NULL THEN date_trunc('minute', now()) END,
            coalesce(o.n, 0)
@@ -1388,6 +1390,8 @@ written AS (
         claims = g.claims + o.n,
         tokens = CASE WHEN o.tokens IS NULL THEN g.tokens ELSE o.after_tokens END,
         refilled_at = CASE WHEN o.tokens IS NULL THEN g.refilled_at ELSE now() END,
+        token_at = CASE WHEN o.tokens IS NOT NULL THEN
+    now() + make_interval(secs => greatest(0, 1 - o.after_tokens) / $8::float8) END,
         ready = NOT o.park,
         head = coalesce(o.next_head, o.wake_head, g.head),
         task_cap = $7::integer,

@@ -108,6 +108,14 @@ async def test_a_job_keeps_its_group_and_a_bad_group_writes_nothing(
     for bad in ("", "x" * 201, "a\nb", "tab\there", 7, b"bytes"):
         with pytest.raises(ConfigError, match="group must be a non-empty string"):
             await grouped.enqueue(conn, Item(3), group=bad)  # type: ignore[arg-type]
+    # A lone surrogate (a broken decode) has no UTF-8 form: the driver's DataError it
+    # was; a key and a kind alike.
+    with pytest.raises(ConfigError, match="group must be valid Unicode text"):
+        await grouped.enqueue(conn, Item(3), group="a\ud800")
+    with pytest.raises(ConfigError, match="key must be a string without NUL"):
+        await grouped.enqueue(conn, Item(3), key="k\udfff")
+    with pytest.raises(ConfigError, match="kind must be valid Unicode text"):
+        venturi.task(kind="k\ud800")(grouped.fn)
     assert await conn.fetchval("SELECT count(*) FROM venturi.jobs") == before
 
 
@@ -441,6 +449,17 @@ async def test_a_group_rate_spends_that_groups_tokens_only(
         "SELECT min(at) - now() FROM venturi.group_wakes WHERE kind = 'grouped'"
     )
     assert wake is not None and wake.total_seconds() > 100
+    shown = await admin.show_group(conn, "grouped", "a")
+    assert shown is not None and shown.waiting == "group out of tokens"
+    # Test-side write: the thousand seconds to its next token passed with no claim (no
+    # worker of the kind). It said "out of tokens" still, from the level at the last
+    # claim; the bucket holds a token now, and the next claim takes a job.
+    await conn.execute(
+        "UPDATE venturi.groups SET refilled_at = refilled_at - interval '2000 s', "
+        "token_at = token_at - interval '2000 s' WHERE kind = 'grouped'"
+    )
+    shown = await admin.show_group(conn, "grouped", "a")
+    assert shown is not None and shown.waiting is None
 
 
 async def test_a_job_refused_by_the_global_cap_takes_no_group_slot(

@@ -45,7 +45,7 @@ def _state(row: Any) -> GroupState:
             waiting = "group paused"
         elif cap is not None and row["claimed"] >= cap:
             waiting = "group at its cap"
-        elif not row["ready"] and row["tokens"] is not None and row["tokens"] < 1:
+        elif not row["ready"] and row["out_of_tokens"]:
             waiting = "group out of tokens"
     return GroupState(
         row["grp"],
