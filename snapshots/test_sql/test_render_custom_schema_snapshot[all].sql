@@ -1463,7 +1463,8 @@ RETURNING w.kind, w.grp;
 -- $6 float8 weight: its weight in the fair share (NULL: 1)
 -- $7 boolean paused_given: whether $8 is to be set
 -- $8 boolean paused: pause (true) or resume (false, or NULL)
--- index: groups primary key; jobs_group_claim_idx (the group's first visible pending job).
+-- index: groups primary key; groups_ready_idx with jobs_group_claimed_idx (the current
+-- minimum, when a cap is set); jobs_group_claim_idx (the group's first visible pending job).
 PREPARE billing_jobs_group_set(text, text, boolean, integer, boolean, float8, boolean, boolean) AS
 WITH written AS (
     INSERT INTO "billing_jobs".groups AS g (kind, grp, cap, weight, paused)
@@ -1474,6 +1475,43 @@ WITH written AS (
     ON CONFLICT (kind, grp) DO UPDATE
     SET cap = CASE WHEN $3::boolean THEN $4::integer ELSE g.cap END,
         weight = CASE WHEN $5::boolean THEN $6::float8 ELSE g.weight END,
+        -- A cap set (raised, or returned to the task's) restarts a group behind the
+        -- current minimum of the other groups with room: held at its cap, its time
+        -- stood while theirs ran, and once raised it took every slot it could until it
+        -- caught up (a hundred jobs before the other group's next, in the probe). It
+        -- banks no credit, as a resumed or idle group banks none.
+        vtime = CASE WHEN $3::boolean
+                     THEN greatest(g.vtime, coalesce(
+                         (SELECT min(m.v) FROM (
+                             (SELECT e.vtime AS v FROM "billing_jobs".groups e
+                              CROSS JOIN LATERAL (
+                                  SELECT count(*)::integer AS n FROM "billing_jobs".jobs c
+                                  WHERE c.status = 'claimed' AND c.kind = $1::text AND c.grp = e.grp) r
+                              WHERE e.kind = $1::text AND e.ready AND e.head = 0 AND e.grp <> $2::text
+                                AND (coalesce(e.cap, e.task_cap) IS NULL OR r.n < coalesce(e.cap, e.task_cap))
+                              ORDER BY e.vtime
+                              LIMIT 1)
+                             UNION ALL
+                             (SELECT e.vtime AS v FROM "billing_jobs".groups e
+                              CROSS JOIN LATERAL (
+                                  SELECT count(*)::integer AS n FROM "billing_jobs".jobs c
+                                  WHERE c.status = 'claimed' AND c.kind = $1::text AND c.grp = e.grp) r
+                              WHERE e.kind = $1::text AND e.ready AND e.head = 1 AND e.grp <> $2::text
+                                AND (coalesce(e.cap, e.task_cap) IS NULL OR r.n < coalesce(e.cap, e.task_cap))
+                              ORDER BY e.vtime
+                              LIMIT 1)
+                             UNION ALL
+                             (SELECT e.vtime AS v FROM "billing_jobs".groups e
+                              CROSS JOIN LATERAL (
+                                  SELECT count(*)::integer AS n FROM "billing_jobs".jobs c
+                                  WHERE c.status = 'claimed' AND c.kind = $1::text AND c.grp = e.grp) r
+                              WHERE e.kind = $1::text AND e.ready AND e.head = 2 AND e.grp <> $2::text
+                                AND (coalesce(e.cap, e.task_cap) IS NULL OR r.n < coalesce(e.cap, e.task_cap))
+                              ORDER BY e.vtime
+                              LIMIT 1)
+                         ) m),
+                         g.vtime))
+                     ELSE g.vtime END,
         paused = CASE WHEN $7::boolean THEN coalesce($8::boolean, false) ELSE g.paused END,
         ready = g.ready AND NOT ($7::boolean AND coalesce($8::boolean, false))
     RETURNING g.kind, g.grp, g.cap, g.weight, g.paused
@@ -2034,10 +2072,39 @@ due_groups AS (
     SELECT d.grp, min(d.priority)::smallint AS priority FROM due d GROUP BY d.grp
 ),
 -- Where a waking group starts (no banked credit): the least virtual time of the ready
--- groups, else the greatest of the kind's groups (all idle then: groups_vtime_idx holds
--- the idle ones).
+-- groups with room (_group_restart.sql.j2: not of a group held at its cap); when every
+-- ready group is at its cap, the least of theirs; else the greatest of the kind's groups
+-- (all idle then: groups_vtime_idx holds the idle ones).
 restart AS (
     SELECT coalesce(
+        (SELECT min(m.v) FROM (
+    (SELECT e.vtime AS v FROM "billing_jobs".groups e
+     CROSS JOIN LATERAL (
+         SELECT count(*)::integer AS n FROM "billing_jobs".jobs c
+         WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = e.grp) r
+     WHERE e.kind = $2::text AND e.ready AND e.head = 0 AND true
+       AND (coalesce(e.cap, $7::integer) IS NULL OR r.n < coalesce(e.cap, $7::integer))
+     ORDER BY e.vtime
+     LIMIT 1)
+    UNION ALL
+    (SELECT e.vtime AS v FROM "billing_jobs".groups e
+     CROSS JOIN LATERAL (
+         SELECT count(*)::integer AS n FROM "billing_jobs".jobs c
+         WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = e.grp) r
+     WHERE e.kind = $2::text AND e.ready AND e.head = 1 AND true
+       AND (coalesce(e.cap, $7::integer) IS NULL OR r.n < coalesce(e.cap, $7::integer))
+     ORDER BY e.vtime
+     LIMIT 1)
+    UNION ALL
+    (SELECT e.vtime AS v FROM "billing_jobs".groups e
+     CROSS JOIN LATERAL (
+         SELECT count(*)::integer AS n FROM "billing_jobs".jobs c
+         WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = e.grp) r
+     WHERE e.kind = $2::text AND e.ready AND e.head = 2 AND true
+       AND (coalesce(e.cap, $7::integer) IS NULL OR r.n < coalesce(e.cap, $7::integer))
+     ORDER BY e.vtime
+     LIMIT 1)
+) m),
         (SELECT min(m.v) FROM (
             (SELECT g.vtime AS v FROM "billing_jobs".groups g
              WHERE g.kind = $2::text AND g.ready AND g.head = 0 ORDER BY g.vtime LIMIT 1)
@@ -3238,14 +3305,16 @@ WHERE id = $1::bigint AND status IN ('pending', 'claimed', 'waiting') AND awaite
 -- an answer too: the job became visible after the claim before this lookup read now()
 -- (or is locked by a claim in progress), and the worker claims again at once; filtering
 -- on visible_at > now() would skip it and leave it for poll_max.
--- groups_held (SPEC 13): whether a ready, unpaused group of the kinds has a job claimed
--- and one due: with the claim before this lookup come back short, the group is at its
--- cap (or was held by a claim in flight). A slot another worker frees sends no
--- notification (a settlement notifies nobody), so the idle worker looks again in
--- CAP_RECHECK, as for a kind at its global cap: it slept poll_max (a deploy's stopping
--- worker freed the slot; 30 s by default). The look walks the kinds' claimed grouped
--- jobs until one's group has a due job: what the running work costs, as the claim's
--- walk past the groups at their caps does.
+-- groups_held (SPEC 13): whether a ready group of the kinds (not paused) has a due job:
+-- with the claim before this lookup come back short, the group was at its cap (its slot
+-- perhaps freed since that claim's snapshot), or held by a claim in flight. A slot
+-- another worker frees sends no notification (a settlement notifies nobody), so the
+-- idle worker looks again in CAP_RECHECK, as for a kind at its global cap: it slept
+-- poll_max (a deploy's stopping worker freed the slot; 30 s by default). Not "a group
+-- with a job claimed and one due": a slot freed between the claim and this lookup left
+-- neither, and the worker slept poll_max still. The look walks the kinds' ready groups
+-- until one has a due job: past groups at their caps with nothing pending, at most as
+-- many as the jobs claimed at once, as the claim's own walk past them.
 -- next_wake_at: the earliest timer of the kinds' waiting workflows (a sleep, a signal's
 -- timeout), so the loop runs job_wake_due when it is due, and no claim pays for timers.
 -- grouped_kinds, next_group_wake_at (SPEC 13): which of the worker's kinds have groups
@@ -3267,8 +3336,8 @@ WHERE id = $1::bigint AND status IN ('pending', 'claimed', 'waiting') AND awaite
 -- their creation, by kind, visible_at), one probe per kind;
 -- jobs_wake_idx (waiting rows with a timer by kind, wake_at), one probe per kind;
 -- groups primary key and group_wakes_due_idx, a probe or two per kind; paused_kinds'
--- primary key, a probe per kind; jobs_group_claimed_idx, with the groups primary key and
--- jobs_group_claim_idx for each claimed grouped job until one's group holds a due job.
+-- primary key, a probe per kind; groups_ready_idx, with jobs_group_claim_idx for each
+-- ready group until one has a due job.
 PREPARE billing_jobs_job_next_visible_at(text[], text[], text[]) AS
 SELECT min(next.visible_at) AS next_visible_at,
        (SELECT min(timer.wake_at)
@@ -3298,14 +3367,12 @@ SELECT min(next.visible_at) AS next_visible_at,
         SELECT 1
         FROM unnest($1::text[]) AS hk(kind)
         CROSS JOIN LATERAL (
-            SELECT 1 FROM "billing_jobs".jobs c
-            JOIN "billing_jobs".groups g ON g.kind = c.kind AND g.grp = c.grp
-            WHERE c.status = 'claimed' AND c.grp IS NOT NULL AND c.kind = hk.kind
-              AND g.ready AND NOT g.paused AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = hk.kind)
+            SELECT 1 FROM "billing_jobs".groups g
+            WHERE g.kind = hk.kind AND g.ready AND NOT EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = hk.kind)
               AND EXISTS (
                   SELECT 1 FROM "billing_jobs".jobs p
-                  WHERE p.status = 'pending' AND p.grp IS NOT NULL AND p.kind = c.kind
-                    AND p.grp = c.grp AND p.visible_at <= now())
+                  WHERE p.status = 'pending' AND p.grp IS NOT NULL AND p.kind = g.kind
+                    AND p.grp = g.grp AND p.visible_at <= now())
             LIMIT 1
         ) h) AS groups_held
 FROM unnest($1::text[]) AS k(kind)

@@ -84,5 +84,13 @@ async def test_the_idle_lookup_says_a_group_holds_a_due_job_only_at_its_cap(
     await held.enqueue(conn, Item(3), group="acme")
     assert await claim() == 0
     assert await lookup()
+    # The slot freed after that claim, before the lookup (another worker's settlement,
+    # test-side here): still an answer. Asking for a job claimed as well, the lookup
+    # said nothing then, and the worker slept poll_max (the first test, under load).
+    await conn.execute(
+        "UPDATE venturi.jobs SET status = 'completed', claim_token = NULL "
+        "WHERE kind = 'g_freed' AND status = 'claimed'"
+    )
+    assert await lookup()
     await venturi.set_group(conn, "g_freed", "acme", paused=True)
     assert not await lookup()  # paused: its resume notifies

@@ -134,7 +134,7 @@ class NextVisible(NamedTuple):
     visible (due ones included); the earliest timer of their waiting workflows
     (``db.workflow.job_wake_due``); which of the worker's kinds have groups, and their
     earliest group wake-up still to come (SPEC 13); whether a ready group of the kinds
-    holds a due job back with its slots taken (``groups_held``: at its cap)."""
+    has a due job (``groups_held``: at its cap, after a claim that came back short)."""
 
     visible_at: datetime | None
     timer_at: datetime | None

@@ -1,0 +1,62 @@
+"""SPEC 13's fair share: a group banks no credit. A group held at its cap is not idle, yet
+its virtual time stands while the groups with room run: it is no measure of where a
+waking group starts, and a cap raised lets it run no further ahead than its share."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import asyncpg
+import pytest
+
+import venturi
+from tests.integration.test_groups import claim, finish
+from tests.support import Item
+from venturi import Context
+
+KIND = "lag"
+
+
+@pytest.fixture
+def lag(kinds: list[str]) -> venturi.Task[Item]:
+    @venturi.task(kind=KIND)
+    async def handler(ctx: Context[object], carry: Item) -> None: ...
+
+    return handler
+
+
+async def take(conn: asyncpg.Connection, claims: int) -> Counter[str]:
+    """``claims`` claims of four, each finished before the next: the jobs of each group."""
+    got: Counter[str] = Counter()
+    for _ in range(claims):
+        rows = (await claim(conn, KIND, limit=4)).claimed
+        got.update(r["grp"] for r in rows)
+        await finish(conn, rows)
+    return got
+
+
+async def test_a_group_held_at_its_cap_is_no_measure_and_banks_nothing_when_raised(
+    conn: asyncpg.Connection, lag: venturi.Task[Item]
+) -> None:
+    await venturi.enqueue_many(
+        conn, [lag.job(Item(i), group=g) for i in range(300) for g in ("a", "b")]
+    )
+    await venturi.set_group(conn, KIND, "a", cap=1)
+    # a holds its one slot (its job runs on), while b runs a hundred jobs.
+    held, ran = [], Counter[str]()
+    while ran["b"] < 100:
+        rows = (await claim(conn, KIND, limit=5)).claimed
+        ran.update(r["grp"] for r in rows)
+        held += [r for r in rows if r["grp"] == "a"]
+        await finish(conn, [r for r in rows if r["grp"] == "b"])
+    assert ran["a"] == 1
+    # A group waking now starts where b is, not where a stands: b and c share the claims
+    # (a is at its cap). It started at a's time, and took all 40 before b had one.
+    await venturi.enqueue_many(conn, [lag.job(Item(i), group="c") for i in range(200)])
+    got = await take(conn, 10)
+    assert got["a"] == 0 and 16 <= got["b"] <= 24, got
+    # a's cap raised, its job done: a, b and c share the claims. It took all 40 before.
+    await venturi.set_group(conn, KIND, "a", cap=None)
+    await finish(conn, held)
+    got = await take(conn, 15)
+    assert all(15 <= got[g] <= 25 for g in "abc"), got
