@@ -18,7 +18,7 @@ import venturi
 import venturi.web
 from tests.support import Item
 from tests.support.web import CSRF, client, csrf_of
-from venturi import Context, admin, db
+from venturi import Context, JobSpec, admin, db
 from venturi.formatting import to_json
 
 S = "venturi"
@@ -189,6 +189,24 @@ async def test_pause_and_resume_a_group(
     state = await admin.show_group(conn, "export", "acme")
     assert state is not None and not state.paused
     assert await journal_rows(conn) == journal  # a group's setting is no job's event
+
+
+async def test_a_long_group_name_is_paused_from_its_search_and_comes_back_there(
+    conn: asyncpg.Connection, web: httpx.AsyncClient, export: venturi.Task[Item]
+) -> None:
+    # 200 four-byte characters, a kind of 200 too: the page's path percent-encoded is
+    # about 4,800 characters long; past 2,000 the action sent the browser to the overview.
+    name, kind = "\U0001f600" * 200, "\U0001f4e6" * 200
+    await venturi.enqueue_many(conn, [JobSpec(kind, "{}", 1, None, None, None, 25, group=name)])
+    back = "/kind?" + str(httpx.QueryParams({"name": kind, "group_q": name}))
+    assert len(back) > 4000
+    token = await csrf_of(web, back)
+    r = await web.post(
+        "/kinds/groups/pause", data={"csrf": token, "back": back, "kind": kind, "group": name}
+    )
+    assert r.status_code == 303 and r.headers["location"] == back
+    state = await admin.show_group(conn, kind, name)
+    assert state is not None and state.paused
 
 
 async def test_bad_group_forms_are_refused_before_anything_is_written(
