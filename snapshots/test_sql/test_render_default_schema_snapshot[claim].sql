@@ -537,8 +537,8 @@ WITH written AS (
                          (SELECT min(m.v) FROM (
                              (SELECT e.vtime AS v FROM "venturi".groups e
                               CROSS JOIN LATERAL (
-                                  SELECT count(*)::integer AS n FROM "venturi".jobs c
-                                  WHERE c.status = 'claimed' AND c.kind = $1::text AND c.grp = e.grp) r
+                                      SELECT count(*)::integer AS n FROM "venturi".jobs c
+                                      WHERE c.status = 'claimed' AND c.kind = $1::text AND c.grp = e.grp) r
                               WHERE e.kind = $1::text AND e.ready AND e.head = 0 AND e.grp <> $2::text
                                 AND (coalesce(e.cap, e.task_cap) IS NULL OR r.n < coalesce(e.cap, e.task_cap))
                               ORDER BY e.vtime
@@ -546,8 +546,8 @@ WITH written AS (
                              UNION ALL
                              (SELECT e.vtime AS v FROM "venturi".groups e
                               CROSS JOIN LATERAL (
-                                  SELECT count(*)::integer AS n FROM "venturi".jobs c
-                                  WHERE c.status = 'claimed' AND c.kind = $1::text AND c.grp = e.grp) r
+                                      SELECT count(*)::integer AS n FROM "venturi".jobs c
+                                      WHERE c.status = 'claimed' AND c.kind = $1::text AND c.grp = e.grp) r
                               WHERE e.kind = $1::text AND e.ready AND e.head = 1 AND e.grp <> $2::text
                                 AND (coalesce(e.cap, e.task_cap) IS NULL OR r.n < coalesce(e.cap, e.task_cap))
                               ORDER BY e.vtime
@@ -555,8 +555,8 @@ WITH written AS (
                              UNION ALL
                              (SELECT e.vtime AS v FROM "venturi".groups e
                               CROSS JOIN LATERAL (
-                                  SELECT count(*)::integer AS n FROM "venturi".jobs c
-                                  WHERE c.status = 'claimed' AND c.kind = $1::text AND c.grp = e.grp) r
+                                      SELECT count(*)::integer AS n FROM "venturi".jobs c
+                                      WHERE c.status = 'claimed' AND c.kind = $1::text AND c.grp = e.grp) r
                               WHERE e.kind = $1::text AND e.ready AND e.head = 2 AND e.grp <> $2::text
                                 AND (coalesce(e.cap, e.task_cap) IS NULL OR r.n < coalesce(e.cap, e.task_cap))
                               ORDER BY e.vtime
@@ -1124,16 +1124,16 @@ due_groups AS (
     SELECT d.grp, min(d.priority)::smallint AS priority FROM due d GROUP BY d.grp
 ),
 -- Where a waking group starts (no banked credit): the least virtual time of the ready
--- groups with room (_group_restart.sql.j2: not of a group held at its cap); when every
--- ready group is at its cap, the least of theirs; else the greatest of the kind's groups
--- (all idle then: groups_vtime_idx holds the idle ones).
+-- groups with room (_group_restart.sql.j2's least_ready: not of a group held at its
+-- cap); when every ready group is at its cap, the least of theirs; else the greatest of
+-- the kind's groups (all idle then: groups_vtime_idx holds the idle ones).
 restart AS (
     SELECT coalesce(
         (SELECT min(m.v) FROM (
     (SELECT e.vtime AS v FROM "venturi".groups e
      CROSS JOIN LATERAL (
-         SELECT count(*)::integer AS n FROM "venturi".jobs c
-         WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = e.grp) r
+             SELECT count(*)::integer AS n FROM "venturi".jobs c
+             WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = e.grp) r
      WHERE e.kind = $2::text AND e.ready AND e.head = 0 AND true
        AND (coalesce(e.cap, $7::integer) IS NULL OR r.n < coalesce(e.cap, $7::integer))
      ORDER BY e.vtime
@@ -1141,8 +1141,8 @@ restart AS (
     UNION ALL
     (SELECT e.vtime AS v FROM "venturi".groups e
      CROSS JOIN LATERAL (
-         SELECT count(*)::integer AS n FROM "venturi".jobs c
-         WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = e.grp) r
+             SELECT count(*)::integer AS n FROM "venturi".jobs c
+             WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = e.grp) r
      WHERE e.kind = $2::text AND e.ready AND e.head = 1 AND true
        AND (coalesce(e.cap, $7::integer) IS NULL OR r.n < coalesce(e.cap, $7::integer))
      ORDER BY e.vtime
@@ -1150,23 +1150,29 @@ restart AS (
     UNION ALL
     (SELECT e.vtime AS v FROM "venturi".groups e
      CROSS JOIN LATERAL (
-         SELECT count(*)::integer AS n FROM "venturi".jobs c
-         WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = e.grp) r
+             SELECT count(*)::integer AS n FROM "venturi".jobs c
+             WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = e.grp) r
      WHERE e.kind = $2::text AND e.ready AND e.head = 2 AND true
        AND (coalesce(e.cap, $7::integer) IS NULL OR r.n < coalesce(e.cap, $7::integer))
      ORDER BY e.vtime
      LIMIT 1)
 ) m),
         (SELECT min(m.v) FROM (
-            (SELECT g.vtime AS v FROM "venturi".groups g
-             WHERE g.kind = $2::text AND g.ready AND g.head = 0 ORDER BY g.vtime LIMIT 1)
-            UNION ALL
-            (SELECT g.vtime FROM "venturi".groups g
-             WHERE g.kind = $2::text AND g.ready AND g.head = 1 ORDER BY g.vtime LIMIT 1)
-            UNION ALL
-            (SELECT g.vtime FROM "venturi".groups g
-             WHERE g.kind = $2::text AND g.ready AND g.head = 2 ORDER BY g.vtime LIMIT 1)
-        ) m),
+    (SELECT e.vtime AS v FROM "venturi".groups e
+     WHERE e.kind = $2::text AND e.ready AND e.head = 0 AND true
+     ORDER BY e.vtime
+     LIMIT 1)
+    UNION ALL
+    (SELECT e.vtime AS v FROM "venturi".groups e
+     WHERE e.kind = $2::text AND e.ready AND e.head = 1 AND true
+     ORDER BY e.vtime
+     LIMIT 1)
+    UNION ALL
+    (SELECT e.vtime AS v FROM "venturi".groups e
+     WHERE e.kind = $2::text AND e.ready AND e.head = 2 AND true
+     ORDER BY e.vtime
+     LIMIT 1)
+) m),
         (SELECT g.vtime FROM "venturi".groups g
          WHERE g.kind = $2::text AND NOT g.ready ORDER BY g.vtime DESC LIMIT 1),
         0) AS v
@@ -1480,7 +1486,8 @@ written AS (
 refill AS (
     INSERT INTO "venturi".group_wakes (kind, grp, at, priority, rate)
     SELECT $2::text, o.grp,
-           now() + make_interval(secs => (1 - o.after_tokens) / $8::float8),
+           CASE WHEN o.tokens IS NOT NULL THEN
+               now() + make_interval(secs => greatest(0, 1 - o.after_tokens) / $8::float8) END,
            coalesce(o.next_head, 1), $8::float8
     FROM outcome o
     WHERE o.park AND o.dry

@@ -65,7 +65,15 @@ async def test_a_faster_rate_moves_the_token_wake_ups_an_older_one_made(
     assert all(w["wait"].total_seconds() < 0.1 for w in after[:2])
     assert after[2]["wait"].total_seconds() > 3500
     assert await advance(conn, {"g_rate": 10.0}) == []  # taken: not found again
-    await conn.execute("SELECT pg_sleep(0.1)")  # stays: the token's tenth of a second
+    # Test-side write: the token's tenth of a second passed (seeded, not slept).
+    await conn.execute(
+        "UPDATE venturi.groups SET refilled_at = refilled_at - interval '1 s' "
+        "WHERE kind = 'g_rate' AND grp IN ('a', 'b')"
+    )
+    await conn.execute(
+        "UPDATE venturi.group_wakes SET at = at - interval '1 s' "
+        "WHERE kind = 'g_rate' AND rate IS NOT NULL"
+    )
     # (A bucket of one: however long the machine took since, one token each.)
     got = await claim(conn, "g_rate", rate=(10.0, 1))
     assert Counter(r["grp"] for r in got.claimed) == {"a": 1, "b": 1}

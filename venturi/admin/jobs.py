@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -24,7 +24,7 @@ from venturi.admin.common import (
     parse_priority,
 )
 from venturi.admin.groups import show_group
-from venturi.admin.waits import kind_waits
+from venturi.admin.waits import held_now, kind_waits
 from venturi.admin.workflow import (
     ChildJob,
     DependencyJob,
@@ -151,9 +151,8 @@ async def show_job(
         return None
     journal = await get_journal(conn, job_id, schema=schema)
     waits = None
-    # A job not yet due waits for its time, whatever its group's state (as kind_waits).
-    due = job.visible_at <= datetime.now(UTC)
-    if job.group is not None and job.status == JobStatus.PENDING and due:
+    # A job not yet due waits for its time, whatever its group's state.
+    if job.group is not None and held_now(job):
         state = await show_group(conn, job.kind, job.group, schema=schema)
         waits = None if state is None else state.waiting
     held = await kind_waits(conn, job, schema=schema)

@@ -15,12 +15,18 @@ from venturi.jobs import JobInfo
 from venturi.sql import DEFAULT_SCHEMA
 from venturi.status import DEFAULT_LIVENESS, JobStatus
 
-__all__ = ["GLOBAL_CAP", "KIND_AT_CAP", "UNSERVED", "kind_waits"]
+__all__ = ["GLOBAL_CAP", "KIND_AT_CAP", "UNSERVED", "held_now", "kind_waits"]
 
 # The reasons, as they are shown.
 GLOBAL_CAP = "kind at its global cap"
 KIND_AT_CAP = "kind at its cap on every live worker that runs it"
 UNSERVED = "no live worker runs its kind"
+
+
+def held_now(job: JobInfo) -> bool:
+    """Whether ``job`` is pending and due: a job that can be held back by a limit (its
+    kind's, its group's) rather than waiting for its time."""
+    return job.status == JobStatus.PENDING and job.visible_at <= datetime.now(UTC)
 
 
 async def kind_waits(
@@ -35,7 +41,7 @@ async def kind_waits(
     limits are those the live workers registered (a worker from before migration 20
     counts as uncapped); ``liveness``: seconds without a heartbeat after which a worker
     is gone."""
-    if job.status != JobStatus.PENDING or job.visible_at > datetime.now(UTC):
+    if not held_now(job):
         return None
     row = await db.workers.kind_waits(conn, schema=schema, kind=job.kind, liveness=liveness)
     if row["serving"] == 0:
