@@ -197,6 +197,23 @@ async def test_drain_gives_up_on_work_that_never_settles(
     assert info is not None and info.status == "pending" and info.attempt >= 1
 
 
+async def test_drain_names_a_paused_group_when_it_gives_up(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # A paused group's job is due and never claimed, as a paused kind's is: the hint
+    # names both, so that a test author looks at the group's settings too.
+    @venturi.task(kind="t_grouped", group_cap=1)
+    async def grouped(ctx: Context[Any], carry: Step) -> None:
+        return None
+
+    await venturi.set_group(conn, "t_grouped", "acme", paused=True)
+    job = await grouped.enqueue(conn, Step(1), group="acme")
+    with pytest.raises(TimeoutError, match=r"a paused kind or group\?"):
+        await testing.drain(dsn, [grouped], give_up_after=0.5)
+    info = await venturi.get_job(conn, job)
+    assert info is not None and info.status == "pending" and info.attempt == 0
+
+
 async def test_drain_ignores_other_kinds_and_refuses_nonsense(
     dsn: str, conn: asyncpg.Connection, tasks: dict[str, venturi.Task[Any]]
 ) -> None:

@@ -228,7 +228,7 @@ async def drain(
     sleep, a signal's timeout) is woken at once instead of at its time, its replayed
     sleep returning (send signals before draining: one waited for without a timeout
     leaves the job waiting). ``TimeoutError`` if due work remains after
-    ``give_up_after`` seconds (a paused kind, a job that pauses forever). ``worker_options`` go to
+    ``give_up_after`` seconds (a paused kind or group, a job that pauses forever). ``worker_options`` go to
     ``venturi.Worker`` (``failures_to_dead=True`` makes an exception settle dead).
     """
     task_list = list(tasks)
@@ -266,7 +266,7 @@ async def drain(
         if left:
             raise TimeoutError(
                 f"drain: {left} job(s) of {', '.join(kinds)} still due after {give_up_after:g}s "
-                "(a paused kind? a job that pauses forever?)"
+                "(a paused kind or group? a job that pauses forever?)"
             )
         ids = [
             r["id"]
