@@ -320,7 +320,7 @@ SELECT ARRAY(SELECT g.kind FROM unnest($1::text[]) AS g(kind)
 -- from its jobs, with the default settings. "recent" counts this minute's claims and the
 -- part of the previous minute's that falls within the last 60 seconds, pro rata.
 -- $1 text kind: the kind
--- $2 text search: a substring of the group's name (NULL: every group)
+-- $2 text search: a substring of the group's name, in any case (NULL: every group)
 -- $3 integer page_size: most groups to return
 -- $4 integer page_offset: groups to skip
 -- index: jobs_group_claim_idx and jobs_group_claimed_idx, read index-only, for the
@@ -329,7 +329,7 @@ PREPARE billing_jobs_group_list(text, text, integer, integer) AS
 WITH top AS (
     SELECT j.grp, count(*)::integer AS n FROM "billing_jobs".jobs j
     WHERE j.status = 'pending' AND j.kind = $1::text AND j.grp IS NOT NULL
-      AND ($2::text IS NULL OR strpos(j.grp, $2::text) > 0)
+      AND ($2::text IS NULL OR strpos(lower(j.grp), lower($2::text)) > 0)
     GROUP BY j.grp
     ORDER BY n DESC, j.grp
     LIMIT $3::integer + $4::integer
@@ -364,7 +364,7 @@ counted AS (
              AS pending,
            coalesce(max(k.claimed), 0) AS claimed
     FROM tallies k
-    WHERE $2::text IS NULL OR strpos(k.grp, $2::text) > 0
+    WHERE $2::text IS NULL OR strpos(lower(k.grp), lower($2::text)) > 0
     GROUP BY k.grp
 ),
 -- The page, before the groups' rows are read: only its groups are joined with them.
@@ -391,7 +391,7 @@ ORDER BY c.pending DESC, c.claimed DESC, c.grp;
 -- (then most pending): the dashboard's kind page, "top by claimed", shows which groups
 -- hold the kind's slots now.
 -- $1 text kind: the kind
--- $2 text search: a substring of the group's name (NULL: every group)
+-- $2 text search: a substring of the group's name, in any case (NULL: every group)
 -- $3 integer page_size: most groups to return
 -- $4 integer page_offset: groups to skip
 -- index: as group_list (jobs_group_claim_idx and jobs_group_claimed_idx, index-only;
@@ -400,7 +400,7 @@ PREPARE billing_jobs_group_list_by_claimed(text, text, integer, integer) AS
 WITH top AS (
     SELECT j.grp, count(*)::integer AS n FROM "billing_jobs".jobs j
     WHERE j.status = 'pending' AND j.kind = $1::text AND j.grp IS NOT NULL
-      AND ($2::text IS NULL OR strpos(j.grp, $2::text) > 0)
+      AND ($2::text IS NULL OR strpos(lower(j.grp), lower($2::text)) > 0)
     GROUP BY j.grp
     ORDER BY n DESC, j.grp
     LIMIT $3::integer + $4::integer
@@ -435,7 +435,7 @@ counted AS (
              AS pending,
            coalesce(max(k.claimed), 0) AS claimed
     FROM tallies k
-    WHERE $2::text IS NULL OR strpos(k.grp, $2::text) > 0
+    WHERE $2::text IS NULL OR strpos(lower(k.grp), lower($2::text)) > 0
     GROUP BY k.grp
 ),
 -- The page, before the groups' rows are read: only its groups are joined with them.

@@ -38,6 +38,10 @@ async def test_set_list_and_show_a_group(dsn: str, conn: asyncpg.Connection) -> 
     ]
     table = venturi_cli("groups", "list", KIND, "--search", "glob", dsn=dsn).stdout
     assert "globex" in table and "acme" not in table
+    # In any case: an operator types "Acme" for "acme" (the name is matched as written
+    # elsewhere: this is a search box, not a key).
+    table = venturi_cli("groups", "list", KIND, "--search", "GLOB", dsn=dsn).stdout
+    assert "globex" in table and "acme" not in table
 
     out = venturi_cli("groups", "set", KIND, "acme", "--pause", dsn=dsn)
     assert out.stdout.strip().endswith("paused")

@@ -71,8 +71,8 @@ async def list_groups(
     order: str = "pending",
 ) -> list[GroupState]:
     """The groups of ``kind`` with work or settings, most pending first (``order``
-    "claimed": most claimed first); ``search``: a part of the group's name; ``limit``
-    and ``offset`` page."""
+    "claimed": most claimed first); ``search``: a part of the group's name, in any case;
+    ``limit`` and ``offset`` page."""
     validate.integer(limit, "limit")
     validate.integer(offset, "offset", minimum=0)
     if order not in GROUP_ORDERS:

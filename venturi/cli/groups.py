@@ -107,7 +107,9 @@ def groups_set(
 @groups_app.command("list")
 def groups_list(
     kind: KindArgument,
-    search: Annotated[str | None, typer.Option(help="Only groups whose name holds this.")] = None,
+    search: Annotated[
+        str | None, typer.Option(help="Only groups whose name holds this, in any case.")
+    ] = None,
     limit: Annotated[int, typer.Option(help="Most groups to show, most pending first.")] = 50,
     offset: Annotated[int, typer.Option(help="Groups to skip (the next page).")] = 0,
     as_json: JsonOption = False,
