@@ -82,6 +82,9 @@ async def test_bad_group_input_is_one_line_and_writes_nothing(
         (["groups", "set", KIND, "acme", "--weight", "nan"], "weight must be a finite number"),
         (["groups", "set", KIND, "acme", "--weight", "-1"], "weight must be"),
         (["groups", "set", KIND, "acme"], "nothing to set"),
+        # Both flags: click's pair let the last one win, pausing or resuming unasked.
+        (["groups", "set", KIND, "acme", "--pause", "--resume"], "not both"),
+        (["groups", "set", KIND, "acme", "--resume", "--pause"], "not both"),
         (["groups", "show", KIND, "nobody"], "no group 'nobody' of kind 'export'"),
         (["jobs", "list", "--group", ""], "group must be a non-empty string"),
     ):

@@ -57,10 +57,8 @@ def groups_set(
         str | None,
         typer.Option(help="The group's share among groups with work; `default`: 1."),
     ] = None,
-    pause: Annotated[
-        bool | None,
-        typer.Option("--pause/--resume", help="Keep the group's jobs pending, or claim again."),
-    ] = None,
+    pause: Annotated[bool, typer.Option("--pause", help="Keep the group's jobs pending.")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Claim the group's jobs again.")] = False,
     dsn: DsnOption = None,
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
 ) -> None:
@@ -72,7 +70,10 @@ def groups_set(
     checked(check_group, group)
     cap_v = _setting(cap, check_cap, int)
     weight_v = _setting(weight, check_weight, float)
-    if cap_v is UNCHANGED and weight_v is UNCHANGED and pause is None:
+    # Two flags, not click's --pause/--resume pair, whose last flag given silently wins.
+    if pause and resume:
+        raise fail("give --pause or --resume, not both")
+    if cap_v is UNCHANGED and weight_v is UNCHANGED and not (pause or resume):
         raise fail("nothing to set: pass --cap, --weight, --pause or --resume")
     target = need_dsn(dsn)
 
@@ -83,7 +84,7 @@ def groups_set(
             group,
             cap=cap_v,
             weight=weight_v,
-            paused=UNCHANGED if pause is None else pause,
+            paused=pause if pause or resume else UNCHANGED,
             schema=schema,
         )
         return done, await admin.unknown_kinds(c, [kind], schema=schema)
