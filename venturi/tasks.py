@@ -257,6 +257,10 @@ def _specs(jobs: Iterable[JobSpec]) -> list[JobSpec]:
     for spec in specs:
         if not isinstance(spec, JobSpec):
             raise TypeError(f"enqueue_many takes jobs built with task.job(...), got {spec!r}")
+        # JobSpec is public and msgspec's replace() skips Task.job's checks; the database
+        # refuses no group, and one it stored no operator's command could name.
+        if spec.group is not None:
+            check_group(spec.group)
     return specs
 
 

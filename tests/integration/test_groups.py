@@ -14,6 +14,7 @@ from collections import Counter
 from typing import Any
 
 import asyncpg
+import msgspec
 import pytest
 
 import venturi
@@ -116,6 +117,25 @@ async def test_a_job_keeps_its_group_and_a_bad_group_writes_nothing(
         await grouped.enqueue(conn, Item(3), key="k\udfff")
     with pytest.raises(ConfigError, match="kind must be valid Unicode text"):
         venturi.task(kind="k\ud800")(grouped.fn)
+    assert await conn.fetchval("SELECT count(*) FROM venturi.jobs") == before
+
+
+async def test_a_spec_built_by_hand_with_a_bad_group_writes_nothing(
+    conn: asyncpg.Connection, grouped: venturi.Task[Item]
+) -> None:
+    # JobSpec is public, and msgspec's replace() builds one without Task.job's checks: a
+    # bad group was written (the column has no constraint), ran, and then no operator's
+    # command could name it (jobs show, groups set, groups show refused it).
+    good = grouped.job(Item(1), group="acme")
+    before = await conn.fetchval("SELECT count(*) FROM venturi.jobs")
+    for bad in ("", "a\nb", "x" * 201, "\x7f", 5, "a\ud800"):
+        spec = msgspec.structs.replace(good, group=bad)
+        with pytest.raises(ConfigError, match="group must be"):
+            await venturi.enqueue_many(conn, [good, spec])
+        flow = venturi.Workflow()
+        flow.add("a", good)
+        with pytest.raises(ConfigError, match="group must be"):
+            flow.add("b", spec)
     assert await conn.fetchval("SELECT count(*) FROM venturi.jobs") == before
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from venturi import db
 from venturi.db.enqueue import JobSpec
 from venturi.errors import ConfigError
+from venturi.groups import check_group
 from venturi.sql import DEFAULT_SCHEMA
 from venturi.traceparent import current_traceparent
 
@@ -58,6 +59,8 @@ class Workflow:
             raise ConfigError(f"Workflow.add({name!r}): job must be built with task.job(carry)")
         if job.key is not None:
             raise ConfigError(f"Workflow.add({name!r}): a workflow's nodes take no key")
+        if job.group is not None:  # a spec built by hand: as enqueue_many checks it
+            check_group(job.group, f"Workflow.add({name!r}): group")
         if isinstance(after, Node | str):
             after = [after]
         deps: list[Node] = []
