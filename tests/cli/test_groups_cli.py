@@ -87,6 +87,12 @@ async def test_bad_group_input_is_one_line_and_writes_nothing(
         (["groups", "set", KIND, "acme", "--resume", "--pause"], "not both"),
         (["groups", "show", KIND, "nobody"], "no group 'nobody' of kind 'export'"),
         (["jobs", "list", "--group", ""], "group must be a non-empty string"),
+        # The reads check what they are given as the writes do, not the database.
+        (["groups", "list", ""], "kind must be a non-empty string"),
+        (["groups", "show", "", "acme"], "kind must be a non-empty string"),
+        (["groups", "show", "\udcff", "acme"], "kind must be valid Unicode"),
+        (["groups", "list", KIND, "--search", "\udcff"], "search must be text"),
+        (["groups", "list", KIND, "--limit", "2", "--offset", "2147483647"], "limit + offset"),
     ):
         one_line_error(venturi_cli(*args, dsn=dsn), needle)
     assert await conn.fetch("SELECT * FROM venturi.groups ORDER BY kind, grp") == before

@@ -73,8 +73,16 @@ async def list_groups(
     """The groups of ``kind`` with work or settings, most pending first (``order``
     "claimed": most claimed first); ``search``: a part of the group's name, in any case;
     ``limit`` and ``offset`` page."""
+    validate.kind(kind)
     validate.integer(limit, "limit")
     validate.integer(offset, "offset", minimum=0)
+    # The statement reads limit + offset rows of a ranking, an int4 sum each bound
+    # passes alone: "integer out of range" from the database, naming neither.
+    validate.at_most_int_max(limit + offset, "limit + offset")
+    if search is not None and (
+        not isinstance(search, str) or "\x00" in search or not validate.encodable(search)
+    ):
+        raise ConfigError(f"search must be text without NUL or lone surrogates, got {search!r}")
     if order not in GROUP_ORDERS:
         raise ConfigError(f"order must be one of {', '.join(GROUP_ORDERS)}, got {order!r}")
     read = db.groups.group_list if order == "pending" else db.dashboard.group_list_by_claimed
@@ -88,5 +96,6 @@ async def show_group(
     conn: Conn, kind: str, group: str, *, schema: str = DEFAULT_SCHEMA
 ) -> GroupState | None:
     """One group of ``kind``; None if it never had a job nor a setting."""
+    validate.kind(kind)
     row = await db.groups.group_get(conn, schema=schema, kind=kind, group=check_group(group))
     return None if row is None else _state(row)
