@@ -128,3 +128,21 @@ async def test_a_group_or_kind_named_like_markup_is_listed_as_written(
     out = venturi_cli("groups", "list", "[b]x[/b]", dsn=dsn)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "no group of [b]x[/b] has work"
+
+
+async def test_a_long_group_name_is_shown_whole(dsn: str, conn: asyncpg.Connection) -> None:
+    # Tenants' names share long prefixes; a name cut to "org-7f3a9c2e-4b1…" told two
+    # groups apart in neither groups list nor jobs show, and could not be copied.
+    name = "org-" + "0123456789abcdef" * 12 + "-end"
+    [job] = await enqueue_many(conn, [JobSpec(KIND, "{}", 1, None, None, None, 25, group=name)])
+    for columns in ("80", "160"):
+        out = venturi_cli("groups", "list", KIND, dsn=dsn, env={"COLUMNS": columns})
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        assert lines[0].split()[0] == "group" and "…" not in out.stdout
+        # The group column, folded: its pieces start each line below the header.
+        assert "".join(line.split()[0] for line in lines[1:] if line.strip()) == name
+        shown = venturi_cli("jobs", "show", str(job), dsn=dsn, env={"COLUMNS": columns})
+        assert name in "".join(shown.stdout.split()) and "…" not in shown.stdout
+    out = venturi_cli("groups", "list", KIND, "--search", "nobody", dsn=dsn)
+    assert out.stdout.strip() == "no group of export whose name holds 'nobody' has work"

@@ -135,11 +135,19 @@ def groups_list(
         return
     console = make_console()
     if not rows:
-        console.print(escape(f"no group of {kind} has work"))
+        holding = f" whose name holds {search!r}" if search else ""
+        console.print(escape(f"no group of {kind}{holding} has work"))
         return
     table = Table(box=None, header_style="bold", pad_edge=False)
     for name in ("group", "pending", "claimed", "cap", "weight", "state", "last min", "waits"):
-        table.add_column(name, justify="right" if name in ("pending", "claimed") else "left")
+        table.add_column(
+            name,
+            justify="right" if name in ("pending", "claimed") else "left",
+            # A name is folded, never cut: tenants' names share long prefixes (an org's
+            # UUID), and an operator copies one into groups set.
+            overflow="fold" if name in ("group", "waits") else "ellipsis",
+            no_wrap=name not in ("group", "waits"),
+        )
     for g in rows:
         # A group's name is the application's: "[bold]" in it is text, not markup.
         table.add_row(

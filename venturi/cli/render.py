@@ -118,7 +118,8 @@ def job_detail(detail: JobDetail, now: datetime) -> Group:
     job = detail.job
     fields = Table.grid(padding=(0, 2))
     fields.add_column(style="bold")
-    fields.add_column()
+    # Folded, not cut: a group's name (up to 200 characters) is copied into groups set.
+    fields.add_column(overflow="fold")
 
     def at(value: datetime | None) -> str:
         return (
