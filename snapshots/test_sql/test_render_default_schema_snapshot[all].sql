@@ -2134,7 +2134,7 @@ ready AS (
         SELECT * FROM (
             SELECT * FROM (
     SELECT g.grp, g.xmin AS newest, g.claims, g.vtime, g.weight, g.cap, g.tokens,
-           g.refilled_at, r.n AS running
+           g.refilled_at, r.n AS running, g.head
     FROM "venturi".groups g
     CROSS JOIN LATERAL (
         SELECT count(*)::integer AS n FROM "venturi".jobs c
@@ -2152,7 +2152,7 @@ ready AS (
         SELECT * FROM (
             SELECT * FROM (
     SELECT g.grp, g.xmin AS newest, g.claims, g.vtime, g.weight, g.cap, g.tokens,
-           g.refilled_at, r.n AS running
+           g.refilled_at, r.n AS running, g.head
     FROM "venturi".groups g
     CROSS JOIN LATERAL (
         SELECT count(*)::integer AS n FROM "venturi".jobs c
@@ -2246,7 +2246,7 @@ woken AS (
 -- least virtual time), with the jobs of each claimed as this snapshot sees them.
 candidates AS (
     SELECT r.grp, r.newest, r.claims, r.vtime, r.weight, r.cap, r.tokens, r.refilled_at,
-           r.running, NULL::smallint AS wake_head, true AS was_ready
+           r.running, r.head AS prior_head, true AS was_ready
     FROM ready r
     UNION ALL
     SELECT w.grp, w.newest, w.claims, w.vtime, w.weight, w.cap, w.tokens, w.refilled_at,
@@ -2279,7 +2279,7 @@ locked AS (
     SELECT r.grp, r.newest IS NULL OR n.seen = r.newest AS unchanged, r.vtime,
            coalesce(r.weight, 1) AS weight,
            r.running + coalesce(r.claims - n.claims, 0) AS running,
-           coalesce(r.cap, $7::integer) AS cap, r.wake_head, r.was_ready,
+           coalesce(r.cap, $7::integer) AS cap, r.prior_head, r.was_ready,
            CASE WHEN (SELECT $8::float8) IS NOT NULL THEN
                least($9::integer, coalesce(r.tokens, $9::integer)
                      + greatest(0, extract(epoch FROM now() - coalesce(r.refilled_at, now())))
@@ -2294,16 +2294,29 @@ room AS (
     FROM locked l
 ),
 -- Each group's next jobs in its order, one more than it may give (to know whether work
--- is left), tagged with the virtual time each would bring the group to.
+-- is left), tagged with the virtual time each would bring the group to. The floor's
+-- tiers first, as across groups: a claim reserved for the lower tiers takes them from a
+-- group whose first job is of a higher tier too (ordered by tier alone, a tenant's
+-- steady HIGH jobs hid its LOW ones from every reserved claim). At floor 0 (most
+-- claims) the first scan is the group's order and the second finds nothing at once.
 picks AS (
     SELECT r.grp, p.id, p.priority, p.n, r.room, r.vtime + p.n / r.weight AS tag
     FROM room r
     CROSS JOIN LATERAL (
         SELECT q.id, q.priority, row_number() OVER () AS n FROM (
             SELECT * FROM (
-                SELECT j.id, j.priority FROM "venturi".jobs j
-                WHERE j.status = 'pending' AND j.visible_at <= (SELECT k.at FROM clock k) AND j.kind = $2::text AND j.grp = r.grp
-                ORDER BY j.priority, j.rank, j.created_at, j.id
+                (SELECT j.id, j.priority FROM "venturi".jobs j
+                 WHERE j.status = 'pending' AND j.visible_at <= (SELECT k.at FROM clock k) AND j.kind = $2::text AND j.grp = r.grp
+                   AND j.priority >= $4::smallint
+                 ORDER BY j.priority, j.rank, j.created_at, j.id
+                 LIMIT r.room + 1)
+                UNION ALL
+                (SELECT j.id, j.priority FROM "venturi".jobs j
+                 WHERE j.status = 'pending' AND j.visible_at <= (SELECT k.at FROM clock k) AND j.kind = $2::text AND j.grp = r.grp
+                   AND j.priority < $4::smallint
+                 ORDER BY j.priority, j.rank, j.created_at, j.id
+                 LIMIT r.room + 1)
+                -- Of both: the second scan runs only when the first found too few.
                 LIMIT r.room + 1
             ) o
             -- The planner's bound (room is at most JOB_BOUND).
@@ -2340,7 +2353,7 @@ per_group AS (
     GROUP BY p.grp
 ),
 tally AS (
-    SELECT r.grp, r.vtime, r.weight, r.tokens, r.room, r.unchanged, r.wake_head, r.was_ready,
+    SELECT r.grp, r.vtime, r.weight, r.tokens, r.room, r.unchanged, r.prior_head, r.was_ready,
            coalesce(t.n, 0) AS n, coalesce(t.found, 0) AS found, t.next_head
     FROM room r LEFT JOIN per_group t ON t.grp = r.grp
 ),
@@ -2372,7 +2385,9 @@ created AS (
     INSERT INTO "venturi".groups AS g (kind, grp, ready, head, vtime, claims, tokens,
                                      refilled_at, token_at, task_cap, minute, minute_claims)
     SELECT $2::text, f.grp, coalesce(NOT o.park, true),
-           coalesce(o.next_head, f.priority), coalesce(o.after_vtime, (SELECT v FROM restart)),
+           least(coalesce(o.next_head, f.priority),
+      CASE WHEN f.priority < $4::smallint THEN f.priority END),
+           coalesce(o.after_vtime, (SELECT v FROM restart)),
            coalesce(o.n, 0), o.after_tokens,
            CASE WHEN o.tokens IS NOT NULL THEN now() END,
            CASE WHEN o.tokens IS NOT NULL THEN
@@ -2414,7 +2429,8 @@ written AS (
         token_at = CASE WHEN o.tokens IS NOT NULL THEN
     now() + make_interval(secs => greatest(0, 1 - o.after_tokens) / $8::float8) END,
         ready = NOT o.park,
-        head = coalesce(o.next_head, o.wake_head, g.head),
+        head = least(coalesce(o.next_head, coalesce(o.prior_head, g.head)),
+      CASE WHEN coalesce(o.prior_head, g.head) < $4::smallint THEN coalesce(o.prior_head, g.head) END),
         task_cap = $7::integer,
         minute = date_trunc('minute', now()),
         last_minute_claims = CASE
@@ -2436,7 +2452,8 @@ refill AS (
     SELECT $2::text, o.grp,
            CASE WHEN o.tokens IS NOT NULL THEN
                now() + make_interval(secs => greatest(0, 1 - o.after_tokens) / $8::float8) END,
-           coalesce(o.next_head, 1), $8::float8
+           least(coalesce(o.next_head, coalesce(o.prior_head, 1)),
+                 CASE WHEN coalesce(o.prior_head, 1) < $4::smallint THEN coalesce(o.prior_head, 1) END), $8::float8
     FROM outcome o
     WHERE o.park AND o.dry
     RETURNING grp
