@@ -127,6 +127,39 @@ async def test_drain_on_a_connection_sees_its_open_transaction(
     # (That read ran on the same connection: it is usable afterwards.)
 
 
+@pytest.mark.parametrize("open_transaction", [False, True])
+async def test_drain_on_a_connection_runs_kinds_whose_claim_takes_a_transaction(
+    conn: asyncpg.Connection, kinds: list[str], open_transaction: bool
+) -> None:
+    # A grouped kind with a global cap, and a kind with a shared rate, claim in a
+    # transaction of their own (the kind's cap lock, the rate's bucket): on a Connection
+    # drain handed the worker a stand-in without one, and the first claim failed with
+    # AttributeError, inside the test's transaction or not.
+    @venturi.task(kind="t_capped_groups", group_cap=1, global_cap=2)
+    async def capped(ctx: Context[Any], carry: Step) -> None:
+        return None
+
+    @venturi.task(kind="t_shared_rate", rate=venturi.Rate(per_second=50, burst=3, shared=True))
+    async def rated(ctx: Context[Any], carry: Step) -> None:
+        return None
+
+    tx = conn.transaction()
+    if open_transaction:
+        await tx.start()
+    try:
+        ids = await venturi.enqueue_many(
+            conn,
+            [capped.job(Step(i), group=f"g{i % 3}") for i in range(6)]
+            + [rated.job(Step(i)) for i in range(3)],
+        )
+        outcomes = await testing.drain(conn, [capped, rated], concurrency=3, give_up_after=30)
+        assert sorted(outcomes) == sorted(ids)
+        assert {j.status for j in outcomes.values()} == {"completed"}
+    finally:
+        if open_transaction:
+            await tx.rollback()
+
+
 async def test_drain_on_a_connection_leaves_no_listen_behind(
     conn: asyncpg.Connection, tasks: dict[str, venturi.Task[Any]]
 ) -> None:

@@ -4,9 +4,10 @@ application's tests; and the pool look-alikes its worker runs on."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import uuid
-from collections.abc import Awaitable, Callable, Generator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
@@ -89,18 +90,38 @@ class _ListenOn:
     def __init__(self, shared: _SharedConnection) -> None:
         self.shared = shared
         self.on_close: list[Callable[..., Any]] = []
+        # Inside transaction(): this one holds the connection's turn, so its statements
+        # run on it directly (the lock is not reentrant).
+        self.holding = False
+
+    def _on(self) -> Any:
+        return self.shared.conn if self.holding else self.shared
 
     async def fetch(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.shared.fetch(*args, **kwargs)
+        return await self._on().fetch(*args, **kwargs)
 
     async def fetchrow(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.shared.fetchrow(*args, **kwargs)
+        return await self._on().fetchrow(*args, **kwargs)
 
     async def fetchval(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.shared.fetchval(*args, **kwargs)
+        return await self._on().fetchval(*args, **kwargs)
 
     async def execute(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.shared.execute(*args, **kwargs)
+        return await self._on().execute(*args, **kwargs)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[_ListenOn]:
+        """A transaction on the shared connection (a savepoint in the caller's open one),
+        as a claim with a global cap or a shared rate takes: it holds the connection's
+        turn from start to end, so no other statement of the worker's (a settlement, the
+        heartbeat) lands inside it and rolls back with it."""
+        async with self.shared.lock:
+            self.holding = True
+            try:
+                async with self.shared.conn.transaction():
+                    yield self
+            finally:
+                self.holding = False
 
     async def add_listener(self, channel: str, callback: Callable[..., Any]) -> None:
         async with self.shared.lock:
