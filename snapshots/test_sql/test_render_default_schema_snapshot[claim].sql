@@ -1050,7 +1050,9 @@ FROM "venturi".claim_capped_v3($1::text, $2::text, $3::float8, $4::integer, $5::
 --   committed, hence before this snapshot and before this clock: its job is claimable
 --   here. With now() a claim could see a job whose wake-up an earlier claim had applied,
 --   find it not yet visible by its older clock, and park its group with no wake-up left
---   (the long chaos run of December 2026 found such groups; docs/chaos.md).
+--   (the long chaos run of December 2026 found such groups; docs/chaos.md). The groups'
+--   token buckets refill by it too: by now(), claims inside one long transaction (drain
+--   on a test's Connection) never refilled a bucket, whose token wake-up came due.
 -- A kind an operator paused (paused_kinds) is left alone, as every claim leaves it: no job
 -- claimed, no wake-up applied, no group parked; the completions still apply.
 -- Completions ride the claim as in job_claim ($12-$14: one round trip and one commit for
@@ -1334,7 +1336,7 @@ locked AS (
            coalesce(r.cap, $7::integer) AS cap, r.prior_head, r.was_ready,
            CASE WHEN (SELECT $8::float8) IS NOT NULL THEN
                least($9::integer, coalesce(r.tokens, $9::integer)
-                     + greatest(0, extract(epoch FROM now() - coalesce(r.refilled_at, now())))
+                     + greatest(0, extract(epoch FROM (SELECT k.at FROM clock k) - coalesce(r.refilled_at, (SELECT k.at FROM clock k))))
                        * $8::float8)
            END AS tokens
     FROM candidates r LEFT JOIN seen n ON n.grp = r.grp
@@ -1441,9 +1443,10 @@ created AS (
       CASE WHEN f.priority < $4::smallint THEN f.priority END),
            coalesce(o.after_vtime, (SELECT v FROM restart)),
            coalesce(o.n, 0), o.after_tokens,
-           CASE WHEN o.tokens IS NOT NULL THEN now() END,
+           CASE WHEN o.tokens IS NOT NULL THEN (SELECT k.at FROM clock k) END,
            CASE WHEN o.tokens IS NOT NULL THEN
-    now() + make_interval(secs => greatest(0, 1 - o.after_tokens) / $8::float8) END,
+    (SELECT k.at FROM clock k)
+      + make_interval(secs => greatest(0, 1 - o.after_tokens) / $8::float8) END,
            CASE WHEN o.grp IS NOT NULL THEN $7::integer END,
            CASE WHEN o.grp IS NOT NULL THEN date_trunc('minute', now()) END,
            coalesce(o.n, 0)
@@ -1477,9 +1480,10 @@ written AS (
     SET vtime = o.after_vtime,
         claims = g.claims + o.n,
         tokens = CASE WHEN o.tokens IS NULL THEN g.tokens ELSE o.after_tokens END,
-        refilled_at = CASE WHEN o.tokens IS NULL THEN g.refilled_at ELSE now() END,
+        refilled_at = CASE WHEN o.tokens IS NULL THEN g.refilled_at ELSE (SELECT k.at FROM clock k) END,
         token_at = CASE WHEN o.tokens IS NOT NULL THEN
-    now() + make_interval(secs => greatest(0, 1 - o.after_tokens) / $8::float8) END,
+    (SELECT k.at FROM clock k)
+      + make_interval(secs => greatest(0, 1 - o.after_tokens) / $8::float8) END,
         ready = NOT o.park,
         head = least(coalesce(o.next_head, coalesce(o.prior_head, g.head)),
       CASE WHEN coalesce(o.prior_head, g.head) < $4::smallint THEN coalesce(o.prior_head, g.head) END),
@@ -1503,7 +1507,8 @@ refill AS (
     INSERT INTO "venturi".group_wakes (kind, grp, at, priority, rate)
     SELECT $2::text, o.grp,
            CASE WHEN o.tokens IS NOT NULL THEN
-               now() + make_interval(secs => greatest(0, 1 - o.after_tokens) / $8::float8) END,
+               (SELECT k.at FROM clock k)
+                 + make_interval(secs => greatest(0, 1 - o.after_tokens) / $8::float8) END,
            least(coalesce(o.next_head, coalesce(o.prior_head, 1)),
                  CASE WHEN coalesce(o.prior_head, 1) < $4::smallint THEN coalesce(o.prior_head, 1) END), $8::float8
     FROM outcome o

@@ -160,6 +160,22 @@ async def test_drain_on_a_connection_runs_kinds_whose_claim_takes_a_transaction(
             await tx.rollback()
 
 
+async def test_drain_in_an_open_transaction_refills_a_groups_tokens(
+    conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # The group's bucket refilled by now(), the transaction's start: inside the test's
+    # transaction it never moved, the bucket stayed empty, and the drain gave up.
+    @venturi.task(kind="t_group_rate", group_rate=venturi.Rate(per_second=20, burst=1))
+    async def rated(ctx: Context[Any], carry: Step) -> None:
+        return None
+
+    async with conn.transaction():
+        ids = await venturi.enqueue_many(conn, [rated.job(Step(i), group="a") for i in range(3)])
+        outcomes = await testing.drain(conn, [rated], give_up_after=30)
+        assert sorted(outcomes) == sorted(ids)
+        assert {j.status for j in outcomes.values()} == {"completed"}
+
+
 async def test_drain_on_a_connection_leaves_no_listen_behind(
     conn: asyncpg.Connection, tasks: dict[str, venturi.Task[Any]]
 ) -> None:
