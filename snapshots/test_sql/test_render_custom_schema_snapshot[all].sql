@@ -2300,7 +2300,8 @@ room AS (
 -- tiers first, as across groups: a claim reserved for the lower tiers takes them from a
 -- group whose first job is of a higher tier too (ordered by tier alone, a tenant's
 -- steady HIGH jobs hid its LOW ones from every reserved claim). At floor 0 (most
--- claims) the first scan is the group's order and the second finds nothing at once.
+-- claims) the first scan is the group's order and the second is not run (a one-time
+-- filter: an empty look at the index cost a group two buffers, benchmarks/JOURNAL.md).
 picks AS (
     SELECT r.grp, p.id, p.priority, p.n, r.room, r.vtime + p.n / r.weight AS tag
     FROM room r
@@ -2315,7 +2316,7 @@ picks AS (
                 UNION ALL
                 (SELECT j.id, j.priority FROM "billing_jobs".jobs j
                  WHERE j.status = 'pending' AND j.visible_at <= (SELECT k.at FROM clock k) AND j.kind = $2::text AND j.grp = r.grp
-                   AND j.priority < $4::smallint
+                   AND j.priority < $4::smallint AND (SELECT $4::smallint) > 0
                  ORDER BY j.priority, j.rank, j.created_at, j.id
                  LIMIT r.room + 1)
                 -- Of both: the second scan runs only when the first found too few.
