@@ -260,3 +260,63 @@ async def test_completions_ride_the_groups_claim_while_jobs_without_a_group_are_
     # 0 in three runs here; 249 when the ordinary claim took its turn with nothing to
     # claim and the completions went in a statement of their own.
     assert separate < 50, separate
+
+
+async def tier_order(
+    dsn: str,
+    conn: asyncpg.Connection,
+    plain: int,
+    plain_tier: venturi.Priority,
+    grouped: int,
+    grouped_tier: venturi.Priority,
+    groups: int = GROUPS,
+) -> list[str | None]:
+    """Run ``plain`` jobs without a group of one tier and ``grouped`` jobs over ``groups``
+    groups of another, all enqueued before one worker of four slots starts; the group of
+    each job started, in order (None: without a group)."""
+    order: list[str | None] = []
+
+    @venturi.task(kind="s_tiers", group_cap=100)
+    async def work(ctx: Context[Any], carry: Item) -> None:
+        order.append(ctx.job.group)
+        await asyncio.sleep(0.002)  # stays: the backlogs last past the worker's first looks
+
+    jobs = [work.job(Item(i), priority=plain_tier) for i in range(plain)]
+    jobs += [
+        work.job(Item(i), group=f"t{i % groups}", priority=grouped_tier) for i in range(grouped)
+    ]
+    await venturi.enqueue_many(conn, jobs)
+    worker = Worker(None, dsn, [work], concurrency=4, poll_max=30)
+    async with running(worker):
+        await wait_until(lambda: len(order) == len(jobs), within=90)
+    return order
+
+
+async def test_groups_of_a_lower_tier_get_the_reserved_claims_beside_urgent_jobs(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # Jobs without a group of a better tier than the groups' go first (they spend no
+    # share), but priority_ratio's reserved claims are the lower tier's, as they are
+    # without groups: the groups' NORMAL jobs waited for all 600 HIGH ones.
+    order = await tier_order(
+        dsn, conn, 600, venturi.Priority.HIGH, 60 * GROUPS, venturi.Priority.NORMAL
+    )
+    window = order[50:450]  # past the first looks, while both are backlogged
+    grouped = sum(1 for g in window if g is not None) / len(window)
+    # About one in four (priority_ratio 4); none at all before.
+    assert 0.1 <= grouped <= 0.4, grouped
+
+
+async def test_jobs_without_a_group_of_a_lower_tier_wait_as_a_lower_tier(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # Jobs without a group of a worse tier than the groups' are one group of that tier:
+    # they get the reserved claims (about one in four), not a group's share of the
+    # groups' tier (one in two against one group, taking turns with it).
+    order = await tier_order(
+        dsn, conn, 300, venturi.Priority.LOW, 600, venturi.Priority.HIGH, groups=1
+    )
+    window = order[50:450]
+    plain = window.count(None) / len(window)
+    assert 0.1 <= plain <= 0.35, plain
+    assert order.count(None) == 300

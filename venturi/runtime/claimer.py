@@ -105,6 +105,13 @@ class Claimer:
         self.floor = floor(self._claims[stream], self.priority_ratio)
         return self.floor
 
+    def reserved(self, stream: str) -> bool:
+        """Whether the next turn of ``stream`` is one ``priority_ratio`` reserves for the
+        lower tiers (``venturi.priority.floor`` above HIGH), on a cadence of its own; the
+        last claim's floor is left as it is."""
+        self._claims[stream] += 1
+        return floor(self._claims[stream], self.priority_ratio) > 0
+
     async def fill(
         self,
         conn: Conn,

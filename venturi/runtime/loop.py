@@ -351,7 +351,8 @@ class Loop:
         groups leave; the other kinds' jobs keep their turns."""
         claimer, shares = self.claimer, self.shares
         grouped, completed = claimer.grouped, self.completer.completed
-        left_out = shares.held_back(grouped, time.monotonic())
+        reserved = shares.tiered() and claimer.reserved("tiers")
+        left_out = shares.held_back(grouped, time.monotonic(), reserved)
 
         # Each claim's rows are counted against the shares as they start.
         def counted(rows: list[Record]) -> None:
@@ -364,12 +365,13 @@ class Loop:
 
         starts, again = (plain_counted, counted), False
         plain = not self.plain_resting()
-        # The groups go first in their turn (not while the jobs without a group of a kind
-        # with groups are of a better tier, or let in once a second: Shares.plain_first),
-        # whenever the ordinary claim rests, and when it would leave every kind out (the
-        # completions then ride the groups' claim, not a statement of their own).
+        # The groups go first in their turn (a reserved one only while the jobs without a
+        # group of a kind with groups are of a better tier, or let in once a second:
+        # Shares.groups_first), whenever the ordinary claim rests, and when it would leave
+        # every kind out (the completions then ride the groups' claim, not a statement of
+        # their own).
         grouped_first = (
-            (not shares.plain_first() and claimer.turn("grouped"))
+            shares.groups_first(reserved, lambda: claimer.turn("grouped"))
             or not plain
             or left_out.issuperset(claimer.kinds)
         )

@@ -23,6 +23,12 @@ keeps their share itself, by the claims it makes:
   not held back, spend nothing of the share, and the ordinary claim goes first; while
   held back they are let into one claim a second, the ordinary claim going first, which
   is how an urgent one enqueued meanwhile is found (it waits at most about that second).
+  Jobs without a group of a worse tier than the groups' best (``lagging``) are held back
+  whatever they are owed. Either way the lower tier gets ``priority_ratio``'s reserved
+  turns (``reserved``: every ratio-th fill of the worker's, a cadence of its own): the
+  groups' claim goes first in a reserved turn while the jobs without a group are
+  urgent, and lagging ones are let in, their claim first, as the reserved claims of a
+  kind without groups would take them.
 
 The groups' summed weight and best tier come from ``group_shares``, read on the
 recovery's timer beside the loop (about once a second), and only about the kinds whose
@@ -33,7 +39,7 @@ over its own claims, so the whole fleet keeps it too.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -53,6 +59,7 @@ class KindShare:
     weights: float = 0.0  # the groups' summed weight at the last look (0: none with work)
     head: int | None = None  # the groups' best tier at the last look
     urgent: bool = False  # the last ones claimed were of a better tier than the groups'
+    lagging: bool = False  # the last ones claimed were of a worse tier than the groups'
     seen: bool = False  # claimed or held back since the last look
     read: bool = False  # the groups' weights were read at least once
     let_in: float = -math.inf  # when they were last let into a claim while held back
@@ -69,14 +76,24 @@ class Shares:
         # This iteration lets held-back jobs without a group into its ordinary claim.
         self.letting_in = False
 
-    def held_back(self, grouped: AbstractSet[str], now: float) -> frozenset[str]:
+    def tiered(self) -> bool:
+        """Whether some kind's jobs without a group are of another tier than its groups':
+        then the worker's fills take reserved turns (``reserved``)."""
+        return any(share.urgent or share.lagging for share in self.kinds.values())
+
+    def held_back(
+        self, grouped: AbstractSet[str], now: float, reserved: bool = False
+    ) -> frozenset[str]:
         """The grouped kinds whose jobs without a group this iteration's ordinary claim
-        leaves out: they took their share, and are not of a better tier than the groups."""
+        leaves out: they took their share, or are of a worse tier than the groups' and
+        this is not a ``reserved`` turn; and are not of a better tier than the groups'."""
         out = []
         self.letting_in = False
         for kind in grouped:
             share = self.kinds.get(kind)
-            if share is None or share.weights <= 0 or share.credit >= 1 or share.urgent:
+            if share is None or share.weights <= 0 or share.urgent:
+                continue
+            if (share.credit >= 1 and not share.lagging) or (share.lagging and reserved):
                 continue
             share.seen = True
             if now - share.let_in >= LET_IN_EVERY:
@@ -86,10 +103,16 @@ class Shares:
             out.append(kind)
         return frozenset(out)
 
-    def plain_first(self) -> bool:
-        """Whether the ordinary claim goes first: some kind's jobs without a group are of a
-        better tier than its groups', or held-back ones are let in."""
-        return self.letting_in or any(share.urgent for share in self.kinds.values())
+    def groups_first(self, reserved: bool, turn: Callable[[], bool]) -> bool:
+        """Whether the groups' claim goes before the ordinary claim: in its ``turn``
+        (every other time), unless some kind's jobs without a group are of a better tier
+        than its groups' or held-back ones are let in (then only in a ``reserved`` turn,
+        the groups' then), or lagging ones are let in a reserved turn (theirs)."""
+        if self.letting_in or any(share.urgent for share in self.kinds.values()):
+            return reserved
+        if reserved and any(share.lagging for share in self.kinds.values()):
+            return False
+        return turn()
 
     def took(
         self,
@@ -116,8 +139,10 @@ class Shares:
             share.seen = True
             best[kind] = min(best.get(kind, tier), tier)
             # The share is within a tier: one of a better tier than the groups' best is
-            # not of their fair share, and spends nothing of it.
-            if share.head is None or tier >= share.head:
+            # not of their fair share, and spends nothing of it; nor one of a worse tier,
+            # claimed in a reserved turn or in a slot the groups left (a debt run up
+            # there held them back long after their tier met the groups').
+            if share.head is None or tier == share.head:
                 share.credit -= 1
         if not every_tier:
             return
@@ -125,6 +150,7 @@ class Shares:
             if (asked_share := self.kinds.get(kind)) is not None:
                 tier, head = best.get(kind), asked_share.head
                 asked_share.urgent = tier is not None and head is not None and tier < head
+                asked_share.lagging = tier is not None and head is not None and tier > head
 
     def groups_left_slots(self) -> None:
         """The groups' claim left slots free: the jobs without a group take them owing
@@ -137,7 +163,7 @@ class Shares:
         kinds it asked for have no more work now, and restart at one claim owed."""
         for kind in grouped - left_out:
             if (share := self.kinds.get(kind)) is not None:
-                share.credit, share.urgent = 1.0, False
+                share.credit, share.urgent, share.lagging = 1.0, False, False
 
     def unread(self) -> bool:
         """Whether a kind's jobs without a group were claimed and its groups' weights were
