@@ -257,3 +257,24 @@ async def test_worker_started_while_the_server_refuses_writes_is_one_line(
         await conn.execute(f'ALTER DATABASE "{name}" RESET default_transaction_read_only')
     line = one_line_error(out)
     assert line.startswith("venturi: cannot connect to ") and "read-write" in line, line
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["groups", "list", "k", "--limit", "abc"], "Invalid value for '--limit'"),
+        (["groups", "set", "k", "g", "--cap"], "Option '--cap' requires an argument."),
+        (["groups", "set", "k", "g", "--nope"], "No such option: --nope"),
+        (["nosuch"], "No such command 'nosuch'."),
+        (["jobs", "show"], "Missing argument"),
+    ],
+)
+def test_a_usage_error_is_one_line(args: list[str], said: str) -> None:
+    # click's usage text and its error box were six lines on stderr.
+    line = one_line_error(venturi_cli(*args))
+    assert line.startswith("venturi: ") and said in line and "--help)" in line, line
+
+
+def test_a_group_without_its_command_still_shows_its_help() -> None:
+    out = venturi_cli("groups")
+    assert out.returncode == 2 and "Usage:" in out.stdout and "list" in out.stdout

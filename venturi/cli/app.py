@@ -4,6 +4,7 @@ is in ``venturi.cli.common``)."""
 from __future__ import annotations
 
 import inspect
+import sys
 
 import typer
 
@@ -33,5 +34,31 @@ def one_line_summaries(group: typer.Typer) -> None:
             one_line_summaries(sub.typer_instance)
 
 
+# click's exceptions, as the installed typer raises them (its own copy of click since
+# typer 0.2x, click itself before): found by what typer exports.
+_errors = sys.modules[typer.BadParameter.__module__]
+_SHOWS_HELP = getattr(_errors, "NoArgsIsHelpError", ())  # a group run without a command
+
+
 def main() -> None:
-    app()
+    """Run the command line. A usage error (an unknown option or command, a value of the
+    wrong type, a missing argument) is one line on stderr, exit 2, as every other refusal
+    of bad input is: click's usage text and error box were six lines."""
+    try:
+        code = app(standalone_mode=False)
+    except _SHOWS_HELP:
+        app()  # parsed again in click's standalone mode: the help, as before
+        return
+    except _errors.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "venturi"
+        message = " ".join(exc.format_message().split())
+        typer.echo(f"venturi: {message} (see {where} --help)", err=True)
+        sys.exit(exc.exit_code)
+    except _errors.ClickException as exc:
+        typer.echo(f"venturi: {' '.join(exc.format_message().split())}", err=True)
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        typer.echo("Aborted!", err=True)
+        sys.exit(1)
+    # Without standalone mode a command's exit code is returned, not exited with.
+    sys.exit(code if isinstance(code, int) else 0)
