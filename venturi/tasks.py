@@ -209,6 +209,7 @@ class Task(Declared, Generic[C]):
         does: ``existing`` returns the holder's id, ``raise`` raises
         ``venturi.DuplicateJob``, ``replace`` gives a pending holder this carry, priority
         and visible time (a claimed or finished holder is left alone) and returns its id.
+        ``group``: the job's group (SPEC 13, docs/groups.md), None for none.
         """
         mode = _on_conflict(on_conflict)
         spec = self.job(carry, priority=priority, at=at, after=after, key=key, group=group)
@@ -236,7 +237,7 @@ class Task(Declared, Generic[C]):
         """``enqueue`` from synchronous code: ``conn`` is a psycopg Connection or
         ConnectionPool, a psycopg2 connection, a SQLAlchemy Connection, Session (or
         scoped_session) or Engine, or a Django connection; the same transaction rules
-        and the same ``key`` and ``on_conflict``."""
+        and the same ``key``, ``on_conflict`` and ``group``."""
         mode = _on_conflict(on_conflict)
         spec = self.job(carry, priority=priority, at=at, after=after, key=key, group=group)
         return db.enqueue.job_insert_sync(
