@@ -81,7 +81,8 @@ def check_weight(value: object) -> tuple[bool, float | None]:
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
-        or not math.isfinite(value)
+        # (an int is finite, and may be too large for math.isfinite: the range says so)
+        or (isinstance(value, float) and not math.isfinite(value))
         or value <= 0
     ):
         raise ConfigError(f"weight must be a finite number above 0 (or None), got {value!r}")

@@ -28,7 +28,13 @@ class Rate(msgspec.Struct, frozen=True):
 
     def __post_init__(self) -> None:
         ps = self.per_second
-        if isinstance(ps, bool) or not isinstance(ps, int | float) or not ps > 0 or math.isinf(ps):
+        if (
+            isinstance(ps, bool)
+            or not isinstance(ps, int | float)
+            or not ps > 0
+            # (an int too large for a float is refused by the bound below, not here)
+            or (isinstance(ps, float) and math.isinf(ps))
+        ):
             raise ConfigError(f"rate per_second must be a positive number, got {ps!r}")
         # A token's wait (1 / per_second) becomes a group's wake-up time in the database:
         # at 1e-300 the grouped claim failed, "timestamp out of range", for good. A refill

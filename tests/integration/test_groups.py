@@ -162,6 +162,14 @@ def test_task_and_set_group_check_their_values(kinds: list[str]) -> None:
             fields("k", "g", venturi.groups.UNCHANGED, bad_weight, venturi.groups.UNCHANGED)
     for good in (1e-6, 1e6):
         fields("k", "g", venturi.groups.UNCHANGED, good, venturi.groups.UNCHANGED)
+    # An int too large for a float: OverflowError from the check itself, not ConfigError;
+    # a rate and a duration alike.
+    with pytest.raises(ConfigError, match="weight must be from"):
+        fields("k", "g", venturi.groups.UNCHANGED, 10**400, venturi.groups.UNCHANGED)
+    with pytest.raises(ConfigError, match="rate per_second must be at most"):
+        venturi.Rate(per_second=10**400)
+    with pytest.raises(ConfigError, match="lease must be at most 100 years"):
+        venturi.task(kind="g_bad", lease=10**400)(h)
     with pytest.raises(ConfigError, match="paused must be"):
         fields("k", "g", venturi.groups.UNCHANGED, venturi.groups.UNCHANGED, "yes")
     with pytest.raises(ConfigError, match="group must be"):
