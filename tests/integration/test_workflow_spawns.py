@@ -259,3 +259,30 @@ async def test_a_spawn_inside_a_transactional_step_commits_with_the_step(
         job_id,
     )
     assert recorded == children[0]["id"] == await venturi.get_result(conn, job_id)
+
+
+async def test_a_spawn_refused_before_any_write_leaves_its_name_free(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # A spawn refused for its group (or its carry) writes nothing; a handler that catches
+    # the error may spawn under the same name. The name was already marked used, and the
+    # second spawn failed the run: "the name 'child' is used twice in one run".
+    @venturi.task(kind="wf_kid", result=int)
+    async def kid(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        return venturi.complete(carry.n)
+
+    @venturi.task(kind="wf_parent", result=int, max_failures=1)
+    async def parent(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        with pytest.raises(venturi.ConfigError, match="group must be"):
+            await ctx.spawn("child", kid, Item(1), group="")
+        with pytest.raises(TypeError):
+            await ctx.spawn("child", kid, "not an Item")
+        child = await ctx.spawn("child", kid, Item(7), group="fallback")
+        return venturi.complete(sum(await ctx.gather(child)))
+
+    job_id = await parent.enqueue(conn, Item(0), group="g")
+    async with running(Worker(None, dsn, [kid, parent], poll_max=5, concurrency=2)):
+        await wait_status(conn, job_id, "completed")
+    assert await venturi.get_result(conn, job_id) == 7
+    [child] = await _children(conn, job_id)
+    assert child["name"] == "child"

@@ -59,12 +59,19 @@ async def spawn(
     name = run.records.claim(name, "ctx.spawn")
     if not isinstance(task, Declared):
         raise VenturiError(f"ctx.spawn({name!r}): task must be a venturi task, got {task!r}")
+    # The carry and group are checked before anything is written (TypeError and
+    # ConfigError, as for an enqueue), in a replay too, so that a handler that catches
+    # the refusal and spawns again under the name does the same in every run; refused,
+    # the name stays free.
+    try:
+        spec = task.job(carry, priority=priority, key=key, group=group)
+    except Exception:
+        run.records.used.discard(name)
+        raise
     steps = await run.load()
     recorded = steps.get(name)
     if recorded is not None:
         return Child(int(decode(recorded.value, int, f"spawn {name!r}")), task)
-    # The carry is checked before anything is written (TypeError, as for an enqueue).
-    spec = task.job(carry, priority=priority, key=key, group=group)
     traceparent = current_traceparent()
     if key is None:
         # Written with the spawns beside it at the handler's next suspension (or before
