@@ -527,11 +527,12 @@ WITH written AS (
     ON CONFLICT (kind, grp) DO UPDATE
     SET cap = CASE WHEN $3::boolean THEN $4::integer ELSE g.cap END,
         weight = CASE WHEN $5::boolean THEN $6::float8 ELSE g.weight END,
-        -- A cap set (raised, or returned to the task's) restarts a group behind the
+        -- A cap set (raised, lowered, or returned to the task's) restarts a group behind the
         -- current minimum of the other groups with room: held at its cap, its time
         -- stood while theirs ran, and once raised it took every slot it could until it
         -- caught up (a hundred jobs before the other group's next, in the probe). It
-        -- banks no credit, as a resumed or idle group banks none.
+        -- banks no credit, as a resumed or idle group banks none. (Lowered, it is held
+        -- at least as long: a group behind the others then is one held at its cap.)
         vtime = CASE WHEN $3::boolean
                      THEN greatest(g.vtime, coalesce(
                          (SELECT min(m.v) FROM (
