@@ -2452,17 +2452,27 @@ written AS (
     RETURNING g.grp
 ),
 -- A group parked for want of tokens wakes when its next token is due, at this claim's
--- rate (kept: a worker of a faster one moves the wake-up forward, group_refill_advance).
+-- rate (kept: a worker of a faster one moves the wake-up forward, group_refill_advance),
+-- unless a token wake-up for that time is there already: a job enqueued into a group
+-- out of tokens wakes it, and the claim that parks it again computes the same time
+-- (one wake-up each time before: 29 after 30 jobs). One this snapshot sees is still
+-- there: the group is parked only if no claim wrote its row since the snapshot, and
+-- only a claim that writes the row deletes its wake-ups. By group_wakes_due_idx, a
+-- millisecond of wake-ups (the time is recomputed in float8 from the bucket's state).
 refill AS (
     INSERT INTO "venturi".group_wakes (kind, grp, at, priority, rate)
-    SELECT $2::text, o.grp,
-           CASE WHEN o.tokens IS NOT NULL THEN
-               (SELECT k.at FROM clock k)
-                 + make_interval(secs => greatest(0, 1 - o.after_tokens) / $8::float8) END,
+    SELECT $2::text, o.grp, o.token_at,
            least(coalesce(o.next_head, coalesce(o.prior_head, 1)),
                  CASE WHEN coalesce(o.prior_head, 1) < $4::smallint THEN coalesce(o.prior_head, 1) END), $8::float8
-    FROM outcome o
-    WHERE o.park AND o.dry
+    FROM (SELECT o.*, CASE WHEN o.tokens IS NOT NULL THEN
+                         (SELECT k.at FROM clock k)
+                           + make_interval(secs => greatest(0, 1 - o.after_tokens) / $8::float8) END AS token_at
+          FROM outcome o WHERE o.park AND o.dry) o
+    WHERE NOT EXISTS (
+        SELECT 1 FROM "venturi".group_wakes w
+        WHERE w.kind = $2::text
+          AND w.at BETWEEN o.token_at - interval '1 ms' AND o.token_at + interval '1 ms'
+          AND w.grp = o.grp AND w.rate IS NOT NULL)
     RETURNING grp
 ),
 -- The wake-ups applied: those of the groups created, woken or claimed from here.

@@ -142,3 +142,28 @@ async def test_the_look_reads_the_token_wake_ups_alone(
         if "Actual Loops" in n
     ]
     assert sum(read) <= 10, sum(read)
+
+
+async def test_a_group_out_of_tokens_keeps_one_token_wake_up_however_many_jobs_come(
+    conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # Each job enqueued into a group out of tokens wakes it; the claim that finds it dry
+    # parks it again until its next token. It wrote another wake-up for that time each
+    # time (29 after 30 jobs), all coming due at once and filling a claim's look.
+    @venturi.task(kind="g_dry", group_rate=venturi.Rate(per_second=0.001, burst=1))
+    async def dry(ctx: Context[Any], carry: Item) -> None: ...
+
+    for i in range(30):
+        await dry.enqueue(conn, Item(i), group="a")
+        await claim(conn, "g_dry", rate=(0.001, 1))
+    left = await wakes(conn, "g_dry")
+    assert [(w["grp"], w["rate"]) for w in left] == [("a", 0.001)]
+    assert left[0]["wait"].total_seconds() > 900
+    # The one left still wakes it: the token seeded due, its job runs.
+    await conn.execute(
+        "UPDATE venturi.groups SET refilled_at = refilled_at - interval '2000 s' "
+        "WHERE kind = 'g_dry'"
+    )
+    await conn.execute("UPDATE venturi.group_wakes SET at = now() WHERE kind = 'g_dry'")
+    got = await claim(conn, "g_dry", rate=(0.001, 1))
+    assert len(got.claimed) == 1
