@@ -249,8 +249,9 @@ async def drain(
     sleep, a signal's timeout) is woken at once instead of at its time, its replayed
     sleep returning (send signals before draining: one waited for without a timeout
     leaves the job waiting). ``TimeoutError`` if due work remains after
-    ``give_up_after`` seconds (a paused kind or group, a job that pauses forever). ``worker_options`` go to
-    ``venturi.Worker`` (``failures_to_dead=True`` makes an exception settle dead).
+    ``give_up_after`` seconds (a paused kind or group, a job that pauses forever).
+    ``worker_options`` go to ``venturi.Worker`` (``failures_to_dead=True`` makes an
+    exception settle dead).
     """
     task_list = list(tasks)
     if not task_list:
