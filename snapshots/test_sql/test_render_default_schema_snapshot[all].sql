@@ -2249,7 +2249,13 @@ woken AS (
 -- least virtual time), with the jobs of each claimed as this snapshot sees them.
 candidates AS (
     SELECT r.grp, r.newest, r.claims, r.vtime, r.weight, r.cap, r.tokens, r.refilled_at,
-           r.running, r.head AS prior_head, true AS was_ready
+           r.running,
+           -- A reserved claim may not read the group's better tiers: a job of one whose
+           -- wake-up this claim applies counts too (looked up at a raised floor only).
+           CASE WHEN (SELECT $4::smallint) > 0
+                THEN least(r.head, (SELECT d.priority FROM due_groups d WHERE d.grp = r.grp))
+                ELSE r.head END AS prior_head,
+           true AS was_ready
     FROM ready r
     UNION ALL
     SELECT w.grp, w.newest, w.claims, w.vtime, w.weight, w.cap, w.tokens, w.refilled_at,
@@ -2352,13 +2358,16 @@ lockable AS (
 -- third of the statement's time at 32 groups: benchmarks/JOURNAL.md).
 per_group AS (
     SELECT p.grp, count(c.id)::integer AS n, count(*)::integer AS found,
-           min(p.priority) FILTER (WHERE c.id IS NULL) AS next_head
+           min(p.priority) FILTER (WHERE c.id IS NULL) AS next_head,
+           -- The first scan filled the picks: the group's tiers above the floor unread.
+           count(*) FILTER (WHERE p.priority >= $4::smallint) > min(p.room) AS above_unread
     FROM picks p LEFT JOIN lockable c ON c.id = p.id
     GROUP BY p.grp
 ),
 tally AS (
     SELECT r.grp, r.vtime, r.weight, r.tokens, r.room, r.unchanged, r.prior_head, r.was_ready,
-           coalesce(t.n, 0) AS n, coalesce(t.found, 0) AS found, t.next_head
+           coalesce(t.n, 0) AS n, coalesce(t.found, 0) AS found, t.next_head,
+           coalesce(t.above_unread, false) AS above_unread
     FROM room r LEFT JOIN per_group t ON t.grp = r.grp
 ),
 states AS (
@@ -2390,7 +2399,7 @@ created AS (
                                      refilled_at, token_at, task_cap, minute, minute_claims)
     SELECT $2::text, f.grp, coalesce(NOT o.park, true),
            least(coalesce(o.next_head, f.priority),
-      CASE WHEN f.priority < $4::smallint THEN f.priority END),
+      CASE WHEN o.above_unread AND f.priority < $4::smallint THEN f.priority END),
            coalesce(o.after_vtime, (SELECT v FROM restart)),
            coalesce(o.n, 0), o.after_tokens,
            CASE WHEN o.tokens IS NOT NULL THEN (SELECT k.at FROM clock k) END,
@@ -2436,7 +2445,7 @@ written AS (
       + make_interval(secs => greatest(0, 1 - o.after_tokens) / $8::float8) END,
         ready = NOT o.park,
         head = least(coalesce(o.next_head, coalesce(o.prior_head, g.head)),
-      CASE WHEN coalesce(o.prior_head, g.head) < $4::smallint THEN coalesce(o.prior_head, g.head) END),
+      CASE WHEN o.above_unread AND coalesce(o.prior_head, g.head) < $4::smallint THEN coalesce(o.prior_head, g.head) END),
         task_cap = $7::integer,
         minute = date_trunc('minute', now()),
         last_minute_claims = CASE
@@ -2453,26 +2462,28 @@ written AS (
 ),
 -- A group parked for want of tokens wakes when its next token is due, at this claim's
 -- rate (kept: a worker of a faster one moves the wake-up forward, group_refill_advance),
--- unless a token wake-up for that time is there already: a job enqueued into a group
--- out of tokens wakes it, and the claim that parks it again computes the same time
--- (one wake-up each time before: 29 after 30 jobs). One this snapshot sees is still
--- there: the group is parked only if no claim wrote its row since the snapshot, and
--- only a claim that writes the row deletes its wake-ups. By group_wakes_due_idx, a
--- millisecond of wake-ups (the time is recomputed in float8 from the bucket's state).
+-- unless a token wake-up for that time, of the group's tier or a better one, is there
+-- already: a job enqueued into a group out of tokens wakes it, and the claim that parks
+-- it again computes the same time (one wake-up each time before: 29 after 30 jobs). One
+-- this snapshot sees and not yet due is still there: the group is parked only if no
+-- claim wrote its row since the snapshot, only a claim that writes the row deletes its
+-- wake-ups, and this claim deletes only due ones. By group_wakes_due_idx, a millisecond
+-- of wake-ups (the time is recomputed in float8 from the bucket's state).
 refill AS (
     INSERT INTO "venturi".group_wakes (kind, grp, at, priority, rate)
-    SELECT $2::text, o.grp, o.token_at,
-           least(coalesce(o.next_head, coalesce(o.prior_head, 1)),
-                 CASE WHEN coalesce(o.prior_head, 1) < $4::smallint THEN coalesce(o.prior_head, 1) END), $8::float8
+    SELECT $2::text, o.grp, o.token_at, o.head, $8::float8
     FROM (SELECT o.*, CASE WHEN o.tokens IS NOT NULL THEN
                          (SELECT k.at FROM clock k)
-                           + make_interval(secs => greatest(0, 1 - o.after_tokens) / $8::float8) END AS token_at
+                           + make_interval(secs => greatest(0, 1 - o.after_tokens) / $8::float8) END AS token_at,
+                 least(coalesce(o.next_head, coalesce(o.prior_head, 1)),
+                       CASE WHEN o.above_unread AND coalesce(o.prior_head, 1) < $4::smallint THEN coalesce(o.prior_head, 1) END) AS head
           FROM outcome o WHERE o.park AND o.dry) o
     WHERE NOT EXISTS (
         SELECT 1 FROM "venturi".group_wakes w
         WHERE w.kind = $2::text
           AND w.at BETWEEN o.token_at - interval '1 ms' AND o.token_at + interval '1 ms'
-          AND w.grp = o.grp AND w.rate IS NOT NULL)
+          AND w.at > (SELECT k.at FROM clock k)
+          AND w.grp = o.grp AND w.rate IS NOT NULL AND w.priority <= o.head)
     RETURNING grp
 ),
 -- The wake-ups applied: those of the groups created, woken or claimed from here.

@@ -64,3 +64,65 @@ async def test_a_reserved_claim_takes_the_lower_tier_of_a_group_headed_by_a_high
         "SELECT head FROM venturi.groups WHERE kind = 'g_tiers' AND grp = 'acme'"
     )
     assert head == high
+
+
+async def test_a_reserved_claim_keeps_a_waking_better_job_as_the_groups_head(
+    conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # A HIGH job enqueued into a ready group of LOW jobs: a claim reserved for LOW read
+    # only the group's LOW jobs, applied (deleted) the HIGH job's wake-up, and wrote the
+    # group's head as LOW; the HIGH job then waited behind every NORMAL group.
+    @venturi.task(kind="g_waking")
+    async def tiered(ctx: Context[Any], carry: Item) -> None:
+        return None
+
+    await venturi.enqueue_many(
+        conn,
+        [tiered.job(Item(i), group="acme", priority=Priority.LOW) for i in range(10)]
+        + [tiered.job(Item(100 + i), group="globex", priority=Priority.NORMAL) for i in range(10)],
+    )
+    await finish(conn, await claim_one(conn, "g_waking", 0))  # the groups' rows, ready
+    high = await tiered.enqueue(conn, Item(99), group="acme", priority=Priority.HIGH)
+    taken = await claim_one(conn, "g_waking", 2)
+    assert [r["priority"] for r in taken] == [Priority.LOW]
+    await finish(conn, taken)
+    [first] = await claim_one(conn, "g_waking", 0)
+    assert first["id"] == high
+
+
+async def test_a_reserved_claim_that_takes_a_groups_last_better_job_lowers_its_head(
+    conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # No job of the reserved tier anywhere: the claim's second look took acme's one HIGH
+    # job, and the head stayed HIGH, so acme's NORMAL jobs went before globex's HIGH.
+    @venturi.task(kind="g_last")
+    async def tiered(ctx: Context[Any], carry: Item) -> None:
+        return None
+
+    await venturi.enqueue_many(
+        conn,
+        [tiered.job(Item(0), group="acme", priority=Priority.HIGH)]
+        + [tiered.job(Item(1 + i), group="acme", priority=Priority.NORMAL) for i in range(5)]
+        + [tiered.job(Item(100 + i), group="globex", priority=Priority.HIGH) for i in range(5)],
+    )
+    await db.groups.claim_grouped(
+        conn,
+        schema="venturi",
+        claimant=db.Claimant("t"),
+        kind="g_last",
+        lease=60.0,
+        floor=0,
+        limit=0,
+        limits=db.groups.GroupLimits(None, None, None),
+    )  # the groups' rows, ready, nothing claimed
+    # Test-side write: globex behind in the share, so acme is taken first.
+    await conn.execute("UPDATE venturi.groups SET vtime = 5 WHERE grp = 'globex'")
+    taken = await claim_one(conn, "g_last", 2)
+    assert [(r["grp"], r["priority"]) for r in taken] == [("acme", Priority.HIGH)]
+    await finish(conn, taken)
+    order = []
+    for _ in range(6):
+        rows = await claim_one(conn, "g_last", 0)
+        order += [r["priority"] for r in rows]
+        await finish(conn, rows)
+    assert order == [Priority.HIGH] * 5 + [Priority.NORMAL]
