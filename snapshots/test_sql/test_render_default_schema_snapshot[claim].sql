@@ -4746,6 +4746,14 @@ PREPARE venturi_transaction_deadlines(text, text) AS
 SELECT set_config('statement_timeout', $1::text, true) AS statement_timeout,
        set_config('idle_in_transaction_session_timeout', $2::text, true) AS idle_timeout;
 
+-- transaction_deadlines_now: this transaction's statement_timeout and
+-- idle_in_transaction_session_timeout, as transaction_deadlines takes them back:
+-- testing.drain on a Connection inside the caller's transaction runs a claim's
+-- transaction as a savepoint, whose set_config(..., true) lasts to the caller's end.
+PREPARE venturi_transaction_deadlines_now AS
+SELECT current_setting('statement_timeout') AS statement_timeout,
+       current_setting('idle_in_transaction_session_timeout') AS idle_timeout;
+
 -- worker_heartbeat: a running worker is alive; its one statement per heartbeat. No row
 -- back means the row is missing (pruned while the worker was cut off): register again.
 -- $1 uuid id: the run's claim token

@@ -160,6 +160,25 @@ async def test_drain_on_a_connection_runs_kinds_whose_claim_takes_a_transaction(
             await tx.rollback()
 
 
+async def test_drain_in_an_open_transaction_leaves_its_deadlines_as_they_were(
+    conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # A claim's own transaction (a shared rate's) sets the server's deadlines for its
+    # rest; as a savepoint of the test's transaction they lasted to the test's end, and
+    # an idle spell there past the worker's statement_timeout lost the connection.
+    @venturi.task(kind="t_rate_deadlines", rate=venturi.Rate(per_second=50, burst=3, shared=True))
+    async def rated(ctx: Context[Any], carry: Step) -> None:
+        return None
+
+    show = "SELECT current_setting('statement_timeout'), current_setting('idle_in_transaction_session_timeout')"
+    before = tuple(await conn.fetchrow(show))
+    async with conn.transaction():
+        ids = await venturi.enqueue_many(conn, [rated.job(Step(i)) for i in range(3)])
+        outcomes = await testing.drain(conn, [rated], give_up_after=30, statement_timeout=1.0)
+        assert sorted(outcomes) == sorted(ids)
+        assert tuple(await conn.fetchrow(show)) == before
+
+
 async def test_drain_in_an_open_transaction_refills_a_groups_tokens(
     conn: asyncpg.Connection, kinds: list[str]
 ) -> None:

@@ -16,3 +16,14 @@ async def transaction_deadlines(conn: Conn, *, schema: str, deadline: float) -> 
     ``deadline`` seconds on the server."""
     ms = str(max(1, round(deadline * 1000)))
     await conn.execute(sql.statement("transaction_deadlines", schema), ms, ms)
+
+
+async def deadlines_now(conn: Conn, *, schema: str) -> tuple[str, str]:
+    """This transaction's statement and idle deadlines, as ``deadlines_back`` takes them."""
+    row = await conn.fetchrow(sql.statement("transaction_deadlines_now", schema))
+    return str(row["statement_timeout"]), str(row["idle_timeout"])
+
+
+async def deadlines_back(conn: Conn, *, schema: str, deadlines: tuple[str, str]) -> None:
+    """Set this transaction's deadlines back to ``deadlines`` (``deadlines_now``'s)."""
+    await conn.execute(sql.statement("transaction_deadlines", schema), *deadlines)

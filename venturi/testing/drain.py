@@ -31,8 +31,9 @@ class _SharedConnection:
     # Handlers cannot have a connection of their own (ctx.transaction()): there is one.
     shares_one_connection = True
 
-    def __init__(self, conn: asyncpg.Connection) -> None:
+    def __init__(self, conn: asyncpg.Connection, schema: str = DEFAULT_SCHEMA) -> None:
         self.conn = conn
+        self.schema = schema
         self.lock = asyncio.Lock()
 
     async def fetch(self, *args: Any, **kwargs: Any) -> Any:
@@ -114,12 +115,20 @@ class _ListenOn:
         """A transaction on the shared connection (a savepoint in the caller's open one),
         as a claim with a global cap or a shared rate takes: it holds the connection's
         turn from start to end, so no other statement of the worker's (a settlement, the
-        heartbeat) lands inside it and rolls back with it."""
+        heartbeat) lands inside it and rolls back with it. Inside the caller's open
+        transaction, the deadlines the claim sets for its own (``set_config``'s local)
+        would last to the caller's end, and cut its next idle spell: they are set back."""
+        conn, schema = self.shared.conn, self.shared.schema
         async with self.shared.lock:
             self.holding = True
             try:
-                async with self.shared.conn.transaction():
+                saved = None
+                if conn.is_in_transaction():
+                    saved = await db.health.deadlines_now(conn, schema=schema)
+                async with conn.transaction():
                     yield self
+                if saved is not None:
+                    await db.health.deadlines_back(conn, schema=schema, deadlines=saved)
             finally:
                 self.holding = False
 
@@ -182,13 +191,13 @@ class _Observed:
         return await self.inner.release(conn, timeout=timeout)
 
 
-async def _source(target: Any) -> tuple[Any, Any]:
+async def _source(target: Any, schema: str) -> tuple[Any, Any]:
     """The pool drain opened itself (None when given one) and what the worker uses."""
     if isinstance(target, str):
         own_pool = await db.connect.create_pool(target, min_size=1, max_size=3)
         return own_pool, own_pool
     if isinstance(target, asyncpg.Connection):
-        return None, _SharedConnection(target)
+        return None, _SharedConnection(target, schema)
     if isinstance(target, asyncpg.Pool):
         return None, target
     raise ConfigError(f"drain: target must be a DSN, an asyncpg Pool or Connection, got {target!r}")
@@ -259,7 +268,7 @@ async def drain(
     kinds = sorted({t.kind for t in task_list})
     identity = f"venturi.testing.drain:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     activity = asyncio.Event()
-    own_pool, inner = await _source(target)
+    own_pool, inner = await _source(target, schema)
     try:
 
         async def remaining() -> int:
