@@ -46,9 +46,10 @@ def main() -> None:
     of bad input is: click's usage text and error box were six lines."""
     try:
         code = app(standalone_mode=False)
-    except _SHOWS_HELP:
-        app()  # parsed again in click's standalone mode: the help, as before
-        return
+    except _SHOWS_HELP as exc:
+        # typer printed the group's help before raising (click's show() would print it
+        # again): only its exit code is left to give.
+        sys.exit(exc.exit_code)
     except _errors.UsageError as exc:
         where = exc.ctx.command_path if exc.ctx is not None else "venturi"
         message = " ".join(exc.format_message().split())
