@@ -170,6 +170,8 @@ def test_task_and_set_group_check_their_values(kinds: list[str]) -> None:
         venturi.Rate(per_second=10**400)
     with pytest.raises(ConfigError, match="lease must be at most 100 years"):
         venturi.task(kind="g_bad", lease=10**400)(h)
+    with pytest.raises(ConfigError, match="lease must be positive"):
+        venturi.task(kind="g_bad", lease=-(10**400))(h)
     with pytest.raises(ConfigError, match="paused must be"):
         fields("k", "g", venturi.groups.UNCHANGED, venturi.groups.UNCHANGED, "yes")
     with pytest.raises(ConfigError, match="group must be"):
