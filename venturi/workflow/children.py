@@ -58,6 +58,7 @@ async def spawn(
     ``group`` the child takes its parent's (SPEC 13)."""
     name = run.records.claim(name, "ctx.spawn")
     if not isinstance(task, Declared):
+        run.records.used.discard(name)  # refused, nothing written: as below
         raise VenturiError(f"ctx.spawn({name!r}): task must be a venturi task, got {task!r}")
     # The carry and group are checked before anything is written (TypeError and
     # ConfigError, as for an enqueue), in a replay too, so that a handler that catches
