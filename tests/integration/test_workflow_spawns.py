@@ -278,7 +278,7 @@ async def test_a_spawn_refused_before_any_write_leaves_its_name_free(
         with pytest.raises(TypeError):
             await ctx.spawn("child", kid, "not an Item")
         with pytest.raises(venturi.VenturiError, match="must be a venturi task"):
-            await ctx.spawn("child", "kid", Item(1))  # type: ignore[arg-type]
+            await ctx.spawn("child", "kid", Item(1))
         child = await ctx.spawn("child", kid, Item(7), group="fallback")
         return venturi.complete(sum(await ctx.gather(child)))
 

@@ -56,10 +56,9 @@ async def spawn(
 ) -> Child[Any]:
     """Enqueue a child of ``task`` once; its id is the recorded step ``name``. Without
     ``group`` the child takes its parent's (SPEC 13)."""
-    name = run.records.claim(name, "ctx.spawn")
-    if not isinstance(task, Declared):
-        run.records.used.discard(name)  # refused, nothing written: as below
+    if not isinstance(task, Declared):  # refused before the name is taken, as below
         raise VenturiError(f"ctx.spawn({name!r}): task must be a venturi task, got {task!r}")
+    name = run.records.claim(name, "ctx.spawn")
     # The carry and group are checked before anything is written (TypeError and
     # ConfigError, as for an enqueue), in a replay too, so that a handler that catches
     # the refusal and spawns again under the name does the same in every run; refused,
