@@ -160,11 +160,7 @@ class Task(Declared, Generic[C]):
             raise ConfigError("enqueue takes at or after, not both")
         if at is not None and (not isinstance(at, datetime) or at.tzinfo is None):
             raise ConfigError(f"at must be a timezone-aware datetime, got {at!r}")
-        if key is not None and (
-            not isinstance(key, str) or "\x00" in key or not validate.encodable(key)
-        ):
-            # A NUL or a lone surrogate reached the database, which refused the text (the
-            # driver's error).
+        if key is not None and not validate.storable(key):
             raise ConfigError(
                 f"key must be a string without NUL characters or lone surrogates, got {key!r}"
             )

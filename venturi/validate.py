@@ -72,6 +72,13 @@ def encodable(value: str) -> bool:
     return True
 
 
+def storable(value: object) -> bool:
+    """Whether ``value`` is a string PostgreSQL's text can hold: no NUL (text cannot hold
+    one) and no lone surrogate (``encodable``); the driver refused either with its own
+    error."""
+    return isinstance(value, str) and "\x00" not in value and encodable(value)
+
+
 def kind(value: Any, knob: str = "kind") -> str:
     """A kind as a task can have it: every place that writes one (a task's declaration, a
     pause, a group's settings) checks it here, so that none stores a kind no job can

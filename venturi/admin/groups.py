@@ -79,9 +79,7 @@ async def list_groups(
     # The statement reads limit + offset rows of a ranking, an int4 sum each bound
     # passes alone: "integer out of range" from the database, naming neither.
     validate.at_most_int_max(limit + offset, "limit + offset")
-    if search is not None and (
-        not isinstance(search, str) or "\x00" in search or not validate.encodable(search)
-    ):
+    if search is not None and not validate.storable(search):
         raise ConfigError(f"search must be text without NUL or lone surrogates, got {search!r}")
     if order not in GROUP_ORDERS:
         raise ConfigError(f"order must be one of {', '.join(GROUP_ORDERS)}, got {order!r}")
