@@ -138,17 +138,14 @@ def seconds(value: timedelta | float | int, knob: str, *, allow_zero: bool = Fal
     non-negative with ``allow_zero``)."""
     if isinstance(value, bool) or not isinstance(value, timedelta | float | int):
         raise ConfigError(f"{knob} must be a timedelta or a number of seconds, got {value!r}")
-    # An int is bounded before float(), which one too large for a float (either sign)
-    # makes an OverflowError.
-    if isinstance(value, int) and value > MAX_SECONDS:
-        raise ConfigError(f"{knob} must be at most 100 years ({MAX_SECONDS:,} s), got {value!r}")
-    secs = (
-        value.total_seconds()
-        if isinstance(value, timedelta)
-        else -1.0
-        if isinstance(value, int) and value < 0
-        else float(value)
-    )
+    if isinstance(value, timedelta):
+        secs = value.total_seconds()
+    elif isinstance(value, int):
+        # Clamped to just past its bounds first: float() of an int too large for a float
+        # (either sign) is an OverflowError; the checks below refuse it as they would.
+        secs = float(max(-1, min(value, MAX_SECONDS + 1)))
+    else:
+        secs = value
     if math.isnan(secs) or math.isinf(secs):
         raise ConfigError(f"{knob} must be finite, got {value!r}")
     if secs < 0 or (secs == 0 and not allow_zero):

@@ -21,7 +21,7 @@ async def transaction_deadlines(conn: Conn, *, schema: str, deadline: float) -> 
 async def deadlines_now(conn: Conn, *, schema: str) -> tuple[str, str]:
     """This transaction's statement and idle deadlines, as ``deadlines_back`` takes them."""
     row = await conn.fetchrow(sql.statement("transaction_deadlines_now", schema))
-    assert row is not None  # a SELECT without FROM: always its one row
+    assert row is not None  # it reads two settings, no table: always one row
     return str(row["statement_timeout"]), str(row["idle_timeout"])
 
 
