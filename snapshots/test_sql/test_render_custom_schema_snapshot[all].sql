@@ -2246,7 +2246,9 @@ woken AS (
 ),
 -- Every group this claim may take from: the ready ones it locked, the woken ones it
 -- takes and the first-seen ones it takes (no row yet: no newest version, no claims, the
--- least virtual time), with the jobs of each claimed as this snapshot sees them.
+-- least virtual time), with the jobs of each claimed as this snapshot sees them, and
+-- each one's tier before this claim (`prior_head`, never NULL: a ready group's head, a
+-- woken group's with its wake-ups', a first-seen group's wake-ups').
 candidates AS (
     SELECT r.grp, r.newest, r.claims, r.vtime, r.weight, r.cap, r.tokens, r.refilled_at,
            r.running,
@@ -2444,8 +2446,8 @@ written AS (
     (SELECT k.at FROM clock k)
       + make_interval(secs => greatest(0, 1 - o.after_tokens) / $8::float8) END,
         ready = NOT o.park,
-        head = least(coalesce(o.next_head, coalesce(o.prior_head, g.head)),
-      CASE WHEN o.above_unread AND coalesce(o.prior_head, g.head) < $4::smallint THEN coalesce(o.prior_head, g.head) END),
+        head = least(coalesce(o.next_head, o.prior_head),
+      CASE WHEN o.above_unread AND o.prior_head < $4::smallint THEN o.prior_head END),
         task_cap = $7::integer,
         minute = date_trunc('minute', now()),
         last_minute_claims = CASE
@@ -2475,8 +2477,8 @@ refill AS (
     FROM (SELECT o.*, CASE WHEN o.tokens IS NOT NULL THEN
                          (SELECT k.at FROM clock k)
                            + make_interval(secs => greatest(0, 1 - o.after_tokens) / $8::float8) END AS token_at,
-                 least(coalesce(o.next_head, coalesce(o.prior_head, 1)),
-                       CASE WHEN o.above_unread AND coalesce(o.prior_head, 1) < $4::smallint THEN coalesce(o.prior_head, 1) END) AS head
+                 least(coalesce(o.next_head, o.prior_head),
+                       CASE WHEN o.above_unread AND o.prior_head < $4::smallint THEN o.prior_head END) AS head
           FROM outcome o WHERE o.park AND o.dry) o
     WHERE NOT EXISTS (
         SELECT 1 FROM "billing_jobs".group_wakes w
