@@ -16,8 +16,9 @@ from venturi import Context, Priority, db
 from venturi.priority import floor
 
 
-async def claim_one(conn: Any, kind: str, level: int) -> list[asyncpg.Record]:
-    """One claim of one job at the priority floor ``level``, as the worker makes it."""
+async def claim_at(conn: Any, kind: str, level: int, limit: int = 1) -> list[asyncpg.Record]:
+    """One claim of up to ``limit`` jobs at the priority floor ``level``, as the worker
+    makes it."""
     got, _ = await db.groups.claim_grouped(
         conn,
         schema="venturi",
@@ -25,7 +26,7 @@ async def claim_one(conn: Any, kind: str, level: int) -> list[asyncpg.Record]:
         kind=kind,
         lease=60.0,
         floor=level,
-        limit=1,
+        limit=limit,
         limits=db.groups.GroupLimits(None, None, None),
     )
     return list(got.claimed)
@@ -49,7 +50,7 @@ async def test_a_reserved_claim_takes_the_lower_tier_of_a_group_headed_by_a_high
     got: list[tuple[int, int]] = []
     for n in range(1, 49):
         level = floor(n, 4)
-        rows = await claim_one(conn, "g_tiers", level)
+        rows = await claim_at(conn, "g_tiers", level)
         assert len(rows) == 1, n
         got.append((n, rows[0]["priority"]))
         await finish(conn, rows)
@@ -81,12 +82,12 @@ async def test_a_reserved_claim_keeps_a_waking_better_job_as_the_groups_head(
         [tiered.job(Item(i), group="acme", priority=Priority.LOW) for i in range(10)]
         + [tiered.job(Item(100 + i), group="globex", priority=Priority.NORMAL) for i in range(10)],
     )
-    await finish(conn, await claim_one(conn, "g_waking", 0))  # the groups' rows, ready
+    await finish(conn, await claim_at(conn, "g_waking", 0))  # the groups' rows, ready
     high = await tiered.enqueue(conn, Item(99), group="acme", priority=Priority.HIGH)
-    taken = await claim_one(conn, "g_waking", 2)
+    taken = await claim_at(conn, "g_waking", 2)
     assert [r["priority"] for r in taken] == [Priority.LOW]
     await finish(conn, taken)
-    [first] = await claim_one(conn, "g_waking", 0)
+    [first] = await claim_at(conn, "g_waking", 0)
     assert first["id"] == high
 
 
@@ -105,24 +106,15 @@ async def test_a_reserved_claim_that_takes_a_groups_last_better_job_lowers_its_h
         + [tiered.job(Item(1 + i), group="acme", priority=Priority.NORMAL) for i in range(5)]
         + [tiered.job(Item(100 + i), group="globex", priority=Priority.HIGH) for i in range(5)],
     )
-    await db.groups.claim_grouped(
-        conn,
-        schema="venturi",
-        claimant=db.Claimant("t"),
-        kind="g_last",
-        lease=60.0,
-        floor=0,
-        limit=0,
-        limits=db.groups.GroupLimits(None, None, None),
-    )  # the groups' rows, ready, nothing claimed
+    assert await claim_at(conn, "g_last", 0, limit=0) == []  # the groups' rows, ready
     # Test-side write: globex behind in the share, so acme is taken first.
     await conn.execute("UPDATE venturi.groups SET vtime = 5 WHERE grp = 'globex'")
-    taken = await claim_one(conn, "g_last", 2)
+    taken = await claim_at(conn, "g_last", 2)
     assert [(r["grp"], r["priority"]) for r in taken] == [("acme", Priority.HIGH)]
     await finish(conn, taken)
     order = []
     for _ in range(6):
-        rows = await claim_one(conn, "g_last", 0)
+        rows = await claim_at(conn, "g_last", 0)
         order += [r["priority"] for r in rows]
         await finish(conn, rows)
     assert order == [Priority.HIGH] * 5 + [Priority.NORMAL]
