@@ -1463,15 +1463,19 @@ RETURNING w.kind, w.grp;
 -- $6 float8 weight: its weight in the fair share (NULL: 1)
 -- $7 boolean paused_given: whether $8 is to be set
 -- $8 boolean paused: pause (true) or resume (false, or NULL)
+-- The group's row lock (group_key) is held to the caller's commit: a claim passes the
+-- group by meanwhile (a group never seen; a known group's row lock does the same).
 -- index: groups primary key; groups_ready_idx with jobs_group_claimed_idx (the current
 -- minimum, when a cap is set); jobs_group_claim_idx (the group's first visible pending job).
 PREPARE venturi_group_set(text, text, boolean, integer, boolean, float8, boolean, boolean) AS
 WITH written AS (
+    -- The group's row lock first (the row is inserted from the row that takes it).
     INSERT INTO "venturi".groups AS g (kind, grp, cap, weight, paused)
-    VALUES ($1::text, $2::text,
-            CASE WHEN $3::boolean THEN $4::integer END,
-            CASE WHEN $5::boolean THEN $6::float8 END,
-            $7::boolean AND coalesce($8::boolean, false))
+    SELECT $1::text, $2::text,
+           CASE WHEN $3::boolean THEN $4::integer END,
+           CASE WHEN $5::boolean THEN $6::float8 END,
+           $7::boolean AND coalesce($8::boolean, false)
+    FROM (SELECT pg_advisory_xact_lock(hashtextextended('venturi group "venturi" ' || $1::text || E'\n' || $2::text, 0))) l
     ON CONFLICT (kind, grp) DO UPDATE
     SET cap = CASE WHEN $3::boolean THEN $4::integer ELSE g.cap END,
         weight = CASE WHEN $5::boolean THEN $6::float8 ELSE g.weight END,
@@ -2193,13 +2197,18 @@ busy AS (
     ) b
     WHERE b.grp NOT IN (SELECT r.grp FROM ready r)
 ),
--- The groups first seen (no row in this snapshot), and of them, as many as the batch,
--- first by tier: this claim may take from those. Their rows are inserted below (created),
--- once the batch is known; a job of one is claimed only if its row's insert is this
--- claim's (a claim that met another's insert of the row takes none of its jobs).
+-- The groups first seen (no row in this snapshot) whose row lock (group_key) this claim
+-- takes, and of them, as many as the batch, first by tier: this claim may take from
+-- those. Their rows are inserted below (created), once the batch is known; a job of one
+-- is claimed only if its row's insert is this claim's (one whose snapshot missed a row
+-- committed since takes none of its jobs). A group whose lock another holds (a claim
+-- inserting its row, a caller's set_group) is passed by: its wake-up stays due.
 fresh AS (
     SELECT d.grp, d.priority FROM due_groups d
-    WHERE NOT EXISTS (SELECT 1 FROM "venturi".groups e WHERE e.kind = $2::text AND e.grp = d.grp)
+    WHERE CASE WHEN NOT EXISTS (SELECT 1 FROM "venturi".groups e
+                                WHERE e.kind = $2::text AND e.grp = d.grp)
+               THEN pg_try_advisory_xact_lock(hashtextextended('venturi group "venturi" ' || $2::text || E'\n' || d.grp, 0))
+               ELSE false END
 ),
 fresh_taking AS (
     SELECT f.grp, f.priority FROM fresh f
@@ -2392,10 +2401,12 @@ outcome AS (
            s.out_of_tokens AND NOT s.exhausted AS dry
     FROM states s
 ),
--- The rows of the groups first seen, in one order (claims inserting the same groups at
--- once wait for each other in that order, never in a cycle): those taken from as the
--- claim leaves them (as written below leaves the others'), the rest ready, at the least
--- virtual time, for the next claims. The row is new: nobody wrote it since the snapshot.
+-- The rows of the groups first seen, under their row locks (fresh): those taken from as
+-- the claim leaves them (as written below leaves the others'), the rest ready, at the
+-- least virtual time, for the next claims. The row is new: nobody wrote it since the
+-- snapshot. One committed since (a set_group's) is left as it is (DO NOTHING): only a
+-- claim that locked it since may still be writing it, and the insert waits for that one
+-- alone; in one order, so that such waits never form a cycle.
 created AS (
     INSERT INTO "venturi".groups AS g (kind, grp, ready, head, vtime, claims, tokens,
                                      refilled_at, token_at, task_cap, minute, minute_claims)
