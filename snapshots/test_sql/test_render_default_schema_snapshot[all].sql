@@ -1490,7 +1490,8 @@ WITH written AS (
                          (SELECT min(m.v) FROM (
                              (SELECT e.vtime AS v FROM "venturi".groups e
                               CROSS JOIN LATERAL (
-                                      SELECT count(*)::integer AS n FROM "venturi".jobs c
+                                      SELECT count(*)::integer AS n
+                                      FROM "venturi".jobs c
                                       WHERE c.status = 'claimed' AND c.kind = $1::text AND c.grp = e.grp) r
                               WHERE e.kind = $1::text AND e.ready AND e.head = 0 AND e.grp <> $2::text
                                 AND (coalesce(e.cap, e.task_cap) IS NULL OR r.n < coalesce(e.cap, e.task_cap))
@@ -1499,7 +1500,8 @@ WITH written AS (
                              UNION ALL
                              (SELECT e.vtime AS v FROM "venturi".groups e
                               CROSS JOIN LATERAL (
-                                      SELECT count(*)::integer AS n FROM "venturi".jobs c
+                                      SELECT count(*)::integer AS n
+                                      FROM "venturi".jobs c
                                       WHERE c.status = 'claimed' AND c.kind = $1::text AND c.grp = e.grp) r
                               WHERE e.kind = $1::text AND e.ready AND e.head = 1 AND e.grp <> $2::text
                                 AND (coalesce(e.cap, e.task_cap) IS NULL OR r.n < coalesce(e.cap, e.task_cap))
@@ -1508,7 +1510,8 @@ WITH written AS (
                              UNION ALL
                              (SELECT e.vtime AS v FROM "venturi".groups e
                               CROSS JOIN LATERAL (
-                                      SELECT count(*)::integer AS n FROM "venturi".jobs c
+                                      SELECT count(*)::integer AS n
+                                      FROM "venturi".jobs c
                                       WHERE c.status = 'claimed' AND c.kind = $1::text AND c.grp = e.grp) r
                               WHERE e.kind = $1::text AND e.ready AND e.head = 2 AND e.grp <> $2::text
                                 AND (coalesce(e.cap, e.task_cap) IS NULL OR r.n < coalesce(e.cap, e.task_cap))
@@ -2065,7 +2068,7 @@ completed AS (
       AND j.status = (SELECT 'claimed') AND j.claim_token = $6::uuid AND j.attempt = done.attempt
       AND (SELECT CASE WHEN $11::boolean THEN true
              ELSE set_config('synchronous_commit', 'off', true) = 'off' END)
-    RETURNING j.id
+    RETURNING j.id, j.kind, j.grp
 ),
 due AS (
     -- Wake-ups due for this kind, oldest first; a row another claim holds is its.
@@ -2087,7 +2090,9 @@ restart AS (
         (SELECT min(m.v) FROM (
     (SELECT e.vtime AS v FROM "venturi".groups e
      CROSS JOIN LATERAL (
-             SELECT count(*)::integer AS n FROM "venturi".jobs c
+             SELECT count(*)::integer - (SELECT count(*)::integer FROM completed x
+                                      WHERE x.kind = $2::text AND x.grp = e.grp) AS n
+             FROM "venturi".jobs c
              WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = e.grp) r
      WHERE e.kind = $2::text AND e.ready AND e.head = 0 AND true
        AND (coalesce(e.cap, $7::integer) IS NULL OR r.n < coalesce(e.cap, $7::integer))
@@ -2096,7 +2101,9 @@ restart AS (
     UNION ALL
     (SELECT e.vtime AS v FROM "venturi".groups e
      CROSS JOIN LATERAL (
-             SELECT count(*)::integer AS n FROM "venturi".jobs c
+             SELECT count(*)::integer - (SELECT count(*)::integer FROM completed x
+                                      WHERE x.kind = $2::text AND x.grp = e.grp) AS n
+             FROM "venturi".jobs c
              WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = e.grp) r
      WHERE e.kind = $2::text AND e.ready AND e.head = 1 AND true
        AND (coalesce(e.cap, $7::integer) IS NULL OR r.n < coalesce(e.cap, $7::integer))
@@ -2105,7 +2112,9 @@ restart AS (
     UNION ALL
     (SELECT e.vtime AS v FROM "venturi".groups e
      CROSS JOIN LATERAL (
-             SELECT count(*)::integer AS n FROM "venturi".jobs c
+             SELECT count(*)::integer - (SELECT count(*)::integer FROM completed x
+                                      WHERE x.kind = $2::text AND x.grp = e.grp) AS n
+             FROM "venturi".jobs c
              WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = e.grp) r
      WHERE e.kind = $2::text AND e.ready AND e.head = 2 AND true
        AND (coalesce(e.cap, $7::integer) IS NULL OR r.n < coalesce(e.cap, $7::integer))
@@ -2144,7 +2153,9 @@ ready AS (
            g.refilled_at, r.n AS running, g.head
     FROM "venturi".groups g
     CROSS JOIN LATERAL (
-        SELECT count(*)::integer AS n FROM "venturi".jobs c
+        SELECT count(*)::integer - (SELECT count(*)::integer FROM completed x
+                                 WHERE x.kind = $2::text AND x.grp = g.grp) AS n
+        FROM "venturi".jobs c
         WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = g.grp) r
     WHERE g.kind = $2::text AND g.ready AND NOT g.paused AND g.head >= $4::smallint
       AND (coalesce(g.cap, $7::integer) IS NULL OR r.n < coalesce(g.cap, $7::integer))
@@ -2162,7 +2173,9 @@ ready AS (
            g.refilled_at, r.n AS running, g.head
     FROM "venturi".groups g
     CROSS JOIN LATERAL (
-        SELECT count(*)::integer AS n FROM "venturi".jobs c
+        SELECT count(*)::integer - (SELECT count(*)::integer FROM completed x
+                                 WHERE x.kind = $2::text AND x.grp = g.grp) AS n
+        FROM "venturi".jobs c
         WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = g.grp) r
     WHERE g.kind = $2::text AND g.ready AND NOT g.paused AND (SELECT $4::smallint) > 0
       AND (coalesce(g.cap, $7::integer) IS NULL OR r.n < coalesce(g.cap, $7::integer))
@@ -2185,7 +2198,9 @@ busy AS (
     SELECT g.grp
     FROM "venturi".groups g
     CROSS JOIN LATERAL (
-        SELECT count(*)::integer AS n FROM "venturi".jobs c
+        SELECT count(*)::integer - (SELECT count(*)::integer FROM completed x
+                                 WHERE x.kind = $2::text AND x.grp = g.grp) AS n
+        FROM "venturi".jobs c
         WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = g.grp) r
     WHERE g.kind = $2::text AND g.ready AND NOT g.paused AND (SELECT count(*) FROM ready) < $5::integer
       AND (coalesce(g.cap, $7::integer) IS NULL OR r.n < coalesce(g.cap, $7::integer))
@@ -2273,7 +2288,9 @@ candidates AS (
            k.n, w.head, w.was_ready
     FROM waking w
     CROSS JOIN LATERAL (
-        SELECT count(*)::integer AS n FROM "venturi".jobs c
+        SELECT count(*)::integer - (SELECT count(*)::integer FROM completed x
+                                 WHERE x.kind = $2::text AND x.grp = w.grp) AS n
+        FROM "venturi".jobs c
         WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = w.grp) k
     WHERE w.grp IN (SELECT t.grp FROM taking t)
     UNION ALL
@@ -2281,7 +2298,9 @@ candidates AS (
            NULL::integer, NULL::float8, NULL::timestamptz, k.n, f.priority, false
     FROM fresh_taking f
     CROSS JOIN LATERAL (
-        SELECT count(*)::integer AS n FROM "venturi".jobs c
+        SELECT count(*)::integer - (SELECT count(*)::integer FROM completed x
+                                 WHERE x.kind = $2::text AND x.grp = f.grp) AS n
+        FROM "venturi".jobs c
         WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = f.grp) k
 ),
 -- The candidates as this snapshot saw them: with the claims counted on the locked row,

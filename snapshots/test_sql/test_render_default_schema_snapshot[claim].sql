@@ -542,7 +542,8 @@ WITH written AS (
                          (SELECT min(m.v) FROM (
                              (SELECT e.vtime AS v FROM "venturi".groups e
                               CROSS JOIN LATERAL (
-                                      SELECT count(*)::integer AS n FROM "venturi".jobs c
+                                      SELECT count(*)::integer AS n
+                                      FROM "venturi".jobs c
                                       WHERE c.status = 'claimed' AND c.kind = $1::text AND c.grp = e.grp) r
                               WHERE e.kind = $1::text AND e.ready AND e.head = 0 AND e.grp <> $2::text
                                 AND (coalesce(e.cap, e.task_cap) IS NULL OR r.n < coalesce(e.cap, e.task_cap))
@@ -551,7 +552,8 @@ WITH written AS (
                              UNION ALL
                              (SELECT e.vtime AS v FROM "venturi".groups e
                               CROSS JOIN LATERAL (
-                                      SELECT count(*)::integer AS n FROM "venturi".jobs c
+                                      SELECT count(*)::integer AS n
+                                      FROM "venturi".jobs c
                                       WHERE c.status = 'claimed' AND c.kind = $1::text AND c.grp = e.grp) r
                               WHERE e.kind = $1::text AND e.ready AND e.head = 1 AND e.grp <> $2::text
                                 AND (coalesce(e.cap, e.task_cap) IS NULL OR r.n < coalesce(e.cap, e.task_cap))
@@ -560,7 +562,8 @@ WITH written AS (
                              UNION ALL
                              (SELECT e.vtime AS v FROM "venturi".groups e
                               CROSS JOIN LATERAL (
-                                      SELECT count(*)::integer AS n FROM "venturi".jobs c
+                                      SELECT count(*)::integer AS n
+                                      FROM "venturi".jobs c
                                       WHERE c.status = 'claimed' AND c.kind = $1::text AND c.grp = e.grp) r
                               WHERE e.kind = $1::text AND e.ready AND e.head = 2 AND e.grp <> $2::text
                                 AND (coalesce(e.cap, e.task_cap) IS NULL OR r.n < coalesce(e.cap, e.task_cap))
@@ -1117,7 +1120,7 @@ completed AS (
       AND j.status = (SELECT 'claimed') AND j.claim_token = $6::uuid AND j.attempt = done.attempt
       AND (SELECT CASE WHEN $11::boolean THEN true
              ELSE set_config('synchronous_commit', 'off', true) = 'off' END)
-    RETURNING j.id
+    RETURNING j.id, j.kind, j.grp
 ),
 due AS (
     -- Wake-ups due for this kind, oldest first; a row another claim holds is its.
@@ -1139,7 +1142,9 @@ restart AS (
         (SELECT min(m.v) FROM (
     (SELECT e.vtime AS v FROM "venturi".groups e
      CROSS JOIN LATERAL (
-             SELECT count(*)::integer AS n FROM "venturi".jobs c
+             SELECT count(*)::integer - (SELECT count(*)::integer FROM completed x
+                                      WHERE x.kind = $2::text AND x.grp = e.grp) AS n
+             FROM "venturi".jobs c
              WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = e.grp) r
      WHERE e.kind = $2::text AND e.ready AND e.head = 0 AND true
        AND (coalesce(e.cap, $7::integer) IS NULL OR r.n < coalesce(e.cap, $7::integer))
@@ -1148,7 +1153,9 @@ restart AS (
     UNION ALL
     (SELECT e.vtime AS v FROM "venturi".groups e
      CROSS JOIN LATERAL (
-             SELECT count(*)::integer AS n FROM "venturi".jobs c
+             SELECT count(*)::integer - (SELECT count(*)::integer FROM completed x
+                                      WHERE x.kind = $2::text AND x.grp = e.grp) AS n
+             FROM "venturi".jobs c
              WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = e.grp) r
      WHERE e.kind = $2::text AND e.ready AND e.head = 1 AND true
        AND (coalesce(e.cap, $7::integer) IS NULL OR r.n < coalesce(e.cap, $7::integer))
@@ -1157,7 +1164,9 @@ restart AS (
     UNION ALL
     (SELECT e.vtime AS v FROM "venturi".groups e
      CROSS JOIN LATERAL (
-             SELECT count(*)::integer AS n FROM "venturi".jobs c
+             SELECT count(*)::integer - (SELECT count(*)::integer FROM completed x
+                                      WHERE x.kind = $2::text AND x.grp = e.grp) AS n
+             FROM "venturi".jobs c
              WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = e.grp) r
      WHERE e.kind = $2::text AND e.ready AND e.head = 2 AND true
        AND (coalesce(e.cap, $7::integer) IS NULL OR r.n < coalesce(e.cap, $7::integer))
@@ -1196,7 +1205,9 @@ ready AS (
            g.refilled_at, r.n AS running, g.head
     FROM "venturi".groups g
     CROSS JOIN LATERAL (
-        SELECT count(*)::integer AS n FROM "venturi".jobs c
+        SELECT count(*)::integer - (SELECT count(*)::integer FROM completed x
+                                 WHERE x.kind = $2::text AND x.grp = g.grp) AS n
+        FROM "venturi".jobs c
         WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = g.grp) r
     WHERE g.kind = $2::text AND g.ready AND NOT g.paused AND g.head >= $4::smallint
       AND (coalesce(g.cap, $7::integer) IS NULL OR r.n < coalesce(g.cap, $7::integer))
@@ -1214,7 +1225,9 @@ ready AS (
            g.refilled_at, r.n AS running, g.head
     FROM "venturi".groups g
     CROSS JOIN LATERAL (
-        SELECT count(*)::integer AS n FROM "venturi".jobs c
+        SELECT count(*)::integer - (SELECT count(*)::integer FROM completed x
+                                 WHERE x.kind = $2::text AND x.grp = g.grp) AS n
+        FROM "venturi".jobs c
         WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = g.grp) r
     WHERE g.kind = $2::text AND g.ready AND NOT g.paused AND (SELECT $4::smallint) > 0
       AND (coalesce(g.cap, $7::integer) IS NULL OR r.n < coalesce(g.cap, $7::integer))
@@ -1237,7 +1250,9 @@ busy AS (
     SELECT g.grp
     FROM "venturi".groups g
     CROSS JOIN LATERAL (
-        SELECT count(*)::integer AS n FROM "venturi".jobs c
+        SELECT count(*)::integer - (SELECT count(*)::integer FROM completed x
+                                 WHERE x.kind = $2::text AND x.grp = g.grp) AS n
+        FROM "venturi".jobs c
         WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = g.grp) r
     WHERE g.kind = $2::text AND g.ready AND NOT g.paused AND (SELECT count(*) FROM ready) < $5::integer
       AND (coalesce(g.cap, $7::integer) IS NULL OR r.n < coalesce(g.cap, $7::integer))
@@ -1325,7 +1340,9 @@ candidates AS (
            k.n, w.head, w.was_ready
     FROM waking w
     CROSS JOIN LATERAL (
-        SELECT count(*)::integer AS n FROM "venturi".jobs c
+        SELECT count(*)::integer - (SELECT count(*)::integer FROM completed x
+                                 WHERE x.kind = $2::text AND x.grp = w.grp) AS n
+        FROM "venturi".jobs c
         WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = w.grp) k
     WHERE w.grp IN (SELECT t.grp FROM taking t)
     UNION ALL
@@ -1333,7 +1350,9 @@ candidates AS (
            NULL::integer, NULL::float8, NULL::timestamptz, k.n, f.priority, false
     FROM fresh_taking f
     CROSS JOIN LATERAL (
-        SELECT count(*)::integer AS n FROM "venturi".jobs c
+        SELECT count(*)::integer - (SELECT count(*)::integer FROM completed x
+                                 WHERE x.kind = $2::text AND x.grp = f.grp) AS n
+        FROM "venturi".jobs c
         WHERE c.status = 'claimed' AND c.kind = $2::text AND c.grp = f.grp) k
 ),
 -- The candidates as this snapshot saw them: with the claims counted on the locked row,
