@@ -125,6 +125,12 @@ class BlockingConnection:
         call.__name__ = name
         return call
 
+    def drive(self, call: Callable[[Any], Coroutine[Any, Any, Any]]) -> Any:
+        """Run ``call(raw)`` on the worker's loop and wait for its value: venturi's own
+        blocking calls (``task.enqueue_sync``, ``enqueue_many_sync``, ...) given this
+        connection, in its transaction."""
+        return wait(self._loop, call(self.raw))
+
     def __repr__(self) -> str:
         return f"<venturi BlockingConnection over {self.raw!r}>"
 

@@ -97,6 +97,38 @@ async def test_a_sync_workflow_node_reads_its_dependency(
     assert await venturi.get_result(conn, ids["load"]) == 42
 
 
+async def test_a_sync_handler_enqueues_in_its_transaction(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # venturi's blocking calls take the connection of a sync handler's ctx.transaction()
+    # (a BlockingConnection): the jobs commit with the handler's completion. It was taken
+    # for an asynchronous connection ("await the async call"), which a handler with no
+    # event loop cannot do.
+    @venturi.task(kind="wfs_leaf")
+    def leaf(ctx: Context[Any], carry: Item) -> None: ...
+
+    @venturi.task(kind="wfs_fan")
+    def fan(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        with ctx.transaction() as tx:
+            leaf.enqueue_sync(tx, Item(1), group="acme")
+            venturi.enqueue_many_sync(tx, [leaf.job(Item(2)), leaf.job(Item(3))])
+            wf = venturi.Workflow()
+            wf.add("four", leaf.job(Item(4)))
+            wf.enqueue_sync(tx)
+            return venturi.complete()
+
+    parent = await fan.enqueue(conn, Item(0))
+    await venturi.testing.drain(dsn, [fan, leaf])
+    info = await venturi.get_job(conn, parent)
+    assert info is not None and info.status == "completed"
+    rows = await conn.fetch(
+        "SELECT carry, grp, status FROM venturi.jobs WHERE kind = 'wfs_leaf' ORDER BY id"
+    )
+    assert [(r["grp"], r["status"]) for r in rows] == [("acme", "completed")] + [
+        (None, "completed")
+    ] * 3
+
+
 async def test_a_primitive_where_it_cannot_work_raises_one_line_at_the_call(
     dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
