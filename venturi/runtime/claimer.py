@@ -67,6 +67,9 @@ class Claimer:
         self.turns = {k: Turns(config.concurrency) for k in ("grouped", "shared", "capped")}
         # The last fill left a kind out for want of a local token (see fill).
         self.tokens_short = False
+        # The last ordinary claim left a kind out by this worker's cap or local bucket:
+        # coming back short, it did not show that the kind has nothing to claim.
+        self.held_out = False
         # Claims made, per stream of claims (next_floor).
         self._claims: Counter[str] = Counter()
         self.floor = 0  # the last claim's floor: above 0, its rows skipped better tiers
@@ -136,6 +139,7 @@ class Claimer:
             # lookup cannot see a job visible since its creation (jobs_next_visible_idx
             # holds only later ones): the loop must claim again, not sleep poll_max.
             self.tokens_short = any(b.available() < 1 for b in self.limits.buckets.values())
+            self.held_out = len(kinds) < len([k for k in self.limits.ordinary if k not in left_out])
             if not kinds:
                 break
             # A batch must not overshoot a cap nor spend more tokens than a bucket holds:

@@ -59,6 +59,10 @@ class Limits:
         # Grouped kinds whose claim found nothing to do; until = grouped_recheck later.
         self.grouped_dry: dict[str, float] = {}
         self.grouped_recheck = GROUPED_RECHECK
+        # The kinds the ordinary claim takes (the others have claims of their own).
+        self.ordinary = [
+            k for k in self.kinds if k not in self.shared and k not in self.global_caps
+        ]
 
     def open(self, kind: str, releasing: int = 0) -> bool:
         """Under this worker's cap of ``kind`` (``releasing`` runs counted as finished),
@@ -84,11 +88,7 @@ class Limits:
         """The ordinary claim's kinds under their cap, counting ``releasing`` runs as
         finished (kinds with a shared rate or a global cap have claims of their own)."""
         rel = releasing or Counter()
-        return [
-            k
-            for k in self.kinds
-            if self.open(k, rel[k]) and k not in self.shared and k not in self.global_caps
-        ]
+        return [k for k in self.ordinary if self.open(k, rel[k])]
 
     def shared_claimable(self, now: float) -> list[str]:
         """Kinds with a shared rate (and no global cap) a claim may try now."""

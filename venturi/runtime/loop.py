@@ -311,8 +311,11 @@ class Loop:
             free, short, unsent = await claimer.fill(
                 conn, free, shutdown, done, self.completer.completed, starts[0], left_out
             )
-            # A claim that left kinds out does not show that there is nothing to claim.
-            self.plain_dry = (time.monotonic(), notified) if short and not left_out else None
+            # A claim that left kinds out (their share, their cap or bucket) does not show
+            # that there is nothing to claim: a capped kind beside grouped kinds waited
+            # poll_max for each freed place (test_group_neighbours.py).
+            resting = short and not left_out and not claimer.held_out
+            self.plain_dry = (time.monotonic(), notified) if resting else None
             if short and claimer.grouped:
                 self.shares.found_all(claimer.grouped, left_out)
         else:

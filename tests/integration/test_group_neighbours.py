@@ -1,0 +1,37 @@
+"""A worker with grouped kinds serves its other kinds, and its grouped kinds' own limits,
+as a worker without groups does (SPEC 13: "Jobs without a group behave exactly as before
+and pay nothing for this section"): no free slot waits for a rest or a recheck while a
+job is claimable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+import venturi
+from tests.support import Item, running, wait_until
+from venturi import Context
+from venturi.runtime.worker import Worker
+
+
+async def test_a_capped_kind_beside_a_grouped_kind_takes_each_freed_place(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # The ordinary claim that found pc at its cap came back short, and the loop took that
+    # for "nothing to claim" and rested the claim; pc's runs ended, the grouped claim
+    # carried their completions, and the idle lookup cannot see a job visible since its
+    # creation: two of pc's jobs a poll_max (60 s here).
+    started = 0
+
+    @venturi.task(kind="n_grouped", group_cap=1)
+    async def grouped(ctx: Context[Any], carry: Item) -> None: ...
+
+    @venturi.task(kind="n_capped", cap=2)
+    async def capped(ctx: Context[Any], carry: Item) -> None:
+        nonlocal started
+        started += 1
+
+    await venturi.enqueue_many(conn, [capped.job(Item(i)) for i in range(40)])
+    async with running(Worker(None, dsn, [grouped, capped], concurrency=4, poll_max=60)):
+        await wait_until(lambda: started == 40, within=30)
