@@ -32,7 +32,6 @@ from collections.abc import AsyncIterator, Generator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from venturi import sql
-from venturi.blocking import BlockingConnection
 from venturi.db.conn import Conn
 from venturi.db.connect import transaction
 from venturi.db.errors import not_applied
@@ -466,10 +465,11 @@ async def run(conn: Any, steps: Steps[T], *, schema: str, atomic: bool = False) 
 
 def run_sync(conn: Any, steps: Steps[T], *, schema: str, atomic: bool = False) -> T:
     """``run`` for a synchronous connection, pool, session or engine."""
-    if isinstance(conn, BlockingConnection):
+    if _is(conn, "venturi.blocking", "BlockingConnection"):
         # A sync handler's ctx.transaction(): the steps run on the worker's loop, on the
         # asyncpg connection in its transaction (it forwards asyncpg's methods, and was
-        # refused as an asynchronous connection that the handler could not await).
+        # refused as an asynchronous connection that the handler could not await). Found
+        # by name: the database layer imports nothing above it.
         driven: T = conn.drive(lambda raw: run(raw, steps, schema=schema, atomic=atomic))
         return driven
     try:
