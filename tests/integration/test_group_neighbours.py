@@ -35,3 +35,21 @@ async def test_a_capped_kind_beside_a_grouped_kind_takes_each_freed_place(
     await venturi.enqueue_many(conn, [capped.job(Item(i)) for i in range(40)])
     async with running(Worker(None, dsn, [grouped, capped], concurrency=4, poll_max=60)):
         await wait_until(lambda: started == 40, within=30)
+
+
+async def test_a_grouped_kind_at_this_workers_cap_takes_the_places_its_runs_free(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # The runs whose completions ride the grouped claim still counted against the kind's
+    # cap, so the kind was left out of that claim; the loop then idled, and its lookup
+    # (a group holds a due job) looked again in half a second: two jobs each half second.
+    started = 0
+
+    @venturi.task(kind="n_grouped_capped", cap=2, group_cap=10)
+    async def grouped(ctx: Context[Any], carry: Item) -> None:
+        nonlocal started
+        started += 1
+
+    await venturi.enqueue_many(conn, [grouped.job(Item(i), group="acme") for i in range(400)])
+    async with running(Worker(None, dsn, [grouped], concurrency=8, poll_max=60)):
+        await wait_until(lambda: started == 400, within=30)

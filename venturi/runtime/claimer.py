@@ -268,9 +268,13 @@ class Claimer:
         another claim held), and the completions still to settle (no claim ran)."""
         taken, again, turns, limits = 0, False, self.turns["grouped"], self.limits
         now = time.monotonic()
-        for kind in turns.order(limits.grouped_claimable(now, self.grouped)):
+        # The runs whose completions ride the first claim are over: their places under
+        # this worker's cap are free (a kind at its cap was left out, and waited for the
+        # idle lookup's recheck, half a second a place).
+        releasing = Counter(r.task.kind for r in done)
+        for kind in turns.order(limits.grouped_claimable(now, self.grouped, releasing)):
             policy = self.policies[kind]
-            room = limits.room(kind, free - taken)
+            room = limits.room(kind, free - taken, releasing[kind] if done else 0)
             if room < 1 or limits.dry(kind, now):
                 continue
             rate, group_rate = limits.shared.get(kind), policy.task.group_rate

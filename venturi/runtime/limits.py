@@ -106,14 +106,17 @@ class Limits:
             k for k in self.global_caps if self.open(k) and self.capped_until.get(k, 0.0) <= now
         ]
 
-    def grouped_claimable(self, now: float, grouped: AbstractSet[str]) -> list[str]:
-        """Of the ``grouped`` kinds, those a claim may try now: under this worker's cap,
-        with a local token, not found at their global cap or out of shared tokens a
-        moment ago."""
+    def grouped_claimable(
+        self, now: float, grouped: AbstractSet[str], releasing: Counter[str] | None = None
+    ) -> list[str]:
+        """Of the ``grouped`` kinds, those a claim may try now: under this worker's cap
+        (``releasing`` runs counted as finished), with a local token, not found at their
+        global cap or out of shared tokens a moment ago."""
+        rel = releasing or Counter()
         return [
             k
             for k in sorted(grouped)
-            if self.open(k)
+            if self.open(k, rel[k])
             and self.grouped_until.get(k, 0.0) <= now
             and self.capped_until.get(k, 0.0) <= now
         ]
