@@ -1047,9 +1047,10 @@ FROM "billing_jobs".claim_capped_v3($1::text, $2::text, $3::float8, $4::integer,
 --   of those rows, and parks a group (ready = false) only if no one updated its row
 --   since this statement's snapshot: a job this snapshot cannot see then still has its
 --   wake-up.
--- * A group first seen has no row to lock: the claim inserts its row, and takes its jobs
---   only if the insert is its own (a claim that meets another's insert of the row waits
---   for it and takes none of its jobs), so the row's lock is still the one way in.
+-- * A group first seen has no row to lock: the claim takes the group's advisory lock in its
+--   place (group_key; a claim or a set_group holding it is passed by), inserts its row,
+--   and takes its jobs only if the insert is its own, so the row's lock is still the one
+--   way in.
 -- * The claim's clock (`clock`) is read once, after its snapshot, not `now()` (its
 --   transaction's start, which comes before the snapshot by the statement's planning when
 --   a plan is made for it, as on a connection's first executions, and by the wait for the
@@ -1064,8 +1065,9 @@ FROM "billing_jobs".claim_capped_v3($1::text, $2::text, $3::float8, $4::integer,
 -- A kind an operator paused (paused_kinds) is left alone, as every claim leaves it: no job
 -- claimed, no wake-up applied, no group parked; the completions still apply.
 -- Completions ride the claim as in job_claim ($12-$14: one round trip and one commit for
--- both). A job completed here still counts against its group's cap in this statement
--- (its snapshot sees it claimed): the slot is free for the next claim, never twice.
+-- both). A job completed here frees its group's place in this statement (its snapshot
+-- sees it claimed, and the completion commits with the claim): never twice, never
+-- before it is settled.
 -- The rows with lost = false are the claimed jobs; lost = true, the completions that did
 -- not apply (the job lost its claim; every other one of $12 applied, and the common
 -- answer, all of them, sends no row: job_claim's); one row without an id says
@@ -1074,7 +1076,9 @@ FROM "billing_jobs".claim_capped_v3($1::text, $2::text, $3::float8, $4::integer,
 -- batch's size, or taken from with no room), how many were held by other claims (busy,
 -- plus one when the claim stopped at one of its bounds, GROUP_BOUND and JOB_BOUND below)
 -- and how many left the ready groups (parked): each is a reason to claim again at once
--- (the groups behind them may have work).
+-- (the groups behind them may have work); and, when it claimed nothing, the seconds until
+-- the kind's next wake-up is due (next_wake; NULL: none), when a kind whose claim found
+-- nothing to do is worth claiming again (a busy worker asks no idle lookup).
 -- $1 text claimed_by: identity stamped on every claimed row (host:pid)
 -- $2 text kind: the kind to claim
 -- $3 float8 lease: its lease in seconds
@@ -1585,7 +1589,7 @@ applied AS (
 SELECT false AS lost, id, kind, priority, carry, attempt, failures, created_us, waited,
        traceparent, grp,
        NULL::integer AS held, NULL::integer AS woken, NULL::integer AS busy,
-       NULL::integer AS parked
+       NULL::integer AS parked, NULL::float8 AS next_wake
 FROM claimed
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
@@ -1607,10 +1611,15 @@ WHERE k.status = 'claimed' AND k.kind = $2::text
                   OR EXISTS (SELECT 1 FROM outcome o
                              WHERE o.n >= 100 AND NOT o.exhausted)
                 THEN 1 ELSE 0 END,
-       (SELECT count(*)::integer FROM outcome o WHERE o.park)
+       (SELECT count(*)::integer FROM outcome o WHERE o.park),
+       CASE WHEN NOT EXISTS (SELECT 1 FROM claimed) THEN (
+           SELECT extract(epoch FROM w.at - (SELECT k.at FROM clock k))::float8 FROM "billing_jobs".group_wakes w
+           WHERE w.kind = $2::text AND w.at > (SELECT k.at FROM clock k)
+           ORDER BY w.at
+           LIMIT 1) END
 UNION ALL
 SELECT true, d.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL
+       NULL, NULL
 FROM unnest((SELECT $12::bigint[])) AS d(id)
 WHERE d.id NOT IN (SELECT id FROM completed);
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 import asyncpg
+import pytest
 
 import venturi
 from tests.support import Item, running, wait_until
 from venturi import Context
+from venturi.runtime import limits
 from venturi.runtime.worker import Worker
 
 
@@ -53,3 +55,37 @@ async def test_a_grouped_kind_at_this_workers_cap_takes_the_places_its_runs_free
     await venturi.enqueue_many(conn, [grouped.job(Item(i), group="acme") for i in range(400)])
     async with running(Worker(None, dsn, [grouped], concurrency=8, poll_max=60)):
         await wait_until(lambda: started == 400, within=30)
+
+
+async def test_a_busy_worker_claims_a_grouped_job_when_it_comes_due_not_after_the_rest(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The grouped claim that found nothing due (the job visible half a second later)
+    # rested the kind; a busy loop never asks the idle lookup, so the rest (an hour here,
+    # a quarter second in the library) outlasted the job's time: it ran only after the
+    # other kind's backlog. The claim now says when the kind's next wake-up is due, and
+    # the rest ends then.
+    monkeypatch.setattr(limits, "GROUPED_RECHECK", 3600.0)
+    plain_done, grouped_at = 0, []
+
+    @venturi.task(kind="n_backlog")
+    async def backlog(ctx: Context[Any], carry: Item) -> None:
+        nonlocal plain_done
+        plain_done += 1
+
+    @venturi.task(kind="n_later", group_cap=1)
+    async def later(ctx: Context[Any], carry: Item) -> None:
+        grouped_at.append(plain_done)
+
+    total = 20_000
+    await venturi.enqueue_many(conn, [backlog.job(Item(i)) for i in range(total)])
+    worker = Worker(None, dsn, [backlog, later], concurrency=8, poll_max=30)
+    async with running(worker):
+        await wait_until(lambda: worker._loop is not None)
+        assert worker._loop is not None
+        dry = worker._loop.claimer.limits.grouped_dry
+        await wait_until(lambda: "n_later" in dry)  # its claim found nothing
+        await later.enqueue(conn, Item(0), group="acme", after=0.3)
+        await wait_until(lambda: bool(grouped_at) or plain_done == total, within=60)
+        await wait_until(lambda: bool(grouped_at), within=30)
+    assert grouped_at[0] < total, (grouped_at, plain_done)

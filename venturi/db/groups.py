@@ -25,7 +25,8 @@ class GroupedClaim(NamedTuple):
     claim held and groups it took out of the
     ready ones (each means: claim again at once, the groups behind them may have work);
     the completions that rode it and applied; with a shared rate, the seconds until the
-    kind's bucket has a whole token again after the claim's spend (0: it has one)."""
+    kind's bucket has a whole token again after the claim's spend (0: it has one); when it
+    claimed nothing, the seconds until the kind's next wake-up is due (None: none)."""
 
     claimed: list[Record]
     held: int | None
@@ -34,6 +35,7 @@ class GroupedClaim(NamedTuple):
     parked: int = 0
     settled: frozenset[int] = frozenset()
     next_token: float = 0.0
+    next_wake: float | None = None
 
 
 class GroupLimits(NamedTuple):
@@ -94,6 +96,7 @@ async def job_claim_grouped(
         int(summary["busy"]),
         int(summary["parked"]),
         frozenset(settled),
+        next_wake=summary["next_wake"],
     )
 
 

@@ -323,9 +323,14 @@ class Claimer:
             # their caps slept poll_max with nothing left to wake it).
             held = claim.woken > 0 or claim.busy > 0 or claim.parked > 0
             again = again or (len(rows) < room and (held or bool(claim.settled)))
-            # Nothing to do: leave the kind until something says otherwise (Limits.dry).
+            # Nothing to do: leave the kind until something says otherwise (Limits.dry), or
+            # until its next wake-up is due (a busy loop asks no idle lookup: a job due
+            # sooner waited out the rest).
             nothing = rest and not rows and not held
-            limits.found(limits.grouped_dry, kind, limits.grouped_recheck if nothing else 0.0)
+            until = limits.grouped_recheck
+            if claim.next_wake is not None:
+                until = min(until, max(claim.next_wake, 0.001))
+            limits.found(limits.grouped_dry, kind, until if nothing else 0.0)
             taken += turns.served(kind, await self._started(rows, start))
             # Slow in a backlog: the groups' statistics may be stale (test_claim_statistics).
             await self.statistics.after_grouped_claim(conn, self._grouped_backlog, took)
