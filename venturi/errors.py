@@ -52,10 +52,14 @@ class SignalTimeout(VenturiError, TimeoutError):
 
 class ChildFailed(VenturiError):
     """``ctx.gather``: a child job ended dead or cancelled (or was deleted): ``job_id``,
-    ``status`` and ``reason`` (its last error)."""
+    ``status`` and ``reason`` (its last error, a traceback in full). The message names the
+    reason's last line only: a traceback in it ended the parent's own with the child's
+    exception, which its failure line and the jobs list then reported as the parent's."""
 
     def __init__(self, job_id: int, status: str, reason: str | None) -> None:
-        super().__init__(f"child job {job_id} ended {status}: {reason or 'no reason given'}")
+        lines = [line.strip() for line in (reason or "").splitlines() if line.strip()]
+        said = lines[-1] if lines else "no reason given"
+        super().__init__(f"child job {job_id} ended {status}: {said}")
         self.job_id = job_id
         self.status = status
         self.reason = reason

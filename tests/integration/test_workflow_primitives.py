@@ -15,6 +15,7 @@ import venturi
 from tests.support import Item, running, wait_for, wait_status
 from venturi import Context
 from venturi.context import JobMeta
+from venturi.runtime.completer import error_of
 from venturi.runtime.worker import Worker
 
 
@@ -254,6 +255,30 @@ async def test_a_dead_child_raises_child_failed_which_the_parent_may_catch(
     async with running(Worker(None, dsn, [parent, bad], poll_max=600, concurrency=2)):
         await wait_status(conn, job_id, "completed")
     assert await venturi.get_result(conn, job_id) == [True, "dead", "out of stock"]
+
+
+async def test_a_parent_failed_by_its_child_reports_child_failed_not_the_childs_error(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # ChildFailed's message carried the child's whole traceback, whose last line, the
+    # child's exception, then ended the parent's: its failure line, error type and the
+    # jobs list blamed the parent for an error it never raised.
+    @venturi.task(kind="wf_card", max_failures=1)
+    async def card(ctx: Context[Any], carry: Item) -> None:
+        raise RuntimeError("card declined")
+
+    @venturi.task(kind="wf_order", max_failures=1)
+    async def order(ctx: Context[Any], carry: Item) -> None:
+        await ctx.gather(await ctx.spawn("card", card, Item(1)))
+
+    job_id = await order.enqueue(conn, Item(1))
+    async with running(Worker(None, dsn, [order, card], poll_max=600, concurrency=2)):
+        await wait_status(conn, job_id, "dead")
+    info = await venturi.get_job(conn, job_id)
+    assert info is not None and info.last_error is not None
+    kind, message = error_of(info.last_error)
+    assert kind.endswith("ChildFailed"), (kind, message)
+    assert message.endswith("ended dead: RuntimeError: card declined"), message
 
 
 async def test_a_recorded_value_that_no_longer_decodes_settles_dead_naming_step_and_type(
