@@ -74,7 +74,8 @@ def jobs_show(
     dsn: DsnOption = None,
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
 ) -> None:
-    """Show one job: its row, decoded carry and result, journal and tracebacks."""
+    """Show one job: its row (its group too), decoded carry and result, journal and
+    tracebacks, and why a pending job waits."""
     from venturi import admin  # not at import: see venturi/cli/__init__.py
     from venturi.cli import render
 
