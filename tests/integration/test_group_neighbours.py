@@ -5,6 +5,7 @@ job is claimable."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import asyncpg
@@ -89,3 +90,49 @@ async def test_a_busy_worker_claims_a_grouped_job_when_it_comes_due_not_after_th
         await wait_until(lambda: bool(grouped_at) or plain_done == total, within=60)
         await wait_until(lambda: bool(grouped_at), within=30)
     assert grouped_at[0] < total, (grouped_at, plain_done)
+
+
+@pytest.mark.parametrize(
+    ("high", "low"),
+    [("grouped", "plain"), ("plain", "grouped"), ("grouped", "grouped")],
+)
+@pytest.mark.parametrize("ratio", [4, None], ids=["ratio 4", "strict"])
+async def test_tiers_hold_between_a_grouped_kinds_claim_and_the_others(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], high: str, low: str, ratio: int | None
+) -> None:
+    # A grouped kind's claim and the claim of the worker's other kinds took turns going
+    # first whatever their tiers: half the claims went to the LOW backlog while the HIGH
+    # one waited, with priority_ratio None too. Between the two, as within one claim, the
+    # lower tier gets priority_ratio's reserved turns (about one in four) and no more.
+    order: list[str] = []
+
+    def limits(kind: str) -> dict[str, Any]:
+        return {"group_cap": 100} if kind == "grouped" else {}
+
+    @venturi.task(kind="n_high", **limits(high))
+    async def urgent(ctx: Context[Any], carry: Item) -> None:
+        order.append("high")
+        await asyncio.sleep(0.002)  # stays: the backlogs last past the worker's first claims
+
+    @venturi.task(kind="n_low", **limits(low))
+    async def later(ctx: Context[Any], carry: Item) -> None:
+        order.append("low")
+        await asyncio.sleep(0.002)  # stays: as urgent's
+
+    def group(kind: str, i: int) -> dict[str, Any]:
+        return {"group": f"t{i % 5}"} if kind == "grouped" else {}
+
+    jobs = [later.job(Item(i), priority=venturi.Priority.LOW, **group(low, i)) for i in range(600)]
+    jobs += [
+        urgent.job(Item(i), priority=venturi.Priority.HIGH, **group(high, i)) for i in range(300)
+    ]
+    await venturi.enqueue_many(conn, jobs)
+    worker = Worker(None, dsn, [urgent, later], concurrency=4, poll_max=30, priority_ratio=ratio)
+    async with running(worker):
+        await wait_until(lambda: order.count("high") == 300, within=60)
+    last = max(i for i, who in enumerate(order) if who == "high")
+    share = order[: last + 1].count("low") / (last + 1)
+    if ratio is None:
+        assert share <= 0.05, share
+    else:
+        assert 0.05 <= share <= 0.35, share

@@ -26,6 +26,7 @@ from venturi.runtime.instruments import Instruments
 from venturi.runtime.limits import Limits
 from venturi.runtime.run import Run
 from venturi.runtime.statistics import Statistics
+from venturi.runtime.tiers import Tiers
 from venturi.runtime.turns import Turns
 
 Kinds = AbstractSet[str]
@@ -70,6 +71,9 @@ class Claimer:
         # The last ordinary claim left a kind out by this worker's cap or local bucket:
         # coming back short, it did not show that the kind has nothing to claim.
         self.held_out = False
+        # The best tier of each claim stream's last claim (the ordinary claim, each
+        # grouped kind's), for the order of the claims of a fill (runtime/tiers.py).
+        self.tiers = Tiers()
         # Claims made, per stream of claims (next_floor).
         self._claims: Counter[str] = Counter()
         self.floor = 0  # the last claim's floor: above 0, its rows skipped better tiers
@@ -108,12 +112,12 @@ class Claimer:
         self.floor = floor(self._claims[stream], self.priority_ratio)
         return self.floor
 
-    def reserved(self, stream: str) -> bool:
-        """Whether the next turn of ``stream`` is one ``priority_ratio`` reserves for the
-        lower tiers (``venturi.priority.floor`` above HIGH), on a cadence of its own; the
-        last claim's floor is left as it is."""
+    def level(self, stream: str) -> int:
+        """The floor of the next turn of ``stream`` (above HIGH: one ``priority_ratio``
+        reserves for the lower tiers, ``venturi.priority.floor``), on a cadence of its
+        own; the last claim's floor is left as it is."""
         self._claims[stream] += 1
-        return floor(self._claims[stream], self.priority_ratio) > 0
+        return floor(self._claims[stream], self.priority_ratio)
 
     async def fill(
         self,
@@ -182,6 +186,7 @@ class Claimer:
                 full = len(rows) >= limit
             took = time.monotonic() - sent
             self._backlog = full
+            self.tiers.saw("ordinary", rows, self.floor)
             completed(done, settled)
             done = []
             await self._started(rows, start)
@@ -260,6 +265,8 @@ class Claimer:
         start: Callable[[list[Record]], None],
         done: list[Run],
         completed: Callable[[list[Run], AbstractSet[int]], None],
+        level: int = 0,
+        peek: bool = False,
     ) -> tuple[int, bool, list[Run]]:
         """Claim the grouped jobs of each grouped kind (``db.groups.claim_grouped``), the
         completions ``done`` riding the first claim that runs (``completed`` hears which
@@ -272,7 +279,11 @@ class Claimer:
         # this worker's cap are free (a kind at its cap was left out, and waited for the
         # idle lookup's recheck, half a second a place).
         releasing = Counter(r.task.kind for r in done)
-        for kind in turns.order(limits.grouped_claimable(now, self.grouped, releasing)):
+        # The kinds by tier (``level``: a turn reserved for the lower ones; ``peek``: the
+        # worst first, under strict priority, Tiers.peek), in turn.
+        claimable = turns.order(limits.grouped_claimable(now, self.grouped, releasing))
+        ordered = self.tiers.order([f"grouped:{k}" for k in claimable], level, peek=peek)
+        for kind in [name.removeprefix("grouped:") for name in ordered]:
             policy = self.policies[kind]
             room = limits.room(kind, free - taken, releasing[kind] if done else 0)
             if room < 1 or limits.dry(kind, now):
@@ -302,6 +313,8 @@ class Claimer:
             )
             took = time.monotonic() - sent
             self._grouped_backlog = len(claim.claimed) >= room
+            if not wait:
+                self.tiers.saw(f"grouped:{kind}", claim.claimed, self.floor)
             rest = False  # found nothing to do (Limits.dry): not when no claim ran
             if wait:  # the kind's bucket was empty: no claim ran, done is still to settle
                 limits.found(limits.grouped_until, kind, wait)

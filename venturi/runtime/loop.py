@@ -347,15 +347,20 @@ class Loop:
     async def fill_with_groups(
         self, conn: Source, free: int, shutdown: asyncio.Event, done: list[Run]
     ) -> bool:
-        """``fill`` for a worker with grouped kinds. The groups' claim and the others take
-        turns going first: neither a backlog of jobs without a group nor the groups wait
-        for the other. A grouped kind's jobs without a group that took their share
-        (``Shares``) are left out of the others' claims, and take only the slots the
-        groups leave; the other kinds' jobs keep their turns."""
+        """``fill`` for a worker with grouped kinds. The groups' claim and the others go
+        first by tier (``Tiers``), and take turns within one: neither a backlog of jobs
+        without a group nor the groups wait for the other. A grouped kind's jobs without a
+        group that took their share (``Shares``) are left out of the others' claims, and
+        take only the slots the groups leave; the other kinds' jobs keep their turns."""
         claimer, shares = self.claimer, self.shares
         grouped, completed = claimer.grouped, self.completer.completed
-        reserved = shares.tiered() and claimer.reserved("tiers")
-        left_out = shares.held_back(grouped, time.monotonic(), reserved)
+        tiers, streams = claimer.tiers, [f"grouped:{k}" for k in grouped]
+        differ = tiers.differ(["ordinary", *streams])
+        level = claimer.level("tiers") if shares.tiered() or differ else 0
+        reserved, now = level > 0, time.monotonic()
+        # Under strict priority a claim believed worse looks for better work once a second.
+        peek = differ and claimer.priority_ratio is None and tiers.peek(now)
+        left_out = shares.held_back(grouped, now, reserved)
 
         # Each claim's rows are counted against the shares as they start.
         def counted(rows: list[Record]) -> None:
@@ -368,26 +373,28 @@ class Loop:
 
         starts, again = (plain_counted, counted), False
         plain = not self.plain_resting()
-        # The groups go first in their turn (a reserved one only while the jobs without a
-        # group of a kind with groups are of a better tier, or let in once a second:
-        # Shares.groups_first), whenever the ordinary claim rests, and when it would leave
-        # every kind out (the completions then ride the groups' claim, not a statement of
-        # their own).
-        grouped_first = (
-            shares.groups_first(reserved, lambda: claimer.turn("grouped"))
-            or not plain
-            or left_out.issuperset(claimer.kinds)
-        )
+        # The groups go first by tier (but in a turn reserved for the lower: Tiers), in
+        # their turn within one (Shares.groups_first: held-back jobs without a group let
+        # in), whenever the ordinary claim rests, and when it would leave every kind out
+        # (the completions then ride the groups' claim, not a statement of their own).
+        first = None if shares.letting_in else tiers.groups_first(streams, level, peek)
+        if first is None:
+            first = shares.groups_first(reserved, lambda: claimer.turn("grouped"))
+        grouped_first = first or not plain or left_out.issuperset(claimer.kinds)
         if grouped_first and free > 0 and not shutdown.is_set():
             # The completions ride whichever claim runs first.
-            taken, again, done = await claimer.fill_grouped(conn, free, counted, done, completed)
+            taken, again, done = await claimer.fill_grouped(
+                conn, free, counted, done, completed, level, peek
+            )
             free -= taken
             if free > 0:  # the groups left slots: the jobs without a group may take them
                 shares.groups_left_slots()
                 left_out = frozenset()
         free, _ = await self.fill_ordinary(conn, free, shutdown, done, starts, left_out, plain)
         if not grouped_first and free > 0 and not shutdown.is_set():
-            taken, again, _ = await claimer.fill_grouped(conn, free, counted, [], completed)
+            taken, again, _ = await claimer.fill_grouped(
+                conn, free, counted, [], completed, level, peek
+            )
             free -= taken
             if free > 0 and left_out and not shutdown.is_set():
                 # The groups left slots: the jobs without a group held back take them now,
