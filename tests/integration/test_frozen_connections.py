@@ -21,7 +21,7 @@ import pytest
 
 import venturi
 from tests.chaos.proxy import Proxy
-from tests.support import Item, running, wait_stat, wait_status, wait_until
+from tests.support import Item, running, wait_for, wait_stat, wait_status, wait_until
 from tests.support import sql as test_sql
 from venturi import Context, Worker, db
 from venturi.runtime.instruments import Instruments
@@ -61,6 +61,37 @@ async def test_a_statement_on_a_black_holed_connection_ends_at_its_deadline(
         assert held.conn is None and stuck.is_closed()  # closed, not handed back
         assert await db.health.connection_probe(held)  # on a new connection
         assert cast(Any, held).conn._con is not stuck  # a new connection (narrowed above)
+
+
+async def test_a_statement_cut_at_its_deadline_is_cancelled_on_the_server(
+    dsn: str, conn: asyncpg.Connection
+) -> None:
+    # The cut statement's connection was terminated with asyncpg's cancel request not yet
+    # sent (a terminate drops it): the server ran the statement on, and a claim waiting
+    # on a lock (a kind's cap lock; a caller's open transaction) committed its claim
+    # after the worker had given it up, its job claimed and run by no one until its
+    # lease ended. The server now gets the cancel.
+    pool = await db.connect.create_worker_pool(dsn, min_size=0, max_size=2)
+    try:
+        held = db.held.Held(pool, deadline=0.5)
+        assert await db.health.connection_probe(held)
+        pid = held.conn.get_server_pid()
+
+        async def given_up() -> bool:
+            waiting = await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE pid = $1 AND wait_event_type = 'Lock'",
+                pid,
+            )
+            return waiting == 0
+
+        async with conn.transaction():
+            await conn.execute(venturi.sql.statement("kind_cap_lock", "venturi"), "k")
+            with pytest.raises(TimeoutError):
+                await held.execute(venturi.sql.statement("kind_cap_lock", "venturi"), "k")
+            await wait_for(given_up, within=10)  # while the lock is still held
+    finally:
+        pool.terminate()
 
 
 async def test_a_connection_slower_to_open_than_a_statement_deadline_still_opens(

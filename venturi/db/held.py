@@ -20,6 +20,9 @@ CONNECT_DEADLINE = 10.0
 # After a statement outlives its deadline, the next one gets twice as long, up to this
 # (or the deadline itself, if longer); a statement that answers restores the deadline.
 STRETCHED_DEADLINE = 30.0
+# How long a connection cut mid-statement is given to send the server its cancel and
+# close (a server that never answers: then the socket is closed alone).
+CANCEL_WAIT = 1.0
 
 # What a prepared statement of our own raises once it no longer fits the server's
 # state: "cached plan must not change result type" (0A000), "prepared statement does
@@ -93,8 +96,21 @@ class Held:
         self._plans.clear()
         if conn is not None and isinstance(exc, (TimeoutError, asyncio.CancelledError)):
             # Cut mid-statement: the server may never answer, and a reset would wait for
-            # it. Close the socket; the pool opens a new connection.
-            conn.terminate()
+            # it. Close the connection, which sends the server the cancel request asyncpg
+            # began as the wait was cut (a bare terminate dropped it, and a statement
+            # waiting on a lock ran on: a claim then committed after the worker had given
+            # it up, its job claimed and run by no one until its lease ended), at most
+            # CANCEL_WAIT; then the socket. The pool opens a new connection.
+            task = asyncio.current_task()
+            cancels = 0 if task is None else task.cancelling()
+            try:
+                await conn.close(timeout=CANCEL_WAIT)  # a pool's: handed back, closed
+            except (Exception, asyncio.CancelledError) as failed:
+                with contextlib.suppress(Exception):
+                    conn.terminate()
+                cancelled = task is not None and task.cancelling() > cancels
+                if isinstance(failed, asyncio.CancelledError) and cancelled:
+                    raise  # this task was cancelled meanwhile, not just the close's wait
         if conn is not None:
             # The pool replaces a broken connection; a healthy one it resets (bounded:
             # not under the statement's deadline, whose cancel would leave the pool's
