@@ -79,11 +79,10 @@ async def test_a_statement_cut_at_its_deadline_is_cancelled_on_the_server(
 
         async def given_up() -> bool:
             waiting = await conn.fetchval(
-                "SELECT count(*) FROM pg_stat_activity "
-                "WHERE pid = $1 AND wait_event_type = 'Lock'",
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'",
                 pid,
             )
-            return waiting == 0
+            return bool(waiting == 0)
 
         async with conn.transaction():
             await conn.execute(venturi.sql.statement("kind_cap_lock", "venturi"), "k")
