@@ -94,20 +94,33 @@ async def test_a_busy_worker_claims_a_grouped_job_when_it_comes_due_not_after_th
 
 @pytest.mark.parametrize(
     ("high", "low"),
-    [("grouped", "plain"), ("plain", "grouped"), ("grouped", "grouped")],
+    [
+        ("grouped", "plain"),
+        ("plain", "grouped"),
+        ("grouped", "grouped"),
+        ("plain", "capped"),
+        ("capped", "plain"),
+        ("plain", "shared"),
+    ],
 )
 @pytest.mark.parametrize("ratio", [4, None], ids=["ratio 4", "strict"])
 async def test_tiers_hold_between_a_grouped_kinds_claim_and_the_others(
     dsn: str, conn: asyncpg.Connection, kinds: list[str], high: str, low: str, ratio: int | None
 ) -> None:
-    # A grouped kind's claim and the claim of the worker's other kinds took turns going
-    # first whatever their tiers: half the claims went to the LOW backlog while the HIGH
-    # one waited, with priority_ratio None too. Between the two, as within one claim, the
-    # lower tier gets priority_ratio's reserved turns (about one in four) and no more.
+    # A grouped kind's claim (or a kind's with a global cap or a shared rate) and the
+    # claim of the worker's other kinds took turns going first whatever their tiers: half
+    # the claims went to the LOW backlog while the HIGH one waited, with priority_ratio
+    # None too. Between them, as within one claim, the lower tier gets priority_ratio's
+    # reserved turns (about one in four) and no more.
     order: list[str] = []
 
     def limits(kind: str) -> dict[str, Any]:
-        return {"group_cap": 100} if kind == "grouped" else {}
+        by_kind: dict[str, dict[str, Any]] = {
+            "grouped": {"group_cap": 100},
+            "capped": {"global_cap": 100},
+            "shared": {"rate": venturi.Rate(per_second=100_000, burst=1_000, shared=True)},
+        }
+        return by_kind.get(kind, {})
 
     @venturi.task(kind="n_high", **limits(high))
     async def urgent(ctx: Context[Any], carry: Item) -> None:

@@ -46,18 +46,16 @@ def test_claims_differ_when_two_tiers_are_known_or_one_claim_is_not() -> None:
 
 def test_the_groups_go_first_by_tier_and_take_turns_within_one() -> None:
     tiers = tiers_of(ordinary=HIGH, **{"grouped:k": LOW})
-    assert tiers.groups_first(["grouped:k"], HIGH, peek=False) is False
-    assert tiers.groups_first(["grouped:k"], LOW, peek=False) is True
-    assert (
-        tiers_of(ordinary=NORMAL, **{"grouped:k": NORMAL}).groups_first(
-            ["grouped:k"], HIGH, peek=False
-        )
-        is None
-    )
+    assert tiers.goes_first(["grouped:k"], ["ordinary"], HIGH, peek=False) is False
+    assert tiers.goes_first(["grouped:k"], ["ordinary"], LOW, peek=False) is True
+    assert tiers.goes_first(["grouped:k"], ["ordinary"], HIGH, peek=True) is True
+    same = tiers_of(ordinary=NORMAL, **{"grouped:k": NORMAL})
+    assert same.goes_first(["grouped:k"], ["ordinary"], HIGH, peek=False) is None
 
 
-def test_a_peek_once_a_second() -> None:
+def test_a_peek_once_a_second_for_each_choice() -> None:
     tiers = Tiers()
-    assert tiers.peek(100.0)
-    assert not tiers.peek(100.0 + PEEK_EVERY / 2)
-    assert tiers.peek(100.0 + PEEK_EVERY)
+    assert tiers.peek(100.0, "grouped")
+    assert not tiers.peek(100.0 + PEEK_EVERY / 2, "grouped")
+    assert tiers.peek(100.0 + PEEK_EVERY / 2, "limited")
+    assert tiers.peek(100.0 + PEEK_EVERY, "grouped")

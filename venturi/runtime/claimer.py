@@ -74,6 +74,7 @@ class Claimer:
         # The best tier of each claim stream's last claim (the ordinary claim, each
         # grouped kind's), for the order of the claims of a fill (runtime/tiers.py).
         self.tiers = Tiers()
+        self.limited_level, self.limited_peek = 0, False  # see limited_first
         # Claims made, per stream of claims (next_floor).
         self._claims: Counter[str] = Counter()
         self.floor = 0  # the last claim's floor: above 0, its rows skipped better tiers
@@ -111,6 +112,29 @@ class Claimer:
         self._claims[stream] += 1
         self.floor = floor(self._claims[stream], self.priority_ratio)
         return self.floor
+
+    def limited_first(self) -> bool:
+        """Whether the claims of the kinds with a shared rate or a global cap go before
+        the ordinary claim: the better tier first, but in a turn ``priority_ratio``
+        reserves for the lower (runtime/tiers.py), in turn within one. They took turns
+        whatever their tiers: a LOW backlog of a kind with a global cap took half the
+        claims while another kind's HIGH backlog waited, under strict priority too."""
+        limits, tiers = self.limits, self.tiers
+        names = [f"shared:{k}" for k in limits.shared if k not in limits.global_caps]
+        names += [f"capped:{k}" for k in limits.global_caps]
+        differ = tiers.differ(["ordinary", *names])
+        self.limited_level = self.level("limited tiers") if differ else 0
+        now = time.monotonic()
+        self.limited_peek = differ and self.priority_ratio is None and tiers.peek(now, "limited")
+        first = tiers.goes_first(names, ["ordinary"], self.limited_level, self.limited_peek)
+        return self.turn("limited") if first is None else first
+
+    def _by_tier(self, stream: str, kinds: list[str]) -> list[str]:
+        """``kinds`` (in turn) of the claims ``stream`` (shared, capped) by tier, at the
+        level and peek ``limited_first`` chose."""
+        names = [f"{stream}:{k}" for k in kinds]
+        ordered = self.tiers.order(names, self.limited_level, peek=self.limited_peek)
+        return [name.split(":", 1)[1] for name in ordered]
 
     def level(self, stream: str) -> int:
         """The floor of the next turn of ``stream`` (above HIGH: one ``priority_ratio``
@@ -205,7 +229,7 @@ class Claimer:
         """Claim kinds with a shared rate limit, each within its database bucket; how
         many jobs were claimed."""
         taken, turns, limits = 0, self.turns["shared"], self.limits
-        for kind in turns.order(limits.shared_claimable(time.monotonic())):
+        for kind in self._by_tier("shared", turns.order(limits.shared_claimable(time.monotonic()))):
             room = limits.room(kind, free - taken)
             if room < 1 or kind in left_out:
                 continue
@@ -223,6 +247,8 @@ class Claimer:
                 floor=self.next_floor(f"shared:{kind}"),
             )
             limits.found(limits.shared_until, kind, wait)
+            if not wait:
+                self.tiers.saw(f"shared:{kind}", rows, self.floor)
             taken += turns.served(kind, await self._started(rows, start))
         return taken
 
@@ -235,7 +261,7 @@ class Claimer:
         worker's settlement, which frees a place, sends no notification), or until this
         worker's own runs of it end (``Limits.places_freed``)."""
         taken, turns, limits = 0, self.turns["capped"], self.limits
-        for kind in turns.order(limits.capped_claimable(time.monotonic())):
+        for kind in self._by_tier("capped", turns.order(limits.capped_claimable(time.monotonic()))):
             room = limits.room(kind, free - taken)
             if room < 1 or kind in left_out:
                 continue
@@ -255,6 +281,8 @@ class Claimer:
             )
             full = limits.cap_recheck if held >= global_cap else 0.0
             limits.found(limits.capped_until, kind, max(wait, full))
+            if not wait:
+                self.tiers.saw(f"capped:{kind}", rows, self.floor)
             taken += turns.served(kind, await self._started(rows, start))
         return taken
 

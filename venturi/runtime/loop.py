@@ -294,9 +294,9 @@ class Loop:
         had nothing more to give."""
         claimer, short = self.claimer, False
         limited = bool(claimer.limits.shared or claimer.limits.global_caps)
-        # A turn is taken only when there are slots to give: one that a claim before this
-        # one took every slot of would fall in step with the groups' turns.
-        limited_first = limited and free > 0 and claimer.turn("limited")
+        # By tier (Claimer.limited_first), a turn taken only when there are slots to give:
+        # one that a claim before this took every slot of would fall in step with others.
+        limited_first = limited and free > 0 and claimer.limited_first()
         if limited_first and claimer.limits.any_capped(done):
             # A global cap counts claimed rows: this worker's finished runs of the kind
             # hold their places until settled, and would leave it "at its cap".
@@ -359,7 +359,7 @@ class Loop:
         level = claimer.level("tiers") if shares.tiered() or differ else 0
         reserved, now = level > 0, time.monotonic()
         # Under strict priority a claim believed worse looks for better work once a second.
-        peek = differ and claimer.priority_ratio is None and tiers.peek(now)
+        peek = differ and claimer.priority_ratio is None and tiers.peek(now, "grouped")
         left_out = shares.held_back(grouped, now, reserved)
 
         # Each claim's rows are counted against the shares as they start.
@@ -377,7 +377,7 @@ class Loop:
         # their turn within one (Shares.groups_first: held-back jobs without a group let
         # in), whenever the ordinary claim rests, and when it would leave every kind out
         # (the completions then ride the groups' claim, not a statement of their own).
-        first = None if shares.letting_in else tiers.groups_first(streams, level, peek)
+        first = None if shares.letting_in else tiers.goes_first(streams, ["ordinary"], level, peek)
         if first is None:
             first = shares.groups_first(reserved, lambda: claimer.turn("grouped"))
         grouped_first = first or not plain or left_out.issuperset(claimer.kinds)

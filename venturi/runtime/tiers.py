@@ -34,7 +34,7 @@ class Tiers:
 
     def __init__(self) -> None:
         self.best: dict[str, int | None] = {}
-        self.peeked = -math.inf
+        self.peeked: dict[str, float] = {}
 
     def saw(self, claim: str, rows: Iterable[Mapping[str, Any]], floor: int) -> None:
         """``claim`` (``ordinary``, or ``grouped:KIND``) returned ``rows`` at ``floor``:
@@ -75,18 +75,20 @@ class Tiers:
 
         return sorted(claims, key=key, reverse=peek)
 
-    def groups_first(self, streams: list[str], level: int, peek: bool) -> bool | None:
-        """Whether the grouped kinds' claims (``streams``) go before the ordinary claim,
-        by tier (``order``); None when they are of one tier or either is not known."""
-        plain, groups = self.of(["ordinary"]), self.of(streams)
-        if plain is None or groups is None or plain == groups:
+    def goes_first(self, these: list[str], those: list[str], level: int, peek: bool) -> bool | None:
+        """Whether the claims ``these`` go before the claims ``those`` (the grouped kinds'
+        before the ordinary claim, say), by their best tiers (``order``); None when they
+        are of one tier or either is not known."""
+        mine, theirs = self.of(these), self.of(those)
+        if mine is None or theirs is None or mine == theirs:
             return None
-        best = {"ordinary": plain, "grouped": groups}
-        return self.order(["ordinary", "grouped"], level, best, peek)[0] == "grouped"
+        best = {"these": mine, "those": theirs}
+        return self.order(["those", "these"], level, best, peek)[0] == "these"
 
-    def peek(self, now: float) -> bool:
-        """Whether the claim believed worse goes first now, under strict priority."""
-        if now - self.peeked < PEEK_EVERY:
+    def peek(self, now: float, which: str) -> bool:
+        """Whether the claims believed worse of ``which`` choice go first now, under
+        strict priority."""
+        if now - self.peeked.get(which, -math.inf) < PEEK_EVERY:
             return False
-        self.peeked = now
+        self.peeked[which] = now
         return True
