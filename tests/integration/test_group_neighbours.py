@@ -101,6 +101,10 @@ async def test_a_busy_worker_claims_a_grouped_job_when_it_comes_due_not_after_th
         ("plain", "capped"),
         ("capped", "plain"),
         ("plain", "shared"),
+        ("capped", "grouped"),
+        ("grouped", "capped"),
+        ("shared", "grouped"),
+        ("grouped", "shared"),
     ],
 )
 @pytest.mark.parametrize("ratio", [4, None], ids=["ratio 4", "strict"])
@@ -149,3 +153,59 @@ async def test_tiers_hold_between_a_grouped_kinds_claim_and_the_others(
         assert share <= 0.05, share
     else:
         assert 0.05 <= share <= 0.35, share
+
+
+@pytest.mark.parametrize("held", ["grouped", "capped"])
+@pytest.mark.parametrize("ratio", [4, None], ids=["ratio 4", "strict"])
+async def test_a_kind_that_cannot_claim_now_does_not_lend_its_tier_to_its_sort(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str], held: str, ratio: int | None
+) -> None:
+    # n_held's last claim found HIGH work, and its run holds its cap: it claims nothing
+    # now. Its tier stood for the claims of its sort (grouped, or limited), and put
+    # n_lagging's LOW backlog, of the same sort, ahead of n_plain's NORMAL one.
+    gate, order = asyncio.Event(), []
+    held_limits: dict[str, Any] = (
+        {"cap": 1, "group_cap": 10} if held == "grouped" else {"global_cap": 1}
+    )
+    low_limits: dict[str, Any] = (
+        {"group_cap": 100}
+        if held == "grouped"
+        else {"rate": venturi.Rate(per_second=100_000, burst=1_000, shared=True)}
+    )
+
+    @venturi.task(kind="n_held", **held_limits)
+    async def busy(ctx: Context[Any], carry: Item) -> None:
+        order.append("held")
+        await gate.wait()
+
+    @venturi.task(kind="n_lagging", **low_limits)
+    async def low(ctx: Context[Any], carry: Item) -> None:
+        order.append("low")
+        await asyncio.sleep(0.002)  # stays: the backlogs last past the worker's first claims
+
+    @venturi.task(kind="n_plain")
+    async def normal(ctx: Context[Any], carry: Item) -> None:
+        order.append("normal")
+        await asyncio.sleep(0.002)  # stays: as low's
+
+    def group(i: int) -> dict[str, Any]:
+        return {"group": f"t{i % 5}"} if held == "grouped" else {}
+
+    high = venturi.Priority.HIGH
+    await venturi.enqueue_many(conn, [busy.job(Item(i), priority=high, **group(0)) for i in (0, 1)])
+    worker = Worker(
+        None, dsn, [busy, low, normal], concurrency=4, poll_max=30, priority_ratio=ratio
+    )
+    async with running(worker):
+        try:
+            await wait_until(lambda: "held" in order)
+            jobs = [low.job(Item(i), priority=venturi.Priority.LOW, **group(i)) for i in range(600)]
+            jobs += [normal.job(Item(i)) for i in range(300)]
+            await venturi.enqueue_many(conn, jobs)
+            await wait_until(lambda: order.count("normal") == 300, within=60)
+        finally:
+            gate.set()
+    ran = [who for who in order if who != "held"]
+    last = max(i for i, who in enumerate(ran) if who == "normal")
+    share = ran[: last + 1].count("low") / (last + 1)
+    assert share <= (0.05 if ratio is None else 0.35), share

@@ -113,28 +113,28 @@ class Claimer:
         self.floor = floor(self._claims[stream], self.priority_ratio)
         return self.floor
 
-    def limited_first(self) -> bool:
+    def limited_first(self, plain: bool = True) -> bool:
         """Whether the claims of the kinds with a shared rate or a global cap go before
         the ordinary claim: the better tier first, but in a turn ``priority_ratio``
-        reserves for the lower (runtime/tiers.py), in turn within one. They took turns
-        whatever their tiers: a LOW backlog of a kind with a global cap took half the
-        claims while another kind's HIGH backlog waited, under strict priority too."""
-        limits, tiers = self.limits, self.tiers
-        names = [f"shared:{k}" for k in limits.shared if k not in limits.global_caps]
-        names += [f"capped:{k}" for k in limits.global_caps]
-        differ = tiers.differ(["ordinary", *names])
+        reserves for the lower (runtime/tiers.py), in turn within one."""
+        tiers, now = self.tiers, time.monotonic()
+        names = self.limits.live(now, frozenset(), plain)
+        live, ordinary = [n for n in names if ":" in n], [n for n in names if ":" not in n]
+        differ = tiers.differ(ordinary + live)
         self.limited_level = self.level("limited tiers") if differ else 0
-        now = time.monotonic()
         self.limited_peek = differ and self.priority_ratio is None and tiers.peek(now, "limited")
-        first = tiers.goes_first(names, ["ordinary"], self.limited_level, self.limited_peek)
+        first = tiers.goes_first(live, ordinary, self.limited_level, self.limited_peek)
         return self.turn("limited") if first is None else first
 
-    def _by_tier(self, stream: str, kinds: list[str]) -> list[str]:
-        """``kinds`` (in turn) of the claims ``stream`` (shared, capped) by tier, at the
-        level and peek ``limited_first`` chose."""
-        names = [f"{stream}:{k}" for k in kinds]
-        ordered = self.tiers.order(names, self.limited_level, peek=self.limited_peek)
-        return [name.split(":", 1)[1] for name in ordered]
+    def capped_first(self) -> bool:
+        """Whether the global-cap kinds go before the shared-rate ones: the better tier."""
+        live = self.limits.live(time.monotonic(), frozenset())
+        return self.tiers.sort_first(
+            live, "capped", "shared", self.limited_level, self.limited_peek
+        )
+
+    def _by_tier(self, sort: str, kinds: list[str]) -> list[str]:
+        return self.tiers.kinds(sort, kinds, self.limited_level, self.limited_peek)
 
     def level(self, stream: str) -> int:
         """The floor of the next turn of ``stream`` (above HIGH: one ``priority_ratio``

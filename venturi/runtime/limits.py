@@ -127,6 +127,19 @@ class Limits:
         kinds = self.claimable_kinds() + self.shared_claimable(now) + self.capped_claimable(now)
         return sorted(set(kinds + self.grouped_claimable(now, grouped)))
 
+    def live(self, now: float, grouped: AbstractSet[str], plain: bool = True) -> list[str]:
+        """The claims that may run now, by name (runtime/tiers.py): ``ordinary`` (when
+        ``plain``, it does not rest, and a kind of it is under its cap), ``shared:KIND``,
+        ``capped:KIND`` and ``grouped:KIND`` (not resting). Only these compare their
+        tiers: a kind at its cap or out of tokens kept the tier of its last claim, and a
+        LOW backlog of another kind of its sort then went ahead of a NORMAL one."""
+        names = ["ordinary"] if plain and self.claimable_kinds() else []
+        names += [f"shared:{k}" for k in self.shared_claimable(now)]
+        names += [f"capped:{k}" for k in self.capped_claimable(now)]
+        return names + [
+            f"grouped:{k}" for k in self.grouped_claimable(now, grouped) if not self.dry(k, now)
+        ]
+
     def token_wait(self, since: float) -> float | None:
         """Seconds until a kind held back only by its rate limit (or found at its global
         cap) may be claimed again; 0 for one whose wait was still to come at ``since``

@@ -289,14 +289,13 @@ class Loop:
         """The claims that are not the groups', into ``free`` slots, of the kinds not
         ``left_out``: the ordinary claim (``done`` riding it; skipped while it rests, not
         ``plain``), and each kind with a shared rate or a global cap in a claim of its own,
-        before or after the ordinary claim in turn. ``starts``: what starts the ordinary
-        claim's rows, and the others'. Returns the slots still free and whether the queue
-        had nothing more to give."""
+        before or after the ordinary claim by tier. ``starts``: what starts the ordinary
+        claim's rows, and the others'. Returns the slots left and whether the queue ran dry."""
         claimer, short = self.claimer, False
         limited = bool(claimer.limits.shared or claimer.limits.global_caps)
         # By tier (Claimer.limited_first), a turn taken only when there are slots to give:
         # one that a claim before this took every slot of would fall in step with others.
-        limited_first = limited and free > 0 and claimer.limited_first()
+        limited_first = limited and free > 0 and claimer.limited_first(plain)
         if limited_first and claimer.limits.any_capped(done):
             # A global cap counts claimed rows: this worker's finished runs of the kind
             # hold their places until settled, and would leave it "at its cap".
@@ -311,9 +310,8 @@ class Loop:
             free, short, unsent = await claimer.fill(
                 conn, free, shutdown, done, self.completer.completed, starts[0], left_out
             )
-            # A claim that left kinds out (their share, their cap or bucket) does not show
-            # that there is nothing to claim: a capped kind beside grouped kinds waited
-            # poll_max for each freed place (test_group_neighbours.py).
+            # A claim that left kinds out (their share, cap or bucket) does not show that
+            # there is nothing to claim (test_group_neighbours.py: poll_max a place).
             resting = short and not left_out and not claimer.held_out
             self.plain_dry = (time.monotonic(), notified) if resting else None
             if short and claimer.grouped:
@@ -335,13 +333,14 @@ class Loop:
         start: Callable[[list[Record]], None],
         left_out: AbstractSet[str],
     ) -> int:
-        """Claim each kind with a shared rate, then each with a global cap, in a claim of
-        its own; the slots still free."""
+        """Claim each kind with a shared rate or a global cap in a claim of its own, by
+        tier (Claimer.capped_first); the slots still free."""
         claimer = self.claimer
-        if claimer.limits.shared and free > 0 and not shutdown.is_set():
-            free -= await claimer.fill_shared(conn, free, start, left_out)
-        if claimer.limits.global_caps and free > 0 and not shutdown.is_set():
-            free -= await claimer.fill_capped(conn, free, start, left_out)
+        fills = [(bool(claimer.limits.shared), claimer.fill_shared)]
+        fills.append((bool(claimer.limits.global_caps), claimer.fill_capped))
+        for some, fill in reversed(fills) if claimer.capped_first() else fills:
+            if some and free > 0 and not shutdown.is_set():
+                free -= await fill(conn, free, start, left_out)
         return free
 
     async def fill_with_groups(
@@ -354,11 +353,11 @@ class Loop:
         take only the slots the groups leave; the other kinds' jobs keep their turns."""
         claimer, shares = self.claimer, self.shares
         grouped, completed = claimer.grouped, self.completer.completed
-        tiers, streams = claimer.tiers, [f"grouped:{k}" for k in grouped]
-        differ = tiers.differ(["ordinary", *streams])
+        tiers, now, plain = claimer.tiers, time.monotonic(), not self.plain_resting()
+        live = claimer.limits.live(now, grouped, plain)  # the claims that may run now
+        streams, differ = [n for n in live if n.startswith("grouped:")], tiers.differ(live)
         level = claimer.level("tiers") if shares.tiered() or differ else 0
-        reserved, now = level > 0, time.monotonic()
-        # Under strict priority a claim believed worse looks for better work once a second.
+        reserved = level > 0  # and under strict priority, a look a second (Tiers.peek):
         peek = differ and claimer.priority_ratio is None and tiers.peek(now, "grouped")
         left_out = shares.held_back(grouped, now, reserved)
 
@@ -372,15 +371,16 @@ class Loop:
             self.inflight.start(rows)
 
         starts, again = (plain_counted, counted), False
-        plain = not self.plain_resting()
-        # The groups go first by tier (but in a turn reserved for the lower: Tiers), in
-        # their turn within one (Shares.groups_first: held-back jobs without a group let
-        # in), whenever the ordinary claim rests, and when it would leave every kind out
-        # (the completions then ride the groups' claim, not a statement of their own).
-        first = None if shares.letting_in else tiers.goes_first(streams, ["ordinary"], level, peek)
-        if first is None:
+        # The groups go first by tier against the claims that may run (but in a turn
+        # reserved for the lower: Tiers), in their turn within one (Shares.groups_first),
+        # whenever the ordinary claim rests, and when it would leave every kind out (the
+        # completions then ride the groups' claim, not a statement of their own).
+        rest = [n for n in live if n not in streams]
+        first = None if shares.letting_in else tiers.goes_first(streams, rest, level, peek)
+        if first is None:  # of one tier (a limited kind of a better one goes first)
             first = shares.groups_first(reserved, lambda: claimer.turn("grouped"))
-        grouped_first = first or not plain or left_out.issuperset(claimer.kinds)
+            first = first or not plain or left_out.issuperset(claimer.kinds)
+        grouped_first = first
         if grouped_first and free > 0 and not shutdown.is_set():
             # The completions ride whichever claim runs first.
             taken, again, done = await claimer.fill_grouped(

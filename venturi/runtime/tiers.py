@@ -39,8 +39,10 @@ class Tiers:
     def saw(self, claim: str, rows: Iterable[Mapping[str, Any]], floor: int) -> None:
         """``claim`` (``ordinary``, or ``grouped:KIND``) returned ``rows`` at ``floor``:
         at floor 0 the best of them is its tier (none: it has no work now). A reserved
-        claim's rows skipped the better tiers, and say nothing of its best."""
-        if floor == 0:
+        claim's rows skipped the better tiers, and say nothing of its best; none at all
+        say it has no work (it fills from every tier) or may claim none now (a kind at
+        its global cap, whose stale tier put its sort's LOW backlog first)."""
+        if floor == 0 or not rows:
             self.best[claim] = min((int(r["priority"]) for r in rows), default=None)
 
     def of(self, claims: Iterable[str]) -> int | None:
@@ -84,6 +86,20 @@ class Tiers:
             return None
         best = {"these": mine, "those": theirs}
         return self.order(["those", "these"], level, best, peek)[0] == "these"
+
+    def sort_first(self, live: list[str], sort: str, other: str, level: int, peek: bool) -> bool:
+        """Whether the ``live`` claims of kinds of ``sort`` (capped, shared) go before those
+        of ``other``, by tier; in the fixed order (``other`` first) within one."""
+        these, those = (
+            [n for n in live if n.startswith(f"{sort}:")],
+            [n for n in live if n.startswith(f"{other}:")],
+        )
+        return bool(self.goes_first(these, those, level, peek))
+
+    def kinds(self, sort: str, kinds: list[str], level: int, peek: bool) -> list[str]:
+        """``kinds`` (in the order of their turns) of the claims of ``sort`` by tier."""
+        ordered = self.order([f"{sort}:{k}" for k in kinds], level, peek=peek)
+        return [name.split(":", 1)[1] for name in ordered]
 
     def peek(self, now: float, which: str) -> bool:
         """Whether the claims believed worse of ``which`` choice go first now, under
