@@ -50,16 +50,28 @@ class SignalTimeout(VenturiError, TimeoutError):
         self.name = name
 
 
+def _one_line(reason: str | None) -> str:
+    """A child's last error on one line: of a traceback, its exception (its type and its
+    whole message, of however many lines: the first unindented line after the last
+    frame on), else the reason itself."""
+    lines = (reason or "").splitlines()
+    frames = [i for i, line in enumerate(lines) if line.startswith('  File "')]
+    if frames:
+        after = range(frames[-1] + 1, len(lines))
+        start = next((i for i in after if lines[i][:1] not in ("", " ")), frames[-1] + 1)
+        lines = lines[start:]
+    said = " ".join(line.strip() for line in lines if line.strip())
+    return said or "no reason given"
+
+
 class ChildFailed(VenturiError):
     """``ctx.gather``: a child job ended dead or cancelled (or was deleted): ``job_id``,
     ``status`` and ``reason`` (its last error, a traceback in full). The message names the
-    reason's last line only: a traceback in it ended the parent's own with the child's
-    exception, which its failure line and the jobs list then reported as the parent's."""
+    child's exception on one line: a traceback in it ended the parent's own with the
+    child's exception, which its failure line and the jobs list reported as the parent's."""
 
     def __init__(self, job_id: int, status: str, reason: str | None) -> None:
-        lines = [line.strip() for line in (reason or "").splitlines() if line.strip()]
-        said = lines[-1] if lines else "no reason given"
-        super().__init__(f"child job {job_id} ended {status}: {said}")
+        super().__init__(f"child job {job_id} ended {status}: {_one_line(reason)}")
         self.job_id = job_id
         self.status = status
         self.reason = reason

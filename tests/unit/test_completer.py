@@ -5,6 +5,7 @@ settled; every settled run gives its slot back."""
 
 from __future__ import annotations
 
+import traceback
 from collections import Counter
 from typing import Any
 
@@ -14,8 +15,9 @@ from tests.support.carries import noop_task
 from tests.support.fakes import FakeConn, run_of
 from venturi import Backoff, sql
 from venturi.db.claims import Claimant
+from venturi.errors import ChildFailed
 from venturi.runtime import settlement as s
-from venturi.runtime.completer import Completer
+from venturi.runtime.completer import Completer, error_of
 from venturi.runtime.config import Registration, WorkerConfig, policies
 from venturi.runtime.inflight import InFlight
 from venturi.runtime.instruments import Instruments
@@ -201,3 +203,30 @@ async def test_completions_wait_for_the_claim_unless_asked(kinds: list[str]) -> 
     _queued(completer, inflight, run_of(task, 2, outcome=s.COMMITTED))
     assert [r.id for r in completer.unsettled] == [1]
     assert completer.stats["completed"] == 1
+
+
+def test_child_failed_names_the_childs_whole_exception_on_one_line() -> None:
+    # A child's exception of several lines (pydantic's, asyncpg's) left ChildFailed its
+    # last line alone, without the exception's type; a reason that is no traceback
+    # (venturi.dead's) is kept whole. One line either way: the parent's failure line and
+    # error type come from its traceback's last line (error_of).
+    def failed(exc: BaseException) -> str:
+        try:
+            raise exc
+        except BaseException:
+            return traceback.format_exc()
+
+    many = ValueError("1 validation error for Order\nquantity\n  Input should be greater than 0")
+    said = str(ChildFailed(7, "dead", failed(many)))
+    assert said == (
+        "child job 7 ended dead: ValueError: 1 validation error for Order quantity "
+        "Input should be greater than 0"
+    )
+    assert str(ChildFailed(8, "dead", failed(RuntimeError("card declined")))) == (
+        "child job 8 ended dead: RuntimeError: card declined"
+    )
+    assert str(ChildFailed(9, "dead", "out of stock\nsee the ledger")) == (
+        "child job 9 ended dead: out of stock see the ledger"
+    )
+    assert str(ChildFailed(10, "deleted", None)) == "child job 10 ended deleted: no reason given"
+    assert error_of(failed(ChildFailed(7, "dead", failed(many))))[0].endswith("ChildFailed")
