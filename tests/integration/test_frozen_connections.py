@@ -234,10 +234,16 @@ async def test_shutdown_does_not_wait_on_a_statement_that_never_returns(
         shutdown_timeout=0.5,
         statement_timeout=3,
     )
-    job = await handler.enqueue(conn, Item(1))
     shutdown = asyncio.Event()
     run = asyncio.create_task(worker.run(shutdown))
     try:
+        # The job comes to a worker that is idle: its claim is then its loop's last
+        # statement before the black-hole (a claim into a backlog may look at the table's
+        # statistics right after, and that statement, caught in flight, timed out before
+        # the shutdown came: nothing was left to cut).
+        await wait_until(lambda: worker.listening)
+        await wait_stat(worker, "empty_claims", 1)
+        job = await handler.enqueue(conn, Item(1))
         await wait_until(lambda: worker.jobs_held() == 1)
         before = _chunks(proxy)
         proxy.blackhole()  # every link, new ones too: the database is unreachable
