@@ -1,15 +1,17 @@
 """Tiers between the claims of one fill (SPEC 13: "Priority tiers and ``priority_ratio``
 anti-starvation keep their meaning between tiers").
 
-A worker with grouped kinds claims in several statements, one after another, into the
-same free slots: each grouped kind's claim, and the ordinary claim of its other kinds.
-The first to run takes every slot it can, so their order is the tier order between them.
-Each orders its own rows by tier; between them the worker keeps the best tier each one's
-last claim found (``saw``), and the better goes first, unless the turn is one
-``priority_ratio`` reserves for the lower tiers, as a single claim's floor does
-(``order``). They took turns whatever their tiers before: a grouped kind's backlog of LOW
-jobs took half the claims while another kind's HIGH backlog waited, under strict
-priority too.
+A worker claims in several statements, one after another, into the same free slots:
+each grouped kind's claim (``grouped:KIND``), each claim of a kind with a shared rate or
+a global cap (``shared:KIND``, ``capped:KIND``), and the ordinary claim of its other
+kinds (``ordinary``). The first to run takes every slot it can, so their order is the
+tier order between them. Each orders its own rows by tier; between them the worker keeps
+the best tier each one's last claim found (``saw``), and among the claims that may run
+now (``Limits.live``: not one at its cap or out of tokens, whose last tier is stale) the
+better goes first, unless the turn is one ``priority_ratio`` reserves for the lower
+tiers, as a single claim's floor does (``order``). They took turns whatever their tiers
+before: a grouped (or capped) kind's backlog of LOW jobs took half the claims while
+another kind's HIGH backlog waited, under strict priority too.
 
 A claim's tier is known only when it runs: under strict priority a worse one would not
 run while the better one has a backlog, and would not see better work that came since,
@@ -37,7 +39,7 @@ class Tiers:
         self.peeked: dict[str, float] = {}
 
     def saw(self, claim: str, rows: Iterable[Mapping[str, Any]], floor: int) -> None:
-        """``claim`` (``ordinary``, or ``grouped:KIND``) returned ``rows`` at ``floor``:
+        """``claim`` (``ordinary``, ``grouped:KIND`` ...) returned ``rows`` at ``floor``:
         at floor 0 the best of them is its tier (none: it has no work now). A reserved
         claim's rows skipped the better tiers, and say nothing of its best; none at all
         say it has no work (it fills from every tier) or may claim none now (a kind at
