@@ -310,8 +310,7 @@ class Claimer:
         # The kinds by tier (``level``: a turn reserved for the lower ones; ``peek``: the
         # worst first, under strict priority, Tiers.peek), in turn.
         claimable = turns.order(limits.grouped_claimable(now, self.grouped, releasing))
-        ordered = self.tiers.order([f"grouped:{k}" for k in claimable], level, peek=peek)
-        for kind in [name.removeprefix("grouped:") for name in ordered]:
+        for kind in self.tiers.kinds("grouped", claimable, level, peek):
             policy = self.policies[kind]
             room = limits.room(kind, free - taken, releasing[kind] if done else 0)
             if room < 1 or limits.dry(kind, now):

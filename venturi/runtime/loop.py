@@ -376,11 +376,10 @@ class Loop:
         # whenever the ordinary claim rests, and when it would leave every kind out (the
         # completions then ride the groups' claim, not a statement of their own).
         rest = [n for n in live if n not in streams]
-        first = None if shares.letting_in else tiers.goes_first(streams, rest, level, peek)
-        if first is None:  # of one tier (a limited kind of a better one goes first)
-            first = shares.groups_first(reserved, lambda: claimer.turn("grouped"))
-            first = first or not plain or left_out.issuperset(claimer.kinds)
-        grouped_first = first
+        grouped_first = None if shares.letting_in else tiers.goes_first(streams, rest, level, peek)
+        if grouped_first is None:  # of one tier (a limited kind of a better one goes first)
+            turn = shares.groups_first(reserved, lambda: claimer.turn("grouped"))
+            grouped_first = turn or not plain or left_out.issuperset(claimer.kinds)
         if grouped_first and free > 0 and not shutdown.is_set():
             # The completions ride whichever claim runs first.
             taken, again, done = await claimer.fill_grouped(

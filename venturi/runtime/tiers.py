@@ -99,7 +99,8 @@ class Tiers:
         return bool(self.goes_first(these, those, level, peek))
 
     def kinds(self, sort: str, kinds: list[str], level: int, peek: bool) -> list[str]:
-        """``kinds`` (in the order of their turns) of the claims of ``sort`` by tier."""
+        """``kinds`` (in the order of their turns) of the claims of ``sort`` (grouped,
+        shared, capped) by tier."""
         ordered = self.order([f"{sort}:{k}" for k in kinds], level, peek=peek)
         return [name.split(":", 1)[1] for name in ordered]
 
