@@ -149,10 +149,13 @@ async def test_tiers_hold_between_a_grouped_kinds_claim_and_the_others(
         await wait_until(lambda: order.count("high") == 300, within=60)
     last = max(i for i, who in enumerate(order) if who == "high")
     share = order[: last + 1].count("low") / (last + 1)
+    # About a quarter at ratio 4 (0.23-0.25 in runs of 3,000 jobs), a handful strict (the
+    # look a second); taking turns whatever the tiers gave 0.49-0.67 either way. The
+    # bounds leave room for a loaded machine's slower drains (0.37 at ratio 4 in CI).
     if ratio is None:
-        assert share <= 0.05, share
+        assert share <= 0.15, share
     else:
-        assert 0.05 <= share <= 0.35, share
+        assert 0.05 <= share <= 0.45, share
 
 
 @pytest.mark.parametrize("held", ["grouped", "capped"])
@@ -208,4 +211,4 @@ async def test_a_kind_that_cannot_claim_now_does_not_lend_its_tier_to_its_sort(
     ran = [who for who in order if who != "held"]
     last = max(i for i, who in enumerate(ran) if who == "normal")
     share = ran[: last + 1].count("low") / (last + 1)
-    assert share <= (0.05 if ratio is None else 0.35), share
+    assert share <= (0.15 if ratio is None else 0.45), share  # 0.67 before: see above
