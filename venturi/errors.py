@@ -1,6 +1,10 @@
-"""The exceptions venturi raises on purpose."""
+"""The exceptions venturi raises on purpose, and how a failed run's exception reads on one
+line (its log line, the jobs lists, ``ChildFailed``)."""
 
 from __future__ import annotations
+
+import itertools
+import re
 
 
 class VenturiError(Exception):
@@ -50,18 +54,40 @@ class SignalTimeout(VenturiError, TimeoutError):
         self.name = name
 
 
-def _one_line(reason: str | None) -> str:
-    """A child's last error on one line: of a traceback, its exception (its type and its
-    whole message, of however many lines: the first unindented line after the last
-    frame on), else the reason itself."""
-    lines = (reason or "").splitlines()
+_RAISED = re.compile(r"([A-Za-z_][\w.]*)(?::\s?(.*))?", re.S)
+
+
+def exception_of(text: str | None) -> tuple[str, str] | None:
+    """The exception a traceback ends with, as its type and its whole message on one line
+    (a message of many lines, pydantic's or asyncpg's, joined), or None if ``text`` is no
+    traceback. The message is everything from the first unindented line after the last
+    frame: its last line alone would be a fragment of it, without the type."""
+    lines = (text or "").splitlines()
+    if lines and lines[0].startswith("  + Exception Group Traceback"):
+        # An exception group draws its own part with "  | " and each member's below it.
+        lines = [
+            line[4:] for line in itertools.takewhile(lambda x: x.startswith("  | "), lines[1:])
+        ]
     frames = [i for i, line in enumerate(lines) if line.startswith('  File "')]
-    if frames:
-        after = range(frames[-1] + 1, len(lines))
-        start = next((i for i in after if lines[i][:1] not in ("", " ")), frames[-1] + 1)
-        lines = lines[start:]
-    said = " ".join(line.strip() for line in lines if line.strip())
-    return said or "no reason given"
+    if not frames:
+        return None
+    after = range(frames[-1] + 1, len(lines))
+    start = next((i for i in after if lines[i][:1] not in ("", " ")), None)
+    said = " ".join(line.strip() for line in lines[start:] if line.strip()) if start else ""
+    m = _RAISED.fullmatch(said)
+    if m is None:
+        return "Error", said
+    return m.group(1), (m.group(2) or "").strip()
+
+
+def exception_line(text: str | None) -> str:
+    """A failed run's error on one line: of a traceback, ``Type: its whole message``
+    (``exception_of``), else the text itself with its lines joined."""
+    raised = exception_of(text)
+    if raised is None:
+        return " ".join(line.strip() for line in (text or "").splitlines() if line.strip())
+    kind, message = raised
+    return f"{kind}: {message}" if message else kind
 
 
 class ChildFailed(VenturiError):
@@ -71,7 +97,9 @@ class ChildFailed(VenturiError):
     child's exception, which its failure line and the jobs list reported as the parent's."""
 
     def __init__(self, job_id: int, status: str, reason: str | None) -> None:
-        super().__init__(f"child job {job_id} ended {status}: {_one_line(reason)}")
+        super().__init__(
+            f"child job {job_id} ended {status}: {exception_line(reason) or 'no reason given'}"
+        )
         self.job_id = job_id
         self.status = status
         self.reason = reason

@@ -122,6 +122,31 @@ async def test_a_job_going_dead_is_a_warning(dsn: str, conn: asyncpg.Connection)
     assert dead["error_message"] == "card 2 is stolen", dead
 
 
+async def test_an_exception_of_many_lines_reads_whole_on_one_line(
+    dsn: str, conn: asyncpg.Connection
+) -> None:
+    """A message of several lines (pydantic's, asyncpg's) gave the failure line and the
+    jobs list its last line alone, without the exception's type ("Error: Input should
+    be > 0"): the whole exception, on one line, as ChildFailed reads it."""
+    job_id = await logtasks.many_lines.enqueue(conn, logtasks.Item(5))
+    proc = spawn(dsn, "--log-format", "json", "--poll-max", "0.2")
+    try:
+        await wait_status(conn, job_id, "dead", within=30)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = await asyncio.to_thread(proc.communicate, timeout=30)
+    assert proc.returncode == 0, out
+    records = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    [line] = [r for r in records if r.get("job_id") == job_id and "now dead" in r["message"]]
+    whole = "1 validation error for Order 5 quantity Input should be > 0"
+    assert (line["error_type"], line["error_message"]) == ("ValueError", whole), line
+    assert f"ValueError: {whole}; now dead" in line["message"], line
+    listed = venturi_cli("jobs", "list", "--status", "dead", dsn=dsn, env={"COLUMNS": "200"})
+    assert listed.returncode == 0, listed.stderr
+    row = next(r for r in listed.stdout.splitlines() if r.lstrip().startswith(str(job_id)))
+    assert "ValueError: 1 validation error for Order 5" in row, listed.stdout
+
+
 def test_bad_log_format_is_one_line(dsn: str) -> None:
     out = venturi_cli("worker", "tests.support.logtasks", "--log-format", "xml", dsn=dsn)
     assert_one_clean_error(out, "log-format must be text or json, got 'xml'")

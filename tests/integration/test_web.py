@@ -86,6 +86,27 @@ async def test_every_page_renders_the_seeded_state(
     assert (await web.get("/jobs?before=abc")).status_code == 400
 
 
+async def test_a_failure_of_many_lines_is_listed_whole_on_one_line(
+    conn: asyncpg.Connection, web: httpx.AsyncClient
+) -> None:
+    # The jobs list's note read a traceback's last line: an exception whose message spans
+    # lines (pydantic's, asyncpg's) showed its last line alone, without its type.
+    error = (
+        "Traceback (most recent call last):\n"
+        '  File "app.py", line 9, in export\n'
+        "    raise ValueError(msg)\n"
+        "ValueError: 1 validation error for Order\n"
+        "quantity\n"
+        "  Input should be greater than 0\n"
+    )
+    await make(conn, "export", "dead", error=error)
+    page = html.unescape((await web.get("/jobs?status=dead")).text)
+    [note] = re.findall(r'<td class="note">(.*?)</td>', page, re.S)
+    assert (
+        note == "ValueError: 1 validation error for Order quantity Input should be greater than 0"
+    )
+
+
 async def test_schedules_page_shows_next_slots(
     conn: asyncpg.Connection, web: httpx.AsyncClient, kinds: list[str]
 ) -> None:

@@ -1,5 +1,5 @@
 """Tasks for the log-format tests (`venturi worker tests.support.logtasks`): one that logs
-through ``ctx.log``, one that fails with a known exception."""
+through ``ctx.log``, ones that fail with known exceptions (one of a message of lines)."""
 
 from __future__ import annotations
 
@@ -32,3 +32,9 @@ async def give_up(ctx: venturi.Context[Any], carry: Item) -> venturi.Outcome:
 @venturi.task(kind="log_retry_out", max_failures=1)
 async def retry_out(ctx: venturi.Context[Any], carry: Item) -> venturi.Outcome:
     return venturi.retry(reason=f"card {carry.n} busy")
+
+
+@venturi.task(kind="log_many_lines", max_failures=1)
+async def many_lines(ctx: venturi.Context[Any], carry: Item) -> None:
+    # pydantic's and asyncpg's messages span lines, the last indented.
+    raise ValueError(f"1 validation error for Order {carry.n}\nquantity\n  Input should be > 0")

@@ -28,10 +28,11 @@ async def make(
     worker: str = "w1:1",
     lease: float = 3600.0,
     priority: int = 1,
+    error: str = TRACEBACK,
 ) -> int:
     """One job of ``kind`` brought to ``state``: pending, scheduled, claimed, completed,
     failed (pending again after a failure, visible in an hour), or dead (after a failure
-    with a traceback). Make claimed and finished jobs before a kind's pending ones: the
+    with a traceback, ``error``). Make claimed and finished jobs before a kind's pending ones: the
     claim takes the oldest due job of the kind."""
     after = 3600.0 if state == "scheduled" else None
     [job_id] = await db.enqueue.job_insert_many(
@@ -67,7 +68,7 @@ async def make(
             job_id=job_id,
             attempt=attempt,
             event="failed",
-            error=TRACEBACK,
+            error=error,
             carry=None,
             delay=3600.0,
             force_dead=False,
@@ -81,7 +82,7 @@ async def make(
             job_id=job_id,
             attempt=attempt,
             event="failed",
-            error=TRACEBACK,
+            error=error,
             carry=None,
             delay=0.0,
             force_dead=True,

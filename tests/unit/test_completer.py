@@ -15,7 +15,7 @@ from tests.support.carries import noop_task
 from tests.support.fakes import FakeConn, run_of
 from venturi import Backoff, sql
 from venturi.db.claims import Claimant
-from venturi.errors import ChildFailed
+from venturi.errors import ChildFailed, exception_line
 from venturi.runtime import settlement as s
 from venturi.runtime.completer import Completer, error_of
 from venturi.runtime.config import Registration, WorkerConfig, policies
@@ -230,3 +230,32 @@ def test_child_failed_names_the_childs_whole_exception_on_one_line() -> None:
     )
     assert str(ChildFailed(10, "deleted", None)) == "child job 10 ended deleted: no reason given"
     assert error_of(failed(ChildFailed(7, "dead", failed(many))))[0].endswith("ChildFailed")
+
+
+def test_a_failure_reads_as_the_exception_its_traceback_ends_with() -> None:
+    # One reading for the failure line, the jobs lists and ChildFailed: the exception's
+    # type and its whole message, whatever frames, chains or groups come before it.
+    def failed(exc: BaseException, cause: BaseException | None = None) -> str:
+        try:
+            try:
+                if cause is not None:
+                    raise cause
+            except BaseException:
+                raise exc  # noqa: B904 (chained implicitly, "During handling of ...")
+            raise exc
+        except BaseException:
+            return traceback.format_exc()
+
+    assert error_of(failed(KeyError("sku-9"))) == ("KeyError", "'sku-9'")
+    assert error_of(failed(KeyboardInterrupt())) == ("KeyboardInterrupt", "")
+    chained = failed(RuntimeError("retry later\n  upstream 503"), ValueError("first"))
+    assert "During handling" in chained
+    assert error_of(chained) == ("RuntimeError", "retry later upstream 503")
+    group = failed(ExceptionGroup("2 imports failed", [ValueError("a"), TypeError("b")]))
+    assert error_of(group) == ("ExceptionGroup", "2 imports failed (2 sub-exceptions)")
+    assert error_of("card 9 is stolen\nsee the ledger") == (
+        "Error",
+        "card 9 is stolen see the ledger",
+    )
+    assert error_of("") == ("Error", "")
+    assert exception_line(failed(OSError("disk\nfull"))) == "OSError: disk full"

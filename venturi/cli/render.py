@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from venturi.admin import JobDetail, JobRow, KindState, Stats, TopFrame, WorkerInfo
+from venturi.errors import exception_line
 from venturi.formatting import ago, clip, duration, to_json, window_label
 from venturi.priority import Priority
 from venturi.status import FINISHED, JobStatus, JournalEvent
@@ -54,11 +55,9 @@ def _status(status: str) -> Text:
 
 
 def _first_line(text: str | None, width: int = 60) -> str:
-    if not text:
-        return ""
-    lines = text.strip().splitlines()
-    # A traceback's last line names the exception; that is the line an operator wants.
-    line = lines[-1] if lines and lines[0].startswith("Traceback") else lines[0]
+    # Of a traceback, the exception it ends with, its whole message on one line: the line
+    # an operator wants.
+    line = exception_line(text)
     return line if len(line) <= width else line[: width - 1] + "…"
 
 

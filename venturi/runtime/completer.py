@@ -11,7 +11,6 @@ expiry).
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 
@@ -19,6 +18,7 @@ from venturi import db
 from venturi.backoff import Backoff
 from venturi.codecs import text_safe
 from venturi.db.conn import Conn
+from venturi.errors import exception_line, exception_of
 from venturi.runtime.config import KindPolicy
 from venturi.runtime.inflight import InFlight
 from venturi.runtime.instruments import Instruments
@@ -40,24 +40,15 @@ from venturi.status import JobStatus, JournalEvent
 
 log = logging.getLogger("venturi.worker")
 
-# A traceback's last line: "ValueError: card declined", "mod.CardError: declined".
-_EXCEPTION_LINE = re.compile(r"([A-Za-z_][\w.]*)(?::\s?(.*))?")
-
 
 def error_of(error: str, timed_out: bool = False) -> tuple[str, str]:
     """The exception type and message of a failed execution, for its log line (the
-    traceback itself is in the journal): read off the traceback's last line."""
+    traceback itself is in the journal): the exception its traceback ends with, its whole
+    message on one line (``errors.exception_of``); a reason that is no traceback is the
+    message of type ``Error``."""
     if timed_out:
         return "TimeoutError", error
-    lines = [line for line in error.strip().splitlines() if line.strip()]
-    if not lines:
-        return "Error", ""
-    traced = any(line.startswith("Traceback") for line in lines)
-    last = lines[-1] if traced else lines[0]
-    m = _EXCEPTION_LINE.fullmatch(last.strip())
-    if m and traced:
-        return m.group(1), (m.group(2) or "").strip()
-    return "Error", last.strip()
+    return exception_of(error) or ("Error", exception_line(error))
 
 
 def log_ended(run: Run, how: str, error: tuple[str, str], status: str, delay: float) -> None:

@@ -1,6 +1,7 @@
 """The dashboard templates' filters and globals: ``duration``, ``clip``, ``pretty`` (the
-JSON form), ``ago``, ``abs_time`` (a time with its zone) and ``handler_traceback`` (a
-handler's traceback without venturi's own frames on top)."""
+JSON form), ``ago``, ``abs_time`` (a time with its zone), ``handler_traceback`` (a
+handler's traceback without venturi's own frames on top) and ``exception_line`` (a
+failure on one line: the exception it ended with, its whole message)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from datetime import UTC, datetime
 
 import jinja2
 
+from venturi.errors import exception_line
 from venturi.formatting import ago, clip, duration, to_json
 
 # A frame of venturi's own machinery around a handler (the executor, the middleware
@@ -57,4 +59,5 @@ def install(env: jinja2.Environment) -> None:
     env.filters["pretty"] = to_json
     env.filters["abs_time"] = abs_time
     env.filters["handler_traceback"] = handler_traceback
+    env.filters["exception_line"] = exception_line
     env.globals["ago"] = ago
