@@ -1485,41 +1485,48 @@ WITH written AS (
         -- caught up (a hundred jobs before the other group's next, in the probe). It
         -- banks no credit, as a resumed or idle group banks none. (Lowered, it is held
         -- at least as long: a group behind the others then is one held at its cap.)
-        vtime = CASE WHEN $3::boolean
-                     THEN greatest(g.vtime, coalesce(
-                         (SELECT min(m.v) FROM (
-                             (SELECT e.vtime AS v FROM "venturi".groups e
-                              CROSS JOIN LATERAL (
-                                      SELECT count(*)::integer AS n
-                                      FROM "venturi".jobs c
-                                      WHERE c.status = 'claimed' AND c.kind = $1::text AND c.grp = e.grp) r
-                              WHERE e.kind = $1::text AND e.ready AND e.head = 0 AND e.grp <> $2::text
-                                AND (coalesce(e.cap, e.task_cap) IS NULL OR r.n < coalesce(e.cap, e.task_cap))
-                              ORDER BY e.vtime
-                              LIMIT 1)
-                             UNION ALL
-                             (SELECT e.vtime AS v FROM "venturi".groups e
-                              CROSS JOIN LATERAL (
-                                      SELECT count(*)::integer AS n
-                                      FROM "venturi".jobs c
-                                      WHERE c.status = 'claimed' AND c.kind = $1::text AND c.grp = e.grp) r
-                              WHERE e.kind = $1::text AND e.ready AND e.head = 1 AND e.grp <> $2::text
-                                AND (coalesce(e.cap, e.task_cap) IS NULL OR r.n < coalesce(e.cap, e.task_cap))
-                              ORDER BY e.vtime
-                              LIMIT 1)
-                             UNION ALL
-                             (SELECT e.vtime AS v FROM "venturi".groups e
-                              CROSS JOIN LATERAL (
-                                      SELECT count(*)::integer AS n
-                                      FROM "venturi".jobs c
-                                      WHERE c.status = 'claimed' AND c.kind = $1::text AND c.grp = e.grp) r
-                              WHERE e.kind = $1::text AND e.ready AND e.head = 2 AND e.grp <> $2::text
-                                AND (coalesce(e.cap, e.task_cap) IS NULL OR r.n < coalesce(e.cap, e.task_cap))
-                              ORDER BY e.vtime
-                              LIMIT 1)
-                         ) m),
-                         g.vtime))
-                     ELSE g.vtime END,
+        -- A weight set does the same, and moves a group more than one step of its new
+        -- weight ahead of that minimum back to it: at the least weight a group's time
+        -- stood while the others ran (credit: given its weight back, it took every slot
+        -- until it caught up), or one claim put it a million ahead (debt: given its
+        -- weight back, it waited for the others' next million jobs).
+        vtime = CASE WHEN $3::boolean OR $5::boolean THEN (
+                    SELECT CASE WHEN lo.v IS NULL THEN g.vtime
+                                WHEN $5::boolean
+                                THEN least(greatest(g.vtime, lo.v), lo.v + 1 / coalesce($6::float8, 1))
+                                ELSE greatest(g.vtime, lo.v) END
+                    FROM (SELECT (SELECT min(m.v) FROM (
+                                     (SELECT e.vtime AS v FROM "venturi".groups e
+                                      CROSS JOIN LATERAL (
+                                              SELECT count(*)::integer AS n
+                                              FROM "venturi".jobs c
+                                              WHERE c.status = 'claimed' AND c.kind = $1::text AND c.grp = e.grp) r
+                                      WHERE e.kind = $1::text AND e.ready AND e.head = 0 AND e.grp <> $2::text
+                                        AND (coalesce(e.cap, e.task_cap) IS NULL OR r.n < coalesce(e.cap, e.task_cap))
+                                      ORDER BY e.vtime
+                                      LIMIT 1)
+                                     UNION ALL
+                                     (SELECT e.vtime AS v FROM "venturi".groups e
+                                      CROSS JOIN LATERAL (
+                                              SELECT count(*)::integer AS n
+                                              FROM "venturi".jobs c
+                                              WHERE c.status = 'claimed' AND c.kind = $1::text AND c.grp = e.grp) r
+                                      WHERE e.kind = $1::text AND e.ready AND e.head = 1 AND e.grp <> $2::text
+                                        AND (coalesce(e.cap, e.task_cap) IS NULL OR r.n < coalesce(e.cap, e.task_cap))
+                                      ORDER BY e.vtime
+                                      LIMIT 1)
+                                     UNION ALL
+                                     (SELECT e.vtime AS v FROM "venturi".groups e
+                                      CROSS JOIN LATERAL (
+                                              SELECT count(*)::integer AS n
+                                              FROM "venturi".jobs c
+                                              WHERE c.status = 'claimed' AND c.kind = $1::text AND c.grp = e.grp) r
+                                      WHERE e.kind = $1::text AND e.ready AND e.head = 2 AND e.grp <> $2::text
+                                        AND (coalesce(e.cap, e.task_cap) IS NULL OR r.n < coalesce(e.cap, e.task_cap))
+                                      ORDER BY e.vtime
+                                      LIMIT 1)
+                                 ) m) AS v) lo)
+                ELSE g.vtime END,
         paused = CASE WHEN $7::boolean THEN coalesce($8::boolean, false) ELSE g.paused END,
         ready = g.ready AND NOT ($7::boolean AND coalesce($8::boolean, false))
     RETURNING g.kind, g.grp, g.cap, g.weight, g.paused

@@ -1,6 +1,7 @@
 """SPEC 13's fair share: a group banks no credit. A group held at its cap is not idle, yet
 its virtual time stands while the groups with room run: it is no measure of where a
-waking group starts, and a cap raised lets it run no further ahead than its share."""
+waking group starts, and a cap raised lets it run no further ahead than its share. A
+weight changed leaves a group neither credit nor a debt of its old weight's steps."""
 
 from __future__ import annotations
 
@@ -60,3 +61,35 @@ async def test_a_group_held_at_its_cap_is_no_measure_and_banks_nothing_when_rais
     await finish(conn, held)
     got = await take(conn, 15)
     assert all(15 <= got[g] <= 25 for g in "abc"), got
+
+
+async def test_a_weight_changed_back_leaves_neither_credit_nor_debt(
+    conn: asyncpg.Connection, lag: venturi.Task[Item]
+) -> None:
+    await venturi.enqueue_many(
+        conn, [lag.job(Item(i), group=g) for i in range(400) for g in ("a", "b")]
+    )
+    # Credit: at the least weight a runs nothing while b runs a hundred jobs; its time
+    # stands. Given its weight back, it took every one of the next 40 jobs.
+    await venturi.set_group(conn, KIND, "a", weight=1e-6)
+    got = await take(conn, 25)
+    assert got == Counter(b=100), got
+    await venturi.set_group(conn, KIND, "a", weight=None)
+    got = await take(conn, 10)
+    assert 15 <= got["a"] <= 25, got
+    # Debt: one claim of a at the least weight put it a million ahead (as the seed does
+    # here); given its weight back, it waited for b's next million jobs.
+    await venturi.set_group(conn, KIND, "a", weight=1e-6)
+    await conn.execute(
+        "UPDATE venturi.groups SET vtime = vtime + 1e6 WHERE kind = $1 AND grp = 'a'", KIND
+    )
+    await venturi.set_group(conn, KIND, "a", weight=None)
+    got = await take(conn, 10)
+    assert 15 <= got["a"] <= 25, got
+    # A change within a share moves nothing: a, within a step of b, stays where it is
+    # at weight 0.5 (a step of 2).
+    before = await conn.fetchval("SELECT vtime FROM venturi.groups WHERE grp = 'a'")
+    least = await conn.fetchval("SELECT vtime FROM venturi.groups WHERE grp = 'b'")
+    await venturi.set_group(conn, KIND, "a", weight=0.5)
+    after = await conn.fetchval("SELECT vtime FROM venturi.groups WHERE grp = 'a'")
+    assert after == max(before, least), (before, least, after)
