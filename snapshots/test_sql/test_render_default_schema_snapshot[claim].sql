@@ -545,7 +545,7 @@ WITH written AS (
         vtime = CASE WHEN $3::boolean OR $5::boolean THEN (
                     SELECT CASE WHEN lo.v IS NULL THEN g.vtime
                                 WHEN $5::boolean
-                                THEN least(greatest(g.vtime, lo.v), lo.v + 1 / coalesce($6::float8, 1))
+                                THEN least(greatest(g.vtime, lo.v), lo.v + 1 / coalesce($6::float8, 1)::numeric)
                                 ELSE greatest(g.vtime, lo.v) END
                     FROM (SELECT (SELECT min(m.v) FROM (
                                      (SELECT e.vtime AS v FROM "venturi".groups e
@@ -1379,7 +1379,8 @@ seen AS (
 ),
 locked AS (
     SELECT r.grp, r.newest IS NULL OR n.seen = r.newest AS unchanged, r.vtime,
-           coalesce(r.weight, 1) AS weight,
+           -- numeric, as vtime is: a step of 1e-6 is lost in float8 at a large time.
+           coalesce(r.weight, 1)::numeric AS weight,
            r.running + coalesce(r.claims - n.claims, 0) AS running,
            coalesce(r.cap, $7::integer) AS cap, r.prior_head, r.was_ready,
            CASE WHEN (SELECT $8::float8) IS NOT NULL THEN

@@ -624,7 +624,8 @@ CREATE TABLE IF NOT EXISTS "venturi".groups (
     -- The tier of the group's first pending job while ready, so that tiers keep their
     -- order across groups.
     head        smallint    NOT NULL DEFAULT 1,
-    -- Virtual time: each claim of n jobs adds n / weight; claims go to the least first.
+    -- Virtual time: each claim of n jobs adds n / weight; claims go to the least first
+    -- (numeric from migration 26: _group_vtime.sql.j2).
     vtime       float8      NOT NULL DEFAULT 0,
     -- Jobs ever claimed in the group, counted under the group's row lock: with the
     -- claimed rows a claim's snapshot sees, what makes the cap exact (docs/groups.md).
@@ -730,6 +731,16 @@ CREATE TRIGGER jobs_group_wake_update
                OR NEW.priority < OLD.priority))
     EXECUTE FUNCTION "venturi".group_wake_row();
 
+-- A group's virtual time in numeric (migration 26; migration 19 made it float8). A claim
+-- adds n / weight, and weights range from 1e-6 to 1e6 (venturi.groups): in float8 a step
+-- of 1e-6 is rounded away once a kind's virtual time passes about 1.8e10, which one group
+-- at the least weight reaches alone in 18,000 claims; from then on two groups of the
+-- greatest weight stood still at the same time and one of them took every claim (100 of
+-- 100 in the probe: tests/integration/test_group_lag.py). numeric keeps every step at
+-- any magnitude (a step's quotient to at least 16 significant digits). The table is
+-- rewritten and groups_ready_idx rebuilt once; on a new database the table is empty.
+ALTER TABLE "venturi".groups ALTER COLUMN vtime TYPE numeric;
+
 -- The migrations this fresh schema embodies.
 INSERT INTO "venturi".schema_version (version, name) VALUES
     (1, 'initial'),
@@ -756,5 +767,6 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (22, 'capped_floor'),
     (23, 'next_visible_without_groups'),
     (24, 'group_wake_on_raised_priority'),
-    (25, 'group_refill_rate')
+    (25, 'group_refill_rate'),
+    (26, 'exact_virtual_time')
 ON CONFLICT (version) DO NOTHING;
