@@ -278,13 +278,30 @@ ORDER BY c.kind, t.pending DESC, t.claimed DESC, t.grp;
 -- whose jobs no claim has looked at yet has no row in groups: the default settings.
 -- $1 text kind: the kind
 -- $2 text grp: the group
--- index: groups primary key; jobs_group_claim_idx and jobs_group_claimed_idx.
-PREPARE venturi_group_get(text, text) AS
+-- $3 float8 liveness: seconds without a heartbeat after which a worker is gone
+-- index: groups primary key; jobs_group_claim_idx and jobs_group_claimed_idx; workers
+-- primary key (the holders of the group's claims).
+PREPARE venturi_group_get(text, text, float8) AS
 WITH counts AS (
     SELECT (SELECT count(*)::integer FROM "venturi".jobs j
             WHERE j.status = 'pending' AND j.kind = $1::text AND j.grp = $2::text) AS pending,
            (SELECT count(*)::integer FROM "venturi".jobs j
             WHERE j.status = 'claimed' AND j.kind = $1::text AND j.grp = $2::text) AS claimed
+),
+-- The group's claims that no running handler may settle: past their lease (the next
+-- stale sweep frees them), or held by a worker gone or stopped (its lease runs on, up
+-- to its whole length; `venturi recover --worker` frees them at once). A group at its
+-- cap because of them is not busy: operators are told who holds it.
+stale AS (
+    SELECT count(*) FILTER (WHERE j.claim_expires_at < now())::integer AS expired,
+           count(*) FILTER (WHERE j.claim_expires_at >= now())::integer AS gone,
+           (array_agg(w.id::text ORDER BY j.claimed_at)
+               FILTER (WHERE j.claim_expires_at >= now()))[1] AS gone_worker
+    FROM "venturi".jobs j
+    LEFT JOIN "venturi".workers w ON w.id = j.claim_token
+    WHERE j.status = 'claimed' AND j.kind = $1::text AND j.grp = $2::text
+      AND (j.claim_expires_at < now() OR w.stopped_at IS NOT NULL
+           OR w.heartbeat_at < now() - make_interval(secs => $3::float8))
 )
 SELECT $2::text AS grp, c.pending, c.claimed, g.cap, g.task_cap, g.weight,
        coalesce(g.paused, false) AS paused, coalesce(g.ready, false) AS ready,
@@ -296,8 +313,9 @@ SELECT $2::text AS grp, c.pending, c.claimed, g.cap, g.task_cap, g.weight,
                      WHEN g.minute = date_trunc('minute', now()) - interval '1 minute'
                      THEN g.minute_claims
                        * (1 - extract(epoch FROM now() - date_trunc('minute', now())) / 60)
-                END, 0)::integer AS recent
-FROM counts c
+                END, 0)::integer AS recent,
+       t.expired, t.gone, t.gone_worker
+FROM counts c CROSS JOIN stale t
 LEFT JOIN "venturi".groups g ON g.kind = $1::text AND g.grp = $2::text
 WHERE g.grp IS NOT NULL OR c.pending > 0 OR c.claimed > 0;
 

@@ -19,6 +19,7 @@ import pytest
 
 import venturi
 from tests.support import Item, expire_claim, running, wait_for, wait_stat, wait_until
+from tests.support.fleet import silence_worker
 from tests.support.plans import nodes
 from venturi import ConfigError, Context, Rate, admin, db, sql
 from venturi.backoff import DEFAULT_BACKOFF
@@ -383,6 +384,46 @@ async def test_a_resumed_groups_high_job_is_claimed_ahead_of_the_other_groups(
     await venturi.enqueue_many(conn, [grouped.job(Item(i), group=f"n{i}") for i in range(3)])
     got = await claim(conn, "grouped", limit=1)
     assert [r["id"] for r in got.claimed] == [high]
+
+
+async def test_a_group_held_at_its_cap_by_a_gone_worker_says_who_frees_it(
+    conn: asyncpg.Connection, grouped: venturi.Task[Item]
+) -> None:
+    # A killed worker's claim holds its group's slot until its lease ends (15 minutes by
+    # default): "group at its cap" looked like a busy group, and `venturi recover` (the
+    # expired leases only) freed nothing. The reason names the holder and the command.
+    me = db.Claimant("crashed-host")
+    await db.workers.worker_register(
+        conn,
+        schema=SCHEMA,
+        id=me.token,
+        name="crashed-host",
+        host="h",
+        pid=1,
+        kinds=["grouped"],
+        concurrency=4,
+        version=venturi.__version__,
+    )
+    await venturi.enqueue_many(conn, [grouped.job(Item(i), group="acme") for i in range(2)])
+    [held] = (await claim(conn, "grouped", cap=1, who=me)).claimed
+    waiting = await grouped.enqueue(conn, Item(2), group="acme")
+    shown = await admin.show_job(conn, waiting)
+    assert shown is not None and shown.group_waits == "group at its cap"  # a live holder
+    await silence_worker(conn, me.token, 3600)
+    shown = await admin.show_job(conn, waiting)
+    short = str(me.token)[:8]
+    assert shown is not None and shown.group_waits == (
+        f"group at its cap; 1 of its claims is held by worker {short}, gone "
+        f"(venturi recover --worker {short} frees it)"
+    ), shown
+    state = await admin.show_group(conn, "grouped", "acme")
+    assert state is not None and state.waiting == shown.group_waits
+    await expire_claim(conn, held["id"])
+    shown = await admin.show_job(conn, waiting)
+    assert shown is not None and shown.group_waits == (
+        "group at its cap; 1 of its claims is past its lease "
+        "(the next stale sweep or venturi recover frees it)"
+    ), shown
 
 
 async def test_a_job_not_yet_due_waits_for_its_time_not_for_its_group(

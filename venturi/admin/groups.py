@@ -13,9 +13,11 @@ from venturi.db.conn import Conn
 from venturi.errors import ConfigError
 from venturi.groups import check_group
 from venturi.sql import DEFAULT_SCHEMA
+from venturi.status import DEFAULT_LIVENESS
 
 __all__ = ["GROUP_ORDERS", "GroupState", "list_groups", "show_group"]
 
+AT_CAP = "group at its cap"
 # The orders of ``list_groups``: most pending first, or most claimed first.
 GROUP_ORDERS = ("pending", "claimed")
 
@@ -44,7 +46,7 @@ def _state(row: Any) -> GroupState:
         if row["paused"]:
             waiting = "group paused"
         elif cap is not None and row["claimed"] >= cap:
-            waiting = "group at its cap"
+            waiting = AT_CAP
         elif not row["ready"] and row["out_of_tokens"]:
             waiting = "group out of tokens"
     return GroupState(
@@ -95,5 +97,29 @@ async def show_group(
 ) -> GroupState | None:
     """One group of ``kind``; None if it never had a job nor a setting."""
     validate.kind(kind)
-    row = await db.groups.group_get(conn, schema=schema, kind=kind, group=check_group(group))
-    return None if row is None else _state(row)
+    row = await db.groups.group_get(
+        conn, schema=schema, kind=kind, group=check_group(group), liveness=DEFAULT_LIVENESS
+    )
+    if row is None:
+        return None
+    state = _state(row)
+    if state.waiting == AT_CAP and (row["gone"] or row["expired"]):
+        state = msgspec.structs.replace(state, waiting=AT_CAP + _held(row))
+    return state
+
+
+def _held(row: Any) -> str:
+    """Why a group at its cap is not busy: the claims no running handler will settle, and
+    what frees them (the stale sweep runs on every worker; a gone worker's lease runs
+    on, 15 minutes by default, unless recovered)."""
+    if row["gone"]:
+        n, who = row["gone"], row["gone_worker"][:8]
+        return (
+            f"; {n} of its claims {'is' if n == 1 else 'are'} held by worker {who}, gone "
+            f"(venturi recover --worker {who} frees {'it' if n == 1 else 'them'})"
+        )
+    n = row["expired"]
+    return (
+        f"; {n} of its claims {'is' if n == 1 else 'are'} past {'its lease' if n == 1 else 'their leases'} "
+        f"(the next stale sweep or venturi recover frees {'it' if n == 1 else 'them'})"
+    )

@@ -226,5 +226,7 @@ async def group_list(
     return list(await conn.fetch(sql.statement("group_list", schema), kind, search, limit, offset))
 
 
-async def group_get(conn: Conn, *, schema: str, kind: str, group: str) -> Record | None:
-    return await conn.fetchrow(sql.statement("group_get", schema), kind, group)
+async def group_get(
+    conn: Conn, *, schema: str, kind: str, group: str, liveness: float
+) -> Record | None:
+    return await conn.fetchrow(sql.statement("group_get", schema), kind, group, liveness)
