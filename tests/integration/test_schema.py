@@ -7,6 +7,8 @@ import asyncio
 import asyncpg
 import pytest
 
+from tests.support import Item
+from tests.support.carries import noop_task
 from venturi import SchemaError, db, sql
 
 
@@ -120,6 +122,36 @@ async def test_a_database_an_earlier_render_left_short_is_made_whole(empty_dsn: 
         assert sorted(fresh) == sorted(migrated)
     finally:
         await conn.close()
+
+
+async def test_migration_26_waits_for_no_writer_of_jobs(empty_dsn: str, kinds: list[str]) -> None:
+    # A first version made the group indexes on jobs again (CREATE INDEX IF NOT EXISTS
+    # takes a SHARE lock on jobs even when the index exists) after locking group_wakes:
+    # it waited for an application's open transaction that had enqueued a job, every
+    # other enqueue waited behind it, and that transaction's grouped enqueue deadlocked.
+    conn, app = await asyncpg.connect(empty_dsn), await asyncpg.connect(empty_dsn)
+    try:
+        for migration in sql.migrations():
+            if migration.version < 26:
+                await conn.execute(migration.sql)
+                await conn.execute(
+                    "INSERT INTO venturi.schema_version (version, name) VALUES ($1, $2) "
+                    "ON CONFLICT DO NOTHING",
+                    migration.version,
+                    migration.name,
+                )
+        task = noop_task("m26")
+        async with app.transaction():
+            await task.enqueue(app, Item(1))
+            applied = await asyncio.wait_for(
+                db.schema.apply_schema(conn, schema="venturi"), timeout=30
+            )
+            assert applied == [26]
+            await task.enqueue(app, Item(2), group="acme")
+        assert await conn.fetchval("SELECT count(*) FROM venturi.jobs") == 2
+    finally:
+        await conn.close()
+        await app.close()
 
 
 async def test_custom_schema_is_independent(empty_dsn: str) -> None:
