@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 from venturi import sql
 from venturi.db.conn import Conn
 from venturi.db.connect import transaction
-from venturi.db.errors import not_applied
+from venturi.db.errors import missing_schema, not_applied
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -103,28 +103,6 @@ if TYPE_CHECKING:
         | sqlalchemy.Engine
         | DjangoConnection
     )
-
-
-# Which SQLSTATEs mean "the schema is not applied": undefined table, invalid schema name.
-_MISSING_SCHEMA = frozenset({"42P01", "3F000"})
-
-
-def missing_schema(exc: BaseException) -> bool:
-    """Does ``exc`` (any driver's, or SQLAlchemy's or Django's wrapper of one) say that a
-    table or schema is missing?"""
-    seen: set[int] = set()
-    todo: list[BaseException | None] = [exc]
-    while todo:
-        e = todo.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        # asyncpg and psycopg 3 name it sqlstate, psycopg2 pgcode.
-        state = getattr(e, "sqlstate", None) or getattr(e, "pgcode", None)
-        if state in _MISSING_SCHEMA:
-            return True
-        todo += [e.__cause__, e.__context__, getattr(e, "orig", None)]
-    return False
 
 
 def _is(obj: object, module: str, name: str) -> bool:

@@ -47,6 +47,41 @@ STATEMENT_ERROR = asyncpg.PostgresError
 # The schema or one of its tables is missing.
 MISSING_SCHEMA = (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError)
 
+# Which SQLSTATEs mean "the schema is not applied": undefined table, invalid schema name
+# (``MISSING_SCHEMA`` for any driver).
+_MISSING_SCHEMA = frozenset({"42P01", "3F000"})
+# A lock not granted within the session's lock_timeout (lock_not_available).
+_LOCK_TIMED_OUT = "55P03"
+
+
+def sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of ``exc`` (any driver's, or SQLAlchemy's or Django's wrapper of one,
+    found through its causes), or None when it carries none."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        # asyncpg and psycopg 3 name it sqlstate, psycopg2 pgcode.
+        state = getattr(e, "sqlstate", None) or getattr(e, "pgcode", None)
+        if state:
+            return str(state)
+        todo += [e.__cause__, e.__context__, getattr(e, "orig", None)]
+    return None
+
+
+def missing_schema(exc: BaseException) -> bool:
+    """Does ``exc`` say that a table or schema is missing?"""
+    return sqlstate(exc) in _MISSING_SCHEMA
+
+
+def lock_timed_out(exc: BaseException) -> bool:
+    """Did ``exc`` end a statement that waited longer than its ``lock_timeout``?"""
+    return sqlstate(exc) == _LOCK_TIMED_OUT
+
+
 # A unique index refused a row (two unfinished jobs of a kind with one key).
 UNIQUE_VIOLATION = asyncpg.UniqueViolationError
 
