@@ -12,23 +12,35 @@ from venturi import sql
 from venturi.db import drivers
 from venturi.db.conn import Conn
 from venturi.db.drivers import Query, Steps
-from venturi.db.errors import MISSING_SCHEMA, apply_hint, lock_timed_out, not_applied
+from venturi.db.errors import (
+    MISSING_SCHEMA,
+    apply_hint,
+    behind,
+    lock_timed_out,
+    not_applied,
+    schema_error_of,
+)
 from venturi.errors import ConfigError, SchemaError
 
 F = TypeVar("F", bound=Callable[..., Coroutine[Any, Any, Any]])
 
 
 def needs_schema(fn: F) -> F:
-    """For the application's own calls (enqueue, reads), which never check the schema
-    version first: a missing table or schema becomes the ``SchemaError`` that says what
-    to run, instead of the driver's undefined-table error."""
+    """For the application's own calls on asyncpg (a COPY of jobs), which never check the
+    schema version first: a missing table, schema or column becomes the ``SchemaError``
+    that says what to run (``schema_error_of``), instead of the driver's error."""
 
     @functools.wraps(fn)
     async def wrapper(conn: Any, *args: Any, schema: str, **kwargs: Any) -> Any:
         try:
             return await fn(conn, *args, schema=schema, **kwargs)
-        except MISSING_SCHEMA:
-            raise not_applied(schema) from None
+        except Exception as exc:
+            error = await schema_error_of(
+                exc, schema, lambda: conn.fetchval(sql.statement("schema_version_get", schema))
+            )
+            if error is None:
+                raise
+            raise error from None
 
     return cast(F, wrapper)
 
@@ -42,12 +54,8 @@ async def schema_version(conn: Conn, *, schema: str) -> int:
         version = None
     if version is None:
         raise not_applied(schema)
-    latest = sql.latest_migration()
-    if version < latest:
-        raise SchemaError(
-            f"the venturi schema {schema!r} is at version {version}, this venturi needs "
-            f"{latest}: run `{apply_hint(schema)}`"
-        )
+    if version < sql.latest_migration():
+        raise behind(schema, version)
     return int(version)
 
 
