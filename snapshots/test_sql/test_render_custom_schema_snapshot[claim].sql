@@ -4649,6 +4649,37 @@ ORDER BY name;
 PREPARE billing_jobs_schema_lock AS
 SELECT pg_advisory_xact_lock(hashtext('venturi schema "billing_jobs"'));
 
+-- schema_lock_holders: the other sessions that hold a lock on a table of the schema, oldest
+-- transaction first: what `schema apply` names when it gave up waiting for its locks (an
+-- application's open transaction, most often). Read after the apply rolled back, so a
+-- holder that has ended since is not listed.
+-- index: none (pg_locks and pg_stat_activity are views of the server's memory).
+PREPARE billing_jobs_schema_lock_holders AS
+SELECT a.pid, a.application_name, a.state,
+       extract(epoch FROM clock_timestamp() - a.xact_start)::float8 AS open_for
+FROM pg_stat_activity AS a
+WHERE a.pid <> pg_backend_pid()
+  AND a.pid IN (
+      SELECT l.pid
+      FROM pg_locks AS l
+      JOIN pg_class AS c ON c.oid = l.relation
+      WHERE l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+        AND c.relnamespace = to_regnamespace('"billing_jobs"'))
+ORDER BY a.xact_start NULLS LAST, a.pid;
+
+-- schema_lock_timeout: bound how long each lock of this `schema apply` transaction is waited
+-- for (SET LOCAL: it ends with the transaction). While the apply waits for a lock on jobs
+-- (a migration's ACCESS EXCLUSIVE, behind an application's open transaction), its queued
+-- request holds every claim and settlement behind it; bounded, they wait at most this
+-- long, and the apply rolls back and tries again. The value it replaced, read first (the
+-- subquery is scanned before the outer select list is computed), is put back by the same
+-- statement at the end of an apply run inside a caller's transaction (Django's migrate).
+-- $1 text value: the lock_timeout, as PostgreSQL reads it ('3000ms')
+-- index: none (a setting).
+PREPARE billing_jobs_schema_lock_timeout(text) AS
+SELECT previous, set_config('lock_timeout', $1, true) AS lock_timeout
+FROM (SELECT current_setting('lock_timeout') AS previous OFFSET 0) AS was;
+
 -- schema_version_exists: whether the schema-version table exists (an applied schema).
 PREPARE billing_jobs_schema_version_exists AS
 SELECT to_regclass('"billing_jobs".schema_version') IS NOT NULL AS applied;

@@ -11,7 +11,10 @@ import pytest
 import venturi
 from tests.support import Item as C
 from tests.support import events, expire_claim, running, venturi_cli, venturi_cli_async, wait_status
+from tests.support.carries import noop_task
 from tests.support.claims import claim
+from tests.support.cli import UNREACHABLE, one_line_error
+from tests.support.schemas import migrated_to
 from venturi import Worker, db, sql
 from venturi.db.enqueue import JobSpec
 
@@ -251,3 +254,28 @@ def test_worker_help_lists_the_options() -> None:
         "--synchronous-commit",  # the help's narrow column cuts its --no- twin short
     ):
         assert flag in out.stdout, flag
+
+
+async def test_cli_apply_that_cannot_take_its_locks_is_one_line(
+    empty_dsn: str, kinds: list[str]
+) -> None:
+    plain = noop_task("cli_upgrade_plain")
+    setup = await asyncpg.connect(empty_dsn)
+    web = await asyncpg.connect(empty_dsn, server_settings={"application_name": "shop-web"})
+    try:
+        await migrated_to(setup, 23)
+        async with web.transaction():
+            await plain.enqueue(web, C(1))
+            out = await venturi_cli_async("schema", "apply", "--lock-timeout", "0.2", dsn=empty_dsn)
+        one_line_error(out, f"pid {web.get_server_pid()}", "shop-web", "nothing was applied")
+        done = await venturi_cli_async("schema", "apply", "--lock-timeout", "0.2", dsn=empty_dsn)
+        assert done.returncode == 0 and "applied migration(s) 24" in done.stdout, done.stderr
+    finally:
+        for c in (setup, web):
+            await c.close()
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "nan", "inf"])
+def test_cli_apply_refuses_a_bad_lock_timeout(bad: str) -> None:
+    out = venturi_cli("schema", "apply", "--lock-timeout", bad, dsn=UNREACHABLE)
+    one_line_error(out, "lock_timeout")

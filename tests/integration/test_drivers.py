@@ -12,7 +12,7 @@ behaviour runs on all.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 import asyncpg
@@ -27,8 +27,9 @@ import sqlalchemy.orm
 import venturi
 from tests.support import sql as tsql
 from tests.support.carries import Item
+from tests.support.schemas import migrated_to
 from tests.support.stacks import STACKS, WITH_TRANSACTION, Psycopg2, PsycopgSync, Stack, opened
-from tests.support.waits import wait_for, wait_stat, wait_until
+from tests.support.waits import wait_for, wait_stat, wait_until, waits_on_a_lock
 from tests.support.workers import running
 from venturi import Context, Worker, admin, db, sql, testing
 
@@ -307,6 +308,50 @@ async def test_the_schema_applies_through_a_sync_driver(
         assert await c2.fetchval(tsql.statement("jobs_count")) == 1  # the first one only
     finally:
         await c2.close()
+
+
+async def test_a_sync_apply_in_the_callers_transaction_outwaits_a_lock_and_leaves_its_setting(
+    empty_dsn: str, work: venturi.Task[Item]
+) -> None:
+    """Django's migrate: the apply runs in a savepoint of the caller's transaction. An
+    attempt that waited its lock_timeout rolls back to the savepoint (the caller's
+    transaction stays usable); the next one, once the holder is done, applies; and the
+    caller's own lock_timeout holds again after it."""
+    setup, web = await asyncpg.connect(empty_dsn), await asyncpg.connect(empty_dsn)
+    p2 = psycopg2.connect(empty_dsn)
+    try:
+        await migrated_to(setup, 23)
+        with p2.cursor() as cur:
+            cur.execute(
+                sql.statement("maintenance/session_setting", style="pyformat"),
+                sql.bind(("lock_timeout", "7s"), "pyformat"),
+            )
+            cur.execute(tsql.statement("jobs_count"))  # the caller's transaction opens
+        request = web.transaction()
+        await request.start()
+        await work.enqueue(web, Item(1))
+        applying = asyncio.create_task(
+            asyncio.to_thread(db.schema.apply_schema_sync, p2, schema="venturi", lock_timeout=0.3)
+        )
+        pid = p2.get_backend_pid()
+        await wait_for(lambda: waits_on_a_lock(setup, pid))
+        await wait_for(lambda: _not(waits_on_a_lock(setup, pid)))  # the attempt gave up
+        await request.commit()
+        assert await applying == [m.version for m in sql.migrations() if m.version > 23]
+        assert p2.get_transaction_status() == psycopg2.extensions.TRANSACTION_STATUS_INTRANS
+        with p2.cursor() as cur:
+            cur.execute(tsql.statement("setting_lock_timeout"))
+            assert cur.fetchone() == ("7s",)
+        p2.commit()
+        assert await db.schema.schema_version(setup, schema="venturi") == sql.latest_migration()
+    finally:
+        p2.close()
+        await setup.close()
+        await web.close()
+
+
+async def _not(condition: Awaitable[bool]) -> bool:
+    return not await condition
 
 
 async def test_a_keyed_batch_that_fails_leaves_the_callers_transaction_usable(

@@ -7,9 +7,15 @@ import asyncio
 import asyncpg
 import pytest
 
-from tests.support import Item
-from tests.support.carries import noop_task
+import venturi
+from tests.support import sql as tsql
+from tests.support.carries import Item, noop_task
+from tests.support.claims import claim
+from tests.support.schemas import migrated_to
+from tests.support.waits import wait_blocked
 from venturi import SchemaError, db, sql
+
+W = db.Claimant("w:1")
 
 
 async def _catalog(conn: asyncpg.Connection, schema: str) -> list[tuple[str, ...]]:
@@ -165,3 +171,71 @@ async def test_custom_schema_is_independent(empty_dsn: str) -> None:
             await db.schema.schema_version(conn, schema="venturi")
     finally:
         await conn.close()
+
+
+# --- an upgrade beside a running application -------------------------------------------
+
+
+async def _sessions(dsn: str, *names: str) -> list[asyncpg.Connection]:
+    return [
+        await asyncpg.connect(dsn, server_settings={"application_name": name}) for name in names
+    ]
+
+
+async def test_an_open_application_transaction_stalls_claims_no_longer_than_the_lock_timeout(
+    empty_dsn: str, kinds: list[str]
+) -> None:
+    # A web request enqueued a job and has not committed yet; the upgrade's migration 24
+    # replaces a trigger on jobs (an ACCESS EXCLUSIVE lock). While the apply waits for the
+    # request, its queued lock holds every claim and settlement behind it: for as long as
+    # it waits, so the wait is bounded and the apply tries again once the request is done.
+    plain = noop_task("upgrade_plain")
+    setup, web, applier, worker = await _sessions(empty_dsn, "setup", "shop-web", "apply", "w")
+    applying: asyncio.Task[list[int]] | None = None
+    try:
+        await migrated_to(setup, 23)
+        await venturi.enqueue_many(setup, [plain.job(Item(i)) for i in range(3)])
+        request = web.transaction()
+        await request.start()
+        await plain.enqueue(web, Item(99))
+        applying = asyncio.create_task(
+            db.schema.apply_schema(applier, schema="venturi", lock_timeout=1.0)
+        )
+        await wait_blocked(setup, applier)
+        # Without the bound it waited until the request ended (here: never).
+        claimed = await asyncio.wait_for(claim(worker, W, ["upgrade_plain"]), 1.0 + 3.0)
+        assert len(claimed) == 1
+        await request.commit()
+        assert await applying == [m.version for m in sql.migrations() if m.version > 23]
+        assert await db.schema.schema_version(setup, schema="venturi") == sql.latest_migration()
+    finally:
+        if applying is not None and not applying.done():
+            applying.cancel()
+        for c in (setup, web, applier, worker):
+            await c.close()
+
+
+async def test_an_apply_that_cannot_take_its_locks_names_the_holder_and_applies_nothing(
+    empty_dsn: str, kinds: list[str]
+) -> None:
+    plain = noop_task("upgrade_plain")
+    setup, web, applier = await _sessions(empty_dsn, "setup", "shop-web", "apply")
+    try:
+        await migrated_to(setup, 23)
+        request = web.transaction()
+        await request.start()
+        await plain.enqueue(web, Item(1))
+        with pytest.raises(SchemaError) as raised:
+            await db.schema.apply_schema(applier, schema="venturi", lock_timeout=0.2)
+        message = str(raised.value)
+        assert "\n" not in message
+        for needed in (f"pid {web.get_server_pid()}", "'shop-web'", "nothing was applied"):
+            assert needed in message, message
+        await request.rollback()
+        with pytest.raises(SchemaError, match="at version 23"):
+            await db.schema.schema_version(setup, schema="venturi")
+        # The apply's setting ended with its transaction: the session waits as it did.
+        assert await applier.fetchval(tsql.statement("setting_show"), "lock_timeout") == "0"
+    finally:
+        for c in (setup, web, applier):
+            await c.close()

@@ -1,5 +1,6 @@
-"""The application's own calls on a database without venturi's schema: a ``SchemaError``
-that says what to run, never asyncpg's ``UndefinedTableError``."""
+"""The application's own calls on a database without venturi's schema, or with an older
+one than this venturi needs: a ``SchemaError`` that says what to run, never the driver's
+``UndefinedTableError`` or ``UndefinedColumnError``."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
+import psycopg
 import pytest
 
 import venturi
-from venturi import SchemaError
+from tests.support.schemas import migrated_to
+from venturi import SchemaError, sql
+from venturi.db.enqueue import COPY_MIN_ROWS
 
 NOT_APPLIED = (
     "the venturi schema {schema!r} is not applied to this database: "
@@ -25,6 +29,12 @@ async def bare(empty_dsn: str) -> AsyncIterator[asyncpg.Connection]:
         yield conn
     finally:
         await conn.close()
+
+
+BEHIND = (
+    "the venturi schema 'venturi' is at version {version}, this venturi needs {latest}: "
+    "run `venturi schema apply --schema venturi --dsn <DSN>`"
+)
 
 
 @pytest.fixture
@@ -79,3 +89,76 @@ async def test_enqueue_in_a_transaction_without_the_schema(
         async with bare.transaction():
             await job_task.enqueue(bare, {"n": 1})
     assert await bare.fetchval("SELECT 1") == 1
+
+
+# --- a database an older venturi applied (the application upgraded first) -------------
+
+
+@pytest.fixture
+async def at_18(empty_dsn: str) -> AsyncIterator[asyncpg.Connection]:
+    """A database at migration 18: before groups (19) added jobs.grp."""
+    conn = await asyncpg.connect(empty_dsn)
+    try:
+        await migrated_to(conn, 18)
+        yield conn
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize("group", [None, "acme"])
+async def test_enqueue_on_an_older_schema_says_what_to_run(
+    at_18: asyncpg.Connection, job_task: venturi.Task[Any], group: str | None
+) -> None:
+    # The insert names jobs.grp, for a job without a group too: asyncpg's
+    # UndefinedColumnError before, where the worker and the CLI say what to run.
+    with pytest.raises(SchemaError) as raised:
+        await job_task.enqueue(at_18, {"n": 1}, group=group)
+    assert str(raised.value) == BEHIND.format(version=18, latest=sql.latest_migration())
+    assert raised.value.__cause__ is None and raised.value.__suppress_context__
+
+
+async def test_enqueue_many_and_reads_on_an_older_schema_say_what_to_run(
+    at_18: asyncpg.Connection, job_task: venturi.Task[Any]
+) -> None:
+    expected = BEHIND.format(version=18, latest=sql.latest_migration())
+    with pytest.raises(SchemaError) as raised:
+        await venturi.enqueue_many(at_18, [job_task.job({"n": i}) for i in range(3)])
+    assert str(raised.value) == expected
+    for read in (venturi.get_job, venturi.get_journal):
+        with pytest.raises(SchemaError) as raised:
+            await read(at_18, 1)
+        assert str(raised.value) == expected
+    # A table of a later migration (groups, 19): "not applied" before, the version now.
+    with pytest.raises(SchemaError) as raised:
+        await venturi.set_group(at_18, "schema_errors_job", "acme", cap=2)
+    assert str(raised.value) == expected
+
+
+async def test_a_copied_batch_on_an_older_schema_says_what_to_run(
+    at_18: asyncpg.Connection, job_task: venturi.Task[Any]
+) -> None:
+    # A batch this large goes by binary COPY (job_copy_in), which names jobs.grp too.
+    jobs = [job_task.job({"n": i}) for i in range(COPY_MIN_ROWS)]
+    with pytest.raises(SchemaError) as raised:
+        await venturi.enqueue_many(at_18, jobs)
+    assert str(raised.value) == BEHIND.format(version=18, latest=sql.latest_migration())
+
+
+async def test_enqueue_in_a_transaction_on_an_older_schema_says_what_to_run(
+    at_18: asyncpg.Connection, job_task: venturi.Task[Any]
+) -> None:
+    # The failed insert aborted the caller's transaction: the version cannot be read in
+    # it, and the error says what to run all the same.
+    with pytest.raises(SchemaError, match=r"older than this venturi needs \(version \d+\)"):
+        async with at_18.transaction():
+            await job_task.enqueue(at_18, {"n": 1})
+    assert await at_18.fetchval("SELECT 1") == 1
+
+
+def test_sync_enqueue_on_an_older_schema_says_what_to_run(
+    at_18: asyncpg.Connection, empty_dsn: str, job_task: venturi.Task[Any]
+) -> None:
+    with psycopg.connect(empty_dsn, autocommit=True) as c:
+        with pytest.raises(SchemaError) as raised:
+            job_task.enqueue_sync(c, {"n": 1})
+    assert str(raised.value) == BEHIND.format(version=18, latest=sql.latest_migration())

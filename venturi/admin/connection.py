@@ -36,9 +36,16 @@ async def check_schema(conn: Any, *, schema: str = DEFAULT_SCHEMA) -> int:
     return await db.schema.schema_version(conn, schema=schema)
 
 
-async def apply_schema(conn: Any, *, schema: str = DEFAULT_SCHEMA) -> list[int]:
-    """Apply venturi's schema: the numbers of the migrations it applied (none: up to date)."""
-    return await db.schema.apply_schema(conn, schema=schema)
+async def apply_schema(
+    conn: Any, *, schema: str = DEFAULT_SCHEMA, lock_timeout: float | None = None
+) -> list[int]:
+    """Apply venturi's schema: the numbers of the migrations it applied (none: up to date).
+    Each lock is waited for at most ``lock_timeout`` seconds (workers' claims queue behind
+    the wait; None: ``db.schema.LOCK_TIMEOUT``), a few attempts; then ``SchemaError``
+    naming the session that held it."""
+    if lock_timeout is None:
+        lock_timeout = db.schema.LOCK_TIMEOUT
+    return await db.schema.apply_schema(conn, schema=schema, lock_timeout=lock_timeout)
 
 
 @asynccontextmanager

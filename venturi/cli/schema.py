@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from venturi import sql
+from venturi import sql, validate
 from venturi.cli.app import app
 from venturi.cli.common import (
     DsnOption,
@@ -36,11 +36,25 @@ def schema_render(
 
 
 @schema_app.command("apply")
-def schema_apply(dsn: DsnOption = None, schema: SchemaOption = sql.DEFAULT_SCHEMA) -> None:
+def schema_apply(
+    dsn: DsnOption = None,
+    schema: SchemaOption = sql.DEFAULT_SCHEMA,
+    lock_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--lock-timeout",
+            help="Seconds each lock is waited for (workers' claims queue behind the wait) "
+            "before the apply rolls back and tries again; 5 attempts. Default 3.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
     """Create or upgrade the schema; applying twice changes nothing the second time."""
     target = need_dsn(dsn)
     try:
         sql.validate_schema(schema)
+        if lock_timeout is not None:
+            validate.seconds(lock_timeout, "lock_timeout")
     except ConfigError as exc:
         raise fail(str(exc)) from None
 
@@ -49,7 +63,7 @@ def schema_apply(dsn: DsnOption = None, schema: SchemaOption = sql.DEFAULT_SCHEM
     async def go() -> list[int]:
         conn = await connection.connect(target, schema=None)
         try:
-            return await connection.apply_schema(conn, schema=schema)
+            return await connection.apply_schema(conn, schema=schema, lock_timeout=lock_timeout)
         finally:
             await conn.close()
 

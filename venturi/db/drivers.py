@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 from venturi import sql
 from venturi.db.conn import Conn
 from venturi.db.connect import transaction
-from venturi.db.errors import not_applied
+from venturi.db.errors import schema_error_of, schema_error_of_sync
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -103,28 +103,6 @@ if TYPE_CHECKING:
         | sqlalchemy.Engine
         | DjangoConnection
     )
-
-
-# Which SQLSTATEs mean "the schema is not applied": undefined table, invalid schema name.
-_MISSING_SCHEMA = frozenset({"42P01", "3F000"})
-
-
-def missing_schema(exc: BaseException) -> bool:
-    """Does ``exc`` (any driver's, or SQLAlchemy's or Django's wrapper of one) say that a
-    table or schema is missing?"""
-    seen: set[int] = set()
-    todo: list[BaseException | None] = [exc]
-    while todo:
-        e = todo.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        # asyncpg and psycopg 3 name it sqlstate, psycopg2 pgcode.
-        state = getattr(e, "sqlstate", None) or getattr(e, "pgcode", None)
-        if state in _MISSING_SCHEMA:
-            return True
-        todo += [e.__cause__, e.__context__, getattr(e, "orig", None)]
-    return False
 
 
 def _is(obj: object, module: str, name: str) -> bool:
@@ -445,22 +423,46 @@ def _open_sync(conn: Any, schema: str, atomic: bool) -> Iterator[_SyncExec]:
 # --- driving the steps ---------------------------------------------------------------
 
 
+async def _drive(conn: Any, steps: Steps[T], schema: str, atomic: bool) -> T:
+    async with _open_async(conn, schema, atomic) as ex:
+        try:
+            query = next(steps)
+            while True:
+                query = steps.send(await ex.rows(query))
+        except StopIteration as done:
+            answer: T = done.value
+            return answer
+
+
+def _drive_sync(conn: Any, steps: Steps[T], schema: str, atomic: bool) -> T:
+    with _open_sync(conn, schema, atomic) as ex:
+        try:
+            query = next(steps)
+            while True:
+                query = steps.send(ex.rows(query))
+        except StopIteration as done:
+            answer: T = done.value
+            return answer
+
+
+def _version() -> Steps[int | None]:
+    """The applied schema version, read when a statement failed for want of a column."""
+    [row] = yield Query("schema_version_get")
+    version = row["version"]
+    return None if version is None else int(version)
+
+
 async def run(conn: Any, steps: Steps[T], *, schema: str, atomic: bool = False) -> T:
     """Run ``steps`` on an async connection, pool, session or engine (see the module's
-    docstring for which transaction they run in); their answer."""
+    docstring for which transaction they run in); their answer. A statement that names
+    what the schema lacks raises the ``SchemaError`` saying what to run."""
     try:
-        async with _open_async(conn, schema, atomic) as ex:
-            try:
-                query = next(steps)
-                while True:
-                    query = steps.send(await ex.rows(query))
-            except StopIteration as done:
-                answer: T = done.value
-                return answer
+        return await _drive(conn, steps, schema, atomic)
     except Exception as exc:
-        if missing_schema(exc):
-            raise not_applied(schema) from None
-        raise
+        error = await schema_error_of(exc, schema, lambda: _drive(conn, _version(), schema, False))
+        if error is None:
+            raise
+        raise error from None
 
 
 def run_sync(conn: Any, steps: Steps[T], *, schema: str, atomic: bool = False) -> T:
@@ -473,15 +475,11 @@ def run_sync(conn: Any, steps: Steps[T], *, schema: str, atomic: bool = False) -
         driven: T = conn.drive(lambda raw: run(raw, steps, schema=schema, atomic=atomic))
         return driven
     try:
-        with _open_sync(conn, schema, atomic) as ex:
-            try:
-                query = next(steps)
-                while True:
-                    query = steps.send(ex.rows(query))
-            except StopIteration as done:
-                answer: T = done.value
-                return answer
+        return _drive_sync(conn, steps, schema, atomic)
     except Exception as exc:
-        if missing_schema(exc):
-            raise not_applied(schema) from None
-        raise
+        error = schema_error_of_sync(
+            exc, schema, lambda: _drive_sync(conn, _version(), schema, False)
+        )
+        if error is None:
+            raise
+        raise error from None

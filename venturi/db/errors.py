@@ -8,8 +8,11 @@ fail forever (``refused``).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import asyncpg
 
+from venturi import sql
 from venturi.backoff import Backoff
 from venturi.errors import SchemaError
 
@@ -46,6 +49,52 @@ STATEMENT_ERROR = asyncpg.PostgresError
 
 # The schema or one of its tables is missing.
 MISSING_SCHEMA = (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError)
+
+# Which SQLSTATEs mean "the schema is not applied": undefined table, invalid schema name
+# (``MISSING_SCHEMA`` for any driver).
+_MISSING_SCHEMA = frozenset({"42P01", "3F000"})
+# A lock not granted within the session's lock_timeout (lock_not_available).
+_LOCK_TIMED_OUT = "55P03"
+
+
+def sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of ``exc`` (any driver's, or SQLAlchemy's or Django's wrapper of one,
+    found through its causes), or None when it carries none."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        # asyncpg and psycopg 3 name it sqlstate, psycopg2 pgcode.
+        state = getattr(e, "sqlstate", None) or getattr(e, "pgcode", None)
+        if state:
+            return str(state)
+        todo += [e.__cause__, e.__context__, getattr(e, "orig", None)]
+    return None
+
+
+def missing_schema(exc: BaseException) -> bool:
+    """Does ``exc`` say that a table or schema is missing?"""
+    return sqlstate(exc) in _MISSING_SCHEMA
+
+
+# A venturi statement that names what the database lacks: a table or the schema (not
+# applied), a column or a function (a migration not applied yet: the application was
+# upgraded before the database).
+_LACKING = _MISSING_SCHEMA | {"42703", "42883"}
+
+
+def lacking(exc: BaseException) -> bool:
+    """Does ``exc`` say that a table, schema, column or function is missing?"""
+    return sqlstate(exc) in _LACKING
+
+
+def lock_timed_out(exc: BaseException) -> bool:
+    """Did ``exc`` end a statement that waited longer than its ``lock_timeout``?"""
+    return sqlstate(exc) == _LOCK_TIMED_OUT
+
 
 # A unique index refused a row (two unfinished jobs of a kind with one key).
 UNIQUE_VIOLATION = asyncpg.UniqueViolationError
@@ -113,3 +162,59 @@ def not_applied(schema: str) -> SchemaError:
     return SchemaError(
         f"the venturi schema {schema!r} is not applied to this database: run `{apply_hint(schema)}`"
     )
+
+
+def behind(schema: str, version: int) -> SchemaError:
+    """The error of a call on a database whose schema is older than this venturi needs."""
+    return SchemaError(
+        f"the venturi schema {schema!r} is at version {version}, this venturi needs "
+        f"{sql.latest_migration()}: run `{apply_hint(schema)}`"
+    )
+
+
+def schema_error(
+    schema: str, exc: BaseException, version: int | None, *, read: bool = True
+) -> SchemaError | None:
+    """What a ``lacking`` error of one of venturi's statements means, given the schema
+    version read after it (None: no schema; ``read`` False: it could not be read, in the
+    transaction the error aborted): not applied, behind, or None when the schema is
+    current (the error is then about something else, and stands)."""
+    if not read:
+        if missing_schema(exc):
+            return not_applied(schema)
+        # An undefined column or function in venturi's own statement: an unapplied migration.
+        return SchemaError(
+            f"the venturi schema {schema!r} is older than this venturi needs (version "
+            f"{sql.latest_migration()}): {one_line(exc)}: run `{apply_hint(schema)}`"
+        )
+    if version is None:
+        return not_applied(schema)
+    if version < sql.latest_migration():
+        return behind(schema, version)
+    return None
+
+
+async def schema_error_of(
+    exc: BaseException, schema: str, read: Callable[[], Awaitable[int | None]]
+) -> SchemaError | None:
+    """The ``SchemaError`` that ``exc``, raised by one of venturi's statements, stands
+    for (the schema missing, or older than this venturi needs), from the version ``read``
+    reads: one read, on this error path only. None when ``exc`` is about anything else."""
+    if not lacking(exc):
+        return None
+    try:
+        return schema_error(schema, exc, await read())
+    except Exception as again:  # unread: the error aborted the caller's transaction
+        return schema_error(schema, exc, None, read=missing_schema(again))
+
+
+def schema_error_of_sync(
+    exc: BaseException, schema: str, read: Callable[[], int | None]
+) -> SchemaError | None:
+    """``schema_error_of`` with a synchronous ``read``."""
+    if not lacking(exc):
+        return None
+    try:
+        return schema_error(schema, exc, read())
+    except Exception as again:
+        return schema_error(schema, exc, None, read=missing_schema(again))
