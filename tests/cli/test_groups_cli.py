@@ -146,3 +146,26 @@ async def test_a_long_group_name_is_shown_whole(dsn: str, conn: asyncpg.Connecti
         assert name in "".join(shown.stdout.split()) and "…" not in shown.stdout
     out = venturi_cli("groups", "list", KIND, "--search", "nobody", dsn=dsn)
     assert out.stdout.strip() == "no group of export whose name holds 'nobody' has work"
+
+
+async def test_a_group_with_backslashes_is_listed_and_shown_as_written(
+    dsn: str, conn: asyncpg.Connection
+) -> None:
+    # rich.markup.escape doubled a trailing backslash ("trailing\\" printed for
+    # "trailing\") and let "\[" through as an escaped bracket ("a[b" for "a\[b").
+    names = ["trailing\\", "a\\[b"]
+    ids = await enqueue_many(
+        conn, [JobSpec(KIND, "{}", 1, None, None, None, 25, group=g) for g in names]
+    )
+    out = venturi_cli("groups", "list", KIND, dsn=dsn)
+    assert out.returncode == 0, out.stderr
+    listed = sorted(line.split()[0] for line in out.stdout.splitlines()[1:] if line.strip())
+    assert listed == sorted(names), out.stdout
+    for job_id, name in zip(ids, names, strict=True):
+        shown = venturi_cli("jobs", "show", str(job_id), dsn=dsn).stdout
+        [group] = [
+            line.split(None, 1)[1].strip()
+            for line in shown.splitlines()
+            if line.startswith("group ")
+        ]
+        assert group == name, shown

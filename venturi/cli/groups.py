@@ -119,8 +119,8 @@ def groups_list(
 ) -> None:
     """The groups of KIND with work (or settings): pending, claimed, cap, weight, paused,
     claimed in the last minute, and why pending jobs wait."""
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     from venturi.admin.groups import list_groups
 
@@ -136,7 +136,7 @@ def groups_list(
     console = make_console()
     if not rows:
         holding = f" whose name holds {search!r}" if search else ""
-        console.print(escape(f"no group of {kind}{holding} has work"))
+        console.print(Text(f"no group of {kind}{holding} has work"))
         return
     table = Table(box=None, header_style="bold", pad_edge=False)
     for name in ("group", "pending", "claimed", "cap", "weight", "state", "last min", "waits"):
@@ -149,16 +149,17 @@ def groups_list(
             no_wrap=name not in ("group", "waits"),
         )
     for g in rows:
-        # A group's name is the application's: "[bold]" in it is text, not markup.
+        # A group's name is the application's, given as Text: "[bold]" in it is text, not
+        # markup; rich.markup.escape doubled a trailing backslash and printed "a\[b" as "a[b".
         table.add_row(
-            escape(g.group),
+            Text(g.group),
             str(g.pending),
             str(g.claimed),
             _cap_text(g.cap, g.task_cap),
             "1" if g.weight is None else f"{g.weight:g}",
             "paused" if g.paused else "active",
             str(g.recent),
-            escape(g.waiting or ""),
+            Text(g.waiting or ""),
         )
     console.print(table)
 
