@@ -38,16 +38,22 @@ class GroupSettings(msgspec.Struct, frozen=True):
 
 def check_group(value: object, knob: str = "group") -> str:
     """``value`` if it is a group: a non-empty string of at most 200 characters without
-    control characters; else ``ConfigError``."""
+    control characters or line separators; else ``ConfigError``. Look-alikes (spaces at an
+    end, invisible characters) are groups: the operator's reads print them quoted
+    (``venturi.formatting.shown_name``)."""
     if (
         not isinstance(value, str)
         or not value
         or len(value) > MAX_GROUP_LENGTH
         or any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in value)
+        # The line and paragraph separators (categories Zl and Zp, one character each)
+        # break a line as a newline does: every one-line output naming the group broke.
+        or "\u2028" in value
+        or "\u2029" in value
     ):
         raise ConfigError(
             f"{knob} must be a non-empty string of at most {MAX_GROUP_LENGTH} characters "
-            f"without control characters, got {value!r}"
+            f"without control characters or line separators (U+2028, U+2029), got {value!r}"
         )
     if not validate.encodable(value):
         raise ConfigError(f"{knob} must be valid Unicode text (no lone surrogate), got {value!r}")

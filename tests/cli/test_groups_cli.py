@@ -169,3 +169,56 @@ async def test_a_group_with_backslashes_is_listed_and_shown_as_written(
             if line.startswith("group ")
         ]
         assert group == name, shown
+
+
+# Names an operator could not tell apart as printed, and how each prints: a name that
+# does not read as itself (spaces at an end or only spaces, an invisible character, a
+# leading quote) prints as its Python repr; a plain one as it is.
+LOOK_ALIKES = {
+    "acme": "acme",
+    "acme ": "'acme '",
+    "acme\u200b": "'acme\\u200b'",
+    " ": "' '",
+    "'acme '": "\"'acme '\"",
+}
+
+
+async def test_look_alike_groups_print_apart(dsn: str, conn: asyncpg.Connection) -> None:
+    # "acme", "acme " and "acme\u200b" were three rows reading "acme" in groups list.
+    ids = await enqueue_many(
+        conn, [JobSpec(KIND, "{}", 1, None, None, None, 25, group=g) for g in LOOK_ALIKES]
+    )
+    out = venturi_cli("groups", "list", KIND, dsn=dsn, env={"COLUMNS": "160"})
+    assert out.returncode == 0, out.stderr
+    rows = out.stdout.splitlines()[1:]
+    for shown in LOOK_ALIKES.values():
+        assert len([r for r in rows if r.startswith(shown + " ")]) == 1, (shown, out.stdout)
+    for (name, shown), job_id in zip(LOOK_ALIKES.items(), ids, strict=True):
+        out = venturi_cli("groups", "show", KIND, "--", name, dsn=dsn)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.splitlines()[0] == f"group: {shown}", out.stdout
+        detail = venturi_cli("jobs", "show", str(job_id), dsn=dsn).stdout
+        [group] = [line[5:].strip() for line in detail.splitlines() if line.startswith("group ")]
+        assert group == shown, detail
+    out = venturi_cli("groups", "set", KIND, "acme ", "--cap", "2", dsn=dsn)
+    assert out.stdout.startswith(f"{KIND} 'acme ': cap 2"), out.stdout
+    # A group that starts with '-' is named after `--`, as the commands' help says.
+    await enqueue_many(conn, [JobSpec(KIND, "{}", 1, None, None, None, 25, group="-x")])
+    out = venturi_cli("groups", "set", KIND, "--cap", "2", "--", "-x", dsn=dsn)
+    assert out.returncode == 0 and out.stdout.startswith(f"{KIND} -x: cap 2"), out
+    for command in ("set", "show"):
+        help_text = venturi_cli("groups", command, "--help", env={"COLUMNS": "200"}).stdout
+        assert "-- -name" in help_text, help_text
+
+
+async def test_a_group_breaking_a_line_is_refused_in_one_line(
+    dsn: str, conn: asyncpg.Connection
+) -> None:
+    before = await conn.fetch("SELECT * FROM venturi.groups ORDER BY kind, grp")
+    for args in (
+        ["groups", "set", KIND, "x\u2028y", "--cap", "2"],
+        ["groups", "show", KIND, "x\u2029y"],
+        ["jobs", "list", "--group", "x\u2028y"],
+    ):
+        one_line_error(venturi_cli(*args, dsn=dsn), "group must be", "U+2028")
+    assert await conn.fetch("SELECT * FROM venturi.groups ORDER BY kind, grp") == before

@@ -6,6 +6,7 @@ it waits on its page, and the jobs list filtered by group."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from typing import Any
@@ -325,3 +326,28 @@ async def test_job_page_names_its_group_and_the_list_filters_by_it(
     assert r.status_code == 303
     cancelled = await admin.list_jobs(conn, kind="export", status="cancelled")
     assert [j.group for j in cancelled] == ["beta"]
+
+
+async def test_look_alike_groups_show_apart(
+    conn: asyncpg.Connection, web: httpx.AsyncClient, export: venturi.Task[Item]
+) -> None:
+    # HTML shows "acme " and "acme\u200b" as "acme": three rows an operator could not
+    # tell apart. A name that does not read as itself shows as its Python repr.
+    names = {"acme": "acme", "acme ": "'acme '", "acme\u200b": "'acme\\u200b'"}
+    ids = await venturi.enqueue_many(conn, [export.job(Item(1), group=g) for g in names])
+    page = (await web.get("/kind", params={"name": "export"})).text
+    for name, shown in names.items():
+        cell = re.search(r'<td class="group"><a [^>]*>(.*?)</a>', row_of(page, html.escape(name)))
+        assert cell and html.unescape(cell.group(1)) == shown, (name, shown)
+    r = await web.post(
+        "/kinds/groups/pause",
+        data={"csrf": await csrf_of(web, "/"), "back": "/", "kind": "export", "group": "acme "},
+    )
+    assert r.status_code == 303
+    assert "paused group &#39;acme &#39; of export" in (await web.get("/")).text
+    state = await admin.show_group(conn, "export", "acme ")
+    assert state is not None and state.paused
+    for job_id, shown in zip(ids, names.values(), strict=True):
+        text = (await web.get(f"/jobs/{job_id}")).text
+        m = re.search(r'id="job-group"><a [^>]*>(.*?)</a>', text)
+        assert m and html.unescape(m.group(1)) == shown, (shown, text)

@@ -20,6 +20,7 @@ from venturi.cli.common import (
     make_console,
     need_dsn,
 )
+from venturi.formatting import shown_name
 from venturi.groups import UNCHANGED, check_cap, check_group, check_weight
 
 groups_app = typer.Typer(
@@ -27,7 +28,13 @@ groups_app = typer.Typer(
 )
 app.add_typer(groups_app, name="groups")
 KindArgument = Annotated[str, typer.Argument(metavar="KIND", help="The task kind.")]
-GroupArgument = Annotated[str, typer.Argument(metavar="GROUP", help="The group.")]
+GroupArgument = Annotated[
+    str,
+    typer.Argument(
+        metavar="GROUP",
+        help="The group; one starting with '-' after `--`, as in `KIND -- -name`.",
+    ),
+]
 
 
 def _setting(value: str | None, parse: Any, convert: Any) -> Any:
@@ -63,7 +70,8 @@ def groups_set(
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
 ) -> None:
     """Change GROUP of KIND while workers run; an option left out keeps its value. A
-    lowered cap lets running jobs finish."""
+    lowered cap lets running jobs finish. A GROUP starting with '-' follows `--`, after
+    the options: `venturi groups set KIND --pause -- -name`."""
     import venturi
     from venturi import admin  # not at import: see venturi/cli/__init__.py
 
@@ -91,7 +99,7 @@ def groups_set(
 
     done, unknown = admin_run(target, schema, work)
     typer.echo(
-        f"{done.kind} {done.group}: cap {done.cap if done.cap is not None else 'default'}, "
+        f"{done.kind} {shown_name(done.group)}: cap {done.cap if done.cap is not None else 'default'}, "
         f"weight {done.weight if done.weight is not None else 'default'}, "
         + ("paused" if done.paused else "active")
     )
@@ -151,8 +159,9 @@ def groups_list(
     for g in rows:
         # A group's name is the application's, given as Text: "[bold]" in it is text, not
         # markup; rich.markup.escape doubled a trailing backslash and printed "a\[b" as "a[b".
+        # A name that does not read as itself ("acme ", "acme\u200b") prints as its repr.
         table.add_row(
-            Text(g.group),
+            Text(shown_name(g.group)),
             str(g.pending),
             str(g.claimed),
             _cap_text(g.cap, g.task_cap),
@@ -178,7 +187,8 @@ def groups_show(
     dsn: DsnOption = None,
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
 ) -> None:
-    """One group of KIND: its counts, settings and why its pending jobs wait."""
+    """One group of KIND: its counts, settings and why its pending jobs wait. A GROUP
+    starting with '-' follows `--`: `venturi groups show KIND -- -name`."""
     from venturi.admin.groups import show_group
 
     checked(check_group, group)
@@ -191,7 +201,7 @@ def groups_show(
         return
     weight = "1 (default)" if g.weight is None else f"{g.weight:g}"
     for label, value in (
-        ("group", g.group),
+        ("group", shown_name(g.group)),
         ("kind", kind),
         ("pending", g.pending),
         ("claimed", g.claimed),

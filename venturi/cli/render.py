@@ -17,7 +17,7 @@ from rich.text import Text
 
 from venturi.admin import JobDetail, JobRow, KindState, Stats, TopFrame, WorkerInfo
 from venturi.errors import exception_line
-from venturi.formatting import ago, clip, duration, to_json, window_label
+from venturi.formatting import ago, clip, duration, shown_name, to_json, window_label
 from venturi.priority import Priority
 from venturi.status import FINISHED, JobStatus, JournalEvent
 
@@ -105,7 +105,8 @@ def jobs_table(rows: list[JobRow], now: datetime) -> Table:
 def _group_rows(fields: Table, detail: JobDetail) -> None:
     """The job's group and, while it is pending, why it waits (SPEC 13)."""
     if detail.job.group is not None:
-        fields.add_row("group", Text(detail.job.group))
+        # Quoted when it would not read as itself ("acme ", "acme\u200b").
+        fields.add_row("group", Text(shown_name(detail.job.group)))
     waits = "; ".join(w for w in (detail.group_waits, detail.kind_waits) if w is not None)
     if waits:
         fields.add_row("waits", Text(waits, style="yellow"))

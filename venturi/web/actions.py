@@ -18,6 +18,7 @@ from starlette.responses import Response
 
 from venturi import admin
 from venturi.errors import ConfigError
+from venturi.formatting import shown_name
 from venturi.groups import check_group, set_group
 from venturi.web.flash import Flash, of_changes
 from venturi.web.kit import (
@@ -187,8 +188,9 @@ async def group_pause(request: Request, d: Dashboard, form: Any) -> Response:
     kind, group = _group(form)
     async with d.db.writing() as conn:
         await set_group(conn, kind, group, paused=True, schema=d.db.schema)
-    done = f"paused group {group} of {kind}: its jobs stay pending until it is resumed"
-    return redirect_back(request, form, Flash(f"Pause group {group}", 1, 0, [done], 0))
+    name = shown_name(group)
+    done = f"paused group {name} of {kind}: its jobs stay pending until it is resumed"
+    return redirect_back(request, form, Flash(f"Pause group {name}", 1, 0, [done], 0))
 
 
 @action
@@ -197,8 +199,9 @@ async def group_resume(request: Request, d: Dashboard, form: Any) -> Response:
     kind, group = _group(form)
     async with d.db.writing() as conn:
         await set_group(conn, kind, group, paused=False, schema=d.db.schema)
-    done = f"resumed group {group} of {kind}"
-    return redirect_back(request, form, Flash(f"Resume group {group}", 1, 0, [done], 0))
+    name = shown_name(group)
+    done = f"resumed group {name} of {kind}"
+    return redirect_back(request, form, Flash(f"Resume group {name}", 1, 0, [done], 0))
 
 
 @action
