@@ -53,10 +53,13 @@ def check_group(value: object, knob: str = "group") -> str:
     ):
         raise ConfigError(
             f"{knob} must be a non-empty string of at most {MAX_GROUP_LENGTH} characters "
-            f"without control characters or line separators (U+2028, U+2029), got {value!r}"
+            "without control characters or line separators (U+2028, U+2029), "
+            f"got {validate.shown(value)}"
         )
     if not validate.encodable(value):
-        raise ConfigError(f"{knob} must be valid Unicode text (no lone surrogate), got {value!r}")
+        raise ConfigError(
+            f"{knob} must be valid Unicode text (no lone surrogate), got {validate.shown(value)}"
+        )
     return value
 
 
@@ -75,7 +78,9 @@ def check_cap(value: object) -> tuple[bool, int | None]:
     if value is None:
         return True, None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"cap must be an integer of at least 1 (or None), got {value!r}")
+        raise ConfigError(
+            f"cap must be an integer of at least 1 (or None), got {validate.shown(value)}"
+        )
     return True, validate.at_most_int_max(value, "cap")
 
 
@@ -91,10 +96,13 @@ def check_weight(value: object) -> tuple[bool, float | None]:
         or (isinstance(value, float) and not math.isfinite(value))
         or value <= 0
     ):
-        raise ConfigError(f"weight must be a finite number above 0 (or None), got {value!r}")
+        raise ConfigError(
+            f"weight must be a finite number above 0 (or None), got {validate.shown(value)}"
+        )
     if not MIN_WEIGHT <= value <= MAX_WEIGHT:
         raise ConfigError(
-            f"weight must be from {MIN_WEIGHT:g} to {MAX_WEIGHT:,.0f} (or None), got {value!r}"
+            f"weight must be from {MIN_WEIGHT:g} to {MAX_WEIGHT:,.0f} (or None), "
+            f"got {validate.shown(value)}"
         )
     return True, float(value)
 
@@ -103,7 +111,7 @@ def _paused(value: object) -> tuple[bool, bool | None]:
     if value is UNCHANGED:
         return False, None
     if value is not None and not isinstance(value, bool):
-        raise ConfigError(f"paused must be True, False or None, got {value!r}")
+        raise ConfigError(f"paused must be True, False or None, got {validate.shown(value)}")
     return True, value
 
 
