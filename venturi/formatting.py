@@ -72,3 +72,10 @@ def shown_name(name: str) -> str:
     if name.isprintable() and name == name.strip() and not name.startswith(("'", '"')):
         return name
     return repr(name)
+
+
+def weight_shown(weight: float) -> str:
+    """A group's weight as every read prints it: ``3`` for 3.0, ``2.5``, ``1e-06``; exact
+    (``:g`` printed 123456.7 as 123457), without a trailing ``.0``."""
+    text = repr(float(weight))
+    return text[:-2] if text.endswith(".0") else text

@@ -72,23 +72,32 @@ MIN_WEIGHT = 1e-6
 MAX_WEIGHT = 1e6
 
 
-def check_cap(value: object) -> tuple[bool, int | None]:
+def check_cap(
+    value: object, *, reset: str = "None", typed: str | None = None
+) -> tuple[bool, int | None]:
+    """(whether ``set_group`` changes the cap, the cap); ``reset`` names the value that
+    returns it to the task's default (``default`` on the command line), ``typed`` is the
+    text the value was read from, echoed in the message in its place."""
     if value is UNCHANGED:
         return False, None
     if value is None:
         return True, None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(
-            f"cap must be an integer of at least 1 (or None), got {validate.shown(value)}"
-        )
+        # The wording of every integer knob (validate.integer), @task(group_cap=) too.
+        got = validate.shown(value) if typed is None else validate.clipped(typed)
+        raise ConfigError(f"cap must be an integer >= 1 (or {reset}), got {got}")
     return True, validate.at_most_int_max(value, "cap")
 
 
-def check_weight(value: object) -> tuple[bool, float | None]:
+def check_weight(
+    value: object, *, reset: str = "None", typed: str | None = None
+) -> tuple[bool, float | None]:
+    """As ``check_cap``, for the weight."""
     if value is UNCHANGED:
         return False, None
     if value is None:
         return True, None
+    got = validate.shown(value) if typed is None else validate.clipped(typed)
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
@@ -96,13 +105,10 @@ def check_weight(value: object) -> tuple[bool, float | None]:
         or (isinstance(value, float) and not math.isfinite(value))
         or value <= 0
     ):
-        raise ConfigError(
-            f"weight must be a finite number above 0 (or None), got {validate.shown(value)}"
-        )
+        raise ConfigError(f"weight must be a finite number above 0 (or {reset}), got {got}")
     if not MIN_WEIGHT <= value <= MAX_WEIGHT:
         raise ConfigError(
-            f"weight must be from {MIN_WEIGHT:g} to {MAX_WEIGHT:,.0f} (or None), "
-            f"got {validate.shown(value)}"
+            f"weight must be from {MIN_WEIGHT:g} to {MAX_WEIGHT:,.0f} (or {reset}), got {got}"
         )
     return True, float(value)
 

@@ -376,7 +376,10 @@ def task(
     unique_s = None if unique_for is None else seconds(unique_for, "unique_for")
     retry_types = None if retry_on is None else validate.exception_types(retry_on, "retry_on")
     validate.decodable(result, "result")
-    group_cap_n = None if group_cap is None else _positive_int(group_cap, "group_cap")
+    # "(or None)" as set_group(cap=) says it: one wording for a group's cap.
+    group_cap_n = (
+        None if group_cap is None else validate.integer(group_cap, "group_cap", hint=" (or None)")
+    )
     if group_rate is not None:
         validate.instance(group_rate, Rate, "group_rate", "a venturi.Rate")
 

@@ -40,6 +40,13 @@ def shown(value: object) -> str:
     return f"{text[: SHOWN_MAX - 1]}…"
 
 
+def clipped(text: str) -> str:
+    """``text`` as it is for a message (what a user typed), cut as ``shown`` cuts."""
+    if len(text) <= SHOWN_MAX:
+        return text
+    return f"{text[: SHOWN_MAX - 1]}… ({len(text):,} characters)"
+
+
 def _digits(n: int) -> int:
     """The decimal digits of ``n`` > 0, without converting it to text (refused past
     4,300 digits, and quadratic): the logarithm, corrected where the float is off."""

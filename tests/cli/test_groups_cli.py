@@ -29,7 +29,8 @@ async def test_set_list_and_show_a_group(dsn: str, conn: asyncpg.Connection) -> 
     out = venturi_cli("groups", "set", KIND, "acme", "--cap", "2", "--weight", "3", dsn=dsn)
     assert out.returncode == 0, out.stderr
     assert out.stderr == ""  # a kind jobs have: no warning
-    assert out.stdout.strip() == "export acme: cap 2, weight 3.0, active"
+    # The weight as groups list prints it (it said "weight 3.0" here, "3" in the list).
+    assert out.stdout.strip() == "export acme: cap 2, weight 3, active"
 
     listed = json.loads(venturi_cli("groups", "list", KIND, "--json", dsn=dsn).stdout)
     assert [(g["group"], g["pending"], g["cap"], g["weight"]) for g in listed] == [
@@ -67,6 +68,11 @@ async def test_set_list_and_show_a_group(dsn: str, conn: asyncpg.Connection) -> 
 
     rows = json.loads(venturi_cli("jobs", "list", "--group", "globex", "--json", dsn=dsn).stdout)
     assert [r["id"] for r in rows] == [ids[3]] and rows[0]["group"] == "globex"
+    # Exact, as set prints it (":g" printed 123457).
+    out = venturi_cli("groups", "set", KIND, "globex", "--weight", "123456.7", dsn=dsn)
+    assert out.stdout.strip() == "export globex: cap default, weight 123456.7, active"
+    listed_row = venturi_cli("groups", "list", KIND, "--search", "globex", dsn=dsn).stdout
+    assert listed_row.splitlines()[1].split()[4] == "123456.7", listed_row
 
 
 async def test_bad_group_input_is_one_line_and_writes_nothing(
@@ -76,7 +82,22 @@ async def test_bad_group_input_is_one_line_and_writes_nothing(
     before = await conn.fetch("SELECT * FROM venturi.groups ORDER BY kind, grp")
     for args, needle in (
         (["groups", "set", KIND, "", "--cap", "2"], "group must be a non-empty string"),
-        (["groups", "set", KIND, "acme", "--cap", "0"], "cap must be an integer of at least 1"),
+        # The command line's spelling of None is `default`; the text is echoed as typed
+        # (`--weight 0` said "got 0.0", `--weight -2` "got -2.0").
+        (
+            ["groups", "set", KIND, "acme", "--cap", "0"],
+            "cap must be an integer >= 1 (or default), got 0\n",
+        ),
+        (
+            ["groups", "set", KIND, "acme", "--weight", "0"],
+            "weight must be a finite number above 0 (or default), got 0\n",
+        ),
+        (["groups", "set", KIND, "acme", "--weight", "-2"], "(or default), got -2\n"),
+        (
+            ["groups", "set", KIND, "acme", "--weight", "1e-9"],
+            "weight must be from 1e-06 to 1,000,000 (or default), got 1e-9\n",
+        ),
+        (["groups", "set", KIND, "acme", "--weight", "abc"], "(or default), got 'abc'\n"),
         (["groups", "set", KIND, "acme", "--cap", "two"], "cap must be"),
         (["groups", "set", KIND, "acme", "--cap", "2147483648"], "cap must be at most"),
         (["groups", "set", KIND, "acme", "--weight", "nan"], "weight must be a finite number"),

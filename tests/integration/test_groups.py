@@ -165,6 +165,17 @@ def test_task_and_set_group_check_their_values(kinds: list[str]) -> None:
     async def h(ctx: Context[Any], carry: Item) -> None:
         return None
 
+    # A group's cap in one wording, declared or set (the task's said ">= 1", set_group's
+    # "of at least 1 (or None)").
+    for below in (0, -1):
+        wording = f"must be an integer >= 1 (or None), got {below}"
+        with pytest.raises(ConfigError) as declared:
+            venturi.task(kind="g_bad", group_cap=below)(h)
+        assert str(declared.value) == f"group_cap {wording}"
+        with pytest.raises(ConfigError) as set_:
+            asyncio.run(venturi.set_group(None, "g_bad", "g", cap=below))
+        assert str(set_.value) == f"cap {wording}"
+
     for bad in (0, -1, 1.5, True, "2"):
         with pytest.raises(ConfigError, match="group_cap"):
             venturi.task(kind="g_bad", group_cap=bad)(h)  # type: ignore[arg-type]

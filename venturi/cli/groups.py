@@ -20,7 +20,7 @@ from venturi.cli.common import (
     make_console,
     need_dsn,
 )
-from venturi.formatting import shown_name
+from venturi.formatting import shown_name, weight_shown
 from venturi.groups import UNCHANGED, check_cap, check_group, check_weight
 
 groups_app = typer.Typer(
@@ -39,7 +39,9 @@ GroupArgument = Annotated[
 
 def _setting(value: str | None, parse: Any, convert: Any) -> Any:
     """An option of ``groups set``: absent keeps the value, ``default`` returns it to the
-    task's default, anything else is checked by ``parse`` (one line on a bad value)."""
+    task's default, anything else is checked by ``parse`` (one line on a bad value, which
+    says `default` where the library says None, and echoes the text as typed: `--weight
+    0` said "got 0.0")."""
     if value is None:
         return UNCHANGED
     if value == "default":
@@ -47,8 +49,9 @@ def _setting(value: str | None, parse: Any, convert: Any) -> Any:
     try:
         number = convert(value)
     except ValueError:
-        number = value
-    checked(parse, number)
+        # Not a number: refused, its text quoted (the check refuses any string).
+        return checked(lambda v: parse(v, reset="default"), value)
+    checked(lambda v: parse(v, reset="default", typed=value), number)
     return number
 
 
@@ -98,10 +101,11 @@ def groups_set(
         return done, await admin.unknown_kinds(c, [kind], schema=schema)
 
     done, unknown = admin_run(target, schema, work)
+    cap_text = "default" if done.cap is None else str(done.cap)
+    weight_text = "default" if done.weight is None else weight_shown(done.weight)
+    state = "paused" if done.paused else "active"
     typer.echo(
-        f"{done.kind} {shown_name(done.group)}: cap {done.cap if done.cap is not None else 'default'}, "
-        f"weight {done.weight if done.weight is not None else 'default'}, "
-        + ("paused" if done.paused else "active")
+        f"{done.kind} {shown_name(done.group)}: cap {cap_text}, weight {weight_text}, {state}"
     )
     # As `venturi kinds pause` warns: set all the same (a group may be set up before its
     # kind is deployed), but a kind nothing has is most often misspelt.
@@ -165,7 +169,7 @@ def groups_list(
             str(g.pending),
             str(g.claimed),
             _cap_text(g.cap, g.task_cap),
-            "1" if g.weight is None else f"{g.weight:g}",
+            "1" if g.weight is None else weight_shown(g.weight),
             "paused" if g.paused else "active",
             str(g.recent),
             Text(g.waiting or ""),
@@ -199,7 +203,7 @@ def groups_show(
     if as_json:
         echo_json(g)
         return
-    weight = "1 (default)" if g.weight is None else f"{g.weight:g}"
+    weight = "1 (default)" if g.weight is None else weight_shown(g.weight)
     for label, value in (
         ("group", shown_name(g.group)),
         ("kind", kind),
