@@ -124,13 +124,18 @@ def _paused(value: object) -> tuple[bool, bool | None]:
 def _fields(
     kind: object, group: object, cap: object, weight: object, paused: object
 ) -> dict[str, Any]:
-    return {
+    fields = {
         "kind": validate.kind(kind),
         "group": check_group(group),
         "cap": check_cap(cap),
         "weight": check_weight(weight),
         "paused": _paused(paused),
     }
+    # As `venturi groups set` without an option: a call that sets nothing wrote a row of
+    # defaults for a group never seen (a forgotten keyword, most often).
+    if not any(fields[f][0] for f in ("cap", "weight", "paused")):
+        raise ConfigError("set_group: nothing to set: pass cap=, weight= or paused=")
+    return fields
 
 
 def _settings(row: Any) -> GroupSettings:
@@ -151,8 +156,9 @@ async def set_group(
     ``Task.enqueue`` takes, in the caller's transaction: ``cap`` (at most this many of its
     jobs claimed at once), ``weight`` (its share among the groups with work), ``paused``
     (its jobs stay pending). A field left out keeps its value; ``None`` returns it to the
-    task's default (``group_cap``, weight 1, not paused). Every value is checked first
-    (``ConfigError``, nothing written). Lowering a cap lets running jobs finish."""
+    task's default (``group_cap``, weight 1, not paused); at least one must be given.
+    Every value is checked first (``ConfigError``, nothing written). Lowering a cap lets
+    running jobs finish."""
     fields = _fields(kind, group, cap, weight, paused)
     return _settings(await db.groups.group_set(conn, schema=schema, **fields))
 
