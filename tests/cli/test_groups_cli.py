@@ -243,3 +243,13 @@ async def test_a_group_breaking_a_line_is_refused_in_one_line(
     ):
         one_line_error(venturi_cli(*args, dsn=dsn), "group must be", "U+2028")
     assert await conn.fetch("SELECT * FROM venturi.groups ORDER BY kind, grp") == before
+
+
+async def test_a_page_past_the_last_says_so(dsn: str, conn: asyncpg.Connection) -> None:
+    # It said "no group of export has work", of a kind whose groups have work.
+    await seed(conn)
+    out = venturi_cli("groups", "list", KIND, "--offset", "10", "--limit", "3", dsn=dsn)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "no groups of export past offset 10"
+    out = venturi_cli("groups", "list", KIND, "--search", "glob", "--offset", "1", dsn=dsn)
+    assert out.stdout.strip() == ("no groups of export whose name holds 'glob' past offset 1")

@@ -351,3 +351,14 @@ async def test_look_alike_groups_show_apart(
         text = (await web.get(f"/jobs/{job_id}")).text
         m = re.search(r'id="job-group"><a [^>]*>(.*?)</a>', text)
         assert m and html.unescape(m.group(1)) == shown, (shown, text)
+
+
+async def test_a_page_past_the_last_says_so(
+    conn: asyncpg.Connection, web: httpx.AsyncClient, export: venturi.Task[Item]
+) -> None:
+    # It said "no group matches", with no search to match.
+    await seed(conn, export)
+    r = await web.get("/kind", params={"name": "export", "group_page": "5"})
+    assert r.status_code == 200 and "no group matches" not in r.text
+    assert "page 5 is past the last page" in r.text
+    assert 'href="/kind?name=export&amp;group_order=pending" id="groups-first"' in r.text

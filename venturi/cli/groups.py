@@ -148,7 +148,12 @@ def groups_list(
     console = make_console()
     if not rows:
         holding = f" whose name holds {search!r}" if search else ""
-        console.print(Text(f"no group of {kind}{holding} has work"))
+        # A page past the last is not a kind without work (it said so): the list ends
+        # before the offset.
+        if offset > 0:
+            console.print(Text(f"no groups of {kind}{holding} past offset {offset}"))
+        else:
+            console.print(Text(f"no group of {kind}{holding} has work"))
         return
     table = Table(box=None, header_style="bold", pad_edge=False)
     for name in ("group", "pending", "claimed", "cap", "weight", "state", "last min", "waits"):
