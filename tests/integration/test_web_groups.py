@@ -362,3 +362,25 @@ async def test_a_page_past_the_last_says_so(
     assert r.status_code == 200 and "no group matches" not in r.text
     assert "page 5 is past the last page" in r.text
     assert 'href="/kind?name=export&amp;group_order=pending" id="groups-first"' in r.text
+
+
+async def test_bad_group_parameters_are_refused_before_any_read() -> None:
+    # The kind page read the database (the overview, the kind's activity: ~300 ms at a
+    # million jobs) before it checked its group parameters, as /api/groups does not. On
+    # a database nothing answers at, a bad parameter must still be its 400 (it was 503),
+    # on a kind that does not exist too (no 404).
+    app = venturi.web.app("postgresql://me:pw@127.0.0.1:1/db", token=TOKEN)
+    async with client(app, headers={"Authorization": f"Bearer {TOKEN}"}) as anywhere:
+        for wrong, needle in (
+            ({"group_page": "0"}, "group_page must be between 1 and 10000, got 0"),
+            ({"group_page": "-1"}, "group_page must be between 1 and 10000, got -1"),
+            ({"group_page": "abc"}, "group_page must be an integer, got 'abc'"),
+            ({"group_order": "bogus"}, "group_order must be one of pending, claimed"),
+        ):
+            r = await anywhere.get("/kind", params={"name": "no-such-kind", **wrong})
+            assert r.status_code == 400, (wrong, r.status_code)
+            message = re.search(r"id=.error-message.>(.*?)</p>", r.text, re.S)
+            assert message and needle in html.unescape(message.group(1)), r.text
+            assert "\n" not in message.group(1).strip()
+        # A good query reads the database, and fails as it does without one.
+        assert (await anywhere.get("/kind", params={"name": "x"})).status_code == 503
