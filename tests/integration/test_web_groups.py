@@ -384,3 +384,26 @@ async def test_bad_group_parameters_are_refused_before_any_read() -> None:
             assert "\n" not in message.group(1).strip()
         # A good query reads the database, and fails as it does without one.
         assert (await anywhere.get("/kind", params={"name": "x"})).status_code == 503
+
+
+async def test_pausing_a_group_of_a_kind_nothing_has_warns(
+    conn: asyncpg.Connection, web: httpx.AsyncClient, export: venturi.Task[Item]
+) -> None:
+    # As `venturi groups set` warns: set all the same (a group may be set up before its
+    # kind is deployed), but a kind nothing has is most often misspelt. The dashboard
+    # said "paused group acme of exprot" and nothing more.
+    await seed(conn, export)
+    token = await csrf_of(web, "/kind?name=export")
+    warning = "warning: no job, schedule or running worker has kind &#39;exprot&#39; (yet)"
+    for action, kind in (("pause", "exprot"), ("resume", "exprot"), ("pause", "export")):
+        back = f"/kind?name={kind}"
+        r = await web.post(
+            f"/kinds/groups/{action}",
+            data={"csrf": token, "back": back, "kind": kind, "group": "acme"},
+        )
+        assert r.status_code == 303
+        page = (await web.get(back)).text
+        assert f"group acme of {kind}" in page
+        assert (warning in page) == (kind == "exprot"), (action, kind)
+    state = await admin.show_group(conn, "exprot", "acme")
+    assert state is not None and not state.paused
