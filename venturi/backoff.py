@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import msgspec
 
+from venturi import validate
 from venturi.errors import ConfigError
 from venturi.validate import seconds
 
@@ -26,7 +27,7 @@ class Backoff(msgspec.Struct, frozen=True):
         c = seconds(self.cap, "backoff cap", allow_zero=True)
         factor = self.factor
         if isinstance(factor, bool) or not isinstance(factor, int | float) or not factor >= 1:
-            raise ConfigError(f"backoff factor must be a number >= 1, got {factor!r}")
+            raise ConfigError(f"backoff factor must be a number >= 1, got {validate.shown(factor)}")
         if c < b:
             raise ConfigError(f"backoff cap ({c}s) must not be below its base ({b}s)")
 
@@ -48,7 +49,7 @@ class Backoff(msgspec.Struct, frozen=True):
         b = seconds(base, "backoff base")
         c = seconds(cap, "backoff cap")
         if isinstance(factor, bool) or not isinstance(factor, int | float):
-            raise ConfigError(f"backoff factor must be a number >= 1, got {factor!r}")
+            raise ConfigError(f"backoff factor must be a number >= 1, got {validate.shown(factor)}")
         return cls(base=b, factor=float(factor), cap=c, jitter=bool(jitter))
 
     def delay(self, failures: int) -> float:

@@ -61,3 +61,21 @@ def clip(text: str, limit: int = SHOW_LIMIT) -> str:
         f"{text[:limit]}\n… truncated: {len(text)} characters in all "
         "(`venturi jobs show ID --json` prints everything)"
     )
+
+
+def shown_name(name: str) -> str:
+    """A group's name as an operator reads it: as it is, or its Python repr (quoted, its
+    invisible characters escaped) when it would not read as itself: a space at an end
+    or only spaces, a character that prints nothing or nothing visible (U+200B, U+FEFF,
+    U+00A0, any that is not printable), or a quote first, so that a quoted form is always
+    a repr. ``acme``, ``acme `` and ``acme\\u200b`` then read as three names."""
+    if name.isprintable() and name == name.strip() and not name.startswith(("'", '"')):
+        return name
+    return repr(name)
+
+
+def weight_shown(weight: float) -> str:
+    """A group's weight as every read prints it: ``3`` for 3.0, ``2.5``, ``1e-06``; exact
+    (``:g`` printed 123456.7 as 123457), without a trailing ``.0``."""
+    text = repr(float(weight))
+    return text[:-2] if text.endswith(".0") else text

@@ -38,19 +38,28 @@ class GroupSettings(msgspec.Struct, frozen=True):
 
 def check_group(value: object, knob: str = "group") -> str:
     """``value`` if it is a group: a non-empty string of at most 200 characters without
-    control characters; else ``ConfigError``."""
+    control characters or line separators; else ``ConfigError``. Look-alikes (spaces at an
+    end, invisible characters) are groups: the operator's reads print them quoted
+    (``venturi.formatting.shown_name``)."""
     if (
         not isinstance(value, str)
         or not value
         or len(value) > MAX_GROUP_LENGTH
         or any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in value)
+        # The line and paragraph separators (categories Zl and Zp, one character each)
+        # break a line as a newline does: every one-line output naming the group broke.
+        or "\u2028" in value
+        or "\u2029" in value
     ):
         raise ConfigError(
             f"{knob} must be a non-empty string of at most {MAX_GROUP_LENGTH} characters "
-            f"without control characters, got {value!r}"
+            "without control characters or line separators (U+2028, U+2029), "
+            f"got {validate.shown(value)}"
         )
     if not validate.encodable(value):
-        raise ConfigError(f"{knob} must be valid Unicode text (no lone surrogate), got {value!r}")
+        raise ConfigError(
+            f"{knob} must be valid Unicode text (no lone surrogate), got {validate.shown(value)}"
+        )
     return value
 
 
@@ -64,21 +73,32 @@ MIN_WEIGHT = 1e-6
 MAX_WEIGHT = 1e6
 
 
-def check_cap(value: object) -> tuple[bool, int | None]:
+def check_cap(
+    value: object, *, reset: str = "None", typed: str | None = None
+) -> tuple[bool, int | None]:
+    """(whether ``set_group`` changes the cap, the cap); ``reset`` names the value that
+    returns it to the task's default (``default`` on the command line), ``typed`` is the
+    text the value was read from, echoed in the message in its place."""
     if value is UNCHANGED:
         return False, None
     if value is None:
         return True, None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"cap must be an integer of at least 1 (or None), got {value!r}")
+        # The wording of every integer knob (validate.integer), @task(group_cap=) too.
+        got = validate.shown(value) if typed is None else validate.clipped(typed)
+        raise ConfigError(f"cap must be an integer >= 1 (or {reset}), got {got}")
     return True, validate.at_most_int_max(value, "cap")
 
 
-def check_weight(value: object) -> tuple[bool, float | None]:
+def check_weight(
+    value: object, *, reset: str = "None", typed: str | None = None
+) -> tuple[bool, float | None]:
+    """As ``check_cap``, for the weight."""
     if value is UNCHANGED:
         return False, None
     if value is None:
         return True, None
+    got = validate.shown(value) if typed is None else validate.clipped(typed)
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
@@ -86,10 +106,10 @@ def check_weight(value: object) -> tuple[bool, float | None]:
         or (isinstance(value, float) and not math.isfinite(value))
         or value <= 0
     ):
-        raise ConfigError(f"weight must be a finite number above 0 (or None), got {value!r}")
+        raise ConfigError(f"weight must be a finite number above 0 (or {reset}), got {got}")
     if not MIN_WEIGHT <= value <= MAX_WEIGHT:
         raise ConfigError(
-            f"weight must be from {MIN_WEIGHT:g} to {MAX_WEIGHT:,.0f} (or None), got {value!r}"
+            f"weight must be from {MIN_WEIGHT:g} to {MAX_WEIGHT:,.0f} (or {reset}), got {got}"
         )
     return True, float(value)
 
@@ -98,20 +118,25 @@ def _paused(value: object) -> tuple[bool, bool | None]:
     if value is UNCHANGED:
         return False, None
     if value is not None and not isinstance(value, bool):
-        raise ConfigError(f"paused must be True, False or None, got {value!r}")
+        raise ConfigError(f"paused must be True, False or None, got {validate.shown(value)}")
     return True, value
 
 
 def _fields(
     kind: object, group: object, cap: object, weight: object, paused: object
 ) -> dict[str, Any]:
-    return {
+    fields = {
         "kind": validate.kind(kind),
         "group": check_group(group),
         "cap": check_cap(cap),
         "weight": check_weight(weight),
         "paused": _paused(paused),
     }
+    # As `venturi groups set` without an option: a call that sets nothing wrote a row of
+    # defaults for a group never seen (a forgotten keyword, most often).
+    if not any(fields[f][0] for f in ("cap", "weight", "paused")):
+        raise ConfigError("set_group: nothing to set: pass cap=, weight= or paused=")
+    return fields
 
 
 def _settings(row: Any) -> GroupSettings:
@@ -132,8 +157,9 @@ async def set_group(
     ``Task.enqueue`` takes, in the caller's transaction: ``cap`` (at most this many of its
     jobs claimed at once), ``weight`` (its share among the groups with work), ``paused``
     (its jobs stay pending). A field left out keeps its value; ``None`` returns it to the
-    task's default (``group_cap``, weight 1, not paused). Every value is checked first
-    (``ConfigError``, nothing written). Lowering a cap lets running jobs finish."""
+    task's default (``group_cap``, weight 1, not paused); at least one must be given.
+    Every value is checked first (``ConfigError``, nothing written). Lowering a cap lets
+    running jobs finish."""
     fields = _fields(kind, group, cap, weight, paused)
     return _settings(await db.groups.group_set(conn, schema=schema, **fields))
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import msgspec
 
+from venturi import validate
 from venturi.errors import ConfigError
 from venturi.validate import seconds
 
@@ -53,7 +54,7 @@ def pause(carry: Any, after: timedelta | float | None = None, at: datetime | Non
     if after is not None and at is not None:
         raise ConfigError("pause takes after or at, not both")
     if at is not None and (not isinstance(at, datetime) or at.tzinfo is None):
-        raise ConfigError(f"pause at must be a timezone-aware datetime, got {at!r}")
+        raise ConfigError(f"pause at must be a timezone-aware datetime, got {validate.shown(at)}")
     secs = None if after is None else seconds(after, "pause after", allow_zero=True)
     return Pause(carry, secs, at)
 

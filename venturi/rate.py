@@ -35,7 +35,9 @@ class Rate(msgspec.Struct, frozen=True):
             # (an int too large for a float is refused by the bound below, not here)
             or (isinstance(ps, float) and math.isinf(ps))
         ):
-            raise ConfigError(f"rate per_second must be a positive number, got {ps!r}")
+            raise ConfigError(
+                f"rate per_second must be a positive number, got {validate.shown(ps)}"
+            )
         # A token's wait (1 / per_second) becomes a group's wake-up time in the database:
         # at 1e-300 the grouped claim failed, "timestamp out of range", for good. A refill
         # is seconds idle times per_second, in float8: at 1e308 two idle seconds
@@ -43,10 +45,12 @@ class Rate(msgspec.Struct, frozen=True):
         if ps < 1 / validate.MAX_SECONDS:
             raise ConfigError(
                 f"rate per_second must be at least one token per 100 years "
-                f"({1 / validate.MAX_SECONDS:.3g}), got {ps!r}"
+                f"({1 / validate.MAX_SECONDS:.3g}), got {validate.shown(ps)}"
             )
         if ps > MAX_PER_SECOND:
-            raise ConfigError(f"rate per_second must be at most {MAX_PER_SECOND:,}, got {ps!r}")
+            raise ConfigError(
+                f"rate per_second must be at most {MAX_PER_SECOND:,}, got {validate.shown(ps)}"
+            )
         validate.integer(self.burst, "rate burst")
         validate.boolean(self.shared, "rate shared")
 

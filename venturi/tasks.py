@@ -63,7 +63,7 @@ def as_priority(value: object, knob: str = "priority") -> Priority:
         return value
     if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1, 2):
         return Priority(value)
-    raise ConfigError(f"{knob} must be a venturi.Priority, got {value!r}")
+    raise ConfigError(f"{knob} must be a venturi.Priority, got {validate.shown(value)}")
 
 
 def _positive_int(value: object, knob: str) -> int:
@@ -159,10 +159,10 @@ class Task(Declared, Generic[C]):
         if at is not None and after is not None:
             raise ConfigError("enqueue takes at or after, not both")
         if at is not None and (not isinstance(at, datetime) or at.tzinfo is None):
-            raise ConfigError(f"at must be a timezone-aware datetime, got {at!r}")
+            raise ConfigError(f"at must be a timezone-aware datetime, got {validate.shown(at)}")
         if key is not None and not validate.storable(key):
             raise ConfigError(
-                f"key must be a string without NUL characters or lone surrogates, got {key!r}"
+                f"key must be a string without NUL characters or lone surrogates, got {validate.shown(key)}"
             )
         secs = None if after is None else seconds(after, "after", allow_zero=True)
         if group is not None:
@@ -363,7 +363,7 @@ def task(
     if backoff is not None and not isinstance(backoff, Backoff):
         raise ConfigError(
             f"backoff must be a venturi.Backoff (Backoff.fixed or Backoff.exponential), "
-            f"got {backoff!r}"
+            f"got {validate.shown(backoff)}"
         )
     validate.boolean(renew_lease, "renew_lease")
     if rate is not None:
@@ -376,7 +376,10 @@ def task(
     unique_s = None if unique_for is None else seconds(unique_for, "unique_for")
     retry_types = None if retry_on is None else validate.exception_types(retry_on, "retry_on")
     validate.decodable(result, "result")
-    group_cap_n = None if group_cap is None else _positive_int(group_cap, "group_cap")
+    # "(or None)" as set_group(cap=) says it: one wording for a group's cap.
+    group_cap_n = (
+        None if group_cap is None else validate.integer(group_cap, "group_cap", hint=" (or None)")
+    )
     if group_rate is not None:
         validate.instance(group_rate, Rate, "group_rate", "a venturi.Rate")
 
@@ -431,7 +434,7 @@ def _declare(
     """The task of handler ``fn`` with ``task``'s checked knobs, registered under
     ``kind`` (the same function declared again, a module reloaded, replaces itself)."""
     if not callable(fn):
-        raise ConfigError(f"task {kind!r}: the handler must be callable, got {fn!r}")
+        raise ConfigError(f"task {kind!r}: the handler must be callable, got {validate.shown(fn)}")
     carry_type = handler_carry_type(fn, kind)
     existing = kinds.declared(kind)
     if isinstance(existing, Task) and _origin(existing.fn) != _origin(fn):

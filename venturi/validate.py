@@ -15,6 +15,47 @@ from venturi.errors import ConfigError
 T = TypeVar("T")
 
 
+# The most of a bad value a message echoes. A whole repr made a 100,000-character group's
+# ConfigError 100,093 characters long, and repr() of an integer past Python's limit of
+# 4,300 digits raises ValueError, which replaced the ConfigError (set_group(cap=10**5000)).
+SHOWN_MAX = 60
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` for a message, at most about ``SHOWN_MAX`` characters: a longer one
+    is cut with "…" (and a string's length said), an integer of more digits is described
+    by their count."""
+    # Past 60 digits (2**196 > 10**59) an integer is described, never converted to text.
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 196:
+        sign = "a negative" if value < 0 else "an"
+        return f"{sign} integer of {_digits(abs(value)):,} digits"
+    try:
+        text = repr(value)
+    except Exception:  # a value's own __repr__ may fail: the message must not
+        return f"a {type(value).__name__}"
+    if len(text) <= SHOWN_MAX:
+        return text
+    if isinstance(value, str):
+        return f"{text[: SHOWN_MAX - 1]}… ({len(value):,} characters)"
+    return f"{text[: SHOWN_MAX - 1]}…"
+
+
+def clipped(text: str) -> str:
+    """``text`` as it is for a message (what a user typed), cut as ``shown`` cuts."""
+    if len(text) <= SHOWN_MAX:
+        return text
+    return f"{text[: SHOWN_MAX - 1]}… ({len(text):,} characters)"
+
+
+def _digits(n: int) -> int:
+    """The decimal digits of ``n`` > 0, without converting it to text (refused past
+    4,300 digits, and quadratic): the logarithm, corrected where the float is off."""
+    digits = int(math.log10(n)) + 1
+    if 10 ** (digits - 1) > n:
+        return digits - 1
+    return digits + 1 if 10**digits <= n else digits
+
+
 # The largest value of PostgreSQL's integer: every integer knob is stored or bound as one,
 # and a larger one passed every check, to fail in the database later (a worker's claim,
 # retried for good; an enqueue with a driver's error).
@@ -29,32 +70,32 @@ def integer(value: Any, knob: str, *, minimum: int = 1, hint: str = "") -> int:
     """An int (not a bool) of at least ``minimum`` and at most ``INT_MAX``; ``hint``
     follows the bound."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{knob} must be an integer >= {minimum}{hint}, got {value!r}")
+        raise ConfigError(f"{knob} must be an integer >= {minimum}{hint}, got {shown(value)}")
     return at_most_int_max(value, knob)
 
 
 def at_most_int_max(value: int, knob: str) -> int:
     if value > INT_MAX:
-        raise ConfigError(f"{knob} must be at most {INT_MAX:,}, got {value!r}")
+        raise ConfigError(f"{knob} must be at most {INT_MAX:,}, got {shown(value)}")
     return value
 
 
 def boolean(value: Any, knob: str) -> bool:
     if not isinstance(value, bool):
-        raise ConfigError(f"{knob} must be a bool, got {value!r}")
+        raise ConfigError(f"{knob} must be a bool, got {shown(value)}")
     return value
 
 
 def instance(value: Any, cls: type[T], knob: str, what: str) -> T:
     """``value`` if it is a ``cls``; ``what`` names the type for the message."""
     if not isinstance(value, cls):
-        raise ConfigError(f"{knob} must be {what}, got {value!r}")
+        raise ConfigError(f"{knob} must be {what}, got {shown(value)}")
     return value
 
 
 def non_empty_str(value: Any, knob: str) -> str:
     if not isinstance(value, str) or not value:
-        raise ConfigError(f"{knob} must be a non-empty string, got {value!r}")
+        raise ConfigError(f"{knob} must be a non-empty string, got {shown(value)}")
     return value
 
 
@@ -86,31 +127,33 @@ def kind(value: Any, knob: str = "kind") -> str:
     if not isinstance(value, str) or not value or len(value) > MAX_KIND_LENGTH:
         raise ConfigError(
             f"{knob} must be a non-empty string of at most {MAX_KIND_LENGTH} characters, "
-            f"got {value!r}"
+            f"got {shown(value)}"
         )
     if value != value.strip():
-        raise ConfigError(f"{knob} must not begin or end with whitespace, got {value!r}")
+        raise ConfigError(f"{knob} must not begin or end with whitespace, got {shown(value)}")
     if "," in value:
         # The notify payload lists kinds comma-separated.
-        raise ConfigError(f"{knob} must not contain a comma, got {value!r}")
+        raise ConfigError(f"{knob} must not contain a comma, got {shown(value)}")
     if "\x00" in value:
         # PostgreSQL's text cannot hold one: every enqueue and claim of the kind failed.
-        raise ConfigError(f"{knob} must not hold a NUL character, got {value!r}")
+        raise ConfigError(f"{knob} must not hold a NUL character, got {shown(value)}")
     if not encodable(value):
-        raise ConfigError(f"{knob} must be valid Unicode text (no lone surrogate), got {value!r}")
+        raise ConfigError(
+            f"{knob} must be valid Unicode text (no lone surrogate), got {shown(value)}"
+        )
     return value
 
 
 def port(value: Any, knob: str) -> int:
     """A TCP port number, 1 to 65535."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
-        raise ConfigError(f"{knob} must be a TCP port (1-65535), got {value!r}")
+        raise ConfigError(f"{knob} must be a TCP port (1-65535), got {shown(value)}")
     return value
 
 
 def one_of(value: Any, allowed: Sequence[str], knob: str) -> str:
     if value not in allowed:
-        raise ConfigError(f"{knob} must be one of {', '.join(allowed)}, got {value!r}")
+        raise ConfigError(f"{knob} must be one of {', '.join(allowed)}, got {shown(value)}")
     return str(value)
 
 
@@ -123,7 +166,7 @@ def pool_or_dsn(value: Any, knob: str) -> tuple[str | None, Any]:
         return value, None
     if all(hasattr(value, m) for m in ("acquire", "release", "fetch")):
         return None, value
-    raise ConfigError(f"{knob} must be an asyncpg Pool or a DSN, got {value!r}")
+    raise ConfigError(f"{knob} must be an asyncpg Pool or a DSN, got {shown(value)}")
 
 
 # The longest duration a knob takes: 100 years. Durations become timestamps in the
@@ -137,7 +180,7 @@ def seconds(value: timedelta | float | int, knob: str, *, allow_zero: bool = Fal
     """A duration knob in seconds (a timedelta or a number), finite and positive (or
     non-negative with ``allow_zero``)."""
     if isinstance(value, bool) or not isinstance(value, timedelta | float | int):
-        raise ConfigError(f"{knob} must be a timedelta or a number of seconds, got {value!r}")
+        raise ConfigError(f"{knob} must be a timedelta or a number of seconds, got {shown(value)}")
     if isinstance(value, timedelta):
         secs = value.total_seconds()
     elif isinstance(value, int):
@@ -147,12 +190,14 @@ def seconds(value: timedelta | float | int, knob: str, *, allow_zero: bool = Fal
     else:
         secs = value
     if math.isnan(secs) or math.isinf(secs):
-        raise ConfigError(f"{knob} must be finite, got {value!r}")
+        raise ConfigError(f"{knob} must be finite, got {shown(value)}")
     if secs < 0 or (secs == 0 and not allow_zero):
         bound = "non-negative" if allow_zero else "positive"
-        raise ConfigError(f"{knob} must be {bound}, got {value!r}")
+        raise ConfigError(f"{knob} must be {bound}, got {shown(value)}")
     if secs > MAX_SECONDS:
-        raise ConfigError(f"{knob} must be at most 100 years ({MAX_SECONDS:,} s), got {value!r}")
+        raise ConfigError(
+            f"{knob} must be at most 100 years ({MAX_SECONDS:,} s), got {shown(value)}"
+        )
     return secs
 
 
@@ -161,7 +206,7 @@ def exception_types(value: Any, knob: str) -> tuple[type[BaseException], ...]:
     types = value if isinstance(value, tuple) else (value,)
     if not types or not all(isinstance(t, type) and issubclass(t, BaseException) for t in types):
         raise ConfigError(
-            f"{knob} must be an exception class or a non-empty tuple of them, got {value!r}"
+            f"{knob} must be an exception class or a non-empty tuple of them, got {shown(value)}"
         )
     return types
 
@@ -172,6 +217,6 @@ def decodable(value: object, knob: str) -> object:
         msgspec.json.Decoder(value)
     except TypeError as exc:
         raise ConfigError(
-            f"{knob} must be a type msgspec can decode, got {value!r}: {exc}"
+            f"{knob} must be a type msgspec can decode, got {shown(value)}: {exc}"
         ) from None
     return value

@@ -29,7 +29,8 @@ async def test_set_list_and_show_a_group(dsn: str, conn: asyncpg.Connection) -> 
     out = venturi_cli("groups", "set", KIND, "acme", "--cap", "2", "--weight", "3", dsn=dsn)
     assert out.returncode == 0, out.stderr
     assert out.stderr == ""  # a kind jobs have: no warning
-    assert out.stdout.strip() == "export acme: cap 2, weight 3.0, active"
+    # The weight as groups list prints it (it said "weight 3.0" here, "3" in the list).
+    assert out.stdout.strip() == "export acme: cap 2, weight 3, active"
 
     listed = json.loads(venturi_cli("groups", "list", KIND, "--json", dsn=dsn).stdout)
     assert [(g["group"], g["pending"], g["cap"], g["weight"]) for g in listed] == [
@@ -67,6 +68,11 @@ async def test_set_list_and_show_a_group(dsn: str, conn: asyncpg.Connection) -> 
 
     rows = json.loads(venturi_cli("jobs", "list", "--group", "globex", "--json", dsn=dsn).stdout)
     assert [r["id"] for r in rows] == [ids[3]] and rows[0]["group"] == "globex"
+    # Exact, as set prints it (":g" printed 123457).
+    out = venturi_cli("groups", "set", KIND, "globex", "--weight", "123456.7", dsn=dsn)
+    assert out.stdout.strip() == "export globex: cap default, weight 123456.7, active"
+    listed_row = venturi_cli("groups", "list", KIND, "--search", "globex", dsn=dsn).stdout
+    assert listed_row.splitlines()[1].split()[4] == "123456.7", listed_row
 
 
 async def test_bad_group_input_is_one_line_and_writes_nothing(
@@ -76,7 +82,22 @@ async def test_bad_group_input_is_one_line_and_writes_nothing(
     before = await conn.fetch("SELECT * FROM venturi.groups ORDER BY kind, grp")
     for args, needle in (
         (["groups", "set", KIND, "", "--cap", "2"], "group must be a non-empty string"),
-        (["groups", "set", KIND, "acme", "--cap", "0"], "cap must be an integer of at least 1"),
+        # The command line's spelling of None is `default`; the text is echoed as typed
+        # (`--weight 0` said "got 0.0", `--weight -2` "got -2.0").
+        (
+            ["groups", "set", KIND, "acme", "--cap", "0"],
+            "cap must be an integer >= 1 (or default), got 0\n",
+        ),
+        (
+            ["groups", "set", KIND, "acme", "--weight", "0"],
+            "weight must be a finite number above 0 (or default), got 0\n",
+        ),
+        (["groups", "set", KIND, "acme", "--weight", "-2"], "(or default), got -2\n"),
+        (
+            ["groups", "set", KIND, "acme", "--weight", "1e-9"],
+            "weight must be from 1e-06 to 1,000,000 (or default), got 1e-9\n",
+        ),
+        (["groups", "set", KIND, "acme", "--weight", "abc"], "(or default), got 'abc'\n"),
         (["groups", "set", KIND, "acme", "--cap", "two"], "cap must be"),
         (["groups", "set", KIND, "acme", "--cap", "2147483648"], "cap must be at most"),
         (["groups", "set", KIND, "acme", "--weight", "nan"], "weight must be a finite number"),
@@ -146,3 +167,89 @@ async def test_a_long_group_name_is_shown_whole(dsn: str, conn: asyncpg.Connecti
         assert name in "".join(shown.stdout.split()) and "…" not in shown.stdout
     out = venturi_cli("groups", "list", KIND, "--search", "nobody", dsn=dsn)
     assert out.stdout.strip() == "no group of export whose name holds 'nobody' has work"
+
+
+async def test_a_group_with_backslashes_is_listed_and_shown_as_written(
+    dsn: str, conn: asyncpg.Connection
+) -> None:
+    # rich.markup.escape doubled a trailing backslash ("trailing\\" printed for
+    # "trailing\") and let "\[" through as an escaped bracket ("a[b" for "a\[b").
+    names = ["trailing\\", "a\\[b"]
+    ids = await enqueue_many(
+        conn, [JobSpec(KIND, "{}", 1, None, None, None, 25, group=g) for g in names]
+    )
+    out = venturi_cli("groups", "list", KIND, dsn=dsn)
+    assert out.returncode == 0, out.stderr
+    listed = sorted(line.split()[0] for line in out.stdout.splitlines()[1:] if line.strip())
+    assert listed == sorted(names), out.stdout
+    for job_id, name in zip(ids, names, strict=True):
+        shown = venturi_cli("jobs", "show", str(job_id), dsn=dsn).stdout
+        [group] = [
+            line.split(None, 1)[1].strip()
+            for line in shown.splitlines()
+            if line.startswith("group ")
+        ]
+        assert group == name, shown
+
+
+# Names an operator could not tell apart as printed, and how each prints: a name that
+# does not read as itself (spaces at an end or only spaces, an invisible character, a
+# leading quote) prints as its Python repr; a plain one as it is.
+LOOK_ALIKES = {
+    "acme": "acme",
+    "acme ": "'acme '",
+    "acme\u200b": "'acme\\u200b'",
+    " ": "' '",
+    "'acme '": "\"'acme '\"",
+}
+
+
+async def test_look_alike_groups_print_apart(dsn: str, conn: asyncpg.Connection) -> None:
+    # "acme", "acme " and "acme\u200b" were three rows reading "acme" in groups list.
+    ids = await enqueue_many(
+        conn, [JobSpec(KIND, "{}", 1, None, None, None, 25, group=g) for g in LOOK_ALIKES]
+    )
+    out = venturi_cli("groups", "list", KIND, dsn=dsn, env={"COLUMNS": "160"})
+    assert out.returncode == 0, out.stderr
+    rows = out.stdout.splitlines()[1:]
+    for shown in LOOK_ALIKES.values():
+        assert len([r for r in rows if r.startswith(shown + " ")]) == 1, (shown, out.stdout)
+    for (name, shown), job_id in zip(LOOK_ALIKES.items(), ids, strict=True):
+        out = venturi_cli("groups", "show", KIND, "--", name, dsn=dsn)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.splitlines()[0] == f"group: {shown}", out.stdout
+        detail = venturi_cli("jobs", "show", str(job_id), dsn=dsn).stdout
+        [group] = [line[5:].strip() for line in detail.splitlines() if line.startswith("group ")]
+        assert group == shown, detail
+    out = venturi_cli("groups", "set", KIND, "acme ", "--cap", "2", dsn=dsn)
+    assert out.stdout.startswith(f"{KIND} 'acme ': cap 2"), out.stdout
+    # A group that starts with '-' is named after `--`, as the commands' help says.
+    await enqueue_many(conn, [JobSpec(KIND, "{}", 1, None, None, None, 25, group="-x")])
+    out = venturi_cli("groups", "set", KIND, "--cap", "2", "--", "-x", dsn=dsn)
+    assert out.returncode == 0 and out.stdout.startswith(f"{KIND} -x: cap 2"), out
+    for command in ("set", "show"):
+        help_text = venturi_cli("groups", command, "--help", env={"COLUMNS": "200"}).stdout
+        assert "-- -name" in help_text, help_text
+
+
+async def test_a_group_breaking_a_line_is_refused_in_one_line(
+    dsn: str, conn: asyncpg.Connection
+) -> None:
+    before = await conn.fetch("SELECT * FROM venturi.groups ORDER BY kind, grp")
+    for args in (
+        ["groups", "set", KIND, "x\u2028y", "--cap", "2"],
+        ["groups", "show", KIND, "x\u2029y"],
+        ["jobs", "list", "--group", "x\u2028y"],
+    ):
+        one_line_error(venturi_cli(*args, dsn=dsn), "group must be", "U+2028")
+    assert await conn.fetch("SELECT * FROM venturi.groups ORDER BY kind, grp") == before
+
+
+async def test_a_page_past_the_last_says_so(dsn: str, conn: asyncpg.Connection) -> None:
+    # It said "no group of export has work", of a kind whose groups have work.
+    await seed(conn)
+    out = venturi_cli("groups", "list", KIND, "--offset", "10", "--limit", "3", dsn=dsn)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "no groups of export past offset 10"
+    out = venturi_cli("groups", "list", KIND, "--search", "glob", "--offset", "1", dsn=dsn)
+    assert out.stdout.strip() == ("no groups of export whose name holds 'glob' past offset 1")

@@ -122,6 +122,11 @@ async def test_groups_through_every_driver(
     and ``set_group`` (``set_group_sync`` on a sync driver) in the caller's transaction,
     which commits or rolls back with it."""
     set_group = venturi.set_group_sync if tx_stack.sync else venturi.set_group
+    # No field given is an error, as `venturi groups set` without an option is: it wrote
+    # a row of defaults for a group never seen.
+    with pytest.raises(venturi.ConfigError, match="nothing to set"):
+        await tx_stack.call(set_group, tx_stack.native, "drv_work", "empty")
+    assert await admin.show_group(conn, "drv_work", "empty") is None
     async with tx_stack.transaction(commit=False):
         await tx_stack.call(set_group, tx_stack.native, "drv_work", "gone", weight=2)
     assert await admin.show_group(conn, "drv_work", "gone") is None

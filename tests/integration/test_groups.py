@@ -121,6 +121,28 @@ async def test_a_job_keeps_its_group_and_a_bad_group_writes_nothing(
     assert await conn.fetchval("SELECT count(*) FROM venturi.jobs") == before
 
 
+async def test_a_group_breaking_a_line_is_refused_and_look_alikes_are_kept(
+    conn: asyncpg.Connection, grouped: venturi.Task[Item]
+) -> None:
+    # U+2028 and U+2029 (categories Zl, Zp) break a line as a newline does: every one-line
+    # output that names the group (a log line, groups list, the CLI's errors) broke on
+    # them, and they were accepted.
+    before = await conn.fetchval("SELECT count(*) FROM venturi.jobs")
+    for bad in ("a\u2028b", "\u2029", "end\u2029"):
+        with pytest.raises(ConfigError, match="group must be a non-empty string") as caught:
+            await grouped.enqueue(conn, Item(1), group=bad)
+        assert "\n" not in str(caught.value) and "U+2028" in str(caught.value)
+        with pytest.raises(ConfigError, match="group must be"):
+            await venturi.set_group(conn, "grouped", bad, cap=1)
+    assert await conn.fetchval("SELECT count(*) FROM venturi.jobs") == before
+    # Names an operator could take for others stay valid (the operator's reads print
+    # them quoted): spaces at an end or only spaces, invisible format characters, and a
+    # joiner inside an emoji sequence.
+    for good in ("acme ", " acme", " ", "acme\u200b", "\ufeff", "\U0001f468\u200d\U0001f469"):
+        job = await venturi.get_job(conn, await grouped.enqueue(conn, Item(2), group=good))
+        assert job is not None and job.group == good
+
+
 async def test_a_spec_built_by_hand_with_a_bad_group_writes_nothing(
     conn: asyncpg.Connection, grouped: venturi.Task[Item]
 ) -> None:
@@ -143,6 +165,17 @@ async def test_a_spec_built_by_hand_with_a_bad_group_writes_nothing(
 def test_task_and_set_group_check_their_values(kinds: list[str]) -> None:
     async def h(ctx: Context[Any], carry: Item) -> None:
         return None
+
+    # A group's cap in one wording, declared or set (the task's said ">= 1", set_group's
+    # "of at least 1 (or None)").
+    for below in (0, -1):
+        wording = f"must be an integer >= 1 (or None), got {below}"
+        with pytest.raises(ConfigError) as declared:
+            venturi.task(kind="g_bad", group_cap=below)(h)
+        assert str(declared.value) == f"group_cap {wording}"
+        with pytest.raises(ConfigError) as set_:
+            asyncio.run(venturi.set_group(None, "g_bad", "g", cap=below))
+        assert str(set_.value) == f"cap {wording}"
 
     for bad in (0, -1, 1.5, True, "2"):
         with pytest.raises(ConfigError, match="group_cap"):

@@ -6,6 +6,7 @@ it waits on its page, and the jobs list filtered by group."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from typing import Any
@@ -325,3 +326,84 @@ async def test_job_page_names_its_group_and_the_list_filters_by_it(
     assert r.status_code == 303
     cancelled = await admin.list_jobs(conn, kind="export", status="cancelled")
     assert [j.group for j in cancelled] == ["beta"]
+
+
+async def test_look_alike_groups_show_apart(
+    conn: asyncpg.Connection, web: httpx.AsyncClient, export: venturi.Task[Item]
+) -> None:
+    # HTML shows "acme " and "acme\u200b" as "acme": three rows an operator could not
+    # tell apart. A name that does not read as itself shows as its Python repr.
+    names = {"acme": "acme", "acme ": "'acme '", "acme\u200b": "'acme\\u200b'"}
+    ids = await venturi.enqueue_many(conn, [export.job(Item(1), group=g) for g in names])
+    page = (await web.get("/kind", params={"name": "export"})).text
+    for name, shown in names.items():
+        cell = re.search(r'<td class="group"><a [^>]*>(.*?)</a>', row_of(page, html.escape(name)))
+        assert cell and html.unescape(cell.group(1)) == shown, (name, shown)
+    r = await web.post(
+        "/kinds/groups/pause",
+        data={"csrf": await csrf_of(web, "/"), "back": "/", "kind": "export", "group": "acme "},
+    )
+    assert r.status_code == 303
+    assert "paused group &#39;acme &#39; of export" in (await web.get("/")).text
+    state = await admin.show_group(conn, "export", "acme ")
+    assert state is not None and state.paused
+    for job_id, shown in zip(ids, names.values(), strict=True):
+        text = (await web.get(f"/jobs/{job_id}")).text
+        m = re.search(r'id="job-group"><a [^>]*>(.*?)</a>', text)
+        assert m and html.unescape(m.group(1)) == shown, (shown, text)
+
+
+async def test_a_page_past_the_last_says_so(
+    conn: asyncpg.Connection, web: httpx.AsyncClient, export: venturi.Task[Item]
+) -> None:
+    # It said "no group matches", with no search to match.
+    await seed(conn, export)
+    r = await web.get("/kind", params={"name": "export", "group_page": "5"})
+    assert r.status_code == 200 and "no group matches" not in r.text
+    assert "page 5 is past the last page" in r.text
+    assert 'href="/kind?name=export&amp;group_order=pending" id="groups-first"' in r.text
+
+
+async def test_bad_group_parameters_are_refused_before_any_read() -> None:
+    # The kind page read the database (the overview, the kind's activity: ~300 ms at a
+    # million jobs) before it checked its group parameters, as /api/groups does not. On
+    # a database nothing answers at, a bad parameter must still be its 400 (it was 503),
+    # on a kind that does not exist too (no 404).
+    app = venturi.web.app("postgresql://me:pw@127.0.0.1:1/db", token=TOKEN)
+    async with client(app, headers={"Authorization": f"Bearer {TOKEN}"}) as anywhere:
+        for wrong, needle in (
+            ({"group_page": "0"}, "group_page must be between 1 and 10000, got 0"),
+            ({"group_page": "-1"}, "group_page must be between 1 and 10000, got -1"),
+            ({"group_page": "abc"}, "group_page must be an integer, got 'abc'"),
+            ({"group_order": "bogus"}, "group_order must be one of pending, claimed"),
+        ):
+            r = await anywhere.get("/kind", params={"name": "no-such-kind", **wrong})
+            assert r.status_code == 400, (wrong, r.status_code)
+            message = re.search(r"id=.error-message.>(.*?)</p>", r.text, re.S)
+            assert message and needle in html.unescape(message.group(1)), r.text
+            assert "\n" not in message.group(1).strip()
+        # A good query reads the database, and fails as it does without one.
+        assert (await anywhere.get("/kind", params={"name": "x"})).status_code == 503
+
+
+async def test_pausing_a_group_of_a_kind_nothing_has_warns(
+    conn: asyncpg.Connection, web: httpx.AsyncClient, export: venturi.Task[Item]
+) -> None:
+    # As `venturi groups set` warns: set all the same (a group may be set up before its
+    # kind is deployed), but a kind nothing has is most often misspelt. The dashboard
+    # said "paused group acme of exprot" and nothing more.
+    await seed(conn, export)
+    token = await csrf_of(web, "/kind?name=export")
+    warning = "warning: no job, schedule or running worker has kind &#39;exprot&#39; (yet)"
+    for action, kind in (("pause", "exprot"), ("resume", "exprot"), ("pause", "export")):
+        back = f"/kind?name={kind}"
+        r = await web.post(
+            f"/kinds/groups/{action}",
+            data={"csrf": token, "back": back, "kind": kind, "group": "acme"},
+        )
+        assert r.status_code == 303
+        page = (await web.get(back)).text
+        assert f"group acme of {kind}" in page
+        assert (warning in page) == (kind == "exprot"), (action, kind)
+    state = await admin.show_group(conn, "exprot", "acme")
+    assert state is not None and not state.paused

@@ -60,9 +60,11 @@ def check_ids(ids: Iterable[int]) -> list[int]:
     out = []
     for i in ids:
         if isinstance(i, bool) or not isinstance(i, int) or i < 1:
-            raise ConfigError(f"job ids must be positive integers, got {i!r}")
+            raise ConfigError(f"job ids must be positive integers, got {validate.shown(i)}")
         if i > validate.BIGINT_MAX:  # else the driver's error, "out of int64 range"
-            raise ConfigError(f"job ids must be at most {validate.BIGINT_MAX:,}, got {i!r}")
+            raise ConfigError(
+                f"job ids must be at most {validate.BIGINT_MAX:,}, got {validate.shown(i)}"
+            )
         out.append(i)
     if not out:
         raise ConfigError("give at least one job id")
@@ -94,7 +96,7 @@ def parse_duration(text: str) -> float:
         pos = m.end()
     if not cleaned or pos != len(cleaned):
         raise ConfigError(
-            f"a duration is a number with a unit s, m, h, d or w (7d, 12h, 1h30m), got {text!r}"
+            f"a duration is a number with a unit s, m, h, d or w (7d, 12h, 1h30m), got {validate.shown(text)}"
         )
     # At most 100 years, as every duration: `purge --older-than 99999999w` failed in the
     # database, "timestamp out of range".
@@ -107,7 +109,7 @@ def parse_priority(value: Priority | str) -> Priority:
         return value
     if isinstance(value, str) and value.strip().upper() in Priority.__members__:
         return Priority[value.strip().upper()]
-    raise ConfigError(f"priority must be one of high, normal, low, got {value!r}")
+    raise ConfigError(f"priority must be one of high, normal, low, got {validate.shown(value)}")
 
 
 class Change(msgspec.Struct, frozen=True):

@@ -82,9 +82,13 @@ async def list_groups(
     # passes alone: "integer out of range" from the database, naming neither.
     validate.at_most_int_max(limit + offset, "limit + offset")
     if search is not None and not validate.storable(search):
-        raise ConfigError(f"search must be text without NUL or lone surrogates, got {search!r}")
+        raise ConfigError(
+            f"search must be text without NUL or lone surrogates, got {validate.shown(search)}"
+        )
     if order not in GROUP_ORDERS:
-        raise ConfigError(f"order must be one of {', '.join(GROUP_ORDERS)}, got {order!r}")
+        raise ConfigError(
+            f"order must be one of {', '.join(GROUP_ORDERS)}, got {validate.shown(order)}"
+        )
     read = db.groups.group_list if order == "pending" else db.dashboard.group_list_by_claimed
     rows = await read(
         conn, schema=schema, kind=kind, search=search or None, limit=limit, offset=offset

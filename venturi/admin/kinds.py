@@ -8,7 +8,7 @@ from datetime import datetime
 
 import msgspec
 
-from venturi import db
+from venturi import db, validate
 from venturi.admin.common import check_kinds, operator_identity
 from venturi.db.conn import Conn
 from venturi.errors import ConfigError
@@ -67,7 +67,9 @@ async def pause_kinds(
     """Leave ``kinds`` out of every worker's claim until resumed; running jobs finish."""
     kinds = check_kinds(kinds)
     if not isinstance(reason, str) or "\x00" in reason:
-        raise ConfigError(f"reason must be a string without NUL characters, got {reason!r}")
+        raise ConfigError(
+            f"reason must be a string without NUL characters, got {validate.shown(reason)}"
+        )
     who = operator or operator_identity()
     unknown = await unknown_kinds(conn, kinds, schema=schema)
     rows = await db.kinds.kind_pause(conn, schema=schema, kinds=kinds, paused_by=who, reason=reason)

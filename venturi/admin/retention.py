@@ -28,7 +28,7 @@ def _purge_args(status: str, older_than: float, kind: str | None) -> tuple[str, 
     assert checked is not None
     if isinstance(older_than, bool) or not isinstance(older_than, int | float) or older_than < 0:
         raise ConfigError(
-            f"older_than must be a non-negative number of seconds, got {older_than!r}"
+            f"older_than must be a non-negative number of seconds, got {validate.shown(older_than)}"
         )
     if kind is not None and not kind:
         raise ConfigError("kind must be a non-empty string")

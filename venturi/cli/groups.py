@@ -20,6 +20,7 @@ from venturi.cli.common import (
     make_console,
     need_dsn,
 )
+from venturi.formatting import shown_name, weight_shown
 from venturi.groups import UNCHANGED, check_cap, check_group, check_weight
 
 groups_app = typer.Typer(
@@ -27,12 +28,20 @@ groups_app = typer.Typer(
 )
 app.add_typer(groups_app, name="groups")
 KindArgument = Annotated[str, typer.Argument(metavar="KIND", help="The task kind.")]
-GroupArgument = Annotated[str, typer.Argument(metavar="GROUP", help="The group.")]
+GroupArgument = Annotated[
+    str,
+    typer.Argument(
+        metavar="GROUP",
+        help="The group; one starting with '-' after `--`, as in `KIND -- -name`.",
+    ),
+]
 
 
 def _setting(value: str | None, parse: Any, convert: Any) -> Any:
     """An option of ``groups set``: absent keeps the value, ``default`` returns it to the
-    task's default, anything else is checked by ``parse`` (one line on a bad value)."""
+    task's default, anything else is checked by ``parse`` (one line on a bad value, which
+    says `default` where the library says None, and echoes the text as typed: `--weight
+    0` said "got 0.0")."""
     if value is None:
         return UNCHANGED
     if value == "default":
@@ -40,8 +49,9 @@ def _setting(value: str | None, parse: Any, convert: Any) -> Any:
     try:
         number = convert(value)
     except ValueError:
-        number = value
-    checked(parse, number)
+        # Not a number: refused, its text quoted (the check refuses any string).
+        return checked(lambda v: parse(v, reset="default"), value)
+    checked(lambda v: parse(v, reset="default", typed=value), number)
     return number
 
 
@@ -63,7 +73,8 @@ def groups_set(
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
 ) -> None:
     """Change GROUP of KIND while workers run; an option left out keeps its value. A
-    lowered cap lets running jobs finish."""
+    lowered cap lets running jobs finish. A GROUP starting with '-' follows `--`, after
+    the options: `venturi groups set KIND --pause -- -name`."""
     import venturi
     from venturi import admin  # not at import: see venturi/cli/__init__.py
 
@@ -90,10 +101,11 @@ def groups_set(
         return done, await admin.unknown_kinds(c, [kind], schema=schema)
 
     done, unknown = admin_run(target, schema, work)
+    cap_text = "default" if done.cap is None else str(done.cap)
+    weight_text = "default" if done.weight is None else weight_shown(done.weight)
+    state = "paused" if done.paused else "active"
     typer.echo(
-        f"{done.kind} {done.group}: cap {done.cap if done.cap is not None else 'default'}, "
-        f"weight {done.weight if done.weight is not None else 'default'}, "
-        + ("paused" if done.paused else "active")
+        f"{done.kind} {shown_name(done.group)}: cap {cap_text}, weight {weight_text}, {state}"
     )
     # As `venturi kinds pause` warns: set all the same (a group may be set up before its
     # kind is deployed), but a kind nothing has is most often misspelt.
@@ -119,8 +131,8 @@ def groups_list(
 ) -> None:
     """The groups of KIND with work (or settings): pending, claimed, cap, weight, paused,
     claimed in the last minute, and why pending jobs wait."""
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     from venturi.admin.groups import list_groups
 
@@ -136,7 +148,12 @@ def groups_list(
     console = make_console()
     if not rows:
         holding = f" whose name holds {search!r}" if search else ""
-        console.print(escape(f"no group of {kind}{holding} has work"))
+        # A page past the last is not a kind without work (it said so): the list ends
+        # before the offset.
+        if offset > 0:
+            console.print(Text(f"no groups of {kind}{holding} past offset {offset}"))
+        else:
+            console.print(Text(f"no group of {kind}{holding} has work"))
         return
     table = Table(box=None, header_style="bold", pad_edge=False)
     for name in ("group", "pending", "claimed", "cap", "weight", "state", "last min", "waits"):
@@ -149,16 +166,18 @@ def groups_list(
             no_wrap=name not in ("group", "waits"),
         )
     for g in rows:
-        # A group's name is the application's: "[bold]" in it is text, not markup.
+        # A group's name is the application's, given as Text: "[bold]" in it is text, not
+        # markup; rich.markup.escape doubled a trailing backslash and printed "a\[b" as "a[b".
+        # A name that does not read as itself ("acme ", "acme\u200b") prints as its repr.
         table.add_row(
-            escape(g.group),
+            Text(shown_name(g.group)),
             str(g.pending),
             str(g.claimed),
             _cap_text(g.cap, g.task_cap),
-            "1" if g.weight is None else f"{g.weight:g}",
+            "1" if g.weight is None else weight_shown(g.weight),
             "paused" if g.paused else "active",
             str(g.recent),
-            escape(g.waiting or ""),
+            Text(g.waiting or ""),
         )
     console.print(table)
 
@@ -177,7 +196,8 @@ def groups_show(
     dsn: DsnOption = None,
     schema: SchemaOption = sql.DEFAULT_SCHEMA,
 ) -> None:
-    """One group of KIND: its counts, settings and why its pending jobs wait."""
+    """One group of KIND: its counts, settings and why its pending jobs wait. A GROUP
+    starting with '-' follows `--`: `venturi groups show KIND -- -name`."""
     from venturi.admin.groups import show_group
 
     checked(check_group, group)
@@ -188,9 +208,9 @@ def groups_show(
     if as_json:
         echo_json(g)
         return
-    weight = "1 (default)" if g.weight is None else f"{g.weight:g}"
+    weight = "1 (default)" if g.weight is None else weight_shown(g.weight)
     for label, value in (
-        ("group", g.group),
+        ("group", shown_name(g.group)),
         ("kind", kind),
         ("pending", g.pending),
         ("claimed", g.claimed),

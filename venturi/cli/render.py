@@ -11,14 +11,13 @@ from datetime import datetime
 from typing import Any
 
 from rich.console import Group, RenderableType
-from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from venturi.admin import JobDetail, JobRow, KindState, Stats, TopFrame, WorkerInfo
 from venturi.errors import exception_line
-from venturi.formatting import ago, clip, duration, to_json, window_label
+from venturi.formatting import ago, clip, duration, shown_name, to_json, window_label
 from venturi.priority import Priority
 from venturi.status import FINISHED, JobStatus, JournalEvent
 
@@ -91,14 +90,14 @@ def jobs_table(rows: list[JobRow], now: datetime) -> Table:
             note = _first_line(r.last_error)
         table.add_row(
             str(r.id),
-            escape(r.kind),
+            Text(r.kind),
             _status(r.status),
             _priority(r.priority),
             str(r.attempt),
             f"{r.failures}/{r.max_failures}",
             ago(r.created_at, now),
             when,
-            escape(note),
+            Text(note),
         )
     return table
 
@@ -106,7 +105,8 @@ def jobs_table(rows: list[JobRow], now: datetime) -> Table:
 def _group_rows(fields: Table, detail: JobDetail) -> None:
     """The job's group and, while it is pending, why it waits (SPEC 13)."""
     if detail.job.group is not None:
-        fields.add_row("group", escape(detail.job.group))
+        # Quoted when it would not read as itself ("acme ", "acme\u200b").
+        fields.add_row("group", Text(shown_name(detail.job.group)))
     waits = "; ".join(w for w in (detail.group_waits, detail.kind_waits) if w is not None)
     if waits:
         fields.add_row("waits", Text(waits, style="yellow"))
@@ -126,17 +126,17 @@ def job_detail(detail: JobDetail, now: datetime) -> Group:
         )
 
     fields.add_row("id", str(job.id))
-    fields.add_row("kind", escape(job.kind))
+    fields.add_row("kind", Text(job.kind))
     fields.add_row("status", _status(job.status))
     fields.add_row("priority", _priority(job.priority))
-    fields.add_row("key", escape(clip(job.key, 200)) if job.key is not None else "—")
+    fields.add_row("key", Text(clip(job.key, 200)) if job.key is not None else "—")
     _group_rows(fields, detail)
     fields.add_row("attempt", str(job.attempt))
     fields.add_row("failures", f"{job.failures} of {job.max_failures}")
     fields.add_row("created", at(job.created_at))
     fields.add_row("visible", at(job.visible_at))
     if job.claimed_by is not None:
-        fields.add_row("claimed by", escape(job.claimed_by))
+        fields.add_row("claimed by", Text(job.claimed_by))
         fields.add_row("claimed", at(job.claimed_at))
     if job.status == JobStatus.CLAIMED:
         fields.add_row("lease until", at(job.claim_expires_at))
@@ -160,8 +160,8 @@ def job_detail(detail: JobDetail, now: datetime) -> Group:
             e.at.isoformat(timespec="milliseconds"),
             Text(e.event, style="red" if e.event in _FAILURE_EVENTS else ""),
             str(e.attempt),
-            escape(e.worker or ""),
-            escape(_first_line(e.detail)),
+            Text(e.worker or ""),
+            Text(_first_line(e.detail)),
         )
     parts.append(journal)
 
@@ -199,10 +199,10 @@ def _workflow_fields(fields: Table, detail: JobDetail, now: datetime) -> None:
     if detail.parent_id is not None:
         fields.add_row("parent", str(detail.parent_id))
     if detail.waiting_for is not None:
-        fields.add_row("waiting for", waiting_for(detail, now))
+        fields.add_row("waiting for", Text(waiting_for(detail, now)))
     if detail.kind_paused and job.status not in FINISHED:
         fields.add_row(
-            "kind paused", escape(f"{job.kind} is paused: venturi kinds resume {job.kind}")
+            "kind paused", Text(f"{job.kind} is paused: venturi kinds resume {job.kind}")
         )
 
 
@@ -226,7 +226,7 @@ def waiting_for(detail: JobDetail, now: datetime) -> str:
         line = f"{line} or {timer}" if line else timer
     if w.paused_kinds:
         line += f"; paused: {', '.join(w.paused_kinds)} (they wait until resumed)"
-    return escape(line)
+    return line
 
 
 def workflow_tables(detail: JobDetail) -> list[RenderableType]:
@@ -255,7 +255,7 @@ def workflow_tables(detail: JobDetail) -> list[RenderableType]:
         for name in heads:
             table.add_column(name)
         for row in rows:
-            cells = [escape(c) for c in row]
+            cells = [Text(c) for c in row]
             if heads[-1] == "status":
                 table.add_row(*cells[:-1], _status(row[-1]))
             else:
@@ -300,7 +300,7 @@ def stats_table(stats: Stats) -> Table:
         nums = [k.due, k.scheduled, k.waiting, k.claimed, completed, k.dead, cancelled]
         claimed = str(k.claimed) + (f" ({k.expired} expired)" if k.expired else "")
         table.add_row(
-            escape(k.kind),
+            Text(k.kind),
             str(k.due),
             str(k.scheduled),
             str(k.waiting),
@@ -360,9 +360,9 @@ def fleet_table(workers: list[WorkerInfo], liveness: float) -> Table:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for w in workers:
         table.add_row(
-            escape(w.name),
+            Text(w.name),
             _state(w.state),
-            escape(",".join(w.kinds)),
+            Text(",".join(w.kinds)),
             _claims(w),
             "—" if w.concurrency is None else str(w.concurrency),
             _heartbeat(w),
@@ -393,14 +393,14 @@ def workers_table(workers: list[WorkerInfo]) -> Table:
             up = (w.heartbeat_at - w.started_at).total_seconds()
         table.add_row(
             "—" if w.id is None else str(w.id)[:8],
-            escape(w.name),
+            Text(w.name),
             _state(w.state),
-            escape(",".join(w.kinds)),
+            Text(",".join(w.kinds)),
             _claims(w),
             "—" if w.concurrency is None else str(w.concurrency),
             _heartbeat(w),
             duration(up),
-            escape(w.version or "—"),
+            Text(w.version or "—"),
         )
     if not workers:
         table.add_row(Text("no worker has registered", style="dim"))
@@ -414,14 +414,14 @@ def kinds_table(kinds: list[KindState]) -> Table:
         table.add_column(name, no_wrap=name != "reason")
     for k in kinds:
         if k.paused_at is None:
-            table.add_row(escape(k.kind), "active")
+            table.add_row(Text(k.kind), "active")
             continue
         table.add_row(
-            escape(k.kind),
+            Text(k.kind),
             Text("paused", style="bold yellow"),
             k.paused_at.isoformat(timespec="seconds"),
-            escape(k.paused_by or "—"),
-            escape(k.reason or ""),
+            Text(k.paused_by or "—"),
+            Text(k.reason or ""),
         )
     return table
 
@@ -461,7 +461,7 @@ def top(frame: TopFrame, title: str = "venturi top") -> Group:
     kinds.add_column("note")
     for k in frame.kinds:
         kinds.add_row(
-            escape(k.kind),
+            Text(k.kind),
             str(k.due),
             str(k.scheduled),
             str(k.waiting),

@@ -91,9 +91,11 @@ class Alerts:
         if webhook is not None:
             parts = urllib.parse.urlsplit(webhook) if isinstance(webhook, str) else None
             if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
-                raise ConfigError(f"alerts webhook must be an http(s) URL, got {webhook!r}")
+                raise ConfigError(
+                    f"alerts webhook must be an http(s) URL, got {validate.shown(webhook)}"
+                )
         if hook is not None and not callable(hook):
-            raise ConfigError(f"alerts hook must be callable, got {hook!r}")
+            raise ConfigError(f"alerts hook must be callable, got {validate.shown(hook)}")
         if webhook is None and hook is None:
             raise ConfigError("alerts: give a webhook URL or a hook to deliver alerts to")
         if error_rate is not None and (
@@ -101,7 +103,9 @@ class Alerts:
             or not isinstance(error_rate, int | float)
             or not 0 < error_rate <= 1
         ):
-            raise ConfigError(f"alerts error_rate must be a fraction in (0, 1], got {error_rate!r}")
+            raise ConfigError(
+                f"alerts error_rate must be a fraction in (0, 1], got {validate.shown(error_rate)}"
+            )
         depth: dict[str, int] | int | None
         if queue_depth is None or isinstance(queue_depth, int):
             depth = None if queue_depth is None else _count(queue_depth, "queue_depth")
@@ -110,14 +114,16 @@ class Alerts:
         else:
             raise ConfigError(
                 f"alerts queue_depth must be an integer or a mapping kind -> integer, "
-                f"got {queue_depth!r}"
+                f"got {validate.shown(queue_depth)}"
             )
         if error_rate is None and depth is None and oldest_pending is None:
             raise ConfigError(
                 "alerts: set at least one threshold (error_rate, queue_depth, oldest_pending)"
             )
         if isinstance(min_executions, bool) or not isinstance(min_executions, int):
-            raise ConfigError(f"alerts min_executions must be an integer, got {min_executions!r}")
+            raise ConfigError(
+                f"alerts min_executions must be an integer, got {validate.shown(min_executions)}"
+            )
         self.webhook = webhook
         self.hook = hook
         self.error_rate = None if error_rate is None else float(error_rate)

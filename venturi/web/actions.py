@@ -18,6 +18,7 @@ from starlette.responses import Response
 
 from venturi import admin
 from venturi.errors import ConfigError
+from venturi.formatting import shown_name
 from venturi.groups import check_group, set_group
 from venturi.web.flash import Flash, of_changes
 from venturi.web.kit import (
@@ -184,21 +185,34 @@ def _group(form: Any) -> tuple[str, str]:
 @action
 async def group_pause(request: Request, d: Dashboard, form: Any) -> Response:
     """``venturi groups set KIND GROUP --pause``: the group's jobs stay pending."""
-    kind, group = _group(form)
-    async with d.db.writing() as conn:
-        await set_group(conn, kind, group, paused=True, schema=d.db.schema)
-    done = f"paused group {group} of {kind}: its jobs stay pending until it is resumed"
-    return redirect_back(request, form, Flash(f"Pause group {group}", 1, 0, [done], 0))
+    return await _group_paused(request, d, form, paused=True)
 
 
 @action
 async def group_resume(request: Request, d: Dashboard, form: Any) -> Response:
     """``venturi groups set KIND GROUP --resume``: its jobs are claimed again."""
+    return await _group_paused(request, d, form, paused=False)
+
+
+async def _group_paused(request: Request, d: Dashboard, form: Any, *, paused: bool) -> Response:
     kind, group = _group(form)
     async with d.db.writing() as conn:
-        await set_group(conn, kind, group, paused=False, schema=d.db.schema)
-    done = f"resumed group {group} of {kind}"
-    return redirect_back(request, form, Flash(f"Resume group {group}", 1, 0, [done], 0))
+        await set_group(conn, kind, group, paused=paused, schema=d.db.schema)
+        unknown = await admin.unknown_kinds(conn, [kind], schema=d.db.schema)
+    name = shown_name(group)
+    if paused:
+        title = f"Pause group {name}"
+        messages = [f"paused group {name} of {kind}: its jobs stay pending until it is resumed"]
+    else:
+        title, messages = f"Resume group {name}", [f"resumed group {name} of {kind}"]
+    # As `venturi groups set` warns: set all the same (a group may be set up before its
+    # kind is deployed), but a kind nothing has is most often misspelt.
+    messages += [
+        f"warning: no job, schedule or running worker has kind {k!r} (yet); set anyway, "
+        "check the spelling"
+        for k in unknown
+    ]
+    return redirect_back(request, form, Flash(title, 1, 0, messages, 0))
 
 
 @action

@@ -20,6 +20,7 @@ from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from venturi import validate
 from venturi.errors import ConfigError
 from venturi.sql import DEFAULT_SCHEMA
 from venturi.web import filters, routes
@@ -87,11 +88,15 @@ def create_app(
     operator: Callable[[Request], str] | None = None,
 ) -> Starlette:
     if not isinstance(read_only, bool):
-        raise ConfigError(f"read_only must be True or False, got {read_only!r}")
+        raise ConfigError(f"read_only must be True or False, got {validate.shown(read_only)}")
     if operator is not None and not callable(operator):
-        raise ConfigError(f"operator must be a callable taking the request, got {operator!r}")
+        raise ConfigError(
+            f"operator must be a callable taking the request, got {validate.shown(operator)}"
+        )
     if not isinstance(pool_or_dsn, str) and not hasattr(pool_or_dsn, "acquire"):
-        raise ConfigError(f"pool_or_dsn must be a DSN or an asyncpg Pool, got {pool_or_dsn!r}")
+        raise ConfigError(
+            f"pool_or_dsn must be a DSN or an asyncpg Pool, got {validate.shown(pool_or_dsn)}"
+        )
     db = Database(pool_or_dsn, schema)
     state = Dashboard(
         db, Guard.create(token), read_only, operator or default_operator, _environment()

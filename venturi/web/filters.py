@@ -1,7 +1,8 @@
 """The dashboard templates' filters and globals: ``duration``, ``clip``, ``pretty`` (the
 JSON form), ``ago``, ``abs_time`` (a time with its zone), ``handler_traceback`` (a
 handler's traceback without venturi's own frames on top) and ``exception_line`` (a
-failure on one line: the exception it ended with, its whole message)."""
+failure on one line: the exception it ended with, its whole message); ``shown_name``
+(a group's name, quoted when it would not read as itself) and ``weight_shown``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from datetime import UTC, datetime
 import jinja2
 
 from venturi.errors import exception_line
-from venturi.formatting import ago, clip, duration, to_json
+from venturi.formatting import ago, clip, duration, shown_name, to_json, weight_shown
 
 # A frame of venturi's own machinery around a handler (the executor, the middleware
 # chain, tracing): what every handler's traceback starts with, and nothing to debug.
@@ -56,6 +57,8 @@ def install(env: jinja2.Environment) -> None:
     """Give ``env``'s templates the dashboard's filters and globals."""
     env.filters["duration"] = duration
     env.filters["clip"] = clip
+    env.filters["shown_name"] = shown_name
+    env.filters["weight_shown"] = weight_shown
     env.filters["pretty"] = to_json
     env.filters["abs_time"] = abs_time
     env.filters["handler_traceback"] = handler_traceback

@@ -42,10 +42,10 @@ def group_filters(request: Request) -> dict[str, Any]:
     }
 
 
-async def kind_groups(request: Request, conn: Any, kind: str, schema: str) -> dict[str, Any]:
+async def kind_groups(conn: Any, kind: str, schema: str, f: dict[str, Any]) -> dict[str, Any]:
     """The kind page's groups: ``groups`` (one page), ``groups_more`` (a next page
-    exists) and ``group_filters``, the query that chose them."""
-    f = group_filters(request)
+    exists) and ``group_filters``, the query that chose them (``f``, from
+    ``group_filters``, checked by the page before it reads anything)."""
     found = await admin.list_groups(
         conn,
         kind,

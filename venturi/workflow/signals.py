@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from venturi import db
+from venturi import db, validate
 from venturi.codecs import encode_any
 from venturi.errors import ConfigError, SignalTimeout
 from venturi.sql import DEFAULT_SCHEMA
@@ -21,7 +21,7 @@ def checked_signal(job_id: object, name: object, payload: object) -> tuple[int, 
     """The job id, the name and the payload's JSON text of a signal; ConfigError for a
     bad id or name, TypeError for a payload msgspec cannot store."""
     if isinstance(job_id, bool) or not isinstance(job_id, int):
-        raise ConfigError(f"signal: job_id must be an int, got {job_id!r}")
+        raise ConfigError(f"signal: job_id must be an int, got {validate.shown(job_id)}")
     if not isinstance(name, str) or not name or any(ord(c) < 32 for c in name):
         raise ConfigError(f"signal: name must be a non-empty string, got {name!r}")
     # The waiting handler decodes it as the type it asks for; here it must be a value

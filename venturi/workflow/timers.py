@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from venturi import validate
 from venturi.errors import ConfigError
 from venturi.workflow.run import WorkflowRun
 from venturi.workflow.suspend import Suspend
@@ -23,7 +24,9 @@ async def sleep_until(
             assert duration is not None
             at = run.records.after(duration)
         elif not isinstance(at, datetime) or at.tzinfo is None:
-            raise ConfigError(f"ctx.sleep_until: at must be a timezone-aware datetime, got {at!r}")
+            raise ConfigError(
+                f"ctx.sleep_until: at must be a timezone-aware datetime, got {validate.shown(at)}"
+            )
         recorded = await run.record(name, "null", wake_at=at)
     wake_at = recorded.wake_at
     if wake_at is None or wake_at <= run.records.now():

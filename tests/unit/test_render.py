@@ -1,0 +1,121 @@
+"""How ``venturi.cli.render`` prints the application's names (kinds, keys, groups, worker
+names, pause reasons): as they are, whatever rich markup or backslashes they hold. The
+renderers are pure functions of the admin reads' structs, so they are drawn here on a
+recording console, as the commands draw them."""
+
+from __future__ import annotations
+
+import io
+from datetime import UTC, datetime, timedelta
+
+from rich.console import Console, RenderableType
+
+from venturi.admin import JobDetail, JobRow, KindState, Stats, TopFrame, WorkerInfo
+from venturi.cli import render
+from venturi.jobs import JobInfo, JournalEntry
+from venturi.kind_health import KindHealth
+from venturi.priority import Priority
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+# rich.markup.escape printed the first as "trailing\\" and the second as "a[b"; the last
+# is markup a name must not be.
+NAMES = ("trailing\\", "a\\[b", "[bold]x[/bold]")
+
+
+def drawn(renderable: RenderableType) -> str:
+    console = Console(file=io.StringIO(), width=400, color_system=None, highlight=False)
+    console.print(renderable)
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    assert isinstance(out, str)
+    return out
+
+
+def job(name: str) -> JobInfo:
+    return JobInfo(
+        id=1,
+        kind=name,
+        status="claimed",
+        priority=Priority.NORMAL,
+        carry={},
+        attempt=1,
+        failures=0,
+        visible_at=NOW,
+        created_at=NOW,
+        finished_at=None,
+        result=None,
+        last_error=None,
+        key=name,
+        max_failures=25,
+        claimed_by=name,
+        claimed_at=NOW,
+        claim_expires_at=NOW + timedelta(minutes=5),
+        group=name,
+    )
+
+
+def worker(name: str) -> WorkerInfo:
+    return WorkerInfo(
+        id=None,
+        name=name,
+        state="live",
+        host=None,
+        pid=None,
+        kinds=[name],
+        concurrency=4,
+        version=name,
+        started_at=NOW,
+        heartbeat_at=NOW,
+        stopped_at=None,
+        heartbeat_age_seconds=1.0,
+        claims=1,
+        expired=0,
+        oldest_claim_at=None,
+    )
+
+
+def health(name: str) -> KindHealth:
+    return KindHealth(
+        kind=name,
+        due=1,
+        scheduled=0,
+        waiting=0,
+        claimed=1,
+        expired=0,
+        completed=0,
+        dead=0,
+        cancelled=0,
+        oldest_due_seconds=1.0,
+        completed_recent=0,
+        failures_recent=0,
+        paused=False,
+        no_live_worker=False,
+    )
+
+
+def test_every_name_prints_as_it_is() -> None:
+    for name in NAMES:
+        row = JobRow(
+            1, name, "claimed", 2, name, 1, 0, 25, NOW, NOW, NOW, name, None, None, None, None
+        )
+        listed = drawn(render.jobs_table([row], NOW))
+        assert f" {name} " in listed and listed.rstrip().endswith(name), (name, listed)
+
+        entry = JournalEntry(NOW, "claimed", 1, name, None)
+        shown = drawn(render.job_detail(JobDetail(job(name), [entry]), NOW))
+        lines = {
+            line.split(None, 1)[0]: line.split(None, 1)[1].strip()
+            for line in shown.splitlines()[:12]
+            if line.strip()
+        }
+        for field in ("kind", "key", "group"):
+            assert lines[field] == name, (field, name, shown)
+        assert f"  {name}" in shown.split("journal")[1], shown
+
+        paused = KindState(name, True, NOW, name, name)
+        assert drawn(render.kinds_table([paused])).count(name) == 3, name
+        workers = drawn(render.workers_table([worker(name)]))
+        assert workers.count(name) == 3, (name, workers)
+        stats = drawn(render.stats(Stats(60, 60, [health(name)], 30, [worker(name)])))
+        assert stats.count(name) == 3, (name, stats)
+        frame = drawn(render.top(TopFrame(NOW, 60, 60, [health(name)], [worker(name)])))
+        assert frame.count(name) == 3, (name, frame)
