@@ -54,26 +54,38 @@ class SignalTimeout(VenturiError, TimeoutError):
         self.name = name
 
 
-_RAISED = re.compile(r"([A-Za-z_][\w.]*)(?::\s?(.*))?", re.S)
+_RAISED = re.compile(r"([A-Za-z_][\w.<>]*)(?::\s?(.*))?", re.S)
+# The lines Python prints between the exceptions of a chain: the run's exception is the
+# one after the last of them (the one raised last), not the cause or context before it.
+_CHAINED = (
+    "The above exception was the direct cause of the following exception:",
+    "During handling of the above exception, another exception occurred:",
+)
+_TRACEBACK = "Traceback (most recent call last):"
+_GROUP_TRACEBACK = "  + Exception Group Traceback (most recent call last):"
 
 
 def exception_of(text: str | None) -> tuple[str, str] | None:
     """The exception a traceback ends with, as its type and its whole message on one line
     (a message of many lines, pydantic's or asyncpg's, joined), or None if ``text`` is no
-    traceback. The message is everything from the first unindented line after the last
-    frame: its last line alone would be a fragment of it, without the type."""
+    traceback. Of a chain, the exception raised last; its message is everything from the
+    first line after its traceback's header that is not indented (frames are): its last
+    line alone would be a fragment of it, without the type."""
     lines = (text or "").splitlines()
-    if lines and lines[0].startswith("  + Exception Group Traceback"):
-        # An exception group draws its own part with "  | " and each member's below it.
-        lines = [
-            line[4:] for line in itertools.takewhile(lambda x: x.startswith("  | "), lines[1:])
-        ]
-    frames = [i for i, line in enumerate(lines) if line.startswith('  File "')]
-    if not frames:
+    last = max((i for i, line in enumerate(lines) if line in _CHAINED), default=-1)
+    lines = lines[last + 1 :]
+    while lines and not lines[0].strip():
+        del lines[0]
+    if lines and lines[0] == _GROUP_TRACEBACK:
+        # An exception group draws its own part with "  | ", each member's below it.
+        own = itertools.takewhile(lambda x: x.startswith("  | "), lines[1:])
+        lines = [_TRACEBACK, *(line[4:] for line in own)]
+    if not lines or lines[0] != _TRACEBACK:
         return None
-    after = range(frames[-1] + 1, len(lines))
-    start = next((i for i in after if lines[i][:1] not in ("", " ")), None)
-    said = " ".join(line.strip() for line in lines[start:] if line.strip()) if start else ""
+    start = next((i for i in range(1, len(lines)) if lines[i][:1] not in ("", " ")), None)
+    if start is None:
+        return None
+    said = " ".join(line.strip() for line in lines[start:] if line.strip())
     m = _RAISED.fullmatch(said)
     if m is None:
         return "Error", said

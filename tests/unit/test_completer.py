@@ -259,3 +259,54 @@ def test_a_failure_reads_as_the_exception_its_traceback_ends_with() -> None:
     )
     assert error_of("") == ("Error", "")
     assert exception_line(failed(OSError("disk\nfull"))) == "OSError: disk full"
+
+
+def test_a_chained_failure_reads_as_the_exception_raised_last() -> None:
+    # The reading took an exception group's block when the traceback began with one (the
+    # cause, when a handler raised from it), and a group raised while handling another
+    # exception gave the first one's type and the group's traceback as its message.
+    class FetchFailed(Exception):
+        pass
+
+    def text_of(raiser: Any) -> str:
+        try:
+            raiser()
+        except BaseException:
+            return traceback.format_exc()
+        raise AssertionError("did not raise")
+
+    def from_group() -> None:
+        try:
+            raise ExceptionGroup("unhandled errors", [ConnectionError("refused")])
+        except* ConnectionError as eg:
+            raise FetchFailed("fetch of 7 failed") from eg
+
+    def group_while_handling() -> None:
+        try:
+            raise ValueError("row 7 bad")
+        except ValueError:
+            raise ExceptionGroup("2 rows failed", [KeyError("a"), TypeError("b")])  # noqa: B904
+
+    def frame_like_message() -> None:
+        raise ValueError('bad config:\n  File "settings.py" is missing')
+
+    def local_class() -> None:
+        class Boom(Exception):
+            pass
+
+        raise Boom("local")
+
+    assert error_of(text_of(from_group)) == (
+        f"{FetchFailed.__module__}.{FetchFailed.__qualname__}",
+        "fetch of 7 failed",
+    )
+    assert error_of(text_of(group_while_handling)) == (
+        "ExceptionGroup",
+        "2 rows failed (2 sub-exceptions)",
+    )
+    assert error_of(text_of(frame_like_message)) == (
+        "ValueError",
+        'bad config: File "settings.py" is missing',
+    )
+    kind, message = error_of(text_of(local_class))
+    assert kind.endswith("local_class.<locals>.Boom") and message == "local", (kind, message)
