@@ -1255,8 +1255,17 @@ WITH counts AS (
 stale AS (
     SELECT count(*) FILTER (WHERE j.claim_expires_at < now())::integer AS expired,
            count(*) FILTER (WHERE j.claim_expires_at >= now())::integer AS gone,
-           (array_agg(w.id::text ORDER BY j.claimed_at)
-               FILTER (WHERE j.claim_expires_at >= now()))[1] AS gone_worker
+           -- Each holder once, the one holding longest first: every one must be recovered.
+           array(SELECT h.id FROM (
+                     SELECT w.id::text AS id, min(j.claimed_at) AS since
+                     FROM "billing_jobs".jobs j
+                     JOIN "billing_jobs".workers w ON w.id = j.claim_token
+                     WHERE j.status = 'claimed' AND j.kind = $1::text AND j.grp = $2::text
+                       AND j.claim_expires_at >= now()
+                       AND (w.stopped_at IS NOT NULL
+                            OR w.heartbeat_at < now() - make_interval(secs => $3::float8))
+                     GROUP BY w.id) h
+                 ORDER BY h.since, h.id) AS gone_workers
     FROM "billing_jobs".jobs j
     LEFT JOIN "billing_jobs".workers w ON w.id = j.claim_token
     WHERE j.status = 'claimed' AND j.kind = $1::text AND j.grp = $2::text
@@ -1274,7 +1283,7 @@ SELECT $2::text AS grp, c.pending, c.claimed, g.cap, g.task_cap, g.weight,
                      THEN g.minute_claims
                        * (1 - extract(epoch FROM now() - date_trunc('minute', now())) / 60)
                 END, 0)::integer AS recent,
-       t.expired, t.gone, t.gone_worker
+       t.expired, t.gone, t.gone_workers
 FROM counts c CROSS JOIN stale t
 LEFT JOIN "billing_jobs".groups g ON g.kind = $1::text AND g.grp = $2::text
 WHERE g.grp IS NOT NULL OR c.pending > 0 OR c.claimed > 0;

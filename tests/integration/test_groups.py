@@ -19,7 +19,7 @@ import pytest
 
 import venturi
 from tests.support import Item, expire_claim, running, wait_for, wait_stat, wait_until
-from tests.support.fleet import silence_worker
+from tests.support.fleet import silence_worker, stop_long_ago
 from tests.support.plans import nodes
 from venturi import ConfigError, Context, Rate, admin, db, sql
 from venturi.backoff import DEFAULT_BACKOFF
@@ -424,38 +424,49 @@ async def test_a_group_held_at_its_cap_by_a_gone_worker_says_who_frees_it(
 ) -> None:
     # A killed worker's claim holds its group's slot until its lease ends (15 minutes by
     # default): "group at its cap" looked like a busy group, and `venturi recover` (the
-    # expired leases only) freed nothing. The reason names the holder and the command.
-    me = db.Claimant("crashed-host")
-    await db.workers.worker_register(
-        conn,
-        schema=SCHEMA,
-        id=me.token,
-        name="crashed-host",
-        host="h",
-        pid=1,
-        kinds=["grouped"],
-        concurrency=4,
-        version=venturi.__version__,
-    )
+    # expired leases only) freed nothing. The reason names each holder and the command;
+    # with two, it named the first alone ("frees them"), which freed one claim of two.
+    holders = [db.Claimant(f"crashed-{i}") for i in range(2)]
+    for me in holders:
+        await db.workers.worker_register(
+            conn,
+            schema=SCHEMA,
+            id=me.token,
+            name=me.name,
+            host="h",
+            pid=1,
+            kinds=["grouped"],
+            concurrency=4,
+            version=venturi.__version__,
+        )
     await venturi.enqueue_many(conn, [grouped.job(Item(i), group="acme") for i in range(2)])
-    [held] = (await claim(conn, "grouped", cap=1, who=me)).claimed
+    held = [(await claim(conn, "grouped", cap=2, limit=1, who=me)).claimed[0] for me in holders]
     waiting = await grouped.enqueue(conn, Item(2), group="acme")
     shown = await admin.show_job(conn, waiting)
-    assert shown is not None and shown.group_waits == "group at its cap"  # a live holder
-    await silence_worker(conn, me.token, 3600)
+    assert shown is not None and shown.group_waits == "group at its cap"  # live holders
+    await silence_worker(conn, holders[0].token, 3600)
+    first = str(holders[0].token)[:8]
     shown = await admin.show_job(conn, waiting)
-    short = str(me.token)[:8]
     assert shown is not None and shown.group_waits == (
-        f"group at its cap; 1 of its claims is held by worker {short}, gone "
-        f"(venturi recover --worker {short} frees it)"
+        f"group at its cap; 1 of its claims is held by worker {first}, no longer running "
+        f"(venturi recover --worker {first} frees it)"
+    ), shown
+    await stop_long_ago(conn, holders[1].token, 60)
+    second = str(holders[1].token)[:8]
+    shown = await admin.show_job(conn, waiting)
+    assert shown is not None and shown.group_waits == (
+        f"group at its cap; 2 of its claims are held by workers {first}, {second}, no longer "
+        f"running (venturi recover --worker {first} and venturi recover --worker {second} "
+        "free them)"
     ), shown
     state = await admin.show_group(conn, "grouped", "acme")
     assert state is not None and state.waiting == shown.group_waits
-    await expire_claim(conn, held["id"])
+    for row in held:
+        await expire_claim(conn, row["id"])
     shown = await admin.show_job(conn, waiting)
     assert shown is not None and shown.group_waits == (
-        "group at its cap; 1 of its claims is past its lease "
-        "(the next stale sweep or venturi recover frees it)"
+        "group at its cap; 2 of its claims are past their leases "
+        "(the next stale sweep or venturi recover frees them)"
     ), shown
 
 

@@ -114,16 +114,20 @@ async def show_group(
 
 def _held(row: Any) -> str:
     """Why a group at its cap is not busy: the claims no running handler will settle, and
-    what frees them (the stale sweep runs on every worker; a gone worker's lease runs
-    on, 15 minutes by default, unless recovered)."""
-    if row["gone"]:
-        n, who = row["gone"], row["gone_worker"][:8]
+    what frees them (the stale sweep runs on every worker; the lease of a worker that
+    stopped running runs on, 15 minutes by default, unless it is recovered)."""
+    n, them = row["gone"], "it" if row["gone"] == 1 else "them"
+    if n:
+        who = [w[:8] for w in row["gone_workers"]]
+        holders = f"worker {who[0]}" if len(who) == 1 else "workers " + ", ".join(who)
+        recover = " and ".join(f"venturi recover --worker {w}" for w in who)
         return (
-            f"; {n} of its claims {'is' if n == 1 else 'are'} held by worker {who}, gone "
-            f"(venturi recover --worker {who} frees {'it' if n == 1 else 'them'})"
+            f"; {n} of its claims {'is' if n == 1 else 'are'} held by {holders}, no longer "
+            f"running ({recover} {'frees' if len(who) == 1 else 'free'} {them})"
         )
-    n = row["expired"]
+    n, them = row["expired"], "it" if row["expired"] == 1 else "them"
+    leases = "its lease" if n == 1 else "their leases"
     return (
-        f"; {n} of its claims {'is' if n == 1 else 'are'} past {'its lease' if n == 1 else 'their leases'} "
-        f"(the next stale sweep or venturi recover frees {'it' if n == 1 else 'them'})"
+        f"; {n} of its claims {'is' if n == 1 else 'are'} past {leases} "
+        f"(the next stale sweep or venturi recover frees {them})"
     )
