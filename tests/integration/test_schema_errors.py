@@ -10,10 +10,12 @@ from typing import Any
 import asyncpg
 import psycopg
 import pytest
+import sqlalchemy as sa
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 import venturi
 from tests.support.schemas import migrated_to
-from venturi import SchemaError, sql
+from venturi import SchemaError, db, sql
 from venturi.db.enqueue import COPY_MIN_ROWS
 
 NOT_APPLIED = (
@@ -29,6 +31,18 @@ async def bare(empty_dsn: str) -> AsyncIterator[asyncpg.Connection]:
         yield conn
     finally:
         await conn.close()
+
+
+class _Base(DeclarativeBase):
+    pass
+
+
+class _Order(_Base):
+    """An application's table whose migration has not run (``note`` is not there yet)."""
+
+    __tablename__ = "app_orders"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    note: Mapped[str] = mapped_column()
 
 
 BEHIND = (
@@ -149,7 +163,7 @@ async def test_enqueue_in_a_transaction_on_an_older_schema_says_what_to_run(
 ) -> None:
     # The failed insert aborted the caller's transaction: the version cannot be read in
     # it, and the error says what to run all the same.
-    with pytest.raises(SchemaError, match=r"older than this venturi needs \(version \d+\)"):
+    with pytest.raises(SchemaError, match=r"may be older than this venturi needs \(version \d+\)"):
         async with at_18.transaction():
             await job_task.enqueue(at_18, {"n": 1})
     assert await at_18.fetchval("SELECT 1") == 1
@@ -162,3 +176,40 @@ def test_sync_enqueue_on_an_older_schema_says_what_to_run(
         with pytest.raises(SchemaError) as raised:
             job_task.enqueue_sync(c, {"n": 1})
     assert str(raised.value) == BEHIND.format(version=18, latest=sql.latest_migration())
+
+
+async def test_a_migration_that_fails_says_its_own_error(bare: asyncpg.Connection) -> None:
+    # The apply's own statements went through the same reading: a migration failing for
+    # want of a column said "at version 25, ... needs 26: run `venturi schema apply`",
+    # the command that had just failed, and hid the column it wanted.
+    await migrated_to(bare, 25)
+    # Test-side write: a database that differs from what its version says.
+    await bare.execute("ALTER TABLE venturi.groups DROP COLUMN ready")
+    with pytest.raises(asyncpg.UndefinedColumnError, match='column "ready" does not exist'):
+        await db.schema.apply_schema(bare, schema="venturi")
+
+
+def test_an_applications_own_error_is_not_the_schema_behind(
+    empty_dsn: str, job_task: venturi.Task[Any]
+) -> None:
+    # The application's flush failed on its own missing column (its migration not run
+    # yet); an enqueue in the except block on the same session failed as the session's
+    # transaction had, and the reading found the application's error in the context of
+    # that failure: "the venturi schema is older than this venturi needs", on a schema
+    # that is current, the session's own error hidden.
+    url = empty_dsn.replace("postgresql://", "postgresql+psycopg://")
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as c:
+            db.schema.apply_schema_sync(c.connection.driver_connection, schema="venturi")
+            c.execute(sa.text("CREATE TABLE app_orders (id serial PRIMARY KEY)"))
+        with Session(engine) as session:
+            session.add(_Order(note="x"))
+            try:
+                session.flush()
+            except sa.exc.ProgrammingError:
+                with pytest.raises(sa.exc.SQLAlchemyError) as raised:
+                    job_task.enqueue_sync(session, {"n": 1})
+                assert not isinstance(raised.value, SchemaError)
+    finally:
+        engine.dispose()

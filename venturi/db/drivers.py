@@ -452,31 +452,43 @@ def _version() -> Steps[int | None]:
     return None if version is None else int(version)
 
 
-async def run(conn: Any, steps: Steps[T], *, schema: str, atomic: bool = False) -> T:
+async def run(
+    conn: Any, steps: Steps[T], *, schema: str, atomic: bool = False, explain: bool = True
+) -> T:
     """Run ``steps`` on an async connection, pool, session or engine (see the module's
     docstring for which transaction they run in); their answer. A statement that names
-    what the schema lacks raises the ``SchemaError`` saying what to run."""
+    what the schema lacks raises the ``SchemaError`` saying what to run (``explain``
+    False: the driver's error, as the schema's own apply needs: a migration failing for
+    want of a column said "run `venturi schema apply`", the command that had failed)."""
     try:
         return await _drive(conn, steps, schema, atomic)
     except Exception as exc:
+        if not explain:
+            raise
         error = await schema_error_of(exc, schema, lambda: _drive(conn, _version(), schema, False))
         if error is None:
             raise
         raise error from None
 
 
-def run_sync(conn: Any, steps: Steps[T], *, schema: str, atomic: bool = False) -> T:
+def run_sync(
+    conn: Any, steps: Steps[T], *, schema: str, atomic: bool = False, explain: bool = True
+) -> T:
     """``run`` for a synchronous connection, pool, session or engine."""
     if _is(conn, "venturi.blocking", "BlockingConnection"):
         # A sync handler's ctx.transaction(): the steps run on the worker's loop, on the
         # asyncpg connection in its transaction (it forwards asyncpg's methods, and was
         # refused as an asynchronous connection that the handler could not await). Found
         # by name: the database layer imports nothing above it.
-        driven: T = conn.drive(lambda raw: run(raw, steps, schema=schema, atomic=atomic))
+        driven: T = conn.drive(
+            lambda raw: run(raw, steps, schema=schema, atomic=atomic, explain=explain)
+        )
         return driven
     try:
         return _drive_sync(conn, steps, schema, atomic)
     except Exception as exc:
+        if not explain:
+            raise
         error = schema_error_of_sync(
             exc, schema, lambda: _drive_sync(conn, _version(), schema, False)
         )

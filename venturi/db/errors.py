@@ -57,9 +57,11 @@ _MISSING_SCHEMA = frozenset({"42P01", "3F000"})
 _LOCK_TIMED_OUT = "55P03"
 
 
-def sqlstate(exc: BaseException) -> str | None:
+def sqlstate(exc: BaseException, *, context: bool = True) -> str | None:
     """The SQLSTATE of ``exc`` (any driver's, or SQLAlchemy's or Django's wrapper of one,
-    found through its causes), or None when it carries none."""
+    found through its causes), or None when it carries none. ``context`` False: through
+    its explicit causes only (``__cause__``, a wrapper's ``orig``), not the exceptions
+    being handled when it was raised: those may be the caller's own."""
     seen: set[int] = set()
     todo: list[BaseException | None] = [exc]
     while todo:
@@ -71,7 +73,7 @@ def sqlstate(exc: BaseException) -> str | None:
         state = getattr(e, "sqlstate", None) or getattr(e, "pgcode", None)
         if state:
             return str(state)
-        todo += [e.__cause__, e.__context__, getattr(e, "orig", None)]
+        todo += [e.__cause__, e.__context__ if context else None, getattr(e, "orig", None)]
     return None
 
 
@@ -87,8 +89,12 @@ _LACKING = _MISSING_SCHEMA | {"42703", "42883"}
 
 
 def lacking(exc: BaseException) -> bool:
-    """Does ``exc`` say that a table, schema, column or function is missing?"""
-    return sqlstate(exc) in _LACKING
+    """Does ``exc`` itself say that a table, schema, column or function is missing? Not
+    through the exceptions being handled when it was raised: an application's flush that
+    failed on its own missing column, then venturi's enqueue in its except block on the
+    same session (SQLAlchemy's PendingRollbackError, with no SQLSTATE of its own), read
+    as venturi's schema being behind, on a schema that was current."""
+    return sqlstate(exc, context=False) in _LACKING
 
 
 def lock_timed_out(exc: BaseException) -> bool:
@@ -182,10 +188,11 @@ def schema_error(
     if not read:
         if missing_schema(exc):
             return not_applied(schema)
-        # An undefined column or function in venturi's own statement: an unapplied migration.
+        # An undefined column or function in venturi's own statement: most likely an
+        # unapplied migration, which the version, unread, cannot confirm.
         return SchemaError(
-            f"the venturi schema {schema!r} is older than this venturi needs (version "
-            f"{sql.latest_migration()}): {one_line(exc)}: run `{apply_hint(schema)}`"
+            f"{one_line(exc)}: the venturi schema {schema!r} may be older than this "
+            f"venturi needs (version {sql.latest_migration()}): run `{apply_hint(schema)}`"
         )
     if version is None:
         return not_applied(schema)

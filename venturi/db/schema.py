@@ -139,7 +139,7 @@ async def apply_schema(conn: Any, *, schema: str, lock_timeout: float = LOCK_TIM
             await asyncio.sleep(lock_timeout)
         try:
             steps = apply_schema_steps(lock_timeout)
-            return await drivers.run(conn, steps, schema=schema, atomic=True)
+            return await drivers.run(conn, steps, schema=schema, atomic=True, explain=False)
         except Exception as exc:
             if not lock_timed_out(exc):
                 raise
@@ -156,7 +156,7 @@ def apply_schema_sync(conn: Any, *, schema: str, lock_timeout: float = LOCK_TIME
             time.sleep(lock_timeout)
         try:
             steps = apply_schema_steps(lock_timeout)
-            return drivers.run_sync(conn, steps, schema=schema, atomic=True)
+            return drivers.run_sync(conn, steps, schema=schema, atomic=True, explain=False)
         except Exception as exc:
             if not lock_timed_out(exc):
                 raise
