@@ -36,11 +36,14 @@ class GroupSettings(msgspec.Struct, frozen=True):
     paused: bool
 
 
-def check_group(value: object, knob: str = "group") -> str:
+def check_group(value: object, knob: str = "group", *, new: bool = True) -> str:
     """``value`` if it is a group: a non-empty string of at most 200 characters without
     control characters or line separators; else ``ConfigError``. Look-alikes (spaces at an
     end, invisible characters) are groups: the operator's reads print them quoted
-    (``venturi.formatting.shown_name``)."""
+    (``venturi.formatting.shown_name``). ``new`` False (an operator naming a group that
+    may exist: set, show, filter): the line separators are let through, since releases
+    before December 2026 took them, and a group paused under such a name could not be
+    resumed."""
     if (
         not isinstance(value, str)
         or not value
@@ -48,8 +51,7 @@ def check_group(value: object, knob: str = "group") -> str:
         or any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in value)
         # The line and paragraph separators (categories Zl and Zp, one character each)
         # break a line as a newline does: every one-line output naming the group broke.
-        or "\u2028" in value
-        or "\u2029" in value
+        or (new and ("\u2028" in value or "\u2029" in value))
     ):
         raise ConfigError(
             f"{knob} must be a non-empty string of at most {MAX_GROUP_LENGTH} characters "
@@ -127,7 +129,7 @@ def _fields(
 ) -> dict[str, Any]:
     fields = {
         "kind": validate.kind(kind),
-        "group": check_group(group),
+        "group": check_group(group, new=False),
         "cap": check_cap(cap),
         "weight": check_weight(weight),
         "paused": _paused(paused),

@@ -48,7 +48,7 @@ async def count_matching(
     group's jobs (SPEC 13)."""
     check_status(status)
     if group is not None:
-        check_group(group)
+        check_group(group, new=False)
     found = await resolve_search(conn, search, schema=schema)
     if found is None:
         row = await db.operations.job_count_matching(
@@ -82,7 +82,7 @@ async def act_on_matching(
     enqueued since are left alone), newest first, ``batch`` ids per statement."""
     check_status(status)
     if group is not None:
-        check_group(group)
+        check_group(group, new=False)
     cursor = check_ids([up_to])[0] + 1
     out: list[Change] = []
     found = await resolve_search(conn, search, schema=schema)

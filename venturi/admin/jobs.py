@@ -100,7 +100,7 @@ async def list_jobs(
     if before is not None:
         check_ids([before])
     if group is not None:
-        check_group(group)
+        check_group(group, new=False)
     rows = await db.operations.job_list(
         conn,
         schema=schema,

@@ -262,7 +262,7 @@ async def search_jobs(
         if cursor is not None:
             check_ids([cursor])
     if f.group is not None:
-        check_group(f.group)
+        check_group(f.group, new=False)
     found = await resolve_search(conn, f.search, schema=schema)
     if found is not None and not found.possible:
         return JobPage([], None, None, 0, False)

@@ -78,7 +78,7 @@ def groups_set(
     import venturi
     from venturi import admin  # not at import: see venturi/cli/__init__.py
 
-    checked(check_group, group)
+    checked(lambda g: check_group(g, new=False), group)
     cap_v = _setting(cap, check_cap, int)
     weight_v = _setting(weight, check_weight, float)
     # Two flags, not click's --pause/--resume pair, whose last flag given silently wins.
@@ -200,7 +200,7 @@ def groups_show(
     starting with '-' follows `--`: `venturi groups show KIND -- -name`."""
     from venturi.admin.groups import show_group
 
-    checked(check_group, group)
+    checked(lambda g: check_group(g, new=False), group)
     target = need_dsn(dsn)
     g = admin_run(target, schema, lambda c: show_group(c, kind, group, schema=schema))
     if g is None:

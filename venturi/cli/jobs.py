@@ -48,7 +48,7 @@ def jobs_list(
     from venturi.cli import render
 
     if group is not None:
-        checked(check_group, group)
+        checked(lambda g: check_group(g, new=False), group)
     target = need_dsn(dsn)
     rows = admin_run(
         target,

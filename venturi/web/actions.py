@@ -120,7 +120,7 @@ async def bulk_action(request: Request, d: Dashboard, form: Any) -> Response:
     kind, key, search = _field(form, "kind"), _field(form, "key"), _field(form, "q", 200)
     group = _field(form, "group")
     if group is not None:
-        check_group(group)
+        check_group(group, new=False)
     try:
         up_to = int(_field(form, "up_to") or "")
     except ValueError:
@@ -179,7 +179,7 @@ async def kind_resume(request: Request, d: Dashboard, form: Any) -> Response:
 def _group(form: Any) -> tuple[str, str]:
     """The kind and the group a group's form names, each checked before anything is
     written (``check_group``: empty, over 200 characters, a control character: 400)."""
-    return _kind(form), check_group(form.get("group"))
+    return _kind(form), check_group(form.get("group"), new=False)
 
 
 @action

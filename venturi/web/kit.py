@@ -310,7 +310,7 @@ def group_param(request: Request, name: str = "group") -> str | None:
     value = request.query_params.get(name)
     if value is None or value == "":
         return None
-    return check_group(value, name)
+    return check_group(value, name, new=False)
 
 
 def status_filter(value: str | None) -> str | None:
