@@ -4,6 +4,7 @@ durations, relative times, long values clipped, and the JSON form every read off
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import datetime
 from typing import Any
 
@@ -72,6 +73,25 @@ def shown_name(name: str) -> str:
     if name.isprintable() and name == name.strip() and not name.startswith(("'", '"')):
         return name
     return repr(name)
+
+
+# Characters that would act on a terminal, or print nothing where something is: the
+# controls (ESC drives a terminal: a job key holding ESC[2J cleared the operator's
+# screen), the invisible format characters (a right-to-left override reorders what
+# follows) and the line and paragraph separators.
+_UNSAFE_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")
+
+
+def terminal_safe(text: str) -> str:
+    """Free text from the database (an error, a reason, a journal's detail) as a
+    terminal shows it: its lines and tabs kept, every other character of
+    ``_UNSAFE_CATEGORIES`` escaped as Python writes it (``\\x1b``, ``\\u200b``)."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c in "\n\t" or unicodedata.category(c) not in _UNSAFE_CATEGORIES else repr(c)[1:-1]
+        for c in text
+    )
 
 
 def weight_shown(weight: float) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 from datetime import UTC, datetime, timedelta
 
+import msgspec
 from rich.console import Console, RenderableType
 
 from venturi.admin import JobDetail, JobRow, KindState, Stats, TopFrame, WorkerInfo
@@ -119,3 +120,29 @@ def test_every_name_prints_as_it_is() -> None:
         assert stats.count(name) == 3, (name, stats)
         frame = drawn(render.top(TopFrame(NOW, 60, 60, [health(name)], [worker(name)])))
         assert frame.count(name) == 3, (name, frame)
+
+
+def test_no_name_or_text_reaches_the_terminal_raw() -> None:
+    # A key is often request data: one holding ESC[2J cleared the operator's terminal in
+    # `jobs show`, kinds `acme` and `acme\u200b` listed as two identical rows, and a
+    # newline in a kind split a table's row. Names print as groups do (quoted, escaped);
+    # free text (reasons, errors) keeps its lines but none of its control characters.
+    for name in ("order-1\x1b]0;pwned\x07\x1b[2J", "two\nlines", "acme\u200b", "bell\x07"):
+        row = JobRow(
+            1, name, "dead", 2, name, 1, 1, 25, NOW, NOW, None, None, None, NOW, name, None
+        )
+        entry = JournalEntry(NOW, "failed", 1, name, f"Traceback\n  oops {name}")
+        detail = JobDetail(msgspec.structs.replace(job(name), last_error=name), [entry])
+        drawings = [
+            drawn(render.jobs_table([row], NOW)),
+            drawn(render.job_detail(detail, NOW)),
+            drawn(render.kinds_table([KindState(name, True, NOW, name, name)])),
+            drawn(render.workers_table([worker(name)])),
+            drawn(render.stats(Stats(60, 60, [health(name)], 30, [worker(name)]))),
+            drawn(render.top(TopFrame(NOW, 60, 60, [health(name)], [worker(name)]))),
+        ]
+        for i, out in enumerate(drawings):
+            assert not any(c in out for c in "\x1b\x07\u200b"), (name, out)
+            if i != 1:  # a table's row is one row (a job's last error keeps its lines)
+                assert "\nlines" not in out, (name, out)
+        assert repr(name) in drawings[1], drawings[1]

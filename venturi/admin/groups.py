@@ -102,7 +102,11 @@ async def show_group(
     """One group of ``kind``; None if it never had a job nor a setting."""
     validate.kind(kind)
     row = await db.groups.group_get(
-        conn, schema=schema, kind=kind, group=check_group(group, new=False), liveness=DEFAULT_LIVENESS
+        conn,
+        schema=schema,
+        kind=kind,
+        group=check_group(group, new=False),
+        liveness=DEFAULT_LIVENESS,
     )
     if row is None:
         return None

@@ -15,9 +15,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from venturi import formatting
 from venturi.admin import JobDetail, JobRow, KindState, Stats, TopFrame, WorkerInfo
 from venturi.errors import exception_line
-from venturi.formatting import ago, clip, duration, shown_name, to_json, window_label
+from venturi.formatting import ago, clip, duration, shown_name, terminal_safe, to_json
 from venturi.priority import Priority
 from venturi.status import FINISHED, JobStatus, JournalEvent
 
@@ -90,16 +91,29 @@ def jobs_table(rows: list[JobRow], now: datetime) -> Table:
             note = _first_line(r.last_error)
         table.add_row(
             str(r.id),
-            Text(r.kind),
+            _name(r.kind),
             _status(r.status),
             _priority(r.priority),
             str(r.attempt),
             f"{r.failures}/{r.max_failures}",
             ago(r.created_at, now),
             when,
-            Text(note),
+            _text(note),
         )
     return table
+
+
+def _name(value: str) -> Text:
+    """A name the application chose (a kind, a key, a worker's), quoted and escaped when
+    it would not read as itself (``shown_name``): a key holding ESC[2J cleared the
+    operator's terminal, kinds ``acme`` and ``acme\u200b`` read alike."""
+    return Text(shown_name(value))
+
+
+def _text(value: str, style: str = "") -> Text:
+    """Free text from the database (an error, a reason, a journal's detail): its lines
+    kept, no character that acts on the terminal (``terminal_safe``)."""
+    return Text(terminal_safe(value), style=style)
 
 
 def _group_rows(fields: Table, detail: JobDetail) -> None:
@@ -126,17 +140,17 @@ def job_detail(detail: JobDetail, now: datetime) -> Group:
         )
 
     fields.add_row("id", str(job.id))
-    fields.add_row("kind", Text(job.kind))
+    fields.add_row("kind", _name(job.kind))
     fields.add_row("status", _status(job.status))
     fields.add_row("priority", _priority(job.priority))
-    fields.add_row("key", Text(clip(job.key, 200)) if job.key is not None else "—")
+    fields.add_row("key", _name(clip(job.key, 200)) if job.key is not None else "—")
     _group_rows(fields, detail)
     fields.add_row("attempt", str(job.attempt))
     fields.add_row("failures", f"{job.failures} of {job.max_failures}")
     fields.add_row("created", at(job.created_at))
     fields.add_row("visible", at(job.visible_at))
     if job.claimed_by is not None:
-        fields.add_row("claimed by", Text(job.claimed_by))
+        fields.add_row("claimed by", _name(job.claimed_by))
         fields.add_row("claimed", at(job.claimed_at))
     if job.status == JobStatus.CLAIMED:
         fields.add_row("lease until", at(job.claim_expires_at))
@@ -160,8 +174,8 @@ def job_detail(detail: JobDetail, now: datetime) -> Group:
             e.at.isoformat(timespec="milliseconds"),
             Text(e.event, style="red" if e.event in _FAILURE_EVENTS else ""),
             str(e.attempt),
-            Text(e.worker or ""),
-            Text(_first_line(e.detail)),
+            _name(e.worker) if e.worker else "",
+            _text(_first_line(e.detail)),
         )
     parts.append(journal)
 
@@ -174,7 +188,7 @@ def job_detail(detail: JobDetail, now: datetime) -> Group:
             shown.add(e.detail)
             parts.append(
                 Panel(
-                    Text(clip(e.detail.rstrip())),
+                    _text(clip(e.detail.rstrip())),
                     title=f"{e.event} · attempt {e.attempt} · {e.at.isoformat(timespec='seconds')}",
                     title_align="left",
                     border_style="red",
@@ -184,7 +198,7 @@ def job_detail(detail: JobDetail, now: datetime) -> Group:
     if job.last_error and job.last_error not in shown:
         parts.append(
             Panel(
-                Text(clip(job.last_error.rstrip())),
+                _text(clip(job.last_error.rstrip())),
                 title="last error",
                 title_align="left",
                 expand=False,
@@ -199,10 +213,10 @@ def _workflow_fields(fields: Table, detail: JobDetail, now: datetime) -> None:
     if detail.parent_id is not None:
         fields.add_row("parent", str(detail.parent_id))
     if detail.waiting_for is not None:
-        fields.add_row("waiting for", Text(waiting_for(detail, now)))
+        fields.add_row("waiting for", _text(waiting_for(detail, now)))
     if detail.kind_paused and job.status not in FINISHED:
         fields.add_row(
-            "kind paused", Text(f"{job.kind} is paused: venturi kinds resume {job.kind}")
+            "kind paused", _text(f"{job.kind} is paused: venturi kinds resume {job.kind}")
         )
 
 
@@ -255,7 +269,7 @@ def workflow_tables(detail: JobDetail) -> list[RenderableType]:
         for name in heads:
             table.add_column(name)
         for row in rows:
-            cells = [Text(c) for c in row]
+            cells = [_text(c) for c in row]
             if heads[-1] == "status":
                 table.add_row(*cells[:-1], _status(row[-1]))
             else:
@@ -274,8 +288,8 @@ def _json_panel(title: str, value: Any) -> Panel:
 
 def stats_table(stats: Stats) -> Table:
     """``venturi stats``: one row per kind and a total."""
-    recent = f"done/{window_label(stats.completed_window_seconds)}"
-    failed = f"failed/{window_label(stats.failures_window_seconds)}"
+    recent = f"done/{formatting.window_label(stats.completed_window_seconds)}"
+    failed = f"failed/{formatting.window_label(stats.failures_window_seconds)}"
     table = Table(box=None, header_style="bold", pad_edge=False)
     table.add_column("kind")
     counted = (
@@ -300,7 +314,7 @@ def stats_table(stats: Stats) -> Table:
         nums = [k.due, k.scheduled, k.waiting, k.claimed, completed, k.dead, cancelled]
         claimed = str(k.claimed) + (f" ({k.expired} expired)" if k.expired else "")
         table.add_row(
-            Text(k.kind),
+            _name(k.kind),
             str(k.due),
             str(k.scheduled),
             str(k.waiting),
@@ -360,9 +374,9 @@ def fleet_table(workers: list[WorkerInfo], liveness: float) -> Table:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for w in workers:
         table.add_row(
-            Text(w.name),
+            _name(w.name),
             _state(w.state),
-            Text(",".join(w.kinds)),
+            _text(",".join(shown_name(k) for k in w.kinds)),
             _claims(w),
             "—" if w.concurrency is None else str(w.concurrency),
             _heartbeat(w),
@@ -393,14 +407,14 @@ def workers_table(workers: list[WorkerInfo]) -> Table:
             up = (w.heartbeat_at - w.started_at).total_seconds()
         table.add_row(
             "—" if w.id is None else str(w.id)[:8],
-            Text(w.name),
+            _name(w.name),
             _state(w.state),
-            Text(",".join(w.kinds)),
+            _text(",".join(shown_name(k) for k in w.kinds)),
             _claims(w),
             "—" if w.concurrency is None else str(w.concurrency),
             _heartbeat(w),
             duration(up),
-            Text(w.version or "—"),
+            _text(w.version or "—"),
         )
     if not workers:
         table.add_row(Text("no worker has registered", style="dim"))
@@ -414,14 +428,14 @@ def kinds_table(kinds: list[KindState]) -> Table:
         table.add_column(name, no_wrap=name != "reason")
     for k in kinds:
         if k.paused_at is None:
-            table.add_row(Text(k.kind), "active")
+            table.add_row(_name(k.kind), "active")
             continue
         table.add_row(
-            Text(k.kind),
+            _name(k.kind),
             Text("paused", style="bold yellow"),
             k.paused_at.isoformat(timespec="seconds"),
-            Text(k.paused_by or "—"),
-            Text(k.reason or ""),
+            _text(k.paused_by or "—"),
+            _text(k.reason or ""),
         )
     return table
 
@@ -445,7 +459,7 @@ def top(frame: TopFrame, title: str = "venturi top") -> Group:
     window = frame.completed_window_seconds
     kinds = Table(box=None, header_style="bold", pad_edge=False, expand=False)
     kinds.add_column("kind")
-    failed = f"failed/{window_label(frame.failures_window_seconds)}"
+    failed = f"failed/{formatting.window_label(frame.failures_window_seconds)}"
     # "pending" here is the due jobs (`due` in `venturi stats`).
     heads = (
         JobStatus.PENDING,
@@ -461,7 +475,7 @@ def top(frame: TopFrame, title: str = "venturi top") -> Group:
     kinds.add_column("note")
     for k in frame.kinds:
         kinds.add_row(
-            Text(k.kind),
+            _name(k.kind),
             str(k.due),
             str(k.scheduled),
             str(k.waiting),
@@ -478,6 +492,6 @@ def top(frame: TopFrame, title: str = "venturi top") -> Group:
     stamp = frame.at.astimezone().strftime("%H:%M:%S")
     header = Text.assemble(
         (title, "bold"),
-        f"  {stamp}  done/s over the last {window_label(window)}",
+        f"  {stamp}  done/s over the last {formatting.window_label(window)}",
     )
     return Group(header, "", kinds, "", workers)
