@@ -12,6 +12,7 @@ import zoneinfo
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from venturi import validate
 from venturi.errors import ConfigError
 
 _ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
@@ -35,29 +36,33 @@ class CronSpec:
 
     def __init__(self, expression: object, tz: object = None) -> None:
         if not isinstance(expression, str) or not expression.strip():
-            raise ConfigError(f"cron must be a cron expression string, got {expression!r}")
+            raise ConfigError(
+                f"cron must be a cron expression string, got {validate.shown(expression)}"
+            )
         text = " ".join(expression.split())
         fields = text.split(" ")
         if text.startswith("@"):
             if text.lower() not in _ALIASES:
-                raise ConfigError(f"cron: unknown alias {text!r} (one of {', '.join(_ALIASES)})")
+                raise ConfigError(
+                    f"cron: unknown alias {validate.shown(text)} (one of {', '.join(_ALIASES)})"
+                )
         elif len(fields) not in (5, 6):
             raise ConfigError(
                 f"cron must have 5 fields (minute hour day month weekday), or 6 with "
-                f"seconds last, got {len(fields)} in {expression!r}"
+                f"seconds last, got {len(fields)} in {validate.shown(expression)}"
             )
         if any(_NONDETERMINISTIC.match(f) for f in fields):
             raise ConfigError(
-                f"cron: random (R) and hashed (H) fields are not supported, got {expression!r}"
+                f"cron: random (R) and hashed (H) fields are not supported, got {validate.shown(expression)}"
             )
         if tz is None:
             tz = "UTC"
         if not isinstance(tz, str) or not tz:
-            raise ConfigError(f"tz must be an IANA time zone name, got {tz!r}")
+            raise ConfigError(f"tz must be an IANA time zone name, got {validate.shown(tz)}")
         try:
             zone = zoneinfo.ZoneInfo(tz)
         except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            raise ConfigError(f"tz: unknown time zone {tz!r}") from None
+            raise ConfigError(f"tz: unknown time zone {validate.shown(tz)}") from None
         self.expression = text
         self.tz = tz
         self.zone = zone
@@ -67,11 +72,11 @@ class CronSpec:
             self.fixed_hour = "*" not in fields[1] and "/" not in fields[1]
         croniter = _croniter()
         if not croniter.is_valid(text):
-            raise ConfigError(f"cron: invalid expression {expression!r}")
+            raise ConfigError(f"cron: invalid expression {validate.shown(expression)}")
         try:
             self.next_after(datetime(2000, 1, 1, tzinfo=UTC))
         except Exception as exc:  # croniter's CroniterBadDateError: e.g. "0 0 31 2 *"
-            raise ConfigError(f"cron: {expression!r} never matches: {exc}") from None
+            raise ConfigError(f"cron: {validate.shown(expression)} never matches: {exc}") from None
 
     def __repr__(self) -> str:
         return f"CronSpec({self.expression!r}, tz={self.tz!r})"

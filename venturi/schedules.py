@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from venturi import validate
 from venturi.cronspec import CronSpec
 from venturi.errors import ConfigError
 from venturi.handler_types import default_cron_carry
@@ -86,7 +87,7 @@ def schedule(
     if name is None:
         name = f"{task.kind}@{spec.expression}" + ("" if spec.tz == "UTC" else f"@{spec.tz}")
     if not isinstance(name, str) or not name.strip() or len(name) > 200:
-        raise ConfigError(f"schedule name must be a non-empty string, got {name!r}")
+        raise ConfigError(f"schedule name must be a non-empty string, got {validate.shown(name)}")
     prio = None if priority is None else as_priority(priority)
     if carry is _NO_CARRY:
         carry = default_cron_carry(task.carry_type, task.kind)

@@ -21,6 +21,7 @@ from importlib import resources
 
 import jinja2
 
+from venturi import validate
 from venturi.errors import ConfigError
 
 DEFAULT_SCHEMA = "venturi"
@@ -45,7 +46,7 @@ def validate_schema(name: object) -> str:
     if not isinstance(name, str) or not _IDENT.fullmatch(name):
         raise ConfigError(
             f"schema must be a lower-case SQL identifier ([a-z_][a-z0-9_]*, at most 55 "
-            f"characters), got {name!r}"
+            f"characters), got {validate.shown(name)}"
         )
     return name
 
@@ -179,7 +180,9 @@ def database_statement(name: str, database: str, **databases: str) -> str:
     names = {"database": database, **databases}
     for knob, value in names.items():
         if not _DATABASE.fullmatch(value):
-            raise ConfigError(f"{knob} must be a lower-case SQL identifier, got {value!r}")
+            raise ConfigError(
+                f"{knob} must be a lower-case SQL identifier, got {validate.shown(value)}"
+            )
     quoted = {k: f'"{v}"' for k, v in names.items()}
     return _env().get_template(f"database/{name}.sql.j2").render(**quoted)
 

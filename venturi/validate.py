@@ -30,7 +30,8 @@ def shown(value: object) -> str:
         sign = "a negative" if value < 0 else "an"
         return f"{sign} integer of {_digits(abs(value)):,} digits"
     try:
-        text = repr(value)
+        # A message is one line: an object's own repr may span lines (a str's never does).
+        text = repr(value).replace("\r", "\\r").replace("\n", "\\n")
     except Exception:  # a value's own __repr__ may fail: the message must not
         return f"a {type(value).__name__}"
     if len(text) <= SHOWN_MAX:

@@ -100,7 +100,7 @@ def parse_duration(text: str) -> float:
         )
     # At most 100 years, as every duration: `purge --older-than 99999999w` failed in the
     # database, "timestamp out of range".
-    return validate.seconds(total, f"duration {text!r}", allow_zero=True)
+    return validate.seconds(total, f"duration {validate.shown(text)}", allow_zero=True)
 
 
 def parse_priority(value: Priority | str) -> Priority:

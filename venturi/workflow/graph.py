@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from venturi import db
+from venturi import db, validate
 from venturi.db.enqueue import JobSpec
 from venturi.errors import ConfigError
 from venturi.groups import check_group
@@ -52,15 +52,23 @@ class Workflow:
         """Add job ``job`` (built with ``task.job(carry)``) as node ``name``, to run after
         the nodes ``after`` (nodes of this workflow, or their names)."""
         if not isinstance(name, str) or not name or len(name) > 200:
-            raise ConfigError(f"Workflow.add: name must be a non-empty string, got {name!r}")
+            raise ConfigError(
+                f"Workflow.add: name must be a non-empty string, got {validate.shown(name)}"
+            )
         if name in self._nodes:
-            raise ConfigError(f"Workflow.add: the workflow already holds a node {name!r}")
+            raise ConfigError(
+                f"Workflow.add: the workflow already holds a node {validate.shown(name)}"
+            )
         if not isinstance(job, JobSpec):
-            raise ConfigError(f"Workflow.add({name!r}): job must be built with task.job(carry)")
+            raise ConfigError(
+                f"Workflow.add({validate.shown(name)}): job must be built with task.job(carry)"
+            )
         if job.key is not None:
-            raise ConfigError(f"Workflow.add({name!r}): a workflow's nodes take no key")
+            raise ConfigError(
+                f"Workflow.add({validate.shown(name)}): a workflow's nodes take no key"
+            )
         if job.group is not None:  # a spec built by hand: as enqueue_many checks it
-            check_group(job.group, f"Workflow.add({name!r}): group")
+            check_group(job.group, f"Workflow.add({validate.shown(name)}): group")
         if isinstance(after, Node | str):
             after = [after]
         deps: list[Node] = []
@@ -72,7 +80,7 @@ class Workflow:
                 or node.name not in self._nodes
             ):
                 raise ConfigError(
-                    f"Workflow.add({name!r}): after names {dep!r}, which is not a node of this "
+                    f"Workflow.add({validate.shown(name)}): after names {validate.shown(dep)}, which is not a node of this "
                     "workflow"
                 )
             if node not in deps:
@@ -98,7 +106,7 @@ class Workflow:
             for dep in node.after:
                 if self._nodes.get(dep.name) is not dep:
                     raise ConfigError(
-                        f"Workflow: node {node.name!r} comes after {dep.name!r}, which is not "
+                        f"Workflow: node {validate.shown(node.name)} comes after {validate.shown(dep.name)}, which is not "
                         "a node of this workflow"
                     )
                 visit(dep, (*path, node.name))
