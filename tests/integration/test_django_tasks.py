@@ -250,6 +250,8 @@ async def test_a_django_task_s_group_is_given_by_a_block(dsn: str) -> None:
         "plain": [None, "completed"],
         "inherited": ["acme", "completed"],
         "alone": [None, "completed"],
+        "legacy": ["old\u2028name", "completed"],
+        "legacy child": ["old\u2028name", "completed"],
     }
     assert found["bad"] is not None and "group must be a non-empty string" in found["bad"]
     # A queue's group is operated as any kind's (docs/groups.md): django.<queue_name>.

@@ -244,6 +244,13 @@ def tasks_groups() -> dict[str, Any]:
         follow = tasks.follow_up.enqueue("f").id
     beta = asyncio.run(in_beta())
     plain = tasks.add.enqueue(3, 3).id
+    with group("legacy"):
+        legacy = tasks.follow_up.enqueue("l").id
+    # Test-side write: a group an older release took with a line separator; the task's
+    # own enqueues, into its group, failed as a new job's group, and the task died.
+    with connection.cursor() as c:
+        c.execute("UPDATE venturi.jobs SET grp = %s WHERE id = %s", ["old\u2028name", int(legacy)])
+        c.execute("UPDATE venturi.group_wakes SET grp = %s WHERE grp = 'legacy'", ["old\u2028name"])
     try:
         with group("bad\nname"):
             tasks.add.enqueue(4, 4)
@@ -252,6 +259,7 @@ def tasks_groups() -> dict[str, Any]:
         bad = str(exc)
     _drain("default")
     inherited, alone = tasks.follow_up.get_result(follow).return_value.split()
+    legacy_child = tasks.follow_up.get_result(legacy).return_value.split()[0]
 
     def grp(i: str) -> Any:
         job = venturi.get_job_sync(connection, int(i))
@@ -267,6 +275,8 @@ def tasks_groups() -> dict[str, Any]:
                 ("plain", plain),
                 ("inherited", inherited),
                 ("alone", alone),
+                ("legacy", legacy),
+                ("legacy child", legacy_child),
             )
         },
         "bad": bad,

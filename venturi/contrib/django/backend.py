@@ -337,10 +337,14 @@ class VenturiBackend(BaseTaskBackend):  # type: ignore[misc]
             max_attempts=self.max_attempts,
         )
         tier = venturi.Priority.NORMAL if self.strict_priority else tier_of(task.priority)
-        spec = runner(task.queue_name).job(
-            carry, priority=tier, at=task.run_after, group=grouping.current_group()
+        spec = runner(task.queue_name).job(carry, priority=tier, at=task.run_after)
+        # The group is checked where it is named (grouping.group()); one a running task
+        # inherits is its own job's, which exists (an older release's with a line
+        # separator too: checked again as new, every follow-up enqueue of such a task
+        # failed, and the task died), as a spawned child takes its parent's.
+        spec = msgspec.structs.replace(
+            spec, max_failures=self.max_attempts, group=grouping.current_group()
         )
-        spec = msgspec.structs.replace(spec, max_failures=self.max_attempts)
         job_id, enqueued_at = self._insert(spec, rank=-task.priority)
         result = TaskResult(
             task=task,
