@@ -61,7 +61,8 @@ class CronSpec:
             raise ConfigError(f"tz must be an IANA time zone name, got {validate.shown(tz)}")
         try:
             zone = zoneinfo.ZoneInfo(tz)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        # OSError: a name too long for a file name (zoneinfo looks for a file of it).
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
             raise ConfigError(f"tz: unknown time zone {validate.shown(tz)}") from None
         self.expression = text
         self.tz = tz

@@ -4,6 +4,7 @@ durations, relative times, long values clipped, and the JSON form every read off
 
 from __future__ import annotations
 
+import shlex
 import unicodedata
 from datetime import datetime
 from typing import Any
@@ -92,6 +93,16 @@ def terminal_safe(text: str) -> str:
         c if c in "\n\t" or unicodedata.category(c) not in _UNSAFE_CATEGORIES else repr(c)[1:-1]
         for c in text
     )
+
+
+def shell_word(text: str) -> str:
+    """``text`` as one word of a shell command an operator can paste: as it is when
+    nothing in it is special, single-quoted when it holds only printable characters,
+    else bash's ``$'...'`` with its characters escaped (``kinds resume kzw\\u200b``,
+    pasted, named another kind)."""
+    if text.isprintable():
+        return shlex.quote(text)
+    return "$'" + repr(text)[1:-1].replace("'", "\\'") + "'"
 
 
 def weight_shown(weight: float) -> str:

@@ -4,6 +4,7 @@ it got, so a bad setting fails when it is set, never later in the loop."""
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -30,8 +31,9 @@ def shown(value: object) -> str:
         sign = "a negative" if value < 0 else "an"
         return f"{sign} integer of {_digits(abs(value)):,} digits"
     try:
-        # A message is one line: an object's own repr may span lines (a str's never does).
-        text = repr(value).replace("\r", "\\r").replace("\n", "\\n")
+        # A message is one line, with nothing that acts on a terminal: an object's own
+        # repr may hold a newline, ESC or U+2028 (a str's escapes them).
+        text = _escaped(repr(value))
     except Exception:  # a value's own __repr__ may fail: the message must not
         return f"a {type(value).__name__}"
     if len(text) <= SHOWN_MAX:
@@ -39,6 +41,15 @@ def shown(value: object) -> str:
     if isinstance(value, str):
         return f"{text[: SHOWN_MAX - 1]}… ({len(value):,} characters)"
     return f"{text[: SHOWN_MAX - 1]}…"
+
+
+def _escaped(text: str) -> str:
+    if text.isprintable():
+        return text
+    return "".join(
+        c if unicodedata.category(c) not in ("Cc", "Cf", "Zl", "Zp") else repr(c)[1:-1]
+        for c in text
+    )
 
 
 def clipped(text: str) -> str:

@@ -256,3 +256,21 @@ async def test_a_page_past_the_last_says_so(dsn: str, conn: asyncpg.Connection) 
     assert out.stdout.strip() == "no groups of export past offset 10"
     out = venturi_cli("groups", "list", KIND, "--search", "glob", "--offset", "1", dsn=dsn)
     assert out.stdout.strip() == ("no groups of export whose name holds 'glob' past offset 1")
+
+
+async def test_a_commands_line_prints_no_control_character_of_a_name(
+    dsn: str, conn: asyncpg.Connection
+) -> None:
+    # "paused kesc\x1b[2J", "job 5 (kcr\rOVER) ...": a kind's ESC cleared the operator's
+    # screen, a CR overwrote the line, a newline split it.
+    for args in (
+        ["kinds", "pause", "k\x1b[2J", "--reason", "why\x07"],
+        ["kinds", "resume", "k\x1b[2J"],
+        ["groups", "set", "k\rOVER", "acme", "--cap", "2"],
+        ["groups", "show", "k\rOVER", "acme"],
+    ):
+        out = venturi_cli(*args, dsn=dsn)
+        assert out.returncode == 0, out.stderr
+        said = out.stdout + out.stderr
+        assert not any(c in said for c in "\x1b\x07\r"), said
+        assert "\\x1b" in said or "\\r" in said, said

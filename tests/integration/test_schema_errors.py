@@ -213,3 +213,16 @@ def test_an_applications_own_error_is_not_the_schema_behind(
                 assert not isinstance(raised.value, SchemaError)
     finally:
         engine.dispose()
+
+
+async def test_set_group_in_a_transaction_on_an_older_schema_does_not_say_not_applied(
+    at_18: asyncpg.Connection,
+) -> None:
+    # The groups table (migration 19) is missing at version 18; in the caller's aborted
+    # transaction the version cannot be read, and the error said the schema was "not
+    # applied" of an applied one.
+    with pytest.raises(SchemaError) as raised:
+        async with at_18.transaction():
+            await venturi.set_group(at_18, "k", "acme", cap=1)
+    said = str(raised.value)
+    assert "not applied to this database" not in said and "may be older" in said, said

@@ -44,3 +44,25 @@ def test_a_bad_value_reads_in_one_bounded_line(check: Callable[[Any], object], v
         check(value)
     said = str(raised.value)
     assert "\n" not in said and len(said) < 400, said[:500]
+
+
+class Controls:
+    def __repr__(self) -> str:
+        return "Controls(\x1b[2J\u2028\x0b)"
+
+
+def test_the_rest_of_the_bad_values_read_in_one_bounded_line() -> None:
+    # A time zone too long for a file name raised OSError of 100,095 characters; a long
+    # signal name with a payload msgspec cannot store, a TypeError as long; a repr
+    # holding ESC, U+2028 or VT reached the message raw.
+    for tz in ("x" * 100_000, "a" * 256):
+        with pytest.raises(ConfigError) as raised:
+            CronSpec("* * * * *", tz)
+        assert len(str(raised.value)) < 400, str(raised.value)[:500]
+    with pytest.raises(TypeError) as typed:
+        checked_signal(1, "x" * 100_000, object())
+    assert len(str(typed.value)) < 400, str(typed.value)[:500]
+    with pytest.raises(ConfigError) as raised:
+        check_cap(Controls())
+    said = str(raised.value)
+    assert len(said.splitlines()) == 1 and "\x1b" not in said and "\x0b" not in said, said

@@ -146,3 +146,13 @@ def test_no_name_or_text_reaches_the_terminal_raw() -> None:
             if i != 1:  # a table's row is one row (a job's last error keeps its lines)
                 assert "\nlines" not in out, (name, out)
         assert repr(name) in drawings[1], drawings[1]
+
+
+def test_the_resume_hint_of_a_paused_kind_is_a_command_that_works() -> None:
+    # `venturi kinds resume kzw\u200b`, pasted into bash, named the kind "kzwu200b":
+    # the kind is one shell word, $'...' when it holds what does not print.
+    for kind, word in (("mail", "mail"), ("kzw\u200b", "$'kzw\\u200b'"), ("a b", "'a b'")):
+        detail = JobDetail(msgspec.structs.replace(job(kind), status="pending"), [])
+        detail = msgspec.structs.replace(detail, kind_paused=True)
+        shown = drawn(render.job_detail(detail, NOW))
+        assert f"venturi kinds resume {word}" in shown, (kind, shown)

@@ -15,7 +15,7 @@ import typer
 from venturi import validate
 from venturi.db.errors import DATABASE_ERRORS, one_line
 from venturi.errors import ConfigError, VenturiError
-from venturi.formatting import to_json
+from venturi.formatting import terminal_safe, to_json
 
 T = TypeVar("T")
 
@@ -60,8 +60,15 @@ def checked(check: Callable[[Any], T], value: Any) -> T:
 
 def fail(message: str) -> typer.Exit:
     """Print ``venturi: message`` on stderr; the exit (code 2) for the caller to raise."""
-    typer.echo(f"venturi: {message}", err=True)
+    say(f"venturi: {message}", err=True)
     return typer.Exit(2)
+
+
+def say(text: str, *, err: bool = False) -> None:
+    """A line of a command's output, the application's names and text in it with nothing
+    that acts on the terminal (``terminal_safe``): a kind holding ESC[2J cleared the
+    operator's screen in "paused ...", a CR overwrote the line, a newline split it."""
+    typer.echo(terminal_safe(text), err=err)
 
 
 def run(

@@ -19,6 +19,7 @@ from venturi.cli.common import (
     fail,
     make_console,
     need_dsn,
+    say,
 )
 from venturi.formatting import shown_name, weight_shown
 from venturi.groups import UNCHANGED, check_cap, check_group, check_weight
@@ -104,13 +105,11 @@ def groups_set(
     cap_text = "default" if done.cap is None else str(done.cap)
     weight_text = "default" if done.weight is None else weight_shown(done.weight)
     state = "paused" if done.paused else "active"
-    typer.echo(
-        f"{done.kind} {shown_name(done.group)}: cap {cap_text}, weight {weight_text}, {state}"
-    )
+    say(f"{done.kind} {shown_name(done.group)}: cap {cap_text}, weight {weight_text}, {state}")
     # As `venturi kinds pause` warns: set all the same (a group may be set up before its
     # kind is deployed), but a kind nothing has is most often misspelt.
     for name in unknown:
-        typer.echo(
+        say(
             f"venturi: warning: no job, schedule or running worker has kind {name!r} (yet);"
             " set anyway, check the spelling",
             err=True,
@@ -220,4 +219,4 @@ def groups_show(
         ("claimed in the last minute", g.recent),
         ("pending jobs wait", g.waiting or "—"),
     ):
-        typer.echo(f"{label}: {value}")
+        say(f"{label}: {value}")

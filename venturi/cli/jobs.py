@@ -20,6 +20,7 @@ from venturi.cli.common import (
     fail,
     make_console,
     need_dsn,
+    say,
 )
 from venturi.groups import check_group
 from venturi.status import JobStatus
@@ -97,10 +98,10 @@ def _report(changes: list[Any], as_json: bool, summary: str) -> None:
     else:
         for c in changes:
             if c.done:
-                typer.echo(c.message)
+                say(c.message)
             else:
-                typer.echo(f"venturi: {c.message}", err=True)
-        typer.echo(summary)
+                say(f"venturi: {c.message}", err=True)
+        say(summary)
     if not all(c.done for c in changes):
         raise typer.Exit(2)
 

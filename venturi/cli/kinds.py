@@ -16,6 +16,7 @@ from venturi.cli.common import (
     echo_json,
     make_console,
     need_dsn,
+    say,
 )
 
 kinds_app = typer.Typer(help="Pause and resume kinds across every worker.", no_args_is_help=True)
@@ -38,12 +39,12 @@ def kinds_pause(
         target, schema, lambda c: admin.pause_kinds(c, kinds, reason=reason, schema=schema)
     )
     for p in done.kinds:
-        typer.echo(f"paused {p.kind}" + (f" ({p.reason})" if p.reason else ""))
+        say(f"paused {p.kind}" + (f" ({p.reason})" if p.reason else ""))
     # Pausing a kind before it is deployed is legitimate, so it is paused all the same;
     # but a kind no job, schedule or running worker has is most often a typo, which
     # would pause nothing.
     for kind in done.unknown:
-        typer.echo(
+        say(
             f"venturi: warning: no job, schedule or running worker has kind {kind!r} (yet);"
             " paused anyway, check the spelling",
             err=True,
@@ -62,7 +63,7 @@ def kinds_resume(
     target = need_dsn(dsn)
     resumed = admin_run(target, schema, lambda c: admin.resume_kinds(c, kinds, schema=schema))
     for kind in kinds:
-        typer.echo(f"resumed {kind}" if kind in resumed else f"{kind} was not paused")
+        say(f"resumed {kind}" if kind in resumed else f"{kind} was not paused")
 
 
 @kinds_app.command("list")
@@ -82,6 +83,6 @@ def kinds_list(
         echo_json(kinds)
         return
     if not kinds:
-        typer.echo("no kinds: no job, schedule, worker or pause names one yet")
+        say("no kinds: no job, schedule, worker or pause names one yet")
         return
     make_console().print(kinds_table(kinds))

@@ -18,7 +18,7 @@ from rich.text import Text
 from venturi import formatting
 from venturi.admin import JobDetail, JobRow, KindState, Stats, TopFrame, WorkerInfo
 from venturi.errors import exception_line
-from venturi.formatting import ago, clip, duration, shown_name, terminal_safe, to_json
+from venturi.formatting import ago, clip, duration, shell_word, shown_name, terminal_safe, to_json
 from venturi.priority import Priority
 from venturi.status import FINISHED, JobStatus, JournalEvent
 
@@ -216,7 +216,8 @@ def _workflow_fields(fields: Table, detail: JobDetail, now: datetime) -> None:
         fields.add_row("waiting for", _text(waiting_for(detail, now)))
     if detail.kind_paused and job.status not in FINISHED:
         fields.add_row(
-            "kind paused", _text(f"{job.kind} is paused: venturi kinds resume {job.kind}")
+            "kind paused",
+            _text(f"{shown_name(job.kind)} is paused: venturi kinds resume {shell_word(job.kind)}"),
         )
 
 

@@ -27,6 +27,7 @@ from venturi.cli.common import (
     liveness_seconds,
     need_dsn,
     run,
+    say,
 )
 from venturi.cli.signals import FORCED_EXIT_WITHIN, exit_now, install_signal_handlers
 from venturi.db.errors import one_line
@@ -74,8 +75,8 @@ def recover(
 
     rows = run(go)
     for r in rows:
-        typer.echo(f"job {r['id']} ({r['kind']}): {r['status']}, claimed by {r['claimed_by']}")
-    typer.echo(f"recovered {len(rows)} expired claim(s)")
+        say(f"job {r['id']} ({r['kind']}): {r['status']}, claimed by {r['claimed_by']}")
+    say(f"recovered {len(rows)} expired claim(s)")
 
 
 def _recover_worker(target: str, schema: str, worker: str, force: bool, liveness: float) -> None:
@@ -88,8 +89,8 @@ def _recover_worker(target: str, schema: str, worker: str, force: bool, liveness
     )
     w = done.worker
     for change in done.jobs:
-        typer.echo(change.message)
-    typer.echo(f"recovered {len(done.jobs)} claim(s) of worker {w.name} ({w.id}, {w.state})")
+        say(change.message)
+    say(f"recovered {len(done.jobs)} claim(s) of worker {w.name} ({w.id}, {w.state})")
 
 
 def load_target(target: str) -> tuple[list[Task[Any]], Any]:

@@ -186,13 +186,14 @@ def schema_error(
     transaction the error aborted): not applied, behind, or None when the schema is
     current (the error is then about something else, and stands)."""
     if not read:
-        if missing_schema(exc):
-            return not_applied(schema)
-        # An undefined column or function in venturi's own statement: most likely an
-        # unapplied migration, which the version, unread, cannot confirm.
+        # A table, column or function missing from venturi's own statement: the schema not
+        # applied or an unapplied migration, which the version, unread, cannot tell apart
+        # (a table of a later migration is missing from an older schema too: set_group
+        # in a transaction at version 18 said "not applied" of an applied schema).
         return SchemaError(
             f"{one_line(exc)}: the venturi schema {schema!r} may be older than this "
-            f"venturi needs (version {sql.latest_migration()}): run `{apply_hint(schema)}`"
+            f"venturi needs (version {sql.latest_migration()}) or not applied: run "
+            f"`{apply_hint(schema)}`"
         )
     if version is None:
         return not_applied(schema)

@@ -26,7 +26,7 @@ def checked_signal(job_id: object, name: object, payload: object) -> tuple[int, 
         raise ConfigError(f"signal: name must be a non-empty string, got {validate.shown(name)}")
     # The waiting handler decodes it as the type it asks for; here it must be a value
     # msgspec can store at all (TypeError before any write).
-    return job_id, name, encode_any(payload, f"signal {name!r}: the payload")
+    return job_id, name, encode_any(payload, f"signal {validate.shown(name)}: the payload")
 
 
 async def signal(
