@@ -83,14 +83,15 @@ def shown_name(name: str) -> str:
 _UNSAFE_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")
 
 
-def terminal_safe(text: str) -> str:
+def terminal_safe(text: str, keep: str = "\n\t") -> str:
     """Free text from the database (an error, a reason, a journal's detail) as a
-    terminal shows it: its lines and tabs kept, every other character of
-    ``_UNSAFE_CATEGORIES`` escaped as Python writes it (``\\x1b``, ``\\u200b``)."""
+    terminal shows it: the characters of ``keep`` (its lines and tabs) kept, every other
+    character of ``_UNSAFE_CATEGORIES`` escaped as Python writes it (``\\x1b``,
+    ``\\u200b``). ``keep=""``: one line (``validate.shown``'s messages)."""
     if text.isprintable():
         return text
     return "".join(
-        c if c in "\n\t" or unicodedata.category(c) not in _UNSAFE_CATEGORIES else repr(c)[1:-1]
+        c if c in keep or unicodedata.category(c) not in _UNSAFE_CATEGORIES else repr(c)[1:-1]
         for c in text
     )
 

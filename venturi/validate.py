@@ -4,7 +4,6 @@ it got, so a bad setting fails when it is set, never later in the loop."""
 from __future__ import annotations
 
 import math
-import unicodedata
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -12,6 +11,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from venturi.errors import ConfigError
+from venturi.formatting import terminal_safe
 
 T = TypeVar("T")
 
@@ -33,7 +33,7 @@ def shown(value: object) -> str:
     try:
         # A message is one line, with nothing that acts on a terminal: an object's own
         # repr may hold a newline, ESC or U+2028 (a str's escapes them).
-        text = _escaped(repr(value))
+        text = terminal_safe(repr(value), keep="")
     except Exception:  # a value's own __repr__ may fail: the message must not
         return f"a {type(value).__name__}"
     if len(text) <= SHOWN_MAX:
@@ -41,15 +41,6 @@ def shown(value: object) -> str:
     if isinstance(value, str):
         return f"{text[: SHOWN_MAX - 1]}… ({len(value):,} characters)"
     return f"{text[: SHOWN_MAX - 1]}…"
-
-
-def _escaped(text: str) -> str:
-    if text.isprintable():
-        return text
-    return "".join(
-        c if unicodedata.category(c) not in ("Cc", "Cf", "Zl", "Zp") else repr(c)[1:-1]
-        for c in text
-    )
 
 
 def clipped(text: str) -> str:
