@@ -1252,25 +1252,21 @@ WITH counts AS (
 -- stale sweep frees them), or held by a worker gone or stopped (its lease runs on, up
 -- to its whole length; `venturi recover --worker` frees them at once). A group at its
 -- cap because of them is not busy: operators are told who holds it.
-stale AS (
-    SELECT count(*) FILTER (WHERE j.claim_expires_at < now())::integer AS expired,
-           count(*) FILTER (WHERE j.claim_expires_at >= now())::integer AS gone,
-           -- Each holder once, the one holding longest first: every one must be recovered.
-           array(SELECT h.id FROM (
-                     SELECT w.id::text AS id, min(j.claimed_at) AS since
-                     FROM "venturi".jobs j
-                     JOIN "venturi".workers w ON w.id = j.claim_token
-                     WHERE j.status = 'claimed' AND j.kind = $1::text AND j.grp = $2::text
-                       AND j.claim_expires_at >= now()
-                       AND (w.stopped_at IS NOT NULL
-                            OR w.heartbeat_at < now() - make_interval(secs => $3::float8))
-                     GROUP BY w.id) h
-                 ORDER BY h.since, h.id) AS gone_workers
+held AS (
+    SELECT j.claim_expires_at < now() AS expired, w.id::text AS worker, j.claimed_at
     FROM "venturi".jobs j
     LEFT JOIN "venturi".workers w ON w.id = j.claim_token
     WHERE j.status = 'claimed' AND j.kind = $1::text AND j.grp = $2::text
       AND (j.claim_expires_at < now() OR w.stopped_at IS NOT NULL
            OR w.heartbeat_at < now() - make_interval(secs => $3::float8))
+),
+stale AS (
+    SELECT count(*) FILTER (WHERE h.expired)::integer AS expired,
+           count(*) FILTER (WHERE NOT h.expired)::integer AS gone,
+           -- Each holder once, the one holding longest first: every one must be recovered.
+           array(SELECT g.worker FROM held g WHERE NOT g.expired
+                 GROUP BY g.worker ORDER BY min(g.claimed_at), g.worker) AS gone_workers
+    FROM held h
 )
 SELECT $2::text AS grp, c.pending, c.claimed, g.cap, g.task_cap, g.weight,
        coalesce(g.paused, false) AS paused, coalesce(g.ready, false) AS ready,
