@@ -351,7 +351,8 @@ def task(
     settles the job dead at once; default: every exception is retried); ``result`` is the
     type ``complete(result)`` returns, as workflows' ``gather`` and ``result_of`` decode it.
     ``group_cap`` bounds the jobs of one group of the kind claimed at once across every
-    worker, exactly; ``group_rate`` is a token bucket per group (SPEC 13, docs/groups.md).
+    worker, exactly; ``group_rate`` is a token bucket per group, across every worker
+    whatever its ``shared`` (SPEC 13, docs/groups.md).
     """
     validate.kind(kind)
     prio = as_priority(priority)
