@@ -72,7 +72,17 @@ def exception_of(text: str | None) -> tuple[str, str] | None:
     first line after its traceback's header that is not indented (frames are): its last
     line alone would be a fragment of it, without the type."""
     lines = (text or "").splitlines()
-    last = max((i for i, line in enumerate(lines) if line in _CHAINED), default=-1)
+    # A separator is one only where a traceback's header follows it: a message may quote
+    # the line (a pasted log, a subprocess's stderr), and its text is no new exception.
+    heads = (_TRACEBACK, _GROUP_TRACEBACK)
+    last = max(
+        (
+            i
+            for i, line in enumerate(lines)
+            if line in _CHAINED and next((x for x in lines[i + 1 :] if x.strip()), "") in heads
+        ),
+        default=-1,
+    )
     lines = lines[last + 1 :]
     while lines and not lines[0].strip():
         del lines[0]

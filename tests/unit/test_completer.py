@@ -310,3 +310,34 @@ def test_a_chained_failure_reads_as_the_exception_raised_last() -> None:
     )
     kind, message = error_of(text_of(local_class))
     assert kind.endswith("local_class.<locals>.Boom") and message == "local", (kind, message)
+
+
+def test_a_message_quoting_a_chains_separator_is_read_whole() -> None:
+    # A message that quotes Python's line between chained exceptions (a log pasted into
+    # it, a wrapped subprocess's stderr) was cut there: the reading took the quoted line
+    # for the chain's last separator and gave the text after it, or no exception at all.
+    quoted = (
+        "upstream said:\n\n"
+        "During handling of the above exception, another exception occurred:\n\n"
+        "disk full"
+    )
+
+    def quoting() -> None:
+        raise RuntimeError(quoted)
+
+    def chained_then_quoting() -> None:
+        try:
+            raise ValueError("first")
+        except ValueError:
+            raise RuntimeError(quoted)  # noqa: B904 (chained implicitly)
+
+    for raiser in (quoting, chained_then_quoting):
+        try:
+            raiser()
+        except RuntimeError:
+            text = traceback.format_exc()
+        assert error_of(text) == (
+            "RuntimeError",
+            "upstream said: During handling of the above exception, another exception"
+            " occurred: disk full",
+        ), raiser.__name__
