@@ -1614,9 +1614,24 @@ applied AS (
            OR d.grp IN (SELECT k.grp FROM woken k)
            OR d.grp IN (SELECT o.grp FROM written o))
     RETURNING w.id
+),
+-- The due wake-ups of the groups this claim passed over (another claim's, a caller's
+-- set_group in an open transaction): folded into one a group, of their best tier (still
+-- due), which the group's next claim applies. A group held long, whose jobs each wrote a
+-- wake-up, filled the 1,000 that `due` reads with its own, and no claim read past them:
+-- every group of the kind that was not ready already waited for that transaction.
+folded AS (
+    DELETE FROM "venturi".group_wakes w
+    USING (SELECT d.id, row_number() OVER (PARTITION BY d.grp ORDER BY d.priority, d.id) AS n
+           FROM due d
+           WHERE d.grp NOT IN (SELECT c.grp FROM created c)
+             AND d.grp NOT IN (SELECT k.grp FROM woken k)
+             AND d.grp NOT IN (SELECT o.grp FROM written o)) x
+    WHERE w.id = x.id AND x.n > 1
+    RETURNING w.id
 )
--- (refill and applied write; PostgreSQL runs a data-modifying CTE whether or not it is
--- read.)
+-- (refill, applied and folded write; PostgreSQL runs a data-modifying CTE whether or not
+-- it is read.)
 SELECT false AS lost, id, kind, priority, carry, attempt, failures, created_us, waited,
        traceparent, grp,
        NULL::integer AS held, NULL::integer AS woken, NULL::integer AS busy,
