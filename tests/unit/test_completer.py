@@ -19,6 +19,7 @@ from venturi.errors import ChildFailed, exception_line
 from venturi.runtime import settlement as s
 from venturi.runtime.completer import Completer, error_of
 from venturi.runtime.config import Registration, WorkerConfig, policies
+from venturi.runtime.heartbeat import Heartbeat
 from venturi.runtime.inflight import InFlight
 from venturi.runtime.instruments import Instruments
 from venturi.runtime.run import Run
@@ -341,3 +342,31 @@ def test_a_message_quoting_a_chains_separator_is_read_whole() -> None:
             "upstream said: During handling of the above exception, another exception"
             " occurred: disk full",
         ), raiser.__name__
+
+
+async def test_completions_and_renewals_lock_their_jobs_in_id_order(kinds: list[str]) -> None:
+    # An operator's bulk cancel locks its jobs in id order; the worker's completions (by
+    # themselves or riding a claim) locked them in the order the handlers ended, and its
+    # lease renewals in the order they started: the two could each hold a row the other
+    # waited for, and the operator got "deadlock detected" (the lock-race probe). In id
+    # order both ways, the second to reach a row waits for the first and no cycle forms.
+    task = noop_task("sm_order", renew_lease=True)
+    completer, inflight = _completer(task)
+    runs = [run_of(task, i, outcome=s.Completed()) for i in (9, 3, 7)]
+    _queued(completer, inflight, *runs)
+    assert [r.id for r in completer.completes()] == [3, 7, 9]  # what rides the next claim
+    conn = _answering()
+    await completer.settle(conn)
+    assert [list(args[1]) for args in conn.named("job_complete_many_if_owned")] == [[3, 7, 9]]
+
+    beats = FakeConn(
+        sql.DEFAULT_SCHEMA,
+        job_heartbeat_if_owned=lambda args: [
+            {"id": i, "attempt": 1, "renewed": True, "owned": True, "cancel_requested": False}
+            for i in args[1]
+        ],
+    )
+    running: dict[Any, Run] = {i: run_of(task, i, renew=True, lease=0.0) for i in (9, 3, 7)}
+    heart = Heartbeat(sql.DEFAULT_SCHEMA, Claimant("w"), 1.0, Instruments(False), running, None)  # type: ignore[arg-type]
+    await heart.beat(beats)
+    assert [list(args[1]) for args in beats.named("job_heartbeat_if_owned")] == [[3, 7, 9]]

@@ -41,6 +41,10 @@ from venturi.status import JobStatus, JournalEvent
 log = logging.getLogger("venturi.worker")
 
 
+def _by_id(run: Run) -> int:
+    return run.id
+
+
 def error_of(error: str, timed_out: bool = False) -> tuple[str, str]:
     """The exception type and message of a failed execution, for its log line (the
     traceback itself is in the journal): the exception its traceback ends with, its whole
@@ -115,8 +119,12 @@ class Completer:
                 self.finish(run, Committed.name)
 
     def completes(self) -> list[Run]:
-        """The queued completions (they may ride the next claim)."""
-        return [r for r in self.unsettled if type(r.outcome) is Completed]
+        """The queued completions (they may ride the next claim), in id order: the order
+        their rows are locked in, as an operator's bulk statements lock theirs (in the
+        order the handlers ended, a bulk cancel deadlocked with them)."""
+        done = [r for r in self.unsettled if type(r.outcome) is Completed]
+        done.sort(key=_by_id)
+        return done
 
     def queue(self, run: Run) -> None:
         """Queue a run the worker stopped waiting for (its outcome already set)."""

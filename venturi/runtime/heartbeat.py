@@ -59,6 +59,9 @@ class Heartbeat:
         runs = [r for r in self._inflight.values() if r.outcome is None and not r.committed]
         if not runs:
             return
+        # In id order, the order the renewals lock the rows in, as an operator's bulk
+        # statements and the worker's completions lock theirs: no cycle between them.
+        runs.sort(key=lambda r: (r.id, r.attempt))
         now = time.monotonic()
         # Keyed by claim (id, attempt): a job's new run may sit beside the zombie run of its
         # recovered claim in this worker (found by the chaos soak).
