@@ -281,8 +281,17 @@ def _retried(r: Any) -> Change | None:
     if was is None:
         return missing(job_id)
     if r["retried"]:
+        now = f"{r['now']}{_waiting_for(r['wait_for']) if r['wait_for'] else ''}"
+        return Change(job_id, True, f"job {job_id} ({kind}): {was} -> {now}", kind, was, r["now"])
+    if r["blocked_by"] is not None:
+        by = r["blocked_by"]
         return Change(
-            job_id, True, f"job {job_id} ({kind}): {was} -> pending", kind, was, JobStatus.PENDING
+            job_id,
+            False,
+            f"job {job_id} ({kind}) cannot be retried: it comes after job {by}, which is "
+            f"{r['blocker_status']} and stays so; retry job {by} with it",
+            kind,
+            was,
         )
     if r["key_holder"] is not None:
         return Change(
@@ -302,6 +311,13 @@ def _retried(r: Any) -> Change | None:
             was,
         )
     return None
+
+
+def _waiting_for(ids: list[int]) -> str:
+    """A Workflow node retried before its dependencies completed (SPEC 12)."""
+    if len(ids) == 1:
+        return f" for job {ids[0]} (it comes after it)"
+    return f" for jobs {', '.join(map(str, ids))} (it comes after them)"
 
 
 async def _retry(conn: Conn, ids: list[int], who: str, schema: str) -> list[Change]:
