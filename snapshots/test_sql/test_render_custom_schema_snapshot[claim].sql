@@ -848,13 +848,16 @@ SELECT id FROM settled;
 -- job_cancel_many: an operator's cancel: pending and waiting jobs become cancelled now
 -- (journaled; workflow_settled cascades to their children and dependents);
 -- for claimed jobs the request is recorded in cancel_requested_at, and the worker holding
--- the claim settles them. Returns one row per distinct input id with what was done.
+-- the claim settles them. Returns one row per distinct input id with what was done, and
+-- for a job cancelled here the cascade's share: the unfinished children and dependents
+-- cancelled with it, and the claimed ones asked to stop (each job under the lowest input
+-- id that reaches it; none of the input ids themselves).
 -- $1 bigint[] ids: the jobs to cancel
 -- $2 text operator: who asked, for the journal's worker column
 -- $3 text detail: the journal entry's detail
--- index: primary key.
+-- index: primary key; dependencies_depends_on_idx and jobs_parent_idx for the cascade.
 PREPARE billing_jobs_job_cancel_many(bigint[], text, text) AS
-WITH input AS (
+WITH RECURSIVE input AS (
     SELECT DISTINCT unnest($1::bigint[]) AS id
 ),
 cancelled AS (
@@ -876,15 +879,49 @@ requested AS (
 journaled AS (
     INSERT INTO "billing_jobs".journal (job_id, at, event, attempt, worker, detail)
     SELECT id, now(), 'cancelled', attempt, $2::text, $3::text FROM cancelled
+),
+-- What workflow_settled's cascade does at the statement's end (unseen by this statement),
+-- read from its snapshot: from a linked job cancelled, its dependents and children
+-- unfinished; pending or waiting ones are cancelled and cascade in turn, claimed ones
+-- are asked to stop and cascade once their worker settles them.
+cascade (root, id, action) AS (
+    SELECT j.id, j.id, 'cancelled' FROM "billing_jobs".jobs j JOIN input ON input.id = j.id
+    WHERE j.status IN ('pending', 'waiting')
+    UNION
+    SELECT c.root, n.id,
+           CASE WHEN n.status = 'claimed' THEN 'requested' ELSE 'cancelled' END
+    FROM cascade c
+    JOIN "billing_jobs".jobs p ON p.id = c.id AND p.linked
+    JOIN LATERAL (
+        SELECT d.job_id AS id FROM "billing_jobs".dependencies d WHERE d.depends_on = p.id
+        UNION
+        SELECT k.id FROM "billing_jobs".jobs k WHERE k.parent_id = p.id
+    ) nxt ON true
+    JOIN "billing_jobs".jobs n ON n.id = nxt.id AND n.status IN ('pending', 'waiting', 'claimed')
+    WHERE c.action = 'cancelled'
+),
+cascade_once AS (
+    SELECT DISTINCT ON (id) root, id, action FROM cascade
+    WHERE id NOT IN (SELECT id FROM input)
+    ORDER BY id, root
+),
+cascade_by_root AS (
+    SELECT root,
+           array_agg(id ORDER BY id) FILTER (WHERE action = 'cancelled') AS cancelled,
+           array_agg(id ORDER BY id) FILTER (WHERE action = 'requested') AS requested
+    FROM cascade_once GROUP BY root
 )
 SELECT input.id, j.kind, j.status AS was, j.claimed_by,
        CASE WHEN c.id IS NOT NULL THEN 'cancelled'
             WHEN r.id IS NOT NULL THEN 'requested'
-       END AS action
+       END AS action,
+       coalesce(cb.cancelled, '{}') AS cascade_cancelled,
+       coalesce(cb.requested, '{}') AS cascade_requested
 FROM input
 LEFT JOIN "billing_jobs".all_jobs j ON j.id = input.id
 LEFT JOIN cancelled c ON c.id = input.id
 LEFT JOIN requested r ON r.id = input.id
+LEFT JOIN cascade_by_root cb ON cb.root = input.id AND c.id IS NOT NULL
 ORDER BY input.id;
 
 -- job_children_failed_list: the children of some jobs that ended dead or cancelled, and
