@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from venturi import db, validate
-from venturi.admin.again import asking_again
+from venturi.admin.again import again_on_rollback, asking_again
 from venturi.admin.common import (
     CANCEL_DETAIL,
     SET_PRIORITY_DETAIL,
@@ -299,7 +299,7 @@ async def _retry(conn: Conn, ids: list[int], who: str, schema: str) -> list[Chan
             conn, schema=schema, ids=todo, operator=who, detail=MANUAL_RETRY
         )
 
-    return await asking_again(ids, read, _retried, "retrying")
+    return await asking_again(conn, ids, read, _retried, "retrying")
 
 
 class CancelChange(Change, frozen=True):
@@ -376,7 +376,7 @@ async def cancel_jobs(
             conn, schema=schema, ids=todo, operator=who, detail=CANCEL_DETAIL
         )
 
-    changes = await asking_again(wanted, read, _cancelled, "cancelling")
+    changes = await asking_again(conn, wanted, read, _cancelled, "cancelling")
     # Every result a CancelChange, a refusal's cascade empty: one shape in --json.
     return [
         c if isinstance(c, CancelChange) else CancelChange(**msgspec.structs.asdict(c))
@@ -420,7 +420,7 @@ async def delete_jobs(
     async def read(todo: list[int]) -> list[Any]:
         return await db.operations.job_delete_many_if_not_claimed(conn, schema=schema, ids=todo)
 
-    return await asking_again(wanted, read, deleted, "deleting")
+    return await asking_again(conn, wanted, read, deleted, "deleting")
 
 
 async def delete_job(
@@ -454,13 +454,17 @@ async def set_priority(
     who = operator or operator_identity()
     name = tier.name.lower()
     results = []
-    rows = await db.operations.job_set_priority_many_if_pending(
+    rows = await again_on_rollback(
         conn,
-        schema=schema,
-        ids=wanted,
-        priority=int(tier),
-        operator=who,
-        detail=f"{SET_PRIORITY_DETAIL} {name}",
+        lambda: db.operations.job_set_priority_many_if_pending(
+            conn,
+            schema=schema,
+            ids=wanted,
+            priority=int(tier),
+            operator=who,
+            detail=f"{SET_PRIORITY_DETAIL} {name}",
+        ),
+        "setting priority",
     )
     for r in rows:
         job_id, kind, was = r["id"], r["kind"], r["was"]
