@@ -1808,13 +1808,16 @@ SELECT id FROM settled;
 -- job_cancel_many: an operator's cancel: pending and waiting jobs become cancelled now
 -- (journaled; workflow_settled cascades to their children and dependents);
 -- for claimed jobs the request is recorded in cancel_requested_at, and the worker holding
--- the claim settles them. Returns one row per distinct input id with what was done.
+-- the claim settles them. Returns one row per distinct input id with what was done, and
+-- for a job cancelled here the cascade's share: the unfinished children and dependents
+-- cancelled with it, and the claimed ones asked to stop (each job under the lowest input
+-- id that reaches it; none of the input ids themselves).
 -- $1 bigint[] ids: the jobs to cancel
 -- $2 text operator: who asked, for the journal's worker column
 -- $3 text detail: the journal entry's detail
--- index: primary key.
+-- index: primary key; dependencies_depends_on_idx and jobs_parent_idx for the cascade.
 PREPARE billing_jobs_job_cancel_many(bigint[], text, text) AS
-WITH input AS (
+WITH RECURSIVE input AS (
     SELECT DISTINCT unnest($1::bigint[]) AS id
 ),
 cancelled AS (
@@ -1836,15 +1839,49 @@ requested AS (
 journaled AS (
     INSERT INTO "billing_jobs".journal (job_id, at, event, attempt, worker, detail)
     SELECT id, now(), 'cancelled', attempt, $2::text, $3::text FROM cancelled
+),
+-- What workflow_settled's cascade does at the statement's end (unseen by this statement),
+-- read from its snapshot: from a linked job cancelled, its dependents and children
+-- unfinished; pending or waiting ones are cancelled and cascade in turn, claimed ones
+-- are asked to stop and cascade once their worker settles them.
+cascade (root, id, action) AS (
+    SELECT j.id, j.id, 'cancelled' FROM "billing_jobs".jobs j JOIN input ON input.id = j.id
+    WHERE j.status IN ('pending', 'waiting')
+    UNION
+    SELECT c.root, n.id,
+           CASE WHEN n.status = 'claimed' THEN 'requested' ELSE 'cancelled' END
+    FROM cascade c
+    JOIN "billing_jobs".jobs p ON p.id = c.id AND p.linked
+    JOIN LATERAL (
+        SELECT d.job_id AS id FROM "billing_jobs".dependencies d WHERE d.depends_on = p.id
+        UNION
+        SELECT k.id FROM "billing_jobs".jobs k WHERE k.parent_id = p.id
+    ) nxt ON true
+    JOIN "billing_jobs".jobs n ON n.id = nxt.id AND n.status IN ('pending', 'waiting', 'claimed')
+    WHERE c.action = 'cancelled'
+),
+cascade_once AS (
+    SELECT DISTINCT ON (id) root, id, action FROM cascade
+    WHERE id NOT IN (SELECT id FROM input)
+    ORDER BY id, root
+),
+cascade_by_root AS (
+    SELECT root,
+           array_agg(id ORDER BY id) FILTER (WHERE action = 'cancelled') AS cancelled,
+           array_agg(id ORDER BY id) FILTER (WHERE action = 'requested') AS requested
+    FROM cascade_once GROUP BY root
 )
 SELECT input.id, j.kind, j.status AS was, j.claimed_by,
        CASE WHEN c.id IS NOT NULL THEN 'cancelled'
             WHEN r.id IS NOT NULL THEN 'requested'
-       END AS action
+       END AS action,
+       coalesce(cb.cancelled, '{}') AS cascade_cancelled,
+       coalesce(cb.requested, '{}') AS cascade_requested
 FROM input
 LEFT JOIN "billing_jobs".all_jobs j ON j.id = input.id
 LEFT JOIN cancelled c ON c.id = input.id
 LEFT JOIN requested r ON r.id = input.id
+LEFT JOIN cascade_by_root cb ON cb.root = input.id AND c.id IS NOT NULL
 ORDER BY input.id;
 
 -- job_children_failed_list: the children of some jobs that ended dead or cancelled, and
@@ -4029,19 +4066,82 @@ WHERE id = $1::bigint;
 -- job_retry_many_if_dead_or_cancelled: an operator's retry: dead or cancelled jobs go back
 -- to pending, visible now, with a fresh failure budget, journaled as retried. Returns one
 -- row per distinct input id saying whether it was retried and, if not, why.
+-- A Workflow node (SPEC 12: it runs only once every job it comes after has completed)
+-- goes back to waiting instead while any of its dependencies is unfinished or retried in
+-- this statement (wait_for, wait_count: the dependency's completion releases it through
+-- workflow_settled, as at enqueue). A node with a dependency that is dead or cancelled and
+-- not retried with it is refused, reported through blocked_by, and so are the nodes after
+-- it among the ids. A dependency no longer in either table (purged) holds nothing up.
 -- $1 bigint[] ids: the jobs to retry
 -- $2 text operator: who asked, for the journal's worker column
 -- $3 text detail: the journal entry's detail ('manual retry')
 -- A job already moved to the history goes back to the live table: deleted there and
 -- inserted here in this statement, with the same id, journal and steps.
--- index: primary keys; jobs_key_idx for the key check.
+-- index: primary keys (dependencies' for a job's dependencies); jobs_key_idx for the key
+-- check.
 PREPARE billing_jobs_job_retry_many_if_dead_or_cancelled(bigint[], text, text) AS
-WITH input AS (
+WITH RECURSIVE input AS (
     SELECT DISTINCT unnest($1::bigint[]) AS id
+),
+-- What this statement may retry, dependencies aside (read from its snapshot).
+candidate AS (
+    SELECT j.id FROM "billing_jobs".all_jobs j JOIN input ON input.id = j.id
+    WHERE j.status IN ('dead', 'cancelled')
+-- An unfinished job of the same kind may hold the key by now; pending again, this
+      -- one would break the key's uniqueness. Refused, and reported through key_holder.
+      AND (j.key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM "billing_jobs".jobs o
+          WHERE o.kind = j.kind AND o.key = j.key
+            AND o.status IN ('pending', 'claimed', 'waiting')))
+),
+edge AS (
+    SELECT d.job_id, d.depends_on
+    FROM "billing_jobs".dependencies d JOIN candidate c ON c.id = d.job_id
+),
+-- The live dependencies, locked (FOR SHARE, in id order) before any retried row: one
+-- completing now either has committed, and is read completed here, or waits for this
+-- statement's commit and then finds the retried job waiting for it (workflow_settled
+-- locks the dependency's row, then its dependents': the same order). The aggregates
+-- below read all of this before the updates lock a row.
+live_dependency AS (
+    SELECT j.id, j.status FROM "billing_jobs".jobs j
+    WHERE j.id IN (SELECT depends_on FROM edge)
+    ORDER BY j.id
+    FOR SHARE
+),
+edge_state AS (
+    SELECT e.job_id, e.depends_on, coalesce(l.status, h.status) AS status,
+           e.depends_on IN (SELECT id FROM candidate) AS retried_too
+    FROM edge e
+    LEFT JOIN live_dependency l ON l.id = e.depends_on
+    LEFT JOIN "billing_jobs".jobs_history h ON h.id = e.depends_on
+),
+-- A dependency dead or cancelled and left so blocks its dependent, and a dependent
+-- blocked blocks the nodes after it (a graph has no cycle: this ends).
+blocked (id, by) AS (
+    SELECT es.job_id, es.depends_on FROM edge_state es
+    WHERE es.status IN ('dead', 'cancelled') AND NOT es.retried_too
+    UNION
+    SELECT es.job_id, es.depends_on FROM edge_state es JOIN blocked b ON b.id = es.depends_on
+),
+blocker AS (
+    SELECT id, min(by) AS by FROM blocked GROUP BY id
+),
+-- What each retried node waits for: its dependencies unfinished or retried with it.
+waits AS (
+    SELECT es.job_id AS id, array_agg(es.depends_on ORDER BY es.depends_on) AS wait_for
+    FROM edge_state es
+    WHERE es.retried_too OR es.status IN ('pending', 'claimed', 'waiting')
+    GROUP BY es.job_id
+),
+go AS (
+    SELECT c.id, w.wait_for FROM candidate c
+    LEFT JOIN waits w ON w.id = c.id
+    WHERE NOT EXISTS (SELECT 1 FROM blocker b WHERE b.id = c.id)
 ),
 retried_live AS (
     UPDATE "billing_jobs".jobs j
-    SET status = 'pending',
+    SET status = CASE WHEN go.wait_for IS NULL THEN 'pending' ELSE 'waiting' END,
         visible_at = now(),
         -- A fresh budget: a job dead at its backstop would otherwise die on its next
         -- failure. The journal keeps the failures that came before.
@@ -4049,9 +4149,15 @@ retried_live AS (
         finished_at = NULL,
         result = NULL,
         claim_expires_at = NULL,
-        cancel_requested_at = NULL
-    FROM input
-    WHERE j.id = input.id
+        cancel_requested_at = NULL,
+        -- Waiting for its dependencies alone: no timer or signal of before wakes it.
+        wait_for = coalesce(go.wait_for, j.wait_for),
+        wait_count = CASE WHEN go.wait_for IS NULL THEN j.wait_count
+                          ELSE cardinality(go.wait_for) END,
+        wait_signal = CASE WHEN go.wait_for IS NULL THEN j.wait_signal END,
+        wake_at = CASE WHEN go.wait_for IS NULL THEN j.wake_at END
+    FROM go
+    WHERE j.id = go.id
       AND j.status IN ('dead', 'cancelled')
 -- An unfinished job of the same kind may hold the key by now; pending again, this
       -- one would break the key's uniqueness. Refused, and reported through key_holder.
@@ -4059,12 +4165,12 @@ retried_live AS (
           SELECT 1 FROM "billing_jobs".jobs o
           WHERE o.kind = j.kind AND o.key = j.key
             AND o.status IN ('pending', 'claimed', 'waiting')))
-    RETURNING j.id, j.attempt
+    RETURNING j.id, j.attempt, j.status
 ),
 revived AS (
     DELETE FROM "billing_jobs".jobs_history h
-    USING input
-    WHERE h.id = input.id
+    USING go
+    WHERE h.id = go.id
       AND h.status IN ('dead', 'cancelled')
 -- An unfinished job of the same kind may hold the key by now; pending again, this
       -- one would break the key's uniqueness. Refused, and reported through key_holder.
@@ -4083,16 +4189,22 @@ retried_history AS (
                               backoff_cap, backoff_jitter, awaited, traceparent, parent_id,
                               linked, wake_seq, wait_for, wait_count, wait_signal, wake_at,
                               rank, grp)
-    SELECT r.id, r.kind, 'pending', r.priority, r.carry, r.key, r.attempt, 0, r.max_failures,
+    SELECT r.id, r.kind, CASE WHEN go.wait_for IS NULL THEN 'pending' ELSE 'waiting' END,
+           r.priority, r.carry, r.key, r.attempt, 0, r.max_failures,
            r.created_at, now(), r.claimed_at, r.claimed_by, NULL, NULL, NULL, r.last_error, NULL,
            r.claim_token, r.backoff_base, r.backoff_factor, r.backoff_cap, r.backoff_jitter,
-           r.awaited, r.traceparent, r.parent_id, r.linked, r.wake_seq, r.wait_for, r.wait_count,
-           r.wait_signal, r.wake_at, r.rank, r.grp
-    FROM revived r
-    RETURNING id, attempt
+           r.awaited, r.traceparent, r.parent_id, r.linked, r.wake_seq,
+           coalesce(go.wait_for, r.wait_for),
+           CASE WHEN go.wait_for IS NULL THEN r.wait_count ELSE cardinality(go.wait_for) END,
+           CASE WHEN go.wait_for IS NULL THEN r.wait_signal END,
+           CASE WHEN go.wait_for IS NULL THEN r.wake_at END, r.rank, r.grp
+    FROM revived r JOIN go ON go.id = r.id
+    RETURNING id, attempt, status
 ),
 retried AS (
-    SELECT id, attempt FROM retried_live UNION ALL SELECT id, attempt FROM retried_history
+    SELECT id, attempt, status FROM retried_live
+    UNION ALL
+    SELECT id, attempt, status FROM retried_history
 ),
 journaled AS (
     INSERT INTO "billing_jobs".journal (job_id, at, event, attempt, worker, detail)
@@ -4100,10 +4212,14 @@ journaled AS (
 )
 -- The jobs below are read from the statement's snapshot: status is the one before.
 SELECT input.id, j.kind, j.status AS was, r.id IS NOT NULL AS retried,
-       holder.id AS key_holder
+       holder.id AS key_holder, r.status AS now, go.wait_for, b.by AS blocked_by,
+       bj.status AS blocker_status
 FROM input
 LEFT JOIN "billing_jobs".all_jobs j ON j.id = input.id
 LEFT JOIN retried r ON r.id = input.id
+LEFT JOIN go ON go.id = input.id
+LEFT JOIN blocker b ON b.id = input.id
+LEFT JOIN "billing_jobs".all_jobs bj ON bj.id = b.by
 LEFT JOIN LATERAL (
     SELECT o.id FROM "billing_jobs".jobs o
     WHERE j.key IS NOT NULL AND o.kind = j.kind AND o.key = j.key

@@ -20,10 +20,13 @@ import django
 import pytest
 
 import venturi
+from tests.support import expire_claim, make_due
 from tests.support import sql as tsql
+from tests.support.claims import claim
 from tests.support.cli import ROOT
 from tests.support.django_app.run import DRIVERS, MANAGE, environment, manage, scenario
 from tests.support.waits import wait_for
+from venturi import db
 
 # --- VenturiBackend under Django's Tasks framework ------------------------------------
 
@@ -282,3 +285,41 @@ async def test_a_django_task_uses_workflow_primitives_through_job_context(dsn: s
             "errors": 0,
         }, name
     assert found["charged"] == [7, 8]  # each charged once, replayed on the second run
+
+
+async def _lose_the_lease(conn: asyncpg.Connection, job_id: int) -> str:
+    """A worker claims the job and is killed: its lease expires and recovery counts the
+    attempt as failed, as it would after ``kill -9``. The recovery's error."""
+    [row] = await claim(conn, db.Claimant("ghost:9"), ["django.default"], lease=0.001)
+    assert row["id"] == job_id
+    await expire_claim(conn, job_id)
+    [recovered] = await db.claims.job_recover_stale(
+        conn, schema="venturi", recoverer="sweeper:1", backoff=venturi.Backoff.fixed(0)
+    )
+    assert recovered["id"] == job_id
+    job = await venturi.get_job(conn, job_id)
+    assert job is not None and job.last_error is not None
+    return job.last_error
+
+
+@pytest.mark.parametrize("attempts", [1, 3])
+async def test_an_attempt_lost_to_a_killed_worker_is_an_error(
+    dsn: str, conn: asyncpg.Connection, attempts: int
+) -> None:
+    """docs/django.md: one TaskError per failed attempt, a lease that expires included. At
+    the backstop (1 of 1) the error is the lost lease, not the backstop's line; an attempt
+    lost before a success is still one."""
+    options = {"VENTURI_DJANGO_TASK_OPTIONS": json.dumps({"MAX_ATTEMPTS": attempts})}
+    found = await scenario(
+        "tasks_enqueue", dsn, VENTURI_TEST_TASK="add", VENTURI_TEST_ARGS="[2, 3]", **options
+    )
+    lost = await _lose_the_lease(conn, int(found["id"]))
+    assert "presumed dead" in lost
+    if attempts == 1:
+        read = await scenario("tasks_result", dsn, VENTURI_TEST_ID=found["id"], **options)
+        assert read["status"] == "FAILED"
+    else:
+        await make_due(conn, int(found["id"]))
+        read = await scenario("tasks_drain", dsn, VENTURI_TEST_ID=found["id"], **options)
+        assert read["status"] == "SUCCESSFUL"
+    assert read["errors"] == [["venturi.errors.VenturiError", lost]]

@@ -6,13 +6,14 @@ logged instead, on logger ``venturi.admin``)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
 import msgspec
 
 from venturi import db, validate
+from venturi.admin.again import again_on_rollback, asking_again
 from venturi.admin.common import (
     CANCEL_DETAIL,
     SET_PRIORITY_DETAIL,
@@ -43,6 +44,7 @@ from venturi.status import FINISHED, MANUAL_RETRY, JobStatus
 
 # What venturi.admin exports from here.
 __all__ = [
+    "CancelChange",
     "JobDetail",
     "JobRow",
     "cancel_jobs",
@@ -247,42 +249,22 @@ async def _retry_all(conn: Conn, wanted: list[int], who: str, schema: str) -> li
         return out
 
 
-async def _asking_again(
-    ids: list[int],
-    read: Callable[[list[int]], Awaitable[list[Any]]],
-    verdict: Callable[[Any], Change | None],
-    doing: str,
-) -> list[Change]:
-    """Run ``read`` on ``ids`` and turn each row into a ``Change``; a row ``verdict``
-    answers None for (the job changed between the statement's snapshot and its update,
-    so it was neither done nor refused) is asked again, at most three times in all."""
-    results: dict[int, Change] = {}
-    todo = ids
-    for _ in range(3):
-        again = []
-        for r in await read(todo):
-            change = verdict(r)
-            if change is None:
-                again.append(r["id"])
-            else:
-                results[r["id"]] = change
-        if not again:
-            break
-        todo = again
-    for job_id in todo:
-        results.setdefault(
-            job_id, Change(job_id, False, f"job {job_id} kept changing while {doing} it")
-        )
-    return [results[i] for i in sorted(results)]
-
-
 def _retried(r: Any) -> Change | None:
     job_id, kind, was = r["id"], r["kind"], r["was"]
     if was is None:
         return missing(job_id)
     if r["retried"]:
+        now = f"{r['now']}{_waiting_for(r['wait_for']) if r['wait_for'] else ''}"
+        return Change(job_id, True, f"job {job_id} ({kind}): {was} -> {now}", kind, was, r["now"])
+    if r["blocked_by"] is not None:
+        by = r["blocked_by"]
         return Change(
-            job_id, True, f"job {job_id} ({kind}): {was} -> pending", kind, was, JobStatus.PENDING
+            job_id,
+            False,
+            f"job {job_id} ({kind}) cannot be retried: it comes after job {by}, which is "
+            f"{r['blocker_status']} and stays so; retry job {by} with it",
+            kind,
+            was,
         )
     if r["key_holder"] is not None:
         return Change(
@@ -304,13 +286,34 @@ def _retried(r: Any) -> Change | None:
     return None
 
 
+def _waiting_for(ids: list[int]) -> str:
+    """A Workflow node retried before its dependencies completed (SPEC 12)."""
+    if len(ids) == 1:
+        return f" for job {ids[0]} (it comes after it)"
+    return f" for jobs {', '.join(map(str, ids))} (it comes after them)"
+
+
 async def _retry(conn: Conn, ids: list[int], who: str, schema: str) -> list[Change]:
     async def read(todo: list[int]) -> list[Any]:
         return await db.operations.job_retry_many_if_dead_or_cancelled(
             conn, schema=schema, ids=todo, operator=who, detail=MANUAL_RETRY
         )
 
-    return await _asking_again(ids, read, _retried, "retrying")
+    return await asking_again(conn, ids, read, _retried, "retrying")
+
+
+class CancelChange(Change, frozen=True):
+    """A cancel's ``Change``, with what its cascade (SPEC 12) did besides: the unfinished
+    children and dependents cancelled with a job cancelled here, and the claimed ones
+    asked to stop (none of the ids given; each under the lowest given id reaching it)."""
+
+    cascade_cancelled: list[int] = []
+    cascade_asked: list[int] = []
+
+
+def _jobs(ids: list[int]) -> str:
+    shown = ", ".join(map(str, ids[:5])) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+    return f"job{'s' if len(ids) > 1 else ''} {shown}"
 
 
 def _cancelled(r: Any) -> Change | None:
@@ -318,13 +321,19 @@ def _cancelled(r: Any) -> Change | None:
     if was is None:
         return missing(job_id)
     if action == JobStatus.CANCELLED:
-        return Change(
+        gone, asked = list(r["cascade_cancelled"]), list(r["cascade_requested"])
+        notes = [f"cancelled {len(gone)} children or dependents ({_jobs(gone)})"] if gone else []
+        notes += [f"asked {len(asked)} running to stop ({_jobs(asked)})"] if asked else []
+        with_it = f"; with it, {' and '.join(notes)}" if notes else ""
+        return CancelChange(
             job_id,
             True,
-            f"job {job_id} ({kind}): {was} -> cancelled",
+            f"job {job_id} ({kind}): {was} -> cancelled{with_it}",
             kind,
             was,
             JobStatus.CANCELLED,
+            gone,
+            asked,
         )
     if action == "requested":
         return Change(
@@ -356,7 +365,9 @@ async def cancel_jobs(
 ) -> list[Change]:
     """Pending jobs become cancelled now (journaled ``cancelled``). For a claimed job the
     request is recorded (``cancel_requested_at``) and the worker holding it settles it;
-    finished jobs are refused. One result per distinct id, in id order."""
+    finished jobs are refused. One result per distinct id, in id order: each a
+    ``CancelChange``, which also names the children and dependents the cascade cancelled
+    or asked to stop with it (SPEC 12)."""
     wanted = sorted(set(check_ids(ids)))
     who = operator or operator_identity()
 
@@ -365,7 +376,12 @@ async def cancel_jobs(
             conn, schema=schema, ids=todo, operator=who, detail=CANCEL_DETAIL
         )
 
-    return await _asking_again(wanted, read, _cancelled, "cancelling")
+    changes = await asking_again(conn, wanted, read, _cancelled, "cancelling")
+    # Every result a CancelChange, a refusal's cascade empty: one shape in --json.
+    return [
+        c if isinstance(c, CancelChange) else CancelChange(**msgspec.structs.asdict(c))
+        for c in changes
+    ]
 
 
 async def delete_jobs(
@@ -404,7 +420,7 @@ async def delete_jobs(
     async def read(todo: list[int]) -> list[Any]:
         return await db.operations.job_delete_many_if_not_claimed(conn, schema=schema, ids=todo)
 
-    return await _asking_again(wanted, read, deleted, "deleting")
+    return await asking_again(conn, wanted, read, deleted, "deleting")
 
 
 async def delete_job(
@@ -438,13 +454,17 @@ async def set_priority(
     who = operator or operator_identity()
     name = tier.name.lower()
     results = []
-    rows = await db.operations.job_set_priority_many_if_pending(
+    rows = await again_on_rollback(
         conn,
-        schema=schema,
-        ids=wanted,
-        priority=int(tier),
-        operator=who,
-        detail=f"{SET_PRIORITY_DETAIL} {name}",
+        lambda: db.operations.job_set_priority_many_if_pending(
+            conn,
+            schema=schema,
+            ids=wanted,
+            priority=int(tier),
+            operator=who,
+            detail=f"{SET_PRIORITY_DETAIL} {name}",
+        ),
+        "setting priority",
     )
     for r in rows:
         job_id, kind, was = r["id"], r["kind"], r["was"]

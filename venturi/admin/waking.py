@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from venturi import db
+from venturi.admin.again import again_on_rollback
 from venturi.admin.common import (
     RUN_NOW_DETAIL,
     Change,
@@ -41,13 +42,17 @@ async def run_now_jobs(
     result per distinct id, in id order."""
     wanted = sorted(set(check_ids(ids)))
     who = operator or operator_identity()
-    rows = await db.operations.job_run_now_many_if_pending(
+    rows = await again_on_rollback(
         conn,
-        schema=schema,
-        ids=wanted,
-        operator=who,
-        detail=RUN_NOW_DETAIL,
-        timeout_now=bool(timeout_now),
+        lambda: db.operations.job_run_now_many_if_pending(
+            conn,
+            schema=schema,
+            ids=wanted,
+            operator=who,
+            detail=RUN_NOW_DETAIL,
+            timeout_now=bool(timeout_now),
+        ),
+        "running now",
     )
     return [_ran_now(r) for r in rows]
 

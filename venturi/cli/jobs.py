@@ -150,13 +150,19 @@ def jobs_cancel(
 
     target = need_dsn(dsn)
     changes = admin_run(target, schema, lambda c: admin.cancel_jobs(c, ids, schema=schema))
-    cancelled = sum(c.now == JobStatus.CANCELLED for c in changes)
-    asked = sum(c.done and c.now == JobStatus.CLAIMED for c in changes)
+    # The cascade's share (a workflow's children and dependents) counted too.
+    gone = sum(len(getattr(c, "cascade_cancelled", ())) for c in changes)
+    stopping = sum(len(getattr(c, "cascade_asked", ())) for c in changes)
+    cancelled = gone + sum(c.now == JobStatus.CANCELLED for c in changes)
+    asked = stopping + sum(c.done and c.now == JobStatus.CLAIMED for c in changes)
     refused = sum(not c.done for c in changes)
+    by_cascade = f" ({gone} of them by the cascade to children and dependents)" if gone else ""
+    asked_by = f" ({stopping} by the cascade)" if stopping else ""
     _report(
         changes,
         as_json,
-        f"cancelled {cancelled}, asked {asked} running to stop, refused {refused}",
+        f"cancelled {cancelled}{by_cascade}, asked {asked} running to stop{asked_by}, "
+        f"refused {refused}",
     )
 
 

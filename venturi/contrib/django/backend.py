@@ -100,8 +100,14 @@ _STATUS: dict[str, TaskResultStatus] = {
     JobStatus.DEAD: TaskResultStatus.FAILED,
     JobStatus.CANCELLED: TaskResultStatus.FAILED,
 }
-# The journal events that record a failed attempt (detail: what it raised).
-_FAILURES = (JournalEvent.FAILED, JournalEvent.RETRIED, JournalEvent.TIMED_OUT)
+# The journal events that record a failed attempt (detail: what it raised, or the lease
+# that expired under a killed worker: stale recovery's entry).
+_FAILURES = (
+    JournalEvent.FAILED,
+    JournalEvent.RETRIED,
+    JournalEvent.TIMED_OUT,
+    JournalEvent.STALE_RECOVERED,
+)
 
 
 class DjangoCall(msgspec.Struct, frozen=True):
