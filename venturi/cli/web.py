@@ -35,6 +35,14 @@ def web(
             help="File holding the token every request must carry (or VENTURI_WEB_TOKEN)."
         ),
     ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="A name in the Host header to serve besides localhost and the loopback "
+            "addresses (repeatable; '*': any). Default: any with a token, none without.",
+        ),
+    ] = None,
     tasks: Annotated[
         list[str] | None,
         typer.Option(
@@ -80,7 +88,13 @@ def web(
         finally:
             sys.path.pop(0)
     try:
-        dashboard = venturi.web.app(target, token=token, read_only=read_only, schema=schema)
+        dashboard = venturi.web.app(
+            target,
+            token=token,
+            read_only=read_only,
+            schema=schema,
+            allowed_hosts=allowed_host or None,
+        )
     except ConfigError as exc:
         raise fail(str(exc)) from None
     # Check the database now: a wrong DSN or an unapplied schema is a one-line error at

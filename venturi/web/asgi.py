@@ -7,7 +7,7 @@ works at ``/`` under ``venturi web`` and under any prefix of a host application.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any
@@ -26,6 +26,7 @@ from venturi.sql import DEFAULT_SCHEMA
 from venturi.web import filters, routes
 from venturi.web.auth import Guard
 from venturi.web.database import Database
+from venturi.web.hosts import HostGuard, check_allowed_hosts
 from venturi.web.kit import Dashboard, default_operator
 
 # script-src 'self': htmx and nothing inline; style-src 'self': no style attributes
@@ -86,6 +87,7 @@ def create_app(
     read_only: bool = False,
     schema: str = DEFAULT_SCHEMA,
     operator: Callable[[Request], str] | None = None,
+    allowed_hosts: Iterable[str] | None = None,
 ) -> Starlette:
     if not isinstance(read_only, bool):
         raise ConfigError(f"read_only must be True or False, got {validate.shown(read_only)}")
@@ -97,10 +99,10 @@ def create_app(
         raise ConfigError(
             f"pool_or_dsn must be a DSN or an asyncpg Pool, got {validate.shown(pool_or_dsn)}"
         )
+    guard = Guard.create(token)
+    allowed = check_allowed_hosts(allowed_hosts, guard.token)
     db = Database(pool_or_dsn, schema)
-    state = Dashboard(
-        db, Guard.create(token), read_only, operator or default_operator, _environment()
-    )
+    state = Dashboard(db, guard, read_only, operator or default_operator, _environment())
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> Any:
@@ -113,5 +115,6 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.dashboard = state
+    app.add_middleware(HostGuard, allowed=allowed)
     app.add_middleware(SecurityHeadersMiddleware)
     return app
