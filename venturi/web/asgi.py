@@ -67,6 +67,14 @@ class SecurityHeadersMiddleware:
         await self.app(scope, receive, send_with_headers)
 
 
+class DashboardApp(Starlette):
+    """Starlette with the security headers outside its error middleware too, so that a
+    500 carries them as every other answer does."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return SecurityHeadersMiddleware(super().build_middleware_stack())
+
+
 def _environment() -> jinja2.Environment:
     root = resources.files("venturi.web") / "templates"
     env = jinja2.Environment(
@@ -110,11 +118,10 @@ def create_app(
         await db.close()
 
     static = StaticFiles(packages=[("venturi.web", "static")])
-    app = Starlette(
+    app = DashboardApp(
         routes=[*routes.ROUTES, Mount("/static", static, name="static")],
         lifespan=lifespan,
     )
     app.state.dashboard = state
     app.add_middleware(HostGuard, allowed=allowed)
-    app.add_middleware(SecurityHeadersMiddleware)
     return app

@@ -1,0 +1,90 @@
+"""The dashboard's answers to hostile input at request level (the ASGI app over a real
+database through httpx's ASGI transport): a signal's payload nested a thousand deep, a
+failure's 500 (with the security headers every answer carries), next= and back= under
+a mount, job ids in other scripts' digits."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import asyncpg
+import httpx
+from starlette.requests import Request
+
+import venturi
+import venturi.web
+from tests.support.opsdata import make
+from tests.support.web import csrf_of
+
+DEEP = "[" * 1000 + "]" * 1000
+
+
+def headers_ok(r: httpx.Response) -> None:
+    assert r.headers["content-security-policy"].startswith("default-src 'self'")
+    assert r.headers["x-frame-options"] == "DENY"
+    assert r.headers["x-content-type-options"] == "nosniff"
+    assert r.headers["cache-control"] == "no-store"
+
+
+async def test_a_deeply_nested_signal_payload_is_a_400(
+    conn: asyncpg.Connection, web: httpx.AsyncClient
+) -> None:
+    job = await make(conn, "flow", "pending")
+    before = await venturi.get_journal(conn, job)
+    token = await csrf_of(web, f"/jobs/{job}")
+    for payload in (DEEP, "[" * 101 + "]" * 101, '{"a":' * 150 + "1" + "}" * 150):
+        data = {"csrf": token, "back": f"/jobs/{job}", "name": "approval", "payload": payload}
+        r = await web.post(f"/jobs/{job}/signal", data=data)
+        assert r.status_code == 400 and "nested deeper than 100" in r.text, r.text[:200]
+        headers_ok(r)
+    assert await venturi.get_journal(conn, job) == before
+    data = {
+        "csrf": token,
+        "back": f"/jobs/{job}",
+        "name": "approval",
+        "payload": "[" * 100 + "]" * 100,
+    }
+    r = await web.post(f"/jobs/{job}/signal", data=data)
+    assert r.status_code == 303
+
+
+async def test_a_500_carries_the_security_headers(
+    pool: asyncpg.Pool, conn: asyncpg.Connection
+) -> None:
+    dead = await make(conn, "fetch", "dead")
+
+    def operator(request: Request) -> str:
+        raise RuntimeError("the application's operator function failed")
+
+    app = venturi.web.app(pool, operator=operator)
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+        token = await csrf_of(c, "/")
+        r = await c.post(f"/jobs/{dead}/retry", data={"csrf": token, "back": "/jobs"})
+        assert r.status_code == 500
+        headers_ok(r)
+
+
+async def test_the_command_refuses_a_deeply_nested_signal_payload(
+    dsn: str, conn: asyncpg.Connection
+) -> None:
+    job = await make(conn, "flow", "pending")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "venturi",
+        "jobs",
+        "signal",
+        str(job),
+        "approval",
+        "--json",
+        DEEP,
+        "--dsn",
+        dsn,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 2 and err.decode().strip().count("\n") == 0, err.decode()
+    assert "nested too deeply" in err.decode()
