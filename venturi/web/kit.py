@@ -89,10 +89,13 @@ def url(request: Request, name: str, query: dict[str, Any] | None = None, **para
     return path
 
 
-def set_cookie(response: Response, request: Request, name: str, value: str) -> None:
+def set_cookie(
+    response: Response, request: Request, name: str, value: str, max_age: int | None = None
+) -> None:
     response.set_cookie(
         name,
         value,
+        max_age=max_age,
         httponly=True,
         samesite="strict",
         secure=request.url.scheme == "https",
