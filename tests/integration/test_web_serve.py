@@ -15,6 +15,7 @@ from typing import Any
 import asyncpg
 import httpx
 
+import venturi
 from tests.support import wait_for
 from tests.support.opsdata import make
 from tests.support.web import CSRF, TOKEN, status
@@ -104,3 +105,53 @@ async def test_with_a_token_any_host_is_served_unless_allowed_hosts_are_named(
             assert (await c.get("/api/stats", headers={"Host": "localhost:1"})).is_success
             r = await c.get("/api/stats", headers={"Host": "other.example.com"})
             assert r.status_code == 421
+
+
+async def cancel_as(base: str, job: int, headers: dict[str, str]) -> httpx.Response:
+    """Cancel ``job`` from its page, every request with ``headers``: the page's answer."""
+    async with httpx.AsyncClient(base_url=base, headers=headers) as c:
+        page = await c.get(f"/jobs/{job}")
+        token = CSRF.search(page.text).group(1)  # type: ignore[union-attr]
+        # A Secure cookie is one httpx keeps from http://: sent by hand as a browser
+        # behind the TLS proxy would.
+        cookie = "; ".join(f"{k}={v}" for k, v in page.cookies.items())
+        r = await c.post(
+            f"/jobs/{job}/cancel",
+            data={"csrf": token, "back": "/jobs"},
+            headers={"Cookie": cookie},
+        )
+        assert r.status_code == 303
+        return page
+
+
+async def test_forwarded_headers_are_trusted_only_from_the_named_proxies(
+    dsn: str, conn: asyncpg.Connection
+) -> None:
+    forwarded = {"X-Forwarded-For": "203.0.113.7", "X-Forwarded-Proto": "https"}
+    first, second = await make(conn, "billing", "pending"), await make(conn, "billing", "pending")
+    async with serving(dsn) as base:
+        page = await cancel_as(base, first, forwarded)
+        assert "Secure" not in page.headers["set-cookie"]
+    async with serving(dsn, "--forwarded-allow-ips", "127.0.0.1, 10.0.0.0/8") as base:
+        page = await cancel_as(base, second, forwarded)
+        assert "Secure" in page.headers["set-cookie"]  # https at the proxy
+    workers = {
+        j: [e.worker for e in await venturi.get_journal(conn, j) if e.event == "cancelled"]
+        for j in (first, second)
+    }
+    assert workers == {first: ["web:127.0.0.1"], second: ["web:203.0.113.7"]}
+    for bad in ("nope", "127.0.0.1,", "10.0.0.0/33"):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "venturi",
+            "web",
+            "--dsn",
+            dsn,
+            "--forwarded-allow-ips",
+            bad,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 2 and "forwarded-allow-ips" in err.decode(), err.decode()
+        assert err.decode().strip().count("\n") == 0

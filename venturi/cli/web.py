@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import ipaddress
 import logging
 import os
 import sys
@@ -43,6 +44,14 @@ def web(
             "addresses (repeatable; '*': any). Default: any with a token, none without.",
         ),
     ] = None,
+    forwarded_allow_ips: Annotated[
+        str | None,
+        typer.Option(
+            "--forwarded-allow-ips",
+            help="Trust X-Forwarded-For and X-Forwarded-Proto from these proxies: addresses "
+            "or networks, comma-separated ('*': any). Default: trust none.",
+        ),
+    ] = None,
     tasks: Annotated[
         list[str] | None,
         typer.Option(
@@ -69,6 +78,7 @@ def web(
             f"refusing to serve {host} without a token: pass --token-file or set "
             "VENTURI_WEB_TOKEN (or bind 127.0.0.1)"
         )
+    proxies = None if forwarded_allow_ips is None else _proxies(forwarded_allow_ips)
     if not 0 < port < 65536:
         raise fail(f"port must be between 1 and 65535, got {port}")
     try:
@@ -108,4 +118,29 @@ def web(
     typer.echo(
         f"venturi dashboard on http://{host}:{port}/" + (" (read-only)" if read_only else "")
     )
-    uvicorn.run(dashboard, host=host, port=port, log_level="warning")
+    # uvicorn trusts X-Forwarded-* from 127.0.0.1 unless told otherwise: any local client
+    # (an SSH tunnel, another process) would name the journal's operator and the scheme.
+    uvicorn.run(
+        dashboard,
+        host=host,
+        port=port,
+        log_level="warning",
+        proxy_headers=proxies is not None,
+        forwarded_allow_ips=proxies or "",
+    )
+
+
+def _proxies(value: str) -> str:
+    """``--forwarded-allow-ips`` checked: addresses or networks, comma-separated, or '*'."""
+    items = [item.strip() for item in value.split(",")]
+    for item in items:
+        if item == "*":
+            continue
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            raise fail(
+                "--forwarded-allow-ips: each must be an IP address or network (or '*'), "
+                f"got {item[:60]!r}"
+            ) from None
+    return ",".join(items)
