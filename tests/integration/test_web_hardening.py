@@ -10,12 +10,14 @@ import sys
 
 import asyncpg
 import httpx
+from starlette.applications import Starlette
 from starlette.requests import Request
+from starlette.routing import Mount
 
 import venturi
 import venturi.web
 from tests.support.opsdata import make
-from tests.support.web import csrf_of
+from tests.support.web import TOKEN, client, csrf_of
 
 DEEP = "[" * 1000 + "]" * 1000
 
@@ -88,3 +90,34 @@ async def test_the_command_refuses_a_deeply_nested_signal_payload(
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 2 and err.decode().strip().count("\n") == 0, err.decode()
     assert "nested too deeply" in err.decode()
+
+
+async def test_next_and_back_never_leave_the_mount(
+    pool: asyncpg.Pool, conn: asyncpg.Connection
+) -> None:
+    dead = await make(conn, "fetch", "dead")
+    host = Starlette(routes=[Mount("/jobs-admin", venturi.web.app(pool, token=TOKEN))])
+    escapes = [
+        "/account/close",
+        "/jobs-admin/../account/close",
+        "/jobs-admin/%2e%2e/account/close",
+        "/jobs-admin/%2E./account/close",
+        "/jobs-admin/jobs/./../../account",
+        "/jobs-admin/..",
+        "/jobs-admin/..?next=/",
+        "/jobs-admin/%252e%252e/account",
+    ]
+    async with client(host) as c:
+        for target in escapes:
+            csrf = await csrf_of(c, "/jobs-admin/login")
+            data = {"csrf": csrf, "token": TOKEN, "next": target}
+            r = await c.post("/jobs-admin/login", data=data)
+            assert r.headers["location"] == "/jobs-admin/", target
+        for target in escapes:
+            csrf = await csrf_of(c, "/jobs-admin/jobs")
+            r = await c.post(f"/jobs-admin/jobs/{dead}/retry", data={"csrf": csrf, "back": target})
+            assert r.status_code == 303 and r.headers["location"] == "/jobs-admin/", target
+        kept = "/jobs-admin/jobs?q=a..b&kind=x.y"
+        csrf = await csrf_of(c, "/jobs-admin/login")
+        r = await c.post("/jobs-admin/login", data={"csrf": csrf, "token": TOKEN, "next": kept})
+        assert r.headers["location"] == kept

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
-from urllib.parse import urlencode
+from urllib.parse import unquote, urlencode
 
 import jinja2
 from starlette.requests import Request
@@ -156,9 +156,22 @@ def safe_path(request: Request, target: object, default: str = "overview") -> st
         and not target.startswith("//")
         and "\\" not in target
         and all(c.isprintable() for c in target)
+        and not _dot_segments(target)
     ):
         return target
     return url(request, default)
+
+
+def _dot_segments(target: str) -> bool:
+    """Whether the path of ``target`` holds a ``.`` or ``..`` segment, percent-encoded or
+    not (a browser resolves ``/jobs-admin/%2e%2e/x`` to ``/x``: out of the mount)."""
+    path = target.split("?", 1)[0].split("#", 1)[0]
+    for _ in range(4):  # encoded again and again: the decoded form is checked too
+        decoded = unquote(path)
+        if decoded == path:
+            break
+        path = decoded
+    return any(part in (".", "..") for part in path.split("/"))
 
 
 def redirect_back(request: Request, form: Any, shown: flash.Flash) -> Response:
