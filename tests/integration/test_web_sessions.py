@@ -70,3 +70,66 @@ async def test_a_session_past_its_maximum_age_or_forged_is_refused(pool: asyncpg
     async with with_cookie(venturi.web.app(pool, token=TOKEN[::-1]), value) as c:
         assert (await c.get("/api/stats")).status_code == 401
     await a.aclose()
+
+
+def from_address(app: Any, address: str) -> httpx.AsyncClient:
+    transport = httpx.ASGITransport(app=app, client=(address, 40000))
+    return httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1")
+
+
+async def test_failed_logins_lock_that_client_out_for_a_while(pool: asyncpg.Pool) -> None:
+    app = venturi.web.app(pool, token=TOKEN)
+    logins = app.state.dashboard.guard.logins
+    now = time.time()
+    logins.clock = lambda: now
+    async with from_address(app, "127.0.0.5") as guesser, from_address(app, "127.0.0.6") as op:
+        csrf = await csrf_of(guesser, "/login")
+        for n in range(logins.free):
+            r = await guesser.post("/login", data={"csrf": csrf, "token": f"guess{n}"})
+            assert r.status_code == 401, n
+        # Locked out now, the right token included, with the time to wait.
+        r = await guesser.post("/login", data={"csrf": csrf, "token": TOKEN})
+        assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
+        assert "too many failed logins" in r.text
+        # Another client is not.
+        csrf_op = await csrf_of(op, "/login")
+        r = await op.post("/login", data={"csrf": csrf_op, "token": TOKEN, "next": "/"})
+        assert r.status_code == 303
+        # Once the wait is over the right token logs in; each failure after the free ones
+        # doubles the wait, up to its cap.
+        logins.clock = lambda: now + logins.max_wait
+        r = await guesser.post("/login", data={"csrf": csrf, "token": TOKEN, "next": "/"})
+        assert r.status_code == 303
+    assert len(logins.failures) <= logins.max_clients
+
+
+async def test_a_short_token_is_refused_at_start(pool: asyncpg.Pool, tmp_path: Any) -> None:
+    import asyncio
+    import os
+    import sys
+
+    import pytest
+
+    with pytest.raises(venturi.ConfigError, match="token must be at least 16 characters"):
+        venturi.web.app(pool, token="a" * 15)
+    short = tmp_path / "token"
+    short.write_text("abc\n")
+    for args, env, knob in (
+        (["--token-file", str(short)], {"VENTURI_WEB_TOKEN": ""}, "--token-file"),
+        ([], {"VENTURI_WEB_TOKEN": "x" * 15}, "VENTURI_WEB_TOKEN"),
+    ):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "venturi",
+            "web",
+            "--dsn",
+            "postgresql://x@127.0.0.1:1/y",
+            *args,
+            stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, **env},
+        )
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+        text = err.decode()
+        assert proc.returncode == 2 and text.strip().count("\n") == 0, text
+        assert knob in text and "at least 16 characters" in text

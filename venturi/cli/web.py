@@ -61,7 +61,7 @@ def web(
 ) -> None:
     """Serve the web dashboard (needs the web extra). Without a token it binds loopback
     addresses only."""
-    from venturi.web.auth import is_loopback
+    from venturi.web.auth import check_token, is_loopback
 
     target = need_dsn(dsn)
     token = os.environ.get("VENTURI_WEB_TOKEN") or None
@@ -73,6 +73,12 @@ def web(
             raise fail(f"token-file: cannot read {token_file}: {exc.strerror}") from None
         if not token:
             raise fail(f"token-file: {token_file} is empty")
+    if token is not None:
+        try:
+            check_token(token)
+        except ConfigError as exc:
+            knob = f"--token-file {token_file}" if token_file is not None else "VENTURI_WEB_TOKEN"
+            raise fail(f"{knob}: {exc}") from None
     if token is None and not is_loopback(host):
         raise fail(
             f"refusing to serve {host} without a token: pass --token-file or set "

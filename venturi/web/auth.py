@@ -37,6 +37,11 @@ SESSION_MAX_AGE = 12 * 3600
 MAX_ENDED = 10_000
 
 
+# The shortest token accepted: 16 characters of `openssl rand -hex 32`'s 64 still hold 64
+# bits; a shorter one can be guessed (failed logins are only slowed down, see Logins).
+MIN_TOKEN = 16
+
+
 def check_token(token: object) -> str | None:
     """``token`` if it can be a dashboard token (None: no authentication), else ConfigError."""
     if token is None:
@@ -51,6 +56,11 @@ def check_token(token: object) -> str | None:
         raise ConfigError(
             "token must be a non-empty string of printable ASCII without surrounding "
             "spaces (e.g. the output of `openssl rand -hex 32`)"
+        )
+    if len(token) < MIN_TOKEN:
+        raise ConfigError(
+            f"token must be at least {MIN_TOKEN} characters, got {len(token)} "
+            "(e.g. the output of `openssl rand -hex 32`)"
         )
     return token
 
@@ -103,6 +113,39 @@ class Sessions:
         self.ended[sid] = issued + SESSION_MAX_AGE
 
 
+class Logins:
+    """Failed logins per client address: after ``free`` of them in a row, that client's
+    next login is refused for 1 s, doubling with each further failure up to
+    ``max_wait``; a success forgets it. At most ``max_clients`` addresses are kept (the
+    oldest forgotten first)."""
+
+    free = 5
+    max_wait = 60.0
+    max_clients = 4096
+
+    def __init__(self) -> None:
+        # address -> (failures in a row, time before which its logins are refused)
+        self.failures: dict[str, tuple[int, float]] = {}
+        self.clock: Callable[[], float] = time.time
+
+    def wait(self, client: str) -> float:
+        """Seconds before ``client`` may try again (0: now)."""
+        _, until = self.failures.get(client, (0, 0.0))
+        return max(0.0, until - self.clock())
+
+    def failed(self, client: str) -> None:
+        count, _ = self.failures.pop(client, (0, 0.0))
+        count += 1
+        over = count - self.free  # 0 at the last free failure: locked for 1 s
+        until = self.clock() + min(self.max_wait, 2.0**over) if over >= 0 else 0.0
+        while len(self.failures) >= self.max_clients:
+            del self.failures[next(iter(self.failures))]
+        self.failures[client] = (count, until)
+
+    def succeeded(self, client: str) -> None:
+        self.failures.pop(client, None)
+
+
 @dataclass(frozen=True)
 class Guard:
     """The dashboard's token (None: open) and the key of its CSRF tokens."""
@@ -110,6 +153,7 @@ class Guard:
     token: str | None
     csrf_key: bytes = field(repr=False, default=b"")
     sessions: Sessions = field(repr=False, default_factory=lambda: Sessions(b""))
+    logins: Logins = field(repr=False, default_factory=Logins)
 
     @classmethod
     def create(cls, token: str | None) -> Guard:
