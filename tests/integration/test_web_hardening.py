@@ -121,3 +121,30 @@ async def test_next_and_back_never_leave_the_mount(
         csrf = await csrf_of(c, "/jobs-admin/login")
         r = await c.post("/jobs-admin/login", data={"csrf": csrf, "token": TOKEN, "next": kept})
         assert r.headers["location"] == kept
+
+
+async def test_ids_and_cursors_take_ascii_digits_only(
+    conn: asyncpg.Connection, web: httpx.AsyncClient
+) -> None:
+    job = await make(conn, "fetch", "dead")
+    assert job < 10
+    arabic, fullwidth = chr(0x660 + job), chr(0xFF10 + job)
+    for raw in (arabic, fullwidth, f"0_{job}", f" {job}", f"+{job}"):
+        for path in (f"/jobs/{raw}", f"/api/jobs/{raw}"):
+            r = await web.get(path)
+            assert r.status_code == 400 and "positive integer" in r.text, path
+        for path in (f"/jobs?before={raw}", f"/jobs?after={raw}", f"/api/jobs?before={raw}"):
+            r = await web.get(path)
+            assert r.status_code == 400 and "integer" in r.text, path
+        token = await csrf_of(web, "/jobs")
+        r = await web.post(
+            "/jobs/selected", data={"csrf": token, "action": "retry", "ids": raw, "back": "/jobs"}
+        )
+        assert r.status_code == 400, raw
+        r = await web.post(
+            "/jobs/bulk", data={"csrf": token, "action": "retry", "up_to": raw, "back": "/jobs"}
+        )
+        assert r.status_code == 400, raw
+    assert (await web.get(f"/jobs/{job}")).status_code == 200
+    assert (await web.get(f"/jobs?before={job + 1}")).status_code == 200
+    assert (await venturi.get_job(conn, job)).status == "dead"  # type: ignore[union-attr]

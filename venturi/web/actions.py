@@ -26,6 +26,7 @@ from venturi.web.kit import (
     Dashboard,
     action,
     action_named,
+    ascii_int,
     job_id_param,
     redirect_back,
     status_filter,
@@ -111,9 +112,10 @@ def _ids(form: Any) -> list[int]:
         raise BadInput(f"at most {SELECTION_MAX} jobs at once, got {len(raw)}")
     ids = []
     for value in raw:
-        if not isinstance(value, str) or not value.isdigit() or not 0 < int(value) < 2**63:
+        n = ascii_int(value)
+        if n is None or not 0 < n < 2**63:
             raise BadInput(f"a job id is a positive integer, got {str(value)[:40]!r}")
-        ids.append(int(value))
+        ids.append(n)
     return ids
 
 
@@ -142,10 +144,9 @@ async def bulk_action(request: Request, d: Dashboard, form: Any) -> Response:
     group = _field(form, "group")
     if group is not None:
         check_group(group, new=False)
-    try:
-        up_to = int(_field(form, "up_to") or "")
-    except ValueError:
-        raise BadInput("up_to must be the newest job id of the confirmation") from None
+    up_to = ascii_int(_field(form, "up_to"))
+    if up_to is None:
+        raise BadInput("up_to must be the newest job id of the confirmation")
     who = d.operator(request)
     async with d.db.writing() as conn:
 

@@ -310,10 +310,9 @@ def int_param(request: Request, name: str, *, low: int = 1, high: int | None = N
     value = request.query_params.get(name)
     if value is None or value == "":
         return None
-    try:
-        n = int(value)
-    except ValueError:
-        raise BadInput(f"{name} must be an integer, got {value[:40]!r}") from None
+    n = ascii_int(value, signed=True)
+    if n is None:
+        raise BadInput(f"{name} must be an integer, got {value[:40]!r}")
     if n < low or (high is not None and n > high):
         bound = f"between {low} and {high}" if high is not None else f">= {low}"
         raise BadInput(f"{name} must be {bound}, got {n}")
@@ -349,9 +348,22 @@ def filter_params(request: Request) -> dict[str, str | None]:
 
 def job_id_param(request: Request) -> int:
     raw = request.path_params["job_id"]
-    if not raw.isdigit() or not 0 < int(raw) < 2**63:
+    n = ascii_int(raw)
+    if n is None or not 0 < n < 2**63:
         raise BadInput(f"a job id is a positive integer, got {raw[:40]!r}")
-    return int(raw)
+    return n
+
+
+def ascii_int(value: object, *, signed: bool = False) -> int | None:
+    """``value``'s integer if it is ASCII digits only (a ``-`` first when ``signed``),
+    else None: ``int()`` also takes other scripts' digits (``٣``), underscores and
+    surrounding spaces, and ``str.isdigit`` superscripts."""
+    if not isinstance(value, str) or len(value) > 40:
+        return None
+    digits = value[1:] if signed and value.startswith("-") else value
+    if not digits or not digits.isascii() or not digits.isdigit():
+        return None
+    return int(value)
 
 
 def action_named(name: str) -> JobAction:
