@@ -82,7 +82,7 @@ async def time_routes(dsn: str, paths: list[str], repeat: int, width: int = 55) 
     print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     app = venturi.web.app(dsn)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         print(f"{'route':{width}} {'status':>6} {'median ms':>10} {'max ms':>8} {'bytes':>8}")
         for path in paths:
             await client.get(path)  # warm: the pool, the statement caches

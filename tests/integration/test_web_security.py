@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import asyncpg
 import httpx
+import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
@@ -207,3 +209,53 @@ async def test_a_database_without_the_schema_is_a_one_line_503(empty_dsn: str) -
         r = await c.get("/api/stats")
         assert r.status_code == 503 and "venturi schema apply" in r.json()["error"]
     await app.state.dashboard.db.close()
+
+
+async def test_without_a_token_only_this_machines_names_are_served(
+    pool: asyncpg.Pool, conn: asyncpg.Connection
+) -> None:
+    # DNS rebinding: a page of rebind.attacker.example, its name rebound to 127.0.0.1, is
+    # same-origin with the dashboard and its requests carry its own name in Host.
+    dead = await make(conn, "fetch", "dead")
+    app = venturi.web.app(pool)
+    async with client(app, base_url="http://rebind.attacker.example:8080") as evil:
+        for path in ("/", "/jobs", f"/api/jobs/{dead}", "/static/venturi.css"):
+            r = await evil.get(path)
+            assert r.status_code == 421 and r.text.count("\n") == 1, path
+            assert r.headers["content-security-policy"].startswith("default-src 'self'")
+        r = await evil.post(f"/jobs/{dead}/delete", data={"csrf": "x"})
+        assert r.status_code == 421
+    for base in (
+        "http://localhost:8080",
+        "http://127.0.0.1",
+        "http://[::1]:1",
+        "http://a.localhost",
+    ):
+        async with client(app, base_url=base) as c:
+            assert (await c.get("/jobs")).status_code == 200, base
+    assert await status(conn, dead) == "dead"
+
+
+async def test_mounted_allowed_hosts_are_settable_and_checked(pool: asyncpg.Pool) -> None:
+    # Mounted without a token behind the host application's own login, under its name.
+    def mount(**kw: Any) -> Starlette:
+        return Starlette(routes=[Mount("/jobs-admin", venturi.web.app(pool, **kw))])
+
+    async with client(mount(), base_url="https://app.example.com") as c:
+        r = await c.get("/jobs-admin/jobs")
+        assert r.status_code == 421 and "allowed_hosts" in r.text
+    for allowed in (["app.example.com"], ["APP.example.com."], ["*"]):
+        async with client(mount(allowed_hosts=allowed), base_url="https://app.example.com") as c:
+            assert (await c.get("/jobs-admin/jobs")).status_code == 200, allowed
+    async with client(mount(allowed_hosts=["app.example.com"])) as c:
+        assert (await c.get("/jobs-admin/jobs")).status_code == 200  # loopback: always
+    async with client(mount(allowed_hosts=["app.example.com"]), base_url="http://x.test") as c:
+        assert (await c.get("/jobs-admin/jobs")).status_code == 421
+    # With a token any name is served by default (the token is what a rebound page lacks).
+    async with client(mount(token=TOKEN), base_url="https://app.example.com") as c:
+        assert (await c.get("/jobs-admin/login")).status_code == 200
+    async with client(mount(token=TOKEN, allowed_hosts=["a.test"]), base_url="http://b.test") as c:
+        assert (await c.get("/jobs-admin/login")).status_code == 421
+    for bad in ("app.example.com", [""], ["a.test:80"], ["a b"], [1], ["http://a.test"]):
+        with pytest.raises(venturi.ConfigError, match="allowed_hosts"):
+            venturi.web.app(pool, allowed_hosts=bad)  # type: ignore[arg-type]

@@ -20,7 +20,7 @@ TOKEN = "t0ken-for-the-dashboard-tests-0123456789"
 def client(app: Any, **kw: Any) -> httpx.AsyncClient:
     """A client on ``app`` with no server between (``kw``: httpx's own, e.g. headers)."""
     return httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://testserver", **kw
+        transport=httpx.ASGITransport(app=app), **{"base_url": "http://127.0.0.1", **kw}
     )
 
 

@@ -244,6 +244,8 @@ def jobs_signal(
         value = None if payload is None else msgspec.json.decode(payload)
     except msgspec.DecodeError as exc:
         raise fail(f"--json is not JSON: {exc}") from None
+    except RecursionError:
+        raise fail("--json is nested too deeply (about 1,000 arrays or objects)") from None
     target = need_dsn(dsn)
     try:
         change = admin_run(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import ipaddress
 import logging
 import os
 import sys
@@ -35,6 +36,22 @@ def web(
             help="File holding the token every request must carry (or VENTURI_WEB_TOKEN)."
         ),
     ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="A name in the Host header to serve besides localhost and the loopback "
+            "addresses (repeatable; '*': any). Default: any with a token, none without.",
+        ),
+    ] = None,
+    forwarded_allow_ips: Annotated[
+        str | None,
+        typer.Option(
+            "--forwarded-allow-ips",
+            help="Trust X-Forwarded-For and X-Forwarded-Proto from these proxies: addresses "
+            "or networks, comma-separated ('*': any). Default: trust none.",
+        ),
+    ] = None,
     tasks: Annotated[
         list[str] | None,
         typer.Option(
@@ -44,7 +61,7 @@ def web(
 ) -> None:
     """Serve the web dashboard (needs the web extra). Without a token it binds loopback
     addresses only."""
-    from venturi.web.auth import is_loopback
+    from venturi.web.auth import check_token, is_loopback
 
     target = need_dsn(dsn)
     token = os.environ.get("VENTURI_WEB_TOKEN") or None
@@ -56,11 +73,18 @@ def web(
             raise fail(f"token-file: cannot read {token_file}: {exc.strerror}") from None
         if not token:
             raise fail(f"token-file: {token_file} is empty")
+    if token is not None:
+        try:
+            check_token(token)
+        except ConfigError as exc:
+            knob = f"--token-file {token_file}" if token_file is not None else "VENTURI_WEB_TOKEN"
+            raise fail(f"{knob}: {exc}") from None
     if token is None and not is_loopback(host):
         raise fail(
             f"refusing to serve {host} without a token: pass --token-file or set "
             "VENTURI_WEB_TOKEN (or bind 127.0.0.1)"
         )
+    proxies = None if forwarded_allow_ips is None else _proxies(forwarded_allow_ips)
     if not 0 < port < 65536:
         raise fail(f"port must be between 1 and 65535, got {port}")
     try:
@@ -80,7 +104,13 @@ def web(
         finally:
             sys.path.pop(0)
     try:
-        dashboard = venturi.web.app(target, token=token, read_only=read_only, schema=schema)
+        dashboard = venturi.web.app(
+            target,
+            token=token,
+            read_only=read_only,
+            schema=schema,
+            allowed_hosts=allowed_host or None,
+        )
     except ConfigError as exc:
         raise fail(str(exc)) from None
     # Check the database now: a wrong DSN or an unapplied schema is a one-line error at
@@ -94,4 +124,29 @@ def web(
     typer.echo(
         f"venturi dashboard on http://{host}:{port}/" + (" (read-only)" if read_only else "")
     )
-    uvicorn.run(dashboard, host=host, port=port, log_level="warning")
+    # uvicorn trusts X-Forwarded-* from 127.0.0.1 unless told otherwise: any local client
+    # (an SSH tunnel, another process) would name the journal's operator and the scheme.
+    uvicorn.run(
+        dashboard,
+        host=host,
+        port=port,
+        log_level="warning",
+        proxy_headers=proxies is not None,
+        forwarded_allow_ips=proxies or "",
+    )
+
+
+def _proxies(value: str) -> str:
+    """``--forwarded-allow-ips`` checked: addresses or networks, comma-separated, or '*'."""
+    items = [item.strip() for item in value.split(",")]
+    for item in items:
+        if item == "*":
+            continue
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            raise fail(
+                "--forwarded-allow-ips: each must be an IP address or network (or '*'), "
+                f"got {item[:60]!r}"
+            ) from None
+    return ",".join(items)

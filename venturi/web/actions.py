@@ -26,6 +26,7 @@ from venturi.web.kit import (
     Dashboard,
     action,
     action_named,
+    ascii_int,
     job_id_param,
     redirect_back,
     status_filter,
@@ -33,6 +34,22 @@ from venturi.web.kit import (
 
 # The most rows one selection acts on (a page holds 50).
 SELECTION_MAX = 500
+# The deepest a signal's payload may nest (arrays and objects): msgspec's decoder and
+# encoder recurse, and at about 1,000 levels raised RecursionError, a bare 500.
+MAX_DEPTH = 100
+
+
+def _depth(value: Any) -> int:
+    """How deep ``value`` (decoded JSON) nests, counted without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (list, dict)):
+            deepest = max(deepest, level + 1)
+            stack.extend(
+                (v, level + 1) for v in (item.values() if isinstance(item, dict) else item)
+            )
+    return deepest
 
 
 def _field(form: Any, name: str, max_len: int = 1000) -> str | None:
@@ -73,10 +90,15 @@ async def job_signal(request: Request, d: Dashboard, form: Any) -> Response:
     if name is None:
         raise BadInput("name is required: the signal's name")
     text = _field(form, "payload", 100_000)
+    too_deep = BadInput(f"the payload is nested deeper than {MAX_DEPTH} arrays or objects")
     try:
         payload = None if text is None else msgspec.json.decode(text)
     except msgspec.DecodeError as exc:
         raise BadInput(f"the payload is not JSON: {exc}") from None
+    except RecursionError:
+        raise too_deep from None
+    if _depth(payload) > MAX_DEPTH:
+        raise too_deep
     async with d.db.writing() as conn:
         change = await admin.send_signal(
             conn, job_id, name, payload, operator=d.operator(request), schema=d.db.schema
@@ -90,9 +112,10 @@ def _ids(form: Any) -> list[int]:
         raise BadInput(f"at most {SELECTION_MAX} jobs at once, got {len(raw)}")
     ids = []
     for value in raw:
-        if not isinstance(value, str) or not value.isdigit() or not 0 < int(value) < 2**63:
+        n = ascii_int(value)
+        if n is None or not 0 < n < 2**63:
             raise BadInput(f"a job id is a positive integer, got {str(value)[:40]!r}")
-        ids.append(int(value))
+        ids.append(n)
     return ids
 
 
@@ -121,10 +144,9 @@ async def bulk_action(request: Request, d: Dashboard, form: Any) -> Response:
     group = _field(form, "group")
     if group is not None:
         check_group(group, new=False)
-    try:
-        up_to = int(_field(form, "up_to") or "")
-    except ValueError:
-        raise BadInput("up_to must be the newest job id of the confirmation") from None
+    up_to = ascii_int(_field(form, "up_to"))
+    if up_to is None:
+        raise BadInput("up_to must be the newest job id of the confirmation")
     who = d.operator(request)
     async with d.db.writing() as conn:
 

@@ -7,7 +7,7 @@ works at ``/`` under ``venturi web`` and under any prefix of a host application.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any
@@ -26,6 +26,7 @@ from venturi.sql import DEFAULT_SCHEMA
 from venturi.web import filters, routes
 from venturi.web.auth import Guard
 from venturi.web.database import Database
+from venturi.web.hosts import HostGuard, check_allowed_hosts
 from venturi.web.kit import Dashboard, default_operator
 
 # script-src 'self': htmx and nothing inline; style-src 'self': no style attributes
@@ -66,6 +67,14 @@ class SecurityHeadersMiddleware:
         await self.app(scope, receive, send_with_headers)
 
 
+class DashboardApp(Starlette):
+    """Starlette with the security headers outside its error middleware too, so that a
+    500 carries them as every other answer does."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return SecurityHeadersMiddleware(super().build_middleware_stack())
+
+
 def _environment() -> jinja2.Environment:
     root = resources.files("venturi.web") / "templates"
     env = jinja2.Environment(
@@ -86,6 +95,7 @@ def create_app(
     read_only: bool = False,
     schema: str = DEFAULT_SCHEMA,
     operator: Callable[[Request], str] | None = None,
+    allowed_hosts: Iterable[str] | None = None,
 ) -> Starlette:
     if not isinstance(read_only, bool):
         raise ConfigError(f"read_only must be True or False, got {validate.shown(read_only)}")
@@ -97,10 +107,10 @@ def create_app(
         raise ConfigError(
             f"pool_or_dsn must be a DSN or an asyncpg Pool, got {validate.shown(pool_or_dsn)}"
         )
+    guard = Guard.create(token)
+    allowed = check_allowed_hosts(allowed_hosts, guard.token)
     db = Database(pool_or_dsn, schema)
-    state = Dashboard(
-        db, Guard.create(token), read_only, operator or default_operator, _environment()
-    )
+    state = Dashboard(db, guard, read_only, operator or default_operator, _environment())
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> Any:
@@ -108,10 +118,10 @@ def create_app(
         await db.close()
 
     static = StaticFiles(packages=[("venturi.web", "static")])
-    app = Starlette(
+    app = DashboardApp(
         routes=[*routes.ROUTES, Mount("/static", static, name="static")],
         lifespan=lifespan,
     )
     app.state.dashboard = state
-    app.add_middleware(SecurityHeadersMiddleware)
+    app.add_middleware(HostGuard, allowed=allowed)
     return app

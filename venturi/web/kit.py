@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
-from urllib.parse import urlencode
+from urllib.parse import unquote, urlencode
 
 import jinja2
 from starlette.requests import Request
@@ -89,10 +89,13 @@ def url(request: Request, name: str, query: dict[str, Any] | None = None, **para
     return path
 
 
-def set_cookie(response: Response, request: Request, name: str, value: str) -> None:
+def set_cookie(
+    response: Response, request: Request, name: str, value: str, max_age: int | None = None
+) -> None:
     response.set_cookie(
         name,
         value,
+        max_age=max_age,
         httponly=True,
         samesite="strict",
         secure=request.url.scheme == "https",
@@ -153,9 +156,22 @@ def safe_path(request: Request, target: object, default: str = "overview") -> st
         and not target.startswith("//")
         and "\\" not in target
         and all(c.isprintable() for c in target)
+        and not _dot_segments(target)
     ):
         return target
     return url(request, default)
+
+
+def _dot_segments(target: str) -> bool:
+    """Whether the path of ``target`` holds a ``.`` or ``..`` segment, percent-encoded or
+    not (a browser resolves ``/jobs-admin/%2e%2e/x`` to ``/x``: out of the mount)."""
+    path = target.split("?", 1)[0].split("#", 1)[0]
+    for _ in range(4):  # encoded again and again: the decoded form is checked too
+        decoded = unquote(path)
+        if decoded == path:
+            break
+        path = decoded
+    return any(part in (".", "..") for part in path.split("/"))
 
 
 def redirect_back(request: Request, form: Any, shown: flash.Flash) -> Response:
@@ -294,10 +310,9 @@ def int_param(request: Request, name: str, *, low: int = 1, high: int | None = N
     value = request.query_params.get(name)
     if value is None or value == "":
         return None
-    try:
-        n = int(value)
-    except ValueError:
-        raise BadInput(f"{name} must be an integer, got {value[:40]!r}") from None
+    n = ascii_int(value, signed=True)
+    if n is None:
+        raise BadInput(f"{name} must be an integer, got {value[:40]!r}")
     if n < low or (high is not None and n > high):
         bound = f"between {low} and {high}" if high is not None else f">= {low}"
         raise BadInput(f"{name} must be {bound}, got {n}")
@@ -333,9 +348,22 @@ def filter_params(request: Request) -> dict[str, str | None]:
 
 def job_id_param(request: Request) -> int:
     raw = request.path_params["job_id"]
-    if not raw.isdigit() or not 0 < int(raw) < 2**63:
+    n = ascii_int(raw)
+    if n is None or not 0 < n < 2**63:
         raise BadInput(f"a job id is a positive integer, got {raw[:40]!r}")
-    return int(raw)
+    return n
+
+
+def ascii_int(value: object, *, signed: bool = False) -> int | None:
+    """``value``'s integer if it is ASCII digits only (a ``-`` first when ``signed``),
+    else None: ``int()`` also takes other scripts' digits (``٣``), underscores and
+    surrounding spaces, and ``str.isdigit`` superscripts."""
+    if not isinstance(value, str) or len(value) > 40:
+        return None
+    digits = value[1:] if signed and value.startswith("-") else value
+    if not digits or not digits.isascii() or not digits.isdigit():
+        return None
+    return int(value)
 
 
 def action_named(name: str) -> JobAction:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from venturi.web import actions, api, groups, pages, workflows
-from venturi.web.auth import CSRF_FIELD, SESSION_COOKIE
+from venturi.web.auth import CSRF_FIELD, SESSION_COOKIE, SESSION_MAX_AGE
 from venturi.web.kit import dashboard, error_page, root_path, safe_path, set_cookie, url
 
 
@@ -20,11 +22,22 @@ async def login(request: Request) -> Response:
     form = await request.form()
     if not d.guard.csrf_valid(form.get(CSRF_FIELD), request.cookies):
         return error_page(request, 403, "the form's CSRF token is missing or wrong: reload")
+    client = request.client.host if request.client else "?"
+    wait = d.guard.logins.wait(client)
+    if wait > 0:
+        refused = error_page(
+            request, 429, f"too many failed logins: try again in {math.ceil(wait)} s"
+        )
+        refused.headers["retry-after"] = str(math.ceil(wait))
+        return refused
     given = form.get("token")
     if not isinstance(given, str) or not d.guard.token_matches(given.strip()):
+        d.guard.logins.failed(client)
         return pages.login_page(request, d, 401, wrong=True)
+    d.guard.logins.succeeded(client)
     response = RedirectResponse(safe_path(request, form.get("next")), 303)
-    set_cookie(response, request, SESSION_COOKIE, d.guard.session_value)
+    session = d.guard.sessions.new()
+    set_cookie(response, request, SESSION_COOKIE, session, max_age=SESSION_MAX_AGE)
     return response
 
 
@@ -33,6 +46,7 @@ async def logout(request: Request) -> Response:
     form = await request.form()
     if not d.guard.csrf_valid(form.get(CSRF_FIELD), request.cookies):
         return error_page(request, 403, "the form's CSRF token is missing or wrong: reload")
+    d.guard.sessions.end(request.cookies.get(SESSION_COOKIE))
     response = RedirectResponse(url(request, "login"), 303)
     response.delete_cookie(SESSION_COOKIE, path=root_path(request) + "/")
     return response
