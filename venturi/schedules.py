@@ -36,6 +36,13 @@ class Schedule:
         carry: Any,
         priority: Priority | None = None,
     ) -> None:
+        if not validate.storable(name):
+            # The name is in the schedule's row and its jobs' keys: the database refused
+            # it in every cron pass, and the pass's other schedules with it.
+            raise ConfigError(
+                "schedule name must be a string without NUL characters or lone surrogates, "
+                f"got {validate.shown(name)}"
+            )
         self.name = name
         self.task = task
         self.spec = spec

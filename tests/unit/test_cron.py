@@ -140,3 +140,16 @@ def test_schedule_checks_its_carry_and_name(kinds: list[str], schedules: None) -
     other = venturi.schedule(handler, "0 * * * *", Needs(2), name="second", tz="Asia/Tokyo")
     assert {s.name for s in cron.schedules_for(["c_sched"])} == {first.name, other.name}
     assert cron.schedules_for(["elsewhere"]) == []
+
+
+@pytest.mark.parametrize("name", ["nightly\x00report", "nightly\ud800"])
+def test_a_schedule_name_the_database_cannot_store_is_refused(
+    name: str, kinds: list[str], schedules: None
+) -> None:
+    @venturi.task(kind="c_badname")
+    async def handler(ctx: Context[Any], carry: Tick) -> None: ...
+
+    with pytest.raises(ConfigError, match="NUL characters or lone surrogates") as caught:
+        venturi.schedule(handler, "* * * * *", name=name)
+    assert "\n" not in str(caught.value)
+    assert declared() == {}

@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from venturi import db
+from venturi.db import errors as db_errors
 from venturi.errors import ConfigError
 from venturi.schedules import Schedule, declared, schedule, schedules_for, unschedule
 from venturi.validate import seconds
@@ -88,18 +89,37 @@ class CronScheduler:
         rows = await db.schedules.schedule_list(pool, schema=schema, names=sorted(by_name))
         db_now: datetime = rows[0]["now"]
         offset = db_now.timestamp() - time.time()
+        failed = False
         for row in rows:
             s = by_name[row["name"]]
-            slot = s.spec.latest(db_now)
-            last: datetime | None = row["last_slot"]
-            if last is None:
-                await db.schedules.schedule_init(pool, schema=schema, name=s.name, slot=slot)
-                log.info("schedule %s: first seen; its first slot is after %s", s.name, slot)
-            elif slot > last:
-                await self._enqueue(pool, worker, s, slot, last)
-        self._planned = names
+            try:
+                await self._due(pool, worker, s, row["last_slot"], db_now)
+            except Exception as exc:  # this schedule only: the others still run
+                failed = True
+                worker.stats["cron_failed"] += 1
+                log.warning(
+                    "schedule %r failed (retrying in %gs): %s: %s",
+                    s.name,
+                    self.interval,
+                    type(exc).__name__,
+                    db_errors.one_line(exc),
+                    exc_info=not isinstance(exc, db_errors.RETRYABLE),
+                )
+        # A failed schedule is retried at the next interval, not at the next slot.
+        self._planned = frozenset() if failed else names
         # Measured on the database's clock: the local wall clock may be off.
         self._next_due = min(s.spec.next_after(db_now) for s in active).timestamp() - offset
+
+    async def _due(
+        self, pool: Any, worker: Any, s: Schedule, last: datetime | None, db_now: datetime
+    ) -> None:
+        """Enqueue the due slot of ``s`` (``last``: its row's latest slot, None: no row)."""
+        slot = s.spec.latest(db_now)
+        if last is None:
+            await db.schedules.schedule_init(pool, schema=worker.schema, name=s.name, slot=slot)
+            log.info("schedule %s: first seen; its first slot is after %s", s.name, slot)
+        elif slot > last:
+            await self._enqueue(pool, worker, s, slot, last)
 
     async def _enqueue(
         self, pool: Any, worker: Any, s: Schedule, slot: datetime, last: datetime
