@@ -153,3 +153,13 @@ def test_a_schedule_name_the_database_cannot_store_is_refused(
         venturi.schedule(handler, "* * * * *", name=name)
     assert "\n" not in str(caught.value)
     assert declared() == {}
+
+
+def test_a_schedule_named_after_a_cron_task_is_refused(kinds: list[str], schedules: None) -> None:
+    @venturi.task(kind="c_own", cron="0 * * * *")
+    async def own(ctx: Context[Any], carry: Tick) -> None: ...
+
+    with pytest.raises(ConfigError, match="'c_own' is the name of task 'c_own''s own") as caught:
+        venturi.schedule(own, "30 * * * *", Tick("half past"), name="c_own")
+    assert "\n" not in str(caught.value)
+    assert declared() == {}

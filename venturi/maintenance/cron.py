@@ -22,7 +22,14 @@ from typing import Any
 from venturi import db
 from venturi.db import errors as db_errors
 from venturi.errors import ConfigError
-from venturi.schedules import Schedule, declared, schedule, schedules_for, unschedule
+from venturi.schedules import (
+    Schedule,
+    assemble,
+    declared,
+    schedule,
+    schedules_for,
+    unschedule,
+)
 from venturi.validate import seconds
 
 # The declarations moved to venturi.schedules (below the operator's API, which lists
@@ -73,12 +80,14 @@ class CronScheduler:
         # next slot, measured on the database clock, and the set of schedules it was for.
         self._next_due: float = 0.0
         self._planned: frozenset[str] = frozenset()
+        # Name clashes already logged: each is said once, not at every check.
+        self._said: set[str] = set()
 
     def __repr__(self) -> str:
         return f"<venturi.CronScheduler every {self.interval:g}s>"
 
     async def run(self, pool: Any, worker: Any) -> None:
-        active = self.schedules if self.schedules is not None else schedules_for(worker.kinds)
+        active = self.schedules if self.schedules is not None else self._assemble(worker)
         if not active:
             return
         names = frozenset(s.name for s in active)
@@ -109,6 +118,15 @@ class CronScheduler:
         self._planned = frozenset() if failed else names
         # Measured on the database's clock: the local wall clock may be off.
         self._next_due = min(s.spec.next_after(db_now) for s in active).timestamp() - offset
+
+    def _assemble(self, worker: Any) -> list[Schedule]:
+        """The worker's schedules; two of one name are both left out, and said once."""
+        active, clashes = assemble(worker.kinds)
+        for said in clashes:
+            if said not in self._said:
+                self._said.add(said)
+                log.error("cron: %s (neither runs)", said)
+        return active
 
     async def _due(
         self, pool: Any, worker: Any, s: Schedule, last: datetime | None, db_now: datetime
