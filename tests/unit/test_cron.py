@@ -95,6 +95,10 @@ def test_seconds_field_and_aliases() -> None:
         ("@sometimes", None, "alias"),
         ("* * * * *", "Mars/Olympus", "unknown time zone"),
         ("* * * * *", 3, "tz must be"),
+        ("* * * * *", "localtime", "each host's own"),
+        ("* * * * *", "posixrules", "each host's own"),
+        ("* * * * *", "Factory", "each host's own"),
+        ("* * * * *", "posix/localtime", "each host's own"),
     ],
 )
 def test_bad_cron(expression: Any, tz: Any, match: str) -> None:
