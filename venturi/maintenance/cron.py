@@ -60,6 +60,9 @@ class CronScheduler:
     """
 
     name = "cron"
+    # On an asyncio task of its own in the worker: a slow pass of another maintenance
+    # task (an alert hook, a big table's history) must not make its slots late.
+    own_task = True
 
     def __init__(
         self,

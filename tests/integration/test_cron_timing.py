@@ -1,0 +1,63 @@
+"""Cron's timing: its check runs on its own task, so no other maintenance delays it; and
+a short gap (the worker was late) enqueues each missed slot, while downtime merges them."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+import asyncpg
+import msgspec
+
+import venturi
+from tests.support import running, wait_for
+from venturi import Context, CronScheduler, admin, db
+from venturi.runtime.worker import Worker
+
+
+class Tick(msgspec.Struct):
+    label: str = "tick"
+
+
+class Stuck:
+    """A maintenance task whose run never ends (an alert hook that hangs, a pass over a
+    big table): it holds the maintenance loop from its first run on."""
+
+    name = "stuck"
+    interval = 0.01
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def run(self, pool: Any, worker: Any) -> None:
+        self.started.set()
+        await self.release.wait()
+
+
+async def test_a_stuck_maintenance_task_does_not_hold_up_cron(
+    dsn: str, pool: asyncpg.Pool, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="c_stuck", cron="0 * * * *")
+    async def hourly(ctx: Context[Any], carry: Tick) -> None: ...
+
+    assert hourly.cron is not None
+    now = await conn.fetchval("SELECT now()")
+    # The last run was an hour's slot ago: this hour's slot is due at the first check.
+    await db.schedules.schedule_init(
+        pool, schema="venturi", name="c_stuck", slot=hourly.cron.latest(now) - timedelta(hours=1)
+    )
+    stuck = Stuck()
+    worker = Worker(None, dsn, [hourly], maintenance=[stuck, CronScheduler(interval=0.01)])
+
+    async def enqueued() -> bool:
+        return len(await admin.list_jobs(conn, kind="c_stuck")) == 1
+
+    try:
+        async with running(worker):
+            await stuck.started.wait()
+            await wait_for(enqueued)
+            assert not stuck.release.is_set()
+    finally:
+        stuck.release.set()
