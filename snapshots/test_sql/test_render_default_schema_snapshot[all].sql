@@ -5583,19 +5583,27 @@ SET tokens = least($3::float8,
 RETURNING least(floor(b.tokens), $4::integer)::integer AS granted,
           greatest(0, (1 - b.tokens) / $2::float8)::float8 AS wait;
 
--- schedule_advance_if_behind: move a schedule's latest slot forward to $2 if it is behind;
--- no row when it is not (another worker got there first). Run in the transaction that
--- enqueues the slot's job: the row lock makes a concurrent worker wait for that
+-- schedule_advance_if_behind: move a schedule's latest slot forward to $2 if it is behind,
+-- returning the latest slot it had (as locked: another worker's may have just committed);
+-- no row when it is not behind (another worker got there first). Run in the transaction
+-- that enqueues the slot's job: the row lock makes a concurrent worker wait for that
 -- transaction, re-read the row and find it no longer behind, so each slot is enqueued
--- exactly once; slots missed in between are coalesced into this one.
+-- exactly once.
 -- $1 text name: the schedule
 -- $2 timestamptz slot: the latest slot at or before now
 -- index: schedules primary key.
 PREPARE venturi_schedule_advance_if_behind(text, timestamptz) AS
-UPDATE "venturi".schedules
+WITH before AS (
+    SELECT name, last_slot
+    FROM "venturi".schedules
+    WHERE name = $1::text
+    FOR UPDATE
+)
+UPDATE "venturi".schedules s
 SET last_slot = $2::timestamptz, updated_at = now()
-WHERE name = $1::text AND last_slot < $2::timestamptz
-RETURNING name;
+FROM before
+WHERE s.name = before.name AND before.last_slot < $2::timestamptz
+RETURNING before.last_slot AS previous;
 
 -- schedule_init: record a schedule seen for the first time at slot $2, without running it
 -- (a schedule starts with its next slot, not with one from before it existed). Does

@@ -61,3 +61,37 @@ async def test_a_stuck_maintenance_task_does_not_hold_up_cron(
             assert not stuck.release.is_set()
     finally:
         stuck.release.set()
+
+
+async def test_a_slot_another_worker_is_enqueueing_is_no_catch_up(
+    pool: asyncpg.Pool, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="c_race", cron="0 * * * *")
+    async def hourly(ctx: Context[Any], carry: Tick) -> None: ...
+
+    assert hourly.cron is not None
+    latest = hourly.cron.latest(await conn.fetchval("SELECT now()"))
+    hour = timedelta(hours=1)
+    await db.schedules.schedule_init(pool, schema="venturi", name="c_race", slot=latest - 2 * hour)
+    # Another worker is enqueueing the slot an hour ago: its transaction holds the row.
+    other = conn.transaction()
+    await other.start()
+    assert await db.schedules.schedule_advance_if_behind(
+        conn, schema="venturi", name="c_race", slot=latest - hour
+    )
+    worker = Worker(None, pool, [hourly])
+    run = asyncio.ensure_future(CronScheduler().run(pool, worker))
+
+    async def waits_on_the_row() -> bool:
+        return bool(
+            await pool.fetchval(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+        )
+
+    await wait_for(waits_on_the_row)
+    await other.commit()
+    await run
+    # It enqueued the slot after the other's: the next one, no slot missed.
+    assert worker.stats["cron_enqueued"] == 1 and worker.stats["cron_coalesced"] == 0

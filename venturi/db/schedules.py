@@ -19,8 +19,11 @@ async def schedule_init(conn: Conn, *, schema: str, name: str, slot: datetime) -
     await conn.execute(sql.statement("schedule_init", schema), name, slot)
 
 
-async def schedule_advance_if_behind(conn: Conn, *, schema: str, name: str, slot: datetime) -> bool:
-    """Move the schedule to ``slot`` if it is behind; True when this caller moved it (and
-    so must enqueue the slot's job in the same transaction)."""
+async def schedule_advance_if_behind(
+    conn: Conn, *, schema: str, name: str, slot: datetime
+) -> datetime | None:
+    """Move the schedule to ``slot`` if it is behind; the slot it had, as the row lock
+    found it, when this caller moved it (and so must enqueue the slot's job in the same
+    transaction), None when it was not behind."""
     row = await conn.fetchrow(sql.statement("schedule_advance_if_behind", schema), name, slot)
-    return row is not None
+    return None if row is None else row["previous"]

@@ -140,17 +140,16 @@ class CronScheduler:
             await db.schedules.schedule_init(pool, schema=worker.schema, name=s.name, slot=slot)
             log.info("schedule %s: first seen; its first slot is after %s", s.name, slot)
         elif slot > last:
-            await self._enqueue(pool, worker, s, slot, last)
+            await self._enqueue(pool, worker, s, slot)
 
-    async def _enqueue(
-        self, pool: Any, worker: Any, s: Schedule, slot: datetime, last: datetime
-    ) -> None:
+    async def _enqueue(self, pool: Any, worker: Any, s: Schedule, slot: datetime) -> None:
         schema = worker.schema
         async with db.connect.pooled(pool) as conn:
             async with conn.transaction():
-                if not await db.schedules.schedule_advance_if_behind(
+                previous = await db.schedules.schedule_advance_if_behind(
                     conn, schema=schema, name=s.name, slot=slot
-                ):
+                )
+                if previous is None:
                     return  # another worker enqueued this slot
                 job_id = await s.task.enqueue(
                     conn, s.carry, at=slot, key=s.key(slot), priority=s.priority, schema=schema
@@ -160,12 +159,14 @@ class CronScheduler:
             # connection would lose the count of a job already enqueued (and perhaps
             # already run by another worker).
             worker.stats["cron_enqueued"] += 1
-            if s.spec.next_after(last) < slot:
+            # Against the slot the row had under its lock, not the one read before it:
+            # another worker may have enqueued the slots in between meanwhile.
+            if s.spec.next_after(previous) < slot:
                 worker.stats["cron_coalesced"] += 1
                 log.info(
                     "schedule %s: slots after %s were missed; one catch-up job %d for %s",
                     s.name,
-                    last,
+                    previous,
                     job_id,
                     slot,
                 )
