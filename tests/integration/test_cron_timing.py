@@ -95,3 +95,37 @@ async def test_a_slot_another_worker_is_enqueueing_is_no_catch_up(
     await run
     # It enqueued the slot after the other's: the next one, no slot missed.
     assert worker.stats["cron_enqueued"] == 1 and worker.stats["cron_coalesced"] == 0
+
+
+async def test_a_short_gap_enqueues_each_missed_slot_and_downtime_merges_them(
+    pool: asyncpg.Pool, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="c_late", cron="* * * * * *")  # every second
+    async def tick(ctx: Context[Any], carry: Tick) -> None: ...
+
+    assert tick.cron is not None
+    second = timedelta(seconds=1)
+    previous = tick.cron.latest(await conn.fetchval("SELECT now()")) - 5 * second
+    # The check was five seconds late (a busy worker): each slot runs, as if on time.
+    await db.schedules.schedule_init(pool, schema="venturi", name="c_late", slot=previous)
+    worker = Worker(None, pool, [tick])
+    await CronScheduler().run(pool, worker)
+    slots = sorted(j.visible_at for j in await admin.list_jobs(conn, kind="c_late"))
+    assert len(slots) >= 5
+    assert slots == [previous + (i + 1) * second for i in range(len(slots))]
+    assert worker.stats["cron_enqueued"] == len(slots) and worker.stats["cron_coalesced"] == 0
+
+    @venturi.task(kind="c_down", cron="* * * * * *")
+    async def down(ctx: Context[Any], carry: Tick) -> None: ...
+
+    assert down.cron is not None
+    # No worker for five minutes: one catch-up job for the latest slot.
+    latest = down.cron.latest(await conn.fetchval("SELECT now()"))
+    await db.schedules.schedule_init(
+        pool, schema="venturi", name="c_down", slot=latest - timedelta(minutes=5)
+    )
+    other = Worker(None, pool, [down])
+    await CronScheduler().run(pool, other)
+    [job] = await admin.list_jobs(conn, kind="c_down")
+    assert job.visible_at >= latest
+    assert other.stats["cron_enqueued"] == 1 and other.stats["cron_coalesced"] == 1

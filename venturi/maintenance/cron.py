@@ -7,8 +7,9 @@ worker with ``maintenance=[venturi.CronScheduler()]`` enqueues the schedules of 
 Each slot is enqueued exactly once however many workers tick: the worker that moves the
 schedule's row in ``<schema>.schedules`` to the slot enqueues the slot's job in the same
 transaction, and the others find the row already there. After downtime, the missed slots
-are coalesced into one catch-up job for the latest of them. A schedule seen for the
-first time starts with its next slot.
+are coalesced into one catch-up job for the latest of them; a short gap (its first slot
+at most ``EACH_SLOT_WITHIN`` old: the check itself was late) enqueues each of its slots.
+A schedule seen for the first time starts with its next slot.
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ __all__ = [
 log = logging.getLogger("venturi.cron")
 
 DEFAULT_INTERVAL = 1.0
+
+# A gap whose first missed slot is at most this old is the check's own lateness (a busy
+# worker), not downtime: each slot in it is enqueued (61 at most, for a seconds field).
+EACH_SLOT_WITHIN = timedelta(minutes=1)
 
 
 class CronScheduler:
@@ -140,9 +145,11 @@ class CronScheduler:
             await db.schedules.schedule_init(pool, schema=worker.schema, name=s.name, slot=slot)
             log.info("schedule %s: first seen; its first slot is after %s", s.name, slot)
         elif slot > last:
-            await self._enqueue(pool, worker, s, slot)
+            await self._enqueue(pool, worker, s, slot, db_now)
 
-    async def _enqueue(self, pool: Any, worker: Any, s: Schedule, slot: datetime) -> None:
+    async def _enqueue(
+        self, pool: Any, worker: Any, s: Schedule, slot: datetime, db_now: datetime
+    ) -> None:
         schema = worker.schema
         async with db.connect.pooled(pool) as conn:
             async with conn.transaction():
@@ -151,24 +158,49 @@ class CronScheduler:
                 )
                 if previous is None:
                     return  # another worker enqueued this slot
-                job_id = await s.task.enqueue(
-                    conn, s.carry, at=slot, key=s.key(slot), priority=s.priority, schema=schema
-                )
+                # Against the slot the row had under its lock, not the one read before
+                # it: another worker may have enqueued the slots in between meanwhile.
+                slots = missed_slots(s, previous, slot, db_now)
+                job_ids = [
+                    await s.task.enqueue(
+                        conn, s.carry, at=t, key=s.key(t), priority=s.priority, schema=schema
+                    )
+                    for t in slots
+                ]
             # Counted once committed, before the connection goes back to the pool: a
             # shutdown cancels this pass, and a cancel during the pool's reset of the
             # connection would lose the count of a job already enqueued (and perhaps
             # already run by another worker).
-            worker.stats["cron_enqueued"] += 1
-            # Against the slot the row had under its lock, not the one read before it:
-            # another worker may have enqueued the slots in between meanwhile.
-            if s.spec.next_after(previous) < slot:
+            worker.stats["cron_enqueued"] += len(job_ids)
+            if slots[0] != s.spec.next_after(previous):
                 worker.stats["cron_coalesced"] += 1
                 log.info(
                     "schedule %s: slots after %s were missed; one catch-up job %d for %s",
                     s.name,
                     previous,
-                    job_id,
+                    job_ids[0],
                     slot,
                 )
+            elif len(slots) > 1:
+                log.info(
+                    "schedule %s: the check was late; jobs %s for the %d slots after %s",
+                    s.name,
+                    ", ".join(map(str, job_ids)),
+                    len(slots),
+                    previous,
+                )
             else:
-                log.debug("schedule %s: enqueued job %d for %s", s.name, job_id, slot)
+                log.debug("schedule %s: enqueued job %d for %s", s.name, job_ids[0], slot)
+
+
+def missed_slots(s: Schedule, previous: datetime, slot: datetime, now: datetime) -> list[datetime]:
+    """The slots of ``s`` to enqueue now, after ``previous`` up to ``slot`` (the latest):
+    each of them when the first is at most ``EACH_SLOT_WITHIN`` old (the check was late:
+    a busy worker), else ``slot`` alone, the one catch-up job for them all (downtime)."""
+    first = s.spec.next_after(previous)
+    if now - first > EACH_SLOT_WITHIN:
+        return [slot]
+    slots = [first]
+    while slots[-1] < slot:
+        slots.append(s.spec.next_after(slots[-1]))
+    return slots
