@@ -319,7 +319,11 @@ CREATE TABLE IF NOT EXISTS "venturi".paused_kinds (
 CREATE TABLE IF NOT EXISTS "venturi".schedules (
     name       text        PRIMARY KEY,
     last_slot  timestamptz NOT NULL,
-    updated_at timestamptz NOT NULL DEFAULT now()
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    -- The definition last_slot was computed in (migration 27; NULL: a row an older
+    -- version wrote): a worker whose own differs starts the schedule over.
+    expression text,
+    tz         text
 );
 
 -- One row per alert (its name and kind): no worker delivers it again before next_at, the
@@ -768,7 +772,8 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (23, 'next_visible_without_groups'),
     (24, 'group_wake_on_raised_priority'),
     (25, 'group_refill_rate'),
-    (26, 'exact_virtual_time')
+    (26, 'exact_virtual_time'),
+    (27, 'schedule_definition')
 ON CONFLICT (version) DO NOTHING;
 
 -- venturi schema "venturi": indexes. Each names the statements it backs.
@@ -5606,22 +5611,25 @@ WHERE s.name = before.name AND before.last_slot < $2::timestamptz
 RETURNING before.last_slot AS previous;
 
 -- schedule_init: record a schedule seen for the first time at slot $2, without running it
--- (a schedule starts with its next slot, not with one from before it existed). Does
--- nothing when the schedule is known.
+-- (a schedule starts with its next slot, not with one from before it existed), with the
+-- definition the slot is of. Does nothing when the schedule is known.
 -- $1 text name: the schedule
 -- $2 timestamptz slot: the latest slot at or before now
+-- $3 text expression: its cron expression (NULL: not known)
+-- $4 text tz: the time zone the expression is read in (NULL: not known)
 -- index: schedules primary key (the ON CONFLICT arbiter).
-PREPARE venturi_schedule_init(text, timestamptz) AS
-INSERT INTO "venturi".schedules (name, last_slot)
-VALUES ($1::text, $2::timestamptz)
+PREPARE venturi_schedule_init(text, timestamptz, text, text) AS
+INSERT INTO "venturi".schedules (name, last_slot, expression, tz)
+VALUES ($1::text, $2::timestamptz, $3::text, $4::text)
 ON CONFLICT (name) DO NOTHING;
 
--- schedule_list: the latest slot enqueued for each named schedule (NULL: never seen), and
--- the database clock, which every worker computes its slots from.
+-- schedule_list: the latest slot enqueued for each named schedule (NULL: never seen), the
+-- cron expression and time zone it was computed in (NULL: a row an older version wrote),
+-- and the database clock, which every worker computes its slots from.
 -- $1 text[] names: the schedules this worker runs
 -- index: schedules primary key.
 PREPARE venturi_schedule_list(text[]) AS
-SELECT n.name, s.last_slot, now() AS now
+SELECT n.name, s.last_slot, s.expression, s.tz, now() AS now
 FROM unnest($1::text[]) AS n(name)
 LEFT JOIN "venturi".schedules s ON s.name = n.name;
 
@@ -5632,6 +5640,33 @@ PREPARE venturi_schedule_list_all AS
 SELECT name, last_slot, updated_at, now() AS now
 FROM "venturi".schedules
 ORDER BY name;
+
+-- schedule_redefine: give a schedule the definition $3, $4 when its row has another. A
+-- row with another one starts over, as a new schedule, at slot $2 (the new definition's
+-- latest: its next slot is the first to run); a row without one (an older version wrote
+-- it) takes it on and keeps its latest slot. No row when the row already has it (another
+-- worker got there first). Returns the definition the row had.
+-- $1 text name: the schedule
+-- $2 timestamptz slot: the new definition's latest slot at or before now
+-- $3 text expression: its cron expression
+-- $4 text tz: the time zone the expression is read in
+-- index: schedules primary key.
+PREPARE venturi_schedule_redefine(text, timestamptz, text, text) AS
+WITH before AS (
+    SELECT name, expression, tz
+    FROM "venturi".schedules
+    WHERE name = $1::text
+    FOR UPDATE
+)
+UPDATE "venturi".schedules s
+SET last_slot = CASE WHEN before.expression IS NULL THEN s.last_slot ELSE $2::timestamptz END,
+    updated_at = CASE WHEN before.expression IS NULL THEN s.updated_at ELSE now() END,
+    expression = $3::text,
+    tz = $4::text
+FROM before
+WHERE s.name = before.name
+  AND (before.expression, before.tz) IS DISTINCT FROM ($3::text, $4::text)
+RETURNING before.expression, before.tz;
 
 -- schema_lock: serialize concurrent `schema apply` runs on one database until commit.
 PREPARE venturi_schema_lock AS

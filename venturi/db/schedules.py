@@ -14,9 +14,29 @@ async def schedule_list(conn: Conn, *, schema: str, names: Sequence[str]) -> lis
     return list(await conn.fetch(sql.statement("schedule_list", schema), list(names)))
 
 
-async def schedule_init(conn: Conn, *, schema: str, name: str, slot: datetime) -> None:
-    """Record a new schedule as having handled ``slot``; no-op when it is known."""
-    await conn.execute(sql.statement("schedule_init", schema), name, slot)
+async def schedule_init(
+    conn: Conn,
+    *,
+    schema: str,
+    name: str,
+    slot: datetime,
+    expression: str | None = None,
+    tz: str | None = None,
+) -> None:
+    """Record a new schedule as having handled ``slot`` of ``expression`` read in ``tz``
+    (None: not known, taken on by the next check); no-op when it is known."""
+    await conn.execute(sql.statement("schedule_init", schema), name, slot, expression, tz)
+
+
+async def schedule_redefine(
+    conn: Conn, *, schema: str, name: str, slot: datetime, expression: str, tz: str
+) -> Record | None:
+    """Give the schedule this definition if its row has another: one it had (the row's
+    ``expression`` and ``tz``) starts it over at ``slot``; none (None, an older version's
+    row) keeps its latest slot. None when the row has it already."""
+    return await conn.fetchrow(
+        sql.statement("schedule_redefine", schema), name, slot, expression, tz
+    )
 
 
 async def schedule_advance_if_behind(

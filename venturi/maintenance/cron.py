@@ -110,7 +110,7 @@ class CronScheduler:
         for row in rows:
             s = by_name[row["name"]]
             try:
-                await self._due(pool, worker, s, row["last_slot"], db_now)
+                await self._due(pool, worker, s, row, db_now)
             except Exception as exc:  # this schedule only: the others still run
                 failed = True
                 worker.stats["cron_failed"] += 1
@@ -136,15 +136,46 @@ class CronScheduler:
                 log.error("cron: %s (neither runs)", said)
         return active
 
-    async def _due(
-        self, pool: Any, worker: Any, s: Schedule, last: datetime | None, db_now: datetime
-    ) -> None:
-        """Enqueue the due slot of ``s`` (``last``: its row's latest slot, None: no row)."""
+    async def _due(self, pool: Any, worker: Any, s: Schedule, row: Any, db_now: datetime) -> None:
+        """Enqueue the due slot of ``s`` (``row``: its row as ``schedule_list`` read it)."""
         slot = s.spec.latest(db_now)
+        last: datetime | None = row["last_slot"]
+        spec = s.spec
         if last is None:
-            await db.schedules.schedule_init(pool, schema=worker.schema, name=s.name, slot=slot)
+            await db.schedules.schedule_init(
+                pool,
+                schema=worker.schema,
+                name=s.name,
+                slot=slot,
+                expression=spec.expression,
+                tz=spec.tz,
+            )
             log.info("schedule %s: first seen; its first slot is after %s", s.name, slot)
-        elif slot > last:
+            return
+        if (row["expression"], row["tz"]) != (spec.expression, spec.tz):
+            before = await db.schedules.schedule_redefine(
+                pool,
+                schema=worker.schema,
+                name=s.name,
+                slot=slot,
+                expression=spec.expression,
+                tz=spec.tz,
+            )
+            if before is None:
+                return  # another worker redefined it: the next check goes on from there
+            if before["expression"] is not None:
+                log.info(
+                    "schedule %s: its cron changed from %r (%s) to %r (%s); it starts over, "
+                    "its first slot after %s",
+                    s.name,
+                    before["expression"],
+                    before["tz"],
+                    spec.expression,
+                    spec.tz,
+                    slot,
+                )
+                return
+        if slot > last:
             await self._enqueue(pool, worker, s, slot, db_now)
 
     async def _enqueue(
