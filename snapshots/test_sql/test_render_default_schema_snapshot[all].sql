@@ -5625,13 +5625,18 @@ ON CONFLICT (name) DO NOTHING;
 
 -- schedule_list: the latest slot enqueued for each named schedule (NULL: never seen), the
 -- cron expression and time zone it was computed in (NULL: a row an older version wrote),
--- and the database clock, which every worker computes its slots from.
+-- whether the schedule's kind is paused (its slots wait for the resume), and the database
+-- clock, which every worker computes its slots from.
 -- $1 text[] names: the schedules this worker runs
--- index: schedules primary key.
-PREPARE venturi_schedule_list(text[]) AS
-SELECT n.name, s.last_slot, s.expression, s.tz, now() AS now
-FROM unnest($1::text[]) AS n(name)
-LEFT JOIN "venturi".schedules s ON s.name = n.name;
+-- $2 text[] kinds: the kind of each (may be empty: paused is then false)
+-- index: schedules primary key; paused_kinds primary key.
+PREPARE venturi_schedule_list(text[], text[]) AS
+SELECT n.name, s.last_slot, s.expression, s.tz,
+       EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = n.kind) AS paused,
+       now() AS now
+FROM unnest($1::text[], $2::text[]) AS n(name, kind)
+LEFT JOIN "venturi".schedules s ON s.name = n.name
+WHERE n.name IS NOT NULL;
 
 -- schedule_list_all: every recurring schedule the workers have seen, with the latest slot
 -- each enqueued, and the database clock (the dashboard's /schedules).

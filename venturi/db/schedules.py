@@ -9,9 +9,12 @@ from venturi import sql
 from venturi.db.conn import Conn, Record
 
 
-async def schedule_list(conn: Conn, *, schema: str, names: Sequence[str]) -> list[Record]:
-    """One row per name: name, last_slot (None if never seen) and the database's now."""
-    return list(await conn.fetch(sql.statement("schedule_list", schema), list(names)))
+async def schedule_list(
+    conn: Conn, *, schema: str, names: Sequence[str], kinds: Sequence[str] = ()
+) -> list[Record]:
+    """One row per name: name, last_slot (None if never seen), expression and tz, paused
+    (whether its kind, ``kinds[i]`` for ``names[i]``, is paused) and the database's now."""
+    return list(await conn.fetch(sql.statement("schedule_list", schema), list(names), list(kinds)))
 
 
 async def schedule_init(

@@ -103,7 +103,13 @@ class CronScheduler:
             return
         by_name = {s.name: s for s in active}
         schema = worker.schema
-        rows = await db.schedules.schedule_list(pool, schema=schema, names=sorted(by_name))
+        names_in_order = sorted(by_name)
+        rows = await db.schedules.schedule_list(
+            pool,
+            schema=schema,
+            names=names_in_order,
+            kinds=[by_name[n].task.kind for n in names_in_order],
+        )
         db_now: datetime = rows[0]["now"]
         offset = db_now.timestamp() - time.time()
         failed = False
@@ -122,8 +128,10 @@ class CronScheduler:
                     db_errors.one_line(exc),
                     exc_info=not isinstance(exc, db_errors.RETRYABLE),
                 )
-        # A failed schedule is retried at the next interval, not at the next slot.
-        self._planned = frozenset() if failed else names
+        # A failed schedule is retried at the next interval, not at the next slot; so is a
+        # paused kind's, whose slots are caught up at the first check after the resume.
+        waiting = any(r["paused"] for r in rows)
+        self._planned = frozenset() if failed or waiting else names
         # Measured on the database's clock: the local wall clock may be off.
         self._next_due = min(s.spec.next_after(db_now) for s in active).timestamp() - offset
 
@@ -175,7 +183,13 @@ class CronScheduler:
                     slot,
                 )
                 return
-        if slot > last:
+        if slot > last and row["paused"]:
+            # Its slots wait in the row, not as one pending job each: at the resume they
+            # are caught up as after downtime (each of a short pause, one of a long one).
+            log.debug(
+                "schedule %s: kind %s is paused; slots after %s wait", s.name, s.task.kind, last
+            )
+        elif slot > last:
             await self._enqueue(pool, worker, s, slot, db_now)
 
     async def _enqueue(
