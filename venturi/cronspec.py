@@ -18,6 +18,10 @@ from venturi.errors import ConfigError
 _ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 # croniter's "R" (random) and "H" (hashed) fields would give every worker its own slots.
 _NONDETERMINISTIC = re.compile(r"^(R|H)($|[/(])", re.IGNORECASE)
+# Zone names that stand for the host's own setting (its /etc/localtime, the zone a
+# POSIX TZ string borrows its rules from) or for none ("Factory"): two workers on
+# different hosts would read one schedule in different zones.
+_HOST_ZONES = frozenset({"localtime", "posixrules", "factory"})
 _TINY = timedelta(microseconds=1)
 
 
@@ -59,6 +63,11 @@ class CronSpec:
             tz = "UTC"
         if not isinstance(tz, str) or not tz:
             raise ConfigError(f"tz must be an IANA time zone name, got {validate.shown(tz)}")
+        if tz.rsplit("/", 1)[-1].lower() in _HOST_ZONES:
+            raise ConfigError(
+                f"tz: {validate.shown(tz)} means each host's own zone (or none): "
+                "name an IANA zone such as Europe/Paris, or UTC"
+            )
         try:
             zone = zoneinfo.ZoneInfo(tz)
         # OSError: a name too long for a file name (zoneinfo looks for a file of it).

@@ -36,6 +36,13 @@ class Schedule:
         carry: Any,
         priority: Priority | None = None,
     ) -> None:
+        if not validate.storable(name):
+            # The name is in the schedule's row and its jobs' keys: the database refused
+            # it in every cron pass, and the pass's other schedules with it.
+            raise ConfigError(
+                "schedule name must be a string without NUL characters or lone surrogates, "
+                f"got {validate.shown(name)}"
+            )
         self.name = name
         self.task = task
         self.spec = spec
@@ -92,6 +99,12 @@ def schedule(
     if carry is _NO_CARRY:
         carry = default_cron_carry(task.carry_type, task.kind)
     new = Schedule(name, task, spec, carry, prio)
+    owner = registered().get(name)
+    if owner is not None and owner.cron is not None:
+        raise ConfigError(
+            f"schedule {name!r}: {name!r} is the name of task {name!r}'s own cron= "
+            "schedule: pass another name="
+        )
     existing = _SCHEDULES.get(name)
     if existing is not None and not existing.same(new):
         raise ConfigError(
@@ -114,6 +127,16 @@ def unschedule(name: str) -> None:
 def schedules_for(kinds: Iterable[str]) -> list[Schedule]:
     """The schedules of these kinds: each cron task's own (named after its kind) and the
     declared ones; ``ConfigError`` if two share a name."""
+    found, clashes = assemble(kinds)
+    if clashes:
+        raise ConfigError(clashes[0])
+    return found
+
+
+def assemble(kinds: Iterable[str]) -> tuple[list[Schedule], list[str]]:
+    """The schedules of these kinds, but those whose name another one has too; and a
+    one-line message for each such name. (A task declared after a ``venturi.schedule``
+    of its kind's name is seen here only: a declaration cannot see a later one.)"""
     wanted = set(kinds)
     tasks = registered()
     found: dict[str, Schedule] = {}
@@ -123,8 +146,12 @@ def schedules_for(kinds: Iterable[str]) -> list[Schedule]:
         if kind in wanted and t.cron is not None
     ]
     candidates += [s for s in _SCHEDULES.values() if s.task.kind in wanted]
+    clashes: dict[str, str] = {}
     for s in candidates:
-        if s.name in found:
-            raise ConfigError(f"two schedules are named {s.name!r}: {found[s.name]!r} and {s!r}")
-        found[s.name] = s
-    return list(found.values())
+        if s.name in found and s.name not in clashes:
+            clashes[s.name] = (
+                f"two schedules are named {s.name!r}: {found[s.name]!r} and {s!r}; "
+                "give the venturi.schedule another name="
+            )
+        found.setdefault(s.name, s)
+    return [s for n, s in found.items() if n not in clashes], list(clashes.values())

@@ -319,7 +319,11 @@ CREATE TABLE IF NOT EXISTS "billing_jobs".paused_kinds (
 CREATE TABLE IF NOT EXISTS "billing_jobs".schedules (
     name       text        PRIMARY KEY,
     last_slot  timestamptz NOT NULL,
-    updated_at timestamptz NOT NULL DEFAULT now()
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    -- The definition last_slot was computed in (migration 27; NULL: a row an older
+    -- version wrote): a worker whose own differs starts the schedule over.
+    expression text,
+    tz         text
 );
 
 -- One row per alert (its name and kind): no worker delivers it again before next_at, the
@@ -768,7 +772,8 @@ INSERT INTO "billing_jobs".schema_version (version, name) VALUES
     (23, 'next_visible_without_groups'),
     (24, 'group_wake_on_raised_priority'),
     (25, 'group_refill_rate'),
-    (26, 'exact_virtual_time')
+    (26, 'exact_virtual_time'),
+    (27, 'schedule_definition')
 ON CONFLICT (version) DO NOTHING;
 
 -- venturi schema "billing_jobs": indexes. Each names the statements it backs.
@@ -5699,39 +5704,55 @@ SET tokens = least($3::float8,
 RETURNING least(floor(b.tokens), $4::integer)::integer AS granted,
           greatest(0, (1 - b.tokens) / $2::float8)::float8 AS wait;
 
--- schedule_advance_if_behind: move a schedule's latest slot forward to $2 if it is behind;
--- no row when it is not (another worker got there first). Run in the transaction that
--- enqueues the slot's job: the row lock makes a concurrent worker wait for that
+-- schedule_advance_if_behind: move a schedule's latest slot forward to $2 if it is behind,
+-- returning the latest slot it had (as locked: another worker's may have just committed);
+-- no row when it is not behind (another worker got there first). Run in the transaction
+-- that enqueues the slot's job: the row lock makes a concurrent worker wait for that
 -- transaction, re-read the row and find it no longer behind, so each slot is enqueued
--- exactly once; slots missed in between are coalesced into this one.
+-- exactly once.
 -- $1 text name: the schedule
 -- $2 timestamptz slot: the latest slot at or before now
 -- index: schedules primary key.
 PREPARE billing_jobs_schedule_advance_if_behind(text, timestamptz) AS
-UPDATE "billing_jobs".schedules
+WITH before AS (
+    SELECT name, last_slot
+    FROM "billing_jobs".schedules
+    WHERE name = $1::text
+    FOR UPDATE
+)
+UPDATE "billing_jobs".schedules s
 SET last_slot = $2::timestamptz, updated_at = now()
-WHERE name = $1::text AND last_slot < $2::timestamptz
-RETURNING name;
+FROM before
+WHERE s.name = before.name AND before.last_slot < $2::timestamptz
+RETURNING before.last_slot AS previous;
 
 -- schedule_init: record a schedule seen for the first time at slot $2, without running it
--- (a schedule starts with its next slot, not with one from before it existed). Does
--- nothing when the schedule is known.
+-- (a schedule starts with its next slot, not with one from before it existed), with the
+-- definition the slot is of. Does nothing when the schedule is known.
 -- $1 text name: the schedule
 -- $2 timestamptz slot: the latest slot at or before now
+-- $3 text expression: its cron expression (NULL: not known)
+-- $4 text tz: the time zone the expression is read in (NULL: not known)
 -- index: schedules primary key (the ON CONFLICT arbiter).
-PREPARE billing_jobs_schedule_init(text, timestamptz) AS
-INSERT INTO "billing_jobs".schedules (name, last_slot)
-VALUES ($1::text, $2::timestamptz)
+PREPARE billing_jobs_schedule_init(text, timestamptz, text, text) AS
+INSERT INTO "billing_jobs".schedules (name, last_slot, expression, tz)
+VALUES ($1::text, $2::timestamptz, $3::text, $4::text)
 ON CONFLICT (name) DO NOTHING;
 
--- schedule_list: the latest slot enqueued for each named schedule (NULL: never seen), and
--- the database clock, which every worker computes its slots from.
+-- schedule_list: the latest slot enqueued for each named schedule (NULL: never seen), the
+-- cron expression and time zone it was computed in (NULL: a row an older version wrote),
+-- whether the schedule's kind is paused (its slots wait for the resume), and the database
+-- clock, which every worker computes its slots from.
 -- $1 text[] names: the schedules this worker runs
--- index: schedules primary key.
-PREPARE billing_jobs_schedule_list(text[]) AS
-SELECT n.name, s.last_slot, now() AS now
-FROM unnest($1::text[]) AS n(name)
-LEFT JOIN "billing_jobs".schedules s ON s.name = n.name;
+-- $2 text[] kinds: the kind of each (may be empty: paused is then false)
+-- index: schedules primary key; paused_kinds primary key.
+PREPARE billing_jobs_schedule_list(text[], text[]) AS
+SELECT n.name, s.last_slot, s.expression, s.tz,
+       EXISTS (SELECT 1 FROM "billing_jobs".paused_kinds p WHERE p.kind = n.kind) AS paused,
+       now() AS now
+FROM unnest($1::text[], $2::text[]) AS n(name, kind)
+LEFT JOIN "billing_jobs".schedules s ON s.name = n.name
+WHERE n.name IS NOT NULL;
 
 -- schedule_list_all: every recurring schedule the workers have seen, with the latest slot
 -- each enqueued, and the database clock (the dashboard's /schedules).
@@ -5740,6 +5761,33 @@ PREPARE billing_jobs_schedule_list_all AS
 SELECT name, last_slot, updated_at, now() AS now
 FROM "billing_jobs".schedules
 ORDER BY name;
+
+-- schedule_redefine: give a schedule the definition $3, $4 when its row has another. A
+-- row with another one starts over, as a new schedule, at slot $2 (the new definition's
+-- latest: its next slot is the first to run); a row without one (an older version wrote
+-- it) takes it on and keeps its latest slot. No row when the row already has it (another
+-- worker got there first). Returns the definition the row had.
+-- $1 text name: the schedule
+-- $2 timestamptz slot: the new definition's latest slot at or before now
+-- $3 text expression: its cron expression
+-- $4 text tz: the time zone the expression is read in
+-- index: schedules primary key.
+PREPARE billing_jobs_schedule_redefine(text, timestamptz, text, text) AS
+WITH before AS (
+    SELECT name, expression, tz
+    FROM "billing_jobs".schedules
+    WHERE name = $1::text
+    FOR UPDATE
+)
+UPDATE "billing_jobs".schedules s
+SET last_slot = CASE WHEN before.expression IS NULL THEN s.last_slot ELSE $2::timestamptz END,
+    updated_at = CASE WHEN before.expression IS NULL THEN s.updated_at ELSE now() END,
+    expression = $3::text,
+    tz = $4::text
+FROM before
+WHERE s.name = before.name
+  AND (before.expression, before.tz) IS DISTINCT FROM ($3::text, $4::text)
+RETURNING before.expression, before.tz;
 
 -- schema_lock: serialize concurrent `schema apply` runs on one database until commit.
 PREPARE billing_jobs_schema_lock AS

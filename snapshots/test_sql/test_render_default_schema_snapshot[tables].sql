@@ -319,7 +319,11 @@ CREATE TABLE IF NOT EXISTS "venturi".paused_kinds (
 CREATE TABLE IF NOT EXISTS "venturi".schedules (
     name       text        PRIMARY KEY,
     last_slot  timestamptz NOT NULL,
-    updated_at timestamptz NOT NULL DEFAULT now()
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    -- The definition last_slot was computed in (migration 27; NULL: a row an older
+    -- version wrote): a worker whose own differs starts the schedule over.
+    expression text,
+    tz         text
 );
 
 -- One row per alert (its name and kind): no worker delivers it again before next_at, the
@@ -768,5 +772,6 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (23, 'next_visible_without_groups'),
     (24, 'group_wake_on_raised_priority'),
     (25, 'group_refill_rate'),
-    (26, 'exact_virtual_time')
+    (26, 'exact_virtual_time'),
+    (27, 'schedule_definition')
 ON CONFLICT (version) DO NOTHING;

@@ -120,16 +120,20 @@ async def test_explicit_schedules_and_duplicate_names(
     @venturi.task(kind="c_explicit", cron="0 * * * *")
     async def task(ctx: Context[Any], carry: Tick) -> None: ...
 
-    clash = venturi.schedule(task, "30 * * * *", Tick("half past"), name="c_explicit")
+    with pytest.raises(ConfigError, match="the name of task 'c_explicit''s own cron="):
+        venturi.schedule(task, "30 * * * *", Tick("half past"), name="c_explicit")
+    half = venturi.schedule(task, "30 * * * *", Tick("half past"), name="c_explicit_half")
     worker = Worker(None, pool, [task])
-    with pytest.raises(ConfigError, match="two schedules are named 'c_explicit'"):
-        await CronScheduler().run(pool, worker)
     # Given explicitly, only those schedules run.
-    await CronScheduler([clash]).run(pool, worker)
-    [row] = await db.schedules.schedule_list(pool, schema="venturi", names=["c_explicit"])
-    assert row["last_slot"] == clash.spec.latest(row["now"])
+    await CronScheduler([half]).run(pool, worker)
+    rows = await db.schedules.schedule_list(
+        pool, schema="venturi", names=["c_explicit", "c_explicit_half"]
+    )
+    by_name = {r["name"]: r for r in rows}
+    assert by_name["c_explicit"]["last_slot"] is None
+    assert by_name["c_explicit_half"]["last_slot"] == half.spec.latest(rows[0]["now"])
     with pytest.raises(ConfigError, match="share a name"):
-        CronScheduler([clash, clash])
+        CronScheduler([half, half])
     with pytest.raises(ConfigError, match="cron interval"):
         CronScheduler(interval=0)
 

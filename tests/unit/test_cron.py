@@ -95,6 +95,10 @@ def test_seconds_field_and_aliases() -> None:
         ("@sometimes", None, "alias"),
         ("* * * * *", "Mars/Olympus", "unknown time zone"),
         ("* * * * *", 3, "tz must be"),
+        ("* * * * *", "localtime", "each host's own"),
+        ("* * * * *", "posixrules", "each host's own"),
+        ("* * * * *", "Factory", "each host's own"),
+        ("* * * * *", "posix/localtime", "each host's own"),
     ],
 )
 def test_bad_cron(expression: Any, tz: Any, match: str) -> None:
@@ -140,3 +144,26 @@ def test_schedule_checks_its_carry_and_name(kinds: list[str], schedules: None) -
     other = venturi.schedule(handler, "0 * * * *", Needs(2), name="second", tz="Asia/Tokyo")
     assert {s.name for s in cron.schedules_for(["c_sched"])} == {first.name, other.name}
     assert cron.schedules_for(["elsewhere"]) == []
+
+
+@pytest.mark.parametrize("name", ["nightly\x00report", "nightly\ud800"])
+def test_a_schedule_name_the_database_cannot_store_is_refused(
+    name: str, kinds: list[str], schedules: None
+) -> None:
+    @venturi.task(kind="c_badname")
+    async def handler(ctx: Context[Any], carry: Tick) -> None: ...
+
+    with pytest.raises(ConfigError, match="NUL characters or lone surrogates") as caught:
+        venturi.schedule(handler, "* * * * *", name=name)
+    assert "\n" not in str(caught.value)
+    assert declared() == {}
+
+
+def test_a_schedule_named_after_a_cron_task_is_refused(kinds: list[str], schedules: None) -> None:
+    @venturi.task(kind="c_own", cron="0 * * * *")
+    async def own(ctx: Context[Any], carry: Tick) -> None: ...
+
+    with pytest.raises(ConfigError, match="'c_own' is the name of task 'c_own''s own") as caught:
+        venturi.schedule(own, "30 * * * *", Tick("half past"), name="c_own")
+    assert "\n" not in str(caught.value)
+    assert declared() == {}

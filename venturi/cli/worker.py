@@ -23,6 +23,7 @@ from venturi.cli.common import (
     LivenessOption,
     SchemaOption,
     admin_run,
+    checked,
     fail,
     liveness_seconds,
     need_dsn,
@@ -303,6 +304,11 @@ def worker(
     _, loop_factory = parse_loop(loop)
     logs.configure(level, log_format)
     tasks, state_src = load_target(target)
+    # Two schedules of one name: refused here, before any process starts (a
+    # venturi.schedule declared before the task whose own cron= has its name).
+    from venturi.schedules import schedules_for
+
+    checked(schedules_for, [t.kind for t in tasks])
     if processes != 1:
         from venturi.cli import processes as supervisor
 

@@ -7,8 +7,9 @@ worker with ``maintenance=[venturi.CronScheduler()]`` enqueues the schedules of 
 Each slot is enqueued exactly once however many workers tick: the worker that moves the
 schedule's row in ``<schema>.schedules`` to the slot enqueues the slot's job in the same
 transaction, and the others find the row already there. After downtime, the missed slots
-are coalesced into one catch-up job for the latest of them. A schedule seen for the
-first time starts with its next slot.
+are coalesced into one catch-up job for the latest of them; a short gap (its first slot
+at most ``EACH_SLOT_WITHIN`` old: the check itself was late) enqueues each of its slots.
+A schedule seen for the first time starts with its next slot.
 """
 
 from __future__ import annotations
@@ -20,8 +21,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from venturi import db
+from venturi.db import errors as db_errors
 from venturi.errors import ConfigError
-from venturi.schedules import Schedule, declared, schedule, schedules_for, unschedule
+from venturi.schedules import (
+    Schedule,
+    assemble,
+    declared,
+    schedule,
+    schedules_for,
+    unschedule,
+)
 from venturi.validate import seconds
 
 # The declarations moved to venturi.schedules (below the operator's API, which lists
@@ -40,6 +49,10 @@ log = logging.getLogger("venturi.cron")
 
 DEFAULT_INTERVAL = 1.0
 
+# A gap whose first missed slot is at most this old is the check's own lateness (a busy
+# worker), not downtime: each slot in it is enqueued (61 at most, for a seconds field).
+EACH_SLOT_WITHIN = timedelta(minutes=1)
+
 
 class CronScheduler:
     """Maintenance task: enqueues the due slot of each schedule of the worker's kinds
@@ -52,6 +65,9 @@ class CronScheduler:
     """
 
     name = "cron"
+    # On an asyncio task of its own in the worker: a slow pass of another maintenance
+    # task (an alert hook, a big table's history) must not make its slots late.
+    own_task = True
 
     def __init__(
         self,
@@ -72,12 +88,14 @@ class CronScheduler:
         # next slot, measured on the database clock, and the set of schedules it was for.
         self._next_due: float = 0.0
         self._planned: frozenset[str] = frozenset()
+        # Name clashes already logged: each is said once, not at every check.
+        self._said: set[str] = set()
 
     def __repr__(self) -> str:
         return f"<venturi.CronScheduler every {self.interval:g}s>"
 
     async def run(self, pool: Any, worker: Any) -> None:
-        active = self.schedules if self.schedules is not None else schedules_for(worker.kinds)
+        active = self.schedules if self.schedules is not None else self._assemble(worker)
         if not active:
             return
         names = frozenset(s.name for s in active)
@@ -85,48 +103,149 @@ class CronScheduler:
             return
         by_name = {s.name: s for s in active}
         schema = worker.schema
-        rows = await db.schedules.schedule_list(pool, schema=schema, names=sorted(by_name))
+        names_in_order = sorted(by_name)
+        rows = await db.schedules.schedule_list(
+            pool,
+            schema=schema,
+            names=names_in_order,
+            kinds=[by_name[n].task.kind for n in names_in_order],
+        )
         db_now: datetime = rows[0]["now"]
         offset = db_now.timestamp() - time.time()
+        failed = False
         for row in rows:
             s = by_name[row["name"]]
-            slot = s.spec.latest(db_now)
-            last: datetime | None = row["last_slot"]
-            if last is None:
-                await db.schedules.schedule_init(pool, schema=schema, name=s.name, slot=slot)
-                log.info("schedule %s: first seen; its first slot is after %s", s.name, slot)
-            elif slot > last:
-                await self._enqueue(pool, worker, s, slot, last)
-        self._planned = names
+            try:
+                await self._due(pool, worker, s, row, db_now)
+            except Exception as exc:  # this schedule only: the others still run
+                failed = True
+                worker.stats["cron_failed"] += 1
+                log.warning(
+                    "schedule %r failed (retrying in %gs): %s: %s",
+                    s.name,
+                    self.interval,
+                    type(exc).__name__,
+                    db_errors.one_line(exc),
+                    exc_info=not isinstance(exc, db_errors.RETRYABLE),
+                )
+        # A failed schedule is retried at the next interval, not at the next slot; so is a
+        # paused kind's, whose slots are caught up at the first check after the resume.
+        waiting = any(r["paused"] for r in rows)
+        self._planned = frozenset() if failed or waiting else names
         # Measured on the database's clock: the local wall clock may be off.
         self._next_due = min(s.spec.next_after(db_now) for s in active).timestamp() - offset
 
+    def _assemble(self, worker: Any) -> list[Schedule]:
+        """The worker's schedules; two of one name are both left out, and said once."""
+        active, clashes = assemble(worker.kinds)
+        for said in clashes:
+            if said not in self._said:
+                self._said.add(said)
+                log.error("cron: %s (neither runs)", said)
+        return active
+
+    async def _due(self, pool: Any, worker: Any, s: Schedule, row: Any, db_now: datetime) -> None:
+        """Enqueue the due slot of ``s`` (``row``: its row as ``schedule_list`` read it)."""
+        slot = s.spec.latest(db_now)
+        last: datetime | None = row["last_slot"]
+        spec = s.spec
+        if last is None:
+            await db.schedules.schedule_init(
+                pool,
+                schema=worker.schema,
+                name=s.name,
+                slot=slot,
+                expression=spec.expression,
+                tz=spec.tz,
+            )
+            log.info("schedule %s: first seen; its first slot is after %s", s.name, slot)
+            return
+        if (row["expression"], row["tz"]) != (spec.expression, spec.tz):
+            before = await db.schedules.schedule_redefine(
+                pool,
+                schema=worker.schema,
+                name=s.name,
+                slot=slot,
+                expression=spec.expression,
+                tz=spec.tz,
+            )
+            if before is None:
+                return  # another worker redefined it: the next check goes on from there
+            if before["expression"] is not None:
+                log.info(
+                    "schedule %s: its cron changed from %r (%s) to %r (%s); it starts over, "
+                    "its first slot after %s",
+                    s.name,
+                    before["expression"],
+                    before["tz"],
+                    spec.expression,
+                    spec.tz,
+                    slot,
+                )
+                return
+        if slot > last and row["paused"]:
+            # Its slots wait in the row, not as one pending job each: at the resume they
+            # are caught up as after downtime (each of a short pause, one of a long one).
+            log.debug(
+                "schedule %s: kind %s is paused; slots after %s wait", s.name, s.task.kind, last
+            )
+        elif slot > last:
+            await self._enqueue(pool, worker, s, slot, db_now)
+
     async def _enqueue(
-        self, pool: Any, worker: Any, s: Schedule, slot: datetime, last: datetime
+        self, pool: Any, worker: Any, s: Schedule, slot: datetime, db_now: datetime
     ) -> None:
         schema = worker.schema
         async with db.connect.pooled(pool) as conn:
             async with conn.transaction():
-                if not await db.schedules.schedule_advance_if_behind(
+                previous = await db.schedules.schedule_advance_if_behind(
                     conn, schema=schema, name=s.name, slot=slot
-                ):
-                    return  # another worker enqueued this slot
-                job_id = await s.task.enqueue(
-                    conn, s.carry, at=slot, key=s.key(slot), priority=s.priority, schema=schema
                 )
+                if previous is None:
+                    return  # another worker enqueued this slot
+                # Against the slot the row had under its lock, not the one read before
+                # it: another worker may have enqueued the slots in between meanwhile.
+                slots = missed_slots(s, previous, slot, db_now)
+                job_ids = [
+                    await s.task.enqueue(
+                        conn, s.carry, at=t, key=s.key(t), priority=s.priority, schema=schema
+                    )
+                    for t in slots
+                ]
             # Counted once committed, before the connection goes back to the pool: a
             # shutdown cancels this pass, and a cancel during the pool's reset of the
             # connection would lose the count of a job already enqueued (and perhaps
             # already run by another worker).
-            worker.stats["cron_enqueued"] += 1
-            if s.spec.next_after(last) < slot:
+            worker.stats["cron_enqueued"] += len(job_ids)
+            if slots[0] != s.spec.next_after(previous):
                 worker.stats["cron_coalesced"] += 1
                 log.info(
                     "schedule %s: slots after %s were missed; one catch-up job %d for %s",
                     s.name,
-                    last,
-                    job_id,
+                    previous,
+                    job_ids[0],
                     slot,
                 )
+            elif len(slots) > 1:
+                log.info(
+                    "schedule %s: the check was late; jobs %s for the %d slots after %s",
+                    s.name,
+                    ", ".join(map(str, job_ids)),
+                    len(slots),
+                    previous,
+                )
             else:
-                log.debug("schedule %s: enqueued job %d for %s", s.name, job_id, slot)
+                log.debug("schedule %s: enqueued job %d for %s", s.name, job_ids[0], slot)
+
+
+def missed_slots(s: Schedule, previous: datetime, slot: datetime, now: datetime) -> list[datetime]:
+    """The slots of ``s`` to enqueue now, after ``previous`` up to ``slot`` (the latest):
+    each of them when the first is at most ``EACH_SLOT_WITHIN`` old (the check was late:
+    a busy worker), else ``slot`` alone, the one catch-up job for them all (downtime)."""
+    first = s.spec.next_after(previous)
+    if now - first > EACH_SLOT_WITHIN:
+        return [slot]
+    slots = [first]
+    while slots[-1] < slot:
+        slots.append(s.spec.next_after(slots[-1]))
+    return slots

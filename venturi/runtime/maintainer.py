@@ -2,8 +2,10 @@
 (the tasks themselves are in ``venturi.maintenance``).
 
 A maintenance task is any object with a ``name``, an ``interval`` in seconds and an
-``async def run(pool, worker)``. The worker runs each one every ``interval`` on its own
-asyncio task; a failure is logged and retried at the next interval, and never touches
+``async def run(pool, worker)``. The worker runs each one every ``interval``, one after
+another on one asyncio task beside the claim loop, but a task whose ``own_task`` is true
+(the ``CronScheduler``, whose slots must not wait for a slow pass of another) runs on an
+asyncio task of its own; a failure is logged and retried at the next interval, and never touches
 the claim loop: in one line when the connection or the server failed it, with its
 traceback when the task raised anything else. Tasks must be safe to run in many workers
 at once (take an advisory lock, or use ``SKIP LOCKED``), since every worker may be
@@ -94,16 +96,22 @@ STOP_WITHIN = 2.0
 
 @contextlib.asynccontextmanager
 async def running(tasks: Sequence[MaintenanceTask], pool: Any, worker: Any) -> Any:
-    """Run the maintenance tasks for the duration of the block."""
-    handle = asyncio.create_task(run_forever(tasks, pool, worker)) if tasks else None
+    """Run the maintenance tasks for the duration of the block: those with ``own_task``
+    each on an asyncio task of its own, the others one after another on one more."""
+    alone = [t for t in tasks if getattr(t, "own_task", False)]
+    shared = [t for t in tasks if t not in alone]
+    groups = [[t] for t in alone] + ([shared] if shared else [])
+    handles = [asyncio.create_task(run_forever(g, pool, worker)) for g in groups]
     try:
         yield
     finally:
-        if handle is not None:
+        for handle in handles:
             handle.cancel()
+        if handles:
             # A maintenance statement stuck on a frozen connection may not let go of
             # its cancel (the pool waits for the connection to answer): stop waiting
             # for it after a few seconds; closing the pool closes the connection.
-            await asyncio.wait([handle], timeout=STOP_WITHIN)
+            await asyncio.wait(handles, timeout=STOP_WITHIN)
+        for handle in handles:
             if handle.done() and not handle.cancelled():
                 handle.result()  # a maintenance bug, raised as before
