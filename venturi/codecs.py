@@ -102,6 +102,9 @@ def encode_any(value: Any, what: str = "value") -> str:
         data = _ENCODER.encode(value)
     except (TypeError, msgspec.EncodeError) as exc:
         raise TypeError(f"{what} is not msgspec-encodable: {exc}") from None
+    except RecursionError:
+        # msgspec recurses once a level: about a thousand levels overflow the stack.
+        raise TypeError(f"{what} is not msgspec-encodable: nested too deeply") from None
     text = data.decode()
     if has_nul(text):
         raise ValueError(f"{what} holds a NUL character (\\u0000), which PostgreSQL cannot store")
@@ -148,15 +151,17 @@ class CarryCodec(Generic[C]):
             )
         try:
             data = _ENCODER.encode(carry)
+            self._decoder.decode(data)
         except (TypeError, msgspec.EncodeError) as exc:
             raise TypeError(
                 f"carry of task {self.owner!r} must be {_name(self.carry_type)}, "
                 f"got {type(carry).__name__}: {exc}"
             ) from None
-        try:
-            self._decoder.decode(data)
         except msgspec.ValidationError as exc:
             raise self._invalid(carry, str(exc)) from None
+        except RecursionError:
+            # As encode_any's: about a thousand levels overflow msgspec's stack.
+            raise TypeError(f"carry of task {self.owner!r} is nested too deeply") from None
         text = data.decode()
         if has_nul(text):
             raise ValueError(
