@@ -69,3 +69,29 @@ def test_password_never_in_a_connect_error(dsn: str) -> None:
     text = out.stderr + out.stdout
     for piece in {SECRET, SECRET[:4], SECRET[4:], urllib.parse.quote(SECRET + "@/#", safe="")}:
         assert piece not in text, text
+
+
+@pytest.mark.parametrize(
+    ("given", "passed", "trusted", "not_trusted"),
+    [
+        ("10.0.0.5/24", "10.0.0.0/24", "10.0.0.5", "10.0.1.5"),
+        ("10.0.0.1, *", "*", "192.168.1.9", None),
+        ("127.0.0.1, ::1", "127.0.0.1/32,::1/128", "::1", "10.0.0.1"),
+    ],
+)
+def test_forwarded_allow_ips_mean_what_they_say_to_uvicorn(
+    given: str, passed: str, trusted: str, not_trusted: str | None
+) -> None:
+    # A network written with host bits (10.0.0.5/24) passed the check and uvicorn, which
+    # reads it strictly, took it for a name that matches no address; '*' beside others
+    # trusted none of them but those. What venturi web passes uvicorn trusts what was
+    # written.
+    from uvicorn.middleware.proxy_headers import _TrustedHosts
+
+    from venturi.cli.web import _proxies
+
+    assert _proxies(given) == passed
+    hosts = _TrustedHosts(passed)
+    assert trusted in hosts
+    if not_trusted is not None:
+        assert not_trusted not in hosts

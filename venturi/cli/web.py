@@ -139,14 +139,17 @@ def web(
 def _proxies(value: str) -> str:
     """``--forwarded-allow-ips`` checked: addresses or networks, comma-separated, or '*'."""
     items = [item.strip() for item in value.split(",")]
+    networks = []
     for item in items:
         if item == "*":
             continue
         try:
-            ipaddress.ip_network(item, strict=False)
+            networks.append(str(ipaddress.ip_network(item, strict=False)))
         except ValueError:
             raise fail(
                 "--forwarded-allow-ips: each must be an IP address or network (or '*'), "
                 f"got {item[:60]!r}"
             ) from None
-    return ",".join(items)
+    # As uvicorn reads them: a network with host bits (10.0.0.5/24) it takes for a name
+    # that matches no address, and '*' only when it is the whole value.
+    return "*" if "*" in items else ",".join(networks)
