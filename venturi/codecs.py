@@ -96,6 +96,37 @@ def text_safe(text: str) -> str:
     return text.replace("\x00", "\\x00")
 
 
+# The deepest a stored value may nest (arrays and objects). msgspec's encoder and decoder
+# recurse once a level, against Python's recursion limit from wherever they are called:
+# a value encoded at the top of a stack 982 levels deep then failed to decode deeper in
+# one (venturi.get_job, testing.drain: RecursionError). Far past a record's shape, and far
+# within the limit from any stack a reader has.
+MAX_NESTING = 100
+# A JSON string (skipped: brackets in it are text) or a bracket.
+_NESTED = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+
+def too_deep(text: str) -> bool:
+    """Whether JSON ``text`` nests deeper than ``MAX_NESTING``. Read only when it holds
+    more brackets than that (a count in C), so a usual value pays two scans of its text."""
+    if text.count("[") + text.count("{") <= MAX_NESTING:
+        return False
+    depth = 0
+    for m in _NESTED.finditer(text):
+        c = text[m.start()]
+        if c == "[" or c == "{":
+            depth += 1
+            if depth > MAX_NESTING:
+                return True
+        elif c == "]" or c == "}":
+            depth -= 1
+    return False
+
+
+def _deep(what: str) -> TypeError:
+    return TypeError(f"{what} is nested deeper than {MAX_NESTING} arrays or objects")
+
+
 def encode_any(value: Any, what: str = "value") -> str:
     """JSON text for a msgspec-encodable ``value`` (a result, say)."""
     try:
@@ -103,9 +134,10 @@ def encode_any(value: Any, what: str = "value") -> str:
     except (TypeError, msgspec.EncodeError) as exc:
         raise TypeError(f"{what} is not msgspec-encodable: {exc}") from None
     except RecursionError:
-        # msgspec recurses once a level: about a thousand levels overflow the stack.
-        raise TypeError(f"{what} is not msgspec-encodable: nested too deeply") from None
+        raise _deep(what) from None
     text = data.decode()
+    if too_deep(text):
+        raise _deep(what)
     if has_nul(text):
         raise ValueError(f"{what} holds a NUL character (\\u0000), which PostgreSQL cannot store")
     return text
@@ -160,9 +192,10 @@ class CarryCodec(Generic[C]):
         except msgspec.ValidationError as exc:
             raise self._invalid(carry, str(exc)) from None
         except RecursionError:
-            # As encode_any's: about a thousand levels overflow msgspec's stack.
-            raise TypeError(f"carry of task {self.owner!r} is nested too deeply") from None
+            raise _deep(f"carry of task {self.owner!r}") from None
         text = data.decode()
+        if too_deep(text):
+            raise _deep(f"carry of task {self.owner!r}")
         if has_nul(text):
             raise ValueError(
                 f"carry of task {self.owner!r} holds a NUL character (\\u0000), which "

@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from venturi import admin
+from venturi.codecs import MAX_NESTING
 from venturi.errors import ConfigError
 from venturi.formatting import shown_name
 from venturi.groups import check_group, set_group
@@ -34,9 +35,10 @@ from venturi.web.kit import (
 
 # The most rows one selection acts on (a page holds 50).
 SELECTION_MAX = 500
-# The deepest a signal's payload may nest (arrays and objects): msgspec's decoder and
-# encoder recurse, and at about 1,000 levels raised RecursionError, a bare 500.
-MAX_DEPTH = 100
+# The deepest a signal's payload may nest (arrays and objects), as any stored value:
+# msgspec's decoder and encoder recurse, and at about 1,000 levels raised RecursionError,
+# a bare 500.
+MAX_DEPTH = MAX_NESTING
 
 
 def _depth(value: Any) -> int:
