@@ -4763,26 +4763,28 @@ RETURNING before.last_slot AS previous;
 
 -- schedule_init: record a schedule seen for the first time at slot $2, without running it
 -- (a schedule starts with its next slot, not with one from before it existed), with the
--- definition the slot is of. Does nothing when the schedule is known.
+-- definition the slot is of, written now. Does nothing when the schedule is known.
 -- $1 text name: the schedule
 -- $2 timestamptz slot: the latest slot at or before now
 -- $3 text expression: its cron expression (NULL: not known)
 -- $4 text tz: the time zone the expression is read in (NULL: not known)
 -- index: schedules primary key (the ON CONFLICT arbiter).
 PREPARE venturi_schedule_init(text, timestamptz, text, text) AS
-INSERT INTO "venturi".schedules (name, last_slot, expression, tz)
-VALUES ($1::text, $2::timestamptz, $3::text, $4::text)
+INSERT INTO "venturi".schedules (name, last_slot, expression, tz, defined_at)
+VALUES ($1::text, $2::timestamptz, $3::text, $4::text,
+        CASE WHEN $3::text IS NULL THEN NULL ELSE now() END)
 ON CONFLICT (name) DO NOTHING;
 
 -- schedule_list: the latest slot enqueued for each named schedule (NULL: never seen), the
--- cron expression and time zone it was computed in (NULL: a row an older version wrote),
--- whether the schedule's kind is paused (its slots wait for the resume), and the database
--- clock, which every worker computes its slots from.
+-- cron expression and time zone it was computed in (NULL: a row an older version wrote)
+-- and when that definition was written, whether the schedule's kind is paused (its slots
+-- wait for the resume), and the database clock, which every worker computes its slots
+-- from.
 -- $1 text[] names: the schedules this worker runs
 -- $2 text[] kinds: the kind of each (may be empty: paused is then false)
 -- index: schedules primary key; paused_kinds primary key.
 PREPARE venturi_schedule_list(text[], text[]) AS
-SELECT n.name, s.last_slot, s.expression, s.tz,
+SELECT n.name, s.last_slot, s.expression, s.tz, s.defined_at,
        EXISTS (SELECT 1 FROM "venturi".paused_kinds p WHERE p.kind = n.kind) AS paused,
        now() AS now
 FROM unnest($1::text[], $2::text[]) AS n(name, kind)
@@ -4797,19 +4799,22 @@ SELECT name, last_slot, updated_at, now() AS now
 FROM "venturi".schedules
 ORDER BY name;
 
--- schedule_redefine: give a schedule the definition $3, $4 when its row has another. A
--- row with another one starts over, as a new schedule, at slot $2 (the new definition's
--- latest: its next slot is the first to run); a row without one (an older version wrote
--- it) takes it on and keeps its latest slot. No row when the row already has it (another
--- worker got there first). Returns the definition the row had.
+-- schedule_redefine: give a schedule the definition $3, $4 when its row has another, one
+-- written at or before $5 (a definition written later is a newer deploy's, which this
+-- caller defers to). A row with another one starts over, as a new schedule, at slot $2
+-- (the new definition's latest: its next slot is the first to run); a row without one
+-- (an older version wrote it) takes it on and keeps its latest slot. Either way the
+-- definition is written now. No row when the row already has it or one written after $5
+-- (another worker got there first). Returns the definition the row had.
 -- $1 text name: the schedule
 -- $2 timestamptz slot: the new definition's latest slot at or before now
 -- $3 text expression: its cron expression
 -- $4 text tz: the time zone the expression is read in
+-- $5 timestamptz started: a definition written after it is left as it is
 -- index: schedules primary key.
-PREPARE venturi_schedule_redefine(text, timestamptz, text, text) AS
+PREPARE venturi_schedule_redefine(text, timestamptz, text, text, timestamptz) AS
 WITH before AS (
-    SELECT name, expression, tz
+    SELECT name, expression, tz, defined_at
     FROM "venturi".schedules
     WHERE name = $1::text
     FOR UPDATE
@@ -4818,10 +4823,13 @@ UPDATE "venturi".schedules s
 SET last_slot = CASE WHEN before.expression IS NULL THEN s.last_slot ELSE $2::timestamptz END,
     updated_at = CASE WHEN before.expression IS NULL THEN s.updated_at ELSE now() END,
     expression = $3::text,
-    tz = $4::text
+    tz = $4::text,
+    defined_at = now()
 FROM before
 WHERE s.name = before.name
   AND (before.expression, before.tz) IS DISTINCT FROM ($3::text, $4::text)
+  AND (before.expression IS NULL OR before.defined_at IS NULL
+       OR before.defined_at <= $5::timestamptz)
 RETURNING before.expression, before.tz;
 
 -- schema_lock: serialize concurrent `schema apply` runs on one database until commit.

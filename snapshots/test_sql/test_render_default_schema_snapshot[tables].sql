@@ -321,9 +321,11 @@ CREATE TABLE IF NOT EXISTS "venturi".schedules (
     last_slot  timestamptz NOT NULL,
     updated_at timestamptz NOT NULL DEFAULT now(),
     -- The definition last_slot was computed in (migration 27; NULL: a row an older
-    -- version wrote): a worker whose own differs starts the schedule over.
+    -- version wrote): a worker whose own differs starts the schedule over, unless the
+    -- row's was written after that worker started (defined_at: a newer deploy's).
     expression text,
-    tz         text
+    tz         text,
+    defined_at timestamptz
 );
 
 -- One row per alert (its name and kind): no worker delivers it again before next_at, the

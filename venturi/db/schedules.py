@@ -12,7 +12,8 @@ from venturi.db.conn import Conn, Record
 async def schedule_list(
     conn: Conn, *, schema: str, names: Sequence[str], kinds: Sequence[str] = ()
 ) -> list[Record]:
-    """One row per name: name, last_slot (None if never seen), expression and tz, paused
+    """One row per name: name, last_slot (None if never seen), expression, tz and
+    defined_at (when that definition was written; None: not known), paused
     (whether its kind, ``kinds[i]`` for ``names[i]``, is paused) and the database's now."""
     return list(await conn.fetch(sql.statement("schedule_list", schema), list(names), list(kinds)))
 
@@ -32,13 +33,21 @@ async def schedule_init(
 
 
 async def schedule_redefine(
-    conn: Conn, *, schema: str, name: str, slot: datetime, expression: str, tz: str
+    conn: Conn,
+    *,
+    schema: str,
+    name: str,
+    slot: datetime,
+    expression: str,
+    tz: str,
+    started: datetime,
 ) -> Record | None:
-    """Give the schedule this definition if its row has another: one it had (the row's
+    """Give the schedule this definition if its row has another, written at or before
+    ``started`` (a later one is a newer deploy's: it stays): one it had (the row's
     ``expression`` and ``tz``) starts it over at ``slot``; none (None, an older version's
-    row) keeps its latest slot. None when the row has it already."""
+    row) keeps its latest slot. None when the row has it already, or a later one."""
     return await conn.fetchrow(
-        sql.statement("schedule_redefine", schema), name, slot, expression, tz
+        sql.statement("schedule_redefine", schema), name, slot, expression, tz, started
     )
 
 

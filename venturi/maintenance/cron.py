@@ -9,7 +9,9 @@ schedule's row in ``<schema>.schedules`` to the slot enqueues the slot's job in 
 transaction, and the others find the row already there. After downtime, the missed slots
 are coalesced into one catch-up job for the latest of them; a short gap (its first slot
 at most ``EACH_SLOT_WITHIN`` old: the check itself was late) enqueues each of its slots.
-A schedule seen for the first time starts with its next slot.
+A schedule seen for the first time starts with its next slot, and so does one whose
+definition changed; during a rolling deploy, the definition written last (the newer
+deploy's) runs the schedule, and workers started before it was written defer to it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from venturi import db
+from venturi.cronspec import CronSpec
 from venturi.db import errors as db_errors
 from venturi.errors import ConfigError
 from venturi.schedules import (
@@ -90,6 +93,11 @@ class CronScheduler:
         self._planned: frozenset[str] = frozenset()
         # Name clashes already logged: each is said once, not at every check.
         self._said: set[str] = set()
+        # When this scheduler started, by the database's clock (its first check): a
+        # definition written after it is a newer deploy's, which this one defers to.
+        self._started: datetime | None = None
+        # The schedules a newer deploy's definition runs (said once, checked each pass).
+        self._deferring: set[str] = set()
 
     def __repr__(self) -> str:
         return f"<venturi.CronScheduler every {self.interval:g}s>"
@@ -111,6 +119,8 @@ class CronScheduler:
             kinds=[by_name[n].task.kind for n in names_in_order],
         )
         db_now: datetime = rows[0]["now"]
+        if self._started is None:
+            self._started = db_now
         offset = db_now.timestamp() - time.time()
         failed = False
         for row in rows:
@@ -129,8 +139,10 @@ class CronScheduler:
                     exc_info=not isinstance(exc, db_errors.RETRYABLE),
                 )
         # A failed schedule is retried at the next interval, not at the next slot; so is a
-        # paused kind's, whose slots are caught up at the first check after the resume.
-        waiting = any(r["paused"] for r in rows)
+        # paused kind's, whose slots are caught up at the first check after the resume,
+        # and one a newer deploy runs (a rollback's workers, started later, win in turn).
+        self._deferring &= names
+        waiting = any(r["paused"] for r in rows) or bool(self._deferring)
         self._planned = frozenset() if failed or waiting else names
         # Measured on the database's clock: the local wall clock may be off.
         self._next_due = min(s.spec.next_after(db_now) for s in active).timestamp() - offset
@@ -161,28 +173,9 @@ class CronScheduler:
             log.info("schedule %s: first seen; its first slot is after %s", s.name, slot)
             return
         if (row["expression"], row["tz"]) != (spec.expression, spec.tz):
-            before = await db.schedules.schedule_redefine(
-                pool,
-                schema=worker.schema,
-                name=s.name,
-                slot=slot,
-                expression=spec.expression,
-                tz=spec.tz,
-            )
-            if before is None:
-                return  # another worker redefined it: the next check goes on from there
-            if before["expression"] is not None:
-                log.info(
-                    "schedule %s: its cron changed from %r (%s) to %r (%s); it starts over, "
-                    "its first slot after %s",
-                    s.name,
-                    before["expression"],
-                    before["tz"],
-                    spec.expression,
-                    spec.tz,
-                    slot,
-                )
+            if not await self._redefine(pool, worker, s, row, slot, db_now):
                 return
+        self._deferring.discard(s.name)
         if slot > last and row["paused"]:
             # Its slots wait in the row, not as one pending job each: at the resume they
             # are caught up as after downtime (each of a short pause, one of a long one).
@@ -191,6 +184,63 @@ class CronScheduler:
             )
         elif slot > last:
             await self._enqueue(pool, worker, s, slot, db_now)
+
+    async def _redefine(
+        self, pool: Any, worker: Any, s: Schedule, row: Any, slot: datetime, db_now: datetime
+    ) -> bool:
+        """Give the row of ``s`` its definition, unless one written after this scheduler
+        started (a newer deploy's) runs it. True when the row took it on with its latest
+        slot kept (an older version's row, without one): the check goes on."""
+        assert self._started is not None
+        spec = s.spec
+        started, taking_over = self._started, False
+        if row["expression"] is not None and (row["defined_at"] or started) > started:
+            if not _abandoned(row, db_now):
+                if s.name not in self._deferring:
+                    self._deferring.add(s.name)
+                    log.info(
+                        "schedule %s: a newer definition, %r (%s), written at %s after this "
+                        "worker started, runs it; this worker's %r (%s) defers to it",
+                        s.name,
+                        row["expression"],
+                        row["tz"],
+                        row["defined_at"],
+                        spec.expression,
+                        spec.tz,
+                    )
+                return False
+            # Unless it is written again meanwhile (its workers were only late).
+            started, taking_over = row["defined_at"], True
+        before = await db.schedules.schedule_redefine(
+            pool,
+            schema=worker.schema,
+            name=s.name,
+            slot=slot,
+            expression=spec.expression,
+            tz=spec.tz,
+            started=started,
+        )
+        self._deferring.discard(s.name)
+        if before is None:
+            return False  # another worker redefined it: the next check goes on from there
+        if before["expression"] is None:
+            return True
+        log.log(
+            logging.WARNING if taking_over else logging.INFO,
+            "schedule %s: its cron changed from %r (%s) to %r (%s)%s; it starts over, its "
+            "first slot after %s",
+            s.name,
+            before["expression"],
+            before["tz"],
+            spec.expression,
+            spec.tz,
+            f" (no worker ran {before['expression']!r} since {row['last_slot']}: this one "
+            "takes over)"
+            if taking_over
+            else "",
+            slot,
+        )
+        return False
 
     async def _enqueue(
         self, pool: Any, worker: Any, s: Schedule, slot: datetime, db_now: datetime
@@ -236,6 +286,20 @@ class CronScheduler:
                 )
             else:
                 log.debug("schedule %s: enqueued job %d for %s", s.name, job_ids[0], slot)
+
+
+def _abandoned(row: Any, now: datetime) -> bool:
+    """Whether no worker runs the definition in ``row``: its first slot after the row's
+    is more than ``EACH_SLOT_WITHIN`` old (as downtime is), its kind not paused. A newer
+    deploy's whose workers are gone (an old worker restarted during the deploy, then
+    left): the workers that deferred to it take the schedule over."""
+    if row["paused"]:
+        return False  # its slots wait in the row for the resume
+    try:
+        spec = CronSpec(row["expression"], row["tz"])
+    except ConfigError:
+        return False  # a version newer than this one reads it: it is not this one's to judge
+    return now - spec.next_after(row["last_slot"]) > EACH_SLOT_WITHIN
 
 
 def missed_slots(s: Schedule, previous: datetime, slot: datetime, now: datetime) -> list[datetime]:
