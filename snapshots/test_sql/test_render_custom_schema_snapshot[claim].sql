@@ -2385,20 +2385,33 @@ inserted AS (
            backoff_base, backoff_factor, backoff_cap, backoff_jitter, $14::text, grp
     FROM input
     WHERE NOT EXISTS (SELECT 1 FROM recent WHERE recent.ord = input.ord)
-    ORDER BY ord
+    -- In (kind, key) order, not the caller's: a key another batch inserted is waited on,
+    -- and two batches that take their keys in one order cannot each wait on the other's
+    -- (in opposite orders they deadlocked). The ids, drawn in input order, keep it.
+    ORDER BY kind, key, ord
     ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed', 'waiting')
     DO NOTHING
     RETURNING id, kind, key
 ),
+holders AS (
+    -- The pending holders to replace, locked in id order (as every statement that locks
+    -- many jobs does), once the inserts are done: an insert of a key waits on an update of
+    -- its holder, so a batch waiting there holds no holder's lock. A claim that locked the
+    -- holder first wins: this waits for it, then finds the row claimed and leaves it alone.
+    SELECT j.id, input.ord
+    FROM input
+    JOIN "billing_jobs".jobs j ON j.kind = input.kind AND j.key = input.key
+    WHERE $13::boolean AND input.key IS NOT NULL AND j.status = 'pending'
+      AND (SELECT count(*) FROM inserted) >= 0
+    ORDER BY j.id
+    FOR NO KEY UPDATE OF j
+),
 replaced AS (
-    -- A claim that locked the holder first wins: this waits for it, then finds the row
-    -- claimed and leaves it alone.
     UPDATE "billing_jobs".jobs j
     SET carry = input.carry::jsonb, priority = input.priority,
         visible_at = coalesce(input.at, now() + make_interval(secs => coalesce(input.after, 0)))
-    FROM input
-    WHERE $13::boolean AND input.key IS NOT NULL
-      AND j.kind = input.kind AND j.key = input.key AND j.status = 'pending'
+    FROM holders JOIN input ON input.ord = holders.ord
+    WHERE j.id = holders.id AND j.status = 'pending'
     RETURNING j.id
 )
 SELECT coalesce(mine.id, same_batch.id, existing.id, recent.id) AS id,
