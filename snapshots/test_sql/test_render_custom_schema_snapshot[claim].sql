@@ -2751,8 +2751,9 @@ SELECT id FROM settled;
 -- job_purge_batch: retention: delete up to $4 finished jobs of one status that finished
 -- more than $2 seconds ago, oldest first, from the history and from the live table (jobs
 -- the maintenance pass has not moved yet), up to $4 from each; their journal rows, steps,
--- signals and search index rows go too. A finished workflow job an unfinished one still
--- reads (a child of a running parent, a dependency of a pending node) stays.
+-- signals and search index rows go too. A finished workflow job that one which may still
+-- run reads (a child of an unfinished, dead or cancelled parent, a dependency of such a
+-- node) stays.
 -- Returns how many it deleted; the caller repeats until a batch comes back short.
 -- $1 text status: 'completed', 'dead' or 'cancelled'
 -- $2 float8 older_than: seconds since finished_at
@@ -2769,17 +2770,20 @@ SELECT j.id FROM "billing_jobs".jobs j
       AND j.status IN ('completed', 'dead', 'cancelled')
       AND j.finished_at < now() - make_interval(secs => $2::float8)
       AND ($3::text IS NULL OR j.kind = $3::text)
-      -- A workflow's unfinished jobs still read it: a child's parent gathers its result,
-      -- a Workflow node's dependents read it by name (ctx.result_of). Kept until they
-      -- end; plain jobs (parent_id NULL, linked NULL) skip both lookups. Unfinished
-      -- jobs are in the live table only.
+      -- A workflow's jobs that may still run read it: a child's parent gathers its
+      -- result, a Workflow node's dependents read it by name (ctx.result_of). Kept while
+      -- they are unfinished, or dead or cancelled and kept themselves (a retry resumes
+      -- them: docs/workflows.md); it goes on the pass after theirs. Plain jobs
+      -- (parent_id NULL, linked NULL) skip both lookups.
       AND (j.parent_id IS NULL OR NOT EXISTS (
-          SELECT 1 FROM "billing_jobs".jobs p
-          WHERE p.id = j.parent_id AND p.status IN ('pending', 'claimed', 'waiting')))
+          SELECT 1 FROM "billing_jobs".all_jobs p
+          WHERE p.id = j.parent_id
+            AND p.status IN ('pending', 'claimed', 'waiting', 'dead', 'cancelled')))
       AND (j.linked IS NOT TRUE OR NOT EXISTS (
           SELECT 1 FROM "billing_jobs".dependencies d
-          JOIN "billing_jobs".jobs n ON n.id = d.job_id
-          WHERE d.depends_on = j.id AND n.status IN ('pending', 'claimed', 'waiting')))
+          JOIN "billing_jobs".all_jobs n ON n.id = d.job_id
+          WHERE d.depends_on = j.id
+            AND n.status IN ('pending', 'claimed', 'waiting', 'dead', 'cancelled')))
     ORDER BY j.finished_at
     LIMIT $4::integer
     -- An operator retrying one of these right now keeps it.
@@ -2792,17 +2796,20 @@ SELECT h.id FROM "billing_jobs".jobs_history h
       AND h.status IN ('completed', 'dead', 'cancelled')
       AND h.finished_at < now() - make_interval(secs => $2::float8)
       AND ($3::text IS NULL OR h.kind = $3::text)
-      -- A workflow's unfinished jobs still read it: a child's parent gathers its result,
-      -- a Workflow node's dependents read it by name (ctx.result_of). Kept until they
-      -- end; plain jobs (parent_id NULL, linked NULL) skip both lookups. Unfinished
-      -- jobs are in the live table only.
+      -- A workflow's jobs that may still run read it: a child's parent gathers its
+      -- result, a Workflow node's dependents read it by name (ctx.result_of). Kept while
+      -- they are unfinished, or dead or cancelled and kept themselves (a retry resumes
+      -- them: docs/workflows.md); it goes on the pass after theirs. Plain jobs
+      -- (parent_id NULL, linked NULL) skip both lookups.
       AND (h.parent_id IS NULL OR NOT EXISTS (
-          SELECT 1 FROM "billing_jobs".jobs p
-          WHERE p.id = h.parent_id AND p.status IN ('pending', 'claimed', 'waiting')))
+          SELECT 1 FROM "billing_jobs".all_jobs p
+          WHERE p.id = h.parent_id
+            AND p.status IN ('pending', 'claimed', 'waiting', 'dead', 'cancelled')))
       AND (h.linked IS NOT TRUE OR NOT EXISTS (
           SELECT 1 FROM "billing_jobs".dependencies d
-          JOIN "billing_jobs".jobs n ON n.id = d.job_id
-          WHERE d.depends_on = h.id AND n.status IN ('pending', 'claimed', 'waiting')))
+          JOIN "billing_jobs".all_jobs n ON n.id = d.job_id
+          WHERE d.depends_on = h.id
+            AND n.status IN ('pending', 'claimed', 'waiting', 'dead', 'cancelled')))
     ORDER BY h.finished_at
     LIMIT $4::integer
     -- An operator retrying one of these right now keeps it.
@@ -2836,7 +2843,7 @@ unindexed AS (
 SELECT count(*) AS deleted FROM deleted;
 
 -- job_purge_count: how many jobs job_purge_batch would delete (`venturi purge --dry-run`),
--- by the same rule (a finished workflow job an unfinished one still reads stays).
+-- by the same rule (a finished workflow job that one which may still run reads stays).
 -- $1 text status: 'completed', 'dead' or 'cancelled'
 -- $2 float8 older_than: seconds since finished_at
 -- $3 text kind: only this kind (NULL: any)
@@ -2848,16 +2855,19 @@ WHERE j.status = $1::text
   AND j.status IN ('completed', 'dead', 'cancelled')
   AND j.finished_at < now() - make_interval(secs => $2::float8)
   AND ($3::text IS NULL OR j.kind = $3::text)
-  -- A workflow's unfinished jobs still read it: a child's parent gathers its result,
-  -- a Workflow node's dependents read it by name (ctx.result_of). Kept until they
-  -- end; plain jobs (parent_id NULL, linked NULL) skip both lookups.
+  -- A workflow's jobs that may still run read it: a child's parent gathers its result,
+  -- a Workflow node's dependents read it by name (ctx.result_of). Kept while they are
+  -- unfinished, or dead or cancelled and kept themselves (a retry resumes them);
+  -- plain jobs (parent_id NULL, linked NULL) skip both lookups.
   AND (j.parent_id IS NULL OR NOT EXISTS (
       SELECT 1 FROM "billing_jobs".all_jobs p
-      WHERE p.id = j.parent_id AND p.status IN ('pending', 'claimed', 'waiting')))
+      WHERE p.id = j.parent_id
+        AND p.status IN ('pending', 'claimed', 'waiting', 'dead', 'cancelled')))
   AND (j.linked IS NOT TRUE OR NOT EXISTS (
       SELECT 1 FROM "billing_jobs".dependencies d
       JOIN "billing_jobs".all_jobs n ON n.id = d.job_id
-      WHERE d.depends_on = j.id AND n.status IN ('pending', 'claimed', 'waiting')));
+      WHERE d.depends_on = j.id
+        AND n.status IN ('pending', 'claimed', 'waiting', 'dead', 'cancelled')));
 
 -- job_rank_set: set a job's order within its tier (rank, lower first) in the transaction
 -- that inserted it, and read its created_at (the enqueuing transaction's clock); no row:

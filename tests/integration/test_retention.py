@@ -10,7 +10,7 @@ import asyncpg
 
 import venturi
 from tests.support import Item, running, wait_for, wait_status, wait_until
-from venturi import Context, Retention, admin, db
+from venturi import Context, Retention, admin, db, testing
 from venturi.runtime.worker import Worker
 
 
@@ -125,3 +125,70 @@ async def test_worker_runs_retention_as_maintenance(
 
 async def _gone(conn: Any, job_id: int) -> bool:
     return not await _exists(conn, job_id)
+
+
+async def test_a_dead_parent_keeps_its_completed_children_until_it_goes(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    outage = {"on": True}
+
+    @venturi.task(kind="ret_square", result=int)
+    async def square(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        return venturi.complete(carry.n * carry.n)
+
+    @venturi.task(kind="ret_parent", result=int, max_failures=1)
+    async def parent(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        kids = [await ctx.spawn(f"sq-{i}", square, Item(i)) for i in range(3)]
+        results = await ctx.gather(*kids)
+        if outage["on"]:
+            raise RuntimeError("outage after the children finished")
+        return venturi.complete(sum(results))
+
+    job_id = await parent.enqueue(conn, Item(0))
+    await testing.drain(dsn, [parent, square])
+    assert (await venturi.get_job(conn, job_id)).status == "dead"  # type: ignore[union-attr]
+    # The dead parent may be retried: its completed children stay while it is kept.
+    assert await admin.purge_count(conn, status="completed", older_than=0) == 0
+    assert await admin.purge(conn, status="completed", older_than=0) == 0
+    outage["on"] = False
+    [change] = await admin.retry_jobs(conn, [job_id])
+    assert change.done
+    await testing.drain(dsn, [parent, square])
+    assert await venturi.get_result(conn, job_id) == 0 + 1 + 4
+    # A dead parent purged: its children go on the next pass.
+    outage["on"] = True
+    other = await parent.enqueue(conn, Item(0))
+    await testing.drain(dsn, [parent, square])
+    assert await admin.purge(conn, status="dead", older_than=0) == 1
+    assert await venturi.get_job(conn, other) is None
+    assert await admin.purge_count(conn, status="completed", older_than=0) == 7
+    assert await admin.purge(conn, status="completed", older_than=0) == 7
+
+
+async def test_a_cancelled_dependent_keeps_the_dependency_it_reads(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="ret_first", result=int)
+    async def first(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        return venturi.complete(carry.n)
+
+    @venturi.task(kind="ret_second", result=int)
+    async def second(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        got: int = await ctx.result_of("first")
+        return venturi.complete(got + 1)
+
+    wf = venturi.Workflow()
+    a = wf.add("first", first.job(Item(41)))
+    wf.add("second", second.job(Item(0)), after=[a])
+    async with conn.transaction():
+        ids = await wf.enqueue(conn)
+    await testing.drain(dsn, [first])
+    [change] = await admin.cancel_jobs(conn, [ids["second"]])
+    assert change.done
+    # The cancelled node may be retried and read its dependency's result then.
+    assert await admin.purge_count(conn, status="completed", older_than=0) == 0
+    assert await admin.purge(conn, status="completed", older_than=0) == 0
+    [change] = await admin.retry_jobs(conn, [ids["second"]])
+    assert change.done
+    await testing.drain(dsn, [second])
+    assert await venturi.get_result(conn, ids["second"]) == 42
