@@ -14,7 +14,8 @@
 -- $9 float8 backoff_factor: its growth per failure
 -- $10 float8 backoff_cap: its longest delay in seconds
 -- $11 boolean backoff_jitter: whether it is half-jittered
--- $12 float8 unique_for: seconds a finished job still holds its key (NULL: none)
+-- $12 float8 unique_for: seconds a finished job still holds its key (NULL: none); kept
+-- on the job, which retention keeps as long
 -- $13 boolean replace: a pending holder takes $2, $3 and the visible time of $4/$5
 -- $14 text traceparent: W3C trace context of the enqueuing span (NULL: none)
 -- $15 text grp: the job's group (NULL: none; SPEC 13)
@@ -31,10 +32,12 @@ WITH recent AS (
 inserted AS (
     INSERT INTO "venturi".jobs (kind, carry, priority, visible_at, key, max_failures,
                               backoff_base, backoff_factor, backoff_cap, backoff_jitter,
-                              traceparent, grp)
+                              traceparent, grp, unique_for)
     SELECT $1, $2::jsonb, $3::smallint,
            coalesce($4::timestamptz, now() + make_interval(secs => coalesce($5::float8, 0))),
-           $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean, $14::text, $15::text
+           $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean, $14::text, $15::text,
+           -- Kept on a keyed job only: retention holds it for the window (job_purge_batch).
+           CASE WHEN $6::text IS NOT NULL THEN $12::float8 END
     WHERE NOT EXISTS (SELECT 1 FROM recent)
     ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed', 'waiting')
     DO NOTHING
@@ -88,7 +91,8 @@ LIMIT 1;
 -- $9 float8[] backoff_factors: its growth per failure
 -- $10 float8[] backoff_caps: its longest delay in seconds
 -- $11 boolean[] backoff_jitters: whether it is half-jittered
--- $12 float8[] unique_fors: seconds a finished job still holds the row's key (NULL: none)
+-- $12 float8[] unique_fors: seconds a finished job still holds the row's key (NULL: none);
+-- kept on the job, which retention keeps as long
 -- $13 boolean replace: a pending holder takes the row's carry, priority and visible time
 -- (the caller sends each key once when it replaces)
 -- $14 text traceparent: W3C trace context of the enqueuing span, for every row (NULL: none)
@@ -118,10 +122,12 @@ recent AS (
 inserted AS (
     INSERT INTO "venturi".jobs (id, kind, carry, priority, visible_at, key, max_failures,
                               backoff_base, backoff_factor, backoff_cap, backoff_jitter,
-                              traceparent, grp)
+                              traceparent, grp, unique_for)
     SELECT id, kind, carry::jsonb, priority,
            coalesce(at, now() + make_interval(secs => coalesce(after, 0))), key, max_failures,
-           backoff_base, backoff_factor, backoff_cap, backoff_jitter, $14::text, grp
+           backoff_base, backoff_factor, backoff_cap, backoff_jitter, $14::text, grp,
+           -- Kept on a keyed job only: retention holds it for the window (job_purge_batch).
+           CASE WHEN key IS NOT NULL THEN unique_for END
     FROM input
     WHERE NOT EXISTS (SELECT 1 FROM recent WHERE recent.ord = input.ord)
     -- In (kind, key) order, not the caller's: a key another batch inserted is waited on,

@@ -14,7 +14,8 @@
 -- %(p9)s float8 backoff_factor: its growth per failure
 -- %(p10)s float8 backoff_cap: its longest delay in seconds
 -- %(p11)s boolean backoff_jitter: whether it is half-jittered
--- %(p12)s float8 unique_for: seconds a finished job still holds its key (NULL: none)
+-- %(p12)s float8 unique_for: seconds a finished job still holds its key (NULL: none); kept
+-- on the job, which retention keeps as long
 -- %(p13)s boolean replace: a pending holder takes %(p2)s, %(p3)s and the visible time of %(p4)s/%(p5)s
 -- %(p14)s text traceparent: W3C trace context of the enqueuing span (NULL: none)
 -- %(p15)s text grp: the job's group (NULL: none; SPEC 13)
@@ -31,10 +32,12 @@ WITH recent AS (
 inserted AS (
     INSERT INTO "venturi".jobs (kind, carry, priority, visible_at, key, max_failures,
                               backoff_base, backoff_factor, backoff_cap, backoff_jitter,
-                              traceparent, grp)
+                              traceparent, grp, unique_for)
     SELECT %(p1)s, %(p2)s::jsonb, %(p3)s::smallint,
            coalesce(%(p4)s::timestamptz, now() + make_interval(secs => coalesce(%(p5)s::float8, 0))),
-           %(p6)s, %(p7)s::integer, %(p8)s::float8, %(p9)s::float8, %(p10)s::float8, %(p11)s::boolean, %(p14)s::text, %(p15)s::text
+           %(p6)s, %(p7)s::integer, %(p8)s::float8, %(p9)s::float8, %(p10)s::float8, %(p11)s::boolean, %(p14)s::text, %(p15)s::text,
+           -- Kept on a keyed job only: retention holds it for the window (job_purge_batch).
+           CASE WHEN %(p6)s::text IS NOT NULL THEN %(p12)s::float8 END
     WHERE NOT EXISTS (SELECT 1 FROM recent)
     ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed', 'waiting')
     DO NOTHING
@@ -88,7 +91,8 @@ LIMIT 1;
 -- %(p9)s float8[] backoff_factors: its growth per failure
 -- %(p10)s float8[] backoff_caps: its longest delay in seconds
 -- %(p11)s boolean[] backoff_jitters: whether it is half-jittered
--- %(p12)s float8[] unique_fors: seconds a finished job still holds the row's key (NULL: none)
+-- %(p12)s float8[] unique_fors: seconds a finished job still holds the row's key (NULL: none);
+-- kept on the job, which retention keeps as long
 -- %(p13)s boolean replace: a pending holder takes the row's carry, priority and visible time
 -- (the caller sends each key once when it replaces)
 -- %(p14)s text traceparent: W3C trace context of the enqueuing span, for every row (NULL: none)
@@ -118,10 +122,12 @@ recent AS (
 inserted AS (
     INSERT INTO "venturi".jobs (id, kind, carry, priority, visible_at, key, max_failures,
                               backoff_base, backoff_factor, backoff_cap, backoff_jitter,
-                              traceparent, grp)
+                              traceparent, grp, unique_for)
     SELECT id, kind, carry::jsonb, priority,
            coalesce(at, now() + make_interval(secs => coalesce(after, 0))), key, max_failures,
-           backoff_base, backoff_factor, backoff_cap, backoff_jitter, %(p14)s::text, grp
+           backoff_base, backoff_factor, backoff_cap, backoff_jitter, %(p14)s::text, grp,
+           -- Kept on a keyed job only: retention holds it for the window (job_purge_batch).
+           CASE WHEN key IS NOT NULL THEN unique_for END
     FROM input
     WHERE NOT EXISTS (SELECT 1 FROM recent WHERE recent.ord = input.ord)
     -- In (kind, key) order, not the caller's: a key another batch inserted is waited on,

@@ -79,7 +79,10 @@ CREATE TABLE IF NOT EXISTS "venturi".jobs (
     rank             smallint    NOT NULL DEFAULT 0,
     -- The job's group (SPEC 13, migration 19): a tenant, an account, an API key; NULL
     -- without one. A grouped job is claimed only by job_claim_grouped (docs/groups.md).
-    grp              text
+    grp              text,
+    -- The task's unique_for (seconds, migration 28): the key stays held that long after
+    -- the job finished, and retention keeps the job until then. NULL: none.
+    unique_for       float8
 );
 
 -- Every claim and settlement leaves a dead row version behind, and a bulk enqueue
@@ -768,7 +771,8 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (23, 'next_visible_without_groups'),
     (24, 'group_wake_on_raised_priority'),
     (25, 'group_refill_rate'),
-    (26, 'exact_virtual_time')
+    (26, 'exact_virtual_time'),
+    (28, 'unique_for_on_jobs')
 ON CONFLICT (version) DO NOTHING;
 
 -- venturi schema "venturi": indexes. Each names the statements it backs.
@@ -3233,7 +3237,8 @@ SELECT id FROM page ORDER BY id DESC;
 -- $9 float8 backoff_factor: its growth per failure
 -- $10 float8 backoff_cap: its longest delay in seconds
 -- $11 boolean backoff_jitter: whether it is half-jittered
--- $12 float8 unique_for: seconds a finished job still holds its key (NULL: none)
+-- $12 float8 unique_for: seconds a finished job still holds its key (NULL: none); kept
+-- on the job, which retention keeps as long
 -- $13 boolean replace: a pending holder takes $2, $3 and the visible time of $4/$5
 -- $14 text traceparent: W3C trace context of the enqueuing span (NULL: none)
 -- $15 text grp: the job's group (NULL: none; SPEC 13)
@@ -3251,10 +3256,12 @@ WITH recent AS (
 inserted AS (
     INSERT INTO "venturi".jobs (kind, carry, priority, visible_at, key, max_failures,
                               backoff_base, backoff_factor, backoff_cap, backoff_jitter,
-                              traceparent, grp)
+                              traceparent, grp, unique_for)
     SELECT $1, $2::jsonb, $3::smallint,
            coalesce($4::timestamptz, now() + make_interval(secs => coalesce($5::float8, 0))),
-           $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean, $14::text, $15::text
+           $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean, $14::text, $15::text,
+           -- Kept on a keyed job only: retention holds it for the window (job_purge_batch).
+           CASE WHEN $6::text IS NOT NULL THEN $12::float8 END
     WHERE NOT EXISTS (SELECT 1 FROM recent)
     ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed', 'waiting')
     DO NOTHING
@@ -3308,7 +3315,8 @@ LIMIT 1;
 -- $9 float8[] backoff_factors: its growth per failure
 -- $10 float8[] backoff_caps: its longest delay in seconds
 -- $11 boolean[] backoff_jitters: whether it is half-jittered
--- $12 float8[] unique_fors: seconds a finished job still holds the row's key (NULL: none)
+-- $12 float8[] unique_fors: seconds a finished job still holds the row's key (NULL: none);
+-- kept on the job, which retention keeps as long
 -- $13 boolean replace: a pending holder takes the row's carry, priority and visible time
 -- (the caller sends each key once when it replaces)
 -- $14 text traceparent: W3C trace context of the enqueuing span, for every row (NULL: none)
@@ -3339,10 +3347,12 @@ recent AS (
 inserted AS (
     INSERT INTO "venturi".jobs (id, kind, carry, priority, visible_at, key, max_failures,
                               backoff_base, backoff_factor, backoff_cap, backoff_jitter,
-                              traceparent, grp)
+                              traceparent, grp, unique_for)
     SELECT id, kind, carry::jsonb, priority,
            coalesce(at, now() + make_interval(secs => coalesce(after, 0))), key, max_failures,
-           backoff_base, backoff_factor, backoff_cap, backoff_jitter, $14::text, grp
+           backoff_base, backoff_factor, backoff_cap, backoff_jitter, $14::text, grp,
+           -- Kept on a keyed job only: retention holds it for the window (job_purge_batch).
+           CASE WHEN key IS NOT NULL THEN unique_for END
     FROM input
     WHERE NOT EXISTS (SELECT 1 FROM recent WHERE recent.ord = input.ord)
     -- In (kind, key) order, not the caller's: a key another batch inserted is waited on,
@@ -3713,7 +3723,7 @@ SELECT id FROM settled;
 -- the maintenance pass has not moved yet), up to $4 from each; their journal rows, steps,
 -- signals and search index rows go too. A finished workflow job that one which may still
 -- run reads (a child of an unfinished, dead or cancelled parent, a dependency of such a
--- node) stays.
+-- node) stays, and so does a keyed job while its unique_for still holds the key.
 -- Returns how many it deleted; the caller repeats until a batch comes back short.
 -- $1 text status: 'completed', 'dead' or 'cancelled'
 -- $2 float8 older_than: seconds since finished_at
@@ -3730,6 +3740,10 @@ SELECT j.id FROM "venturi".jobs j
       AND j.status IN ('completed', 'dead', 'cancelled')
       AND j.finished_at < now() - make_interval(secs => $2::float8)
       AND ($3::text IS NULL OR j.kind = $3::text)
+      -- A keyed job's unique_for holds its key that long after it finished (an enqueue
+      -- of the key finds it and makes no job): kept till then, whatever $2.
+      AND (j.unique_for IS NULL
+           OR j.finished_at < now() - make_interval(secs => j.unique_for))
       -- A workflow's jobs that may still run read it: a child's parent gathers its
       -- result, a Workflow node's dependents read it by name (ctx.result_of). Kept while
       -- they are unfinished, or dead or cancelled and kept themselves (a retry resumes
@@ -3756,6 +3770,10 @@ SELECT h.id FROM "venturi".jobs_history h
       AND h.status IN ('completed', 'dead', 'cancelled')
       AND h.finished_at < now() - make_interval(secs => $2::float8)
       AND ($3::text IS NULL OR h.kind = $3::text)
+      -- A keyed job's unique_for holds its key that long after it finished (an enqueue
+      -- of the key finds it and makes no job): kept till then, whatever $2.
+      AND (h.unique_for IS NULL
+           OR h.finished_at < now() - make_interval(secs => h.unique_for))
       -- A workflow's jobs that may still run read it: a child's parent gathers its
       -- result, a Workflow node's dependents read it by name (ctx.result_of). Kept while
       -- they are unfinished, or dead or cancelled and kept themselves (a retry resumes
@@ -3803,7 +3821,8 @@ unindexed AS (
 SELECT count(*) AS deleted FROM deleted;
 
 -- job_purge_count: how many jobs job_purge_batch would delete (`venturi purge --dry-run`),
--- by the same rule (a finished workflow job that one which may still run reads stays).
+-- by the same rule (a finished workflow job that one which may still run reads stays, and
+-- a keyed job while its unique_for holds the key).
 -- $1 text status: 'completed', 'dead' or 'cancelled'
 -- $2 float8 older_than: seconds since finished_at
 -- $3 text kind: only this kind (NULL: any)
@@ -3815,6 +3834,8 @@ WHERE j.status = $1::text
   AND j.status IN ('completed', 'dead', 'cancelled')
   AND j.finished_at < now() - make_interval(secs => $2::float8)
   AND ($3::text IS NULL OR j.kind = $3::text)
+  -- A keyed job's unique_for holds its key that long after it finished: kept till then.
+  AND (j.unique_for IS NULL OR j.finished_at < now() - make_interval(secs => j.unique_for))
   -- A workflow's jobs that may still run read it: a child's parent gathers its result,
   -- a Workflow node's dependents read it by name (ctx.result_of). Kept while they are
   -- unfinished, or dead or cancelled and kept themselves (a retry resumes them);

@@ -4,12 +4,14 @@ batches, never an unfinished job, and safely from many workers at once."""
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
 
 import venturi
 from tests.support import Item, running, wait_for, wait_status, wait_until
+from tests.support import sql as tsql
 from venturi import Context, Retention, admin, db, testing
 from venturi.runtime.worker import Worker
 
@@ -192,3 +194,36 @@ async def test_a_cancelled_dependent_keeps_the_dependency_it_reads(
     assert change.done
     await testing.drain(dsn, [second])
     assert await venturi.get_result(conn, ids["second"]) == 42
+
+
+async def _finished_ago(conn: Any, job_id: int, seconds: float) -> None:
+    assert await conn.fetchval(tsql.statement("job_finished_ago"), job_id, seconds) == 1
+
+
+async def test_a_key_held_by_unique_for_keeps_its_job_until_the_window_passes(
+    dsn: str, conn: asyncpg.Connection, pool: asyncpg.Pool, kinds: list[str]
+) -> None:
+    @venturi.task(kind="ret_digest", unique_for=timedelta(hours=1))
+    async def digest(ctx: Context[Any], carry: Item) -> None:
+        return None
+
+    one = await digest.enqueue(conn, Item(1), key="user1")
+    [two] = await venturi.enqueue_many(conn, [digest.job(Item(2), key="user2")])
+    plain = await digest.enqueue(conn, Item(3))
+    await testing.drain(dsn, [digest])
+    for job_id in (one, two, plain):
+        await _finished_ago(conn, job_id, 1800)
+    # Half an hour after they finished: the keys are held, their jobs stay.
+    assert await admin.purge_count(conn, status="completed", older_than=0) == 1
+    assert await admin.purge(conn, status="completed", older_than=0) == 1
+    assert await venturi.get_job(conn, plain) is None
+    await Retention(completed=0.001).run(pool, Worker(None, pool, [digest]))
+    assert await digest.enqueue(conn, Item(1), key="user1") == one
+    assert await venturi.enqueue_many(conn, [digest.job(Item(2), key="user2")]) == [two]
+    # Past the hour: the keys are free, the jobs go.
+    await _finished_ago(conn, one, 3700)
+    assert await admin.purge_count(conn, status="completed", older_than=0) == 1
+    assert await admin.purge(conn, status="completed", older_than=0) == 1
+    assert await venturi.get_job(conn, one) is None
+    assert await venturi.get_job(conn, two) is not None
+    assert await digest.enqueue(conn, Item(1), key="user1") != one

@@ -41,6 +41,7 @@ FROZEN = {
     24: "a43471b70bcf1cfa",
     25: "f8b64c52a1602c54",
     26: "0324b7aa1553fadb",
+    28: "bdd40aaa412d67aa",
 }
 
 
