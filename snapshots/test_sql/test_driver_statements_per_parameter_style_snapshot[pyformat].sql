@@ -14,7 +14,8 @@
 -- %(p9)s float8 backoff_factor: its growth per failure
 -- %(p10)s float8 backoff_cap: its longest delay in seconds
 -- %(p11)s boolean backoff_jitter: whether it is half-jittered
--- %(p12)s float8 unique_for: seconds a finished job still holds its key (NULL: none)
+-- %(p12)s float8 unique_for: seconds a finished job still holds its key (NULL: none); kept
+-- on the job, which retention keeps as long
 -- %(p13)s boolean replace: a pending holder takes %(p2)s, %(p3)s and the visible time of %(p4)s/%(p5)s
 -- %(p14)s text traceparent: W3C trace context of the enqueuing span (NULL: none)
 -- %(p15)s text grp: the job's group (NULL: none; SPEC 13)
@@ -31,10 +32,12 @@ WITH recent AS (
 inserted AS (
     INSERT INTO "venturi".jobs (kind, carry, priority, visible_at, key, max_failures,
                               backoff_base, backoff_factor, backoff_cap, backoff_jitter,
-                              traceparent, grp)
+                              traceparent, grp, unique_for)
     SELECT %(p1)s, %(p2)s::jsonb, %(p3)s::smallint,
            coalesce(%(p4)s::timestamptz, now() + make_interval(secs => coalesce(%(p5)s::float8, 0))),
-           %(p6)s, %(p7)s::integer, %(p8)s::float8, %(p9)s::float8, %(p10)s::float8, %(p11)s::boolean, %(p14)s::text, %(p15)s::text
+           %(p6)s, %(p7)s::integer, %(p8)s::float8, %(p9)s::float8, %(p10)s::float8, %(p11)s::boolean, %(p14)s::text, %(p15)s::text,
+           -- Kept on a keyed job only: retention holds it for the window (job_purge_batch).
+           CASE WHEN %(p6)s::text IS NOT NULL THEN %(p12)s::float8 END
     WHERE NOT EXISTS (SELECT 1 FROM recent)
     ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed', 'waiting')
     DO NOTHING
@@ -88,7 +91,8 @@ LIMIT 1;
 -- %(p9)s float8[] backoff_factors: its growth per failure
 -- %(p10)s float8[] backoff_caps: its longest delay in seconds
 -- %(p11)s boolean[] backoff_jitters: whether it is half-jittered
--- %(p12)s float8[] unique_fors: seconds a finished job still holds the row's key (NULL: none)
+-- %(p12)s float8[] unique_fors: seconds a finished job still holds the row's key (NULL: none);
+-- kept on the job, which retention keeps as long
 -- %(p13)s boolean replace: a pending holder takes the row's carry, priority and visible time
 -- (the caller sends each key once when it replaces)
 -- %(p14)s text traceparent: W3C trace context of the enqueuing span, for every row (NULL: none)
@@ -118,26 +122,41 @@ recent AS (
 inserted AS (
     INSERT INTO "venturi".jobs (id, kind, carry, priority, visible_at, key, max_failures,
                               backoff_base, backoff_factor, backoff_cap, backoff_jitter,
-                              traceparent, grp)
+                              traceparent, grp, unique_for)
     SELECT id, kind, carry::jsonb, priority,
            coalesce(at, now() + make_interval(secs => coalesce(after, 0))), key, max_failures,
-           backoff_base, backoff_factor, backoff_cap, backoff_jitter, %(p14)s::text, grp
+           backoff_base, backoff_factor, backoff_cap, backoff_jitter, %(p14)s::text, grp,
+           -- Kept on a keyed job only: retention holds it for the window (job_purge_batch).
+           CASE WHEN key IS NOT NULL THEN unique_for END
     FROM input
     WHERE NOT EXISTS (SELECT 1 FROM recent WHERE recent.ord = input.ord)
-    ORDER BY ord
+    -- In (kind, key) order, not the caller's: a key another batch inserted is waited on,
+    -- and two batches that take their keys in one order cannot each wait on the other's
+    -- (in opposite orders they deadlocked). The ids, drawn in input order, keep it.
+    ORDER BY kind, key, ord
     ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed', 'waiting')
     DO NOTHING
     RETURNING id, kind, key
 ),
+holders AS (
+    -- The pending holders to replace, locked in id order (as every statement that locks
+    -- many jobs does), once the inserts are done: an insert of a key waits on an update of
+    -- its holder, so a batch waiting there holds no holder's lock. A claim that locked the
+    -- holder first wins: this waits for it, then finds the row claimed and leaves it alone.
+    SELECT j.id, input.ord
+    FROM input
+    JOIN "venturi".jobs j ON j.kind = input.kind AND j.key = input.key
+    WHERE %(p13)s::boolean AND input.key IS NOT NULL AND j.status = 'pending'
+      AND (SELECT count(*) FROM inserted) >= 0
+    ORDER BY j.id
+    FOR NO KEY UPDATE OF j
+),
 replaced AS (
-    -- A claim that locked the holder first wins: this waits for it, then finds the row
-    -- claimed and leaves it alone.
     UPDATE "venturi".jobs j
     SET carry = input.carry::jsonb, priority = input.priority,
         visible_at = coalesce(input.at, now() + make_interval(secs => coalesce(input.after, 0)))
-    FROM input
-    WHERE %(p13)s::boolean AND input.key IS NOT NULL
-      AND j.kind = input.kind AND j.key = input.key AND j.status = 'pending'
+    FROM holders JOIN input ON input.ord = holders.ord
+    WHERE j.id = holders.id AND j.status = 'pending'
     RETURNING j.id
 )
 SELECT coalesce(mine.id, same_batch.id, existing.id, recent.id) AS id,

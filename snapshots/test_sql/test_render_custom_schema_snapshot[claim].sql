@@ -2273,7 +2273,8 @@ SELECT id FROM page ORDER BY id DESC;
 -- $9 float8 backoff_factor: its growth per failure
 -- $10 float8 backoff_cap: its longest delay in seconds
 -- $11 boolean backoff_jitter: whether it is half-jittered
--- $12 float8 unique_for: seconds a finished job still holds its key (NULL: none)
+-- $12 float8 unique_for: seconds a finished job still holds its key (NULL: none); kept
+-- on the job, which retention keeps as long
 -- $13 boolean replace: a pending holder takes $2, $3 and the visible time of $4/$5
 -- $14 text traceparent: W3C trace context of the enqueuing span (NULL: none)
 -- $15 text grp: the job's group (NULL: none; SPEC 13)
@@ -2291,10 +2292,12 @@ WITH recent AS (
 inserted AS (
     INSERT INTO "billing_jobs".jobs (kind, carry, priority, visible_at, key, max_failures,
                               backoff_base, backoff_factor, backoff_cap, backoff_jitter,
-                              traceparent, grp)
+                              traceparent, grp, unique_for)
     SELECT $1, $2::jsonb, $3::smallint,
            coalesce($4::timestamptz, now() + make_interval(secs => coalesce($5::float8, 0))),
-           $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean, $14::text, $15::text
+           $6, $7::integer, $8::float8, $9::float8, $10::float8, $11::boolean, $14::text, $15::text,
+           -- Kept on a keyed job only: retention holds it for the window (job_purge_batch).
+           CASE WHEN $6::text IS NOT NULL THEN $12::float8 END
     WHERE NOT EXISTS (SELECT 1 FROM recent)
     ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed', 'waiting')
     DO NOTHING
@@ -2348,7 +2351,8 @@ LIMIT 1;
 -- $9 float8[] backoff_factors: its growth per failure
 -- $10 float8[] backoff_caps: its longest delay in seconds
 -- $11 boolean[] backoff_jitters: whether it is half-jittered
--- $12 float8[] unique_fors: seconds a finished job still holds the row's key (NULL: none)
+-- $12 float8[] unique_fors: seconds a finished job still holds the row's key (NULL: none);
+-- kept on the job, which retention keeps as long
 -- $13 boolean replace: a pending holder takes the row's carry, priority and visible time
 -- (the caller sends each key once when it replaces)
 -- $14 text traceparent: W3C trace context of the enqueuing span, for every row (NULL: none)
@@ -2379,26 +2383,41 @@ recent AS (
 inserted AS (
     INSERT INTO "billing_jobs".jobs (id, kind, carry, priority, visible_at, key, max_failures,
                               backoff_base, backoff_factor, backoff_cap, backoff_jitter,
-                              traceparent, grp)
+                              traceparent, grp, unique_for)
     SELECT id, kind, carry::jsonb, priority,
            coalesce(at, now() + make_interval(secs => coalesce(after, 0))), key, max_failures,
-           backoff_base, backoff_factor, backoff_cap, backoff_jitter, $14::text, grp
+           backoff_base, backoff_factor, backoff_cap, backoff_jitter, $14::text, grp,
+           -- Kept on a keyed job only: retention holds it for the window (job_purge_batch).
+           CASE WHEN key IS NOT NULL THEN unique_for END
     FROM input
     WHERE NOT EXISTS (SELECT 1 FROM recent WHERE recent.ord = input.ord)
-    ORDER BY ord
+    -- In (kind, key) order, not the caller's: a key another batch inserted is waited on,
+    -- and two batches that take their keys in one order cannot each wait on the other's
+    -- (in opposite orders they deadlocked). The ids, drawn in input order, keep it.
+    ORDER BY kind, key, ord
     ON CONFLICT (kind, key) WHERE key IS NOT NULL AND status IN ('pending', 'claimed', 'waiting')
     DO NOTHING
     RETURNING id, kind, key
 ),
+holders AS (
+    -- The pending holders to replace, locked in id order (as every statement that locks
+    -- many jobs does), once the inserts are done: an insert of a key waits on an update of
+    -- its holder, so a batch waiting there holds no holder's lock. A claim that locked the
+    -- holder first wins: this waits for it, then finds the row claimed and leaves it alone.
+    SELECT j.id, input.ord
+    FROM input
+    JOIN "billing_jobs".jobs j ON j.kind = input.kind AND j.key = input.key
+    WHERE $13::boolean AND input.key IS NOT NULL AND j.status = 'pending'
+      AND (SELECT count(*) FROM inserted) >= 0
+    ORDER BY j.id
+    FOR NO KEY UPDATE OF j
+),
 replaced AS (
-    -- A claim that locked the holder first wins: this waits for it, then finds the row
-    -- claimed and leaves it alone.
     UPDATE "billing_jobs".jobs j
     SET carry = input.carry::jsonb, priority = input.priority,
         visible_at = coalesce(input.at, now() + make_interval(secs => coalesce(input.after, 0)))
-    FROM input
-    WHERE $13::boolean AND input.key IS NOT NULL
-      AND j.kind = input.kind AND j.key = input.key AND j.status = 'pending'
+    FROM holders JOIN input ON input.ord = holders.ord
+    WHERE j.id = holders.id AND j.status = 'pending'
     RETURNING j.id
 )
 SELECT coalesce(mine.id, same_batch.id, existing.id, recent.id) AS id,
@@ -2738,8 +2757,9 @@ SELECT id FROM settled;
 -- job_purge_batch: retention: delete up to $4 finished jobs of one status that finished
 -- more than $2 seconds ago, oldest first, from the history and from the live table (jobs
 -- the maintenance pass has not moved yet), up to $4 from each; their journal rows, steps,
--- signals and search index rows go too. A finished workflow job an unfinished one still
--- reads (a child of a running parent, a dependency of a pending node) stays.
+-- signals and search index rows go too. A finished workflow job that one which may still
+-- run reads (a child of an unfinished, dead or cancelled parent, a dependency of such a
+-- node) stays, and so does a keyed job while its unique_for still holds the key.
 -- Returns how many it deleted; the caller repeats until a batch comes back short.
 -- $1 text status: 'completed', 'dead' or 'cancelled'
 -- $2 float8 older_than: seconds since finished_at
@@ -2756,17 +2776,24 @@ SELECT j.id FROM "billing_jobs".jobs j
       AND j.status IN ('completed', 'dead', 'cancelled')
       AND j.finished_at < now() - make_interval(secs => $2::float8)
       AND ($3::text IS NULL OR j.kind = $3::text)
-      -- A workflow's unfinished jobs still read it: a child's parent gathers its result,
-      -- a Workflow node's dependents read it by name (ctx.result_of). Kept until they
-      -- end; plain jobs (parent_id NULL, linked NULL) skip both lookups. Unfinished
-      -- jobs are in the live table only.
+      -- A keyed job's unique_for holds its key that long after it finished (an enqueue
+      -- of the key finds it and makes no job): kept till then, whatever $2.
+      AND (j.unique_for IS NULL
+           OR j.finished_at < now() - make_interval(secs => j.unique_for))
+      -- A workflow's jobs that may still run read it: a child's parent gathers its
+      -- result, a Workflow node's dependents read it by name (ctx.result_of). Kept while
+      -- they are unfinished, or dead or cancelled and kept themselves (a retry resumes
+      -- them: docs/workflows.md); it goes on the pass after theirs. Plain jobs
+      -- (parent_id NULL, linked NULL) skip both lookups.
       AND (j.parent_id IS NULL OR NOT EXISTS (
-          SELECT 1 FROM "billing_jobs".jobs p
-          WHERE p.id = j.parent_id AND p.status IN ('pending', 'claimed', 'waiting')))
+          SELECT 1 FROM "billing_jobs".all_jobs p
+          WHERE p.id = j.parent_id
+            AND p.status IN ('pending', 'claimed', 'waiting', 'dead', 'cancelled')))
       AND (j.linked IS NOT TRUE OR NOT EXISTS (
           SELECT 1 FROM "billing_jobs".dependencies d
-          JOIN "billing_jobs".jobs n ON n.id = d.job_id
-          WHERE d.depends_on = j.id AND n.status IN ('pending', 'claimed', 'waiting')))
+          JOIN "billing_jobs".all_jobs n ON n.id = d.job_id
+          WHERE d.depends_on = j.id
+            AND n.status IN ('pending', 'claimed', 'waiting', 'dead', 'cancelled')))
     ORDER BY j.finished_at
     LIMIT $4::integer
     -- An operator retrying one of these right now keeps it.
@@ -2779,17 +2806,24 @@ SELECT h.id FROM "billing_jobs".jobs_history h
       AND h.status IN ('completed', 'dead', 'cancelled')
       AND h.finished_at < now() - make_interval(secs => $2::float8)
       AND ($3::text IS NULL OR h.kind = $3::text)
-      -- A workflow's unfinished jobs still read it: a child's parent gathers its result,
-      -- a Workflow node's dependents read it by name (ctx.result_of). Kept until they
-      -- end; plain jobs (parent_id NULL, linked NULL) skip both lookups. Unfinished
-      -- jobs are in the live table only.
+      -- A keyed job's unique_for holds its key that long after it finished (an enqueue
+      -- of the key finds it and makes no job): kept till then, whatever $2.
+      AND (h.unique_for IS NULL
+           OR h.finished_at < now() - make_interval(secs => h.unique_for))
+      -- A workflow's jobs that may still run read it: a child's parent gathers its
+      -- result, a Workflow node's dependents read it by name (ctx.result_of). Kept while
+      -- they are unfinished, or dead or cancelled and kept themselves (a retry resumes
+      -- them: docs/workflows.md); it goes on the pass after theirs. Plain jobs
+      -- (parent_id NULL, linked NULL) skip both lookups.
       AND (h.parent_id IS NULL OR NOT EXISTS (
-          SELECT 1 FROM "billing_jobs".jobs p
-          WHERE p.id = h.parent_id AND p.status IN ('pending', 'claimed', 'waiting')))
+          SELECT 1 FROM "billing_jobs".all_jobs p
+          WHERE p.id = h.parent_id
+            AND p.status IN ('pending', 'claimed', 'waiting', 'dead', 'cancelled')))
       AND (h.linked IS NOT TRUE OR NOT EXISTS (
           SELECT 1 FROM "billing_jobs".dependencies d
-          JOIN "billing_jobs".jobs n ON n.id = d.job_id
-          WHERE d.depends_on = h.id AND n.status IN ('pending', 'claimed', 'waiting')))
+          JOIN "billing_jobs".all_jobs n ON n.id = d.job_id
+          WHERE d.depends_on = h.id
+            AND n.status IN ('pending', 'claimed', 'waiting', 'dead', 'cancelled')))
     ORDER BY h.finished_at
     LIMIT $4::integer
     -- An operator retrying one of these right now keeps it.
@@ -2823,7 +2857,8 @@ unindexed AS (
 SELECT count(*) AS deleted FROM deleted;
 
 -- job_purge_count: how many jobs job_purge_batch would delete (`venturi purge --dry-run`),
--- by the same rule (a finished workflow job an unfinished one still reads stays).
+-- by the same rule (a finished workflow job that one which may still run reads stays, and
+-- a keyed job while its unique_for holds the key).
 -- $1 text status: 'completed', 'dead' or 'cancelled'
 -- $2 float8 older_than: seconds since finished_at
 -- $3 text kind: only this kind (NULL: any)
@@ -2835,16 +2870,21 @@ WHERE j.status = $1::text
   AND j.status IN ('completed', 'dead', 'cancelled')
   AND j.finished_at < now() - make_interval(secs => $2::float8)
   AND ($3::text IS NULL OR j.kind = $3::text)
-  -- A workflow's unfinished jobs still read it: a child's parent gathers its result,
-  -- a Workflow node's dependents read it by name (ctx.result_of). Kept until they
-  -- end; plain jobs (parent_id NULL, linked NULL) skip both lookups.
+  -- A keyed job's unique_for holds its key that long after it finished: kept till then.
+  AND (j.unique_for IS NULL OR j.finished_at < now() - make_interval(secs => j.unique_for))
+  -- A workflow's jobs that may still run read it: a child's parent gathers its result,
+  -- a Workflow node's dependents read it by name (ctx.result_of). Kept while they are
+  -- unfinished, or dead or cancelled and kept themselves (a retry resumes them);
+  -- plain jobs (parent_id NULL, linked NULL) skip both lookups.
   AND (j.parent_id IS NULL OR NOT EXISTS (
       SELECT 1 FROM "billing_jobs".all_jobs p
-      WHERE p.id = j.parent_id AND p.status IN ('pending', 'claimed', 'waiting')))
+      WHERE p.id = j.parent_id
+        AND p.status IN ('pending', 'claimed', 'waiting', 'dead', 'cancelled')))
   AND (j.linked IS NOT TRUE OR NOT EXISTS (
       SELECT 1 FROM "billing_jobs".dependencies d
       JOIN "billing_jobs".all_jobs n ON n.id = d.job_id
-      WHERE d.depends_on = j.id AND n.status IN ('pending', 'claimed', 'waiting')));
+      WHERE d.depends_on = j.id
+        AND n.status IN ('pending', 'claimed', 'waiting', 'dead', 'cancelled')));
 
 -- job_rank_set: set a job's order within its tier (rank, lower first) in the transaction
 -- that inserted it, and read its created_at (the enqueuing transaction's clock); no row:

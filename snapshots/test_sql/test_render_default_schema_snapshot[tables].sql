@@ -79,7 +79,10 @@ CREATE TABLE IF NOT EXISTS "venturi".jobs (
     rank             smallint    NOT NULL DEFAULT 0,
     -- The job's group (SPEC 13, migration 19): a tenant, an account, an API key; NULL
     -- without one. A grouped job is claimed only by job_claim_grouped (docs/groups.md).
-    grp              text
+    grp              text,
+    -- The task's unique_for (seconds, migration 28): the key stays held that long after
+    -- the job finished, and retention keeps the job until then. NULL: none.
+    unique_for       float8
 );
 
 -- Every claim and settlement leaves a dead row version behind, and a bulk enqueue
@@ -775,5 +778,6 @@ INSERT INTO "venturi".schema_version (version, name) VALUES
     (24, 'group_wake_on_raised_priority'),
     (25, 'group_refill_rate'),
     (26, 'exact_virtual_time'),
-    (27, 'schedule_definition')
+    (27, 'schedule_definition'),
+    (28, 'unique_for_on_jobs')
 ON CONFLICT (version) DO NOTHING;

@@ -334,7 +334,9 @@ async def test_a_sync_apply_in_the_callers_transaction_outwaits_a_lock_and_leave
             cur.execute(tsql.statement("jobs_count"))  # the caller's transaction opens
         request = web.transaction()
         await request.start()
-        await work.enqueue(web, Item(1))
+        # An unkeyed batch: its statement writes only columns every version has (a keyed
+        # job's writes unique_for, which migration 28 added).
+        await venturi.enqueue_many(web, [work.job(Item(1))])
         applying = asyncio.create_task(
             asyncio.to_thread(db.schema.apply_schema_sync, p2, schema="venturi", lock_timeout=0.3)
         )

@@ -4,13 +4,15 @@ batches, never an unfinished job, and safely from many workers at once."""
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
 
 import venturi
 from tests.support import Item, running, wait_for, wait_status, wait_until
-from venturi import Context, Retention, admin, db
+from tests.support import sql as tsql
+from venturi import Context, Retention, admin, db, testing
 from venturi.runtime.worker import Worker
 
 
@@ -125,3 +127,103 @@ async def test_worker_runs_retention_as_maintenance(
 
 async def _gone(conn: Any, job_id: int) -> bool:
     return not await _exists(conn, job_id)
+
+
+async def test_a_dead_parent_keeps_its_completed_children_until_it_goes(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    outage = {"on": True}
+
+    @venturi.task(kind="ret_square", result=int)
+    async def square(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        return venturi.complete(carry.n * carry.n)
+
+    @venturi.task(kind="ret_parent", result=int, max_failures=1)
+    async def parent(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        kids = [await ctx.spawn(f"sq-{i}", square, Item(i)) for i in range(3)]
+        results = await ctx.gather(*kids)
+        if outage["on"]:
+            raise RuntimeError("outage after the children finished")
+        return venturi.complete(sum(results))
+
+    job_id = await parent.enqueue(conn, Item(0))
+    await testing.drain(dsn, [parent, square])
+    assert (await venturi.get_job(conn, job_id)).status == "dead"  # type: ignore[union-attr]
+    # The dead parent may be retried: its completed children stay while it is kept.
+    assert await admin.purge_count(conn, status="completed", older_than=0) == 0
+    assert await admin.purge(conn, status="completed", older_than=0) == 0
+    outage["on"] = False
+    [change] = await admin.retry_jobs(conn, [job_id])
+    assert change.done
+    await testing.drain(dsn, [parent, square])
+    assert await venturi.get_result(conn, job_id) == 0 + 1 + 4
+    # A dead parent purged: its children go on the next pass.
+    outage["on"] = True
+    other = await parent.enqueue(conn, Item(0))
+    await testing.drain(dsn, [parent, square])
+    assert await admin.purge(conn, status="dead", older_than=0) == 1
+    assert await venturi.get_job(conn, other) is None
+    assert await admin.purge_count(conn, status="completed", older_than=0) == 7
+    assert await admin.purge(conn, status="completed", older_than=0) == 7
+
+
+async def test_a_cancelled_dependent_keeps_the_dependency_it_reads(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    @venturi.task(kind="ret_first", result=int)
+    async def first(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        return venturi.complete(carry.n)
+
+    @venturi.task(kind="ret_second", result=int)
+    async def second(ctx: Context[Any], carry: Item) -> venturi.Outcome:
+        got: int = await ctx.result_of("first")
+        return venturi.complete(got + 1)
+
+    wf = venturi.Workflow()
+    a = wf.add("first", first.job(Item(41)))
+    wf.add("second", second.job(Item(0)), after=[a])
+    async with conn.transaction():
+        ids = await wf.enqueue(conn)
+    await testing.drain(dsn, [first])
+    [change] = await admin.cancel_jobs(conn, [ids["second"]])
+    assert change.done
+    # The cancelled node may be retried and read its dependency's result then.
+    assert await admin.purge_count(conn, status="completed", older_than=0) == 0
+    assert await admin.purge(conn, status="completed", older_than=0) == 0
+    [change] = await admin.retry_jobs(conn, [ids["second"]])
+    assert change.done
+    await testing.drain(dsn, [second])
+    assert await venturi.get_result(conn, ids["second"]) == 42
+
+
+async def _finished_ago(conn: Any, job_id: int, seconds: float) -> None:
+    assert await conn.fetchval(tsql.statement("job_finished_ago"), job_id, seconds) == 1
+
+
+async def test_a_key_held_by_unique_for_keeps_its_job_until_the_window_passes(
+    dsn: str, conn: asyncpg.Connection, pool: asyncpg.Pool, kinds: list[str]
+) -> None:
+    @venturi.task(kind="ret_digest", unique_for=timedelta(hours=1))
+    async def digest(ctx: Context[Any], carry: Item) -> None:
+        return None
+
+    one = await digest.enqueue(conn, Item(1), key="user1")
+    [two] = await venturi.enqueue_many(conn, [digest.job(Item(2), key="user2")])
+    plain = await digest.enqueue(conn, Item(3))
+    await testing.drain(dsn, [digest])
+    for job_id in (one, two, plain):
+        await _finished_ago(conn, job_id, 1800)
+    # Half an hour after they finished: the keys are held, their jobs stay.
+    assert await admin.purge_count(conn, status="completed", older_than=0) == 1
+    assert await admin.purge(conn, status="completed", older_than=0) == 1
+    assert await venturi.get_job(conn, plain) is None
+    await Retention(completed=0.001).run(pool, Worker(None, pool, [digest]))
+    assert await digest.enqueue(conn, Item(1), key="user1") == one
+    assert await venturi.enqueue_many(conn, [digest.job(Item(2), key="user2")]) == [two]
+    # Past the hour: the keys are free, the jobs go.
+    await _finished_ago(conn, one, 3700)
+    assert await admin.purge_count(conn, status="completed", older_than=0) == 1
+    assert await admin.purge(conn, status="completed", older_than=0) == 1
+    assert await venturi.get_job(conn, one) is None
+    assert await venturi.get_job(conn, two) is not None
+    assert await digest.enqueue(conn, Item(1), key="user1") != one

@@ -42,6 +42,7 @@ FROZEN = {
     25: "f8b64c52a1602c54",
     26: "0324b7aa1553fadb",
     27: "df78971b07c8a1ba",
+    28: "bdd40aaa412d67aa",
 }
 
 
