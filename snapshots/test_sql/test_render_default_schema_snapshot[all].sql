@@ -4239,7 +4239,7 @@ retried_history AS (
                               cancel_requested_at, claim_token, backoff_base, backoff_factor,
                               backoff_cap, backoff_jitter, awaited, traceparent, parent_id,
                               linked, wake_seq, wait_for, wait_count, wait_signal, wake_at,
-                              rank, grp)
+                              rank, grp, unique_for)
     SELECT r.id, r.kind, CASE WHEN go.wait_for IS NULL THEN 'pending' ELSE 'waiting' END,
            r.priority, r.carry, r.key, r.attempt, 0, r.max_failures,
            r.created_at, now(), r.claimed_at, r.claimed_by, NULL, NULL, NULL, r.last_error, NULL,
@@ -4248,7 +4248,7 @@ retried_history AS (
            coalesce(go.wait_for, r.wait_for),
            CASE WHEN go.wait_for IS NULL THEN r.wait_count ELSE cardinality(go.wait_for) END,
            CASE WHEN go.wait_for IS NULL THEN r.wait_signal END,
-           CASE WHEN go.wait_for IS NULL THEN r.wake_at END, r.rank, r.grp
+           CASE WHEN go.wait_for IS NULL THEN r.wake_at END, r.rank, r.grp, r.unique_for
     FROM revived r JOIN go ON go.id = r.id
     RETURNING id, attempt, status
 ),

@@ -227,3 +227,29 @@ async def test_a_key_held_by_unique_for_keeps_its_job_until_the_window_passes(
     assert await venturi.get_job(conn, one) is None
     assert await venturi.get_job(conn, two) is not None
     assert await digest.enqueue(conn, Item(1), key="user1") != one
+
+
+async def test_a_keyed_job_retried_from_history_keeps_its_unique_for(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    # A retry of a dead job already moved to jobs_history copied it back without its
+    # unique_for, so once it completed the purge took it inside the window and an enqueue
+    # of its key made a second job (review probe).
+    fail = [True]
+
+    @venturi.task(kind="ret_again", unique_for=timedelta(hours=1), max_failures=1)
+    async def again(ctx: Context[Any], carry: Item) -> None:
+        if fail[0]:
+            raise RuntimeError("upstream down")
+
+    one = await again.enqueue(conn, Item(1), key="user1")
+    await testing.drain(dsn, [again])
+    assert (await venturi.get_job(conn, one)).status == "dead"  # type: ignore[union-attr]
+    await admin.history.move_to_history(conn, after=0)
+    [change] = await admin.retry_jobs(conn, [one])
+    assert change.done, change
+    fail[0] = False
+    await testing.drain(dsn, [again])
+    await _finished_ago(conn, one, 1800)
+    assert await admin.purge(conn, status="completed", older_than=0) == 0
+    assert await again.enqueue(conn, Item(1), key="user1") == one
