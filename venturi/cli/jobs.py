@@ -238,14 +238,21 @@ def jobs_signal(
     import msgspec
 
     from venturi import admin  # not at import: see venturi/cli/__init__.py
+    from venturi.codecs import MAX_NESTING, too_deep
     from venturi.errors import ConfigError
 
+    # On the text, before decoding: how deep msgspec's decoder gets before RecursionError
+    # differs between Pythons (3.11 stops near 1,000, 3.12 decoded it and the encode
+    # refused it with a traceback), and a payload may not be stored past MAX_NESTING.
+    deep = f"--json is nested deeper than {MAX_NESTING} arrays or objects"
+    if payload is not None and too_deep(payload):
+        raise fail(deep)
     try:
         value = None if payload is None else msgspec.json.decode(payload)
     except msgspec.DecodeError as exc:
         raise fail(f"--json is not JSON: {exc}") from None
     except RecursionError:
-        raise fail("--json is nested too deeply (about 1,000 arrays or objects)") from None
+        raise fail(deep) from None
     target = need_dsn(dsn)
     try:
         change = admin_run(
