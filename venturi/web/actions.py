@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from venturi import admin
-from venturi.codecs import MAX_NESTING
+from venturi.codecs import MAX_NESTING, too_deep
 from venturi.errors import ConfigError
 from venturi.formatting import shown_name
 from venturi.groups import check_group, set_group
@@ -35,23 +35,6 @@ from venturi.web.kit import (
 
 # The most rows one selection acts on (a page holds 50).
 SELECTION_MAX = 500
-# The deepest a signal's payload may nest (arrays and objects), as any stored value:
-# msgspec's decoder and encoder recurse, and at about 1,000 levels raised RecursionError,
-# a bare 500.
-MAX_DEPTH = MAX_NESTING
-
-
-def _depth(value: Any) -> int:
-    """How deep ``value`` (decoded JSON) nests, counted without recursion."""
-    deepest, stack = 0, [(value, 0)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, (list, dict)):
-            deepest = max(deepest, level + 1)
-            stack.extend(
-                (v, level + 1) for v in (item.values() if isinstance(item, dict) else item)
-            )
-    return deepest
 
 
 def _field(form: Any, name: str, max_len: int = 1000) -> str | None:
@@ -92,15 +75,15 @@ async def job_signal(request: Request, d: Dashboard, form: Any) -> Response:
     if name is None:
         raise BadInput("name is required: the signal's name")
     text = _field(form, "payload", 100_000)
-    too_deep = BadInput(f"the payload is nested deeper than {MAX_DEPTH} arrays or objects")
+    # Checked on the text before decoding, as `venturi jobs signal` does: msgspec's
+    # decoder recurses (about 1,000 levels raised RecursionError, a bare 500), and no
+    # value is stored past MAX_NESTING.
+    if text is not None and too_deep(text):
+        raise BadInput(f"the payload is nested deeper than {MAX_NESTING} arrays or objects")
     try:
         payload = None if text is None else msgspec.json.decode(text)
     except msgspec.DecodeError as exc:
         raise BadInput(f"the payload is not JSON: {exc}") from None
-    except RecursionError:
-        raise too_deep from None
-    if _depth(payload) > MAX_DEPTH:
-        raise too_deep
     async with d.db.writing() as conn:
         change = await admin.send_signal(
             conn, job_id, name, payload, operator=d.operator(request), schema=d.db.schema
