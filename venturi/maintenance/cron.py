@@ -16,6 +16,7 @@ deploy's) runs the schedule, and workers started before it was written defer to 
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Iterable
@@ -34,6 +35,7 @@ from venturi.schedules import (
     schedules_for,
     unschedule,
 )
+from venturi.traceparent import current_traceparent
 from venturi.validate import seconds
 
 # The declarations moved to venturi.schedules (below the operator's API, which lists
@@ -256,12 +258,16 @@ class CronScheduler:
                 # Against the slot the row had under its lock, not the one read before
                 # it: another worker may have enqueued the slots in between meanwhile.
                 slots = missed_slots(s, previous, slot, db_now)
-                job_ids = [
-                    await s.task.enqueue(
-                        conn, s.carry, at=t, key=s.key(t), priority=s.priority, schema=schema
-                    )
-                    for t in slots
-                ]
+                # One statement for them all (61 at most), as one enqueue each would.
+                job_ids = await db.enqueue.job_insert_many(
+                    conn,
+                    schema=schema,
+                    specs=[
+                        s.task.job(s.carry, at=t, key=s.key(t), priority=s.priority) for t in slots
+                    ],
+                    on_conflict="existing",
+                    traceparent=current_traceparent(),
+                )
             # Counted once committed, before the connection goes back to the pool: a
             # shutdown cancels this pass, and a cancel during the pool's reset of the
             # connection would lose the count of a job already enqueued (and perhaps
@@ -295,11 +301,20 @@ def _abandoned(row: Any, now: datetime) -> bool:
     left): the workers that deferred to it take the schedule over."""
     if row["paused"]:
         return False  # its slots wait in the row for the resume
-    try:
-        spec = CronSpec(row["expression"], row["tz"])
-    except ConfigError:
+    spec = _parsed(row["expression"], row["tz"])
+    if spec is None:
         return False  # a version newer than this one reads it: it is not this one's to judge
     return now - spec.next_after(row["last_slot"]) > EACH_SLOT_WITHIN
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(expression: str, tz: str) -> CronSpec | None:
+    """A row's definition parsed once, not on each check of a worker that defers to it
+    (every second), or None when this version cannot read it."""
+    try:
+        return CronSpec(expression, tz)
+    except ConfigError:
+        return None
 
 
 def missed_slots(s: Schedule, previous: datetime, slot: datetime, now: datetime) -> list[datetime]:
