@@ -20,9 +20,8 @@ import pytest
 import venturi
 import venturi.testing
 import venturi.web
-from tests.support import wait_for
 from tests.support.opsdata import S, make
-from tests.support.web import TOKEN, post, status
+from tests.support.web import TOKEN, post, run_web, serving, status
 from venturi import JobSpec, admin, db, sql
 
 
@@ -291,85 +290,26 @@ async def test_a_nul_character_in_a_filter_or_a_form_is_bad_input(
 # --- the command ----------------------------------------------------------------------
 
 
-async def run_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
-    import os
-
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "venturi",
-        "web",
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, **(env or {})},
-    )
-    _, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode is not None
-    return proc.returncode, err.decode()
-
-
 async def test_venturi_web_refuses_a_public_host_without_a_token(dsn: str, tmp_path: Any) -> None:
-    code, err = await run_cli("--dsn", dsn, "--host", "0.0.0.0", env={"VENTURI_WEB_TOKEN": ""})
+    code, err = await run_web("--dsn", dsn, "--host", "0.0.0.0", env={"VENTURI_WEB_TOKEN": ""})
     assert code == 2 and err.strip().count("\n") == 0
     assert "refusing to serve 0.0.0.0 without a token" in err
     empty = tmp_path / "token"
     empty.write_text("\n")
-    code, err = await run_cli("--dsn", dsn, "--token-file", str(empty))
+    code, err = await run_web("--dsn", dsn, "--token-file", str(empty))
     assert code == 2 and "is empty" in err
-    code, err = await run_cli("--dsn", dsn, "--token-file", str(tmp_path / "missing"))
+    code, err = await run_web("--dsn", dsn, "--token-file", str(tmp_path / "missing"))
     assert code == 2 and "cannot read" in err
 
 
 async def test_venturi_web_serves_with_a_token(dsn: str, tmp_path: Any) -> None:
-    import os
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "venturi",
-        "web",
-        "--dsn",
-        dsn,
-        "--port",
-        str(port),
-        "--token-file",
-        str(token_file),
-        "--read-only",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "VENTURI_WEB_TOKEN": ""},
-    )
-    try:
-        assert proc.stdout is not None
-        line = await asyncio.wait_for(proc.stdout.readline(), 30)
-        assert line.decode().startswith(f"venturi dashboard on http://127.0.0.1:{port}/")
-        base = f"http://127.0.0.1:{port}"
+    async with serving(dsn, "--token-file", str(token_file), "--read-only") as base:
         async with httpx.AsyncClient(base_url=base) as c:
-
-            async def listening() -> bool:
-                try:
-                    await c.get("/api/stats")
-                except httpx.ConnectError:
-                    assert proc.returncode is None, "venturi web exited before it listened"
-                    return False
-                return True
-
-            # The banner comes before uvicorn listens: nothing it prints says it does.
-            await wait_for(listening, within=30)
             r = await c.get("/api/stats", headers={"Authorization": f"Bearer {TOKEN}"})
             assert r.status_code == 200 and r.json()["kinds"] == []
             assert (await c.get("/api/stats")).status_code == 401
-    finally:
-        if proc.returncode is None:  # one that exited already cannot be signalled
-            proc.terminate()
-        await proc.wait()
 
 
 async def test_delete_and_run_now_functions_report_each_job(conn: asyncpg.Connection) -> None:

@@ -4,61 +4,14 @@ dashboard with that name in Host; a client on this machine sends X-Forwarded-For
 
 from __future__ import annotations
 
-import asyncio
-import os
-import socket
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
 import httpx
 
 import venturi
-from tests.support import wait_for
 from tests.support.opsdata import make
-from tests.support.web import CSRF, TOKEN, status
-
-
-@asynccontextmanager
-async def serving(dsn: str, *args: str, env: dict[str, str] | None = None) -> AsyncIterator[str]:
-    """`venturi web --dsn DSN ARGS` on a free loopback port: its base URL once it listens."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "venturi",
-        "web",
-        "--dsn",
-        dsn,
-        "--port",
-        str(port),
-        *args,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "VENTURI_WEB_TOKEN": "", **(env or {})},
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        async with httpx.AsyncClient(base_url=base) as c:
-
-            async def listening() -> bool:
-                try:
-                    await c.get("/login")
-                except httpx.ConnectError:
-                    assert proc.returncode is None, "venturi web exited before it listened"
-                    return False
-                return True
-
-            await wait_for(listening, within=30)
-        yield base
-    finally:
-        if proc.returncode is None:
-            proc.terminate()
-        await proc.communicate()
+from tests.support.web import CSRF, TOKEN, run_web, serving, status
 
 
 async def test_a_rebound_name_is_refused_by_the_loopback_dashboard(
@@ -141,17 +94,5 @@ async def test_forwarded_headers_are_trusted_only_from_the_named_proxies(
     }
     assert workers == {first: ["web:127.0.0.1"], second: ["web:203.0.113.7"]}
     for bad in ("nope", "127.0.0.1,", "10.0.0.0/33"):
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "venturi",
-            "web",
-            "--dsn",
-            dsn,
-            "--forwarded-allow-ips",
-            bad,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        _, err = await asyncio.wait_for(proc.communicate(), 60)
-        assert proc.returncode == 2 and "forwarded-allow-ips" in err.decode(), err.decode()
-        assert err.decode().strip().count("\n") == 0
+        code, err = await run_web("--dsn", dsn, "--forwarded-allow-ips", bad)
+        assert code == 2 and "forwarded-allow-ips" in err and err.strip().count("\n") == 0, err

@@ -13,7 +13,7 @@ import asyncpg
 import httpx
 
 import venturi.web
-from tests.support.web import TOKEN, client, csrf_of
+from tests.support.web import TOKEN, client, csrf_of, run_web
 from venturi.web.auth import SESSION_MAX_AGE
 
 
@@ -104,10 +104,6 @@ async def test_failed_logins_lock_that_client_out_for_a_while(pool: asyncpg.Pool
 
 
 async def test_a_short_token_is_refused_at_start(pool: asyncpg.Pool, tmp_path: Any) -> None:
-    import asyncio
-    import os
-    import sys
-
     import pytest
 
     with pytest.raises(venturi.ConfigError, match="token must be at least 16 characters"):
@@ -118,18 +114,6 @@ async def test_a_short_token_is_refused_at_start(pool: asyncpg.Pool, tmp_path: A
         (["--token-file", str(short)], {"VENTURI_WEB_TOKEN": ""}, "--token-file"),
         ([], {"VENTURI_WEB_TOKEN": "x" * 15}, "VENTURI_WEB_TOKEN"),
     ):
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "venturi",
-            "web",
-            "--dsn",
-            "postgresql://x@127.0.0.1:1/y",
-            *args,
-            stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, **env},
-        )
-        _, err = await asyncio.wait_for(proc.communicate(), 60)
-        text = err.decode()
-        assert proc.returncode == 2 and text.strip().count("\n") == 0, text
+        code, text = await run_web("--dsn", "postgresql://x@127.0.0.1:1/y", *args, env=env)
+        assert code == 2 and text.strip().count("\n") == 0, text
         assert knob in text and "at least 16 characters" in text
