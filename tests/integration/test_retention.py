@@ -167,35 +167,6 @@ async def test_a_dead_parent_keeps_its_completed_children_until_it_goes(
     assert await admin.purge(conn, status="completed", older_than=0) == 7
 
 
-async def test_a_cancelled_dependent_keeps_the_dependency_it_reads(
-    dsn: str, conn: asyncpg.Connection, kinds: list[str]
-) -> None:
-    @venturi.task(kind="ret_first", result=int)
-    async def first(ctx: Context[Any], carry: Item) -> venturi.Outcome:
-        return venturi.complete(carry.n)
-
-    @venturi.task(kind="ret_second", result=int)
-    async def second(ctx: Context[Any], carry: Item) -> venturi.Outcome:
-        got: int = await ctx.result_of("first")
-        return venturi.complete(got + 1)
-
-    wf = venturi.Workflow()
-    a = wf.add("first", first.job(Item(41)))
-    wf.add("second", second.job(Item(0)), after=[a])
-    async with conn.transaction():
-        ids = await wf.enqueue(conn)
-    await testing.drain(dsn, [first])
-    [change] = await admin.cancel_jobs(conn, [ids["second"]])
-    assert change.done
-    # The cancelled node may be retried and read its dependency's result then.
-    assert await admin.purge_count(conn, status="completed", older_than=0) == 0
-    assert await admin.purge(conn, status="completed", older_than=0) == 0
-    [change] = await admin.retry_jobs(conn, [ids["second"]])
-    assert change.done
-    await testing.drain(dsn, [second])
-    assert await venturi.get_result(conn, ids["second"]) == 42
-
-
 async def _finished_ago(conn: Any, job_id: int, seconds: float) -> None:
     assert await conn.fetchval(tsql.statement("job_finished_ago"), job_id, seconds) == 1
 

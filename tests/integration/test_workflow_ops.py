@@ -213,7 +213,7 @@ async def test_retention_keeps_a_finished_child_until_its_parent_ends(
     assert await conn.fetchval("SELECT count(*) FROM venturi.signals") == 0
 
 
-async def test_retention_keeps_a_dependency_its_pending_dependent_reads(
+async def test_retention_keeps_a_dependency_its_pending_or_cancelled_dependent_reads(
     dsn: str, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:
     @venturi.task(kind="wfo_first", result=int)
@@ -235,6 +235,13 @@ async def test_retention_keeps_a_dependency_its_pending_dependent_reads(
     assert await venturi.get_job(conn, ids["second"]) is not None
     assert (await venturi.get_job(conn, ids["first"])).status == "completed"  # type: ignore[union-attr]
     assert await admin.purge(conn, status="completed", older_than=0) == 0
+    # A cancelled dependent may be retried and read its dependency's result then.
+    [change] = await admin.cancel_jobs(conn, [ids["second"]])
+    assert change.done
+    assert await admin.purge_count(conn, status="completed", older_than=0) == 0
+    assert await admin.purge(conn, status="completed", older_than=0) == 0
+    [change] = await admin.retry_jobs(conn, [ids["second"]])
+    assert change.done
     await venturi.testing.drain(dsn, [second])
     assert await venturi.get_result(conn, ids["second"]) == 42
     assert await admin.purge(conn, status="completed", older_than=0) == 2
