@@ -237,7 +237,7 @@ async def test_the_task_indexes_and_a_lost_connection_is_one_line_not_a_failure(
     dsn: str, conn: asyncpg.Connection, caplog: pytest.LogCaptureFixture
 ) -> None:
     done = await make(conn, "mail", "completed")
-    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=3)
     try:
         worker = venturi.Worker(None, pool, [])
         await SearchIndex(budget=1.0).run(pool, worker)

@@ -455,6 +455,25 @@ async def test_no_tasks_and_unapplied_schema(empty_dsn: str, kinds: list[str]) -
         await Worker(None, "postgresql://u:pw@127.0.0.1:1/x", [handler]).run(asyncio.Event())
 
 
+async def test_a_pool_too_small_for_the_worker_is_refused_when_it_is_built(
+    dsn: str, kinds: list[str]
+) -> None:
+    @venturi.task(kind="w_small_pool")
+    async def handler(ctx: Context[Any], carry: N) -> None:
+        return None
+
+    # With one connection the LISTEN session held it and the worker waited for another
+    # for good, silent and deaf to its shutdown; with two, recovery and the heartbeat
+    # waited behind the loop.
+    for size in (1, 2):
+        small = await asyncpg.create_pool(dsn, min_size=1, max_size=size)
+        try:
+            with pytest.raises(ConfigError, match=f"at least 3 connections, got {size}"):
+                Worker(None, small, [handler])
+        finally:
+            await small.close()
+
+
 async def test_worker_on_a_user_pool(
     pool: asyncpg.Pool, conn: asyncpg.Connection, kinds: list[str]
 ) -> None:

@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from venturi import sql, validate
 from venturi.backoff import DEFAULT_BACKOFF, Backoff
+from venturi.errors import ConfigError
 from venturi.middleware import Middleware
 from venturi.middleware import check as middleware_check
 from venturi.rate import Rate
@@ -29,6 +30,11 @@ T = TypeVar("T")
 # The default statement deadline, and its floor when a short lease caps it.
 DEFAULT_STATEMENT_TIMEOUT = 30.0
 MIN_STATEMENT_TIMEOUT = 1.0
+# The fewest connections a worker's pool may hold: the LISTEN session holds one, the
+# loop one, and the heartbeat, recovery and maintenance take turns on a third. With one,
+# the worker waited for a second for good, silent and deaf to its shutdown; with two,
+# recovery and the heartbeat waited behind the loop (an expired claim stayed claimed).
+MIN_POOL_SIZE = 3
 
 
 def default_concurrency() -> int:
@@ -94,6 +100,12 @@ class WorkerConfig:
     ) -> WorkerConfig:
         """Check every knob (``Worker``'s keywords, same meaning) and resolve defaults."""
         dsn, pool = validate.pool_or_dsn(pool_or_dsn, "pool_or_dsn")
+        size = getattr(pool, "get_max_size", None)
+        if size is not None and size() < MIN_POOL_SIZE:
+            raise ConfigError(
+                f"pool_or_dsn: the worker's pool must hold at least {MIN_POOL_SIZE} "
+                f"connections, got {size()} (max_size)"
+            )
         if listen_dsn is not None:
             validate.non_empty_str(listen_dsn, "listen_dsn")
         if concurrency is None:

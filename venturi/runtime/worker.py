@@ -54,7 +54,7 @@ class Worker(Generic[S]):
     Every knob is checked here (``config.WorkerConfig``) and raises ``ConfigError``
     naming it. ``pool_or_dsn`` is an asyncpg Pool (the worker holds one of its
     connections for LISTEN and one for its loop, and the heartbeat takes a third each
-    tick, so give it at least three) or a DSN, from which the worker opens its own small
+    tick: at least three, ``MIN_POOL_SIZE``) or a DSN, from which the worker opens its own small
     pool.
 
     ``listen_dsn`` is a direct connection to the server for LISTEN alone: with it, the
