@@ -189,3 +189,62 @@ async def test_drain_runs_transactional_handlers_and_capped_kinds(
     job = done[other]
     assert job.status == "pending" and job.last_error is not None
     assert "ctx.transaction() needs a pool" in job.last_error
+
+
+async def test_a_block_that_committed_stands_when_its_connection_breaks_before_the_reset(
+    dsn: str, effects: asyncpg.Connection, kinds: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Fault injection: the block's backend is terminated after its COMMIT answered and
+    # before the pool resets the connection (a backend kill, a restart in between).
+    from tests.support import sql as tsql
+
+    armed: set[int] = set()
+    reset = asyncpg.Connection.reset
+
+    async def cut_then_reset(self: asyncpg.Connection, *, timeout: float | None = None) -> None:
+        pid = self.get_server_pid()
+        if pid in armed:
+            armed.discard(pid)
+            other = await asyncpg.connect(dsn)
+            try:
+                assert await other.fetchval(tsql.statement("backend_terminate_wait"), pid)
+            finally:
+                await other.close()
+        await reset(self, timeout=timeout)
+
+    monkeypatch.setattr(asyncpg.Connection, "reset", cut_then_reset)
+    went_on: list[int] = []
+
+    @venturi.task(kind="t_cut_complete", max_failures=3)
+    async def completes(ctx: Context[Any], carry: Item) -> None:
+        async with ctx.transaction() as conn:
+            await conn.execute("INSERT INTO effects VALUES ($1, $2)", ctx.job.id, carry.n)
+            await ctx.complete(conn, result=carry.n)
+            armed.add(conn.get_server_pid())
+        went_on.append(ctx.job.id)
+
+    @venturi.task(kind="t_cut_write", max_failures=3)
+    async def writes(ctx: Context[Any], carry: Item) -> None:
+        async with ctx.transaction() as conn:
+            await conn.execute("INSERT INTO effects VALUES ($1, $2)", ctx.job.id, carry.n)
+            armed.add(conn.get_server_pid())
+        went_on.append(ctx.job.id)
+
+    done = await completes.enqueue(effects, Item(1))
+    wrote = await writes.enqueue(effects, Item(2))
+    worker = Worker(None, dsn, [completes, writes], poll_max=0.2)
+    async with running(worker):
+        await wait_status(effects, done, "completed")
+        await wait_status(effects, wrote, "completed")
+        await wait_until(lambda: worker.jobs_held() == 0)
+    # The committed block was not reported as failed: the handler went on after it,
+    # each job ran once, and no settlement was skipped as if the claim were lost.
+    assert sorted(went_on) == [done, wrote]
+    assert await _effects(effects) == [done, wrote]
+    for job_id in (done, wrote):
+        assert events(await venturi.get_journal(effects, job_id)) == [
+            "enqueued",
+            "claimed",
+            "completed",
+        ]
+    assert worker.stats["ownership_lost"] == 0

@@ -95,11 +95,43 @@ class JobTransactions:
                 "ctx.transaction() needs a pool: this worker runs on one shared connection "
                 "(venturi.testing.drain on a Connection); give it a DSN or a Pool"
             )
-        completed = False
         # The children spawned before commit before it: a completion in this block
         # must not settle a parent whose spawns are not written.
         await self.flush()
-        async with db.connect.transaction(self.pool) as conn:
+        if not db.connect.is_pool(self.pool):  # a look-alike: its own acquire and release
+            async with db.connect.pooled(self.pool) as conn, self._block(conn) as yielded:
+                yield yielded
+            return
+        conn = await self.pool.acquire()
+        try:
+            async with self._block(conn) as yielded:
+                yield yielded
+        except BaseException:
+            # Its error, not the release's: a broken connection the pool closes anyway.
+            with contextlib.suppress(*db.errors.TRANSIENT):
+                await db.connect.release(self.pool, conn)
+            raise
+        try:
+            await db.connect.release(self.pool, conn)
+        except db.errors.TRANSIENT as exc:
+            # The block committed, then its connection broke before the pool's reset (a
+            # backend killed in between): the block stands. Raised, it failed a run whose
+            # completion had committed ("no longer holds its claim") or whose writes had,
+            # which its retry then wrote again.
+            log.warning(
+                "job %d: the connection of its committed ctx.transaction() block broke "
+                "before it was given back (%s); the block stands",
+                self.run.id,
+                db.errors.one_line(exc),
+                extra=self.run.log_extra(),
+            )
+
+    @contextlib.asynccontextmanager
+    async def _block(self, conn: Any) -> AsyncIterator[Any]:
+        """The transaction of a ``ctx.transaction()`` block on ``conn``; the run is
+        ``committed`` as soon as a block with a completion has."""
+        completed = False
+        async with conn.transaction():
             self._open, self._done = conn, False
             try:
                 yield conn
