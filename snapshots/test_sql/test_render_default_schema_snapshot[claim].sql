@@ -1790,6 +1790,22 @@ WHERE j.id = done.id
              ELSE set_config('synchronous_commit', 'off', true) = 'off' END)
 RETURNING j.id;
 
+-- job_completed_at_attempt: of a worker's queued completions, those already written: sent
+-- by a statement that failed (a claim they rode, whose answer was lost with its
+-- connection after it committed), they are completed at the attempt the worker ran. A
+-- completion clears the claim token, so the re-sent one would match nothing and read as a
+-- claim lost to another worker; another worker's run of the job would have claimed it
+-- under a new attempt.
+-- $1 bigint[] ids: the jobs
+-- $2 integer[] attempts: the attempt each was run under
+-- index: primary keys of jobs and jobs_history (through all_jobs); read after a
+-- database error only.
+PREPARE venturi_job_completed_at_attempt(bigint[], integer[]) AS
+SELECT a.id
+FROM unnest($1::bigint[], $2::integer[]) AS q(id, attempt)
+JOIN "venturi".all_jobs a ON a.id = q.id AND a.attempt = q.attempt
+WHERE a.status = 'completed';
+
 -- job_count_matching: how many jobs a filter matches up to an id, and the newest of them:
 -- what a bulk action asks the operator to confirm, and where it starts.
 -- $1 text status: only this status (NULL: any)

@@ -201,7 +201,12 @@ async def test_a_block_that_committed_stands_when_its_connection_breaks_before_t
     armed: set[int] = set()
     reset = asyncpg.Connection.reset
 
-    async def cut_then_reset(self: asyncpg.Connection, *, timeout: float | None = None) -> None:
+    # asyncpg's own signature, which the pool calls.
+    async def cut_then_reset(
+        self: asyncpg.Connection,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> None:
         pid = self.get_server_pid()
         if pid in armed:
             armed.discard(pid)

@@ -554,3 +554,34 @@ async def test_claims_whose_answer_was_lost_are_released_not_left_to_the_lease(
         assert trail == ["enqueued", "claimed", "released", "claimed", "completed"]
     finally:
         await pool.close()
+
+
+async def test_completions_that_rode_a_claim_whose_answer_was_lost_count_as_completed(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=4)
+    lossy = LoseClaimAnswer(pool)
+
+    @venturi.task(kind="w_rode", lease=3600)
+    async def handler(ctx: Context[Any], carry: N) -> None:
+        # The next claim carries this job's completion, claims the other job, commits,
+        # and its answer is lost.
+        lossy.armed = carry.n == 1
+
+    try:
+        first = await handler.enqueue(conn, N(1))
+        second = await handler.enqueue(conn, N(2))
+        worker = Worker(None, lossy, [handler], concurrency=1, poll_max=0.1)
+        async with running(worker):
+            await wait_status(conn, second, "completed", within=10)
+        # The completion had applied: counted as one, not as a claim lost to another
+        # worker ("skipped settling ... no longer holds its claim").
+        assert worker.stats["completed"] == 2 and worker.stats["ownership_lost"] == 0
+        assert worker.stats["orphans_released"] == 1
+        assert events(await venturi.get_journal(conn, first)) == [
+            "enqueued",
+            "claimed",
+            "completed",
+        ]
+    finally:
+        await pool.close()

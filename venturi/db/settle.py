@@ -38,6 +38,14 @@ async def job_complete_many_if_owned(
     return {int(r["id"]) for r in rows}
 
 
+async def job_completed_at_attempt(
+    conn: Conn, *, schema: str, ids: Sequence[int], attempts: Sequence[int]
+) -> set[int]:
+    """Of ``ids`` (run under ``attempts``), those completed at that attempt."""
+    rows = await conn.fetch(sql.statement("job_completed_at_attempt", schema), ids, attempts)
+    return {int(r["id"]) for r in rows}
+
+
 async def job_pause_if_owned(
     conn: Conn,
     *,

@@ -397,6 +397,20 @@ class Completer:
         """The kind's retry backoff: the task's own, else this worker's default."""
         return self.policies[run.task.kind].backoff
 
+    async def written_already(self, conn: Conn) -> None:
+        """After a failed statement: settle as completed the queued completions it wrote
+        before its answer was lost (a claim they rode commits, then its connection dies).
+        Sent again they would match nothing, their claim token cleared by the completion,
+        and count as claims lost to another worker."""
+        done = self.completes()
+        if not done:
+            return
+        written = await db.settle.job_completed_at_attempt(
+            conn, schema=self.schema, ids=[r.id for r in done], attempts=[r.attempt for r in done]
+        )
+        if written:
+            self.completed([r for r in done if r.id in written], written)
+
     async def release_orphans(self, conn: Conn, running: list[int]) -> None:
         """Release jobs claimed under this run's token that it is not running."""
         rows = await db.settle.job_release_orphans_if_owned(

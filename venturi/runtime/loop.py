@@ -188,13 +188,14 @@ class Loop:
         completer, claimer = self.completer, self.claimer
         timeout = self.config.poll_max
         self.reap()
-        if self.isolate:
-            await completer.settle(conn, isolate=True)
-            self.isolate = False
         if self.orphans_possible:
+            await completer.written_already(conn)
             running = [r.id for r in self.inflight.handles.values()]
             await completer.release_orphans(conn, running + [r.id for r in completer.unsettled])
             self.orphans_possible = False
+        if self.isolate:
+            await completer.settle(conn, isolate=True)
+            self.isolate = False
         await completer.settle(conn, completes=False)
         completes = completer.completes()
         # Completions ride the next claim: their slots count as free already.
