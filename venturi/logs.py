@@ -68,6 +68,28 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(doc, default=str, ensure_ascii=False)
 
 
+# The driver's loggers whose warnings carry a connection error's traceback: asyncpg's pool
+# logs each failed attempt to restore its connections (every second at first, then doubling
+# to a minute) while the database is down, twenty lines each; the error's first line says
+# all of it, as the worker's own lines do.
+DRIVER_LOGGERS = frozenset({"asyncpg.pool"})
+
+
+class OneLineDriverErrors(logging.Filter):
+    """Folds the exception of a driver's record (``DRIVER_LOGGERS``) into its message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.name in DRIVER_LOGGERS:
+            exc = record.exc_info[1]
+            if exc is not None:
+                lines = str(exc).strip().splitlines()
+                first = lines[0][:300] if lines else ""
+                record.msg = f"{record.getMessage()}: {type(exc).__name__}: {first}".rstrip(": ")
+                record.args = None
+                record.exc_info = record.exc_text = None
+        return True
+
+
 def formatter(fmt: str) -> logging.Formatter:
     """The formatter of ``--log-format``: ``text`` or ``json``."""
     return JsonFormatter() if fmt == "json" else TextFormatter()
@@ -78,4 +100,5 @@ def configure(level: int, fmt: str) -> None:
     ``venturi worker`` sets up; ``logging.basicConfig`` with a formatter)."""
     handler = logging.StreamHandler()
     handler.setFormatter(formatter(fmt))
+    handler.addFilter(OneLineDriverErrors())
     logging.basicConfig(level=level, handlers=[handler])
