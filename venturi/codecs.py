@@ -2,13 +2,14 @@
 
 msgspec encodes and decodes Structs, dataclasses, attrs classes and the builtin types
 itself; Pydantic v2 models (the ``pydantic`` extra) go through ``enc_hook`` and
-``dec_hook``: encoded as ``model_dump(mode="json")``, decoded with ``model_validate``,
-whose error becomes one line. Pydantic is never imported here: a model can only exist
+``dec_hook``: encoded as their JSON form (by alias, without computed fields), decoded
+by the model's JSON validation, whose error becomes one line. Pydantic is never imported here: a model can only exist
 once its application imported it.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import sys
@@ -51,18 +52,40 @@ def enc_hook(value: Any) -> Any:
     """msgspec's hook for what it cannot encode itself: a Pydantic model's JSON form."""
     base = _model_base()
     if base is not None and isinstance(value, base):
-        return value.model_dump(mode="json")
+        return value.model_dump(**_dump_options(base, type(value)))
     # msgspec's own words for a type it cannot encode (encode_any catches TypeError).
     raise TypeError(f"Encoding objects of type {type(value).__name__} is unsupported")
 
 
+def _dump_options(base: Any, model: Any) -> dict[str, Any]:
+    """``model_dump``'s arguments for the form the model's JSON validation reads back:
+    fields under their alias (validation looks for ``accountId``, not ``account_id``),
+    ``Json`` fields as JSON text (``round_trip``), and no computed fields (a model with
+    ``extra="forbid"`` refuses them as extra inputs)."""
+    if _has_exclude_computed(base):
+        return _DUMP | {"exclude_computed_fields": True}
+    # Pydantic before 2.12 has no such keyword: the model's own computed fields are left
+    # out by name (a nested model's are still dumped there).
+    return _DUMP | {"exclude": set(model.model_computed_fields) or None}
+
+
+_DUMP: dict[str, Any] = {"mode": "json", "by_alias": True, "round_trip": True}
+
+
+@functools.cache
+def _has_exclude_computed(base: Any) -> bool:
+    return "exclude_computed_fields" in inspect.signature(base.model_dump).parameters
+
+
 def dec_hook(tp: Any, value: Any) -> Any:
     """msgspec's hook for a type it cannot decode itself: a Pydantic model validated from
-    the JSON value (its error in one line, which msgspec reports as a ValidationError)."""
+    the JSON value (its error in one line, which msgspec reports as a ValidationError).
+    Validated as JSON, as it was dumped: a strict model takes an ISO string for its
+    datetime there, and refuses it in Python mode."""
     if is_model_type(tp):
         base = sys.modules["pydantic"]
         try:
-            return tp.model_validate(value)
+            return tp.model_validate_json(_ENCODER.encode(value))
         except base.ValidationError as exc:
             raise ValueError(pydantic_error(exc)) from None
     # msgspec's own words when no hook is given (it reports this as a ValidationError).
