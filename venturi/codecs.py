@@ -150,6 +150,16 @@ def _deep(what: str) -> TypeError:
     return TypeError(f"{what} is nested deeper than {MAX_NESTING} arrays or objects")
 
 
+def _unencodable(exc: ValueError, what: str, refused: str) -> TypeError:
+    """The TypeError for a model Pydantic could not dump (its errors are ValueErrors:
+    bytes that are not UTF-8, an unknown object under ``Any``, a cycle, its own depth
+    limit), in the words of the other refusals of ``what``."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "depth" in text:  # "Maximum serialization depth exceeded", past MAX_NESTING
+        return _deep(what)
+    return TypeError(f"{refused}: {text}")
+
+
 def encode_any(value: Any, what: str = "value") -> str:
     """JSON text for a msgspec-encodable ``value`` (a result, say)."""
     try:
@@ -158,6 +168,8 @@ def encode_any(value: Any, what: str = "value") -> str:
         raise TypeError(f"{what} is not msgspec-encodable: {exc}") from None
     except RecursionError:
         raise _deep(what) from None
+    except ValueError as exc:
+        raise _unencodable(exc, what, f"{what} is not msgspec-encodable") from None
     text = data.decode()
     if too_deep(text):
         raise _deep(what)
@@ -204,21 +216,29 @@ class CarryCodec(Generic[C]):
                 f"carry of task {self.owner!r} must be {_name(self.carry_type)}, "
                 f"got {type(carry).__name__}"
             )
+        refused = (
+            f"carry of task {self.owner!r} must be {_name(self.carry_type)}, "
+            f"got {type(carry).__name__}"
+        )
         try:
             data = _ENCODER.encode(carry)
-            self._decoder.decode(data)
         except (TypeError, msgspec.EncodeError) as exc:
-            raise TypeError(
-                f"carry of task {self.owner!r} must be {_name(self.carry_type)}, "
-                f"got {type(carry).__name__}: {exc}"
-            ) from None
+            raise TypeError(f"{refused}: {exc}") from None
+        except RecursionError:
+            raise _deep(f"carry of task {self.owner!r}") from None
+        except ValueError as exc:
+            raise _unencodable(exc, f"carry of task {self.owner!r}", refused) from None
+        text = data.decode()
+        # Before the decode: a model's JSON validation has a depth limit of its own, and
+        # its error would say "recursion limit exceeded" for what is too deep here.
+        if too_deep(text):
+            raise _deep(f"carry of task {self.owner!r}")
+        try:
+            self._decoder.decode(data)
         except msgspec.ValidationError as exc:
             raise self._invalid(carry, str(exc)) from None
         except RecursionError:
             raise _deep(f"carry of task {self.owner!r}") from None
-        text = data.decode()
-        if too_deep(text):
-            raise _deep(f"carry of task {self.owner!r}")
         if has_nul(text):
             raise ValueError(
                 f"carry of task {self.owner!r} holds a NUL character (\\u0000), which "

@@ -1,0 +1,89 @@
+"""venturi.codecs on values it must refuse: one line, a TypeError naming the value, from
+wherever the value is given (a carry, a result or step value, a signal's payload)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, ConfigDict
+
+from venturi.codecs import MAX_NESTING, CarryCodec, encode_any
+from venturi.workflow.signals import checked_signal
+
+
+class Blob(BaseModel):
+    b: bytes
+
+
+class Anything(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    x: Any
+
+
+class Node(BaseModel):
+    child: Node | None = None
+
+
+class Opaque:
+    pass
+
+
+def _cyclic() -> Node:
+    node = Node()
+    node.child = node
+    return node
+
+
+def _nested(depth: int) -> Node:
+    node = Node()
+    for _ in range(depth - 1):
+        node = Node(child=node)
+    return node
+
+
+def _refusals(value: Any) -> list[str]:
+    """The messages of the carry, the result and the signal payload ``value`` refused."""
+    messages = []
+    for attempt in (
+        lambda: CarryCodec(type(value), "k", 1 << 20).encode(value),
+        lambda: encode_any(value, "result"),
+        lambda: checked_signal(1, "s", value),
+    ):
+        with pytest.raises(TypeError) as caught:
+            attempt()
+        messages.append(str(caught.value))
+    return messages
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        (Blob(b=b"\xff\x00"), "utf-8"),
+        (Anything(x=Opaque()), "Unable to serialize unknown type"),
+        (_cyclic(), "Circular reference"),
+    ],
+)
+def test_a_model_pydantic_cannot_serialize_is_a_type_error_naming_the_value(
+    value: Any, why: str
+) -> None:
+    carry, result, payload = _refusals(value)
+    name = type(value).__name__
+    assert carry.startswith(f"carry of task 'k' must be {name}, got {name}: ")
+    assert result.startswith("result is not msgspec-encodable: ")
+    assert payload.startswith("signal 's': the payload is not msgspec-encodable: ")
+    assert all(why in m and "\n" not in m for m in (carry, result, payload))
+
+
+def test_a_model_nested_past_pydantic_s_own_depth_is_refused_as_too_deep() -> None:
+    carry, result, payload = _refusals(_nested(300))
+    deep = f"nested deeper than {MAX_NESTING} arrays or objects"
+    assert carry == f"carry of task 'k' is {deep}"
+    assert result == f"result is {deep}"
+    assert payload == f"signal 's': the payload is {deep}"
+
+
+def test_a_model_one_level_too_deep_is_refused_as_too_deep_not_by_its_validation() -> None:
+    assert CarryCodec(Node, "k", 1 << 20).encode(_nested(MAX_NESTING))
+    carry = _refusals(_nested(MAX_NESTING + 1))[0]
+    assert carry == f"carry of task 'k' is nested deeper than {MAX_NESTING} arrays or objects"
