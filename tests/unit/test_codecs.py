@@ -3,12 +3,13 @@ wherever the value is given (a carry, a result or step value, a signal's payload
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from venturi.codecs import MAX_NESTING, CarryCodec, encode_any
+from venturi.codecs import MAX_NESTING, CarryCodec, encode_any, too_deep
 from venturi.workflow.signals import checked_signal
 
 
@@ -87,3 +88,23 @@ def test_a_model_one_level_too_deep_is_refused_as_too_deep_not_by_its_validation
     assert CarryCodec(Node, "k", 1 << 20).encode(_nested(MAX_NESTING))
     carry = _refusals(_nested(MAX_NESTING + 1))[0]
     assert carry == f"carry of task 'k' is nested deeper than {MAX_NESTING} arrays or objects"
+
+
+def test_too_deep_reads_a_large_value_in_a_few_calls_not_one_per_bracket() -> None:
+    # A 12 MB value held 1M brackets, and a Python step per bracket took 2 s of the
+    # worker's event loop: the whole text is read by a handful of C calls.
+    shallow = "[" + ",".join(['{"a":[1,"]]]{{"]}'] * 20_000) + "]"
+    deep = '{"s":"[[[","v":' + "[" * (MAX_NESTING + 1) + "]" * (MAX_NESTING + 1) + "}"
+    calls = 0
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        calls += 1
+
+    sys.setprofile(count)
+    try:
+        results = too_deep(shallow), too_deep(deep)
+    finally:
+        sys.setprofile(None)
+    assert results == (False, True)
+    assert calls < 100
