@@ -11,7 +11,7 @@ from venturi import db
 from venturi.blocking import BlockingConnection, in_step_thread
 from venturi.codecs import encode_any
 from venturi.errors import VenturiError
-from venturi.workflow.records import decode, return_type
+from venturi.workflow.records import decode, decoder, return_type
 from venturi.workflow.run import WorkflowRun
 
 
@@ -33,6 +33,7 @@ async def step(
         raise VenturiError(f"ctx.step({name!r}): fn must be callable, got {fn!r}")
     what = f"step {name!r} of job {run.job_id}"
     type_ = return_type(fn)
+    decoder(type_, what)  # a type msgspec cannot decode: dead before fn runs
     recorded = (await run.load()).get(name)
     if recorded is not None:
         return decode(recorded.value, type_, what)
