@@ -15,6 +15,7 @@ import itertools
 import re
 import sys
 import types
+import typing
 from typing import Any, Generic, TypeVar
 
 import msgspec
@@ -49,10 +50,18 @@ def pydantic_error(exc: Exception) -> str:
     return f"{head}: {'; '.join(parts)}" if parts else head
 
 
+class Lossy(TypeError):
+    """A model whose stored form is not the model: a secret field (dumped masked), an
+    excluded field (not dumped). The handler would get another value, silently."""
+
+
 def enc_hook(value: Any) -> Any:
     """msgspec's hook for what it cannot encode itself: a Pydantic model's JSON form."""
     base = _model_base()
     if base is not None and isinstance(value, base):
+        lost = lossy_fields(type(value))
+        if lost:
+            raise Lossy(lost)
         return value.model_dump(**_dump_options(base, type(value)))
     # msgspec's own words for a type it cannot encode (encode_any catches TypeError).
     raise TypeError(f"Encoding objects of type {type(value).__name__} is unsupported")
@@ -91,6 +100,58 @@ def dec_hook(tp: Any, value: Any) -> Any:
             raise ValueError(pydantic_error(exc)) from None
     # msgspec's own words when no hook is given (it reports this as a ValidationError).
     raise TypeError(f"Expected `{_name(tp)}`, got `{type(value).__name__}`")
+
+
+def lossy_fields(model: Any) -> str:
+    """Which fields of Pydantic model class ``model``, or of the models its fields hold,
+    are stored otherwise than they are, in one line ("" for none); once per class. A
+    value under ``Any`` and a serializer of the application's own are not seen here."""
+    try:
+        return _LOSSY[model]
+    except KeyError:
+        found = _LOSSY[model] = "; ".join(_lost(model, set()))
+        return found
+
+
+_LOSSY: dict[Any, str] = {}
+
+
+def _lost(model: Any, seen: set[Any]) -> list[str]:
+    seen.add(model)
+    pydantic = sys.modules["pydantic"]
+    secret = tuple(
+        t
+        for t in (pydantic.SecretStr, pydantic.SecretBytes, getattr(pydantic, "Secret", None))
+        if t
+    )
+    found = []
+    for name, info in model.model_fields.items():
+        where = f"{model.__qualname__}.{name}"
+        if info.exclude is True or getattr(info, "exclude_if", None) is not None:
+            found.append(f"{where} has Field(exclude=True), left out of the stored value")
+            continue
+        for tp in _types_in(info.annotation):
+            if isinstance(tp, type) and issubclass(tp, secret):
+                shown = tp.__name__.split("[")[0]
+                found.append(f"{where} is a {shown}, stored masked as '**********'")
+                break
+            if is_model_type(tp) and tp not in seen:
+                found += _lost(tp, seen)
+    return found
+
+
+def _types_in(annotation: Any) -> list[Any]:
+    """``annotation`` and every type inside it (``list[Creds] | None``: list, Creds, None),
+    a generic's origin among them (``Secret[int]``: Secret)."""
+    found, todo = [], [annotation]
+    while todo:
+        tp = todo.pop()
+        found.append(tp)
+        origin = typing.get_origin(tp)
+        if origin is not None:
+            found.append(origin)
+        todo += [a for a in typing.get_args(tp) if not isinstance(a, (str, int, float))]
+    return found
 
 
 # One encoder for everything: msgspec encoders are type-independent and thread-safe.
@@ -177,6 +238,8 @@ def encode_any(value: Any, what: str = "value") -> str:
     """JSON text for a msgspec-encodable ``value`` (a result, say)."""
     try:
         data = _ENCODER.encode(value)
+    except Lossy as exc:
+        raise TypeError(f"{what} cannot be stored as it is: {exc}") from None
     except (TypeError, msgspec.EncodeError) as exc:
         raise TypeError(f"{what} is not msgspec-encodable: {exc}") from None
     except RecursionError:
@@ -235,6 +298,10 @@ class CarryCodec(Generic[C]):
         )
         try:
             data = _ENCODER.encode(carry)
+        except Lossy as exc:
+            raise TypeError(
+                f"carry of task {self.owner!r} cannot be stored as it is: {exc}"
+            ) from None
         except (TypeError, msgspec.EncodeError) as exc:
             raise TypeError(f"{refused}: {exc}") from None
         except RecursionError:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import asyncpg
+import pydantic
 from pydantic import BaseModel
 
 import venturi
@@ -57,3 +58,35 @@ async def test_an_undecodable_step_or_signal_type_settles_dead_before_anything_r
         assert ".Paid | tests.integration.test_workflow_types.Declined is not a type msgspec" in (
             info.last_error
         )
+
+
+class Creds(BaseModel):
+    user: str
+    token: pydantic.SecretStr
+
+
+async def test_a_step_returning_a_model_stored_masked_settles_dead_before_it_runs(
+    dsn: str, conn: asyncpg.Connection, kinds: list[str]
+) -> None:
+    logins: list[str] = []
+
+    def login(user: str) -> Creds:
+        logins.append(user)
+        return Creds(user=user, token=pydantic.SecretStr("s3cret"))
+
+    @venturi.task(kind="wt_creds", max_failures=4, backoff=venturi.Backoff.fixed(0.05))
+    async def flow(ctx: Context[Any], carry: str) -> venturi.Outcome:
+        creds = await ctx.step("login", login, carry)
+        return venturi.complete(creds.user)
+
+    job_id = await flow.enqueue(conn, "ana")
+    await venturi.testing.drain(dsn, [flow])
+    assert logins == []
+    info = await venturi.get_job(conn, job_id)
+    assert info is not None
+    assert (info.status, info.failures, info.last_error) == (
+        "dead",
+        0,
+        f"step 'login' of job {job_id}: Creds cannot be stored as it is: "
+        "Creds.token is a SecretStr, stored masked as '**********'",
+    )

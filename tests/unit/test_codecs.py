@@ -6,8 +6,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import msgspec
 import pytest
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretBytes, SecretStr
 
 from venturi.codecs import MAX_NESTING, CarryCodec, encode_any, too_deep
 from venturi.workflow.signals import checked_signal
@@ -108,3 +109,52 @@ def test_too_deep_reads_a_large_value_in_a_few_calls_not_one_per_bracket() -> No
         sys.setprofile(None)
     assert results == (False, True)
     assert calls < 100
+
+
+class Creds(BaseModel):
+    user: str
+    token: SecretStr
+    key: SecretBytes | None = None
+
+
+class Flags(BaseModel):
+    name: str
+    retries: int = Field(default=0, exclude=True)
+
+
+class Login(BaseModel):
+    at: int
+    creds: list[Creds]
+
+
+class Wrapped(msgspec.Struct):
+    login: Login
+
+
+def test_a_model_stored_otherwise_than_it_is_is_refused_naming_its_fields() -> None:
+    # A secret is dumped masked, an excluded field not at all: the handler (a replayed
+    # step, a parent) would get another value than the one given, silently.
+    creds = Creds(user="ana", token=SecretStr("s3cret"), key=SecretBytes(b"k"))
+    secret = (
+        "Creds.token is a SecretStr, stored masked as '**********'; "
+        "Creds.key is a SecretBytes, stored masked as '**********'"
+    )
+    carry, result, payload = _refusals(creds)
+    assert carry == f"carry of task 'k' cannot be stored as it is: {secret}"
+    assert result == f"result cannot be stored as it is: {secret}"
+    assert payload == f"signal 's': the payload cannot be stored as it is: {secret}"
+    flags = _refusals(Flags(name="x", retries=3))[0]
+    assert flags == (
+        "carry of task 'k' cannot be stored as it is: Flags.retries has Field(exclude=True), "
+        "left out of the stored value"
+    )
+    # Nested: in another model's list, in a Struct.
+    login = Login(at=1, creds=[creds])
+    assert _refusals(login)[0] == f"carry of task 'k' cannot be stored as it is: {secret}"
+    assert _refusals(Wrapped(login))[0] == f"carry of task 'k' cannot be stored as it is: {secret}"
+
+
+def test_a_model_whose_value_only_changes_shape_is_not_refused() -> None:
+    # A tuple under Any comes back a list: the same JSON, not a lost field.
+    codec: CarryCodec[Anything] = CarryCodec(Anything, "k", 1 << 20)
+    assert codec.decode(codec.encode(Anything(x=(1, 2)))) == Anything(x=[1, 2])
