@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import math
 import re
 import sys
 import types
@@ -176,6 +177,56 @@ def has_nul(text: str) -> bool:
     return "\\u0000" in text and _NUL.search(text) is not None
 
 
+# A msgpack float64 (msgspec writes every float so) whose exponent is all ones: NaN or
+# an infinity, of either sign.
+_NON_FINITE = re.compile(rb"\xcb[\x7f\xff][\xf0-\xff]")
+
+
+def _scan_hook(value: Any) -> Any:
+    """The floats of what msgspec does not know: a model's, as Python holds them (its
+    JSON dump has made a NaN null already); anything else holds none msgspec sees."""
+    base = _model_base()
+    if base is not None and isinstance(value, base):
+        return value.model_dump(**_dump_options(base, type(value)) | {"mode": "python"})
+    return None
+
+
+_SCAN = msgspec.msgpack.Encoder(enc_hook=_scan_hook)
+
+
+def non_finite(value: Any, text: str) -> bool:
+    """Whether ``value``, encoded as JSON ``text``, holds NaN or an infinity, which JSON
+    stores as null. Almost free for a value without a null in its text (a substring
+    test, which callers make first to spare the call); else its msgpack form searched
+    in C, and walked only on a hit."""
+    if "null" not in text:
+        return False
+    try:
+        data = _SCAN.encode(value)
+    except OverflowError:  # an int past 64 bits, which JSON holds and msgpack does not
+        todo = [msgspec.to_builtins(value, enc_hook=_scan_hook)]
+    else:
+        if _NON_FINITE.search(data) is None:
+            return False
+        # A hit may be bytes that look like one: the decoded floats say.
+        todo = [msgspec.msgpack.decode(data)]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, dict):
+            todo += item.keys()
+            todo += item.values()
+        elif isinstance(item, list):
+            todo += item
+    return False
+
+
+def _nan(what: str) -> TypeError:
+    return TypeError(f"{what} holds NaN or infinity, which JSON cannot store")
+
+
 def text_safe(text: str) -> str:
     """Diagnostic text (an error, a reason) made storable: PostgreSQL text cannot hold NUL."""
     return text.replace("\x00", "\\x00")
@@ -251,6 +302,8 @@ def encode_any(value: Any, what: str = "value") -> str:
         raise _deep(what)
     if has_nul(text):
         raise ValueError(f"{what} holds a NUL character (\\u0000), which PostgreSQL cannot store")
+    if "null" in text and non_finite(value, text):
+        raise _nan(what)
     return text
 
 
@@ -319,6 +372,10 @@ class CarryCodec(Generic[C]):
             raise self._invalid(carry, str(exc)) from None
         except RecursionError:
             raise _deep(f"carry of task {self.owner!r}") from None
+        # After the decode: a NaN where a float belongs is named there, with its field.
+        # The substring test first, inline: a bulk enqueue's carries pay it and no call.
+        if "null" in text and non_finite(carry, text):
+            raise _nan(f"carry of task {self.owner!r}")
         if has_nul(text):
             raise ValueError(
                 f"carry of task {self.owner!r} holds a NUL character (\\u0000), which "

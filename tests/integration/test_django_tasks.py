@@ -323,3 +323,22 @@ async def test_an_attempt_lost_to_a_killed_worker_is_an_error(
         read = await scenario("tasks_drain", dsn, VENTURI_TEST_ID=found["id"], **options)
         assert read["status"] == "SUCCESSFUL"
     assert read["errors"] == [["venturi.errors.VenturiError", lost]]
+
+
+async def test_nan_or_infinity_in_arguments_or_return_value_is_refused_in_one_line(
+    dsn: str, conn: asyncpg.Connection
+) -> None:
+    found = await scenario("tasks_non_finite", dsn)
+    path = "tests.support.django_app.tasks.ratio"
+    assert (
+        found["refused"]
+        == [
+            f"TypeError: the arguments of task {path} hold NaN or infinity, which JSON cannot store"
+        ]
+        * 2
+    )
+    assert found["status"] == "FAILED"
+    assert found["error"] == (
+        f"TypeError: the return value of task {path} holds NaN or infinity, which JSON cannot store"
+    )
+    assert await conn.fetchval("SELECT count(*) FROM venturi.all_jobs") == 1

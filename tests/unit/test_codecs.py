@@ -158,3 +158,31 @@ def test_a_model_whose_value_only_changes_shape_is_not_refused() -> None:
     # A tuple under Any comes back a list: the same JSON, not a lost field.
     codec: CarryCodec[Anything] = CarryCodec(Anything, "k", 1 << 20)
     assert codec.decode(codec.encode(Anything(x=(1, 2)))) == Anything(x=[1, 2])
+
+
+class Reading(BaseModel):
+    value: Any
+
+
+class Point(msgspec.Struct):
+    tags: dict[str, Any]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_nan_or_infinity_where_json_would_store_null_is_refused(bad: float) -> None:
+    for value in ({"ratio": bad}, [1.5, [bad]], Reading(value=bad), Point({"x": bad})):
+        carry, result, payload = _refusals(value)
+        assert carry == "carry of task 'k' holds NaN or infinity, which JSON cannot store"
+        assert result == "result holds NaN or infinity, which JSON cannot store"
+        assert payload == "signal 's': the payload holds NaN or infinity, which JSON cannot store"
+
+
+def test_values_that_only_look_like_a_non_finite_float_are_stored() -> None:
+    # A null of its own, and bytes whose msgpack form holds a non-finite float's marker.
+    for value in ({"a": None, "b": 1e308, "c": -0.0}, [None, b"\xcb\x7f\xf8\x00" * 3]):
+        assert encode_any(value)
+        assert CarryCodec(Any, "k", 1 << 20).encode(value)
+    # An int msgpack cannot hold (JSON can), beside a null and beside a NaN.
+    assert encode_any([2**70, None]) == "[1180591620717411303424,null]"
+    with pytest.raises(TypeError, match="holds NaN or infinity"):
+        encode_any([2**70, float("nan")])

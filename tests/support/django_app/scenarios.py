@@ -466,6 +466,27 @@ def tasks_workflow() -> dict[str, Any]:
     return found
 
 
+@scenario
+def tasks_non_finite() -> dict[str, Any]:
+    """NaN and infinity in a task's arguments (refused at enqueue) and return value (its
+    attempt fails): JSON stores them as null, and the task would run on None."""
+    refused = []
+    for args, kwargs in (((float("nan"), 1.0), {}), ((1.0,), {"b": float("-inf")})):
+        try:
+            tasks.ratio.enqueue(*args, **kwargs)
+        except (TypeError, ValueError) as exc:
+            refused.append(f"{type(exc).__name__}: {exc}")
+    result = tasks.ratio.enqueue(1.0, 0.0)
+    _drain("default")
+    result.refresh()
+    return {
+        "refused": refused,
+        "status": str(result.status),
+        "error": result.errors[0].traceback.strip().splitlines()[-1] if result.errors else None,
+        "jobs": venturi.get_job_sync(connection, int(result.id)) is not None,
+    }
+
+
 if __name__ == "__main__":
     found = SCENARIOS[sys.argv[1]]()
     print(json.dumps(found, default=str))

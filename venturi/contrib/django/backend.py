@@ -61,6 +61,7 @@ from django.utils.module_loading import import_string
 
 import venturi
 from venturi import db
+from venturi.codecs import encode_any
 from venturi.contrib.django import config, grouping
 from venturi.contrib.django.tasks_api import (
     BaseTaskBackend,
@@ -198,6 +199,9 @@ def _run(ctx: venturi.Context[Any], carry: DjangoCall) -> venturi.Outcome:
         else:
             value = task.call(*carry.args, **carry.kwargs)
         value = normalize_json(value)
+        # Refused here, as the task's own failure in Django's words (a NaN, which JSON
+        # stores as null), not later by the worker as venturi's result.
+        encode_any(value, f"the return value of task {carry.task}")
     except (Suspend, Unreplayable):
         # A workflow primitive's wait (or a recorded value that no longer decodes): not
         # a failed attempt; the worker settles it (waiting, or dead with its reason).
@@ -223,6 +227,16 @@ def _run(ctx: venturi.Context[Any], carry: DjangoCall) -> venturi.Outcome:
     object.__setattr__(result, "_return_value", value)
     task_finished.send(sender=type(backend), task_result=result)
     return venturi.complete(value)
+
+
+def _arguments_refused(exc: TypeError | ValueError, kind: str, path: str) -> Exception:
+    """The codec's refusal of a Django task's carry, in Django's words: the carry is
+    venturi's envelope of the task's arguments, which a Django user never sees."""
+    carry, args = f"carry of task {kind!r}", f"the arguments of task {path}"
+    text = str(exc)
+    for was, now in ((f"{carry} holds ", f"{args} hold "), (f"{carry} is ", f"{args} are ")):
+        text = text.replace(was, now, 1)
+    return type(exc)(text.replace(carry, args, 1))
 
 
 def _error_text(exc: BaseException) -> str:
@@ -343,7 +357,10 @@ class VenturiBackend(BaseTaskBackend):  # type: ignore[misc]
             max_attempts=self.max_attempts,
         )
         tier = venturi.Priority.NORMAL if self.strict_priority else tier_of(task.priority)
-        spec = runner(task.queue_name).job(carry, priority=tier, at=task.run_after)
+        try:
+            spec = runner(task.queue_name).job(carry, priority=tier, at=task.run_after)
+        except (TypeError, ValueError) as exc:
+            raise _arguments_refused(exc, kind_of(task.queue_name), task.module_path) from None
         # The group is checked where it is named (grouping.group()); one a running task
         # inherits is its own job's, which exists (an older release's with a line
         # separator too: checked again as new, every follow-up enqueue of such a task
