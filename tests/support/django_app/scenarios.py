@@ -487,6 +487,26 @@ def tasks_non_finite() -> dict[str, Any]:
     }
 
 
+@scenario
+def tasks_args_size() -> dict[str, Any]:
+    """Arguments of 3,000 and of 5,000 characters, under OPTIONS (MAX_ARGS_BYTES or
+    not); then the backend built with each bad MAX_ARGS_BYTES."""
+    found: dict[str, Any] = {}
+    for n in (3_000, 5_000, 2 << 20):
+        try:
+            found[str(n)] = tasks.noted.enqueue("x" * n).status
+        except (TypeError, ValueError) as exc:
+            found[str(n)] = f"{type(exc).__name__}: {exc}"
+    refused = []
+    for bad in (0, -1, 1.5, True, "4096", 1 << 40):
+        try:
+            backend.VenturiBackend("other", {"OPTIONS": {"MAX_ARGS_BYTES": bad}})
+        except Exception as exc:
+            refused.append(str(exc))
+    found["refused"] = refused
+    return found
+
+
 if __name__ == "__main__":
     found = SCENARIOS[sys.argv[1]]()
     print(json.dumps(found, default=str))
