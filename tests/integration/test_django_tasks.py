@@ -323,3 +323,45 @@ async def test_an_attempt_lost_to_a_killed_worker_is_an_error(
         read = await scenario("tasks_drain", dsn, VENTURI_TEST_ID=found["id"], **options)
         assert read["status"] == "SUCCESSFUL"
     assert read["errors"] == [["venturi.errors.VenturiError", lost]]
+
+
+async def test_nan_or_infinity_in_arguments_or_return_value_is_refused_in_one_line(
+    dsn: str, conn: asyncpg.Connection
+) -> None:
+    found = await scenario("tasks_non_finite", dsn)
+    path = "tests.support.django_app.tasks.ratio"
+    assert (
+        found["refused"]
+        == [
+            f"TypeError: the arguments of task {path} hold NaN or infinity, which JSON cannot store"
+        ]
+        * 2
+    )
+    assert found["status"] == "FAILED"
+    assert found["error"] == (
+        f"TypeError: the return value of task {path} holds NaN or infinity, which JSON cannot store"
+    )
+    assert await conn.fetchval("SELECT count(*) FROM venturi.all_jobs") == 1
+
+
+async def test_max_args_bytes_bounds_a_task_s_arguments_in_django_s_words(dsn: str) -> None:
+    path = "tests.support.django_app.tasks.noted"
+    found = await scenario(
+        "tasks_args_size", dsn, VENTURI_DJANGO_TASK_OPTIONS=json.dumps({"MAX_ARGS_BYTES": 4096})
+    )
+    assert found["3000"] == "READY"
+    assert found["5000"].startswith(f"ValueError: the arguments of task {path} are 5")
+    assert found["5000"].endswith(
+        " bytes encoded, over the limit of 4096 (TASKS['default']['OPTIONS']['MAX_ARGS_BYTES'])"
+    )
+    knob = "TASKS['other']['OPTIONS']['MAX_ARGS_BYTES'] must be an integer from 1 to 268435456"
+    assert found["refused"] == [
+        f"{knob}, got {bad}" for bad in ("0", "-1", "1.5", "True", "'4096'", str(1 << 40))
+    ]
+    # By default, 1 MiB as any venturi carry: 2 MiB is refused, naming the option.
+    default = await scenario("tasks_args_size", dsn)
+    assert default["5000"] == "READY"
+    assert (
+        "over the limit of 1048576 (TASKS['default']['OPTIONS']['MAX_ARGS_BYTES'])"
+        in (default[str(2 << 20)])
+    )

@@ -15,8 +15,8 @@ from typing import Any
 import msgspec
 
 from venturi import db, validate
-from venturi.codecs import decode_as
-from venturi.errors import ConfigError, VenturiError
+from venturi.codecs import dec_hook
+from venturi.errors import ConfigError
 from venturi.workflow.suspend import Unreplayable
 
 # Internal records of a primitive live beside its own record, under its name and a
@@ -83,20 +83,51 @@ def return_type(fn: Callable[..., Any]) -> Any:
     return annotation if not isinstance(annotation, str) else Any
 
 
+def decoder(type_: Any, what: str) -> msgspec.json.Decoder[Any]:
+    """The JSON decoder of ``type_``, built once per type. ``Unreplayable`` naming
+    ``what`` when msgspec cannot decode the type at all (a union of two models): asked
+    before a step's function runs and before a job waits for a signal, so the job
+    settles dead at once, not after the function's side effect and ``max_failures``
+    failed runs, each failing the same way."""
+    try:
+        return _DECODERS[type_]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable annotation (Annotated metadata): built each time
+        return _build(type_, what)
+    built = _build(type_, what)
+    if len(_DECODERS) >= 1024:  # types made at run time must not grow it for good
+        _DECODERS.clear()
+    _DECODERS[type_] = built
+    return built
+
+
+_DECODERS: dict[Any, msgspec.json.Decoder[Any]] = {}
+
+
+def _build(type_: Any, what: str) -> msgspec.json.Decoder[Any]:
+    try:
+        return msgspec.json.Decoder(type_, dec_hook=dec_hook)
+    except TypeError as exc:
+        raise Unreplayable(
+            f"{what}: {_name(type_)} is not a type msgspec can decode: {exc}"
+        ) from None
+
+
 def decode(text: str, type_: Any, what: str, *, sent: bool = False) -> Any:
     """A recorded JSON value decoded as ``type_``; ``Unreplayable`` naming ``what`` and
     the type when it does not decode: a recorded value that "no longer decodes", or a
     value that was ``sent`` (a signal's payload) and never decoded as that type."""
     try:
-        return decode_as(text, type_)
+        return decoder(type_, what).decode(text)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         how = "the payload sent does not decode" if sent else "the recorded value no longer decodes"
         raise Unreplayable(f"{what}: {how} as {_name(type_)}: {exc}") from None
-    except TypeError as exc:
-        raise VenturiError(
-            f"{what}: {_name(type_)} is not a type msgspec can decode: {exc}"
-        ) from None
 
 
 def _name(type_: Any) -> str:
-    return getattr(type_, "__qualname__", None) or repr(type_)
+    """A class by its name; anything else (``Union[Paid, Declined]``, whose qualname is
+    just "Union", ``list[int]``) as written."""
+    if isinstance(type_, type) and typing.get_origin(type_) is None:
+        return type_.__qualname__
+    return repr(type_)

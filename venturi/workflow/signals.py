@@ -12,7 +12,7 @@ from venturi import db, validate
 from venturi.codecs import encode_any
 from venturi.errors import ConfigError, SignalTimeout
 from venturi.sql import DEFAULT_SCHEMA
-from venturi.workflow.records import SEP, decode
+from venturi.workflow.records import SEP, decode, decoder
 from venturi.workflow.run import WorkflowRun
 from venturi.workflow.suspend import Suspend
 
@@ -59,6 +59,7 @@ async def wait_for_signal(
     (with ``timeout``: at most that long after the first run reached this)."""
     name = run.records.claim(name, "ctx.wait_for_signal")
     what = f"signal {name!r} of job {run.job_id}"
+    decoder(type_, what)  # a type msgspec cannot decode: dead now, not after the wait
     steps = await run.load()
     timed_out, deadline_name = f"{name}{SEP}timed-out", f"{name}{SEP}deadline"
     if timed_out in steps:

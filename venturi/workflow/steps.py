@@ -9,10 +9,11 @@ from typing import Any
 
 from venturi import db
 from venturi.blocking import BlockingConnection, in_step_thread
-from venturi.codecs import encode_any
+from venturi.codecs import encode_any, is_model_type, lossy_fields
 from venturi.errors import VenturiError
-from venturi.workflow.records import decode, return_type
+from venturi.workflow.records import decode, decoder, return_type
 from venturi.workflow.run import WorkflowRun
+from venturi.workflow.suspend import Unreplayable
 
 
 class _Lost(Exception):
@@ -33,12 +34,17 @@ async def step(
         raise VenturiError(f"ctx.step({name!r}): fn must be callable, got {fn!r}")
     what = f"step {name!r} of job {run.job_id}"
     type_ = return_type(fn)
+    decoder(type_, what)  # a type msgspec cannot decode: dead before fn runs
     recorded = (await run.load()).get(name)
     if recorded is not None:
         return decode(recorded.value, type_, what)
     # The steps were read at the run's first primitive: a run that lost its claim since
     # may not know of a record its job's newer run made.
     run.still_claimed(what)
+    lost = lossy_fields(type_) if is_model_type(type_) else ""
+    if lost:
+        # Its value would be refused once fn ran, and fn run again on every retry.
+        raise Unreplayable(f"{what}: {type_.__qualname__} cannot be stored as it is: {lost}")
     if transactional:
         return decode(await _transactional(run, name, fn, args), type_, what)
     value = await _call(fn, args)

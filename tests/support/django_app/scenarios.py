@@ -466,6 +466,47 @@ def tasks_workflow() -> dict[str, Any]:
     return found
 
 
+@scenario
+def tasks_non_finite() -> dict[str, Any]:
+    """NaN and infinity in a task's arguments (refused at enqueue) and return value (its
+    attempt fails): JSON stores them as null, and the task would run on None."""
+    refused = []
+    for args, kwargs in (((float("nan"), 1.0), {}), ((1.0,), {"b": float("-inf")})):
+        try:
+            tasks.ratio.enqueue(*args, **kwargs)
+        except (TypeError, ValueError) as exc:
+            refused.append(f"{type(exc).__name__}: {exc}")
+    result = tasks.ratio.enqueue(1.0, 0.0)
+    _drain("default")
+    result.refresh()
+    return {
+        "refused": refused,
+        "status": str(result.status),
+        "error": result.errors[0].traceback.strip().splitlines()[-1] if result.errors else None,
+        "jobs": venturi.get_job_sync(connection, int(result.id)) is not None,
+    }
+
+
+@scenario
+def tasks_args_size() -> dict[str, Any]:
+    """Arguments of 3,000 and of 5,000 characters, under OPTIONS (MAX_ARGS_BYTES or
+    not); then the backend built with each bad MAX_ARGS_BYTES."""
+    found: dict[str, Any] = {}
+    for n in (3_000, 5_000, 2 << 20):
+        try:
+            found[str(n)] = tasks.noted.enqueue("x" * n).status
+        except (TypeError, ValueError) as exc:
+            found[str(n)] = f"{type(exc).__name__}: {exc}"
+    refused = []
+    for bad in (0, -1, 1.5, True, "4096", 1 << 40):
+        try:
+            backend.VenturiBackend("other", {"OPTIONS": {"MAX_ARGS_BYTES": bad}})
+        except Exception as exc:
+            refused.append(str(exc))
+    found["refused"] = refused
+    return found
+
+
 if __name__ == "__main__":
     found = SCENARIOS[sys.argv[1]]()
     print(json.dumps(found, default=str))

@@ -96,3 +96,9 @@ def follow_up(tag: str) -> str:
     with group(None):
         alone = noted.enqueue(f"{tag}-alone").id
     return f"{inherited} {alone}"
+
+
+@task()
+def ratio(a: float, b: float) -> float:
+    """Its return value is infinite when ``b`` is 0.0 (IEEE division: no error)."""
+    return a * float("inf") if b == 0.0 else a / b

@@ -61,6 +61,7 @@ from django.utils.module_loading import import_string
 
 import venturi
 from venturi import db
+from venturi.codecs import encode_any
 from venturi.contrib.django import config, grouping
 from venturi.contrib.django.tasks_api import (
     BaseTaskBackend,
@@ -81,12 +82,16 @@ from venturi.contrib.django.tasks_api import (
 )
 from venturi.jobs import JobInfo, JournalEntry, get_job_and_journal_sync
 from venturi.status import MANUAL_RETRY, JobStatus, JournalEvent
-from venturi.tasks import registered
+from venturi.tasks import DEFAULT_MAX_CARRY_BYTES, registered
 from venturi.workflow.suspend import Suspend, Unreplayable
 
 KIND_PREFIX = "django."
 APP = "venturi.contrib.django"
-OPTIONS = ("DATABASE", "SCHEMA", "MAX_ATTEMPTS", "STRICT_PRIORITY")
+OPTIONS = ("DATABASE", "SCHEMA", "MAX_ATTEMPTS", "STRICT_PRIORITY", "MAX_ARGS_BYTES")
+# The most MAX_ARGS_BYTES may be: jsonb's own limit is about 255 MiB. The runner tasks
+# take carries up to it, and each backend bounds its tasks' arguments by its option
+# (a queue's runner is one task, shared by the backends that name the queue).
+MAX_ARGS_CEILING = 256 << 20
 
 # Who ran an attempt, as venturi's worker names itself (its default identity).
 WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
@@ -198,6 +203,9 @@ def _run(ctx: venturi.Context[Any], carry: DjangoCall) -> venturi.Outcome:
         else:
             value = task.call(*carry.args, **carry.kwargs)
         value = normalize_json(value)
+        # Refused here, as the task's own failure in Django's words (a NaN, which JSON
+        # stores as null), not later by the worker as venturi's result.
+        encode_any(value, f"the return value of task {carry.task}")
     except (Suspend, Unreplayable):
         # A workflow primitive's wait (or a recorded value that no longer decodes): not
         # a failed attempt; the worker settles it (waiting, or dead with its reason).
@@ -223,6 +231,17 @@ def _run(ctx: venturi.Context[Any], carry: DjangoCall) -> venturi.Outcome:
     object.__setattr__(result, "_return_value", value)
     task_finished.send(sender=type(backend), task_result=result)
     return venturi.complete(value)
+
+
+def _arguments_refused(exc: TypeError | ValueError, kind: str, path: str) -> Exception:
+    """The codec's refusal of a Django task's carry, in Django's words: the carry is
+    venturi's envelope of the task's arguments, which a Django user never sees."""
+    carry, args = f"carry of task {kind!r}", f"the arguments of task {path}"
+    text = str(exc)
+    for was, now in ((f"{carry} holds ", f"{args} hold "), (f"{carry} is ", f"{args} are ")):
+        text = text.replace(was, now, 1)
+    text = text.replace(carry, args, 1).replace("(max_carry_bytes)", "(MAX_ARGS_BYTES at most)")
+    return type(exc)(text)
 
 
 def _error_text(exc: BaseException) -> str:
@@ -261,7 +280,7 @@ def runner(queue_name: str) -> venturi.Task[DjangoCall]:
     existing = registered().get(kind)
     if existing is not None:
         return existing
-    return venturi.task(kind)(run_django_task)
+    return venturi.task(kind, max_carry_bytes=MAX_ARGS_CEILING)(run_django_task)
 
 
 class VenturiBackend(BaseTaskBackend):  # type: ignore[misc]
@@ -296,6 +315,13 @@ class VenturiBackend(BaseTaskBackend):  # type: ignore[misc]
                 f"got {strict!r}"
             )
         self.strict_priority = strict
+        limit = self.options.get("MAX_ARGS_BYTES", DEFAULT_MAX_CARRY_BYTES)
+        if type(limit) is not int or not 1 <= limit <= MAX_ARGS_CEILING:
+            raise InvalidTask(
+                f"TASKS[{alias!r}]['OPTIONS']['MAX_ARGS_BYTES'] must be an integer from 1 "
+                f"to {MAX_ARGS_CEILING}, got {limit!r}"
+            )
+        self.max_args_bytes = limit
         for queue in self.queues:
             self._check_queue(queue)
 
@@ -343,7 +369,17 @@ class VenturiBackend(BaseTaskBackend):  # type: ignore[misc]
             max_attempts=self.max_attempts,
         )
         tier = venturi.Priority.NORMAL if self.strict_priority else tier_of(task.priority)
-        spec = runner(task.queue_name).job(carry, priority=tier, at=task.run_after)
+        try:
+            spec = runner(task.queue_name).job(carry, priority=tier, at=task.run_after)
+        except (TypeError, ValueError) as exc:
+            raise _arguments_refused(exc, kind_of(task.queue_name), task.module_path) from None
+        size = len(spec.carry.encode())
+        if size > self.max_args_bytes:
+            raise ValueError(
+                f"the arguments of task {task.module_path} are {size} bytes encoded, over "
+                f"the limit of {self.max_args_bytes} "
+                f"(TASKS[{self.alias!r}]['OPTIONS']['MAX_ARGS_BYTES'])"
+            )
         # The group is checked where it is named (grouping.group()); one a running task
         # inherits is its own job's, which exists (an older release's with a line
         # separator too: checked again as new, every follow-up enqueue of such a task
