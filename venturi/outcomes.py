@@ -59,16 +59,13 @@ def pause(carry: Any, after: timedelta | float | None = None, at: datetime | Non
     return Pause(carry, secs, at)
 
 
-_NO_CARRY = object()
-
-
-def retry(
-    carry: Any = _NO_CARRY, after: timedelta | float | None = None, reason: str = ""
-) -> Retry:
+def retry(carry: Any = None, after: timedelta | float | None = None, reason: str = "") -> Retry:
     """A failed execution: retried after the backoff (or ``after``); ``carry`` replaces the
-    pre-run carry when given."""
+    pre-run carry when given. None is no carry (SPEC 2's signature): the pre-run carry
+    stays, whatever the carry's type (``retry(carry=None)`` as written from the SPEC was
+    taken as a new carry, refused, and settled as a plain failure without its ``after``)."""
     secs = None if after is None else seconds(after, "retry after", allow_zero=True)
-    if carry is _NO_CARRY:
+    if carry is None:
         return Retry(None, False, secs, str(reason))
     return Retry(carry, True, secs, str(reason))
 

@@ -111,12 +111,15 @@ async def test_retry_with_and_without_carry(
             return venturi.retry(N(10), reason="keep this carry")
         if len(calls) == 2:
             return venturi.retry(reason="keep the pre-run carry")
+        if len(calls) == 3:
+            # SPEC 2's signature, carry=None: without a carry, as the line above.
+            return venturi.retry(carry=None, after=0, reason="None keeps it too")
         return venturi.complete()
 
     job_id = await _run_one(dsn, conn, handler, N(1), "completed")
-    assert calls == [1, 10, 10]
+    assert calls == [1, 10, 10, 10]
     job = await venturi.get_job(conn, job_id)
-    assert job is not None and job.failures == 2
+    assert job is not None and job.failures == 3
     journal = await venturi.get_journal(conn, job_id)
     assert events(journal) == [
         "enqueued",
@@ -125,9 +128,12 @@ async def test_retry_with_and_without_carry(
         "claimed",
         "retried",
         "claimed",
+        "retried",
+        "claimed",
         "completed",
     ]
     assert journal[2].detail == "keep this carry"
+    assert journal[6].detail == "None keeps it too"
 
 
 async def test_retry_after_overrides_backoff(
