@@ -110,7 +110,10 @@ class Alerts:
         if queue_depth is None or isinstance(queue_depth, int):
             depth = None if queue_depth is None else _count(queue_depth, "queue_depth")
         elif isinstance(queue_depth, Mapping):
-            depth = {str(k): _count(v, f"queue_depth[{k!r}]") for k, v in queue_depth.items()}
+            depth = {
+                validate.kind(k, "alerts queue_depth's kind"): _count(v, f"queue_depth[{k!r}]")
+                for k, v in queue_depth.items()
+            }
         else:
             raise ConfigError(
                 f"alerts queue_depth must be an integer or a mapping kind -> integer, "
@@ -133,7 +136,7 @@ class Alerts:
         )
         self.window = seconds(window, "alerts window")
         self.min_executions = max(1, min_executions)
-        self.kinds = None if kinds is None else frozenset(kinds)
+        self.kinds = None if kinds is None else _kinds(kinds)
         self.interval = seconds(interval, "alerts interval")
         self.cooldown = seconds(cooldown, "alerts cooldown", allow_zero=True)
         self.timeout = seconds(timeout, "alerts timeout")
@@ -284,3 +287,11 @@ def _count(value: object, knob: str) -> int:
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return (text[0] if text else type(exc).__name__)[:300]
+
+
+def _kinds(kinds: Any) -> frozenset[str]:
+    """``kinds`` checked: an iterable of kinds, not one kind (a string iterates its
+    letters: ``kinds="export"`` checked e, x, p, o, r and t, and never export)."""
+    if isinstance(kinds, str) or not isinstance(kinds, Iterable):
+        raise ConfigError(f"alerts kinds must be a list of kinds, got {validate.shown(kinds)}")
+    return frozenset(validate.kind(k, "alerts kinds") for k in kinds)
