@@ -1965,18 +1965,21 @@ LEFT JOIN "venturi".all_jobs j ON j.id = input.id
 LEFT JOIN deleted d ON d.id = input.id
 ORDER BY input.id;
 
--- job_due_count: jobs of these kinds still to run now: pending and visible, or claimed by
--- the given worker (`venturi.testing.drain` stops its worker when this reaches zero).
+-- job_due_count: jobs of these kinds still to run now or very soon: pending and visible
+-- within the horizon, or claimed by the given worker (`venturi.testing.drain` stops its
+-- worker when this reaches zero; the horizon lets a short retry's delay end during it).
 -- $1 text[] kinds: the kinds being drained
 -- $2 text claimed_by: the draining worker's identity
+-- $3 double precision horizon: seconds ahead a pending job still counts as due
 -- index: jobs_claim_idx, jobs_group_claim_idx and jobs_stale_idx (partial), filtered by kind.
-PREPARE venturi_job_due_count(text[], text) AS
+PREPARE venturi_job_due_count(text[], text, double) AS
 SELECT count(*) AS jobs FROM "venturi".jobs
 WHERE kind = ANY($1::text[])
   -- clock_timestamp(), not now(): this statement's transaction can start before a
   -- concurrent pause that commits before its snapshot, stamping visible_at after now().
   AND ((((jobs.status = 'pending' AND jobs.grp IS NULL)
-   OR (jobs.status = 'pending' AND jobs.grp IS NOT NULL)) AND visible_at <= clock_timestamp())
+   OR (jobs.status = 'pending' AND jobs.grp IS NOT NULL))
+        AND visible_at <= clock_timestamp() + make_interval(secs => $3::double precision))
        OR (status = 'claimed' AND claimed_by = $2::text));
 
 -- job_fail_if_owned: settle a failed execution (a raised exception, a retry outcome, a

@@ -39,7 +39,8 @@ def tasks(kinds: list[str]) -> dict[str, venturi.Task[Any]]:
             return venturi.pause(Step(carry.n, carry.done + 1))
         return venturi.complete(carry.done)
 
-    @venturi.task(kind="t_retry", backoff=venturi.Backoff.fixed(0))
+    # A retry due 0.1 s later: it comes due during the drain, which runs it.
+    @venturi.task(kind="t_retry", backoff=venturi.Backoff.fixed(0.1))
     async def retry(ctx: Context[Any], carry: Step) -> venturi.Outcome:
         if ctx.job.attempt == 1:
             return venturi.retry(reason="first try refused")
@@ -49,7 +50,7 @@ def tasks(kinds: list[str]) -> dict[str, venturi.Task[Any]]:
     async def dead(ctx: Context[Any], carry: Step) -> venturi.Outcome:
         return venturi.dead("no such account")
 
-    @venturi.task(kind="t_raise")  # default backoff: the retry waits a second or more
+    @venturi.task(kind="t_raise")  # default backoff: the retry waits half a second or more
     async def boom(ctx: Context[Any], carry: Step) -> None:
         raise RuntimeError("boom")
 

@@ -38,9 +38,14 @@ async def job_result_get(conn: Conn, *, schema: str, job_id: int) -> Record | No
     return await conn.fetchrow(sql.statement("job_result_get", schema), job_id)
 
 
-async def job_due_count(conn: Conn, *, schema: str, kinds: Sequence[str], claimed_by: str) -> int:
-    """Jobs of ``kinds`` due now, or claimed by ``claimed_by`` and not yet settled."""
-    return int(await conn.fetchval(sql.statement("job_due_count", schema), kinds, claimed_by))
+async def job_due_count(
+    conn: Conn, *, schema: str, kinds: Sequence[str], claimed_by: str, horizon: float = 0.0
+) -> int:
+    """Jobs of ``kinds`` due within ``horizon`` seconds, or claimed by ``claimed_by`` and
+    not yet settled."""
+    return int(
+        await conn.fetchval(sql.statement("job_due_count", schema), kinds, claimed_by, horizon)
+    )
 
 
 async def job_list_claimed_by(conn: Conn, *, schema: str, claimed_by: str) -> list[Record]:

@@ -23,6 +23,12 @@ if TYPE_CHECKING:
     from venturi.tasks import Task
 
 
+# A pending job due within this many seconds still counts as due, so the drain waits
+# for it: a retry with a test's short backoff (``Backoff.fixed(0.05)``) runs again. The
+# default backoff's first retry waits half a second or more, and is left pending.
+DUE_SOON = 0.25
+
+
 class _SharedConnection:
     """One asyncpg Connection made to look like a pool for a draining worker: its
     statements take turns on the connection (the worker's loop and heartbeat run
@@ -252,8 +258,8 @@ async def drain(
     ``target`` is a DSN, an asyncpg Pool or a Connection (the jobs the connection's open
     transaction enqueued are visible then; handlers must not use that connection). Jobs
     that become due during the run (a pause without delay, a job a handler enqueued, a
-    retry whose delay ends) run too; a job whose retry waits longer is left pending and
-    reported with its failure. Workflows run end to end, children included; with
+    retry due within ``DUE_SOON``, a quarter of a second) run too; a job whose retry
+    waits longer is left pending and reported with its failure. Workflows run end to end, children included; with
     ``timers`` (the default), once nothing else is due, a workflow waiting on a timer (a
     sleep, a signal's timeout) is woken at once instead of at its time, its replayed
     sleep returning (send signals before draining: one waited for without a timeout
@@ -274,7 +280,7 @@ async def drain(
         async def remaining() -> int:
             # Read around the observer: drain's own reads must not count as activity.
             left = await db.reads.job_due_count(
-                inner, schema=schema, kinds=kinds, claimed_by=identity
+                inner, schema=schema, kinds=kinds, claimed_by=identity, horizon=DUE_SOON
             )
             if left == 0 and timers:
                 # Nothing due but workflows asleep: in a test, their time has come.
