@@ -85,7 +85,9 @@ class CronScheduler:
         if self.schedules is not None:
             for s in self.schedules:
                 if not isinstance(s, Schedule):
-                    raise ConfigError(f"cron: schedules must be venturi.Schedule, got {s!r}")
+                    raise ConfigError(
+                        f"cron: schedules must be made by venturi.schedule(...), got {s!r}"
+                    )
             names = [s.name for s in self.schedules]
             if len(set(names)) != len(names):
                 raise ConfigError("cron: two schedules share a name")

@@ -252,3 +252,15 @@ class Setting(Generic[T]):
 
     def __set__(self, obj: object, value: T) -> None:
         setattr(obj.config, self.name, value)  # type: ignore[attr-defined]
+
+
+def check_tasks(tasks: Any, knob: str) -> list[Task[Any]]:
+    """``tasks`` as a list, or ``ConfigError`` naming ``knob``: one task given where a list
+    belongs raised Python's bare "'Task' object is not iterable"."""
+    if isinstance(tasks, Task):
+        raise ConfigError(
+            f"{knob} must be a list of tasks, got one task ({tasks.kind!r}): wrap it in a list"
+        )
+    if isinstance(tasks, str) or not isinstance(tasks, Iterable):
+        raise ConfigError(f"{knob} must be a list of tasks, got {validate.shown(tasks)}")
+    return list(tasks)

@@ -41,12 +41,12 @@ class WorkerGroup:
     ) -> None:
         self.workers = list(workers)
         if not self.workers:
-            raise ConfigError("pool: give at least one worker")
+            raise ConfigError("WorkerGroup: workers must hold at least one venturi.Worker")
         for w in self.workers:
             if not isinstance(w, Worker):
-                raise ConfigError(f"pool: workers must be venturi.Worker, got {w!r}")
+                raise ConfigError(f"WorkerGroup: workers must be venturi.Worker, got {w!r}")
         if len({id(w) for w in self.workers}) != len(self.workers):
-            raise ConfigError("pool: the same worker is given twice")
+            raise ConfigError("WorkerGroup: the same worker is given twice")
         self.restart_delay = seconds(restart_delay, "restart_delay", allow_zero=True)
         seen: dict[str, int] = {}
         for w in self.workers:
@@ -98,26 +98,28 @@ class WorkerGroup:
                 await worker.run(stop)
             except VenturiError as exc:
                 if first:
-                    log.error("pool: worker %s cannot start: %s", worker.claimed_by, exc)
+                    log.error("worker group: worker %s cannot start: %s", worker.claimed_by, exc)
                     fatal.append(exc)
                     stop.set()
                     return
                 log.error(
-                    "pool: worker %s failed to restart: %s; retrying in %gs",
+                    "worker group: worker %s failed to restart: %s; retrying in %gs",
                     worker.claimed_by,
                     exc,
                     self.restart_delay,
                 )
             except Exception:
                 log.exception(
-                    "pool: worker %s died; restarting it in %gs",
+                    "worker group: worker %s died; restarting it in %gs",
                     worker.claimed_by,
                     self.restart_delay,
                 )
             else:
                 if stop.is_set():
                     return
-                log.error("pool: worker %s stopped by itself; restarting it", worker.claimed_by)
+                log.error(
+                    "worker group: worker %s stopped by itself; restarting it", worker.claimed_by
+                )
             first = False
             # Cancel the handlers the dead loop left running: their claims lapse at
             # lease expiry and are recovered like a crashed process's (at-least-once),

@@ -26,6 +26,7 @@ from venturi.runtime.config import (
     Registration,
     Setting,
     WorkerConfig,
+    check_tasks,
     default_concurrency,
     default_identity,
     policies,
@@ -121,7 +122,7 @@ class Worker(Generic[S]):
         self._running = False
         # This run's loop (the last run's, once it ended); None before the first run.
         self._loop: Loop | None = None
-        for t in tasks:
+        for t in check_tasks(tasks, "tasks"):
             self.register(t)
 
     # The knobs, by their keyword's name; each reads (and writes) the worker's config.

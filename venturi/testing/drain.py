@@ -15,6 +15,7 @@ import asyncpg
 from venturi import db
 from venturi.errors import ConfigError
 from venturi.jobs import get_job
+from venturi.runtime.config import check_tasks
 from venturi.runtime.worker import Worker
 from venturi.sql import DEFAULT_SCHEMA
 
@@ -268,7 +269,7 @@ async def drain(
     ``worker_options`` go to ``venturi.Worker`` (``failures_to_dead=True`` makes an
     exception settle dead).
     """
-    task_list = list(tasks)
+    task_list = check_tasks(tasks, "drain: tasks")
     if not task_list:
         raise ConfigError("drain: give the tasks whose jobs to run")
     kinds = sorted({t.kind for t in task_list})

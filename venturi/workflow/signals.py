@@ -23,7 +23,10 @@ def checked_signal(job_id: object, name: object, payload: object) -> tuple[int, 
     if isinstance(job_id, bool) or not isinstance(job_id, int):
         raise ConfigError(f"signal: job_id must be an int, got {validate.shown(job_id)}")
     if not isinstance(name, str) or not name or any(ord(c) < 32 for c in name):
-        raise ConfigError(f"signal: name must be a non-empty string, got {validate.shown(name)}")
+        raise ConfigError(
+            "signal: name must be a non-empty string without control characters, "
+            f"got {validate.shown(name)}"
+        )
     # The waiting handler decodes it as the type it asks for; here it must be a value
     # msgspec can store at all (TypeError before any write).
     return job_id, name, encode_any(payload, f"signal {validate.shown(name)}: the payload")

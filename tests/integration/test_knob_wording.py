@@ -1,0 +1,39 @@
+"""Errors that name what the user wrote: the knob's own name, the function that makes the
+value, the rule that was broken (the docs probe found each naming something else)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import venturi
+from venturi import ConfigError, Context, testing
+from venturi.maintenance.cron import CronScheduler
+
+
+@venturi.task(kind="kw_one")
+async def one(ctx: Context[Any], carry: int) -> None:
+    return None
+
+
+def test_one_task_where_a_list_belongs_is_a_config_error(dsn: str) -> None:
+    # A bare TypeError "'Task' object is not iterable" before.
+    with pytest.raises(ConfigError, match=r"tasks must be a list of tasks, got one task"):
+        venturi.Worker(None, dsn, one)  # type: ignore[arg-type]
+
+
+async def test_drain_of_one_task_is_a_config_error(dsn: str) -> None:
+    with pytest.raises(ConfigError, match=r"drain: tasks must be a list of tasks, got one task"):
+        await testing.drain(dsn, one)  # type: ignore[arg-type]
+
+
+def test_cron_names_the_function_that_makes_a_schedule() -> None:
+    # venturi.Schedule does not exist: schedules are made by venturi.schedule(...).
+    with pytest.raises(ConfigError, match=r"made by venturi\.schedule\(\.\.\.\), got 1"):
+        CronScheduler(schedules=[1])  # type: ignore[list-item]
+
+
+async def test_a_signal_name_with_a_control_character_says_so(dsn: str) -> None:
+    with pytest.raises(ConfigError, match="without control characters"):
+        await venturi.signal(dsn, 1, "approval\x01")
