@@ -14,7 +14,7 @@ def test_bad_pool(kinds: list[str]) -> None:
     a = noop_task("pool_a")
     w = Worker(None, "postgresql://x", [a])
     # Named by its knob, workers (it said "pool:", the class's first name).
-    with pytest.raises(ConfigError, match="^WorkerGroup: workers must hold at least one"):
+    with pytest.raises(ConfigError, match=r"^WorkerGroup: workers must hold at least one"):
         WorkerGroup([])
     with pytest.raises(ConfigError, match=r"^WorkerGroup: workers must be venturi\.Worker"):
         WorkerGroup([object()])  # type: ignore[list-item]
