@@ -249,7 +249,12 @@ async def _export(
     )
     conn = await connection.connect(target, schema=schema)
     try:
-        await gauges.refresh(conn, schema=schema, liveness=liveness)
+        try:
+            await gauges.refresh(conn, schema=schema, liveness=liveness)
+        except DATABASE_ERRORS as exc:
+            # The first read refused (a role without SELECT on a table): what the loop
+            # below would retry for good is configuration here, said in one line.
+            raise fail(f"reading the queue failed: {one_line(exc)}") from None
         try:
             instruments.serve(port, addr)
         except OSError as exc:
