@@ -25,8 +25,8 @@ from venturi.cli.common import (
     need_dsn,
     run,
 )
-from venturi.db.errors import DATABASE_ERRORS, TRANSIENT, one_line
-from venturi.errors import ConfigError, VenturiError
+from venturi.db.errors import DATABASE_ERRORS, RETRYABLE, TRANSIENT, one_line
+from venturi.errors import ConfigError, ConnectError, VenturiError
 from venturi.status import DEFAULT_LIVENESS, JobStatus
 
 
@@ -258,14 +258,18 @@ class _QueueReader:
         self.target, self.schema, self.liveness = target, schema, liveness
         self.bound, self.stop = bound, stop
         self.conn: Any = None
+        self.read_once = False
 
     async def _read(self) -> None:
         from venturi.admin import connection  # not at import: see venturi/cli/__init__.py
         from venturi.maintenance import gauges
 
         if self.conn is None:
-            self.conn = await connection.connect(self.target, schema=self.schema)
+            # The schema is checked until a read succeeds: its absence is configuration.
+            checked = None if self.read_once else self.schema
+            self.conn = await connection.connect(self.target, schema=checked)
         await gauges.refresh(self.conn, schema=self.schema, liveness=self.liveness)
+        self.read_once = True
 
     async def read(self) -> bool:
         """Read the gauges once: False when ``stop`` came first; ``TimeoutError`` when
@@ -327,33 +331,57 @@ async def _export(
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     reader = _QueueReader(target, schema, liveness, read_bound(interval), stop)
+    serving = False
     try:
-        try:
-            if not await reader.read():
-                return
-        except VenturiError as exc:
-            raise fail(str(exc)) from None
-        except TRANSIENT as exc:
-            # The first read refused (a role without SELECT on a table): what the loop
-            # below would retry for good is configuration here, said in one line.
-            raise fail(f"reading the queue failed: {one_line(exc)}") from None
-        try:
-            instruments.serve(port, addr)
-        except OSError as exc:
-            raise fail(f"port {port}: cannot listen ({exc.strerror or exc})") from None
-        log.info(
-            "serving queue metrics on http://%s:%d/metrics, read every %gs", addr, port, interval
-        )
-        while not await _stopped(stop, interval):
+        while True:
             try:
                 if not await reader.read():
                     break
             except (*TRANSIENT, VenturiError) as exc:
-                log.warning("reading the queue failed (retrying): %s", one_line(exc))
                 reader.drop()
+                if not reader.read_once and not _outage(exc):
+                    # Refused before any read succeeded (a bad DSN or password, no
+                    # schema, a role without SELECT on a table): configuration, which
+                    # retrying would not mend; said in one line.
+                    raise fail(_said(exc)) from None
+                log.warning("reading the queue failed (retrying): %s", one_line(exc))
+            if not serving:
+                # After the first attempt, so that bad configuration exits before it
+                # listens; and even when that attempt met an outage, so that a scrape
+                # says up 0 while the database is away.
+                try:
+                    instruments.serve(port, addr)
+                except OSError as exc:
+                    raise fail(f"port {port}: cannot listen ({exc.strerror or exc})") from None
+                serving = True
+                log.info(
+                    "serving queue metrics on http://%s:%d/metrics, read every %gs",
+                    addr,
+                    port,
+                    interval,
+                )
+            if await _stopped(stop, interval):
+                break
         log.info("metrics exporter stopped")
     finally:
         await reader.close()
+
+
+def _outage(exc: BaseException) -> bool:
+    """Is ``exc`` the database out of reach (down, restarting, silent), which a later read
+    may find mended, rather than configuration?"""
+    # ConnectError keeps the driver's error it replaced as its context (raised in the
+    # except block): a refused connection is an outage, a refused password is not. A
+    # DSN the driver cannot parse is a ValueError, some of them an InterfaceError too.
+    cause = exc.__context__ if isinstance(exc, ConnectError) else exc
+    return isinstance(cause, RETRYABLE) and not isinstance(cause, ValueError)
+
+
+def _said(exc: BaseException) -> str:
+    """The one line of an error that ends the exporter."""
+    if isinstance(exc, VenturiError):
+        return str(exc)
+    return f"reading the queue failed: {one_line(exc)}"
 
 
 async def _stopped(stop: asyncio.Event, within: float) -> bool:
