@@ -30,6 +30,12 @@ class Backoff(msgspec.Struct, frozen=True):
             raise ConfigError(f"backoff factor must be a number >= 1, got {validate.shown(factor)}")
         if c < b:
             raise ConfigError(f"backoff cap ({c}s) must not be below its base ({b}s)")
+        # Stored as a boolean column: jitter=0 or "no" passed here, and then every enqueue
+        # of the task failed in the driver with a traceback.
+        if not isinstance(self.jitter, bool):
+            raise ConfigError(
+                f"backoff jitter must be True or False, got {validate.shown(self.jitter)}"
+            )
 
     @classmethod
     def fixed(cls, delay: timedelta | float) -> Backoff:
@@ -50,7 +56,7 @@ class Backoff(msgspec.Struct, frozen=True):
         c = seconds(cap, "backoff cap")
         if isinstance(factor, bool) or not isinstance(factor, int | float):
             raise ConfigError(f"backoff factor must be a number >= 1, got {validate.shown(factor)}")
-        return cls(base=b, factor=float(factor), cap=c, jitter=bool(jitter))
+        return cls(base=b, factor=float(factor), cap=c, jitter=jitter)
 
     def delay(self, failures: int) -> float:
         """Seconds to wait after the ``failures``-th failed execution (1-based)."""

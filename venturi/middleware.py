@@ -12,16 +12,26 @@ the task's timeout covers the whole chain.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import logging
+import os
+import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from venturi.context import Context, JobMeta
+from venturi.db.errors import one_line
 from venturi.errors import ConfigError
+from venturi.validate import shown
 
 CallNext = Callable[[], Awaitable[Any]]
 Middleware = Callable[[Context[Any], Any, CallNext], Awaitable[Any]]
+
+
+def _is_middleware(mw: Any) -> bool:
+    fn = mw if inspect.isfunction(mw) or inspect.ismethod(mw) else getattr(mw, "__call__", None)  # noqa: B004
+    return fn is not None and inspect.iscoroutinefunction(fn)
 
 
 def check(middleware: Iterable[Any]) -> list[Middleware]:
@@ -29,13 +39,40 @@ def check(middleware: Iterable[Any]) -> list[Middleware]:
     ``ConfigError`` names the one that is not."""
     checked = []
     for i, mw in enumerate(middleware):
-        fn = mw if inspect.isfunction(mw) or inspect.ismethod(mw) else getattr(mw, "__call__", None)  # noqa: B004
-        if fn is None or not inspect.iscoroutinefunction(fn):
+        if not _is_middleware(mw):
             raise ConfigError(
                 f"middleware[{i}] must be an async def mw(ctx, carry, call_next), got {mw!r}"
             )
         checked.append(mw)
     return checked
+
+
+def load(spec: str) -> Middleware:
+    """The middleware ``MODULE:ATTR`` names (``venturi.tracing:run_span``), imported from
+    the current directory too, as the worker's own module is; ``ConfigError`` in one line
+    saying what is wrong, for a worker's command line to refuse before it starts."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name.strip() or not attr.strip():
+        raise ConfigError(f"must be MODULE:ATTR, e.g. venturi.tracing:run_span, got {shown(spec)}")
+    sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import {module_name!r}: {one_line(exc)}") from None
+    except Exception as exc:  # the application's module is broken: say how, in one line
+        raise ConfigError(
+            f"importing {module_name!r} raised {type(exc).__name__}: {one_line(exc)}"
+        ) from None
+    finally:
+        sys.path.pop(0)
+    if not hasattr(module, attr):
+        raise ConfigError(f"module {module_name!r} has no attribute {attr!r}")
+    found = getattr(module, attr)
+    if not _is_middleware(found):
+        raise ConfigError(
+            f"{spec} must be an async def mw(ctx, carry, call_next), got {shown(found)}"
+        )
+    return cast(Middleware, found)
 
 
 async def run_through(

@@ -24,6 +24,7 @@ from venturi.status import JobStatus
 # current_traceparent: re-exported, where it was read before it moved below the context.
 from venturi.traceparent import current_traceparent as current_traceparent
 from venturi.traceparent import otel_trace
+from venturi.workflow.suspend import Suspend, Unreplayable
 
 TRACER = "venturi"
 
@@ -37,8 +38,14 @@ def _parent(traceparent: str | None) -> Any:
     return TraceContextTextMapPropagator().extract({"traceparent": traceparent})
 
 
+# What each run's span says, named as the worker's settlements (the ``outcome`` label of
+# venturi_jobs_settled_total): these end the run in failure, and set the span's status to
+# ERROR; the rest (completed, pause, waiting, release, cancelled) leave it unset.
+FAILURES = frozenset({"failed", "timed-out", "retry", JobStatus.DEAD, "undecodable"})
+
+
 def outcome_of(result: Any) -> str:
-    """The outcome a handler's return value asks for, as the span's attribute."""
+    """The outcome a handler's return value settles as (``failed``: not an outcome)."""
     if result is None or isinstance(result, Complete):
         return JobStatus.COMPLETED
     if isinstance(result, Retry):
@@ -47,11 +54,42 @@ def outcome_of(result: Any) -> str:
         return "pause"
     if isinstance(result, Dead):
         return JobStatus.DEAD
-    return "invalid"  # the worker settles it as a failure
+    return "failed"
+
+
+def _raised(ctx: Context[Any], exc: BaseException) -> tuple[str, str]:
+    """The outcome of a run that raised ``exc`` through the chain, and why, as the
+    executor settles it."""
+    if isinstance(exc, Suspend):
+        return "waiting", exc.detail
+    if isinstance(exc, Unreplayable):
+        return "undecodable", exc.reason
+    if isinstance(exc, asyncio.CancelledError):
+        # The worker sets the run's stop reason before it cancels (a release); the only
+        # other cancel of the run's own task is its timeout. A CancelledError the
+        # handler met without either is a failure.
+        # Read off the worker's run behind the context (venturi.runtime.run.Run), which
+        # holds what the settlement is made from; a context made by hand has none.
+        run = getattr(ctx, "_run", None)
+        stopped = getattr(run, "stopped", None)
+        if stopped is not None:
+            return "release", str(stopped)
+        limit = getattr(getattr(run, "task", None), "timeout", None)
+        task = asyncio.current_task()
+        if limit is not None and task is not None and task.cancelling():
+            return "timed-out", f"run exceeded its timeout of {limit}s"
+    return "failed", f"{type(exc).__name__}: {exc}"
+
+
+def _operator_cancelled(ctx: Context[Any]) -> bool:
+    """Did an operator cancel the job while it ran? Then any ending but a completion
+    settles as cancelled."""
+    return bool(getattr(getattr(ctx, "_run", None), "cancel_requested", False))
 
 
 async def run_span(ctx: Context[Any], carry: Any, call_next: CallNext) -> Any:
-    """Middleware: one span per run, a child of the span the job was enqueued in."""
+    """Middleware: one span per run, a child of the span the job was enqueued in, its
+    ``venturi.outcome`` the settlement the run ends in (``FAILURES`` set ERROR)."""
     trace = otel_trace()
     if trace is None:
         return await call_next()
@@ -76,15 +114,25 @@ async def run_span(ctx: Context[Any], carry: Any, call_next: CallNext) -> Any:
     ) as span:
         try:
             result = await call_next()
-        except asyncio.CancelledError:
-            # A timeout or the worker stopping it: the worker settles it (timed out, or
-            # released) once the chain has unwound.
-            span.set_attribute("venturi.outcome", "cancelled")
+        except BaseException as exc:
+            outcome, why = _raised(ctx, exc)
+            if isinstance(exc, Exception):
+                span.record_exception(exc)
+            _end(span, ctx, outcome, why, Status, StatusCode)
             raise
-        except Exception as exc:
-            span.set_attribute("venturi.outcome", "failed")
-            span.record_exception(exc)
-            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-            raise
-        span.set_attribute("venturi.outcome", outcome_of(result))
+        outcome = outcome_of(result)
+        if isinstance(result, Retry | Dead):
+            why = result.reason or outcome
+        else:
+            why = f"handler returned {type(result).__name__}, not an outcome"
+        _end(span, ctx, outcome, why, Status, StatusCode)
         return result
+
+
+def _end(span: Any, ctx: Context[Any], outcome: str, why: str, status: Any, code: Any) -> None:
+    """Set the span's outcome, and its status ERROR when that is a failure."""
+    if outcome != JobStatus.COMPLETED and _operator_cancelled(ctx):
+        outcome = JobStatus.CANCELLED
+    span.set_attribute("venturi.outcome", outcome)
+    if outcome in FAILURES:
+        span.set_status(status(code.ERROR, why or outcome))

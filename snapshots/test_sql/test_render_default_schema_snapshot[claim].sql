@@ -2989,7 +2989,12 @@ SELECT id, kind, status, attempt, claimed_by FROM recovered ORDER BY id;
 -- $5 boolean backoff_jitter: whether it is half-jittered
 -- $6 uuid claim_token: the worker run (its id in the workers table)
 -- $7 text reason: the jobs' last_error and the journal detail
--- index: jobs_stale_idx WHERE status = 'claimed'.
+-- The worker run is marked stopped (its last heartbeat kept): with its claims returned it
+-- no longer counts as gone, which it did for a day, until pruned, keeping the alert on
+-- venturi_queue_workers{state="gone"} firing. A run that was alive after all (--force,
+-- or its network back) is marked running again by its next heartbeat (worker_heartbeat).
+-- Each batch runs it again; only the first changes the row.
+-- index: jobs_stale_idx WHERE status = 'claimed'; workers primary key.
 PREPARE venturi_job_recover_worker(text, float8, float8, float8, boolean, uuid, text) AS
 WITH stale AS (
     SELECT id FROM "venturi".jobs
@@ -3036,6 +3041,10 @@ recovered_journal AS (
     UNION ALL
     SELECT id, now(), 'cancelled', attempt, $1, 'cancelled by an operator while running'
     FROM recovered WHERE status = 'cancelled'
+),
+stopped AS (
+    UPDATE "venturi".workers SET stopped_at = now()
+    WHERE id = $6::uuid AND stopped_at IS NULL
 )
 SELECT id, kind, status, attempt, claimed_by FROM recovered ORDER BY id;
 
@@ -5101,9 +5110,13 @@ SELECT current_setting('statement_timeout') AS statement_timeout,
 -- worker_heartbeat: a running worker is alive; its one statement per heartbeat. No row
 -- back means the row is missing (pruned while the worker was cut off): register again.
 -- $1 uuid id: the run's claim token
+-- It clears stopped_at too: only an operator's `venturi recover --worker` sets it on a run
+-- that still beats (--force, or a network that came back), and a run that beats is
+-- running. Its own clean stop (worker_stop) comes after its last heartbeat.
 -- index: workers primary key (a HOT update: no indexed column changes).
 PREPARE venturi_worker_heartbeat(uuid) AS
-UPDATE "venturi".workers SET heartbeat_at = now() WHERE id = $1::uuid RETURNING true;
+UPDATE "venturi".workers SET heartbeat_at = now(), stopped_at = NULL WHERE id = $1::uuid
+RETURNING true;
 
 -- worker_list: the registered workers, each live, gone (no heartbeat for $1 seconds) or
 -- stopped, with the claims it holds; then, as 'unregistered', the holders of claims whose

@@ -5,62 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
-import subprocess
-import sys
-import urllib.error
-import urllib.request
 
 import asyncpg
 import pytest
 
 import venturi
 from tests.support import (
-    ROOT,
     assert_one_clean_error,
     running,
     venturi_cli,
-    wait_for,
     wait_stat,
     wait_status,
 )
+from tests.support.exporter import scrape_when, spawn_exporter
 from tests.support.ports import free_port
 from venturi import db
 from venturi.runtime.worker import Worker
-
-
-def spawn_exporter(dsn: str, port: int) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "venturi", "metrics", "--port", str(port), "--interval", "0.2"],
-        cwd=ROOT,
-        env={**os.environ, "VENTURI_DSN": dsn},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-
-
-def scrape(port: int) -> list[str]:
-    url = f"http://127.0.0.1:{port}/metrics"
-    with urllib.request.urlopen(url, timeout=5) as r:
-        return str(r.read().decode()).splitlines()
-
-
-async def scrape_when(port: int, wanted: str, within: float = 60) -> list[str]:
-    """The exporter's page once it holds the line ``wanted`` (it reads every interval)."""
-    found: list[str] = []
-
-    async def holds() -> bool:
-        nonlocal found
-        try:
-            found = await asyncio.to_thread(scrape, port)
-        except OSError:  # URLError, a reset, a timeout: not listening yet, or too busy
-            return False
-        return wanted in found
-
-    await wait_for(holds, within, every=0.1)
-    return found
 
 
 async def test_exporter_serves_queue_gauges_without_a_worker(

@@ -43,3 +43,13 @@ def test_a_fixed_delay_is_the_same_every_time() -> None:
 def test_bad_knobs_are_refused_when_built(knobs: dict[str, object], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         Backoff.exponential(**knobs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("jitter", [0, 1, "no", None])
+def test_a_jitter_that_is_not_a_bool_is_refused_when_built(jitter: object) -> None:
+    # Stored as a boolean: jitter=0 was accepted here, then every enqueue of the task
+    # failed with the driver's DataError.
+    with pytest.raises(ConfigError, match=r"^backoff jitter must be True or False, got "):
+        Backoff(base=1.0, jitter=jitter)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="backoff jitter"):
+        Backoff.exponential(1.0, jitter=jitter)  # type: ignore[arg-type]

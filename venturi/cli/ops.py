@@ -25,8 +25,8 @@ from venturi.cli.common import (
     need_dsn,
     run,
 )
-from venturi.db.errors import DATABASE_ERRORS, one_line
-from venturi.errors import ConfigError, VenturiError
+from venturi.db.errors import DATABASE_ERRORS, RETRYABLE, TRANSIENT, one_line
+from venturi.errors import ConfigError, ConnectError, VenturiError
 from venturi.status import DEFAULT_LIVENESS, JobStatus
 
 
@@ -231,52 +231,161 @@ def metrics(
         run(lambda: _export(target, schema, port, addr, every, secs))
 
 
+# How long one read of the queue (its connect included) may take before the exporter gives
+# it up, drops the connection and says venturi_queue_up 0. A server that stopped answering
+# (frozen, a black-holed network) held the read, and up at 1, for good. The interval, as a
+# read not done when the next is due is late already; at least READ_BOUND_MIN, so that a
+# loaded server's slow read at a short interval does not flap up; at most READ_BOUND_MAX, so
+# that a long interval still shows a silent server as down within two default scrapes.
+READ_BOUND_MIN = 5.0
+READ_BOUND_MAX = 30.0
+# How long the goodbye of the connection may take at exit: a frozen server never answers.
+CLOSE_TIMEOUT = 2.0
+
+
+def read_bound(interval: float) -> float:
+    """Seconds one read may take at ``interval`` (see READ_BOUND_MIN, READ_BOUND_MAX)."""
+    return min(max(interval, READ_BOUND_MIN), READ_BOUND_MAX)
+
+
+class _QueueReader:
+    """The exporter's connection and its reads, each bounded by ``bound`` seconds and
+    raced against ``stop``, so that a signal ends a read stuck on a silent server at once."""
+
+    def __init__(
+        self, target: str, schema: str, liveness: float, bound: float, stop: asyncio.Event
+    ) -> None:
+        self.target, self.schema, self.liveness = target, schema, liveness
+        self.bound, self.stop = bound, stop
+        self.conn: Any = None
+        self.read_once = False
+
+    async def _read(self) -> None:
+        from venturi.admin import connection  # not at import: see venturi/cli/__init__.py
+        from venturi.maintenance import gauges
+
+        if self.conn is None:
+            # The schema is checked until a read succeeds: its absence is configuration.
+            checked = None if self.read_once else self.schema
+            self.conn = await connection.connect(self.target, schema=checked)
+        await gauges.refresh(self.conn, schema=self.schema, liveness=self.liveness)
+        self.read_once = True
+
+    async def read(self) -> bool:
+        """Read the gauges once: False when ``stop`` came first; ``TimeoutError`` when
+        the database did not answer within the bound (the connection is then dropped)."""
+        reading = asyncio.ensure_future(self._read())
+        stopping = asyncio.ensure_future(self.stop.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {reading, stopping}, timeout=self.bound, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            stopping.cancel()
+        if reading in done:
+            reading.result()
+            return True
+        # Dropped before the read is cancelled: a cancelled statement would send the
+        # server a cancel request, which a silent server never answers either.
+        self.drop()
+        reading.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await reading
+        if self.stop.is_set():
+            return False
+        raise TimeoutError(f"the database did not answer within {self.bound:g}s")
+
+    def drop(self) -> None:
+        """Forget the connection (a broken or silent one) and say the queue is not read."""
+        from venturi.maintenance import gauges
+
+        gauges.collector().up = False
+        if self.conn is not None:
+            self.conn.terminate()
+            self.conn = None
+
+    async def close(self) -> None:
+        if self.conn is not None:
+            await self.conn.close(timeout=CLOSE_TIMEOUT)
+            self.conn = None
+
+
 async def _export(
     target: str, schema: str, port: int, addr: str, interval: float, liveness: float
 ) -> None:
-    """Read the gauges every ``interval`` on one connection (re-opened when it breaks;
-    ``venturi_queue_up`` is 0 meanwhile) and serve the last read."""
+    """Read the gauges every ``interval`` on one connection (re-opened when it breaks or
+    a read outlasts ``read_bound``; ``venturi_queue_up`` is 0 meanwhile) and serve the
+    last read."""
     import logging
     import signal
 
-    from venturi.admin import connection  # not at import: see venturi/cli/__init__.py
-    from venturi.maintenance import gauges
     from venturi.runtime import instruments
 
     log = logging.getLogger("venturi.metrics")
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    conn = await connection.connect(target, schema=schema)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    reader = _QueueReader(target, schema, liveness, read_bound(interval), stop)
+    serving = False
     try:
-        await gauges.refresh(conn, schema=schema, liveness=liveness)
-        try:
-            instruments.serve(port, addr)
-        except OSError as exc:
-            raise fail(f"port {port}: cannot listen ({exc.strerror or exc})") from None
-        log.info(
-            "serving queue metrics on http://%s:%d/metrics, read every %gs", addr, port, interval
-        )
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, stop.set)
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), interval)
-            if stop.is_set():
-                break
+        while True:
             try:
-                if conn is None:
-                    conn = await connection.connect(target, schema=None)
-                await gauges.refresh(conn, schema=schema, liveness=liveness)
-            except (*DATABASE_ERRORS, VenturiError) as exc:
+                if not await reader.read():
+                    break
+            except (*TRANSIENT, VenturiError) as exc:
+                reader.drop()
+                if not reader.read_once and not _outage(exc):
+                    # Refused before any read succeeded (a bad DSN or password, no
+                    # schema, a role without SELECT on a table): configuration, which
+                    # retrying would not mend; said in one line.
+                    raise fail(_said(exc)) from None
                 log.warning("reading the queue failed (retrying): %s", one_line(exc))
-                if conn is not None:
-                    conn.terminate()
-                conn = None
+            if not serving:
+                # After the first attempt, so that bad configuration exits before it
+                # listens; and even when that attempt met an outage, so that a scrape
+                # says up 0 while the database is away.
+                try:
+                    instruments.serve(port, addr)
+                except OSError as exc:
+                    raise fail(f"port {port}: cannot listen ({exc.strerror or exc})") from None
+                serving = True
+                log.info(
+                    "serving queue metrics on http://%s:%d/metrics, read every %gs",
+                    addr,
+                    port,
+                    interval,
+                )
+            if await _stopped(stop, interval):
+                break
         log.info("metrics exporter stopped")
     finally:
-        if conn is not None:
-            await conn.close()
+        await reader.close()
+
+
+def _outage(exc: BaseException) -> bool:
+    """Is ``exc`` the database out of reach (down, restarting, silent), which a later read
+    may find mended, rather than configuration?"""
+    # ConnectError keeps the driver's error it replaced as its context (raised in the
+    # except block): a refused connection is an outage, a refused password is not. A
+    # DSN the driver cannot parse is a ValueError, some of them an InterfaceError too.
+    cause = exc.__context__ if isinstance(exc, ConnectError) else exc
+    return isinstance(cause, RETRYABLE) and not isinstance(cause, ValueError)
+
+
+def _said(exc: BaseException) -> str:
+    """The one line of an error that ends the exporter."""
+    if isinstance(exc, VenturiError):
+        return str(exc)
+    return f"reading the queue failed: {one_line(exc)}"
+
+
+async def _stopped(stop: asyncio.Event, within: float) -> bool:
+    """Whether ``stop`` is set within ``within`` seconds."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), within)
+    return stop.is_set()

@@ -288,6 +288,7 @@ def worker(
     warn_unserved: opt.WarnUnserved = False,
     log_format: opt.LogFormat = "text",
     loop: opt.Loop = "auto",
+    middleware: opt.Middleware = None,
 ) -> None:
     """Run a worker over the tasks declared in MODULE until SIGINT/SIGTERM.
 
@@ -302,6 +303,7 @@ def worker(
     if queue_metrics and metrics_port is None:
         raise fail("--queue-metrics goes with --metrics-port")
     _, loop_factory = parse_loop(loop)
+    chain = load_middleware(middleware or [])
     logs.configure(level, log_format)
     tasks, state_src = load_target(target)
     # Two schedules of one name: refused here, before any process starts (a
@@ -344,7 +346,22 @@ def worker(
         statement_timeout=statement_timeout,
         listen_dsn=listen_dsn,
         synchronous_commit=synchronous_commit,
+        middleware=chain,
     )
+
+
+def load_middleware(specs: list[str]) -> list[Any]:
+    """The middleware each ``--middleware MODULE:ATTR`` names, checked before anything
+    starts (processes included); one line naming the option for one that is wrong."""
+    from venturi import middleware
+
+    chain = []
+    for spec in specs:
+        try:
+            chain.append(middleware.load(spec))
+        except VenturiError as exc:
+            raise fail(f"--middleware {spec}: {exc}") from None
+    return chain
 
 
 class WorkerSettings(TypedDict, total=False):
@@ -364,6 +381,7 @@ class WorkerSettings(TypedDict, total=False):
     statement_timeout: float | None
     listen_dsn: str | None
     synchronous_commit: bool
+    middleware: list[Any]
 
 
 def serve(

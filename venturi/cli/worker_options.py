@@ -34,6 +34,16 @@ RenewLease = Annotated[
 Heartbeat = Annotated[
     float, typer.Option(help="Seconds between checks of running jobs (cancel requests).")
 ]
+Middleware = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--middleware",
+        metavar="<str>",
+        help="MODULE:ATTR of an async def mw(ctx, carry, call_next) wrapping every run "
+        "(repeatable, the first outermost); venturi.tracing:run_span: a span per run.",
+        show_default=False,
+    ),
+]
 MetricsPort = Annotated[int | None, typer.Option(help="Serve Prometheus metrics on this port.")]
 StatementTimeout = Annotated[
     float | None,

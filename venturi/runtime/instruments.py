@@ -89,6 +89,18 @@ def serve(port: int, addr: str = "0.0.0.0") -> None:
             _served[(addr, port)] = prometheus_client.start_http_server(port, addr)
 
 
+def serve_or_refuse(port: int, knob: str) -> None:
+    """``serve(port)``, a port that cannot be bound (in use, not ours) a ``ConfigError``
+    naming ``knob`` rather than a bare ``OSError``."""
+    try:
+        serve(port)
+    except OSError as exc:
+        raise ConfigError(
+            f"{knob} {port}: cannot listen ({exc.strerror or exc}); "
+            "choose a free port or stop what holds it"
+        ) from None
+
+
 # The stop line's counters (the settlements' stats keys), in the order it names them,
 # and how it says those that do not read as they are.
 _SUMMARY = (

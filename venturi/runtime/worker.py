@@ -211,6 +211,10 @@ class Worker(Generic[S]):
         if self._running:
             raise ConfigError("this worker is already running")
         cfg = self.config
+        if cfg.metrics_port is not None:
+            # Before the pool and the running flag: a port in use raised OSError after
+            # both, leaking the pool and leaving this worker refusing to run again.
+            instruments.serve_or_refuse(cfg.metrics_port, "metrics_port")
         pool = cfg.pool if cfg.pool is not None else await open_pool(cfg)
         self._running = True
         # A token of this run's own: ownership of its claims never depends on the
@@ -233,8 +237,6 @@ class Worker(Generic[S]):
             size = cfg.concurrency + HANDLER_SPARE
             threads = DaemonThreads(size, "venturi-handler")
             loop.inflight.threads = threads
-        if cfg.metrics_port is not None:
-            instruments.serve(cfg.metrics_port)
         watcher = asyncio.create_task(loop.watch(shutdown))
         started, began = False, time.monotonic()
         listen_pool: Any = None

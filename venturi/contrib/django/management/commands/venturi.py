@@ -60,10 +60,19 @@ class Command(BaseCommand):  # type: ignore[misc]
                 raise
 
     def worker(self, argv: list[str]) -> None:
+        from venturi import middleware
         from venturi.cli.worker import load_target, parse_priority_ratio, serve
         from venturi.contrib.django.arguments import worker_parser
+        from venturi.errors import ConfigError
 
-        ns = worker_parser().parse_args(argv)
+        ns = _with_middleware(worker_parser()).parse_args(argv)
+        chain = []
+        for spec in ns.middleware or []:
+            try:
+                chain.append(middleware.load(spec))
+            except ConfigError as exc:
+                # Exit 2, as `venturi worker` refuses it: a usage error, before any start.
+                raise CommandError(f"--middleware {spec}: {exc}", returncode=2) from None
         level = getattr(logging, ns.log_level.upper(), None)
         if not isinstance(level, int):
             raise CommandError(
@@ -102,6 +111,7 @@ class Command(BaseCommand):  # type: ignore[misc]
             heartbeat=ns.heartbeat,
             metrics_port=ns.metrics_port,
             synchronous_commit=ns.synchronous_commit,
+            middleware=chain,
         )
 
     def queues(self, named: list[str] | None) -> list[str]:
@@ -124,6 +134,19 @@ class Command(BaseCommand):  # type: ignore[misc]
                 "queues this worker runs with --queue"
             )
         return sorted({q for b in backends for q in b.queues})
+
+
+def _with_middleware(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``parser`` with ``--middleware MODULE:ATTR`` (repeatable), as ``venturi worker``'s."""
+    parser.add_argument(
+        "--middleware",
+        action="append",
+        default=None,
+        metavar="MODULE:ATTR",
+        help="An async def mw(ctx, carry, call_next) wrapping every run (repeatable, the "
+        "first outermost); venturi.tracing:run_span opens a span per run.",
+    )
+    return parser
 
 
 # Django's own options that take a value, which it reads wherever they stand in the command
