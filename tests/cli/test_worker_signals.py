@@ -1,0 +1,77 @@
+"""How `venturi worker` (one process, or several under a supervisor) hears its signals:
+real processes, signalled for real, each step awaited (an event its handler wrote, a line
+it logged), never a fixed sleep."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import asyncpg
+
+from tests.support import ROOT, status_of, wait_until
+from tests.support.signaltasks import Item, stubborn
+
+MODULE = "tests.support.signaltasks"
+
+
+def spawn(dsn: str, runs: Path, *args: str) -> subprocess.Popen[bytes]:
+    """`venturi worker MODULE ARGS`, its output (and its children's) in runs/out.txt."""
+    env = {**os.environ, "VENTURI_DSN": dsn, "VENTURI_TEST_RUNS_DIR": str(runs)}
+    with open(runs / "out.txt", "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "venturi", "worker", MODULE, "--poll-max", "0.2", *args],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def output(runs: Path) -> str:
+    return (runs / "out.txt").read_text()
+
+
+def events(runs: Path, event: str) -> list[str]:
+    """The lines "EVENT JOB PID" the handlers wrote, of that event."""
+    path = runs / "events.txt"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [line for line in lines if line.split()[0] == event]
+
+
+async def exited(proc: subprocess.Popen[bytes], within: float = 20) -> int:
+    """The process's exit status; it is killed (and the test fails) if it runs on."""
+    try:
+        return await asyncio.to_thread(proc.wait, within)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        await asyncio.to_thread(proc.wait)
+        raise AssertionError(f"still running {within}s later") from None
+
+
+async def test_a_handler_that_ignores_its_cancellation_does_not_hold_the_exit(
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path
+) -> None:
+    # The worker abandons the handler after its clean-up time and logs "stopped";
+    # asyncio.Runner's close then cancelled it again and waited for it without a limit,
+    # while its released job could already run on another worker.
+    job = await stubborn.enqueue(conn, Item(1))
+    proc = spawn(dsn, tmp_path, "--shutdown-timeout", "0.3")
+    try:
+        await wait_until(lambda: bool(events(tmp_path, "start")), within=30)
+        proc.send_signal(signal.SIGTERM)
+        code = await exited(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = output(tmp_path)
+    assert code == 0, out
+    assert " stopped after " in out and "(1 released)" in out, out
+    assert "1 task(s) ignored their cancellation" in out, out
+    assert "Traceback" not in out and "destroyed" not in out, out
+    assert await status_of(conn, job) == "pending"
