@@ -14,7 +14,7 @@ from pathlib import Path
 import asyncpg
 
 from tests.support import ROOT, status_of, wait_until
-from tests.support.signaltasks import Item, stubborn
+from tests.support.signaltasks import Item, polite, stubborn
 
 MODULE = "tests.support.signaltasks"
 
@@ -42,6 +42,23 @@ def events(runs: Path, event: str) -> list[str]:
     path = runs / "events.txt"
     lines = path.read_text().splitlines() if path.exists() else []
     return [line for line in lines if line.split()[0] == event]
+
+
+def children(pid: int) -> set[int]:
+    """Live (not zombie) processes whose parent is ``pid``, from /proc."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces, so split after its ")".
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if int(ppid) == pid and state != "Z":
+            found.add(int(entry.name))
+    return found
 
 
 async def exited(proc: subprocess.Popen[bytes], within: float = 20) -> int:
@@ -75,3 +92,40 @@ async def test_a_handler_that_ignores_its_cancellation_does_not_hold_the_exit(
     assert "1 task(s) ignored their cancellation" in out, out
     assert "Traceback" not in out and "destroyed" not in out, out
     assert await status_of(conn, job) == "pending"
+
+
+async def test_children_signalled_with_their_supervisor_drain_once(
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path
+) -> None:
+    # systemd's KillMode=control-group (the default) sends SIGTERM to every process of
+    # the unit at once. The supervisor passed its own on as a second SIGTERM, so each
+    # child counted two signals and stopped at once, releasing jobs with most of their
+    # 30 s grace left.
+    jobs = [await polite.enqueue(conn, Item(i)) for i in range(2)]
+    proc = spawn(dsn, tmp_path, "--processes", "2", "--concurrency", "1")
+    try:
+        await wait_until(lambda: len(events(tmp_path, "start")) == 2, within=30)
+        workers = children(proc.pid)
+        assert len(workers) == 2
+        # Each child takes its own signal first (two signals that arrive together are
+        # one), then the supervisor its own.
+        for pid in workers:
+            os.kill(pid, signal.SIGTERM)
+        await wait_until(lambda: len(events(tmp_path, "asked")) == 2, within=30)
+        os.kill(proc.pid, signal.SIGTERM)
+        await wait_until(
+            lambda: (
+                "processes to drain" in output(tmp_path) or "stopped at once" in output(tmp_path)
+            )
+        )
+        (tmp_path / "finish").touch()
+        code = await exited(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = output(tmp_path)
+    assert code == 0, out
+    assert "second signal: released" not in out, out
+    assert out.count("venturi: stopping: ") == 2, out
+    for job in jobs:
+        assert await status_of(conn, job) == "completed", out

@@ -2,8 +2,9 @@
 
 Each child runs ``venturi worker`` with the supervisor's arguments and is restarted
 after ``restart_delay`` (one second) when it exits; SIGINT/SIGTERM asks every child to
-drain, a second signal makes them stop at once. A child stops with its supervisor, even
-one killed by SIGKILL.
+drain, a second signal makes them stop at once. The supervisor asks over each child's
+pipe, not with a signal of its own (``venturi.cli.signals.ask``). A child stops with its
+supervisor, even one killed by SIGKILL.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from venturi.cli import signals as asking
 
 # The supervisor's log lines keep the name they had when it lived in venturi.supervisor.
 log = logging.getLogger("venturi.supervisor")
@@ -91,7 +94,8 @@ class _Supervisor:
         self.stop = asyncio.Event()
         self.children: dict[int, asyncio.subprocess.Process] = {}
         self.status = 0
-        self.signals = 0
+        self.signals = 0  # received by the supervisor
+        self.asked = 0  # what it asked of its children (asking.DRAIN, ...)
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -109,14 +113,33 @@ class _Supervisor:
         return self.status
 
     def _on_signal(self) -> None:
-        # The first signal asks every child to drain; another makes them stop at once
-        # (a worker's own rule for a second signal).
+        # The first signal asks every child to drain; another makes them stop at once,
+        # a third exit (a worker's own rule for its signals).
         self.signals += 1
+        if self.signals == 1:
+            log.info(
+                "supervisor %d: asking %d worker processes to drain; a second signal "
+                "stops them at once",
+                os.getpid(),
+                len(self.children),
+            )
+        self._ask_all(min(self.signals, asking.EXIT))
+
+    def _ask_all(self, level: int) -> None:
         self.stop.set()
+        self.asked = max(self.asked, level)
         for proc in self.children.values():
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
+            self._ask(proc, level)
+
+    @staticmethod
+    def _ask(proc: asyncio.subprocess.Process, level: int) -> None:
+        # Over the child's pipe, not as a signal: under systemd (KillMode=control-group)
+        # each child already got the operator's SIGTERM itself, and a second from here
+        # counted as the operator's second signal (it stopped at once, releasing jobs
+        # that had most of their grace left). A request adds to no count of signals.
+        pipe = proc.stdin
+        if proc.returncode is None and pipe is not None and not pipe.is_closing():
+            pipe.write(bytes([level]))
 
     def _args(self, index: int) -> list[str]:
         """The arguments of the ``index``-th child: a port to listen on (--metrics-port)
@@ -149,8 +172,7 @@ class _Supervisor:
             self.children[index] = proc
             started = time.monotonic()
             if self.stop.is_set():  # a signal arrived while it was being started
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
+                self._ask(proc, self.asked)
             code = await proc.wait()
             if self.stop.is_set():
                 return
@@ -161,7 +183,7 @@ class _Supervisor:
                     proc.pid,
                 )
                 self.status = 2
-                self._on_signal()
+                self._ask_all(asking.DRAIN)
                 return
             first = False
             log.error(
@@ -187,15 +209,17 @@ _CHILD = (
 
 
 def _watch_parent() -> None:
-    """In a child: drain (as on SIGTERM) once the supervisor's pipe reaches end-of-file."""
+    """In a child: do what the supervisor asks over its pipe (``asking.ask``), and drain
+    once the pipe reaches end-of-file (the supervisor is gone)."""
 
     def watch() -> None:
         # os.read, not sys.stdin: a daemon thread blocked inside a buffered reader would
         # hold its lock when the interpreter exits, which aborts the process.
         with contextlib.suppress(OSError):
-            while os.read(0, 1 << 16):
-                pass
-        os.kill(os.getpid(), signal.SIGTERM)
+            while asked := os.read(0, 1 << 16):
+                for level in asked:
+                    asking.ask(level)
+        asking.ask(asking.DRAIN)
 
     threading.Thread(target=watch, name="venturi-parent-watch", daemon=True).start()
 

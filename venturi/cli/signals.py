@@ -1,4 +1,5 @@
-"""How a command that runs until stopped hears SIGINT/SIGTERM."""
+"""How a command that runs until stopped hears SIGINT/SIGTERM, and a supervised worker
+process its supervisor (``ask``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,13 @@ import typer
 # exits regardless (the database may be what is not answering).
 FORCED_EXIT_WITHIN = 15.0
 
+# What a supervisor asks of a worker process (``ask``): what a first, second and third
+# signal do.
+DRAIN, FORCE, EXIT = 1, 2, 3
+
+# Set by install_signal_handlers: hands a request to the running command's loop.
+_asked: Callable[[int], None] | None = None
+
 
 def exit_now(message: str) -> None:
     typer.echo(f"venturi: {message}", err=True)
@@ -25,31 +33,59 @@ def exit_now(message: str) -> None:
     os._exit(130)
 
 
+def ask(level: int) -> None:
+    """From any thread: do what the ``level``-th signal does (``DRAIN``, ``FORCE``,
+    ``EXIT``), unless the process has already. Unlike a signal, a request adds to no
+    count: a supervisor passes its operator's signal on this way, so a child that got
+    the same signal itself (systemd signals every process of a unit at once) does not
+    count two and stop at once."""
+    asked = _asked
+    if asked is None:
+        # Not listening yet (still starting, nothing claimed): SIGTERM's default action.
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    asked(level)
+
+
 def install_signal_handlers(
     shutdown: asyncio.Event, force: Callable[[], None] | None = None, grace: float | None = None
 ) -> None:
     """SIGINT/SIGTERM set the shutdown event (handlers get ``grace`` seconds to wind
     down); a second one calls ``force``, which should stop at once, releasing the running
-    jobs; a third (or a second without ``force``) exits at once."""
+    jobs; a third (or a second without ``force``) exits at once. ``ask`` reaches the same
+    steps without counting as a signal."""
+    global _asked
     loop = asyncio.get_running_loop()
-    signals = 0
+    signals = 0  # received by this process
+    done = 0  # the steps taken, of signals and requests
+
+    def step(level: int) -> None:
+        nonlocal done
+        while done < level:
+            done += 1
+            if done == 1:
+                within = "" if grace is None else f" up to {grace:g}s"
+                typer.echo(
+                    f"venturi: stopping: running jobs get{within} to finish; a second signal "
+                    "releases them and exits at once",
+                    err=True,
+                )
+                shutdown.set()
+            elif done == 2 and force is not None:
+                force()
+            else:
+                exit_now("stopped at once; running jobs are recovered when their leases expire")
 
     def stop() -> None:
         nonlocal signals
         signals += 1
-        if signals == 1:
-            within = "" if grace is None else f" up to {grace:g}s"
-            typer.echo(
-                f"venturi: stopping: running jobs get{within} to finish; a second signal "
-                "releases them and exits at once",
-                err=True,
-            )
-            shutdown.set()
-        elif signals == 2 and force is not None:
-            force()
-        else:
-            exit_now("stopped at once; running jobs are recovered when their leases expire")
+        step(signals)
+
+    def asked(level: int) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nothing left to stop
+            loop.call_soon_threadsafe(step, level)
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop)
+    _asked = asked
