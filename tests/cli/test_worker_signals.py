@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import asyncpg
+import pytest
 
 from tests.support import ROOT, status_of, wait_until
 from tests.support.signaltasks import Item, polite, stubborn
@@ -30,6 +31,8 @@ def spawn(dsn: str, runs: Path, *args: str) -> subprocess.Popen[bytes]:
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
+            # SIGHUP as a terminal would send it, even to tests run under nohup.
+            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
         )
 
 
@@ -129,3 +132,39 @@ async def test_children_signalled_with_their_supervisor_drain_once(
     assert out.count("venturi: stopping: ") == 2, out
     for job in jobs:
         assert await status_of(conn, job) == "completed", out
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+async def test_sighup_drains_as_sigterm_does(
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path, processes: str
+) -> None:
+    # A closed terminal or ssh session sends SIGHUP: it killed a single worker outright
+    # (its jobs claimed until their leases expired), and a supervisor (its children,
+    # their pipe closed, drained).
+    jobs = [await polite.enqueue(conn, Item(i)) for i in range(int(processes))]
+    proc = spawn(dsn, tmp_path, "--processes", processes, "--concurrency", "1")
+    try:
+        await wait_until(lambda: len(events(tmp_path, "start")) == len(jobs), within=30)
+        proc.send_signal(signal.SIGHUP)
+        await wait_until(lambda: len(events(tmp_path, "asked")) == len(jobs) or bool(proc.poll()))
+        (tmp_path / "finish").touch()
+        code = await exited(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = output(tmp_path)
+    assert code == 0, out
+    assert out.count("venturi: stopping: ") == len(jobs), out
+    for job in jobs:
+        assert await status_of(conn, job) == "completed", out
+
+
+def test_a_sighup_ignored_by_nohup_stays_ignored() -> None:
+    check = (
+        "import signal; signal.signal(signal.SIGHUP, signal.SIG_IGN); "
+        "from venturi.cli.signals import stop_signals; print(sorted(stop_signals()))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert out.stdout.strip() == str(sorted([signal.SIGINT, signal.SIGTERM])), out

@@ -2,7 +2,7 @@
 
 Each child runs ``venturi worker`` with the supervisor's arguments and is restarted
 after ``restart_delay`` (one second) when it exits; SIGINT/SIGTERM asks every child to
-drain, a second signal makes them stop at once. The supervisor asks over each child's
+drain (SIGHUP too), a second signal makes them stop at once. The supervisor asks over each child's
 pipe, not with a signal of its own (``venturi.cli.signals.ask``). A child stops with its
 supervisor, even one killed by SIGKILL.
 """
@@ -14,7 +14,6 @@ import contextlib
 import enum
 import logging
 import os
-import signal
 import sys
 import threading
 import time
@@ -99,14 +98,16 @@ class _Supervisor:
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        # The signals a single worker stops on, so that both modes agree (SIGHUP too).
+        stopping = asking.stop_signals()
+        for sig in stopping:
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, self._on_signal)
         log.info("supervisor %d: starting %d worker processes", os.getpid(), self.processes)
         try:
             await asyncio.gather(*(self._slot(i) for i in range(self.processes)))
         finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in stopping:
                 with contextlib.suppress(NotImplementedError):
                     loop.remove_signal_handler(sig)
         log.info("supervisor %d: all worker processes stopped", os.getpid())

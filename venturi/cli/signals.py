@@ -1,4 +1,4 @@
-"""How a command that runs until stopped hears SIGINT/SIGTERM, and a supervised worker
+"""How a command that runs until stopped hears SIGINT/SIGTERM/SIGHUP, and a supervised worker
 process its supervisor (``ask``)."""
 
 from __future__ import annotations
@@ -22,6 +22,18 @@ DRAIN, FORCE, EXIT = 1, 2, 3
 
 # Set by install_signal_handlers: hands a request to the running command's loop.
 _asked: Callable[[int], None] | None = None
+
+
+def stop_signals() -> list[signal.Signals]:
+    """The signals that stop a worker: SIGINT, SIGTERM and SIGHUP. A SIGHUP is a closed
+    terminal or ssh session: by default it killed the worker outright, leaving its jobs
+    claimed until their leases expired (and a supervisor died while its children
+    drained). One that is ignored (``nohup``) stays ignored."""
+    found = [signal.SIGINT, signal.SIGTERM]
+    hup = getattr(signal, "SIGHUP", None)  # none on Windows
+    if hup is not None and signal.getsignal(hup) is not signal.SIG_IGN:
+        found.append(hup)
+    return found
 
 
 def exit_now(message: str) -> None:
@@ -50,7 +62,7 @@ def ask(level: int) -> None:
 def install_signal_handlers(
     shutdown: asyncio.Event, force: Callable[[], None] | None = None, grace: float | None = None
 ) -> None:
-    """SIGINT/SIGTERM set the shutdown event (handlers get ``grace`` seconds to wind
+    """SIGINT/SIGTERM/SIGHUP (``stop_signals``) set the shutdown event (handlers get ``grace`` seconds to wind
     down); a second one calls ``force``, which should stop at once, releasing the running
     jobs; a third (or a second without ``force``) exits at once. ``ask`` reaches the same
     steps without counting as a signal."""
@@ -85,7 +97,7 @@ def install_signal_handlers(
         with contextlib.suppress(RuntimeError):  # the loop has closed: nothing left to stop
             loop.call_soon_threadsafe(step, level)
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in stop_signals():
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop)
     _asked = asked
