@@ -15,7 +15,7 @@ import asyncpg
 import pytest
 
 from tests.support import ROOT, status_of, wait_until
-from tests.support.signaltasks import Item, polite, stubborn
+from tests.support.signaltasks import Item, blocking, polite, stubborn
 
 MODULE = "tests.support.signaltasks"
 
@@ -168,3 +168,28 @@ def test_a_sighup_ignored_by_nohup_stays_ignored() -> None:
         [sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert out.stdout.strip() == str(sorted([signal.SIGINT, signal.SIGTERM])), out
+
+
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+async def test_a_third_signal_exits_while_a_handler_blocks_the_loop(
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path, loop: str
+) -> None:
+    # An async handler that blocks the event loop (time.sleep, a sync HTTP call) left the
+    # worker deaf to every signal until it returned; the three were then acted on
+    # together. Three different signals: two of one kind sent together are one.
+    job = await blocking.enqueue(conn, Item(1))
+    proc = spawn(dsn, tmp_path, "--loop", loop)
+    try:
+        await wait_until(lambda: bool(events(tmp_path, "start")), within=30)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            proc.send_signal(sig)
+        code = await exited(proc)
+    finally:
+        (tmp_path / "unblock").touch()
+        if proc.poll() is None:
+            proc.kill()
+    out = output(tmp_path)
+    assert code == 130, out
+    assert not events(tmp_path, "end"), out  # exited while the handler still blocked
+    assert "venturi: stopped at once" in out, out
+    assert await status_of(conn, job) == "claimed"  # its lease will bring it back

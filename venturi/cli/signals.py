@@ -51,6 +51,9 @@ def ask(level: int) -> None:
     count: a supervisor passes its operator's signal on this way, so a child that got
     the same signal itself (systemd signals every process of a unit at once) does not
     count two and stop at once."""
+    if level >= EXIT:
+        # At once, from this thread: the loop may be blocked (see install_signal_handlers).
+        exit_now("stopped at once; running jobs are recovered when their leases expire")
     asked = _asked
     if asked is None:
         # Not listening yet (still starting, nothing claimed): SIGTERM's default action.
@@ -88,10 +91,20 @@ def install_signal_handlers(
             else:
                 exit_now("stopped at once; running jobs are recovered when their leases expire")
 
-    def stop() -> None:
+    last = EXIT if force is not None else FORCE
+
+    def counted(signum: int, frame: object) -> None:
+        # Python runs this in the main thread between two bytecodes, even while a handler
+        # blocks the event loop (time.sleep in an async def): the loop's own handling
+        # waited for the block to end, so three signals in a row were all deaf, then
+        # acted on together. The third exits here and now; the others are the loop's.
         nonlocal signals
         signals += 1
-        step(signals)
+        if signals >= last:
+            exit_now("stopped at once; running jobs are recovered when their leases expire")
+
+    def stop() -> None:  # on the loop, after ``counted``
+        step(max(signals, 1))
 
     def asked(level: int) -> None:
         with contextlib.suppress(RuntimeError):  # the loop has closed: nothing left to stop
@@ -100,4 +113,7 @@ def install_signal_handlers(
     for sig in stop_signals():
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop)
+            # In place of the loop's handler, which does nothing: the loop still hears
+            # the signal (through its wakeup descriptor) and calls ``stop``.
+            signal.signal(sig, counted)
     _asked = asked
