@@ -14,7 +14,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from tests.support import ROOT, status_of, wait_until
+from tests.support import ROOT, status_of, wait_status, wait_until
 from tests.support.signaltasks import Item, blocking, polite, stubborn
 
 MODULE = "tests.support.signaltasks"
@@ -193,3 +193,51 @@ async def test_a_third_signal_exits_while_a_handler_blocks_the_loop(
     assert not events(tmp_path, "end"), out  # exited while the handler still blocked
     assert "venturi: stopped at once" in out, out
     assert await status_of(conn, job) == "claimed"  # its lease will bring it back
+
+
+async def test_a_supervisor_whose_children_stopped_at_once_exits_130(
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path
+) -> None:
+    # Each child exited 130 (as a single worker does after a second signal), and the
+    # supervisor 0, as after a clean drain.
+    jobs = [await polite.enqueue(conn, Item(i)) for i in range(2)]
+    proc = spawn(dsn, tmp_path, "--processes", "2", "--concurrency", "1")
+    try:
+        await wait_until(lambda: len(events(tmp_path, "start")) == 2, within=30)
+        proc.send_signal(signal.SIGTERM)
+        await wait_until(lambda: len(events(tmp_path, "asked")) == 2, within=30)
+        proc.send_signal(signal.SIGINT)
+        code = await exited(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = output(tmp_path)
+    assert code == 130, out
+    assert out.count("stopped at once on a second signal: released 1 running job") == 2, out
+    for job in jobs:
+        assert await status_of(conn, job) == "pending", out
+
+
+async def test_a_third_signal_says_the_jobs_were_being_released(
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path
+) -> None:
+    # It said "running jobs are recovered when their leases expire" when they had just
+    # been released (pending, journal `released`) and the worker waited for a handler
+    # that ignores its cancellation to clean up.
+    job = await stubborn.enqueue(conn, Item(1))
+    proc = spawn(dsn, tmp_path)
+    try:
+        await wait_until(lambda: bool(events(tmp_path, "start")), within=30)
+        proc.send_signal(signal.SIGTERM)
+        await wait_until(lambda: "venturi: stopping: " in output(tmp_path), within=30)
+        proc.send_signal(signal.SIGINT)
+        await wait_status(conn, job, "pending", within=30)
+        proc.send_signal(signal.SIGHUP)
+        code = await exited(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = output(tmp_path)
+    assert code == 130, out
+    assert "stopped at once on a third signal while the running jobs were released" in out, out
+    assert "running jobs are recovered when their leases expire" not in out, out

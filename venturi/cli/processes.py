@@ -70,7 +70,8 @@ def run_processes(
 ) -> int:
     """Run ``processes`` worker processes (``venturi worker ARGS``) until SIGINT/SIGTERM,
     restarting one that exits after ``restart_delay``; returns the exit status: 0 after a
-    graceful stop, 2 when a process could not start (exit status 2 on its first start)."""
+    graceful stop, 130 after one at once (a second signal), 2 when a process could not
+    start (exit status 2 on its first start)."""
     return asyncio.run(_Supervisor(processes, list(args), dsn, listen_dsn, restart_delay).run())
 
 
@@ -111,6 +112,10 @@ class _Supervisor:
                 with contextlib.suppress(NotImplementedError):
                     loop.remove_signal_handler(sig)
         log.info("supervisor %d: all worker processes stopped", os.getpid())
+        if self.status == 0 and self.asked >= asking.FORCE:
+            # Stopped at once, as a single worker exits after a second signal (each child
+            # did): not the 0 of a clean drain.
+            return 130
         return self.status
 
     def _on_signal(self) -> None:

@@ -51,9 +51,6 @@ def ask(level: int) -> None:
     count: a supervisor passes its operator's signal on this way, so a child that got
     the same signal itself (systemd signals every process of a unit at once) does not
     count two and stop at once."""
-    if level >= EXIT:
-        # At once, from this thread: the loop may be blocked (see install_signal_handlers).
-        exit_now("stopped at once; running jobs are recovered when their leases expire")
     asked = _asked
     if asked is None:
         # Not listening yet (still starting, nothing claimed): SIGTERM's default action.
@@ -89,7 +86,7 @@ def install_signal_handlers(
             elif done == 2 and force is not None:
                 force()
             else:
-                exit_now("stopped at once; running jobs are recovered when their leases expire")
+                exit_now(exiting())
 
     last = EXIT if force is not None else FORCE
 
@@ -101,12 +98,25 @@ def install_signal_handlers(
         nonlocal signals
         signals += 1
         if signals >= last:
-            exit_now("stopped at once; running jobs are recovered when their leases expire")
+            exit_now(exiting())
+
+    def exiting() -> str:
+        # What is true when the process exits: after a forced stop the running jobs were
+        # being released (most often they all were); before one, none was.
+        if done >= FORCE and force is not None:
+            return (
+                "stopped at once on a third signal while the running jobs were released; "
+                "any whose release was not written are recovered when their leases expire"
+            )
+        return "stopped at once; running jobs are recovered when their leases expire"
 
     def stop() -> None:  # on the loop, after ``counted``
         step(max(signals, 1))
 
     def asked(level: int) -> None:
+        if level >= EXIT:
+            # At once, from the pipe's thread: the loop may be blocked (see ``counted``).
+            exit_now(exiting())
         with contextlib.suppress(RuntimeError):  # the loop has closed: nothing left to stop
             loop.call_soon_threadsafe(step, level)
 
