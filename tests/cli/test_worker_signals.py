@@ -241,3 +241,35 @@ async def test_a_third_signal_says_the_jobs_were_being_released(
     assert code == 130, out
     assert "stopped at once on a third signal while the running jobs were released" in out, out
     assert "running jobs are recovered when their leases expire" not in out, out
+
+
+@pytest.mark.parametrize(
+    ("bad", "said"),
+    [
+        (["--concurrency", "0"], "concurrency must be an integer >= 1, got 0"),
+        (["--poll-max", "-1"], "poll_max must be positive, got -1.0"),
+        (
+            ["--metrics-port", "65535"],
+            "metrics-port 65535 with 3 processes: process i listens on 65535 + i, "
+            "and 65537 is past 65535",
+        ),
+    ],
+)
+async def test_a_supervisor_checks_the_options_before_it_starts_a_child(
+    dsn: str, conn: asyncpg.Connection, bad: list[str], said: str
+) -> None:
+    # Checked only in each child: --concurrency 0 printed its error three times, and
+    # with --metrics-port 65535 child 0 claimed a job while child 1 failed.
+    job = await polite.enqueue(conn, Item(1))
+    out = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "venturi", "worker", MODULE, "--processes", "3", *bad],
+        cwd=ROOT,
+        env={**os.environ, "VENTURI_DSN": dsn},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2, out
+    assert out.stderr == f"venturi: {said}\n" and not out.stdout, out
+    assert await status_of(conn, job) == "pending"

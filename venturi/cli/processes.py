@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import inspect
+import itertools
 import logging
 import os
 import sys
@@ -21,6 +23,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from venturi.cli import signals as asking
+from venturi.cli.common import fail
+from venturi.errors import ConfigError
+from venturi.runtime.config import WorkerConfig
 
 # The supervisor's log lines keep the name they had when it lived in venturi.supervisor.
 log = logging.getLogger("venturi.supervisor")
@@ -72,7 +77,52 @@ def run_processes(
     restarting one that exits after ``restart_delay``; returns the exit status: 0 after a
     graceful stop, 130 after one at once (a second signal), 2 when a process could not
     start (exit status 2 on its first start)."""
+    try:
+        check_arguments(processes, args, dsn, listen_dsn)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
     return asyncio.run(_Supervisor(processes, list(args), dsn, listen_dsn, restart_delay).run())
+
+
+# The worker's knobs a child would check only once started, by option (``--poll-max``):
+# not the flags (typer parsed them already, and they take no value), nor the priority
+# ratio (the command checked it; its ``strict`` is the knob's None).
+_KNOBS = {
+    f"--{name.replace('_', '-')}": name
+    for name, param in inspect.signature(WorkerConfig.build).parameters.items()
+    if name not in ("pool_or_dsn", "priority_ratio") and not isinstance(param.default, bool)
+}
+# The highest TCP port.
+_MAX_PORT = 65535
+
+
+def check_arguments(
+    processes: int, args: Sequence[str], dsn: str, listen_dsn: str | None = None
+) -> None:
+    """Check the children's worker knobs as each child would (``WorkerConfig``), and the
+    metrics port of each: a ``ConfigError`` before any child starts. Checked only in the
+    children, ``--concurrency 0 --processes 3`` printed its error three times, and with
+    ``--metrics-port 65535 --processes 2`` child 0 claimed a job while child 1 failed."""
+    knobs: dict[str, Any] = {}
+    for option, value in itertools.pairwise(args):
+        if option in _KNOBS:
+            knobs[_KNOBS[option]] = _parsed(value)
+    WorkerConfig.build(dsn, listen_dsn=listen_dsn, **knobs)
+    port = knobs.get("metrics_port")
+    if port is not None and port + processes - 1 > _MAX_PORT:
+        raise ConfigError(
+            f"metrics-port {port} with {processes} processes: process i listens on "
+            f"{port} + i, and {port + processes - 1} is past {_MAX_PORT}"
+        )
+
+
+def _parsed(value: str) -> Any:
+    """An option's value as the command parsed it: ``child_arguments`` printed it, and
+    an int prints without a point, a float with one."""
+    for kind in (int, float):
+        with contextlib.suppress(ValueError):
+            return kind(value)
+    return value
 
 
 class _Supervisor:
