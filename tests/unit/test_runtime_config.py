@@ -71,3 +71,13 @@ def test_the_journal_vocabulary_is_what_the_table_allows() -> None:
     assert check is not None
     allowed = set(re.findall(r"'([a-z-]+)'", check.group(1)))
     assert allowed == {str(e) for e in JournalEvent}
+
+
+def test_concurrency_is_at_most_ten_thousand() -> None:
+    # Each slot is paid for when the worker starts (a pool holder, a thread, a claim's
+    # batch): 100,000,000 took 24 GB before the OOM killer ended the worker.
+    assert WorkerConfig.build(DSN, concurrency=10_000).concurrency == 10_000
+    with pytest.raises(ConfigError, match=r"^concurrency must be at most 10,000 .*, got 10,001$"):
+        WorkerConfig.build(DSN, concurrency=10_001)
+    with pytest.raises(ConfigError, match=r"^concurrency must be at most 10,000 "):
+        Worker(None, DSN, [], concurrency=100_000_000)

@@ -5,6 +5,7 @@ operator's call, and the console and JSON output."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 from collections.abc import Awaitable, Callable
@@ -71,17 +72,66 @@ def say(text: str, *, err: bool = False) -> None:
     typer.echo(terminal_safe(text), err=err)
 
 
+# Once a command's coroutine has returned, how long the tasks it left behind get to end
+# after they are cancelled. asyncio.Runner's own close cancels them and waits without a
+# limit: a worker's handler that ignores its cancellation (the worker abandons it after
+# its clean-up time) kept `venturi worker` alive 30 s after it logged "stopped", while
+# another worker already ran its released job.
+LEFTOVERS_WITHIN = 1.0
+
+
 def run(
     coro_fn: Callable[[], Awaitable[T]],
     loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
 ) -> T:
     """Run a coroutine (on a loop from ``loop_factory``, else asyncio's own), turning
-    venturi's own errors into one-line exits."""
+    venturi's own errors into one-line exits. Tasks it leaves running are cancelled and
+    get ``LEFTOVERS_WITHIN`` seconds to end; the command does not wait for the rest."""
+    # A Runner for its handling of Ctrl-C, but not its close (see LEFTOVERS_WITHIN).
+    runner = asyncio.Runner(loop_factory=loop_factory)
     try:
-        with asyncio.Runner(loop_factory=loop_factory) as runner:
-            return runner.run(coro_fn())  # type: ignore[arg-type]
+        return runner.run(coro_fn())  # type: ignore[arg-type]
     except VenturiError as exc:
         raise fail(str(exc)) from None
+    finally:
+        _close(runner.get_loop())
+        if loop_factory is None:  # the Runner made its loop the thread's: undo that
+            asyncio.set_event_loop(None)
+
+
+def _close(loop: asyncio.AbstractEventLoop) -> None:
+    """asyncio.Runner's close, each wait bounded by ``LEFTOVERS_WITHIN``."""
+    try:
+        left = asyncio.all_tasks(loop)
+        for task in left:
+            task.cancel()
+        if left:
+            loop.run_until_complete(asyncio.wait(left, timeout=LEFTOVERS_WITHIN))
+        stuck = [t for t in left if not t.done()]
+        for task in stuck:
+            # Left for good: the loop never runs them again, so they say nothing more
+            # ("Task was destroyed but it is pending!" when collected).
+            task._log_destroy_pending = False  # type: ignore[attr-defined]
+        if stuck:
+            say(
+                f"venturi: {len(stuck)} task(s) ignored their cancellation for "
+                f"{LEFTOVERS_WITHIN:g}s after the command ended; exiting without them",
+                err=True,
+            )
+        for task in left:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                loop.call_exception_handler(
+                    {
+                        "message": "unhandled exception as the command ended",
+                        "exception": task.exception(),
+                        "task": task,
+                    }
+                )
+        for closing in (loop.shutdown_asyncgens(), loop.shutdown_default_executor()):
+            with contextlib.suppress(TimeoutError):
+                loop.run_until_complete(asyncio.wait_for(closing, LEFTOVERS_WITHIN))
+    finally:
+        loop.close()
 
 
 def need_dsn(dsn: str | None) -> str:

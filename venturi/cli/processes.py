@@ -2,8 +2,9 @@
 
 Each child runs ``venturi worker`` with the supervisor's arguments and is restarted
 after ``restart_delay`` (one second) when it exits; SIGINT/SIGTERM asks every child to
-drain, a second signal makes them stop at once. A child stops with its supervisor, even
-one killed by SIGKILL.
+drain (SIGHUP too), a second signal makes them stop at once. The supervisor asks over each child's
+pipe, not with a signal of its own (``venturi.cli.signals.ask``). A child stops with its
+supervisor, even one killed by SIGKILL.
 """
 
 from __future__ import annotations
@@ -11,14 +12,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import inspect
+import itertools
 import logging
 import os
-import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from venturi.cli import signals as asking
+from venturi.cli.common import fail
+from venturi.errors import ConfigError
+from venturi.runtime.config import WorkerConfig
 
 # The supervisor's log lines keep the name they had when it lived in venturi.supervisor.
 log = logging.getLogger("venturi.supervisor")
@@ -68,8 +75,54 @@ def run_processes(
 ) -> int:
     """Run ``processes`` worker processes (``venturi worker ARGS``) until SIGINT/SIGTERM,
     restarting one that exits after ``restart_delay``; returns the exit status: 0 after a
-    graceful stop, 2 when a process could not start (exit status 2 on its first start)."""
+    graceful stop, 130 after one at once (a second signal), 2 when a process could not
+    start (exit status 2 on its first start)."""
+    try:
+        check_arguments(processes, args, dsn, listen_dsn)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
     return asyncio.run(_Supervisor(processes, list(args), dsn, listen_dsn, restart_delay).run())
+
+
+# The worker's knobs a child would check only once started, by option (``--poll-max``):
+# not the flags (typer parsed them already, and they take no value), nor the priority
+# ratio (the command checked it; its ``strict`` is the knob's None).
+_KNOBS = {
+    f"--{name.replace('_', '-')}": name
+    for name, param in inspect.signature(WorkerConfig.build).parameters.items()
+    if name not in ("pool_or_dsn", "priority_ratio") and not isinstance(param.default, bool)
+}
+# The highest TCP port.
+_MAX_PORT = 65535
+
+
+def check_arguments(
+    processes: int, args: Sequence[str], dsn: str, listen_dsn: str | None = None
+) -> None:
+    """Check the children's worker knobs as each child would (``WorkerConfig``), and the
+    metrics port of each: a ``ConfigError`` before any child starts. Checked only in the
+    children, ``--concurrency 0 --processes 3`` printed its error three times, and with
+    ``--metrics-port 65535 --processes 2`` child 0 claimed a job while child 1 failed."""
+    knobs: dict[str, Any] = {}
+    for option, value in itertools.pairwise(args):
+        if option in _KNOBS:
+            knobs[_KNOBS[option]] = _parsed(value)
+    WorkerConfig.build(dsn, listen_dsn=listen_dsn, **knobs)
+    port = knobs.get("metrics_port")
+    if port is not None and port + processes - 1 > _MAX_PORT:
+        raise ConfigError(
+            f"metrics-port {port} with {processes} processes: process i listens on "
+            f"{port} + i, and {port + processes - 1} is past {_MAX_PORT}"
+        )
+
+
+def _parsed(value: str) -> Any:
+    """An option's value as the command parsed it: ``child_arguments`` printed it, and
+    an int prints without a point, a float with one."""
+    for kind in (int, float):
+        with contextlib.suppress(ValueError):
+            return kind(value)
+    return value
 
 
 class _Supervisor:
@@ -91,32 +144,58 @@ class _Supervisor:
         self.stop = asyncio.Event()
         self.children: dict[int, asyncio.subprocess.Process] = {}
         self.status = 0
-        self.signals = 0
+        self.signals = 0  # received by the supervisor
+        self.asked = 0  # what it asked of its children (asking.DRAIN, ...)
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        # The signals a single worker stops on, so that both modes agree (SIGHUP too).
+        stopping = asking.stop_signals()
+        for sig in stopping:
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, self._on_signal)
         log.info("supervisor %d: starting %d worker processes", os.getpid(), self.processes)
         try:
             await asyncio.gather(*(self._slot(i) for i in range(self.processes)))
         finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in stopping:
                 with contextlib.suppress(NotImplementedError):
                     loop.remove_signal_handler(sig)
         log.info("supervisor %d: all worker processes stopped", os.getpid())
+        if self.status == 0 and self.asked >= asking.FORCE:
+            # Stopped at once, as a single worker exits after a second signal (each child
+            # did): not the 0 of a clean drain.
+            return 130
         return self.status
 
     def _on_signal(self) -> None:
-        # The first signal asks every child to drain; another makes them stop at once
-        # (a worker's own rule for a second signal).
+        # The first signal asks every child to drain; another makes them stop at once,
+        # a third exit (a worker's own rule for its signals).
         self.signals += 1
+        if self.signals == 1:
+            log.info(
+                "supervisor %d: asking %d worker processes to drain; a second signal "
+                "stops them at once",
+                os.getpid(),
+                len(self.children),
+            )
+        self._ask_all(min(self.signals, asking.EXIT))
+
+    def _ask_all(self, level: int) -> None:
         self.stop.set()
+        self.asked = max(self.asked, level)
         for proc in self.children.values():
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
+            self._ask(proc, level)
+
+    @staticmethod
+    def _ask(proc: asyncio.subprocess.Process, level: int) -> None:
+        # Over the child's pipe, not as a signal: under systemd (KillMode=control-group)
+        # each child already got the operator's SIGTERM itself, and a second from here
+        # counted as the operator's second signal (it stopped at once, releasing jobs
+        # that had most of their grace left). A request adds to no count of signals.
+        pipe = proc.stdin
+        if proc.returncode is None and pipe is not None and not pipe.is_closing():
+            pipe.write(bytes([level]))
 
     def _args(self, index: int) -> list[str]:
         """The arguments of the ``index``-th child: a port to listen on (--metrics-port)
@@ -149,8 +228,7 @@ class _Supervisor:
             self.children[index] = proc
             started = time.monotonic()
             if self.stop.is_set():  # a signal arrived while it was being started
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
+                self._ask(proc, self.asked)
             code = await proc.wait()
             if self.stop.is_set():
                 return
@@ -161,7 +239,7 @@ class _Supervisor:
                     proc.pid,
                 )
                 self.status = 2
-                self._on_signal()
+                self._ask_all(asking.DRAIN)
                 return
             first = False
             log.error(
@@ -187,15 +265,17 @@ _CHILD = (
 
 
 def _watch_parent() -> None:
-    """In a child: drain (as on SIGTERM) once the supervisor's pipe reaches end-of-file."""
+    """In a child: do what the supervisor asks over its pipe (``asking.ask``), and drain
+    once the pipe reaches end-of-file (the supervisor is gone)."""
 
     def watch() -> None:
         # os.read, not sys.stdin: a daemon thread blocked inside a buffered reader would
         # hold its lock when the interpreter exits, which aborts the process.
         with contextlib.suppress(OSError):
-            while os.read(0, 1 << 16):
-                pass
-        os.kill(os.getpid(), signal.SIGTERM)
+            while asked := os.read(0, 1 << 16):
+                for level in asked:
+                    asking.ask(level)
+        asking.ask(asking.DRAIN)
 
     threading.Thread(target=watch, name="venturi-parent-watch", daemon=True).start()
 

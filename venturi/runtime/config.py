@@ -35,6 +35,15 @@ MIN_STATEMENT_TIMEOUT = 1.0
 # the worker waited for a second for good, silent and deaf to its shutdown; with two,
 # recovery and the heartbeat waited behind the loop (an expired claim stayed claimed).
 MIN_POOL_SIZE = 3
+# The most slots one worker may run. Each slot is paid for up front, not as work comes:
+# the worker's own pool holds a connection holder for each (a handler's ctx.transaction()
+# takes one, so the pool is 3 + concurrency), sync handlers get a thread each, and a claim
+# asks for as many jobs as slots are free. Unbounded, 1,000,000 took 20 s to stop,
+# 3,000,000 raised MemoryError and 100,000,000 took 24 GB before the OOM killer ended
+# it. 10,000 costs about 20 MB and well under a second, and is far past what one process
+# can serve: PostgreSQL allows 100 connections by default, and more throughput comes
+# from more processes (--processes).
+MAX_CONCURRENCY = 10_000
 
 
 def default_concurrency() -> int:
@@ -111,6 +120,11 @@ class WorkerConfig:
         if concurrency is None:
             concurrency = default_concurrency()
         concurrency = validate.integer(concurrency, "concurrency")
+        if concurrency > MAX_CONCURRENCY:
+            raise ConfigError(
+                f"concurrency must be at most {MAX_CONCURRENCY:,} (add processes for more), "
+                f"got {concurrency:,}"
+            )
         if priority_ratio is not None:
             validate.integer(
                 priority_ratio, "priority_ratio", minimum=2, hint=", or None for strict priority"
