@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import signal
 import sys
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -137,23 +138,53 @@ class LocalWeb:
             await self.server.wait_closed()
 
 
-async def main(dsn: str | None, n: int) -> None:
-    """Apply the schema, enqueue, run a worker until every job settles, print a summary."""
-    server = None
-    if not dsn:
-        from venturi import embedded
+# The most bookmarks a demo fetches: the demo shows the behaviours (checkpoints, retries,
+# a dead job, priorities) at any size, and a larger run only keeps an embedded server busy
+# for minutes in /tmp; throughput is measured by benchmarks/, not here.
+MAX_JOBS = 10_000
 
-        print("starting the embedded PostgreSQL ...", file=sys.stderr)
-        server = embedded.start(prefix="venturi-demo-")
-        dsn = server.dsn
-    web = LocalWeb()
-    await web.start()
+
+async def main(dsn: str | None, n: int) -> signal.Signals | None:
+    """Apply the schema, enqueue, run a worker until every job settles, print a summary.
+    SIGINT or SIGTERM stops it early, its embedded server stopped and its data removed:
+    the signal that did, else None."""
+    stopped: list[signal.Signals] = []
+    this = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+
+    def stop(sig: signal.Signals) -> None:
+        # The first signal cancels the run, whose cleanup then runs; a second would
+        # cancel the cleanup, and SIGTERM's default (the process ended at once) left the
+        # embedded server running, orphaned, with its data in /tmp.
+        if not stopped and this is not None:
+            stopped.append(sig)
+            this.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop, sig)
+    server = None
     try:
-        await _run(dsn, n, web)
+        if not dsn:
+            from venturi import embedded
+
+            print("starting the embedded PostgreSQL ...", file=sys.stderr)
+            server = embedded.start(prefix="venturi-demo-")
+            dsn = server.dsn
+        web = LocalWeb()
+        await web.start()
+        try:
+            await _run(dsn, n, web)
+        finally:
+            await web.stop()
+    except asyncio.CancelledError:
+        if not stopped:
+            raise
     finally:
-        await web.stop()
         if server is not None:
             server.stop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    return stopped[0] if stopped else None
 
 
 async def _run(dsn: str, n: int, web: LocalWeb) -> None:
@@ -184,9 +215,13 @@ async def _run(dsn: str, n: int, web: LocalWeb) -> None:
         )
         shutdown = asyncio.Event()
         running = asyncio.create_task(worker.run(shutdown))
-        await _progress(conn, ids, running)
-        shutdown.set()
-        await running
+        try:
+            await _progress(conn, ids, running)
+        finally:
+            # Stopped early too: the worker ends its runs and closes its pool before the
+            # server it uses stops (else its connections' errors were tracebacks).
+            shutdown.set()
+            await running
         print()
         print(f"{'kind':<16}{'status':<12}{'jobs':>6}")
         for row in await db.reads.job_counts(conn, schema="venturi", ids=ids):

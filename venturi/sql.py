@@ -43,10 +43,14 @@ _PARAM = re.compile(r"^-- \$(\d+) +(\S+) +\w+")
 
 def validate_schema(name: object) -> str:
     """Return ``name`` if it can be a venturi schema name, else raise ``ConfigError``."""
-    if not isinstance(name, str) or not _IDENT.fullmatch(name):
+    # PostgreSQL refuses to create a schema named pg_*, the prefix of its system schemas:
+    # refused here, `venturi stats --schema pg_x` told the operator to apply it, and the
+    # apply then failed in the server.
+    if not isinstance(name, str) or not _IDENT.fullmatch(name) or name.startswith("pg_"):
         raise ConfigError(
             f"schema must be a lower-case SQL identifier ([a-z_][a-z0-9_]*, at most 55 "
-            f"characters), got {validate.shown(name)}"
+            f"characters) that does not start with pg_ (PostgreSQL reserves it), got "
+            f"{validate.shown(name)}"
         )
     return name
 

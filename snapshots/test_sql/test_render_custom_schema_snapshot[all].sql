@@ -5593,15 +5593,20 @@ GROUP BY kind
 ORDER BY kind;
 
 -- kind_pause: pause kinds: every worker leaves them out of its claim until they are
--- resumed (jobs already running finish normally). Pausing again updates the reason.
+-- resumed (jobs already running finish normally). Pausing a paused kind again with a
+-- reason replaces who paused it and why; without one ('' or NULL) it keeps both: a second
+-- `venturi kinds pause K` (a script, another operator) erased the first one's reason.
 -- $1 text[] kinds: the kinds to pause
 -- $2 text paused_by: who paused them (operator identity)
 -- $3 text reason: why, shown by `venturi kinds list`
 -- index: paused_kinds primary key.
 PREPARE billing_jobs_kind_pause(text[], text, text) AS
-INSERT INTO "billing_jobs".paused_kinds (kind, paused_by, reason)
+INSERT INTO "billing_jobs".paused_kinds AS p (kind, paused_by, reason)
 SELECT DISTINCT unnest($1::text[]), $2::text, $3::text
-ON CONFLICT (kind) DO UPDATE SET paused_by = excluded.paused_by, reason = excluded.reason
+ON CONFLICT (kind) DO UPDATE SET
+    paused_by = CASE WHEN coalesce(excluded.reason, '') = '' THEN p.paused_by
+                     ELSE excluded.paused_by END,
+    reason = CASE WHEN coalesce(excluded.reason, '') = '' THEN p.reason ELSE excluded.reason END
 RETURNING kind, paused_at, paused_by, reason;
 
 -- kind_paused_list: the paused kinds, with who paused them, when and why.

@@ -110,6 +110,7 @@ def acceptable(name: object) -> bool:
         and 1 <= len(name) <= 55
         and name[0] in LOWER
         and all(c in REST for c in name[1:])
+        and not name.startswith("pg_")  # PostgreSQL's own schemas
     )
 
 

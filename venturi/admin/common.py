@@ -81,23 +81,25 @@ def check_kinds(kinds: Iterable[str]) -> list[str]:
     return out
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+# Each unit at most once, largest first; lower-case only and ASCII digits only. Folding
+# case made "6M" (six months, to many) six minutes, and `purge --older-than 6M` deleted the
+# history it was meant to keep; \d took any Unicode digit (Arabic-Indic "12h" was 12 h); a repeated unit
+# ("1h1h") added up.
+_NUMBER = r"[0-9]+(?:\.[0-9]+)?"
+_DURATION = re.compile("".join(f"(?:({_NUMBER}){u})?" for u in "wdhms"))
+_UNIT = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
 
 
 def parse_duration(text: str) -> float:
-    """Seconds from ``90s``, ``15m``, ``12h``, ``7d``, ``2w`` or combinations (``1h30m``)."""
-    cleaned = text.strip().lower()
-    pos, total = 0, 0.0
-    for m in _DURATION.finditer(cleaned):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNIT[m.group(2)]
-        pos = m.end()
-    if not cleaned or pos != len(cleaned):
+    """Seconds from ``90s``, ``15m``, ``12h``, ``7d``, ``2w`` or combinations, largest
+    unit first and each once (``1h30m``). Lower-case units only: ``M`` is no month."""
+    m = _DURATION.fullmatch(text) if isinstance(text, str) and text else None
+    if m is None or not any(m.groups()):
         raise ConfigError(
-            f"a duration is a number with a unit s, m, h, d or w (7d, 12h, 1h30m), got {validate.shown(text)}"
+            "a duration is numbers with units s, m, h, d or w, each once, largest first "
+            f"(7d, 12h, 1h30m; lower-case: 'M' is not months), got {validate.shown(text)}"
         )
+    total = sum(float(n) * _UNIT[u] for n, u in zip(m.groups(), "wdhms", strict=True) if n)
     # At most 100 years, as every duration: `purge --older-than 99999999w` failed in the
     # database, "timestamp out of range".
     return validate.seconds(total, f"duration {validate.shown(text)}", allow_zero=True)

@@ -96,6 +96,9 @@ async def _windowed(
 ) -> tuple[list[KindHealth], Fleet]:
     """The kinds of a statement counting over two windows (``job_stats``, ``job_top``),
     marked, and the fleet they were marked by."""
+    # An infinite window overflowed the server's interval; a negative one counted nothing.
+    validate.seconds(completed_window, "completed_window")
+    validate.seconds(failures_window, "failures_window")
     rows = await read(
         conn,
         schema=schema,

@@ -35,6 +35,7 @@ from venturi.admin.workflow import (
     workflow_side,
 )
 from venturi.db.conn import Conn
+from venturi.db.schema import needs_schema
 from venturi.errors import VenturiError
 from venturi.groups import check_group
 from venturi.jobs import JobInfo, JournalEntry, get_job, get_journal
@@ -99,11 +100,15 @@ async def list_jobs(
     group; ``before`` (an id) pages on: only older jobs, the cursor of the next page."""
     check_status(status)
     validate.integer(limit, "limit")
+    if kind is not None:
+        validate.kind(kind)  # a NUL failed in the driver, "invalid byte sequence"
     if before is not None:
         check_ids([before])
     if group is not None:
         check_group(group, new=False)
-    rows = await db.operations.job_list(
+    # A schema not applied is the SchemaError saying what to run, as the other reads
+    # say it, not the driver's "relation ... does not exist".
+    rows = await needs_schema(db.operations.job_list)(
         conn,
         schema=schema,
         status=status,
@@ -148,6 +153,9 @@ async def show_job(
     side, or None. ``workflow=False`` leaves the workflow side out (empty): the
     dashboard reads a bounded one of its own (``workflow_view``), since this one lists
     every step and child."""
+    # Before the driver sees it: 1.5 was read as job 1 (a wrong job shown), "1" and
+    # 2**63 were the driver's errors.
+    [job_id] = check_ids([job_id])
     job = await get_job(conn, job_id, schema=schema)
     if job is None:
         return None

@@ -64,7 +64,9 @@ async def pause_kinds(
     operator: str | None = None,
     schema: str = DEFAULT_SCHEMA,
 ) -> Paused:
-    """Leave ``kinds`` out of every worker's claim until resumed; running jobs finish."""
+    """Leave ``kinds`` out of every worker's claim until resumed; running jobs finish.
+    A kind paused already keeps its pause's time; a ``reason`` replaces its reason and
+    who paused it, an empty one keeps both."""
     kinds = check_kinds(kinds)
     if not isinstance(reason, str) or "\x00" in reason:
         raise ConfigError(

@@ -26,13 +26,18 @@ _FINISHED_IN_ORDER = tuple(s for s in STATUSES if s in FINISHED)
 def _purge_args(status: str, older_than: float, kind: str | None) -> tuple[str, float]:
     checked = check_status(status, _FINISHED_IN_ORDER)
     assert checked is not None
-    if isinstance(older_than, bool) or not isinstance(older_than, int | float) or older_than < 0:
+    if isinstance(older_than, bool) or not isinstance(older_than, int | float):
         raise ConfigError(
             f"older_than must be a non-negative number of seconds, got {validate.shown(older_than)}"
         )
-    if kind is not None and not kind:
-        raise ConfigError("kind must be a non-empty string")
-    return checked, float(older_than)
+    # Finite and at most 100 years, as every duration: nan, inf or 1e300 went to the
+    # server as an interval and failed there ("interval out of range").
+    secs = validate.seconds(older_than, "older_than", allow_zero=True)
+    if kind is not None:
+        # A NUL failed in the driver, "invalid byte sequence"; a filter that no kind can
+        # be is refused as `kinds pause` refuses it.
+        validate.kind(kind)
+    return checked, secs
 
 
 async def purge_count(

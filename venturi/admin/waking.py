@@ -116,6 +116,9 @@ async def send_signal(
     it). Refused, nothing written: a finished or missing job, or a signal of that name
     sent before (the first wins). ConfigError for a bad id or name, TypeError for a
     payload msgspec cannot store."""
+    # Past PostgreSQL's bigint the driver's "out of int64 range" came back; every other
+    # action on job ids says "job ids must be at most ...".
+    check_ids([job_id])
     job, sig, text = checked_signal(job_id, name, payload)
     who = operator or operator_identity()
     r = await db.workflow_reads.signal_send_by_operator(

@@ -3,7 +3,9 @@ is in ``venturi.cli.common``)."""
 
 from __future__ import annotations
 
+import codecs
 import inspect
+import io
 import sys
 
 import typer
@@ -40,10 +42,40 @@ _errors = sys.modules[typer.BadParameter.__module__]
 _SHOWS_HELP = getattr(_errors, "NoArgsIsHelpError", ())  # a group run without a command
 
 
+# What an output that cannot hold a character prints instead: the table's punctuation
+# in ASCII, any other character as its escape (a kind 'snow_☃' reads 'snow_\u2603').
+_PLAIN = {"\u2014": "-", "\u2013": "-", "\u2026": "...", "\u2192": "->", "\u00b7": "."}
+
+
+def _plain(exc: UnicodeError) -> tuple[str, int]:
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    bad = exc.object[exc.start : exc.end]
+    text = "".join(_PLAIN.get(c) or c.encode("ascii", "backslashreplace").decode() for c in bad)
+    return text, exc.end
+
+
+codecs.register_error("venturi.plain", _plain)
+
+
+def tolerant_output() -> None:
+    """Let stdout and stderr print what their encoding cannot hold (see ``_PLAIN``).
+
+    On a Latin-1 or ASCII terminal (a legacy locale, LC_ALL=C, PYTHONIOENCODING) the
+    tables' "—" and "…", or a kind's own characters, raised UnicodeEncodeError: a
+    traceback, exit 1, and for a write such as `kinds pause` after it had committed.
+    Tables then draw ASCII boxes (rich does, for an output that is not UTF-8)."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if not encoding.startswith("utf") and isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="venturi.plain")
+
+
 def main() -> None:
     """Run the command line. A usage error (an unknown option or command, a value of the
     wrong type, a missing argument) is one line on stderr, exit 2, as every other refusal
     of bad input is: click's usage text and error box were six lines."""
+    tolerant_output()
     try:
         code = app(standalone_mode=False)
     except _SHOWS_HELP as exc:

@@ -11,6 +11,7 @@ from venturi.cli.common import (
     DsnOption,
     fail,
     run,
+    say,
 )
 
 
@@ -22,6 +23,9 @@ def demo(
     """A bookmark service (fetch pages, send emails), end to end, on an embedded database."""
     from venturi import demo as demo_module
 
-    if jobs < 1:
-        raise fail(f"jobs must be >= 1, got {jobs}")
-    run(lambda: demo_module.main(dsn, jobs))
+    if not 1 <= jobs <= demo_module.MAX_JOBS:
+        raise fail(f"jobs must be from 1 to {demo_module.MAX_JOBS:,}, got {jobs}")
+    stopped = run(lambda: demo_module.main(dsn, jobs))
+    if stopped is not None:
+        say(f"venturi: demo stopped ({stopped.name})", err=True)
+        raise typer.Exit(128 + stopped)

@@ -238,7 +238,7 @@ def jobs_signal(
     import msgspec
 
     from venturi import admin  # not at import: see venturi/cli/__init__.py
-    from venturi.codecs import MAX_NESTING, too_deep
+    from venturi.codecs import MAX_NESTING, encode_any, too_deep
     from venturi.errors import ConfigError
 
     # On the text, before decoding: how deep msgspec's decoder gets before RecursionError
@@ -253,6 +253,13 @@ def jobs_signal(
         raise fail(f"--json is not JSON: {exc}") from None
     except RecursionError:
         raise fail(deep) from None
+    try:
+        # What the send would store, checked before connecting: a NUL (\u0000 in a
+        # string or a key) decodes, and PostgreSQL cannot store it; the encoder's
+        # ValueError was a traceback.
+        encode_any(value, "--json")
+    except ValueError as exc:
+        raise fail(str(exc)) from None
     target = need_dsn(dsn)
     try:
         change = admin_run(

@@ -64,19 +64,18 @@ def _first_line(text: str | None, width: int = 60) -> str:
 def jobs_table(rows: list[JobRow], now: datetime) -> Table:
     """``venturi jobs list``."""
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for name, justify in (
-        ("id", "right"),
-        ("kind", "left"),
-        ("status", "left"),
-        ("prio", "left"),
-        ("att", "right"),
-        ("fail", "right"),
-        ("created", "left"),
-        ("when", "left"),
-        ("worker / last error", "left"),
-    ):
-        # Only the last column (worker / last error) gives way on a narrow terminal.
-        table.add_column(name, justify=justify, no_wrap=name != "worker / last error")  # type: ignore[arg-type]
+    # A long kind (up to 200 characters) folds as a group's name does, the last column
+    # wraps, the rest keep their width: a cut kind squeezed every row's id and status to "…".
+    whole = {"id": [str(r.id) for r in rows], "status": [r.status for r in rows]}
+    whole["prio"] = [_priority(r.priority) for r in rows]
+    for name in ("id", "kind", "status", "prio", "att", "fail", "created", "when", "worker"):
+        table.add_column(
+            "worker / last error" if name == "worker" else name,
+            justify="right" if name in ("id", "att", "fail") else "left",
+            no_wrap=name not in ("kind", "worker"),
+            overflow="fold" if name == "kind" else "ellipsis",
+            min_width=max(map(len, whole[name]), default=None) if name in whole else None,
+        )
     for r in rows:
         if r.status == JobStatus.PENDING:
             when = "due" if r.visible_at <= now else ago(r.visible_at, now)
@@ -425,8 +424,11 @@ def workers_table(workers: list[WorkerInfo]) -> Table:
 def kinds_table(kinds: list[KindState]) -> Table:
     """``venturi kinds list``: every kind the database knows, paused or not."""
     table = Table(box=None, header_style="bold", pad_edge=False)
+    # All but the state fold onto more lines on a narrow terminal: with only the reason
+    # giving way, 40 columns dropped the state and reason and cut the kinds' names.
     for name in ("kind", "state", "paused at", "by", "reason"):
-        table.add_column(name, no_wrap=name != "reason")
+        state = name == "state"
+        table.add_column(name, no_wrap=state, overflow="fold", min_width=6 if state else None)
     for k in kinds:
         if k.paused_at is None:
             table.add_row(_name(k.kind), "active")

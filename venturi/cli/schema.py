@@ -16,6 +16,7 @@ from venturi.cli.common import (
     need_dsn,
     run,
 )
+from venturi.db.errors import DATABASE_ERRORS, one_line
 from venturi.errors import ConfigError
 
 schema_app = typer.Typer(help="Render or apply the database schema.", no_args_is_help=True)
@@ -67,7 +68,12 @@ def schema_apply(
         finally:
             await conn.close()
 
-    applied = run(go)
+    try:
+        applied = run(go)
+    except DATABASE_ERRORS as exc:
+        # The server refused the apply (a role without CREATE, a read-only session or
+        # standby): its reason in one line, as every other command says it.
+        raise fail(f"database error: {one_line(exc)}") from None
     if applied:
         typer.echo(f"schema {schema}: applied migration(s) {', '.join(map(str, applied))}")
     else:

@@ -1,0 +1,24 @@
+"""`venturi jobs signal --json` with a payload PostgreSQL cannot store (a NUL, escaped,
+in a string or a key): one line, exit 2, before connecting, as a real subprocess."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support import UNREACHABLE, assert_one_clean_error, venturi_cli, venturi_cli_async
+
+
+@pytest.mark.parametrize("payload", ['"a\\u0000b"', '{"k\\u0000": 1}', '[1, {"x": ["\\u0000"]}]'])
+def test_signal_payload_with_a_nul_is_refused_before_connecting(payload: str) -> None:
+    # The DSN cannot work: the payload's error, not a connection error, proves the check
+    # comes first (and so that nothing was written).
+    out = venturi_cli("jobs", "signal", "1", "go", "--json", payload, "--dsn", UNREACHABLE)
+    assert_one_clean_error(out, "--json", "NUL character")
+    assert out.stderr.count("\n") == 1 and "cannot connect" not in out.stderr
+
+
+async def test_signal_payload_with_a_nul_on_a_database_is_one_line(dsn: str) -> None:
+    # Reaching the database, it was a 64-line traceback (the encoder's ValueError), exit 1.
+    out = await venturi_cli_async("jobs", "signal", "1", "go", "--json", '"a\\u0000b"', dsn=dsn)
+    assert_one_clean_error(out, "--json", "NUL character")
+    assert out.stderr.count("\n") == 1, out.stderr
