@@ -14,7 +14,7 @@ import msgspec
 from venturi import db, sql, validate
 from venturi.codecs import decode_any
 from venturi.db.drivers import Row, Steps
-from venturi.errors import VenturiError
+from venturi.errors import ConfigError, VenturiError
 from venturi.priority import Priority
 from venturi.sql import DEFAULT_SCHEMA
 from venturi.status import FINISHED, JobStatus, JournalEvent
@@ -84,8 +84,15 @@ def _job_info(row: Row) -> JobInfo:
     )
 
 
+def _job_id(job_id: object) -> int:
+    """A job id as the reads take it: an int (the driver read 1.5 as job 1)."""
+    if isinstance(job_id, bool) or not isinstance(job_id, int):
+        raise ConfigError(f"job_id must be an int, got {validate.shown(job_id)}")
+    return job_id
+
+
 def _get_job_steps(job_id: int) -> Steps[JobInfo | None]:
-    if isinstance(job_id, int) and job_id > validate.BIGINT_MAX:
+    if _job_id(job_id) > validate.BIGINT_MAX:
         return None  # no job has it (the driver refused it: "out of int64 range")
     row = yield from db.reads.job_get_steps(job_id=job_id)
     return None if row is None else _job_info(row)
@@ -106,6 +113,8 @@ def get_job_sync(
 
 
 def _job_and_journal_steps(job_id: int) -> Steps[tuple[JobInfo, list[JournalEntry]] | None]:
+    if _job_id(job_id) > validate.BIGINT_MAX:
+        return None  # no job has it
     rows = yield from db.journal.job_get_with_journal_steps(job_id=job_id)
     if not rows:
         return None
@@ -180,6 +189,8 @@ async def get_result(conn: Any, job_id: int, *, schema: str = DEFAULT_SCHEMA) ->
     ``get_job`` tells these cases apart. The TTL is the one the task declares in this
     process; a kind this process does not know keeps its result until it is cleared.
     """
+    if _job_id(job_id) > validate.BIGINT_MAX:
+        return None  # no job has it
     row = await db.reads.job_result_get(conn, schema=schema, job_id=job_id)
     if row is None or row["status"] != JobStatus.COMPLETED or row["result"] is None:
         return None

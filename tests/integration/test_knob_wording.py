@@ -37,3 +37,22 @@ def test_cron_names_the_function_that_makes_a_schedule() -> None:
 async def test_a_signal_name_with_a_control_character_says_so(dsn: str) -> None:
     with pytest.raises(ConfigError, match="without control characters"):
         await venturi.signal(dsn, 1, "approval\x01")
+
+
+async def test_a_job_id_that_is_not_an_int_is_refused(dsn: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(dsn)
+    try:
+        job_id = await one.enqueue(conn, 1)
+        # The driver read 1.5 as job 1: a wrong answer, not an error.
+        for read in (venturi.get_job, venturi.get_journal, venturi.get_result):
+            with pytest.raises(ConfigError, match=r"job_id must be an int, got 1\.5"):
+                await read(conn, 1.5)  # type: ignore[arg-type]
+            with pytest.raises(ConfigError, match="job_id must be an int, got '1'"):
+                await read(conn, str(job_id))  # type: ignore[arg-type]
+        assert await venturi.get_job(conn, 2**63) is None
+        assert await venturi.get_journal(conn, 2**63) == []
+        assert await venturi.get_result(conn, 2**63) is None
+    finally:
+        await conn.close()
