@@ -230,6 +230,11 @@ async def test_purge(dsn: str, conn: asyncpg.Connection) -> None:
         "jobs": 1,
     }
     one_line_error(venturi_cli("purge", "--older-than", "7 days", dsn=dsn), "older-than")
+    # Refused with --dry-run too, which counts without deleting: the run would refuse it.
+    for flags in ((), ("--dry-run",)):
+        one_line_error(
+            venturi_cli("purge", "--older-than", "1d", "--batch", "0", *flags, dsn=dsn), "batch"
+        )
     one_line_error(
         venturi_cli("purge", "--older-than", "1d", "--status", "pending", dsn=dsn),
         "status must be one of completed, dead, cancelled",

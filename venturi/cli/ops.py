@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from venturi import sql
+from venturi import sql, validate
 from venturi.cli.app import app
 from venturi.cli.common import (
     DsnOption,
@@ -103,6 +103,11 @@ def purge(
         secs = admin.parse_duration(older_than)
     except ConfigError as exc:
         raise fail(f"older-than: {exc}") from None
+    try:
+        # Checked with --dry-run too: it counts what the run would delete, which refuses it.
+        validate.integer(batch, "batch")
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
 
     async def work(conn: Any) -> int:
         if dry_run:
@@ -218,8 +223,6 @@ def metrics(
     """Export the queue gauges (jobs by kind and status, the oldest due job's wait, live
     and gone workers, paused kinds, kinds no live worker registers) for Prometheus,
     without a worker. Runs until SIGINT/SIGTERM."""
-    from venturi import validate
-
     target = need_dsn(dsn)
     try:
         validate.port(port, "port")
