@@ -67,3 +67,13 @@ async def test_a_live_worker_recovered_with_force_beats_on_as_live(
         second = await hold.enqueue(conn, 2)
         await wait_status(conn, second, "completed")
     assert (await _state(conn, token)).state == "stopped"  # its own clean stop
+
+
+async def test_a_worker_name_with_a_nul_is_refused_before_any_statement(
+    conn: asyncpg.Connection,
+) -> None:
+    import pytest
+
+    # The driver's CharacterNotInRepertoireError before (cli probe).
+    with pytest.raises(venturi.ConfigError, match="worker must be a string without NUL"):
+        await admin.recover_worker(conn, "a\x00b")

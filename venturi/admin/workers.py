@@ -173,6 +173,11 @@ async def recover_worker(
     the backstop), exactly as a lease expiry. ``worker`` is its id (or a unique prefix of
     it) or its name; a live worker is refused (``ConfigError``) unless ``force``."""
     validate.non_empty_str(worker, "worker")
+    if not validate.storable(worker):
+        raise ConfigError(
+            "worker must be a string without NUL characters or lone surrogates, "
+            f"got {validate.shown(worker)}"
+        )
     w = await _one_worker(conn, worker, liveness, schema)
     assert w.id is not None
     if w.state == "live" and not force:
