@@ -2941,16 +2941,16 @@ ORDER BY input.id;
 -- worker when this reaches zero; the horizon lets a short retry's delay end during it).
 -- $1 text[] kinds: the kinds being drained
 -- $2 text claimed_by: the draining worker's identity
--- $3 double precision horizon: seconds ahead a pending job still counts as due
+-- $3 float8 horizon: seconds ahead a pending job still counts as due
 -- index: jobs_claim_idx, jobs_group_claim_idx and jobs_stale_idx (partial), filtered by kind.
-PREPARE venturi_job_due_count(text[], text, double) AS
+PREPARE venturi_job_due_count(text[], text, float8) AS
 SELECT count(*) AS jobs FROM "venturi".jobs
 WHERE kind = ANY($1::text[])
   -- clock_timestamp(), not now(): this statement's transaction can start before a
   -- concurrent pause that commits before its snapshot, stamping visible_at after now().
   AND ((((jobs.status = 'pending' AND jobs.grp IS NULL)
    OR (jobs.status = 'pending' AND jobs.grp IS NOT NULL))
-        AND visible_at <= clock_timestamp() + make_interval(secs => $3::double precision))
+        AND visible_at <= clock_timestamp() + make_interval(secs => $3::float8))
        OR (status = 'claimed' AND claimed_by = $2::text));
 
 -- job_fail_if_owned: settle a failed execution (a raised exception, a retry outcome, a
