@@ -70,7 +70,9 @@ def enc_hook(value: Any) -> Any:
 
 def _dump_options(base: Any, model: Any) -> dict[str, Any]:
     """``model_dump``'s arguments for the form the model's JSON validation reads back:
-    fields under their alias (validation looks for ``accountId``, not ``account_id``),
+    fields under their names (``dec_hook`` reads names and aliases: dumped by alias, a
+    field whose alias is for serialization only, ``Field(serialization_alias=)`` or an
+    ``AliasGenerator``'s, was not read back, and with a default came back as the default),
     ``Json`` fields as JSON text (``round_trip``), and no computed fields (a model with
     ``extra="forbid"`` refuses them as extra inputs)."""
     if _has_exclude_computed(base):
@@ -80,12 +82,21 @@ def _dump_options(base: Any, model: Any) -> dict[str, Any]:
     return _DUMP | {"exclude": set(model.model_computed_fields) or None}
 
 
-_DUMP: dict[str, Any] = {"mode": "json", "by_alias": True, "round_trip": True}
+_DUMP: dict[str, Any] = {"mode": "json", "by_alias": False, "round_trip": True}
 
 
 @functools.cache
 def _has_exclude_computed(base: Any) -> bool:
     return "exclude_computed_fields" in inspect.signature(base.model_dump).parameters
+
+
+@functools.cache
+def _validate_options(base: Any) -> dict[str, Any]:
+    """``model_validate_json``'s arguments: field names read as well as aliases (the
+    stored form is by name; Pydantic 2.11 added ``by_name``: before it, a field with an
+    alias reads back only with the model's own ``populate_by_name``)."""
+    params = inspect.signature(base.model_validate_json).parameters
+    return {"by_name": True} if "by_name" in params else {}
 
 
 def dec_hook(tp: Any, value: Any) -> Any:
@@ -96,7 +107,9 @@ def dec_hook(tp: Any, value: Any) -> Any:
     if is_model_type(tp):
         base = sys.modules["pydantic"]
         try:
-            return tp.model_validate_json(_ENCODER.encode(value))
+            return tp.model_validate_json(
+                _ENCODER.encode(value), **_validate_options(base.BaseModel)
+            )
         except base.ValidationError as exc:
             raise ValueError(pydantic_error(exc)) from None
     # msgspec's own words when no hook is given (it reports this as a ValidationError).
