@@ -9,6 +9,7 @@ once its application imported it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import itertools
@@ -132,26 +133,55 @@ _LOSSY: dict[Any, str] = {}
 
 def _lost(model: Any, seen: set[Any]) -> list[str]:
     seen.add(model)
+    decorators = model.__pydantic_decorators__
+    if decorators.model_serializers:
+        return []  # the model writes itself: what it stores is its own to say
+    # Fields the model's own serializers write (a secret revealed on purpose, Pydantic's
+    # documented way): their stored form is the application's, not a mask.
+    written = {f for d in decorators.field_serializers.values() for f in d.info.fields}
+    found = []
+    for name, info in model.model_fields.items():
+        where = f"{model.__qualname__}.{name}"
+        if info.exclude is True or getattr(info, "exclude_if", None) is not None:
+            found.append(f"{where} has Field(exclude=True), left out of the stored value")
+        elif name not in written and "*" not in written:
+            found += _lost_in(where, info.annotation, seen)
+    return found
+
+
+def _lost_in(where: str, annotation: Any, seen: set[Any]) -> list[str]:
+    """A secret in ``annotation`` (the field ``where``), or in the models, dataclasses and
+    TypedDicts it holds (Pydantic dumps a secret masked wherever it is)."""
     pydantic = sys.modules["pydantic"]
     secret = tuple(
         t
         for t in (pydantic.SecretStr, pydantic.SecretBytes, getattr(pydantic, "Secret", None))
         if t
     )
-    found = []
-    for name, info in model.model_fields.items():
-        where = f"{model.__qualname__}.{name}"
-        if info.exclude is True or getattr(info, "exclude_if", None) is not None:
-            found.append(f"{where} has Field(exclude=True), left out of the stored value")
+    found: list[str] = []
+    for tp in _types_in(annotation):
+        if isinstance(tp, type) and issubclass(tp, secret):
+            shown = tp.__name__.split("[")[0]
+            return [f"{where} is a {shown}, stored masked as '**********'"]
+        if tp in seen:
             continue
-        for tp in _types_in(info.annotation):
-            if isinstance(tp, type) and issubclass(tp, secret):
-                shown = tp.__name__.split("[")[0]
-                found.append(f"{where} is a {shown}, stored masked as '**********'")
-                break
-            if is_model_type(tp) and tp not in seen:
-                found += _lost(tp, seen)
+        if is_model_type(tp):
+            found += _lost(tp, seen)
+        elif isinstance(tp, type) and (dataclasses.is_dataclass(tp) or _is_typeddict(tp)):
+            seen.add(tp)
+            try:
+                hints = typing.get_type_hints(tp)
+            except Exception:  # a forward reference this module cannot resolve: unseen
+                continue
+            for name, hint in hints.items():
+                found += _lost_in(f"{tp.__qualname__}.{name}", hint, seen)
     return found
+
+
+def _is_typeddict(tp: type) -> bool:
+    """A TypedDict class, typing's or typing_extensions' (Pydantic asks for the latter
+    before Python 3.12, and typing.is_typeddict does not know it there)."""
+    return issubclass(tp, dict) and hasattr(tp, "__total__") and hasattr(tp, "__annotations__")
 
 
 def _types_in(annotation: Any) -> list[Any]:

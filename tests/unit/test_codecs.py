@@ -3,12 +3,14 @@ wherever the value is given (a carry, a result or step value, a signal's payload
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import Any
 
 import msgspec
 import pytest
-from pydantic import BaseModel, ConfigDict, Field, SecretBytes, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretBytes, SecretStr, field_serializer
+from typing_extensions import TypedDict
 
 from venturi.codecs import MAX_NESTING, CarryCodec, encode_any, too_deep
 from venturi.workflow.signals import checked_signal
@@ -152,6 +154,46 @@ def test_a_model_stored_otherwise_than_it_is_is_refused_naming_its_fields() -> N
     login = Login(at=1, creds=[creds])
     assert _refusals(login)[0] == f"carry of task 'k' cannot be stored as it is: {secret}"
     assert _refusals(Wrapped(login))[0] == f"carry of task 'k' cannot be stored as it is: {secret}"
+
+
+class Revealed(BaseModel):
+    # The model's own serializer writes the secret out (Pydantic's documented way).
+    user: str
+    token: SecretStr
+
+    @field_serializer("token", when_used="json")
+    def _reveal(self, v: SecretStr) -> str:
+        return v.get_secret_value()
+
+
+@dataclasses.dataclass
+class InnerCreds:
+    token: SecretStr
+
+
+class InnerTyped(TypedDict):
+    token: SecretStr
+
+
+class Holds(BaseModel):
+    inner: InnerCreds
+    td: InnerTyped
+
+
+def test_a_secret_is_refused_where_a_dataclass_or_typeddict_holds_it_not_where_it_is_written_out() -> (
+    None
+):
+    # (Review probe) a field serializer of the model's own stored the secret and was
+    # refused as masked; a dataclass or a TypedDict in a model stored it masked, unseen.
+    revealed = Revealed(user="ana", token=SecretStr("s3cret"))
+    codec: CarryCodec[Revealed] = CarryCodec(Revealed, "k", 1 << 20)
+    assert codec.decode(codec.encode(revealed)).token.get_secret_value() == "s3cret"
+    holds = Holds(inner=InnerCreds(SecretStr("a")), td={"token": SecretStr("b")})
+    assert _refusals(holds)[0] == (
+        "carry of task 'k' cannot be stored as it is: "
+        "InnerCreds.token is a SecretStr, stored masked as '**********'; "
+        "InnerTyped.token is a SecretStr, stored masked as '**********'"
+    )
 
 
 def test_a_model_whose_value_only_changes_shape_is_not_refused() -> None:
