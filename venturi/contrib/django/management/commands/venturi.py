@@ -78,7 +78,11 @@ class Command(BaseCommand):  # type: ignore[misc]
             raise CommandError(
                 f"log-level must be debug, info, warning or error, got {ns.log_level!r}"
             )
-        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        # venturi worker's own log setup: its format, and the driver's connection errors on
+        # one line (asyncpg's pool logged a traceback a retry while the database was down).
+        from venturi import logs
+
+        logs.configure(level, "text")
         tasks: dict[str, Task[Any]] = {}
         for module in ns.modules:
             found, _ = load_target(module)
