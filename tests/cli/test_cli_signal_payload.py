@@ -22,3 +22,13 @@ async def test_signal_payload_with_a_nul_on_a_database_is_one_line(dsn: str) -> 
     out = await venturi_cli_async("jobs", "signal", "1", "go", "--json", '"a\\u0000b"', dsn=dsn)
     assert_one_clean_error(out, "--json", "NUL character")
     assert out.stderr.count("\n") == 1, out.stderr
+
+
+@pytest.mark.parametrize("raw", [b'["\xff"]', b"[" * 201 + b'"\xff"' + b"]" * 201])
+def test_signal_payload_that_is_not_utf8_is_one_line(raw: bytes) -> None:
+    import os
+
+    # A byte that is not UTF-8 reaches argv as a lone surrogate: the decode (and, past
+    # 200 brackets, the nesting check) raised UnicodeEncodeError, a traceback, exit 1.
+    out = venturi_cli("jobs", "signal", "1", "go", "--json", os.fsdecode(raw), "--dsn", UNREACHABLE)
+    assert_one_clean_error(out, "--json is not UTF-8")

@@ -237,7 +237,10 @@ def jobs_signal(
     other unfinished job finds it when it waits for it. Exit 2 if refused."""
     import msgspec
 
-    from venturi import admin  # not at import: see venturi/cli/__init__.py
+    from venturi import (
+        admin,  # not at import: see venturi/cli/__init__.py
+        validate,
+    )
     from venturi.codecs import MAX_NESTING, encode_any, too_deep
     from venturi.errors import ConfigError
 
@@ -245,6 +248,10 @@ def jobs_signal(
     # differs between Pythons (3.11 stops near 1,000, 3.12 decoded it and the encode
     # refused it with a traceback), and a payload may not be stored past MAX_NESTING.
     deep = f"--json is nested deeper than {MAX_NESTING} arrays or objects"
+    if payload is not None and not validate.encodable(payload):
+        # A byte that is not UTF-8 reaches argv as a lone surrogate, which neither the
+        # nesting check nor the decoder can read (UnicodeEncodeError, a traceback).
+        raise fail("--json is not UTF-8 text")
     if payload is not None and too_deep(payload):
         raise fail(deep)
     try:
