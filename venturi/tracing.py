@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from venturi.codecs import encode_any
 from venturi.context import Context
 from venturi.middleware import CallNext
 from venturi.outcomes import Complete, Dead, Pause, Retry
@@ -81,6 +82,23 @@ def _raised(ctx: Context[Any], exc: BaseException) -> tuple[str, str]:
     return "failed", f"{type(exc).__name__}: {exc}"
 
 
+def _unstorable(ctx: Context[Any], result: Any) -> str | None:
+    """Why the outcome ``result`` cannot be stored (its result, or its carry as the task
+    encodes it), or None: the executor then settles it as a failure. Encoded twice with
+    tracing on, once here, once by the executor."""
+    task = getattr(getattr(ctx, "_run", None), "task", None)
+    try:
+        if isinstance(result, Complete) and result.result is not None:
+            encode_any(result.result, "result")
+        elif task is not None and isinstance(result, Pause):
+            task.codec.encode(result.carry)
+        elif task is not None and isinstance(result, Retry) and result.has_carry:
+            task.codec.encode(result.carry)
+    except (TypeError, ValueError) as exc:
+        return str(exc)
+    return None
+
+
 def _operator_cancelled(ctx: Context[Any]) -> bool:
     """Did an operator cancel the job while it ran? Then any ending but a completion
     settles as cancelled."""
@@ -121,7 +139,11 @@ async def run_span(ctx: Context[Any], carry: Any, call_next: CallNext) -> Any:
             _end(span, ctx, outcome, why, Status, StatusCode)
             raise
         outcome = outcome_of(result)
-        if isinstance(result, Retry | Dead):
+        refused = _unstorable(ctx, result)
+        if refused is not None:
+            # The executor settles it as a failure: what the span says must agree.
+            outcome, why = "failed", f"handler returned an outcome that cannot be stored: {refused}"
+        elif isinstance(result, Retry | Dead):
             why = result.reason or outcome
         else:
             why = f"handler returned {type(result).__name__}, not an outcome"

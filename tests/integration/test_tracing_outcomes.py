@@ -33,6 +33,14 @@ async def test_each_span_says_what_its_run_settled_as(
     async def invalid(ctx: Context[Any], carry: int) -> Any:
         return 42
 
+    @venturi.task(kind="o_nan", max_failures=1)
+    async def nan(ctx: Context[Any], carry: int) -> Any:
+        return venturi.complete({"ratio": float("nan")})  # cannot be stored: failed
+
+    @venturi.task(kind="o_badpause", max_failures=1)
+    async def badpause(ctx: Context[Any], carry: int) -> Any:
+        return venturi.pause("not an int")  # its carry is refused: failed
+
     @venturi.task(kind="o_cancel")
     async def cancel(ctx: Context[Any], carry: int) -> Any:
         running["o_cancel"].set()
@@ -48,7 +56,7 @@ async def test_each_span_says_what_its_run_settled_as(
         running["o_stuck"].set()
         await asyncio.Event().wait()
 
-    tasks = [timeout, invalid, cancel, wait, stuck]
+    tasks = [timeout, invalid, nan, badpause, cancel, wait, stuck]
     ids = {t.kind: await t.enqueue(conn, 0) for t in tasks}
     w = Worker(
         None,
@@ -68,6 +76,8 @@ async def test_each_span_says_what_its_run_settled_as(
         for kind, status in (
             ("o_timeout", "dead"),
             ("o_invalid", "dead"),
+            ("o_nan", "dead"),
+            ("o_badpause", "dead"),
             ("o_cancel", "cancelled"),
             ("o_wait", "waiting"),
         ):
@@ -91,9 +101,13 @@ async def test_each_span_says_what_its_run_settled_as(
     assert said == {
         "o_timeout": ("timed-out", StatusCode.ERROR),
         "o_invalid": ("failed", StatusCode.ERROR),
+        # An outcome that cannot be stored settles as failed (review probe: completed, pause).
+        "o_nan": ("failed", StatusCode.ERROR),
+        "o_badpause": ("failed", StatusCode.ERROR),
         "o_cancel": ("cancelled", StatusCode.UNSET),
         "o_wait": ("waiting", StatusCode.UNSET),
         "o_stuck": ("release", StatusCode.UNSET),
     }
     assert runs[ids["o_invalid"]].status.description == "handler returned int, not an outcome"
     assert runs[ids["o_timeout"]].status.description == "run exceeded its timeout of 0.2s"
+    assert "cannot be stored" in (runs[ids["o_nan"]].status.description or "")
