@@ -195,6 +195,27 @@ async def test_manage_venturi_errors_are_one_line_and_exit_non_zero(empty_dsn: s
         assert "Traceback" not in done.stderr and "Exit" not in done.stderr
 
 
+async def test_manage_venturi_schema_apply_refused_by_the_database_is_one_line(
+    empty_dsn: str,
+) -> None:
+    # A read-only database (a standby, a full disk), as a held lock: it was a 26-line
+    # traceback, exit 1 (upgrade probe); the plain venturi schema apply says one line.
+    import asyncpg
+
+    from tests.support import sql as tsql
+
+    c = await asyncpg.connect(empty_dsn)
+    try:
+        await c.execute(tsql.statement("database_read_only"))
+    finally:
+        await c.close()
+    done = await manage(empty_dsn, "venturi", "schema", "apply")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("venturi: ") and "read-only" in line, line
+
+
 async def test_settings_may_follow_the_subcommand(dsn: str) -> None:
     """Django reads ``--settings`` wherever it stands; venturi's commands (and the worker)
     must not take it for one of theirs. The environment names no usable settings, so

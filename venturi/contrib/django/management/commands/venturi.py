@@ -36,13 +36,31 @@ class Command(BaseCommand):  # type: ignore[misc]
         elif command == "schema" and rest[:1] == ["apply"]:
             if rest[1:]:
                 raise CommandError("manage.py venturi schema apply takes no options")
-            applied = config.apply_schema()
+            applied = self.apply_schema()
             what = (
                 f"applied migration(s) {', '.join(map(str, applied))}" if applied else "up to date"
             )
             self.stdout.write(f"schema {config.schema()}: {what}")
         else:
             self.forward([command, *rest])
+
+    def apply_schema(self) -> list[int]:
+        """``config.apply_schema``, its refusals as the plain ``venturi schema apply``
+        says them: one line, exit 2 (a held lock, a read-only database were a traceback,
+        exit 1)."""
+        from django.db import DatabaseError
+
+        from venturi.db.errors import DATABASE_ERRORS, one_line
+        from venturi.errors import VenturiError
+
+        try:
+            return config.apply_schema()
+        except VenturiError as exc:
+            said = str(exc)
+        except (DatabaseError, *DATABASE_ERRORS) as exc:  # Django's connection, or asyncpg's
+            said = f"database error: {one_line(exc)}"
+        self.stderr.write(f"venturi: {said}")
+        raise SystemExit(2)
 
     def forward(self, argv: list[str]) -> None:
         """venturi's own command, on the project's database."""
