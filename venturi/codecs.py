@@ -376,6 +376,14 @@ class CarryCodec(Generic[C]):
             else None
         )
 
+    def _refused(self, carry: Any) -> str:
+        # Made only on a refusal: formatted for every carry, it cost a bulk enqueue 0.4 us
+        # a job (a third of Task.job's time).
+        return (
+            f"carry of task {self.owner!r} must be {_name(self.carry_type)}, "
+            f"got {type(carry).__name__}"
+        )
+
     def encode(self, carry: Any) -> str:
         """Validated JSON text for ``carry``; ``TypeError`` when it is not a carry of this task.
 
@@ -388,10 +396,6 @@ class CarryCodec(Generic[C]):
                 f"carry of task {self.owner!r} must be {_name(self.carry_type)}, "
                 f"got {type(carry).__name__}"
             )
-        refused = (
-            f"carry of task {self.owner!r} must be {_name(self.carry_type)}, "
-            f"got {type(carry).__name__}"
-        )
         try:
             data = _ENCODER.encode(carry)
         except Lossy as exc:
@@ -399,11 +403,11 @@ class CarryCodec(Generic[C]):
                 f"carry of task {self.owner!r} cannot be stored as it is: {exc}"
             ) from None
         except (TypeError, msgspec.EncodeError) as exc:
-            raise TypeError(f"{refused}: {exc}") from None
+            raise TypeError(f"{self._refused(carry)}: {exc}") from None
         except RecursionError:
             raise _deep(f"carry of task {self.owner!r}") from None
         except ValueError as exc:
-            raise _unencodable(exc, f"carry of task {self.owner!r}", refused) from None
+            raise _unencodable(exc, f"carry of task {self.owner!r}", self._refused(carry)) from None
         text = data.decode()
         # Before the decode: a model's JSON validation has a depth limit of its own, and
         # its error would say "recursion limit exceeded" for what is too deep here.
