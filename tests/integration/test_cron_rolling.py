@@ -46,10 +46,11 @@ async def _row(conn: asyncpg.Connection) -> Any:
     )
 
 
-async def _an_hour_passes(conn: asyncpg.Connection) -> None:
+async def _an_hour_passes(conn: asyncpg.Connection, hours: int = 1) -> None:
     await conn.execute(
-        "UPDATE venturi.schedules SET last_slot = last_slot - interval '1 hour'"
-        " WHERE name = 'c_roll'"
+        "UPDATE venturi.schedules SET last_slot = last_slot - make_interval(hours => $1)"
+        " WHERE name = 'c_roll'",
+        hours,
     )
 
 
@@ -106,7 +107,10 @@ async def test_a_definition_whose_workers_are_gone_is_taken_over(
     await new_cron.run(pool, new_worker)
     # Its slot is more than a minute overdue and no worker of it ran it (they are gone,
     # say an old worker restarted during the deploy, then left): the older one takes over.
-    await _an_hour_passes(conn)
+    # Two hours back, not one: one hour back, the overdue slot is the latest :30, which is
+    # less than a minute old when the test runs in the minute after a half hour (it failed
+    # so once, in .ci/run at 01:30).
+    await _an_hour_passes(conn, hours=2)
     await admin.pause_kinds(conn, ["c_roll"])
     old_cron._next_due = 0.0
     await old_cron.run(pool, old_worker)
